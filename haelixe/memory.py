@@ -1,0 +1,614 @@
+"""The binning slab allocator: size classes, per-bin slab caches, stats and an event stream.
+
+Written once for every device. A *driver* does the real allocation (a numpy ``uint8``
+array on the CPU, a wgpu buffer on the GPU); the :class:`Allocator` decides when to call it.
+
+Size classes. Every request is rounded up to a *bin size*: at least :data:`MIN_BLOCK`
+bytes, and above that each power-of-two interval ``(2**k, 2**(k+1)]`` is split into
+``divisions`` equal steps (PyTorch's ``roundup_power2_divisions``). For a request of
+``n > MIN_BLOCK`` bytes the bin size ``r`` satisfies ``n <= r < n * (1 + 1/divisions)``,
+so with the default of 4 divisions at most 25% of a slab is rounding waste.
+
+Caching. Freed slabs stay in a free list per bin and are handed out again, so a training
+loop that allocates the same pattern every step stops calling the driver after step one.
+
+Deterministic reclamation. A :class:`Block` goes back to its bin's free list exactly when
+its last reference disappears (CPython's reference counting runs ``Block.__del__`` right
+then), never earlier. Tensor views and tensors saved for backward hold a Storage, which
+holds the Block, so a slab is never handed out twice while anything can still read it.
+
+This is a leaf module: it imports nothing else from haelixe and nothing from wgpu.
+"""
+
+from __future__ import annotations
+
+import collections
+import sys as _sys
+import threading
+import warnings
+from contextlib import contextmanager
+from typing import NamedTuple
+
+import numpy as np
+
+__all__ = [
+    "MIN_BLOCK", "TAGS", "DEFAULT_TAG", "round_size", "bin_of", "bin_size",
+    "OutOfMemoryError", "MemoryEvent", "Block", "Allocator", "NumpyDriver",
+    "tagged", "current_tag", "get_allocator", "register_allocator",
+    "memory_stats", "empty_cache", "reset_peak_stats",
+]
+
+MIN_BLOCK = 512
+"""Smallest slab in bytes; every request of up to this many bytes shares bin 0."""
+_MIN_LOG2 = MIN_BLOCK.bit_length() - 1
+_MAX_DIVISIONS = 64  # keeps every bin size a multiple of 8 bytes (MIN_BLOCK / 64)
+
+TAGS = ("parameter", "gradient", "optimizer_state", "activation", "temporary")
+DEFAULT_TAG = "activation"
+_TAG_SET = frozenset(TAGS)
+
+
+# -- size classes ------------------------------------------------------------------------
+
+def _check_nbytes(nbytes) -> int:
+    if not isinstance(nbytes, (int, np.integer)) or isinstance(nbytes, bool):
+        raise TypeError(f"allocation size must be an integer, got {nbytes!r}")
+    if nbytes < 0:
+        raise ValueError(f"allocation size must be non-negative, got {nbytes}")
+    return int(nbytes)
+
+
+def _check_divisions(divisions) -> None:
+    if (not isinstance(divisions, int) or not 1 <= divisions <= _MAX_DIVISIONS
+            or divisions & (divisions - 1)):
+        raise ValueError(f"divisions must be a power of two from 1 to {_MAX_DIVISIONS}, "
+                         f"got {divisions!r}")
+
+
+def _round(n: int, divisions: int) -> int:
+    if n <= MIN_BLOCK:
+        return MIN_BLOCK
+    step = (1 << (n.bit_length() - 1)) // divisions  # the power of two at or below n, split
+    return -(-n // step) * step
+
+
+def _index(r: int, divisions: int) -> int:
+    """Bin index of a bin size ``r`` (0 for MIN_BLOCK, then consecutive)."""
+    if r == MIN_BLOCK:
+        return 0
+    p = 1 << ((r - 1).bit_length() - 1)  # largest power of two strictly below r
+    return (p.bit_length() - 1 - _MIN_LOG2) * divisions + (r - p) // (p // divisions)
+
+
+def round_size(nbytes: int, divisions: int = 4) -> int:
+    """Bin size (bytes) that a request of ``nbytes`` is served from.
+
+    Guarantees: ``round_size(n) >= n``; ``round_size(n) == MIN_BLOCK`` for
+    ``n <= MIN_BLOCK``; otherwise ``round_size(n) - n < n / divisions`` (strictly; in fact
+    below one step, ``2**floor(log2 n) / divisions``). Monotone in ``n``, idempotent, and
+    every result is a multiple of 8.
+    """
+    n = _check_nbytes(nbytes)
+    _check_divisions(divisions)
+    return _round(n, divisions)
+
+
+def bin_of(nbytes: int, divisions: int = 4) -> int:
+    """Index of the bin serving ``nbytes``: 0 for ``MIN_BLOCK``, then one per bin size in
+    increasing order, so ``bin_size(bin_of(n)) == round_size(n)``."""
+    return _index(round_size(nbytes, divisions), divisions)
+
+
+def bin_size(index: int, divisions: int = 4) -> int:
+    """Size in bytes of bin ``index`` (the inverse of :func:`bin_of` on bin sizes)."""
+    _check_divisions(divisions)
+    if not isinstance(index, (int, np.integer)) or index < 0:
+        raise ValueError(f"bin index must be a non-negative integer, got {index!r}")
+    if index == 0:
+        return MIN_BLOCK
+    p = 1 << (_MIN_LOG2 + (index - 1) // divisions)
+    return p + ((index - 1) % divisions + 1) * (p // divisions)
+
+
+# -- tags --------------------------------------------------------------------------------
+
+_tls = threading.local()  # per thread, so a prefetch thread never inherits "parameter"
+
+
+def _check_tag(tag) -> str:
+    if tag not in _TAG_SET:
+        raise ValueError(f"unknown allocation tag {tag!r}; use one of {', '.join(TAGS)}")
+    return tag
+
+
+def current_tag() -> str:
+    """The tag that allocations on this thread get when they do not name one."""
+    return getattr(_tls, "tag", DEFAULT_TAG)
+
+
+@contextmanager
+def tagged(tag: str):
+    """Make ``tag`` the default tag of allocations inside the ``with`` block (this thread).
+
+    >>> with tagged("parameter"):
+    ...     w = get_allocator("cpu").allocate(4096)
+    """
+    _check_tag(tag)
+    prev = current_tag()
+    _tls.tag = tag
+    try:
+        yield tag
+    finally:
+        _tls.tag = prev
+
+
+# -- events, errors, blocks --------------------------------------------------------------
+
+class OutOfMemoryError(RuntimeError):
+    """An allocation would exceed the allocator's cap, or the driver ran out of memory."""
+
+
+class MemoryEvent(NamedTuple):
+    """One allocator event, for the memory widget.
+
+    ``kind`` is "alloc" (a new driver slab), "reuse" (served from the cache), "free"
+    (a block went back to its bin's free list), "release" (a cached slab was given back to
+    the driver) or "retag". ``allocated_bytes`` and ``reserved_bytes`` are the totals
+    right after the event.
+    """
+
+    seq: int
+    kind: str
+    size: int
+    requested: int
+    bin: int
+    tag: str | None
+    allocated_bytes: int
+    reserved_bytes: int
+
+
+_new_event = tuple.__new__  # skips NamedTuple's Python-level __new__ on the hot path
+
+
+class Block:
+    """A slab handed out by an :class:`Allocator`.
+
+    ``handle`` is the driver's object (a numpy uint8 array, a wgpu buffer), ``size`` the bin
+    size in bytes, ``requested`` the bytes asked for, ``bin`` the bin index and ``tag`` what
+    the memory holds. The slab returns to the free list when the last reference to this
+    object goes away; keep a reference for as long as anything may read the memory.
+    """
+
+    __slots__ = ("handle", "size", "requested", "bin", "tag", "allocator", "__weakref__")
+
+    def __init__(self, allocator, handle, size, requested, bin, tag):
+        self.handle = handle
+        self.size = size
+        self.requested = requested
+        self.bin = bin
+        self.tag = tag
+        self.allocator = allocator
+
+    @property
+    def buffer(self):
+        """The driver handle (on the GPU, the wgpu buffer)."""
+        return self.handle
+
+    def retag(self, tag: str) -> None:
+        """Change what this block is accounted as (emits a "retag" event)."""
+        self.allocator._retag(self, tag)
+
+    def __del__(self):
+        try:
+            alloc = self.allocator
+        except AttributeError:  # __init__ never finished
+            return
+        try:
+            alloc._reclaim(self.handle, self.size, self.requested, self.bin, self.tag)
+        except Exception:
+            # At interpreter shutdown module globals may already be None: stay silent then.
+            try:
+                finalizing = _sys.is_finalizing()
+            except Exception:
+                return
+            if not finalizing:
+                raise
+
+    def __repr__(self) -> str:
+        return (f"Block(size={self.size}, requested={self.requested}, bin={self.bin}, "
+                f"tag={self.tag!r}, device={self.allocator.device_name!r})")
+
+
+# -- drivers -----------------------------------------------------------------------------
+
+class NumpyDriver:
+    """Host memory: ``malloc`` returns a fresh ``np.empty(nbytes, np.uint8)``.
+
+    A driver is any object with ``malloc(nbytes) -> handle`` and ``free(handle)``;
+    ``malloc`` raises ``MemoryError`` when the device is out of memory (the allocator then
+    empties its cache and retries once).
+    """
+
+    def malloc(self, nbytes: int):
+        return np.empty(nbytes, np.uint8)
+
+    def free(self, handle) -> None:
+        pass  # dropping the last reference gives the memory back to numpy
+
+
+def _fmt(n: int) -> str:
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= scale:
+            return f"{n} bytes ({n / scale:.2f} {unit})"
+    return f"{n} bytes"
+
+
+# -- the allocator -----------------------------------------------------------------------
+
+class Allocator:
+    """Caching allocator for one device.
+
+    ``Allocator(device_name, driver, *, cap_bytes=None, divisions=4, history=1024)``:
+    ``driver`` provides ``malloc``/``free`` (see :class:`NumpyDriver`); ``cap_bytes``
+    bounds the reserved bytes (in use + cached); ``divisions`` sets the size classes (see
+    :func:`round_size`); ``history`` is how many recent events :meth:`events` keeps
+    (0 keeps none). Thread safe.
+    """
+
+    def __init__(self, device_name: str, driver, *, cap_bytes: int | None = None,
+                 divisions: int = 4, history: int = 1024):
+        _check_divisions(divisions)
+        if not (hasattr(driver, "malloc") and hasattr(driver, "free")):
+            raise TypeError("driver must provide malloc(nbytes) -> handle and free(handle)")
+        self.device_name = str(device_name)
+        self.driver = driver
+        self.divisions = divisions
+        self.cap_bytes = cap_bytes
+        self._lock = threading.RLock()
+        self._owner = None  # thread id inside a critical section (see _reclaim)
+        self._get_ident = threading.get_ident  # bound here: usable at shutdown
+        self._dead = collections.deque()  # blocks that died while their thread held the lock
+        self._free: dict[int, list] = {}  # bin -> cached handles, most recent last
+        self._bins: dict[int, list] = {}  # bin -> [in_use, cached, requested, allocated]
+        self._by_tag = dict.fromkeys(TAGS, 0)
+        self._allocated = self._requested = self._reserved = 0
+        self._active = self._cached = 0
+        self._peak_allocated = self._peak_reserved = 0
+        self._hits = self._driver_allocs = self._driver_frees = 0
+        self._num_allocs = self._num_frees = self._num_ooms = 0
+        self._seq = 0
+        self._history = collections.deque(maxlen=history) if history else None
+        self._subscribers: dict[int, object] = {}
+        self._callbacks: tuple = ()
+        self._next_token = 0
+        self._emitting = self._history is not None
+
+    @property
+    def cap_bytes(self) -> int | None:
+        """Most bytes the allocator may reserve from the driver (None: no cap)."""
+        return self._cap
+
+    @cap_bytes.setter
+    def cap_bytes(self, value) -> None:
+        if value is not None:
+            value = _check_nbytes(value)
+        self._cap = value
+
+    # critical sections: an RLock plus the owning thread, so that a Block dying on the
+    # thread that is mid-update (a GC pass inside malloc, a subscriber dropping a tensor)
+    # is queued and handled when that section ends, never on half-updated counters.
+    def _enter(self):
+        self._lock.acquire()
+        prev = self._owner
+        self._owner = self._get_ident()
+        return prev
+
+    def _exit(self, prev) -> None:
+        try:
+            if prev is None:  # outermost section: apply frees deferred meanwhile
+                dead = self._dead
+                while dead:
+                    self._put_back(*dead.popleft())
+        finally:
+            self._owner = prev
+            self._lock.release()
+
+    def _reclaim(self, handle, size, requested, b, tag) -> None:
+        """Called by ``Block.__del__``."""
+        if self._owner == self._get_ident():
+            self._dead.append((handle, size, requested, b, tag))
+            return
+        prev = self._enter()
+        try:
+            self._put_back(handle, size, requested, b, tag)
+        finally:
+            self._exit(prev)
+
+    # -- allocation ------------------------------------------------------------------
+    def allocate(self, nbytes: int, tag: str | None = None) -> Block:
+        """A block of at least ``nbytes`` bytes, from the cache when its bin has one.
+
+        ``tag`` defaults to the innermost :func:`tagged` tag of this thread
+        ("activation" outside any). Raises :class:`OutOfMemoryError` when the cap (or the
+        driver) cannot provide the slab even after emptying the cache.
+        """
+        n = _check_nbytes(nbytes)
+        size = _round(n, self.divisions)
+        b = _index(size, self.divisions)
+        tag = current_tag() if tag is None else _check_tag(tag)
+        prev = self._enter()
+        try:
+            cached = self._free.get(b)
+            if cached:
+                handle = cached.pop()
+                st = self._bins[b]
+                st[1] -= 1
+                self._cached -= 1
+                self._hits += 1
+                kind = "reuse"
+            else:
+                handle = self._driver_malloc(n, size, b)
+                st = self._bins.get(b)
+                if st is None:
+                    st = self._bins[b] = [0, 0, 0, 0]
+                kind = "alloc"
+            st[0] += 1
+            st[2] += n
+            st[3] += size
+            self._active += 1
+            self._num_allocs += 1
+            self._allocated += size
+            self._requested += n
+            self._by_tag[tag] += size
+            if self._allocated > self._peak_allocated:
+                self._peak_allocated = self._allocated
+            if self._emitting:
+                self._emit(kind, size, n, b, tag)
+            return Block(self, handle, size, n, b, tag)
+        finally:
+            self._exit(prev)
+
+    def _driver_malloc(self, n: int, size: int, b: int):
+        cap = self._cap
+        if cap is not None and self._reserved + size > cap:
+            self._release_cached()
+            if self._reserved + size > cap:
+                self._num_ooms += 1
+                raise OutOfMemoryError(self._oom_message(n, size, b))
+        try:
+            handle = self.driver.malloc(size)
+        except MemoryError as first:
+            # The device itself is full: give the cache back and try once more.
+            self._release_cached()
+            try:
+                handle = self.driver.malloc(size)
+            except MemoryError as err:
+                self._num_ooms += 1
+                raise OutOfMemoryError(self._oom_message(n, size, b, driver_error=err)) \
+                    from first
+        self._driver_allocs += 1
+        self._reserved += size
+        if self._reserved > self._peak_reserved:
+            self._peak_reserved = self._reserved
+        return handle
+
+    def _oom_message(self, n, size, b, driver_error=None) -> str:
+        cap = self._cap
+        if driver_error is not None:
+            limit = f"the driver failed ({driver_error})"
+        else:
+            free = max(cap - self._reserved, 0)
+            limit = f"the cap is {_fmt(cap)}, of which {_fmt(free)} is free"
+        return (
+            f"{self.device_name}: out of memory. Tried to allocate {_fmt(n)}, rounded to "
+            f"{size} bytes (bin {b}); {limit}; reserved {_fmt(self._reserved)}, allocated "
+            f"{_fmt(self._allocated)} in {self._active} live blocks; cached slabs were "
+            f"already given back to the driver. To fix: use a smaller batch size, drop "
+            f"references to tensors you no longer need (then call empty_cache()), or raise "
+            f"the cap (allocator.cap_bytes).")
+
+    def _put_back(self, handle, size, requested, b, tag) -> None:
+        self._free.setdefault(b, []).append(handle)
+        st = self._bins[b]
+        st[0] -= 1
+        st[1] += 1
+        st[2] -= requested
+        st[3] -= size
+        self._active -= 1
+        self._cached += 1
+        self._num_frees += 1
+        self._allocated -= size
+        self._requested -= requested
+        self._by_tag[tag] -= size
+        if self._emitting:
+            self._emit("free", size, requested, b, tag)
+
+    def _release_cached(self) -> int:
+        released = 0
+        for b, handles in self._free.items():
+            st = self._bins[b]
+            size = bin_size(b, self.divisions)
+            while handles:
+                self.driver.free(handles.pop())
+                st[1] -= 1
+                self._cached -= 1
+                self._reserved -= size
+                self._driver_frees += 1
+                released += size
+                if self._emitting:
+                    self._emit("release", size, 0, b, None)
+        return released
+
+    def empty_cache(self) -> int:
+        """Give every cached (unused) slab back to the driver; returns the bytes freed.
+        Blocks still referenced are untouched."""
+        prev = self._enter()
+        try:
+            return self._release_cached()
+        finally:
+            self._exit(prev)
+
+    def _retag(self, block: Block, tag: str) -> None:
+        _check_tag(tag)
+        prev = self._enter()
+        try:
+            old = block.tag
+            if old == tag:
+                return
+            self._by_tag[old] -= block.size
+            self._by_tag[tag] += block.size
+            block.tag = tag
+            if self._emitting:
+                self._emit("retag", block.size, block.requested, block.bin, tag)
+        finally:
+            self._exit(prev)
+
+    # -- events ----------------------------------------------------------------------
+    def _emit(self, kind, size, requested, b, tag) -> None:
+        self._seq += 1
+        ev = _new_event(MemoryEvent, (self._seq, kind, size, requested, b, tag,
+                                      self._allocated, self._reserved))
+        if self._history is not None:
+            self._history.append(ev)
+        for cb in self._callbacks:
+            try:
+                cb(ev)
+            except Exception as e:  # a broken widget must not break allocation
+                warnings.warn(f"memory event subscriber {cb!r} raised {e!r}",
+                              RuntimeWarning, stacklevel=2)
+
+    def subscribe(self, callback):
+        """Call ``callback(event)`` on every :class:`MemoryEvent` from now on (on the
+        thread that caused it, with the allocator locked: keep it short). Returns a
+        function that unsubscribes."""
+        if not callable(callback):
+            raise TypeError(f"subscriber must be callable, got {callback!r}")
+        with self._lock:
+            token = self._next_token
+            self._next_token += 1
+            self._subscribers[token] = callback
+            self._callbacks = tuple(self._subscribers.values())
+            self._emitting = True
+
+        def unsubscribe() -> None:
+            with self._lock:
+                self._subscribers.pop(token, None)
+                self._callbacks = tuple(self._subscribers.values())
+                self._emitting = bool(self._callbacks) or self._history is not None
+
+        return unsubscribe
+
+    def events(self, last: int | None = None) -> list[MemoryEvent]:
+        """The most recent events, oldest first (``last`` of them, or all kept)."""
+        with self._lock:
+            evs = list(self._history) if self._history is not None else []
+        return evs if last is None else evs[-last:] if last > 0 else []
+
+    # -- stats -----------------------------------------------------------------------
+    def stats(self) -> dict:
+        """Counters named like PyTorch's ``memory_stats`` where they fit (bytes unless
+        named otherwise); ``bins`` maps bin size -> per-bin counts of bins in use or
+        cached; ``by_tag`` maps tag -> allocated bytes."""
+        prev = self._enter()
+        try:
+            bins = {
+                bin_size(b, self.divisions): {
+                    "bin": b, "in_use": st[0], "cached": st[1],
+                    "requested_bytes": st[2], "allocated_bytes": st[3],
+                }
+                for b, st in sorted(self._bins.items()) if st[0] or st[1]
+            }
+            return {
+                "device": self.device_name,
+                "allocated_bytes": self._allocated,
+                "requested_bytes": self._requested,
+                "reserved_bytes": self._reserved,
+                "cached_bytes": self._reserved - self._allocated,
+                "active_blocks": self._active,
+                "cached_blocks": self._cached,
+                "peak_allocated_bytes": self._peak_allocated,
+                "peak_reserved_bytes": self._peak_reserved,
+                "cache_hits": self._hits,
+                "cache_misses": self._driver_allocs,
+                "driver_allocs": self._driver_allocs,
+                "driver_frees": self._driver_frees,
+                "num_allocs": self._num_allocs,
+                "num_frees": self._num_frees,
+                "num_ooms": self._num_ooms,
+                "cap_bytes": self._cap,
+                "divisions": self.divisions,
+                "bins": bins,
+                "by_tag": dict(self._by_tag),
+            }
+        finally:
+            self._exit(prev)
+
+    def reset_peak_stats(self) -> None:
+        """Restart the peaks from the current allocated / reserved bytes."""
+        prev = self._enter()
+        try:
+            self._peak_allocated = self._allocated
+            self._peak_reserved = self._reserved
+        finally:
+            self._exit(prev)
+
+    def __repr__(self) -> str:
+        return (f"Allocator({self.device_name!r}, allocated={self._allocated}, "
+                f"reserved={self._reserved}, cap={self._cap})")
+
+
+# -- per-device registry -----------------------------------------------------------------
+
+_registry: dict[str, Allocator] = {}
+_registry_lock = threading.Lock()
+_ALIASES = {"wgpu": "gpu", "cuda": "gpu"}
+
+
+def _device_type(device) -> str:
+    t = "cpu" if device is None else getattr(device, "type", device)
+    if not isinstance(t, str):
+        raise TypeError(f"expected a device or a device name, got {device!r}")
+    return _ALIASES.get(t, t)
+
+
+def register_allocator(device_type, allocator: Allocator):
+    """Install ``allocator`` for a device type ("gpu": done by the wgpu backend with its
+    buffer driver). Returns the allocator it replaces, or None."""
+    key = _device_type(device_type)
+    with _registry_lock:
+        prev = _registry.get(key)
+        _registry[key] = allocator
+    return prev
+
+
+def get_allocator(device="cpu") -> Allocator:
+    """The allocator of ``device`` ("cpu", "gpu" or a Device); the CPU one is created on
+    first use with :class:`NumpyDriver`."""
+    key = _device_type(device)
+    alloc = _registry.get(key)
+    if alloc is None:
+        with _registry_lock:
+            alloc = _registry.get(key)
+            if alloc is None and key == "cpu":
+                alloc = _registry["cpu"] = Allocator("cpu", NumpyDriver())
+        if alloc is None:
+            raise RuntimeError(
+                f"no allocator registered for device {key!r}; the backend installs one when "
+                f"it starts (for the GPU: after the first GPU tensor), or call "
+                f"register_allocator({key!r}, Allocator({key!r}, driver))")
+    return alloc
+
+
+def memory_stats(device="cpu") -> dict:
+    """``get_allocator(device).stats()``."""
+    return get_allocator(device).stats()
+
+
+def empty_cache(device="cpu") -> int:
+    """Give the cached slabs of ``device`` back to its driver; returns the bytes freed."""
+    return get_allocator(device).empty_cache()
+
+
+def reset_peak_stats(device="cpu") -> None:
+    """Restart the peak counters of ``device`` from the current values."""
+    get_allocator(device).reset_peak_stats()
