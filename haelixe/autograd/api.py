@@ -1,0 +1,133 @@
+"""Public autograd entry points: backward, grad, hooks."""
+
+from __future__ import annotations
+
+from .engine import run_backward
+from .function import _edge
+
+
+def _roots(tensors, grad_tensors, op):
+    from ..creation import ones_like
+    from ..tensor import Tensor
+
+    if isinstance(tensors, Tensor):
+        tensors = [tensors]
+    if grad_tensors is None:
+        grad_tensors = [None] * len(tensors)
+    elif isinstance(grad_tensors, Tensor):
+        grad_tensors = [grad_tensors]
+    nodes, grads = [], []
+    for t, g in zip(tensors, grad_tensors):
+        if not t._requires_grad:
+            raise RuntimeError(
+                f"{op}: element 0 of tensors does not require grad and does not have a "
+                f"grad_fn (shape {t.shape}); call requires_grad_() on the inputs before the "
+                f"forward pass, or check that grad mode was on (hx.no_grad() disables it)")
+        if g is None:
+            if t.numel() != 1:
+                raise RuntimeError(
+                    f"{op}: grad can be implicitly created only for scalar outputs, but the "
+                    f"output has shape {t.shape}; pass gradient= (a tensor of that shape), "
+                    f"or reduce first (.sum() / .mean())")
+            g = ones_like(t)
+        elif not isinstance(g, Tensor):
+            from ..ops.elementwise import as_tensor_like
+
+            g = as_tensor_like(g, t)
+        if g.shape != t.shape:
+            raise RuntimeError(f"{op}: gradient of shape {g.shape} does not match the output "
+                               f"shape {t.shape}")
+        nodes.append(_edge(t))
+        grads.append(g.detach())
+    return nodes, grads
+
+
+def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, inputs=None):
+    """Accumulate d(tensors)/d(leaf) into every leaf's ``.grad``."""
+    if retain_graph is None:
+        retain_graph = create_graph
+    nodes, grads = _roots(tensors, grad_tensors, "backward")
+    if inputs is not None:
+        _grad_impl(nodes, grads, list(inputs), retain_graph, create_graph, True, accumulate=True)
+        return
+    run_backward(nodes, grads, retain_graph=retain_graph, create_graph=create_graph)
+
+
+def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False,
+         allow_unused=False):
+    """Gradients of ``outputs`` with respect to ``inputs``, returned (not accumulated)."""
+    from ..tensor import Tensor
+
+    if retain_graph is None:
+        retain_graph = create_graph
+    single = isinstance(inputs, Tensor)
+    inputs = [inputs] if single else list(inputs)
+    nodes, grads = _roots(outputs, grad_outputs, "grad")
+    return _grad_impl(nodes, grads, inputs, retain_graph, create_graph, allow_unused)
+
+
+def _grad_impl(nodes, grads, inputs, retain_graph, create_graph, allow_unused,
+               accumulate=False):
+    from ..creation import zeros_like
+
+    targets = []
+    for t in inputs:
+        if not t._requires_grad:
+            raise RuntimeError(f"grad: one of the inputs (shape {t.shape}) does not require "
+                               f"grad")
+        targets.append(_edge(t))
+    capture = run_backward(nodes, grads, retain_graph=retain_graph,
+                           create_graph=create_graph, capture=dict.fromkeys(targets),
+                           accumulate=False)
+    out = []
+    for t, node in zip(inputs, targets):
+        g = capture.get(node)
+        if g is None and not allow_unused:
+            raise RuntimeError(f"grad: an input of shape {t.shape} is not reachable from the "
+                               f"outputs; pass allow_unused=True to get None for it")
+        if g is not None and g.shape != t.shape:
+            g = g.sum_to(t.shape)
+        if accumulate:
+            if g is not None:
+                if t.grad is None:
+                    t.grad = g.detach().clone() if not create_graph else g
+                else:
+                    t.grad = t.grad + g
+            continue
+        out.append(g if g is not None else (None if allow_unused else zeros_like(t)))
+    return None if accumulate else tuple(out)
+
+
+class RemovableHandle:
+    def __init__(self, hooks: list, fn):
+        self._hooks, self._fn = hooks, fn
+
+    def remove(self) -> None:
+        if self._fn in self._hooks:
+            self._hooks.remove(self._fn)
+
+
+def register_hook(t, fn):
+    if not t._requires_grad:
+        raise RuntimeError("cannot register a hook on a tensor that doesn't require grad")
+    node = _edge(t)
+    if node.hooks is None:
+        node.hooks = []
+    node.hooks.append(fn)
+    return RemovableHandle(node.hooks, fn)
+
+
+def retain_grad(t) -> None:
+    """Keep the gradient of a non-leaf tensor in its ``.grad`` after backward."""
+    import weakref
+
+    if t.grad_fn is None:
+        return
+    ref = weakref.ref(t)
+
+    def keep(g):
+        owner = ref()
+        if owner is not None:
+            owner.grad = g.detach() if owner.grad is None else owner.grad + g.detach()
+
+    register_hook(t, keep)

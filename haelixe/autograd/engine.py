@@ -1,0 +1,150 @@
+"""The backward engine: reverse topological order, gradients accumulated per node.
+
+The walk is iterative (a 100,000-op chain does not touch Python's recursion limit):
+one pass counts, for every node reachable from the roots, how many edges lead into it;
+then Kahn's algorithm runs each node once all its incoming gradients have arrived.
+Gradients wait in a dict keyed by node, summed as they arrive.
+"""
+
+from __future__ import annotations
+
+from .function import AccumulateGrad, SavedTensorError, _check_finite
+from .mode import STATE
+
+# Callbacks told about each node as backward starts and finishes it (the graph widget's
+# live mode). Each is called as fn("start", node, None) and fn("finish", node, norms),
+# where norms are the L2 norms of the gradients the node produced, one per input edge.
+_observers: list = []
+
+
+def add_backward_observer(fn):
+    """Call ``fn(event, node, grad_norms)`` for every node of every backward pass.
+    Returns a function that removes it."""
+    _observers.append(fn)
+    return lambda: _observers.remove(fn) if fn in _observers else None
+
+
+def _dependencies(roots):
+    deps = {}
+    stack = list(roots)
+    seen = set(roots)
+    while stack:
+        node = stack.pop()
+        for nxt in node.next:
+            if nxt is None:
+                continue
+            deps[nxt] = deps.get(nxt, 0) + 1
+            if nxt not in seen:
+                seen.add(nxt)
+                stack.append(nxt)
+    return deps
+
+
+def run_backward(roots, grads, retain_graph=False, create_graph=False, capture=None,
+                 accumulate=True):
+    """Propagate ``grads`` from the ``roots`` nodes back through the graph.
+
+    capture: optional dict {node: None} whose incoming gradients are recorded and
+    returned (autograd.grad); with accumulate=False no leaf ``.grad`` is touched.
+    """
+    pending = {}
+    for node, g in zip(roots, grads):
+        pending[node] = pending[node] + g if node in pending else g
+    root_nodes = list(pending)
+    deps = _dependencies(root_nodes)
+    ready = [n for n in root_nodes if deps.get(n, 0) == 0]
+    observers = _observers
+    prev_mode = STATE.grad_enabled
+    STATE.grad_enabled = create_graph
+    try:
+        while ready:
+            node = ready.pop()
+            g = pending.pop(node, None)
+            if g is not None and node.hooks:
+                for hook in node.hooks:
+                    out = hook(g)
+                    if out is not None:
+                        g = out
+            if capture is not None and node in capture:
+                capture[node] = g
+            if observers:
+                for fn in observers:
+                    fn("start", node, None)
+            if node.is_accumulate:
+                if g is not None and accumulate:
+                    leaf = node.leaf
+                    if leaf is not None:
+                        _accumulate_into_leaf(leaf, g, create_graph)
+                if observers:
+                    norms = (None if g is None else _norm(g),)
+                    for fn in observers:
+                        fn("finish", node, norms)
+                continue
+            if g is None:
+                in_grads = (None,) * len(node.next)
+            else:
+                if create_graph and not node.twice_differentiable:
+                    raise RuntimeError(
+                        f"{node.name} is a fused kernel with a first derivative only; "
+                        f"create_graph=True through it is not supported. Compose the op "
+                        f"from elementary ops to take higher derivatives.")
+                if node.saved is None:
+                    raise SavedTensorError(
+                        f"Trying to backward through the graph a second time (or directly "
+                        f"access saved tensors after they have already been freed) in "
+                        f"{node.name}. Saved tensors are freed after backward; pass "
+                        f"retain_graph=True to the first backward() if you need to "
+                        f"backward through the graph again.")
+                in_grads = node.backward(node, g)
+                if not isinstance(in_grads, tuple):
+                    in_grads = (in_grads,)
+                if STATE.anomaly:
+                    for i, gi in enumerate(in_grads):
+                        if gi is not None:
+                            _check_finite(gi, f"backward of {node.name} (gradient {i})")
+                if not retain_graph:
+                    node.release()
+            if observers:
+                norms = tuple(None if gi is None else _norm(gi) for gi in in_grads)
+                for fn in observers:
+                    fn("finish", node, norms)
+            for nxt, gi in zip(node.next, in_grads):
+                if nxt is None:
+                    continue
+                if gi is not None:
+                    prev = pending.get(nxt)
+                    pending[nxt] = gi if prev is None else prev + gi
+                left = deps[nxt] - 1
+                deps[nxt] = left
+                if left == 0:
+                    ready.append(nxt)
+    finally:
+        STATE.grad_enabled = prev_mode
+    return capture
+
+
+def _accumulate_into_leaf(leaf, g, create_graph):
+    if g.shape != leaf.shape:
+        g = g.sum_to(leaf.shape)
+    if g.dtype is not leaf.dtype:
+        g = g.to(leaf.dtype)
+    if g.device is not leaf.device:
+        g = g.to(leaf.device)
+    if leaf.grad is None:
+        # The first gradient gets a buffer of its own: the incoming one may be shared
+        # (an add passes one gradient to both inputs) or an expanded view.
+        leaf.grad = g if create_graph else g.detach().clone()
+    elif create_graph:
+        leaf.grad = leaf.grad + g
+    else:
+        leaf.grad._add_inplace_raw(g)
+
+
+def _norm(t) -> float:
+    import numpy as np
+
+    data = t._be.to_numpy(t._data)
+    return float(np.sqrt(np.sum(np.square(data, dtype=np.float64))))
+
+
+__all__ = ["run_backward", "add_backward_observer", "AccumulateGrad"]

@@ -1,0 +1,192 @@
+"""Function: one op's forward and backward, and the graph node it leaves behind.
+
+An op is a subclass with two static methods, written next to each other so the
+derivative is read beside what it differentiates (MiniTorch's shape):
+
+    class Mul(Function):
+        @staticmethod
+        def forward(ctx, a, b):          # Tensors in, a raw array out
+            ctx.save_for_backward(a, b)
+            return a._be.mul(a._data, b._data)
+
+        @staticmethod
+        def backward(ctx, g):            # Tensors in, one grad per forward argument out
+            a, b = ctx.saved_tensors
+            return g * b, g * a
+
+``Mul.apply(a, b)`` runs forward and, when grad mode is on and some input requires grad,
+keeps the ctx as the output's ``grad_fn``: a node whose ``next`` edges point at the
+nodes that made the inputs (or at the AccumulateGrad node of a leaf). Backward is
+written with Haelixe ops, so running it under grad mode (create_graph=True) builds the
+graph of the gradient itself.
+"""
+
+from __future__ import annotations
+
+import traceback
+import weakref
+
+import numpy as np
+
+from .mode import STATE
+
+
+class SavedTensorError(RuntimeError):
+    pass
+
+
+class Node:
+    """What every graph node has: edges to the next nodes, hooks, a display name."""
+
+    __slots__ = ()
+    is_accumulate = False
+
+    @property
+    def name(self) -> str:
+        return type(self).__name__
+
+
+class AccumulateGrad(Node):
+    """The sink for a leaf tensor: backward adds the gradient into ``leaf.grad``.
+
+    It holds the leaf weakly (the leaf holds this node), so a leaf nobody references
+    can still be freed; its gradient is then dropped, as in PyTorch.
+    """
+
+    __slots__ = ("_leaf", "hooks", "next", "__weakref__")
+    is_accumulate = True
+
+    def __init__(self, leaf):
+        self._leaf = weakref.ref(leaf)
+        self.hooks = None
+        self.next = ()
+
+    @property
+    def leaf(self):
+        return self._leaf()
+
+    @property
+    def name(self) -> str:
+        return "AccumulateGrad"
+
+
+class Function(Node):
+    """Base of every differentiable op. Instances are the graph's nodes (and the ctx)."""
+
+    __slots__ = ("next", "needs_input_grad", "saved", "_versions", "hooks", "meta",
+                 "trace", "out_ref", "__dict__", "__weakref__")
+
+    #: False for fused kernels whose backward calls raw kernels: create_graph through
+    #: them raises instead of silently giving a gradient without its own graph.
+    twice_differentiable = True
+    #: the name shown in graphs and errors; defaults to the class name
+    label: str | None = None
+
+    def __init__(self):
+        self.saved = ()
+        self._versions = ()
+        self.hooks = None
+        self.meta = None  # (shape, dtype, device) of the output, for introspection
+        self.trace = None
+
+    @property
+    def name(self) -> str:
+        return self.label or type(self).__name__
+
+    # -- ctx API used inside forward -----------------------------------------------------
+    def save_for_backward(self, *tensors) -> None:
+        self.saved = tensors
+        self._versions = tuple(None if t is None else t._storage.version for t in tensors)
+
+    @property
+    def saved_tensors(self) -> tuple:
+        if self.saved is None:
+            raise SavedTensorError(
+                f"Trying to backward through the graph a second time (or directly access "
+                f"saved tensors after they have already been freed) in {self.name}. "
+                f"Saved tensors are freed after backward; pass retain_graph=True to the "
+                f"first backward() if you need to backward through the graph again.")
+        for i, (t, v) in enumerate(zip(self.saved, self._versions)):
+            if t is not None and t._storage.version != v:
+                raise SavedTensorError(
+                    f"one of the variables needed for gradient computation has been "
+                    f"modified by an inplace operation: saved tensor {i} of {self.name} "
+                    f"(shape {t.shape}, dtype {t.dtype.name}) is at version "
+                    f"{t._storage.version}; expected version {v} instead. Hint: replace "
+                    f"the in-place op (add_, mul_, ...) that changed it by its out-of-place "
+                    f"form, or clone() the tensor before changing it.")
+        return self.saved
+
+    def release(self) -> None:
+        """Drop the saved tensors (after backward, unless retain_graph)."""
+        self.saved = None
+        for k in list(self.__dict__):
+            v = self.__dict__[k]
+            if isinstance(v, Tensor) or isinstance(v, np.ndarray):
+                del self.__dict__[k]
+
+    @property
+    def saved_bytes(self) -> int:
+        if not self.saved:
+            return 0
+        return sum(t.numel() * t.dtype.itemsize for t in self.saved if t is not None)
+
+    # -- the op protocol -----------------------------------------------------------------
+    @staticmethod
+    def forward(ctx, *args):
+        raise NotImplementedError
+
+    @staticmethod
+    def backward(ctx, grad):
+        raise NotImplementedError
+
+    @classmethod
+    def apply(cls, *args):
+        """Run forward; record the node when some Tensor argument requires grad."""
+        ctx = cls()
+        raw = cls.forward(ctx, *args)
+        # Views return a Tensor over their input's storage; other ops a raw array.
+        out = raw if raw.__class__ is Tensor else Tensor._wrap(raw)
+        if STATE.anomaly:
+            _check_finite(out, f"forward of {ctx.name}")
+        if STATE.grad_enabled:
+            requires = False
+            for a in args:
+                if a.__class__ is Tensor or isinstance(a, Tensor):
+                    if a._requires_grad:
+                        requires = True
+                        break
+            if requires:
+                ctx.next = tuple(
+                    _edge(a) if isinstance(a, Tensor) else None for a in args)
+                out._requires_grad = True
+                out.grad_fn = ctx
+                ctx.meta = (out.shape, out.dtype, out.device)
+                if STATE.anomaly:
+                    ctx.trace = traceback.format_stack()[:-1]
+        return out
+
+
+def _edge(t):
+    """The node a gradient for ``t`` flows into, or None when ``t`` needs none."""
+    if not t._requires_grad:
+        return None
+    fn = t.grad_fn
+    if fn is not None:
+        return fn
+    acc = t._accumulator
+    if acc is None:
+        acc = t._accumulator = AccumulateGrad(t)
+    return acc
+
+
+def _check_finite(t, where: str) -> None:
+    if t.dtype.is_floating_point:
+        data = t._be.to_numpy(t._data)
+        if not np.isfinite(data).all():
+            bad = "NaN" if np.isnan(data).any() else "Inf"
+            raise RuntimeError(f"anomaly: {where} produced {bad} values (output shape "
+                               f"{t.shape}, dtype {t.dtype.name})")
+
+
+from ..tensor import Tensor  # noqa: E402  (Tensor needs Function's module to exist first)

@@ -1,0 +1,82 @@
+"""Grad mode and anomaly mode: process-wide switches read on every op."""
+
+from __future__ import annotations
+
+import functools
+
+
+class _State:
+    grad_enabled = True
+    anomaly = False
+
+
+STATE = _State()
+
+
+def is_grad_enabled() -> bool:
+    return STATE.grad_enabled
+
+
+class _GradMode:
+    """Context manager and decorator that sets grad mode for its extent."""
+
+    enabled = True
+
+    def __enter__(self):
+        self._prev = STATE.grad_enabled
+        STATE.grad_enabled = self.enabled
+        return self
+
+    def __exit__(self, *exc):
+        STATE.grad_enabled = self._prev
+        return False
+
+    def __call__(self, fn):
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            with self.__class__():
+                return fn(*args, **kwargs)
+
+        return wrapper
+
+
+class no_grad(_GradMode):
+    """Ops inside build no graph: ``with hx.no_grad():`` or ``@hx.no_grad()``."""
+
+    enabled = False
+
+
+class enable_grad(_GradMode):
+    enabled = True
+
+
+class set_grad_enabled(_GradMode):
+    def __init__(self, mode: bool):
+        self.enabled = bool(mode)
+
+    def __call__(self, fn):
+        mode = self.enabled
+
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            with set_grad_enabled(mode):
+                return fn(*args, **kwargs)
+
+        return wrapper
+
+
+class detect_anomaly:
+    """While active, every op checks its forward output and every backward node checks
+    the gradients it produced for NaN/Inf, and raises an error naming the op."""
+
+    def __init__(self, check_nan: bool = True):
+        self.check_nan = check_nan
+
+    def __enter__(self):
+        self._prev = STATE.anomaly
+        STATE.anomaly = self.check_nan
+        return self
+
+    def __exit__(self, *exc):
+        STATE.anomaly = self._prev
+        return False

@@ -1,0 +1,337 @@
+"""CPU kernels on numpy arrays. Every kernel reads its inputs through their strides
+(numpy does that natively), so transposed, sliced, broadcast and flipped views are read
+in place; matmul hands transposed operands to BLAS with a transpose flag, not a copy."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..storage import Storage
+from .base import Backend
+
+_SQRT_HALF = 1.0 / math.sqrt(2.0)
+_SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
+_INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
+_exact_erf = np.frompyfunc(math.erf, 1, 1)
+
+
+def erf(x: np.ndarray) -> np.ndarray:
+    """erf without scipy: exact (math.erf) in float64, where gradient checks need every
+    digit; elsewhere the Numerical Recipes erfc fit (fractional error < 1.2e-7, below
+    float32 resolution), vectorised."""
+    if x.dtype == np.float64:
+        return _exact_erf(x).astype(np.float64)
+    z = np.abs(x)
+    t = 1.0 / (1.0 + 0.5 * z)
+    poly = -z * z - 1.26551223 + t * (1.00002368 + t * (0.37409196 + t * (0.09678418 + t * (
+        -0.18628806 + t * (0.27886807 + t * (-1.13520398 + t * (1.48851587 + t * (
+            -0.82215223 + t * 0.17087277))))))))
+    erfc = t * np.exp(poly)
+    return np.where(x >= 0, 1.0 - erfc, erfc - 1.0).astype(x.dtype, copy=False)
+
+
+def gelu(x, approximate="none"):
+    if approximate == "tanh":
+        inner = _SQRT_2_OVER_PI * (x + 0.044715 * x * x * x)
+        return 0.5 * x * (1.0 + np.tanh(inner))
+    return 0.5 * x * (1.0 + erf(x * _SQRT_HALF))
+
+
+def gelu_grad(x, approximate="none"):
+    """d gelu / dx, the local derivative used by the fused Linear+GELU backward."""
+    if approximate == "tanh":
+        inner = _SQRT_2_OVER_PI * (x + 0.044715 * x * x * x)
+        th = np.tanh(inner)
+        dinner = _SQRT_2_OVER_PI * (1.0 + 3 * 0.044715 * x * x)
+        return 0.5 * (1.0 + th) + 0.5 * x * (1.0 - th * th) * dinner
+    cdf = 0.5 * (1.0 + erf(x * _SQRT_HALF))
+    return cdf + x * _INV_SQRT_2PI * np.exp(-0.5 * x * x)
+
+
+def _rsqrt(x):
+    return 1.0 / np.sqrt(x)
+
+
+def _sigmoid(x):
+    # Two branches so neither exp overflows.
+    e = np.exp(-np.abs(x))
+    return np.where(x >= 0, 1.0 / (1.0 + e), e / (1.0 + e)).astype(x.dtype, copy=False)
+
+
+def _relu(x):
+    return np.maximum(x, 0).astype(x.dtype, copy=False)
+
+
+def _silu(x):
+    return x * _sigmoid(x)
+
+
+class CPUBackend(Backend):
+    name = "cpu"
+
+    # elementwise kernels are numpy's own ufuncs: no Python between the op and the loop
+    neg = staticmethod(np.negative)
+    abs = staticmethod(np.abs)
+    exp = staticmethod(np.exp)
+    log = staticmethod(np.log)
+    sqrt = staticmethod(np.sqrt)
+    rsqrt = staticmethod(_rsqrt)
+    tanh = staticmethod(np.tanh)
+    sigmoid = staticmethod(_sigmoid)
+    relu = staticmethod(_relu)
+    silu = staticmethod(_silu)
+    sin = staticmethod(np.sin)
+    cos = staticmethod(np.cos)
+    sign = staticmethod(np.sign)
+    gelu = staticmethod(gelu)
+    add = staticmethod(np.add)
+    sub = staticmethod(np.subtract)
+    mul = staticmethod(np.multiply)
+    div = staticmethod(np.divide)
+    pow = staticmethod(np.power)
+    maximum = staticmethod(np.maximum)
+    minimum = staticmethod(np.minimum)
+    eq = staticmethod(np.equal)
+    ne = staticmethod(np.not_equal)
+    lt = staticmethod(np.less)
+    le = staticmethod(np.less_equal)
+    gt = staticmethod(np.greater)
+    ge = staticmethod(np.greater_equal)
+    where = staticmethod(np.where)
+    matmul = staticmethod(np.matmul)
+
+    # -- creation and transfer -----------------------------------------------------------
+    def empty(self, shape, dtype, tag="activation"):
+        return np.empty(shape, dtype)
+
+    def full(self, shape, value, dtype, tag="activation"):
+        return np.full(shape, value, dtype)
+
+    def arange(self, start, stop, step, dtype):
+        return np.arange(start, stop, step).astype(dtype, copy=False)
+
+    def from_numpy(self, array, tag="activation"):
+        return array
+
+    def to_numpy(self, x):
+        return x
+
+    def make_view(self, storage, shape, strides, offset):
+        isz = storage.dtype.itemsize
+        return np.ndarray(shape, storage.dtype.np, buffer=storage.data, offset=offset * isz,
+                          strides=tuple(s * isz for s in strides))
+
+    def storage_of(self, x):
+        raise NotImplementedError("CPU storages are built by the tensor layer")
+
+    # -- layout --------------------------------------------------------------------------
+    def copy(self, x):
+        return np.array(x, order="C", copy=True)
+
+    def copy_into(self, dst, src):
+        np.copyto(dst, src, casting="unsafe")
+
+    def cast(self, x, dtype):
+        return x.astype(dtype)
+
+    def clamp(self, x, lo, hi):
+        if lo is not None and hi is not None:
+            return np.clip(x, lo, hi).astype(x.dtype, copy=False)
+        if lo is not None:
+            return np.maximum(x, lo).astype(x.dtype, copy=False)
+        return np.minimum(x, hi).astype(x.dtype, copy=False)
+
+    # -- reductions ----------------------------------------------------------------------
+    def sum(self, x, axes, keepdim):
+        return np.add.reduce(x, axis=axes, keepdims=keepdim, dtype=x.dtype)
+
+    def max(self, x, axes, keepdim):
+        return np.maximum.reduce(x, axis=axes, keepdims=keepdim)
+
+    def min(self, x, axes, keepdim):
+        return np.minimum.reduce(x, axis=axes, keepdims=keepdim)
+
+    def argmax(self, x, axis, keepdim):
+        return np.argmax(x, axis=axis, keepdims=keepdim)
+
+    def softmax(self, x, axis):
+        e = np.exp(x - np.max(x, axis=axis, keepdims=True))
+        e /= e.sum(axis=axis, keepdims=True)
+        return e
+
+    def log_softmax(self, x, axis):
+        shifted = x - np.max(x, axis=axis, keepdims=True)
+        shifted -= np.log(np.exp(shifted).sum(axis=axis, keepdims=True))
+        return shifted
+
+    # -- indexing ------------------------------------------------------------------------
+    def gather(self, x, axis, index):
+        return np.take_along_axis(x, index, axis=axis)
+
+    def scatter_add(self, shape, axis, index, src):
+        out = np.zeros(shape, src.dtype)
+        key = list(np.indices(index.shape, sparse=True))
+        key[axis] = index
+        np.add.at(out, tuple(key), src)
+        return out
+
+    def take(self, x, key):
+        return np.array(x[key], copy=True)
+
+    def index_add(self, shape, key, values):
+        out = np.zeros(shape, values.dtype)
+        np.add.at(out, key, values)
+        return out
+
+    # -- fused neural-network kernels ----------------------------------------------------
+    def linear(self, x, w, b, activation=None):
+        y = np.matmul(x, w.T)
+        if b is not None:
+            y += b
+        if activation is None:
+            return y, None
+        return gelu(y, "tanh" if activation == "gelu_tanh" else "none"), y
+
+    def linear_backward(self, x, w, pre, gy, activation, need_bias):
+        if activation is not None:
+            gy = gy * gelu_grad(pre, "tanh" if activation == "gelu_tanh" else "none")
+        n_in, n_out = w.shape[1], w.shape[0]
+        x2 = x.reshape(-1, n_in)
+        g2 = gy.reshape(-1, n_out)
+        dx = np.matmul(gy, w)
+        dw = np.matmul(g2.T, x2)
+        db = np.add.reduce(g2, axis=0) if need_bias else None
+        return dx, dw, db
+
+    def rmsnorm(self, x, w, eps):
+        ms = np.einsum("...i,...i->...", x, x)[..., None] / x.shape[-1]
+        rstd = 1.0 / np.sqrt(ms + eps)
+        y = x * rstd
+        if w is not None:
+            y *= w
+        return y, rstd.astype(x.dtype, copy=False)
+
+    def rmsnorm_backward(self, x, w, rstd, gy):
+        xhat = x * rstd
+        dw = np.einsum("...i,...i->i", gy, xhat) if w is not None else None
+        gx = gy * w if w is not None else gy
+        proj = np.einsum("...i,...i->...", gx, xhat)[..., None] / x.shape[-1]
+        dx = rstd * (gx - xhat * proj)
+        return dx, dw
+
+    def layernorm(self, x, w, b, eps):
+        mean = x.mean(axis=-1, keepdims=True)
+        xc = x - mean
+        var = np.einsum("...i,...i->...", xc, xc)[..., None] / x.shape[-1]
+        rstd = 1.0 / np.sqrt(var + eps)
+        y = xc * rstd
+        if w is not None:
+            y *= w
+        if b is not None:
+            y += b
+        return y, mean, rstd
+
+    def layernorm_backward(self, x, w, mean, rstd, gy):
+        xhat = (x - mean) * rstd
+        n = x.shape[-1]
+        dw = np.einsum("...i,...i->i", gy, xhat) if w is not None else None
+        db = gy.reshape(-1, n).sum(axis=0)
+        gx = gy * w if w is not None else gy
+        m1 = gx.mean(axis=-1, keepdims=True)
+        m2 = np.einsum("...i,...i->...", gx, xhat)[..., None] / n
+        dx = rstd * (gx - m1 - xhat * m2)
+        return dx, dw, db
+
+    def rope(self, x, cos, sin, inverse=False):
+        h = x.shape[-1] // 2
+        x1, x2 = x[..., :h], x[..., h:]
+        if inverse:
+            sin = -sin
+        out = np.empty(x.shape, x.dtype)
+        np.subtract(x1 * cos, x2 * sin, out=out[..., :h])
+        np.add(x2 * cos, x1 * sin, out=out[..., h:])
+        return out
+
+    def attention(self, q, k, v, causal, scale):
+        from .cpu_attention import attention_forward
+
+        return attention_forward(q, k, v, causal, scale)
+
+    def attention_backward(self, q, k, v, out, lse, gout, causal, scale):
+        from .cpu_attention import attention_backward
+
+        return attention_backward(q, k, v, out, lse, gout, causal, scale)
+
+    # -- optimizers ----------------------------------------------------------------------
+    def adamw_step(self, p, g, m, v, lr, beta1, beta2, eps, weight_decay, step):
+        # One pass of whole-buffer numpy ops over every parameter at once; temporaries
+        # are reused through out= so the step allocates one scratch buffer.
+        if weight_decay:
+            p *= 1.0 - lr * weight_decay
+        m *= beta1
+        m += (1.0 - beta1) * g
+        v *= beta2
+        tmp = np.multiply(g, g)
+        tmp *= 1.0 - beta2
+        v += tmp
+        bc1 = 1.0 - beta1 ** step
+        bc2 = 1.0 - beta2 ** step
+        np.sqrt(v, out=tmp)
+        tmp *= 1.0 / math.sqrt(bc2)
+        tmp += eps
+        np.divide(m, tmp, out=tmp)
+        tmp *= lr / bc1
+        p -= tmp
+
+    def sgd_step(self, p, g, buf, lr, momentum, nesterov, weight_decay):
+        d = g
+        if weight_decay:
+            d = g + weight_decay * p
+        if momentum:
+            buf *= momentum
+            buf += d
+            d = d + momentum * buf if nesterov else buf
+        p -= lr * d
+
+
+CPU_BACKEND = CPUBackend()
+
+
+def storage_for(array: np.ndarray, device, dtype) -> tuple[Storage, tuple, int]:
+    """A Storage over the memory of ``array`` and the array's (strides, offset) in
+    elements within it. Fresh C-contiguous arrays are the common case; other arrays
+    share the buffer of the array that owns their memory when its layout is expressible
+    in whole elements, and are copied otherwise."""
+    if array.flags.c_contiguous:
+        return Storage(array, device, dtype, array.nbytes), None, 0
+    isz = array.itemsize
+    root = array
+    while isinstance(root.base, np.ndarray):
+        root = root.base
+    if (root.flags.c_contiguous and root.dtype == array.dtype
+            and all(s % isz == 0 for s in array.strides)):
+        start = array.__array_interface__["data"][0] - root.__array_interface__["data"][0]
+        if start % isz == 0:
+            flat = root.reshape(-1)
+            strides = tuple(s // isz for s in array.strides)
+            return Storage(flat, device, dtype, flat.nbytes), strides, start // isz
+    if array.flags.f_contiguous or _dense_in_some_order(array):
+        flat = array.ravel(order="K")
+        if np.shares_memory(flat, array):
+            start = array.__array_interface__["data"][0] - flat.__array_interface__["data"][0]
+            strides = tuple(s // isz for s in array.strides)
+            return Storage(flat, device, dtype, flat.nbytes), strides, start // isz
+    copy = np.ascontiguousarray(array)
+    return Storage(copy, device, dtype, copy.nbytes), None, 0
+
+
+def _dense_in_some_order(a: np.ndarray) -> bool:
+    pairs = sorted((abs(s), n) for n, s in zip(a.shape, a.strides) if n > 1)
+    expect = a.itemsize
+    for s, n in pairs:
+        if s != expect:
+            return False
+        expect *= n
+    return True

@@ -1,0 +1,57 @@
+"""GPU memory: a wgpu buffer driver under the project's binning slab allocator."""
+
+from __future__ import annotations
+
+import threading
+
+from ... import memory
+from .context import get_context
+
+__all__ = ["WgpuBufferDriver", "gpu_allocator"]
+
+
+class WgpuBufferDriver:
+    """``malloc`` makes a storage buffer, ``free`` destroys it.
+
+    ``before_free`` is called before a buffer is destroyed; the dispatcher sets it to
+    submit recorded work first, because a destroyed buffer may not appear in a submit.
+    """
+
+    def __init__(self, context):
+        import wgpu
+
+        self.device = context.device
+        self.max_size = min(context.limits.get("max-buffer-size", 1 << 28),
+                            context.limits.get("max-storage-buffer-binding-size", 1 << 27))
+        self.usage = (wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_SRC
+                      | wgpu.BufferUsage.COPY_DST)
+        self.before_free = None
+
+    def malloc(self, nbytes: int):
+        if nbytes > self.max_size:
+            raise ValueError(
+                f"a GPU buffer of {nbytes} bytes exceeds this adapter's largest storage "
+                f"binding ({self.max_size} bytes); split the tensor or use device=\"cpu\"")
+        return self.device.create_buffer(size=max(int(nbytes), 4), usage=self.usage)
+
+    def free(self, handle) -> None:
+        if self.before_free is not None:
+            self.before_free()
+        handle.destroy()
+
+
+_allocator = None
+_lock = threading.Lock()
+
+
+def gpu_allocator() -> memory.Allocator:
+    """The allocator of the "gpu" device, created and registered on first use."""
+    global _allocator
+    if _allocator is None:
+        with _lock:
+            if _allocator is None:
+                driver = WgpuBufferDriver(get_context())
+                alloc = memory.Allocator("gpu", driver)
+                memory.register_allocator("gpu", alloc)
+                _allocator = alloc
+    return _allocator

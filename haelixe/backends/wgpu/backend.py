@@ -1,0 +1,213 @@
+"""The GPU backend: every kernel of ``haelixe.backends.base.Backend`` on wgpu.
+
+Raw arrays are :class:`GpuArray`. Kernels are recorded, not run: see ``dispatch.py``.
+Work reaches the GPU on ``to_numpy`` (or every ``max_pending`` dispatches); ``stats()``
+counts dispatches and submits so a training step can be measured.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+
+import ml_dtypes
+import numpy as np
+
+from ...device import GPU
+from ...storage import Storage
+from ..base import BINARY, COMPARE, UNARY, Backend
+from . import dtypes as gd
+from . import elementwise as ew
+from .allocator import gpu_allocator
+from .array import GpuArray
+from .context import get_context
+from .dispatch import Dispatcher
+from .geometry import f32_bits, grid
+from .shaders import kernel
+
+__all__ = ["WGPU", "get_backend"]
+
+
+class WGPU(Backend):
+    """Kernels on the process's wgpu device (see the module docstring)."""
+
+    name = "wgpu"
+
+    def __init__(self):
+        self.context = get_context()
+        self.allocator = gpu_allocator()
+        self.dispatcher = Dispatcher(self.context)
+        self.allocator.driver.before_free = self.dispatcher.flush
+
+    # -- introspection -------------------------------------------------------------------
+    @property
+    def info(self) -> dict:
+        return self.context.info
+
+    def stats(self) -> dict:
+        """Counters since the last :meth:`reset_stats`: dispatches, submits, uploads,
+        downloads (and their bytes), pipelines compiled, dispatches pending."""
+        return self.dispatcher.stats()
+
+    def reset_stats(self) -> None:
+        self.dispatcher.reset_stats()
+
+    def synchronize(self) -> None:
+        """Submit recorded work and wait for the GPU to finish it (for timing)."""
+        self.dispatcher.synchronize()
+
+    def flush(self) -> None:
+        """Submit recorded work without waiting."""
+        self.dispatcher.flush()
+
+    # -- creation and transfer -----------------------------------------------------------
+    def empty(self, shape, dtype, tag=None):
+        """Uninitialised C-contiguous array. ``tag`` None or "activation" takes the tag of
+        the enclosing ``memory.tagged`` block."""
+        dt = gd.check_dtype(np.dtype(dtype) if not hasattr(dtype, "np") else dtype.np,
+                            "empty")
+        shape = tuple(int(n) for n in shape)
+        n = math.prod(shape)
+        block = self.allocator.allocate(gd.nbytes_physical(dt, n),
+                                        None if tag in (None, "activation") else tag)
+        storage = Storage(block, GPU, gd.haelixe_dtype(dt), n * dt.itemsize)
+        return GpuArray(storage, shape)
+
+    def full(self, shape, value, dtype, tag=None):
+        out = self.empty(shape, dtype, tag)
+        self._fill_words(out, _word_of(value, out.dtype))
+        return out
+
+    def _fill_words(self, out, word: int) -> None:
+        words = gd.nbytes_physical(out.dtype, out.size) // 4
+        if words == 0:
+            return
+        spec = kernel("fill.wgsl", "fill_words", [("out", "u32", "write")])
+        self.dispatcher.dispatch(spec, [out.buffer], [words, word], grid(-(-words // 256)))
+
+    def arange(self, start, stop, step, dtype):
+        dt = gd.check_dtype(np.dtype(dtype), "arange")
+        n = max(0, math.ceil((stop - start) / step))
+        out = self.empty((n,), dt)
+        if n == 0:
+            return out
+        if gd.kind(dt) in ("f32", "bf16"):
+            body = "store_out(i, scalar_f(1) + f32(i) * scalar_f(2));"
+            scal = [f32_bits(start), f32_bits(step)]
+        elif gd.kind(dt) == "i32":
+            body = "store_out(i, scalar_i(1) + i * scalar_i(2));"
+            scal = [int(start), int(step)]
+        else:
+            raise TypeError("arange: bool is not an arange dtype")
+        spec = kernel("arange.wgsl", "arange", [("out", gd.kind(dt), "write")], BODY=body)
+        self.dispatcher.dispatch(spec, [out.buffer], [n, *scal], grid(-(-n // 256)))
+        return out
+
+    def from_numpy(self, array, tag=None):
+        """Upload a copy of ``array``. float64 / int64 raise TypeError: cast them to
+        float32 / int32 first (WGSL has no 64-bit types)."""
+        a = np.asarray(array)
+        gd.check_dtype(a.dtype, "from_numpy")
+        a = np.ascontiguousarray(a)
+        out = self.empty(a.shape, a.dtype, tag)
+        if a.size:
+            self.dispatcher.upload(out.buffer, gd.to_words(a))
+        return out
+
+    def to_numpy(self, x):
+        """Read ``x`` back (submits recorded work first)."""
+        if x.size == 0:
+            return np.empty(x.shape, x.dtype)
+        if not x.is_contiguous():
+            x = self.copy(x)
+        per_word = 2 if x.dtype == gd.BF16 else 1
+        w0 = x.offset // per_word
+        w1 = -(-(x.offset + x.size) // per_word)
+        raw = self.dispatcher.download(x.buffer, 4 * w0, 4 * (w1 - w0))
+        flat = gd.from_words(raw, x.dtype, x.offset - w0 * per_word, x.size)
+        return flat.reshape(x.shape)
+
+    def make_view(self, storage, shape, strides, offset):
+        return GpuArray(storage, shape, strides, offset)
+
+    def storage_of(self, x):
+        return x.storage
+
+    # -- layout --------------------------------------------------------------------------
+    def copy(self, x):
+        return ew.copy(self, x)
+
+    def copy_into(self, dst, src):
+        ew.copy_into(self, dst, src)
+
+    def cast(self, x, dtype):
+        return ew.cast(self, x, dtype)
+
+    # -- elementwise ---------------------------------------------------------------------
+    def gelu(self, x, approximate="none"):
+        return ew.unary(self, "gelu_tanh" if approximate == "tanh" else "gelu", x)
+
+    def where(self, cond, a, b):
+        return ew.where(self, cond, a, b)
+
+    def clamp(self, x, lo, hi):
+        return ew.clamp(self, x, lo, hi)
+
+
+def _unary_method(op):
+    def method(self, x):
+        return ew.unary(self, op, x)
+    method.__name__ = op
+    method.__doc__ = f"Elementwise {op}."
+    return method
+
+
+def _binary_method(op):
+    def method(self, a, b):
+        return ew.binary(self, op, a, b)
+    method.__name__ = op
+    method.__doc__ = f"Elementwise {op} with broadcasting."
+    return method
+
+
+def _compare_method(op):
+    def method(self, a, b):
+        return ew.compare(self, op, a, b)
+    method.__name__ = op
+    method.__doc__ = f"Elementwise {op} with broadcasting, giving bool."
+    return method
+
+
+for _op in UNARY:
+    setattr(WGPU, _op, _unary_method(_op))
+for _op in BINARY:
+    setattr(WGPU, _op, _binary_method(_op))
+for _op in COMPARE:
+    setattr(WGPU, _op, _compare_method(_op))
+
+
+def _word_of(value, dt) -> int:
+    """The 32-bit word (as int32) that fills a buffer of ``dt`` with ``value``."""
+    k = gd.kind(dt)
+    if k == "f32":
+        return f32_bits(float(value))
+    if k == "bf16":
+        h = int(np.array(float(value), np.float32).astype(ml_dtypes.bfloat16).view(np.uint16))
+        return int(np.array(h | (h << 16), np.uint32).view(np.int32))
+    if k == "i32":
+        return int(np.array(value).astype(np.int32))
+    return 1 if value else 0
+
+
+_backend = None
+_lock = threading.Lock()
+
+
+def get_backend() -> WGPU:
+    """The process's GPU backend (starts the GPU context on first call)."""
+    global _backend
+    if _backend is None:
+        with _lock:
+            if _backend is None:
+                _backend = WGPU()
+    return _backend

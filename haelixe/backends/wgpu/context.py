@@ -1,0 +1,140 @@
+"""The one process-wide GPU context: adapter, device and queue, started on first use."""
+
+from __future__ import annotations
+
+import threading
+
+__all__ = ["GpuUnavailableError", "GpuContext", "get_context", "gpu_available"]
+
+# Limits the kernels rely on. Each is raised to what the adapter offers (never above),
+# so large tensors can be bound whole and the row kernels can use 256-wide workgroups.
+_WANTED_LIMITS = (
+    "max-buffer-size",
+    "max-storage-buffer-binding-size",
+    "max-storage-buffers-per-shader-stage",
+    "max-compute-workgroup-storage-size",
+    "max-compute-invocations-per-workgroup",
+    "max-compute-workgroup-size-x",
+    "max-compute-workgroup-size-y",
+    "max-compute-workgroups-per-dimension",
+)
+# Minimums without which some kernel cannot run at all.
+_REQUIRED_LIMITS = {
+    "max-storage-buffers-per-shader-stage": 6,
+    "max-compute-invocations-per-workgroup": 256,
+    "max-compute-workgroup-size-x": 256,
+    "max-compute-workgroup-storage-size": 16384,
+}
+_SOFTWARE_NAMES = ("llvmpipe", "lavapipe", "swiftshader", "softpipe", "basic render", "warp")
+_TYPE_RANK = {"DiscreteGPU": 3, "IntegratedGPU": 2, "VirtualGPU": 1, "Unknown": 1, "CPU": 0}
+_NATIVE_BACKENDS = ("Vulkan", "Metal", "D3D12", "DX12")
+
+INSTALL_HINT = (
+    "No GPU adapter was found by wgpu. On Debian/Ubuntu install a Vulkan driver "
+    "(`apt-get install mesa-vulkan-drivers` gives the lavapipe software adapter; a real "
+    "GPU needs its vendor's Vulkan driver), or run on the CPU with device=\"cpu\"."
+)
+
+
+class GpuUnavailableError(RuntimeError):
+    """No usable wgpu adapter (or wgpu itself is missing)."""
+
+
+class GpuContext:
+    """Adapter, device and queue of the process, with a description in :attr:`info`."""
+
+    def __init__(self, adapter, device):
+        self.adapter = adapter
+        self.device = device
+        self.queue = device.queue
+        self.limits = dict(device.limits)
+        self.info = _describe(adapter, device)
+
+    @property
+    def software(self) -> bool:
+        """True on a CPU-emulated adapter (llvmpipe, lavapipe, SwiftShader, WARP)."""
+        return self.info["software"]
+
+    def __repr__(self) -> str:
+        i = self.info
+        return f"GpuContext({i['device']!r}, backend={i['backend']}, type={i['adapter_type']})"
+
+
+_context: GpuContext | None = None
+_lock = threading.Lock()
+
+
+def get_context() -> GpuContext:
+    """The process-wide context, created on the first call.
+
+    Picks the highest-ranked adapter (discrete GPU, then integrated, then software; a
+    native API before OpenGL), requests a device with the limits the kernels need and
+    raises :class:`GpuUnavailableError` when there is no adapter.
+    """
+    global _context
+    if _context is None:
+        with _lock:
+            if _context is None:
+                _context = _create_context()
+    return _context
+
+
+def gpu_available() -> bool:
+    """Whether :func:`get_context` succeeds (starting the context if it can)."""
+    try:
+        get_context()
+    except GpuUnavailableError:
+        return False
+    return True
+
+
+def _create_context() -> GpuContext:
+    try:
+        import wgpu
+    except ImportError as err:  # pragma: no cover - wgpu is a dependency
+        raise GpuUnavailableError(f"wgpu is not importable ({err}); pip install wgpu, "
+                                  f"or use device=\"cpu\"") from err
+    try:
+        adapters = list(wgpu.gpu.enumerate_adapters_sync())
+    except Exception as err:  # the native library can fail to start at all
+        raise GpuUnavailableError(f"{INSTALL_HINT} (wgpu said: {err})") from err
+    if not adapters:
+        raise GpuUnavailableError(INSTALL_HINT)
+    adapter = max(adapters, key=_adapter_rank)
+    limits = dict(adapter.limits)
+    missing = {k: (limits.get(k, 0), v) for k, v in _REQUIRED_LIMITS.items()
+               if limits.get(k, 0) < v}
+    if missing:
+        raise GpuUnavailableError(
+            f"the adapter {adapter.info.get('device')!r} is too limited for Haelixe's "
+            f"kernels (limit: (has, needs) = {missing}); use device=\"cpu\"")
+    required = {k: limits[k] for k in _WANTED_LIMITS if k in limits}
+    device = adapter.request_device_sync(required_limits=required)
+    return GpuContext(adapter, device)
+
+
+def _adapter_rank(adapter) -> tuple:
+    info = adapter.info
+    native = info.get("backend_type", "") in _NATIVE_BACKENDS
+    return (_TYPE_RANK.get(info.get("adapter_type", "Unknown"), 1), native)
+
+
+def _describe(adapter, device) -> dict:
+    info = adapter.info
+    name = info.get("device", "") or info.get("description", "")
+    adapter_type = info.get("adapter_type", "Unknown")
+    software = adapter_type == "CPU" or any(s in name.lower() for s in _SOFTWARE_NAMES)
+    limits = dict(device.limits)
+    return {
+        "type": "gpu",
+        "device": name,
+        "name": name,
+        "vendor": info.get("vendor", ""),
+        "vendor_id": info.get("vendor_id", 0),
+        "description": info.get("description", ""),
+        "backend": info.get("backend_type", ""),
+        "adapter_type": adapter_type,
+        "software": software,
+        "features": sorted(str(f) for f in device.features),
+        "limits": {k: limits[k] for k in _WANTED_LIMITS if k in limits},
+    }

@@ -1,0 +1,179 @@
+"""Elementwise kernels: unary, binary, compare, where, clamp, gelu, cast and copies.
+
+All of them are one WGSL entry (``elementwise.wgsl: map``) specialised with an
+expression over the inputs ``x0, x1, x2`` (already converted to their compute type:
+f32 for float32/bfloat16, i32 for int32, u32 0/1 for bool).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import dtypes as gd
+from .geometry import broadcast_shapes, broadcast_strides, f32_bits, grid, meta_block
+from .shaders import kernel
+
+# -- expression tables -------------------------------------------------------------------
+# {x} / {a}, {b} are replaced by the operands; a missing entry means "not for this kind".
+UNARY_FLOAT = {
+    "neg": "-{x}", "abs": "abs({x})", "exp": "exp({x})", "log": "log({x})",
+    "sqrt": "sqrt({x})", "rsqrt": "(1.0 / sqrt({x}))", "tanh": "tanh_f32({x})",
+    "sigmoid": "sigmoid_f32({x})", "relu": "select({x}, 0.0, {x} < 0.0)",
+    "silu": "({x} * sigmoid_f32({x}))", "sin": "sin({x})", "cos": "cos({x})",
+    "sign": "sign({x})", "gelu": "gelu_erf({x})", "gelu_tanh": "gelu_tanh({x})",
+}
+UNARY_INT = {"neg": "-{x}", "abs": "abs({x})", "sign": "sign({x})", "relu": "max({x}, 0)"}
+UNARY_BOOL = {"abs": "{x}"}
+
+BINARY_FLOAT = {
+    "add": "({a} + {b})", "sub": "({a} - {b})", "mul": "({a} * {b})", "div": "({a} / {b})",
+    "pow": "pow_f32({a}, {b})", "maximum": "nan_max({a}, {b})",
+    "minimum": "nan_min({a}, {b})",
+    "gelu_grad": "({b} * gelu_erf_grad({a}))", "gelu_tanh_grad": "({b} * gelu_tanh_grad({a}))",
+}
+BINARY_INT = {
+    "add": "({a} + {b})", "sub": "({a} - {b})", "mul": "({a} * {b})",
+    "maximum": "max({a}, {b})", "minimum": "min({a}, {b})",
+}
+# numpy on bools: + is or, * is and
+BINARY_BOOL = {"add": "max({a}, {b})", "mul": "({a} * {b})", "maximum": "max({a}, {b})",
+               "minimum": "min({a}, {b})"}
+COMPARE = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
+
+_TABLES_UNARY = {"f32": UNARY_FLOAT, "bf16": UNARY_FLOAT, "i32": UNARY_INT, "bool": UNARY_BOOL}
+_TABLES_BINARY = {"f32": BINARY_FLOAT, "bf16": BINARY_FLOAT, "i32": BINARY_INT,
+                  "bool": BINARY_BOOL}
+
+
+def convert(expr: str, src: str, dst: str) -> str:
+    """WGSL converting ``expr`` from the compute type of kind ``src`` to that of ``dst``."""
+    s, d = gd.COMPUTE_TYPE[src], gd.COMPUTE_TYPE[dst]
+    if s == d:
+        return expr
+    if dst == "bool":
+        return f"select(0u, 1u, {expr} != {s}())"
+    return f"{d}({expr})"
+
+
+# -- the one launcher --------------------------------------------------------------------
+def run_map(be, out, inputs, expr: str, scalars=()) -> None:
+    """Record ``out[...] = expr(inputs)``; ``out`` may be any strided view and every input
+    is broadcast to ``out.shape``."""
+    n = out.size
+    if n == 0:
+        return
+    shape = out.shape
+    ops = [(out.strides, out.offset)]
+    ops += [(broadcast_strides(x, shape), x.offset) for x in inputs]
+    meta = meta_block([n, *scalars], shape, ops, what="elementwise")
+    bindings = [("out", gd.kind(out.dtype), "write")]
+    bindings += [(f"x{k}", gd.kind(x.dtype), "read") for k, x in enumerate(inputs)]
+    loads = " ".join(f"let x{k} = load_x{k}(op_offset({k + 1}, c));"
+                     for k in range(len(inputs)))
+    spec = kernel("elementwise.wgsl", "map", bindings, INPUTS=loads, EXPR=expr)
+    buffers = [out.buffer] + [x.buffer for x in inputs]
+    be.dispatcher.dispatch(spec, buffers, meta, grid(-(-n // 256)))
+
+
+def _op_error(op: str, dts, why: str = "") -> TypeError:
+    names = ", ".join(np.dtype(d).name for d in dts)
+    return TypeError(f"{op}: not available for dtype {names} on the GPU{why}")
+
+
+# -- families ----------------------------------------------------------------------------
+def unary(be, op: str, x):
+    """``op(x)``; float-only ops on int/bool inputs give float32 (as PyTorch)."""
+    k = gd.kind(x.dtype)
+    expr = _TABLES_UNARY[k].get(op)
+    out_dt = x.dtype
+    if expr is None:
+        if op not in UNARY_FLOAT or op in ("neg",):
+            raise _op_error(op, [x.dtype])
+        expr, out_dt = UNARY_FLOAT[op], gd.F32
+        arg = convert("x0", k, "f32")
+    else:
+        arg = "x0"
+    out = be.empty(x.shape, out_dt)
+    run_map(be, out, [x], expr.format(x=arg))
+    return out
+
+
+def binary(be, op: str, a, b):
+    """``op(a, b)`` with numpy broadcasting; int division gives float32."""
+    if a.dtype != b.dtype:
+        raise TypeError(f"{op}: dtypes {a.dtype} and {b.dtype} differ; the ops layer "
+                        f"promotes before calling the kernel")
+    k = gd.kind(a.dtype)
+    shape = broadcast_shapes(a.shape, b.shape)
+    expr = _TABLES_BINARY[k].get(op)
+    out_dt = a.dtype
+    xa, xb = "x0", "x1"
+    if expr is None:
+        if op not in ("div", "pow") or (op == "pow" and k == "bool"):
+            raise _op_error(op, [a.dtype, b.dtype])
+        expr, out_dt = BINARY_FLOAT[op], gd.F32
+        xa, xb = convert("x0", k, "f32"), convert("x1", k, "f32")
+        if op == "pow" and k == "i32":
+            expr, out_dt, xa, xb = "ipow({a}, {b})", a.dtype, "x0", "x1"
+    out = be.empty(shape, out_dt)
+    run_map(be, out, [a, b], expr.format(a=xa, b=xb))
+    return out
+
+
+def compare(be, op: str, a, b):
+    shape = broadcast_shapes(a.shape, b.shape)
+    out = be.empty(shape, gd.BOOL)
+    run_map(be, out, [a, b], f"select(0u, 1u, x0 {COMPARE[op]} x1)")
+    return out
+
+
+def where(be, cond, a, b):
+    shape = broadcast_shapes(cond.shape, a.shape, b.shape)
+    out = be.empty(shape, a.dtype)
+    truth = f"(x0 != {gd.COMPUTE_TYPE[gd.kind(cond.dtype)]}())"
+    run_map(be, out, [cond, a, b], f"select(x2, x1, {truth})")
+    return out
+
+
+def clamp(be, x, lo, hi):
+    k = gd.kind(x.dtype)
+    if k == "bool":
+        raise _op_error("clamp", [x.dtype])
+    is_float = k in ("f32", "bf16")
+
+    def enc(v):
+        return f32_bits(float(v)) if is_float else int(v)
+
+    get = "scalar_f" if is_float else "scalar_i"
+    expr, scalars = "x0", []
+    if lo is not None:
+        scalars.append(enc(lo))
+        expr = f"max({expr}, {get}(1))"
+    if hi is not None:
+        scalars.append(enc(hi))
+        expr = f"min({expr}, {get}({len(scalars)}))"
+    if is_float:  # keep NaN as numpy's clip does
+        expr = f"select({expr}, x0, is_nan(x0))"
+    out = be.empty(x.shape, x.dtype)
+    run_map(be, out, [x], expr, scalars)
+    return out
+
+
+def cast(be, x, dtype):
+    dst = gd.check_dtype(np.dtype(dtype), "cast")
+    out = be.empty(x.shape, dst)
+    run_map(be, out, [x], convert("x0", gd.kind(x.dtype), gd.kind(dst)))
+    return out
+
+
+def copy_into(be, dst, src) -> None:
+    """``dst[...] = src`` (broadcast, converted to dst's dtype), dst any strided view."""
+    if src.storage is dst.storage:
+        src = copy(be, src)  # overlapping views: read everything before writing
+    run_map(be, dst, [src], convert("x0", gd.kind(src.dtype), gd.kind(dst.dtype)))
+
+
+def copy(be, x):
+    out = be.empty(x.shape, x.dtype)
+    run_map(be, out, [x], "x0")
+    return out

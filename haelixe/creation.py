@@ -1,0 +1,196 @@
+"""Tensor factories: tensor, from_numpy, zeros/ones/full/empty/arange/rand/randn..."""
+
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+
+from . import dtype as dt
+from .backends.cpu import storage_for
+from .device import CPU, as_device, backend_for
+from .dtype import as_dtype
+from .random import generator
+from .tensor import Tensor
+
+
+def _finish(raw_host: np.ndarray, device, requires_grad) -> Tensor:
+    device = as_device(device)
+    raw = raw_host if device is CPU else backend_for(device).from_numpy(raw_host)
+    t = Tensor._wrap(raw)
+    if requires_grad:
+        t.requires_grad_(True)
+    return t
+
+
+def _infer_dtype(data) -> dt.DType:
+    """PyTorch's defaults: Python floats -> float32, ints -> int64, bools -> bool;
+    numpy arrays keep their dtype."""
+    if isinstance(data, np.ndarray):
+        return dt.from_numpy(data.dtype)
+    arr = np.asarray(data)
+    if arr.dtype == np.bool_:
+        return dt.bool_
+    if arr.dtype.kind in "iu":
+        return dt.int64
+    if arr.dtype.kind == "f":
+        return dt.default_float
+    raise TypeError(f"tensor: cannot build a tensor from {type(data).__name__} "
+                    f"(numpy sees dtype {arr.dtype}); give numbers, nested lists or arrays")
+
+
+def tensor(data, dtype=None, device=None, requires_grad=False) -> Tensor:
+    """A new tensor holding a copy of ``data`` (scalar, nested lists, numpy array or
+    Tensor)."""
+    if isinstance(data, Tensor):
+        host = data.detach()._be.to_numpy(data._data)
+        dtype = data.dtype if dtype is None else as_dtype(dtype)
+    else:
+        if isinstance(data, (list, tuple)) and any(isinstance(x, Tensor) for x in data):
+            data = [x.tolist() if isinstance(x, Tensor) else x for x in data]
+        dtype = _infer_dtype(data) if dtype is None else as_dtype(dtype)
+        host = data
+    arr = np.array(host, dtype=dtype.np, copy=True, order="C")
+    return _finish(arr, device, requires_grad)
+
+
+def as_tensor(data, dtype=None, device=None) -> Tensor:
+    if isinstance(data, Tensor) and (dtype is None or as_dtype(dtype) is data.dtype) and (
+            device is None or as_device(device) is data.device):
+        return data
+    if isinstance(data, np.ndarray) and device in (None, "cpu", CPU) and (
+            dtype is None or as_dtype(dtype).np == data.dtype):
+        return from_numpy(data)
+    return tensor(data, dtype, device)
+
+
+def from_numpy(array: np.ndarray) -> Tensor:
+    """A CPU tensor sharing memory with ``array`` (its strides and offset included)."""
+    if not isinstance(array, np.ndarray):
+        raise TypeError(f"from_numpy expects a numpy.ndarray, got {type(array).__name__}")
+    d = dt.from_numpy(array.dtype)
+    t = Tensor._wrap(array)
+    if not array.flags.c_contiguous:
+        t._storage, strides, offset = storage_for(array, CPU, d)
+        t._layout = None if strides is None else (strides, offset)
+    return t
+
+
+def _shape(size) -> tuple:
+    if len(size) == 1 and isinstance(size[0], (tuple, list)):
+        size = tuple(size[0])
+    for n in size:
+        if not isinstance(n, numbers.Integral) or n < 0:
+            raise ValueError(f"sizes must be non-negative ints, got {tuple(size)}")
+    return tuple(int(n) for n in size)
+
+
+def _dtype(dtype, default=None):
+    return (default or dt.default_float) if dtype is None else as_dtype(dtype)
+
+
+def full(size, fill_value, dtype=None, device=None, requires_grad=False) -> Tensor:
+    size = _shape((size,) if isinstance(size, int) else (tuple(size),))
+    if dtype is None:
+        dtype = dt.bool_ if isinstance(fill_value, bool) else (
+            dt.int64 if isinstance(fill_value, numbers.Integral) else dt.default_float)
+    dtype = as_dtype(dtype)
+    device = as_device(device)
+    t = Tensor._wrap(backend_for(device).full(size, fill_value, dtype.np))
+    if requires_grad:
+        t.requires_grad_(True)
+    return t
+
+
+def zeros(*size, dtype=None, device=None, requires_grad=False) -> Tensor:
+    return full(_shape(size), 0, _dtype(dtype), device, requires_grad)
+
+
+def ones(*size, dtype=None, device=None, requires_grad=False) -> Tensor:
+    return full(_shape(size), 1, _dtype(dtype), device, requires_grad)
+
+
+def empty(*size, dtype=None, device=None, requires_grad=False) -> Tensor:
+    device = as_device(device)
+    t = Tensor._wrap(backend_for(device).empty(_shape(size), _dtype(dtype).np))
+    if requires_grad:
+        t.requires_grad_(True)
+    return t
+
+
+def arange(start, end=None, step=1, dtype=None, device=None, requires_grad=False) -> Tensor:
+    if end is None:
+        start, end = 0, start
+    if dtype is None:
+        ints = all(isinstance(v, numbers.Integral) for v in (start, end, step))
+        dtype = dt.int64 if ints else dt.default_float
+    arr = np.arange(start, end, step).astype(as_dtype(dtype).np)
+    return _finish(arr, device, requires_grad)
+
+
+def linspace(start, end, steps, dtype=None, device=None, requires_grad=False) -> Tensor:
+    arr = np.linspace(start, end, steps).astype(_dtype(dtype).np)
+    return _finish(arr, device, requires_grad)
+
+
+def eye(n, m=None, dtype=None, device=None, requires_grad=False) -> Tensor:
+    return _finish(np.eye(n, m, dtype=_dtype(dtype).np), device, requires_grad)
+
+
+def rand(*size, dtype=None, device=None, requires_grad=False) -> Tensor:
+    d = _dtype(dtype)
+    arr = generator().random(_shape(size), dtype=np.float64 if d is dt.float64 else np.float32)
+    return _finish(arr.astype(d.np, copy=False), device, requires_grad)
+
+
+def randn(*size, dtype=None, device=None, requires_grad=False) -> Tensor:
+    d = _dtype(dtype)
+    arr = generator().standard_normal(_shape(size),
+                                      dtype=np.float64 if d is dt.float64 else np.float32)
+    return _finish(arr.astype(d.np, copy=False), device, requires_grad)
+
+
+def randint(low, high=None, size=(), dtype=None, device=None) -> Tensor:
+    if high is None:
+        low, high = 0, low
+    arr = generator().integers(low, high, size=tuple(size))
+    return _finish(arr.astype(_dtype(dtype, dt.int64).np), device, False)
+
+
+def randperm(n, device=None) -> Tensor:
+    return _finish(generator().permutation(n).astype(np.int64), device, False)
+
+
+def _like(x, dtype, device):
+    return (x.dtype if dtype is None else as_dtype(dtype),
+            x.device if device is None else as_device(device))
+
+
+def zeros_like(x, dtype=None, device=None, requires_grad=False) -> Tensor:
+    d, dev = _like(x, dtype, device)
+    return full(x.shape, 0, d, dev, requires_grad)
+
+
+def ones_like(x, dtype=None, device=None, requires_grad=False) -> Tensor:
+    d, dev = _like(x, dtype, device)
+    return full(x.shape, 1, d, dev, requires_grad)
+
+
+def full_like(x, fill_value, dtype=None, device=None, requires_grad=False) -> Tensor:
+    d, dev = _like(x, dtype, device)
+    return full(x.shape, fill_value, d, dev, requires_grad)
+
+
+def empty_like(x, dtype=None, device=None, requires_grad=False) -> Tensor:
+    d, dev = _like(x, dtype, device)
+    return empty(x.shape, dtype=d, device=dev, requires_grad=requires_grad)
+
+
+def rand_like(x, dtype=None, device=None) -> Tensor:
+    d, dev = _like(x, dtype, device)
+    return rand(x.shape, dtype=d, device=dev)
+
+
+def randn_like(x, dtype=None, device=None) -> Tensor:
+    d, dev = _like(x, dtype, device)
+    return randn(x.shape, dtype=d, device=dev)

@@ -1,0 +1,260 @@
+"""Indexing, selection and joining: getitem/setitem, where, gather, cat, stack."""
+
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+
+from .. import layout
+from ..autograd.function import Function
+from ..dtype import bool_, promote_types
+from .convert import cast
+from .views import Slice
+
+# -- __getitem__ ---------------------------------------------------------------------------
+
+def _is_basic(k) -> bool:
+    return k is None or k is Ellipsis or isinstance(k, (slice, numbers.Integral))
+
+
+def _normalize_key(key):
+    if not isinstance(key, tuple):
+        key = (key,)
+    out = []
+    for k in key:
+        if isinstance(k, Tensor) and k.ndim == 0 and not k.dtype.is_floating_point \
+                and k.dtype is not bool_:
+            k = int(k.item())
+        elif isinstance(k, np.integer):
+            k = int(k)
+        out.append(k)
+    return tuple(out)
+
+
+def _raw_key(x, key):
+    """The key with array entries turned into raw arrays on x's device."""
+    be = x._be
+    out = []
+    for k in key:
+        if _is_basic(k):
+            out.append(k)
+            continue
+        if isinstance(k, Tensor):
+            if k.device is not x.device:
+                raise RuntimeError(f"indexing: index tensor on {k.device.type} for a tensor "
+                                   f"on {x.device.type}; move the index with .to(...)")
+            arr = k._be.to_numpy(k._data)
+        else:
+            arr = np.asarray(k)
+        if arr.dtype == np.bool_:
+            out.append(be.from_numpy(arr) if be.name != "cpu" else arr)
+            continue
+        if arr.dtype.kind not in "iu":
+            raise IndexError(f"indexing: index arrays must be integer or bool, got "
+                             f"{arr.dtype}")
+        if be.name != "cpu":
+            arr = arr.astype(np.int32)
+        out.append(be.from_numpy(arr) if be.name != "cpu" else arr)
+    return tuple(out)
+
+
+class Take(Function):
+    """Advanced (integer-array / mask) indexing: a copy; backward scatter-adds, so
+    repeated indices accumulate."""
+
+    @staticmethod
+    def forward(ctx, x, key):
+        ctx.in_shape = x.shape
+        ctx.key = key
+        return x._be.take(x._data, key)
+
+    @staticmethod
+    def backward(ctx, g):
+        return IndexAdd.apply(g, ctx.in_shape, ctx.key), None
+
+
+class IndexAdd(Function):
+    @staticmethod
+    def forward(ctx, g, shape, key):
+        ctx.key = key
+        return g._be.index_add(shape, key, g._data)
+
+    @staticmethod
+    def backward(ctx, gg):
+        return Take.apply(gg, ctx.key), None, None
+
+
+def getitem(x, key):
+    key = _normalize_key(key)
+    if all(_is_basic(k) for k in key):
+        return Slice.apply(x, key)
+    return Take.apply(x, _raw_key(x, key))
+
+
+def setitem(x, key, value):
+    from .inplace import copy_
+
+    key = _normalize_key(key)
+    if all(_is_basic(k) for k in key):
+        target = x._view(*layout.index(x.shape, x.strides, x.offset, key))
+        copy_(target, value, through=x)
+        return
+    if x.device.type != "cpu":
+        raise NotImplementedError("setitem with array indices is CPU-only; use where() "
+                                  "or index a CPU copy")
+    v = value._be.to_numpy(value._data) if isinstance(value, Tensor) else value
+    x._data[_raw_key(x, key)] = v
+    x._storage.version += 1
+
+
+# -- where / masked_fill -------------------------------------------------------------------
+
+class Where(Function):
+    @staticmethod
+    def forward(ctx, cond, a, b):
+        ctx.cond = cond
+        ctx.shapes = (a.shape, b.shape)
+        return a._be.where(cond._data, a._data, b._data)
+
+    @staticmethod
+    def backward(ctx, g):
+        cond = ctx.cond
+        zero = g.new_zeros(())
+        sa, sb = ctx.shapes
+        na, nb = ctx.next[1], ctx.next[2]
+        ga = where(cond, g, zero).sum_to(sa) if na is not None else None
+        gb = where(cond, zero, g).sum_to(sb) if nb is not None else None
+        return None, ga, gb
+
+
+def where(cond, a, b):
+    from .elementwise import as_tensor_like
+
+    ref = a if isinstance(a, Tensor) else b if isinstance(b, Tensor) else cond
+    if not isinstance(cond, Tensor):
+        cond = as_tensor_like(cond, ref)
+    if cond.dtype is not bool_:
+        raise TypeError(f"where: condition must be bool, got {cond.dtype.name}; compare "
+                        f"first (x > 0)")
+    if not isinstance(a, Tensor):
+        a = as_tensor_like(a, b if isinstance(b, Tensor) else cond)
+    if not isinstance(b, Tensor):
+        b = as_tensor_like(b, a)
+    if a.dtype is not b.dtype:
+        dt = promote_types(a.dtype, b.dtype)
+        a, b = cast(a, dt), cast(b, dt)
+    for t in (a, b):
+        if t.device is not cond.device:
+            raise RuntimeError(f"where: tensors on {cond.device.type} and {t.device.type}")
+    layout.broadcast_shapes(cond.shape, a.shape, b.shape, op="where")
+    return Where.apply(cond, a, b)
+
+
+def masked_fill(x, mask, value):
+    from .elementwise import as_tensor_like
+
+    if isinstance(mask, Tensor) and mask.dtype is not bool_:
+        raise TypeError(f"masked_fill: mask must be bool, got {mask.dtype.name}")
+    shape = layout.broadcast_shapes(x.shape, mask.shape, op="masked_fill")
+    if shape != x.shape:
+        raise ValueError(f"masked_fill: mask of shape {mask.shape} must broadcast to the "
+                         f"input's shape {x.shape}")
+    v = value if isinstance(value, Tensor) else as_tensor_like(value, x).to(x.dtype)
+    return where(mask, v, x)
+
+
+# -- gather --------------------------------------------------------------------------------
+
+class Gather(Function):
+    @staticmethod
+    def forward(ctx, x, dim, index):
+        ctx.in_shape, ctx.dim, ctx.index = x.shape, dim, index
+        return x._be.gather(x._data, dim, index._data)
+
+    @staticmethod
+    def backward(ctx, g):
+        return ScatterAdd.apply(g, ctx.in_shape, ctx.dim, ctx.index), None, None
+
+
+class ScatterAdd(Function):
+    @staticmethod
+    def forward(ctx, g, shape, dim, index):
+        ctx.dim, ctx.index = dim, index
+        return g._be.scatter_add(shape, dim, index._data, g._data)
+
+    @staticmethod
+    def backward(ctx, gg):
+        return Gather.apply(gg, ctx.dim, ctx.index), None, None, None
+
+
+def gather(x, dim, index):
+    dim = layout.normalize_dim(dim, x.ndim, "gather")
+    if index.dtype.is_floating_point or index.dtype is bool_:
+        raise TypeError(f"gather: index must be an integer tensor, got {index.dtype.name}")
+    if index.ndim != x.ndim:
+        raise ValueError(f"gather: index has {index.ndim} dims but input has {x.ndim} "
+                         f"(shapes {index.shape} and {x.shape})")
+    return Gather.apply(x, dim, index)
+
+
+# -- cat / stack ---------------------------------------------------------------------------
+
+class Cat(Function):
+    @staticmethod
+    def forward(ctx, dim, *tensors):
+        ctx.dim = dim
+        ctx.sizes = [t.shape[dim] for t in tensors]
+        first = tensors[0]
+        shape = list(first.shape)
+        shape[dim] = sum(ctx.sizes)
+        be = first._be
+        out = Tensor._wrap(be.empty(tuple(shape), first.dtype.np))
+        start = 0
+        for t, n in zip(tensors, ctx.sizes):
+            dst = out._view(*layout.narrow(out.shape, out.strides, out.offset, dim, start, n))
+            be.copy_into(dst._data, t._data)
+            start += n
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        grads, start = [None], 0
+        for n, nxt in zip(ctx.sizes, ctx.next[1:]):
+            grads.append(g.narrow(ctx.dim, start, n) if nxt is not None else None)
+            start += n
+        return tuple(grads)
+
+
+def cat(tensors, dim=0):
+    tensors = list(tensors)
+    if not tensors:
+        raise ValueError("cat: expected a non-empty sequence of tensors")
+    ref = tensors[0]
+    dim = layout.normalize_dim(dim, ref.ndim, "cat")
+    dt = ref.dtype
+    for t in tensors[1:]:
+        dt = promote_types(dt, t.dtype)
+        if t.device is not ref.device:
+            raise RuntimeError(f"cat: tensors on {ref.device.type} and {t.device.type}")
+        if t.ndim != ref.ndim or any(a != b for i, (a, b) in enumerate(zip(t.shape, ref.shape))
+                                     if i != dim):
+            raise ValueError(f"cat: shapes {ref.shape} and {t.shape} differ outside dim {dim}")
+    tensors = [cast(t, dt) for t in tensors]
+    return Cat.apply(dim, *tensors)
+
+
+def stack(tensors, dim=0):
+    tensors = list(tensors)
+    if not tensors:
+        raise ValueError("stack: expected a non-empty sequence of tensors")
+    shape = tensors[0].shape
+    for t in tensors[1:]:
+        if t.shape != shape:
+            raise ValueError(f"stack: all tensors must have one shape, got {shape} and "
+                             f"{t.shape}")
+    dim = layout.normalize_dim(dim, len(shape) + 1, "stack")
+    return cat([t.unsqueeze(dim) for t in tensors], dim)
+
+
+from ..tensor import Tensor  # noqa: E402

@@ -1,0 +1,225 @@
+"""View ops: each computes a new layout with haelixe.layout and returns a tensor over
+the same Storage. Backward maps the gradient through the inverse of the view."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import layout
+from ..autograd.function import Function
+
+
+class View(Function):
+    """reshape without a copy (and squeeze / unsqueeze / flatten)."""
+
+    @staticmethod
+    def forward(ctx, x, shape, strides):
+        ctx.in_shape = x.shape
+        return x._view(shape, strides, x.offset)
+
+    @staticmethod
+    def backward(ctx, g):
+        return reshape(g, ctx.in_shape), None, None
+
+
+def view(x, shape):
+    shape = layout.infer_shape(shape, x.numel(), "view")
+    if shape == x.shape:
+        return View.apply(x, shape, x.strides)
+    strides = layout.view_strides(x.shape, x.strides, shape)
+    if strides is None:
+        raise RuntimeError(
+            f"view: shape {shape} is not compatible with input shape {x.shape} and strides "
+            f"{x.strides}: at least one dim spans across two non-adjacent memory runs. "
+            f"Use .reshape(...) (which copies when it must) or call .contiguous() first.")
+    return View.apply(x, shape, strides)
+
+
+def reshape(x, shape):
+    shape = layout.infer_shape(shape, x.numel(), "reshape")
+    strides = layout.view_strides(x.shape, x.strides, shape)
+    if strides is None:
+        x = x.clone()
+        strides = layout.contiguous_strides(shape)
+    return View.apply(x, shape, strides)
+
+
+def flatten(x, start_dim=0, end_dim=-1):
+    if x.ndim == 0:
+        return reshape(x, (1,))
+    s = layout.normalize_dim(start_dim, x.ndim, "flatten")
+    e = layout.normalize_dim(end_dim, x.ndim, "flatten")
+    if s > e:
+        raise ValueError(f"flatten: start_dim {start_dim} comes after end_dim {end_dim}")
+    n = 1
+    for d in x.shape[s:e + 1]:
+        n *= d
+    return reshape(x, x.shape[:s] + (n,) + x.shape[e + 1:])
+
+
+def unsqueeze(x, dim):
+    shape, strides = layout.unsqueeze(x.shape, x.strides, dim)
+    return View.apply(x, shape, strides)
+
+
+def squeeze(x, dim=None):
+    if dim is not None and not isinstance(dim, (tuple, list)):
+        dim = (dim,)
+    shape, strides = layout.squeeze(x.shape, x.strides, dim)
+    return View.apply(x, shape, strides)
+
+
+class Permute(Function):
+    @staticmethod
+    def forward(ctx, x, dims):
+        ctx.dims = dims
+        shape, strides = layout.permute(x.shape, x.strides, dims)
+        return x._view(shape, strides, x.offset)
+
+    @staticmethod
+    def backward(ctx, g):
+        return permute(g, layout.inverse_permutation(ctx.dims)), None
+
+
+def permute(x, dims):
+    return Permute.apply(x, layout.normalize_dims(dims, x.ndim, "permute"))
+
+
+class Expand(Function):
+    """Broadcast by zero strides; backward sums over the broadcast dims."""
+
+    @staticmethod
+    def forward(ctx, x, shape):
+        ctx.in_shape = x.shape
+        strides = layout.expand(x.shape, x.strides, shape)
+        return x._view(layout.expand_shape(x.shape, shape), strides, x.offset)
+
+    @staticmethod
+    def backward(ctx, g):
+        return g.sum_to(ctx.in_shape), None
+
+
+def expand(x, shape):
+    return Expand.apply(x, tuple(shape))
+
+
+class Flip(Function):
+    @staticmethod
+    def forward(ctx, x, dims):
+        ctx.dims = dims
+        shape, strides, offset = layout.flip(x.shape, x.strides, x.offset, dims)
+        return x._view(shape, strides, offset)
+
+    @staticmethod
+    def backward(ctx, g):
+        return flip(g, ctx.dims), None
+
+
+def flip(x, dims):
+    return Flip.apply(x, layout.normalize_dims(dims, x.ndim, "flip"))
+
+
+class Slice(Function):
+    """Basic indexing (ints, slices with any step, None, Ellipsis)."""
+
+    label = "Slice"
+
+    @staticmethod
+    def forward(ctx, x, key):
+        ctx.in_shape = x.shape
+        ctx.key = key
+        shape, strides, offset = layout.index(x.shape, x.strides, x.offset, key)
+        return x._view(shape, strides, offset)
+
+    @staticmethod
+    def backward(ctx, g):
+        return SliceBackward.apply(g, ctx.in_shape, ctx.key), None
+
+
+class SliceBackward(Function):
+    """Scatter a slice's gradient into zeros of the base shape; its own backward slices
+    again, so second derivatives pass through views."""
+
+    @staticmethod
+    def forward(ctx, g, shape, key):
+        ctx.key = key
+        be = g._be
+        out = Tensor._wrap(be.full(shape, 0, g.dtype.np))
+        dst = out._view(*layout.index(out.shape, out.strides, out.offset, key))
+        be.copy_into(dst._data, g._data)
+        return out
+
+    @staticmethod
+    def backward(ctx, gg):
+        return Slice.apply(gg, ctx.key), None, None
+
+
+def narrow(x, dim, start, length):
+    dim = layout.normalize_dim(dim, x.ndim, "narrow")
+    layout.narrow(x.shape, x.strides, x.offset, dim, start, length)  # validates
+    if start < 0:
+        start += x.shape[dim]
+    return Slice.apply(x, (slice(None),) * dim + (slice(start, start + length),))
+
+
+def split(x, split_size_or_sections, dim=0):
+    dim = layout.normalize_dim(dim, x.ndim, "split")
+    sizes = layout.split_sizes(x.shape[dim], split_size_or_sections, f"dim {dim}")
+    out, start = [], 0
+    for n in sizes:
+        out.append(narrow(x, dim, start, n))
+        start += n
+    return tuple(out)
+
+
+def chunk(x, chunks, dim=0):
+    dim = layout.normalize_dim(dim, x.ndim, "chunk")
+    return split(x, layout.chunk_sizes(x.shape[dim], chunks), dim)
+
+
+class AsStrided(Function):
+    """Any layout over the storage, bounds-checked. Backward scatter-adds the gradient
+    into the storage cells each output element reads (overlaps accumulate), then reads
+    those cells back through the input's own layout."""
+
+    twice_differentiable = False
+
+    @staticmethod
+    def forward(ctx, x, shape, strides, offset):
+        ctx.in_layout = (x.shape, x.strides, x.offset)
+        ctx.out_layout = (shape, strides, offset)
+        return x._view(shape, strides, offset)
+
+    @staticmethod
+    def backward(ctx, g):
+        pos_out = storage_positions(*ctx.out_layout).reshape(-1)
+        pos_in = storage_positions(*ctx.in_layout)
+        if not layout.is_non_overlapping(ctx.in_layout[0], ctx.in_layout[1]):
+            raise RuntimeError("as_strided backward: the input itself overlaps in memory "
+                               "(a zero or repeating stride); call .contiguous() on it "
+                               "before as_strided")
+        size = int(max(pos_out.max(initial=0), pos_in.max(initial=0))) + 1
+        be = g._be
+        flat_g = g.contiguous().reshape(-1)
+        cells = be.index_add((size,), (be.from_numpy(pos_out.astype(np.int32)),),
+                             flat_g._data)
+        gin = be.take(cells, (be.from_numpy(pos_in.astype(np.int32)),))
+        return Tensor._wrap(gin), None, None, None
+
+
+def storage_positions(shape, strides, offset):
+    """Storage index of every element of a layout, as an int64 array of ``shape``."""
+    pos = np.full(shape, offset, np.int64)
+    for d, (n, s) in enumerate(zip(shape, strides)):
+        idx = np.arange(n, dtype=np.int64) * s
+        pos += idx.reshape((n,) + (1,) * (len(shape) - d - 1))
+    return pos
+
+
+def as_strided(x, shape, strides, offset=None):
+    offset = x.offset if offset is None else offset
+    layout.check_as_strided(x.storage.size, shape, strides, offset)
+    return AsStrided.apply(x, tuple(shape), tuple(strides), offset)
+
+
+from ..tensor import Tensor  # noqa: E402
