@@ -18,6 +18,8 @@ from ...storage import Storage
 from ..base import BINARY, COMPARE, UNARY, Backend
 from . import dtypes as gd
 from . import elementwise as ew
+from . import matmul as mm
+from . import reduce as rd
 from .allocator import gpu_allocator
 from .array import GpuArray
 from .context import get_context
@@ -108,7 +110,8 @@ class WGPU(Backend):
         float32 / int32 first (WGSL has no 64-bit types)."""
         a = np.asarray(array)
         gd.check_dtype(a.dtype, "from_numpy")
-        a = np.ascontiguousarray(a)
+        if not a.flags.c_contiguous:  # (ascontiguousarray would make 0-d arrays 1-d)
+            a = np.ascontiguousarray(a)
         out = self.empty(a.shape, a.dtype, tag)
         if a.size:
             self.dispatcher.upload(out.buffer, gd.to_words(a))
@@ -152,6 +155,32 @@ class WGPU(Backend):
 
     def clamp(self, x, lo, hi):
         return ew.clamp(self, x, lo, hi)
+
+    # -- reductions ----------------------------------------------------------------------
+    def sum(self, x, axes, keepdim=False):
+        """Sum in the dtype of x (float accumulation in f32; int32 stays int32)."""
+        return rd.reduce(self, "sum", x, axes, keepdim)
+
+    def max(self, x, axes, keepdim=False):
+        return rd.reduce(self, "max", x, axes, keepdim)
+
+    def min(self, x, axes, keepdim=False):
+        return rd.reduce(self, "min", x, axes, keepdim)
+
+    def argmax(self, x, axis, keepdim=False):
+        """First index of the maximum, as int32 (int64 does not exist in WGSL)."""
+        return rd.argmax(self, x, axis, keepdim)
+
+    def softmax(self, x, axis):
+        return rd.softmax(self, x, axis)
+
+    def log_softmax(self, x, axis):
+        return rd.softmax(self, x, axis, log=True)
+
+    # -- linear algebra ------------------------------------------------------------------
+    def matmul(self, a, b):
+        """numpy.matmul (batched, broadcast batch dims); strided operands read in place."""
+        return mm.matmul(self, a, b)
 
 
 def _unary_method(op):

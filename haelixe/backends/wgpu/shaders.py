@@ -6,6 +6,7 @@ turns it into a module:
     common.wgsl                     index math, bf16 packing, math helpers
     generated prelude               binding 0 ``metadata: array<i32>``, then one buffer per
                                     binding with typed accessors (below)
+    ``//! include: x.wgsl`` files   helpers shared by a few families (rows.wgsl)
     the family file                 with ``${NAME}`` placeholders filled from ``params``
 
 For a binding named ``x`` the prelude defines ``alias x_t`` (the type kernels compute in:
@@ -79,8 +80,15 @@ def kernel(file: str, entry: str, bindings, **params) -> KernelSpec:
 
 @functools.lru_cache(maxsize=512)
 def module_source(file: str, bindings: tuple, params: tuple) -> str:
-    body = Template(read_shader(file)).substitute(dict(params))
-    return "\n".join([read_shader("common.wgsl"), prelude(bindings), body])
+    """common.wgsl + prelude + the files named on ``//! include:`` lines + ``file``, with
+    ``${NAME}`` placeholders filled from ``params``."""
+    text = read_shader(file)
+    parts = [read_shader("common.wgsl"), prelude(bindings)]
+    for line in text.splitlines():
+        if line.startswith("//! include:"):
+            parts.append(read_shader(line.split(":", 1)[1].strip()))
+    parts.append(text)
+    return Template("\n".join(parts)).substitute(dict(params))
 
 
 def prelude(bindings) -> str:

@@ -1,0 +1,131 @@
+"""Reductions (sum, max, min, argmax) and softmax / log_softmax along an axis."""
+
+from __future__ import annotations
+
+import math
+
+from . import dtypes as gd
+from .geometry import MAXD, grid, merge_dims, meta_block
+from .shaders import kernel
+
+# per compute type: identity of (sum, max, min) and the NaN test argmax uses
+_INIT = {
+    "f32": {"sum": "0.0", "max": "neg_inf()", "min": "pos_inf()"},
+    "i32": {"sum": "0", "max": "i32(-2147483647 - 1)", "min": "2147483647"},
+    "u32": {"sum": "0u", "max": "0u", "min": "1u"},
+}
+_COMBINE = {
+    "f32": {"sum": "return a + b;", "max": "return nan_max(a, b);",
+            "min": "return nan_min(a, b);"},
+    "i32": {"sum": "return a + b;", "max": "return max(a, b);", "min": "return min(a, b);"},
+    # bool: numpy's add.reduce on bools is "any"
+    "u32": {"sum": "return max(a, b);", "max": "return max(a, b);",
+            "min": "return min(a, b);"},
+}
+_ISNAN = {"f32": "is_nan", "i32": "no_nan_i32", "u32": "no_nan_u32"}
+
+
+def workgroup_size(length: int) -> int:
+    """Invocations per row: enough to cover short rows, 256 for long ones."""
+    return 32 if length <= 64 else 64 if length <= 512 else 256
+
+
+def _reduce_meta(x, axes, n_out):
+    """Metadata for reducing ``x`` over ``axes``: kept dims as the iteration space, the
+    reduced dims after operand 0."""
+    kept = [d for d in range(x.ndim) if d not in axes]
+    red = sorted(axes)
+    k_shape = tuple(x.shape[d] for d in kept)
+    r_shape, (r_strides,) = merge_dims(tuple(x.shape[d] for d in red),
+                                       [[x.strides[d] for d in red]])
+    if len(r_shape) > MAXD:
+        raise ValueError(f"reduction over {len(r_shape)} non-mergeable dims (max {MAXD})")
+    length = math.prod(x.shape[d] for d in red)
+    meta = meta_block([n_out, length], k_shape, [([x.strides[d] for d in kept], x.offset)],
+                      what="reduce")
+    pad = MAXD - len(r_shape)
+    meta += [len(r_shape)] + list(r_shape) + [1] * pad + list(r_strides) + [0] * pad
+    return meta, length
+
+
+def _out_shape(x, axes, keepdim):
+    if keepdim:
+        return tuple(1 if d in axes else n for d, n in enumerate(x.shape))
+    return tuple(n for d, n in enumerate(x.shape) if d not in axes)
+
+
+def reduce(be, op: str, x, axes, keepdim: bool):
+    """sum / max / min over ``axes`` (non-negative ints; None = all, () = none, as numpy)."""
+    axes = tuple(range(x.ndim)) if axes is None else tuple(sorted(set(axes)))
+    if not axes:
+        from .elementwise import copy
+
+        return copy(be, x)
+    out = be.empty(_out_shape(x, axes, keepdim), x.dtype)
+    n_out = out.size
+    if n_out == 0:
+        return out
+    meta, length = _reduce_meta(x, axes, n_out)
+    if length == 0 and op != "sum":
+        raise ValueError(f"{op}: zero-size reduction over axes {axes} of shape {x.shape} "
+                         f"has no identity")
+    k = gd.kind(x.dtype)
+    ct = gd.COMPUTE_TYPE[k]
+    per_thread = length <= 16 and n_out > 1
+    wg = 64 if per_thread else workgroup_size(length)
+    spec = kernel("reduce.wgsl", "reduce_threads" if per_thread else "reduce_rows",
+                  [("out", k, "write"), ("x", k, "read")],
+                  WG=wg, ACC_T=ct, INIT=_INIT[ct][op], COMBINE=_COMBINE[ct][op])
+    groups = -(-n_out // wg) if per_thread else n_out
+    be.dispatcher.dispatch(spec, [out.buffer, x.buffer], meta, grid(groups))
+    return out
+
+
+def argmax(be, x, axis, keepdim: bool):
+    """Index (int32) of the first maximum along ``axis`` (None: over the flattened x)."""
+    axes = tuple(range(x.ndim)) if axis is None else (axis,)
+    shape = _out_shape(x, axes, keepdim) if axis is not None else \
+        ((1,) * x.ndim if keepdim else ())
+    out = be.empty(shape, gd.I32)
+    n_out = out.size
+    if n_out == 0:
+        return out
+    meta, length = _reduce_meta(x, axes, n_out)
+    if length == 0:
+        raise ValueError(f"argmax: zero-size axis in shape {x.shape}")
+    k = gd.kind(x.dtype)
+    ct = gd.COMPUTE_TYPE[k]
+    per_thread = length <= 16 and n_out > 1
+    wg = 64 if per_thread else workgroup_size(length)
+    spec = kernel("argmax.wgsl", "argmax_threads" if per_thread else "argmax_rows",
+                  [("out", "i32", "write"), ("x", k, "read")],
+                  WG=wg, ACC_T=ct, INIT=_INIT[ct]["max"], ISNAN=_ISNAN[ct])
+    groups = -(-n_out // wg) if per_thread else n_out
+    be.dispatcher.dispatch(spec, [out.buffer, x.buffer], meta, grid(groups))
+    return out
+
+
+def row_meta(x, out, axis, scalars):
+    """Metadata for a row kernel along ``axis``: operand 0 = out, 1 = x, each with its
+    stride along the axis in the extra slot."""
+    kept = [d for d in range(x.ndim) if d != axis]
+    shape = tuple(x.shape[d] for d in kept)
+    ops = [([out.strides[d] for d in kept], out.offset, out.strides[axis]),
+           ([x.strides[d] for d in kept], x.offset, x.strides[axis])]
+    return meta_block(scalars, shape, ops, what="softmax")
+
+
+def softmax(be, x, axis, log: bool = False):
+    if gd.kind(x.dtype) not in ("f32", "bf16"):
+        raise TypeError(f"softmax: needs a float dtype, got {x.dtype}")
+    out = be.empty(x.shape, x.dtype)
+    if x.size == 0:
+        return out
+    length = x.shape[axis]
+    rows = x.size // length
+    meta = row_meta(x, out, axis, [rows, length])
+    k = gd.kind(x.dtype)
+    spec = kernel("softmax.wgsl", "softmax", [("out", k, "write"), ("x", k, "read")],
+                  WG=workgroup_size(length), LOG="true" if log else "false")
+    be.dispatcher.dispatch(spec, [out.buffer, x.buffer], meta, grid(rows))
+    return out

@@ -1,0 +1,151 @@
+// common.wgsl: prepended to every Haelixe kernel module.
+//
+// Metadata layout (binding 0, `metadata: array<i32>`, declared by the generated prelude):
+//   [0, 8)            kernel scalars
+//   8                 ndim of the iteration space
+//   [9, 9 + MAXD)     its shape
+//   operand k at OPS_BASE + k * OP_STRIDE: offset, extra stride, MAXD strides
+// (haelixe/backends/wgpu/geometry.py writes it.)
+
+const MAXD: i32 = 8;
+const OPS_BASE: i32 = 17;
+const OP_STRIDE: i32 = 10;
+fn neg_inf() -> f32 { return bitcast<f32>(0xff800000u); }
+fn pos_inf() -> f32 { return bitcast<f32>(0x7f800000u); }
+fn nan_f32() -> f32 { return bitcast<f32>(0x7fc00000u); }
+
+// Flat invocation id over a 2-D grid of 1-D workgroups (grids wrap at 65535 per dim).
+fn flat_id(wid: vec3<u32>, nwg: vec3<u32>, lid: u32, wg: u32) -> i32 {
+    return i32((wid.y * nwg.x + wid.x) * wg + lid);
+}
+fn flat_group(wid: vec3<u32>, nwg: vec3<u32>) -> i32 {
+    return i32(wid.y * nwg.x + wid.x);
+}
+
+fn scalar_i(k: i32) -> i32 { return metadata[k]; }
+fn scalar_f(k: i32) -> f32 { return bitcast<f32>(metadata[k]); }
+
+// Coordinates of flat (C-order) index `idx` in the iteration space.
+fn coords(idx: i32) -> array<i32, 8> {
+    var c: array<i32, 8>;
+    var rem = idx;
+    for (var d = metadata[8] - 1; d >= 0; d--) {
+        let n = metadata[9 + d];
+        c[d] = rem % n;
+        rem = rem / n;
+    }
+    return c;
+}
+
+// Element offset of operand k at coordinates c.
+fn op_offset(k: i32, c_in: array<i32, 8>) -> i32 {
+    var c = c_in;
+    let base = OPS_BASE + k * OP_STRIDE;
+    var off = metadata[base];
+    for (var d = 0; d < metadata[8]; d++) {
+        off += c[d] * metadata[base + 2 + d];
+    }
+    return off;
+}
+fn op_extra(k: i32) -> i32 { return metadata[OPS_BASE + k * OP_STRIDE + 1]; }
+
+// -- floats ------------------------------------------------------------------------------
+// Bit tests, not x != x: WGSL lets compilers assume floats are never NaN.
+fn is_nan(x: f32) -> bool { return (bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u; }
+
+// bfloat16 element `half` (0: low 16 bits) of a packed word, widened exactly.
+fn bf16_at(word: u32, half: u32) -> f32 {
+    return bitcast<f32>(select(word << 16u, word & 0xffff0000u, half == 1u));
+}
+
+// float32 -> bfloat16 bits, round to nearest even; NaN -> sign | 0x7fc0 (as ml_dtypes).
+fn bf16_bits(x: f32) -> u32 {
+    let b = bitcast<u32>(x);
+    if ((b & 0x7fffffffu) > 0x7f800000u) {
+        return ((b >> 16u) & 0x8000u) | 0x7fc0u;
+    }
+    return (b + 0x7fffu + ((b >> 16u) & 1u)) >> 16u;
+}
+
+fn nan_max(a: f32, b: f32) -> f32 {
+    if (is_nan(a) || is_nan(b)) { return nan_f32(); }
+    return max(a, b);
+}
+fn nan_min(a: f32, b: f32) -> f32 {
+    if (is_nan(a) || is_nan(b)) { return nan_f32(); }
+    return min(a, b);
+}
+
+// erf with fractional error < 1.2e-7 (Numerical Recipes erfc), below float32 resolution.
+fn erf_f32(x: f32) -> f32 {
+    let z = abs(x);
+    let t = 1.0 / (1.0 + 0.5 * z);
+    let poly = -z * z - 1.26551223 + t * (1.00002368 + t * (0.37409196 + t * (0.09678418
+        + t * (-0.18628806 + t * (0.27886807 + t * (-1.13520398 + t * (1.48851587
+        + t * (-0.82215223 + t * 0.17087277))))))));
+    let erfc = t * exp(poly);
+    return select(erfc - 1.0, 1.0 - erfc, x >= 0.0);
+}
+
+// tanh that stays finite for large |x| (some drivers compute it through exp overflow).
+fn tanh_f32(x: f32) -> f32 {
+    if (abs(x) > 10.0) { return sign(x); }
+    return tanh(x);
+}
+
+fn sigmoid_f32(x: f32) -> f32 {
+    let e = exp(-abs(x));
+    return select(e / (1.0 + e), 1.0 / (1.0 + e), x >= 0.0);
+}
+
+const SQRT_HALF: f32 = 0.7071067811865476;
+const SQRT_2_OVER_PI: f32 = 0.7978845608028654;
+const INV_SQRT_2PI: f32 = 0.3989422804014327;
+
+fn gelu_erf(x: f32) -> f32 { return 0.5 * x * (1.0 + erf_f32(x * SQRT_HALF)); }
+fn gelu_tanh(x: f32) -> f32 {
+    return 0.5 * x * (1.0 + tanh_f32(SQRT_2_OVER_PI * (x + 0.044715 * x * x * x)));
+}
+fn gelu_erf_grad(x: f32) -> f32 {
+    return 0.5 * (1.0 + erf_f32(x * SQRT_HALF)) + x * INV_SQRT_2PI * exp(-0.5 * x * x);
+}
+fn gelu_tanh_grad(x: f32) -> f32 {
+    let th = tanh_f32(SQRT_2_OVER_PI * (x + 0.044715 * x * x * x));
+    let d = SQRT_2_OVER_PI * (1.0 + 3.0 * 0.044715 * x * x);
+    return 0.5 * (1.0 + th) + 0.5 * x * (1.0 - th * th) * d;
+}
+
+// numpy's power: negative bases with integral exponents are defined.
+fn pow_f32(a: f32, b: f32) -> f32 {
+    if (b == 0.0) { return 1.0; }
+    if (a == 0.0) { return select(pos_inf(), 0.0, b > 0.0); }
+    let r = pow(abs(a), b);
+    if (a < 0.0) {
+        if (floor(b) != b) { return nan_f32(); }
+        let odd = (abs(b) % 2.0) == 1.0;
+        return select(r, -r, odd);
+    }
+    return r;
+}
+
+// Integer power by squaring (negative exponents give 0, as 1 / a^|b| truncated, except +-1).
+fn ipow(a: i32, b: i32) -> i32 {
+    if (b < 0) {
+        if (a == 1) { return 1; }
+        if (a == -1) { return select(1, -1, (b & 1) == 1); }
+        return 0;
+    }
+    var r = 1;
+    var base = a;
+    var e = b;
+    loop {
+        if (e == 0) { break; }
+        if ((e & 1) == 1) { r *= base; }
+        base *= base;
+        e = e >> 1u;
+    }
+    return r;
+}
+
+fn no_nan_i32(x: i32) -> bool { return false; }
+fn no_nan_u32(x: u32) -> bool { return false; }

@@ -1,0 +1,16 @@
+// elementwise.wgsl: out = EXPR(x0, x1, ...), every operand read through its own strides.
+//
+// Operand 0 of the metadata is `out`, operand k + 1 is input `xk`. The generator fills
+// ${INPUTS} with one `let xk = load_xk(op_offset(k + 1, c));` per input and ${EXPR} with
+// the expression (see haelixe/backends/wgpu/elementwise.py). Scalars (clamp bounds)
+// sit in metadata[1..].
+
+@compute @workgroup_size(256)
+fn map(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+       @builtin(local_invocation_index) lid: u32) {
+    let i = flat_id(wid, nwg, lid, 256u);
+    if (i >= metadata[0]) { return; }
+    let c = coords(i);
+    ${INPUTS}
+    store_out(op_offset(0, c), ${EXPR});
+}
