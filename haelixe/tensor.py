@@ -97,6 +97,20 @@ class Tensor:
         t.name = None
         return t
 
+    def _set_data(self, src: Tensor) -> None:
+        """Point this tensor at ``src``'s storage and layout (Module.to, flat optimizer
+        buffers): the object, and everything holding it, stays the same."""
+        self._data, self._storage, self._layout = src._data, src._storage, src._layout
+        self.shape, self.dtype, self.device = src.shape, src.dtype, src.device
+
+    @property
+    def data(self) -> Tensor:
+        return self.detach()
+
+    @data.setter
+    def data(self, value: Tensor) -> None:
+        self._set_data(value.detach())
+
     def _alias(self) -> Tensor:
         """Same storage, same layout, no history: what detach() returns."""
         t = self._view(self.shape, self.strides, self.offset)

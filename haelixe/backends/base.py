@@ -129,12 +129,14 @@ class Backend:
     # -- fused neural-network kernels --------------------------------------------------
     def linear(self, x, w, b, activation=None):
         """y = act(x @ w.T + b) over any leading dims of x; w is (out, in); b may be
-        None; activation None | "gelu" | "gelu_tanh". Returns (y, pre) where pre is the
-        pre-activation (None when activation is None)."""
+        None; activation None | "gelu" | "gelu_tanh". Returns (y, saved) where saved is
+        whatever this backend's linear_backward needs to differentiate the activation
+        (the pre-activation, perhaps with its normal CDF; None without activation)."""
         raise NotImplementedError
 
     def linear_backward(self, x, w, pre, gy, activation, need_bias):
-        """Returns (dx, dw, db) for ``linear``; db is None when need_bias is False."""
+        """Returns (dx, dw, db) for ``linear``; ``pre`` is the ``saved`` value linear
+        returned; db is None when need_bias is False."""
         raise NotImplementedError
 
     def rmsnorm(self, x, w, eps):

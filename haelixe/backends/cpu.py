@@ -19,35 +19,59 @@ _exact_erf = np.frompyfunc(math.erf, 1, 1)
 
 def erf(x: np.ndarray) -> np.ndarray:
     """erf without scipy: exact (math.erf) in float64, where gradient checks need every
-    digit; elsewhere the Numerical Recipes erfc fit (fractional error < 1.2e-7, below
-    float32 resolution), vectorised."""
+    digit; elsewhere Abramowitz & Stegun 7.1.26 (absolute error < 1.5e-7, about float32
+    resolution), evaluated in place to keep temporaries few."""
     if x.dtype == np.float64:
         return _exact_erf(x).astype(np.float64)
-    z = np.abs(x)
-    t = 1.0 / (1.0 + 0.5 * z)
-    poly = -z * z - 1.26551223 + t * (1.00002368 + t * (0.37409196 + t * (0.09678418 + t * (
-        -0.18628806 + t * (0.27886807 + t * (-1.13520398 + t * (1.48851587 + t * (
-            -0.82215223 + t * 0.17087277))))))))
-    erfc = t * np.exp(poly)
-    return np.where(x >= 0, 1.0 - erfc, erfc - 1.0).astype(x.dtype, copy=False)
+    a = np.abs(x)
+    t = a * np.float32(0.3275911)
+    t += 1
+    np.reciprocal(t, out=t)
+    y = t * np.float32(1.061405429)
+    for c in (-1.453152027, 1.421413741, -0.284496736, 0.254829592):
+        y += np.float32(c)
+        y *= t
+    np.square(a, out=a)
+    np.negative(a, out=a)
+    np.exp(a, out=a)
+    y *= a
+    np.subtract(1, y, out=y)
+    np.copysign(y, x, out=y)
+    return y.astype(x.dtype, copy=False)
+
+
+def normal_cdf(x):
+    """Phi(x) = 0.5 * (1 + erf(x / sqrt 2))."""
+    c = erf(x * _SQRT_HALF)
+    c += 1
+    c *= 0.5
+    return c
 
 
 def gelu(x, approximate="none"):
     if approximate == "tanh":
         inner = _SQRT_2_OVER_PI * (x + 0.044715 * x * x * x)
         return 0.5 * x * (1.0 + np.tanh(inner))
-    return 0.5 * x * (1.0 + erf(x * _SQRT_HALF))
+    return x * normal_cdf(x)
 
 
-def gelu_grad(x, approximate="none"):
-    """d gelu / dx, the local derivative used by the fused Linear+GELU backward."""
+def gelu_grad(x, approximate="none", cdf=None):
+    """d gelu / dx, the local derivative used by the fused Linear+GELU backward; ``cdf``
+    is Phi(x) when the forward already computed it."""
     if approximate == "tanh":
         inner = _SQRT_2_OVER_PI * (x + 0.044715 * x * x * x)
         th = np.tanh(inner)
         dinner = _SQRT_2_OVER_PI * (1.0 + 3 * 0.044715 * x * x)
         return 0.5 * (1.0 + th) + 0.5 * x * (1.0 - th * th) * dinner
-    cdf = 0.5 * (1.0 + erf(x * _SQRT_HALF))
-    return cdf + x * _INV_SQRT_2PI * np.exp(-0.5 * x * x)
+    if cdf is None:
+        cdf = normal_cdf(x)
+    pdf = np.square(x)
+    pdf *= -0.5
+    np.exp(pdf, out=pdf)
+    pdf *= x
+    pdf *= _INV_SQRT_2PI
+    pdf += cdf
+    return pdf
 
 
 def _rsqrt(x):
@@ -187,20 +211,29 @@ class CPUBackend(Backend):
 
     # -- fused neural-network kernels ----------------------------------------------------
     def linear(self, x, w, b, activation=None):
-        y = np.matmul(x, w.T)
+        # Fold leading dims into one GEMM (numpy would loop over a 3-D batch); w.T is
+        # a transposed view that BLAS reads with a transpose flag.
+        x2 = x.reshape(-1, x.shape[-1])
+        y = np.matmul(x2, w.T)
         if b is not None:
             y += b
+        y = y.reshape(x.shape[:-1] + (w.shape[0],))
         if activation is None:
             return y, None
-        return gelu(y, "tanh" if activation == "gelu_tanh" else "none"), y
+        if activation == "gelu_tanh":
+            return gelu(y, "tanh"), (y, None)
+        # keep Phi(pre) for the backward: it would otherwise recompute the erf
+        cdf = normal_cdf(y)
+        return y * cdf, (y, cdf)
 
     def linear_backward(self, x, w, pre, gy, activation, need_bias):
         if activation is not None:
-            gy = gy * gelu_grad(pre, "tanh" if activation == "gelu_tanh" else "none")
+            y, cdf = pre
+            gy = gy * gelu_grad(y, "tanh" if activation == "gelu_tanh" else "none", cdf)
         n_in, n_out = w.shape[1], w.shape[0]
         x2 = x.reshape(-1, n_in)
         g2 = gy.reshape(-1, n_out)
-        dx = np.matmul(gy, w)
+        dx = np.matmul(g2, w).reshape(x.shape)
         dw = np.matmul(g2.T, x2)
         db = np.add.reduce(g2, axis=0) if need_bias else None
         return dx, dw, db
@@ -215,7 +248,8 @@ class CPUBackend(Backend):
 
     def rmsnorm_backward(self, x, w, rstd, gy):
         xhat = x * rstd
-        dw = np.einsum("...i,...i->i", gy, xhat) if w is not None else None
+        n = x.shape[-1]
+        dw = (gy * xhat).reshape(-1, n).sum(axis=0) if w is not None else None
         gx = gy * w if w is not None else gy
         proj = np.einsum("...i,...i->...", gx, xhat)[..., None] / x.shape[-1]
         dx = rstd * (gx - xhat * proj)
@@ -236,7 +270,7 @@ class CPUBackend(Backend):
     def layernorm_backward(self, x, w, mean, rstd, gy):
         xhat = (x - mean) * rstd
         n = x.shape[-1]
-        dw = np.einsum("...i,...i->i", gy, xhat) if w is not None else None
+        dw = (gy * xhat).reshape(-1, n).sum(axis=0) if w is not None else None
         db = gy.reshape(-1, n).sum(axis=0)
         gx = gy * w if w is not None else gy
         m1 = gx.mean(axis=-1, keepdims=True)

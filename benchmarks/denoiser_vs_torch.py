@@ -1,0 +1,131 @@
+"""The denoiser's training step in Haelixe and in PyTorch (CPU), side by side in one run.
+
+Same model (Linear(1,64) -> pre-norm TransformerBlock(64, 4) with RoPE and a GELU MLP ->
+RMSNorm -> Linear(64,1)), same data, same AdamW. Each framework runs a warm-up, then the
+two are timed in alternating rounds so that machine noise hits both alike; the ratio of
+their best rounds is reported.
+
+    python benchmarks/denoiser_vs_torch.py [--batch-size 16] [--steps 200] [--rounds 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import time
+
+import numpy as np
+
+import haelixe as hx
+from haelixe.data.sine import random_batch
+from haelixe.denoise import Denoiser
+from haelixe.nn import functional as F
+from haelixe.optim import AdamW
+
+
+def haelixe_stepper(batches):
+    hx.manual_seed(0)
+    model = Denoiser()
+    opt = AdamW(model.parameters(), lr=1e-3, weight_decay=0.01)
+    data = [(hx.from_numpy(x), hx.from_numpy(y)) for x, y in batches]
+
+    def run(n):
+        for i in range(n):
+            x, y = data[i % len(data)]
+            opt.zero_grad()
+            loss = F.mse_loss(model(x), y)
+            loss.backward()
+            opt.step()
+        return loss.item()
+
+    return run
+
+
+def torch_stepper(batches):
+    import torch
+    from torch import nn
+
+    torch.manual_seed(0)
+
+    class RoPE(nn.Module):
+        def __init__(self, head_dim, seq):
+            super().__init__()
+            inv = 10000.0 ** (-torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim)
+            ang = torch.arange(seq, dtype=torch.float64)[:, None] * inv[None, :]
+            self.register_buffer("cos", ang.cos().float())
+            self.register_buffer("sin", ang.sin().float())
+
+        def forward(self, x):
+            h = x.shape[-1] // 2
+            x1, x2 = x[..., :h], x[..., h:]
+            return torch.cat([x1 * self.cos - x2 * self.sin, x2 * self.cos + x1 * self.sin], -1)
+
+    class Block(nn.Module):
+        def __init__(self, dim, heads, seq):
+            super().__init__()
+            self.heads, self.hd = heads, dim // heads
+            self.norm1, self.norm2 = nn.RMSNorm(dim, eps=1e-6), nn.RMSNorm(dim, eps=1e-6)
+            self.qkv, self.proj = nn.Linear(dim, 3 * dim), nn.Linear(dim, dim)
+            self.fc1, self.fc2 = nn.Linear(dim, 4 * dim), nn.Linear(4 * dim, dim)
+            self.rope = RoPE(self.hd, seq)
+
+        def forward(self, x):
+            b, t, c = x.shape
+            qkv = self.qkv(self.norm1(x)).reshape(b, t, 3, self.heads, self.hd)
+            q, k, v = qkv.permute(2, 0, 3, 1, 4)
+            q, k = self.rope(q), self.rope(k)
+            o = torch.nn.functional.scaled_dot_product_attention(q, k, v)
+            x = x + self.proj(o.transpose(1, 2).reshape(b, t, c))
+            return x + self.fc2(torch.nn.functional.gelu(self.fc1(self.norm2(x))))
+
+    model = nn.Sequential(nn.Linear(1, 64), Block(64, 4, batches[0][0].shape[1]),
+                          nn.RMSNorm(64, eps=1e-6), nn.Linear(64, 1))
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.01)
+    data = [(torch.from_numpy(x), torch.from_numpy(y)) for x, y in batches]
+
+    def run(n):
+        for i in range(n):
+            x, y = data[i % len(data)]
+            opt.zero_grad()
+            loss = torch.nn.functional.mse_loss(model(x), y)
+            loss.backward()
+            opt.step()
+        return loss.item()
+
+    return run
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--batch-size", type=int, default=16)
+    p.add_argument("--steps", type=int, default=200)
+    p.add_argument("--rounds", type=int, default=5)
+    args = p.parse_args()
+    rng = np.random.default_rng(0)
+    batches = [random_batch(rng, args.batch_size) for _ in range(50)]
+    runners = {"haelixe": haelixe_stepper(batches)}
+    try:
+        import torch
+
+        torch.set_num_threads(max(1, torch.get_num_threads()))
+        runners["pytorch"] = torch_stepper(batches)
+    except ImportError:
+        print("PyTorch not installed: timing Haelixe alone")
+    for run in runners.values():
+        run(20)  # warm-up: caches, allocator, lazy imports
+    best = {k: math.inf for k in runners}
+    for _ in range(args.rounds):
+        for name, run in runners.items():
+            t0 = time.perf_counter()
+            run(args.steps)
+            best[name] = min(best[name], time.perf_counter() - t0)
+    print(f"denoiser training step, batch {args.batch_size} x 32, best of {args.rounds} "
+          f"rounds of {args.steps} steps")
+    for name in runners:
+        print(f"  {name:8s} {args.steps / best[name]:8.1f} steps/s")
+    if "pytorch" in best:
+        print(f"  ratio haelixe / pytorch: {best['pytorch'] / best['haelixe']:.2f}x")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,155 @@
+"""Fused neural-network ops: one kernel forward, one kernel backward.
+
+Each keeps the few intermediates its backward needs (a pre-activation, an inverse RMS,
+a log-sum-exp) instead of a chain of elementary nodes. Their backward calls raw kernels,
+so they are differentiable once (twice_differentiable = False) except RoPE, which is
+linear and whose backward is itself a RoPE.
+"""
+
+from __future__ import annotations
+
+from ..autograd.function import Function
+
+
+class LinearFn(Function):
+    """y = act(x @ w.T + b) over any leading dims; act None | "gelu" | "gelu_tanh"."""
+
+    label = "Linear"
+    twice_differentiable = False
+
+    @staticmethod
+    def forward(ctx, x, w, b, activation):
+        y, pre = x._be.linear(x._data, w._data, None if b is None else b._data, activation)
+        ctx.save_for_backward(x, w)
+        ctx.pre = pre
+        ctx.activation = activation
+        ctx.has_bias = b is not None
+        if activation is not None:
+            ctx.label = f"Linear+{activation.upper()}"
+        return y
+
+    @staticmethod
+    def backward(ctx, g):
+        x, w = ctx.saved_tensors
+        nx, nw, nb, _ = ctx.next
+        dx, dw, db = x._be.linear_backward(x._data, w._data, ctx.pre, g._data,
+                                           ctx.activation, ctx.has_bias and nb is not None)
+        wrap = Tensor._wrap
+        return (wrap(dx) if nx is not None else None, wrap(dw) if nw is not None else None,
+                wrap(db) if db is not None else None, None)
+
+
+class RMSNormFn(Function):
+    label = "RMSNorm"
+    twice_differentiable = False
+
+    @staticmethod
+    def forward(ctx, x, w, eps):
+        y, rstd = x._be.rmsnorm(x._data, None if w is None else w._data, eps)
+        ctx.save_for_backward(x, w)
+        ctx.rstd = rstd
+        return y
+
+    @staticmethod
+    def backward(ctx, g):
+        x, w = ctx.saved_tensors
+        dx, dw = x._be.rmsnorm_backward(x._data, None if w is None else w._data, ctx.rstd,
+                                        g._data)
+        return Tensor._wrap(dx), (Tensor._wrap(dw) if dw is not None else None), None
+
+
+class LayerNormFn(Function):
+    label = "LayerNorm"
+    twice_differentiable = False
+
+    @staticmethod
+    def forward(ctx, x, w, b, eps):
+        y, mean, rstd = x._be.layernorm(x._data, None if w is None else w._data,
+                                        None if b is None else b._data, eps)
+        ctx.save_for_backward(x, w)
+        ctx.stats = (mean, rstd)
+        ctx.has_bias = b is not None
+        return y
+
+    @staticmethod
+    def backward(ctx, g):
+        x, w = ctx.saved_tensors
+        mean, rstd = ctx.stats
+        dx, dw, db = x._be.layernorm_backward(x._data, None if w is None else w._data,
+                                              mean, rstd, g._data)
+        wrap = Tensor._wrap
+        return (wrap(dx), wrap(dw) if dw is not None else None,
+                wrap(db) if ctx.has_bias else None, None)
+
+
+class RoPEFn(Function):
+    """Rotate-half rotary embedding; the backward is the inverse rotation."""
+
+    label = "RoPE"
+
+    @staticmethod
+    def forward(ctx, x, cos, sin, inverse):
+        ctx.tables = (cos, sin)
+        ctx.inverse = inverse
+        return x._be.rope(x._data, cos._data, sin._data, inverse)
+
+    @staticmethod
+    def backward(ctx, g):
+        cos, sin = ctx.tables
+        return RoPEFn.apply(g, cos, sin, not ctx.inverse), None, None, None
+
+
+class AttentionFn(Function):
+    """softmax(q k^T * scale [+ causal mask]) v, keeping only the log-sum-exp."""
+
+    label = "Attention"
+    twice_differentiable = False
+
+    @staticmethod
+    def forward(ctx, q, k, v, causal, scale):
+        out, lse = q._be.attention(q._data, k._data, v._data, causal, scale)
+        ctx.save_for_backward(q, k, v)
+        ctx.out, ctx.lse = out, lse
+        ctx.causal, ctx.scale = causal, scale
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        q, k, v = ctx.saved_tensors
+        dq, dk, dv = q._be.attention_backward(q._data, k._data, v._data, ctx.out, ctx.lse,
+                                              g._data, ctx.causal, ctx.scale)
+        wrap = Tensor._wrap
+        return (wrap(dq).sum_to(q.shape), wrap(dk).sum_to(k.shape), wrap(dv).sum_to(v.shape),
+                None, None)
+
+
+class MSELossFn(Function):
+    """mean((x - y)^2); the gradient is scaled by the incoming one, so 10 * loss has ten
+    times the gradient (the reference ignored it)."""
+
+    label = "MSELoss"
+
+    @staticmethod
+    def forward(ctx, x, y):
+        be = x._be
+        diff = be.sub(x._data, y._data)
+        ctx.save_for_backward(x, y)
+        n = 1
+        for d in diff.shape:
+            n *= d
+        ctx.n = n
+        sq = be.mul(diff, diff)
+        return be.mul(be.sum(sq, tuple(range(sq.ndim)), False),
+                      x.dtype.np.type(1.0 / n) if be.name == "cpu"
+                      else be.full((), 1.0 / n, x.dtype.np))
+
+    @staticmethod
+    def backward(ctx, g):
+        x, y = ctx.saved_tensors
+        d = (x - y) * (g * (2.0 / ctx.n))
+        nx, ny = ctx.next
+        return (d.sum_to(x.shape) if nx is not None else None,
+                (-d).sum_to(y.shape) if ny is not None else None)
+
+
+from ..tensor import Tensor  # noqa: E402
