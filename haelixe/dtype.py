@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import numbers
+
 import ml_dtypes
 import numpy as np
 
@@ -91,10 +93,11 @@ def promote_types(a: DType, b: DType) -> DType:
 def result_type_scalar(t: DType, scalar) -> DType:
     """Tensor-with-Python-scalar promotion: a scalar only changes the kind (int tensor +
     2.5 -> default float), never the width (bf16 tensor * 2.0 stays bf16)."""
-    if isinstance(scalar, bool):
+    # numbers.* so numpy scalars (np.int64(2), np.float32(0.5)) count as Python's do
+    if isinstance(scalar, (bool, np.bool_)):
         return t
-    if isinstance(scalar, int):
+    if isinstance(scalar, numbers.Integral):
         return t if t.kind != "bool" else int64
-    if isinstance(scalar, float):
+    if isinstance(scalar, numbers.Real):
         return t if t.is_floating_point else default_float
     raise TypeError(f"unsupported scalar {scalar!r} of type {type(scalar).__name__}")

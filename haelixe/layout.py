@@ -35,10 +35,10 @@ def contiguous_strides(shape: Shape) -> Strides:
 def is_contiguous(shape: Shape, strides: Strides) -> bool:
     """True when the layout is row-major and dense. Size-1 dims may have any stride,
     as in PyTorch, since they are never stepped over."""
+    if 0 in shape:
+        return True  # no element is ever read (checked first: any dim may hold the 0)
     expected = 1
     for n, s in zip(reversed(shape), reversed(strides)):
-        if n == 0:
-            return True
         if n != 1:
             if s != expected:
                 return False
@@ -348,10 +348,24 @@ def element_position(idx, strides, offset: int) -> int:
 
 def is_non_overlapping(shape, strides) -> bool:
     """True when no two elements share a storage cell (needed to write through a view)."""
+    if 0 in shape:
+        return True  # an empty layout has no cells to share, whatever its strides
     dims = sorted((abs(s), n) for n, s in zip(shape, strides) if n > 1)
     max_index = 0
     for s, n in dims:
         if s <= max_index:
-            return False
+            break
         max_index += (n - 1) * s
+    else:
+        return True
+    # The nesting test above is only sufficient: interleaved layouts such as shape (3, 2)
+    # with strides (2, 3) share no cell either. Settle those by visiting every cell.
+    if any(s == 0 for s, _ in dims):
+        return False
+    cells = {0}
+    for s, n in dims:
+        grown = {c + i * s for c in cells for i in range(n)}
+        if len(grown) != len(cells) * n:
+            return False
+        cells = grown
     return True

@@ -5,7 +5,8 @@ Two variants:
 - ``seed``: the reference's fixed batch (4 x 32). t = s/32, clean = sin(2 pi 3t) +
   0.5 sin(2 pi 7t) for every row, noise = fmod(sin((32 b + s) * 12.9898) * 43758.5453,
   1) * 0.5 (the argument in float32, the sine in float64 rounded to float32, the product
-  in float32, as the reference did). Predicting 0 scores MSE 0.625 and predicting the noisy input 0.0849.
+  in float32, as the reference did). Predicting 0 scores MSE 0.625 and predicting the
+  noisy input 0.0849.
 - ``random``: fresh batches every step, a random phase p per sample, t = linspace(0,
   2 pi, 32) + p, clean = sin t + 0.5 sin 3t + 0.25 sin 5t, noisy = clean + N(0, 0.3^2),
   and a fixed held-out set of 256 sequences. The noise alone has MSE 0.09.

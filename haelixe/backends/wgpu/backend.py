@@ -18,6 +18,7 @@ from ...storage import Storage
 from ..base import BINARY, COMPARE, UNARY, Backend
 from . import dtypes as gd
 from . import elementwise as ew
+from . import indexing as ix
 from . import matmul as mm
 from . import reduce as rd
 from .allocator import gpu_allocator
@@ -101,7 +102,7 @@ class WGPU(Backend):
             scal = [int(start), int(step)]
         else:
             raise TypeError("arange: bool is not an arange dtype")
-        spec = kernel("arange.wgsl", "arange", [("out", gd.kind(dt), "write")], BODY=body)
+        spec = kernel("fill.wgsl", "arange", [("out", gd.kind(dt), "write")], BODY=body)
         self.dispatcher.dispatch(spec, [out.buffer], [n, *scal], grid(-(-n // 256)))
         return out
 
@@ -181,6 +182,22 @@ class WGPU(Backend):
     def matmul(self, a, b):
         """numpy.matmul (batched, broadcast batch dims); strided operands read in place."""
         return mm.matmul(self, a, b)
+
+    # -- indexing ------------------------------------------------------------------------
+    def gather(self, x, axis, index):
+        """take_along_axis; ``index`` is an int32 GpuArray (or host ints, narrowed)."""
+        return ix.gather(self, x, axis, index)
+
+    def scatter_add(self, shape, axis, index, src):
+        return ix.scatter_add(self, shape, axis, index, src)
+
+    def take(self, x, key):
+        """``x[key]``: key entries are int32 GpuArrays (bool ones act as masks, read
+        back), host int arrays, ints, slices, None or Ellipsis."""
+        return ix.take(self, x, key)
+
+    def index_add(self, shape, key, values):
+        return ix.index_add(self, shape, key, values)
 
 
 def _unary_method(op):

@@ -97,7 +97,7 @@ def argmax(be, x, axis, keepdim: bool):
     ct = gd.COMPUTE_TYPE[k]
     per_thread = length <= 16 and n_out > 1
     wg = 64 if per_thread else workgroup_size(length)
-    spec = kernel("argmax.wgsl", "argmax_threads" if per_thread else "argmax_rows",
+    spec = kernel("reduce.wgsl", "argmax_threads" if per_thread else "argmax_rows",
                   [("out", "i32", "write"), ("x", k, "read")],
                   WG=wg, ACC_T=ct, INIT=_INIT[ct]["max"], ISNAN=_ISNAN[ct])
     groups = -(-n_out // wg) if per_thread else n_out

@@ -7,7 +7,8 @@ turns it into a module:
     generated prelude               binding 0 ``metadata: array<i32>``, then one buffer per
                                     binding with typed accessors (below)
     ``//! include: x.wgsl`` files   helpers shared by a few families (rows.wgsl)
-    the family file                 with ``${NAME}`` placeholders filled from ``params``
+    the family file                 only the ``//! section:`` parts the entry needs, with
+                                    ``${NAME}`` placeholders filled from ``params``
 
 For a binding named ``x`` the prelude defines ``alias x_t`` (the type kernels compute in:
 f32 for float32/bfloat16, i32 for int32, u32 0/1 for bool) and, by access mode,
@@ -69,7 +70,7 @@ class KernelSpec(NamedTuple):
     params: tuple = ()
 
     def source(self) -> str:
-        return module_source(self.file, self.bindings, self.params)
+        return module_source(self.file, self.entry, self.bindings, self.params)
 
 
 def kernel(file: str, entry: str, bindings, **params) -> KernelSpec:
@@ -79,16 +80,32 @@ def kernel(file: str, entry: str, bindings, **params) -> KernelSpec:
 
 
 @functools.lru_cache(maxsize=512)
-def module_source(file: str, bindings: tuple, params: tuple) -> str:
-    """common.wgsl + prelude + the files named on ``//! include:`` lines + ``file``, with
-    ``${NAME}`` placeholders filled from ``params``."""
+def module_source(file: str, entry: str, bindings: tuple, params: tuple) -> str:
+    """common.wgsl + prelude + included files + the parts of ``file`` that ``entry``
+    needs, with ``${NAME}`` placeholders filled from ``params``."""
     text = read_shader(file)
     parts = [read_shader("common.wgsl"), prelude(bindings)]
     for line in text.splitlines():
         if line.startswith("//! include:"):
             parts.append(read_shader(line.split(":", 1)[1].strip()))
-    parts.append(text)
-    return Template("\n".join(parts)).substitute(dict(params))
+    parts.append(select_sections(text, entry))
+    return Template("\n".join(parts)).safe_substitute(dict(params))
+
+
+def select_sections(text: str, entry: str) -> str:
+    """The lines of ``text`` that ``entry`` needs: everything before the first
+    ``//! section: name ...`` marker, then each section whose names include ``entry``.
+
+    Entries of one family may bind different buffers; compiling only their own sections
+    keeps the module valid for the bindings the spec declares."""
+    keep, out = True, []
+    for line in text.splitlines():
+        if line.startswith("//! section:"):
+            keep = entry in line.split(":", 1)[1].split()
+            continue
+        if keep:
+            out.append(line)
+    return "\n".join(out)
 
 
 def prelude(bindings) -> str:
