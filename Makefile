@@ -1,0 +1,39 @@
+# Every target builds its own virtual environment first, so each works on a fresh clone.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: venv lab test denoise bench lint clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e ".[lab,test]"
+	touch $(STAMP)
+
+venv: $(STAMP)
+
+# Open the lab notebooks in JupyterLab.
+lab: $(STAMP)
+	$(VENV)/bin/jupyter lab labs/
+
+# The whole suite: unit tests, GPU kernels on whatever adapter exists, the labs (nbval).
+test: $(STAMP)
+	$(PY) -m ruff check haelixe tests benchmarks
+	$(PY) -m pytest tests labs --nbval-lax -p no:cacheprovider
+
+# Train the denoiser headless (pass ARGS="--task seed --device gpu ..." to change it).
+denoise: $(STAMP)
+	$(PY) -m haelixe.denoise $(or $(ARGS),--task random --epochs 100 --steps-per-epoch 50)
+
+bench: $(STAMP)
+	$(PY) benchmarks/overhead.py
+	$(PY) benchmarks/autograd_overhead.py
+	$(PY) benchmarks/denoiser_vs_torch.py
+
+lint: $(STAMP)
+	$(PY) -m ruff check haelixe tests benchmarks
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache
