@@ -16,10 +16,13 @@ import numpy as np
 from ...device import GPU
 from ...storage import Storage
 from ..base import BINARY, COMPARE, UNARY, Backend
+from . import attention as at
 from . import dtypes as gd
 from . import elementwise as ew
 from . import indexing as ix
 from . import matmul as mm
+from . import nn
+from . import optim as op
 from . import reduce as rd
 from .allocator import gpu_allocator
 from .array import GpuArray
@@ -198,6 +201,43 @@ class WGPU(Backend):
 
     def index_add(self, shape, key, values):
         return ix.index_add(self, shape, key, values)
+
+    # -- fused neural-network kernels ----------------------------------------------------
+    def linear(self, x, w, b, activation=None):
+        """(y, pre): y = act(x @ w.T + b) in one tiled matmul with the epilogue fused."""
+        return nn.linear(self, x, w, b, activation)
+
+    def linear_backward(self, x, w, pre, gy, activation, need_bias):
+        return nn.linear_backward(self, x, w, pre, gy, activation, need_bias)
+
+    def rmsnorm(self, x, w, eps):
+        return nn.rmsnorm(self, x, w, eps)
+
+    def rmsnorm_backward(self, x, w, rstd, gy):
+        return nn.rmsnorm_backward(self, x, w, rstd, gy)
+
+    def layernorm(self, x, w, b, eps):
+        return nn.layernorm(self, x, w, b, eps)
+
+    def layernorm_backward(self, x, w, mean, rstd, gy):
+        return nn.layernorm_backward(self, x, w, mean, rstd, gy)
+
+    def rope(self, x, cos, sin, inverse=False):
+        return nn.rope(self, x, cos, sin, inverse)
+
+    def attention(self, q, k, v, causal, scale):
+        """Flash attention: (out, lse); lse is float32."""
+        return at.attention(self, q, k, v, causal, scale)
+
+    def attention_backward(self, q, k, v, out, lse, gout, causal, scale):
+        return at.attention_backward(self, q, k, v, out, lse, gout, causal, scale)
+
+    # -- optimizers ----------------------------------------------------------------------
+    def adamw_step(self, p, g, m, v, lr, beta1, beta2, eps, weight_decay, step):
+        op.adamw_step(self, p, g, m, v, lr, beta1, beta2, eps, weight_decay, step)
+
+    def sgd_step(self, p, g, buf, lr, momentum, nesterov, weight_decay):
+        op.sgd_step(self, p, g, buf, lr, momentum, nesterov, weight_decay)
 
 
 def _unary_method(op):

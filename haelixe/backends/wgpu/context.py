@@ -20,7 +20,7 @@ _WANTED_LIMITS = (
 )
 # Minimums without which some kernel cannot run at all.
 _REQUIRED_LIMITS = {
-    "max-storage-buffers-per-shader-stage": 6,
+    "max-storage-buffers-per-shader-stage": 9,  # attention backward binds 9
     "max-compute-invocations-per-workgroup": 256,
     "max-compute-workgroup-size-x": 256,
     "max-compute-workgroup-storage-size": 16384,

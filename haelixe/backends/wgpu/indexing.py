@@ -1,0 +1,221 @@
+"""Indexing: gather / scatter_add (torch semantics) and take / index_add (numpy advanced
+indexing and its adjoint).
+
+Both pairs reduce to one kernel each (index.wgsl): ``gather`` reads ``x[base(i) + idx(i) * s]``
+and ``scatter_add`` atomically adds into ``out[base(i) + idx(i) * s]``. For ``take`` the
+index arrays are first folded into one int32 array of element offsets (one elementwise
+dispatch per index array), so any number of index arrays costs one gather.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from . import dtypes as gd
+from .array import GpuArray, contiguous_strides
+from .elementwise import run_map
+from .geometry import broadcast_shapes, broadcast_strides, grid, meta_block
+from .shaders import kernel
+
+
+# -- index arrays ------------------------------------------------------------------------
+def as_index(be, idx):
+    """An int32 GpuArray from a GpuArray or anything numpy turns into integers (int64
+    index arrays are narrowed here, with a range check)."""
+    if isinstance(idx, GpuArray):
+        if idx.dtype != gd.I32:
+            raise TypeError(f"indexing: GPU index arrays must be int32, got {idx.dtype}")
+        return idx
+    a = np.asarray(idx)
+    if a.dtype.kind not in "iu":
+        raise IndexError(f"indexing: index arrays must be integers, got {a.dtype}")
+    if a.size and (a.max() > np.iinfo(np.int32).max or a.min() < np.iinfo(np.int32).min):
+        raise IndexError("indexing: an index does not fit in int32")
+    return be.from_numpy(a.astype(np.int32, copy=False))
+
+
+def _run_index_kernel(be, file, entry, out_bind, out, data_bind, data, idx, shape,
+                      out_strides, data_strides, dim_len, stride):
+    n = math.prod(shape)
+    if n == 0:
+        return
+    ops = [(out_strides, out.offset), (data_strides, data.offset),
+           (broadcast_strides(idx, shape), idx.offset)]
+    meta = meta_block([n, dim_len, stride], shape, ops, what=entry)
+    spec = kernel(file, entry, [out_bind, data_bind, ("idx", "i32", "read")])
+    be.dispatcher.dispatch(spec, [out.buffer, data.buffer, idx.buffer], meta,
+                           grid(-(-n // 256)))
+
+
+def _gather(be, out, x, x_strides, idx, dim_len, stride):
+    _run_index_kernel(be, "index.wgsl", "gather", ("out", gd.kind(out.dtype), "write"), out,
+                      ("x", gd.kind(x.dtype), "read"), x, idx, out.shape, out.strides,
+                      x_strides, dim_len, stride)
+
+
+def _scatter_add(be, out, out_strides, src, idx, shape, dim_len, stride):
+    """out[...] += src at the indexed places; ``out`` is float32 or int32."""
+    _run_index_kernel(be, "index.wgsl", "scatter_add",
+                      ("out", gd.kind(out.dtype), "atomic_add"), out,
+                      ("src", gd.kind(src.dtype), "read"), src, idx, shape, out_strides,
+                      broadcast_strides(src, shape), dim_len, stride)
+
+
+def _accumulator_dtype(dt):
+    k = gd.kind(dt)
+    if k == "bool":
+        raise TypeError("scatter_add / index_add: bool values cannot be accumulated")
+    return gd.F32 if k == "bf16" else dt
+
+
+def _finish(be, acc, dt):
+    return acc if acc.dtype == dt else be.cast(acc, dt)
+
+
+# -- torch.gather / scatter_add ----------------------------------------------------------
+def gather(be, x, axis, index):
+    """``out[..., i, ...] = x[..., index[..., i, ...], ...]`` along ``axis`` (numpy's
+    take_along_axis: the other dims broadcast)."""
+    index = as_index(be, index)
+    x_shape = list(x.shape)
+    x_shape[axis] = 1
+    shape = broadcast_shapes(tuple(x_shape), index.shape)
+    shape = shape[:axis] + (index.shape[axis],) + shape[axis + 1:]
+    x_strides = list(x.strides)
+    x_strides[axis] = 0
+    xv = x.view(tuple(x_shape), tuple(x_strides), x.offset)
+    out = be.empty(shape, x.dtype)
+    _gather(be, out, x, broadcast_strides(xv, shape), broadcast_to_index(index, shape),
+            x.shape[axis], x.strides[axis])
+    return out
+
+
+def broadcast_to_index(index, shape):
+    return index.view(shape, broadcast_strides(index, shape), index.offset)
+
+
+def scatter_add(be, shape, axis, index, src):
+    """Zeros of ``shape`` plus ``src`` added at ``index`` along ``axis`` (gather's
+    adjoint); ``src`` broadcasts to ``index.shape``."""
+    index = as_index(be, index)
+    acc = be.full(shape, 0, _accumulator_dtype(src.dtype))
+    out_strides = list(acc.strides)
+    out_strides[axis] = 0
+    _scatter_add(be, acc, tuple(out_strides), src, index, index.shape, shape[axis],
+                 acc.strides[axis])
+    return _finish(be, acc, src.dtype)
+
+
+# -- numpy advanced indexing -------------------------------------------------------------
+class _Resolved:
+    """A key applied to a layout: the result shape, the strides/offset of the source over
+    it (0 along the broadcast index dims) and the int32 offsets array (or None)."""
+
+    def __init__(self, shape, strides, offset, offsets):
+        self.shape, self.strides, self.offset, self.offsets = shape, strides, offset, offsets
+
+
+def _expand_key(be, key, ndim):
+    key = key if isinstance(key, tuple) else (key,)
+    out = []
+    for k in key:
+        if isinstance(k, GpuArray) and k.dtype == gd.BOOL:
+            k = be.to_numpy(k)
+        if isinstance(k, (np.ndarray, list)) and np.asarray(k).dtype == np.bool_:
+            out.extend(np.nonzero(np.asarray(k)))  # a mask is one index array per dim
+            continue
+        out.append(k)
+    consumed = sum(1 for k in out if k is not None and k is not Ellipsis)
+    if consumed > ndim:
+        raise IndexError(f"too many indices: {consumed} for {ndim} dims")
+    if any(k is Ellipsis for k in out):
+        i = next(i for i, k in enumerate(out) if k is Ellipsis)
+        out[i:i + 1] = [slice(None)] * (ndim - consumed)
+    return out + [slice(None)] * (ndim - sum(1 for k in out if k is not None))
+
+
+def resolve_key(be, shape, strides, offset, key) -> _Resolved:
+    """Apply ``key`` (slices, None, Ellipsis, ints, index arrays, masks) to a layout."""
+    entries = _expand_key(be, key, len(shape))
+    basic = []  # (size, stride) of the dims slices and None keep
+    advanced = []  # (entry position, index array, dim length, stride)
+    first_adv_dim = None
+    positions = []
+    d = 0
+    has_arrays = any(not isinstance(k, (slice, int, np.integer)) and k is not None
+                     for k in entries)
+    for pos, k in enumerate(entries):
+        if k is None:
+            basic.append((1, 0))
+            continue
+        n, s = shape[d], strides[d]
+        if isinstance(k, slice):
+            start, stop, step = k.indices(n)
+            basic.append((len(range(start, stop, step)), s * step))
+            offset += start * s
+        elif isinstance(k, (int, np.integer)):
+            i = int(k)
+            if not -n <= i < n:
+                raise IndexError(f"index {i} is out of bounds for a dim of size {n}")
+            offset += (i % n) * s
+            if has_arrays:
+                positions.append(pos)
+                first_adv_dim = len(basic) if first_adv_dim is None else first_adv_dim
+        else:
+            advanced.append((as_index(be, k), n, s))
+            positions.append(pos)
+            first_adv_dim = len(basic) if first_adv_dim is None else first_adv_dim
+        d += 1
+    if not advanced:
+        return _Resolved(tuple(b[0] for b in basic), tuple(b[1] for b in basic), offset,
+                         None)
+    bshape = broadcast_shapes(*(a.shape for a, _, _ in advanced))
+    offsets = None
+    for idx, n, s in advanced:  # fold every index array into one offsets array
+        new = be.empty(bshape, gd.I32)
+        wrapped = "select(x{k}, x{k} + scalar_i(2), x{k} < 0) * scalar_i(1)"
+        if offsets is None:
+            run_map(be, new, [idx], wrapped.format(k=0), [s, n])
+        else:
+            run_map(be, new, [offsets, idx], "x0 + " + wrapped.format(k=1), [s, n])
+        offsets = new
+    adjacent = positions == list(range(positions[0], positions[0] + len(positions)))
+    at = first_adv_dim if adjacent else 0
+    nb = len(bshape)
+    rshape = [b[0] for b in basic]
+    rstrides = [b[1] for b in basic]
+    rshape[at:at] = bshape
+    rstrides[at:at] = [0] * nb
+    ostrides = [0] * len(rshape)
+    ostrides[at:at + nb] = contiguous_strides(bshape)
+    offsets = offsets.view(tuple(rshape), tuple(ostrides), offsets.offset)
+    return _Resolved(tuple(rshape), tuple(rstrides), offset, offsets)
+
+
+def take(be, x, key):
+    """``x[key]`` with numpy's rules, as a new contiguous array."""
+    r = resolve_key(be, x.shape, x.strides, x.offset, key)
+    view = x.view(r.shape, r.strides, r.offset)
+    if r.offsets is None:
+        return be.copy(view)
+    out = be.empty(r.shape, x.dtype)
+    _gather(be, out, view, view.strides, r.offsets, 0, 1)
+    return out
+
+
+def index_add(be, shape, key, values):
+    """Zeros of ``shape`` with ``values`` added at ``[key]``; repeated indices add up."""
+    acc = be.full(shape, 0, _accumulator_dtype(values.dtype))
+    r = resolve_key(be, acc.shape, acc.strides, acc.offset, key)
+    target = acc.view(r.shape, r.strides, r.offset)
+    if r.offsets is None:  # basic indexing only: no repeats, a strided add is enough
+        be.copy_into(target, be.add(target, _as(be, values, acc.dtype)))
+    else:
+        _scatter_add(be, target, r.strides, values, r.offsets, r.shape, 0, 1)
+    return _finish(be, acc, values.dtype)
+
+
+def _as(be, x, dt):
+    return x if x.dtype == dt else be.cast(x, dt)
