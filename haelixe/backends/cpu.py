@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 
+import ml_dtypes
 import numpy as np
 
 from ..storage import Storage
@@ -51,8 +52,9 @@ def normal_cdf(x):
 def gelu(x, approximate="none"):
     if approximate == "tanh":
         inner = _SQRT_2_OVER_PI * (x + 0.044715 * x * x * x)
-        return 0.5 * x * (1.0 + np.tanh(inner))
-    return x * normal_cdf(x)
+        # numpy turns bfloat16 with a Python float into float32: cast back
+        return (0.5 * x * (1.0 + np.tanh(inner))).astype(x.dtype, copy=False)
+    return (x * normal_cdf(x)).astype(x.dtype, copy=False)
 
 
 def gelu_grad(x, approximate="none", cdf=None):
@@ -75,7 +77,19 @@ def gelu_grad(x, approximate="none", cdf=None):
 
 
 def _rsqrt(x):
-    return 1.0 / np.sqrt(x)
+    return np.reciprocal(np.sqrt(x))  # (1.0 / would turn bfloat16 into float32)
+
+
+_LOW_PRECISION = (np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16))
+
+
+def _matmul(a, b):
+    """np.matmul, with float16 / bfloat16 operands multiplied in float32 (BLAS, and
+    PyTorch's accumulation) and the result cast back: ml_dtypes' bfloat16 matmul
+    returns float32, and float16 has no BLAS path."""
+    if a.dtype in _LOW_PRECISION:
+        return np.matmul(a.astype(np.float32), b.astype(np.float32)).astype(a.dtype)
+    return np.matmul(a, b)
 
 
 def _sigmoid(x):
@@ -124,7 +138,7 @@ class CPUBackend(Backend):
     gt = staticmethod(np.greater)
     ge = staticmethod(np.greater_equal)
     where = staticmethod(np.where)
-    matmul = staticmethod(np.matmul)
+    matmul = staticmethod(_matmul)
 
     # -- creation and transfer -----------------------------------------------------------
     def empty(self, shape, dtype, tag="activation"):
@@ -192,6 +206,10 @@ class CPUBackend(Backend):
 
     # -- indexing ------------------------------------------------------------------------
     def gather(self, x, axis, index):
+        # torch.gather reads only index.shape of x along the other dims (numpy would
+        # broadcast a smaller index against x instead)
+        x = x[tuple(slice(None) if d == axis else slice(0, n)
+                    for d, n in enumerate(index.shape))]
         return np.take_along_axis(x, index, axis=axis)
 
     def scatter_add(self, shape, axis, index, src):

@@ -195,6 +195,9 @@ def gather(x, dim, index):
     if index.ndim != x.ndim:
         raise ValueError(f"gather: index has {index.ndim} dims but input has {x.ndim} "
                          f"(shapes {index.shape} and {x.shape})")
+    if any(i > n for d, (i, n) in enumerate(zip(index.shape, x.shape)) if d != dim):
+        raise ValueError(f"gather: index of shape {index.shape} is larger than the input "
+                         f"of shape {x.shape} outside dim {dim}")
     return Gather.apply(x, dim, index)
 
 
