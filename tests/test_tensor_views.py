@@ -92,8 +92,11 @@ def test_setitem_writes_into_base():
 
 def test_in_place_on_expanded_view_is_refused_without_corrupting():
     base = hx.zeros(3)
-    with pytest.raises(RuntimeError, match="sharing memory"):
-        base.expand(2, 3).copy_(hx.ones(2, 3))
+    for write in (lambda v: v.copy_(hx.ones(2, 3)), lambda v: v.add_(hx.ones(2, 3)),
+                  lambda v: v.mul_(2.0), lambda v: v.clamp_(0, 1)):
+        with pytest.raises(RuntimeError, match="sharing memory"):
+            write(base.expand(2, 3))
+    assert base.tolist() == [0.0, 0.0, 0.0]
 
 
 def test_reshape_copies_only_when_no_view_exists():

@@ -146,7 +146,9 @@ def where(cond, a, b):
         a, b = cast(a, dt), cast(b, dt)
     for t in (a, b):
         if t.device is not cond.device:
-            raise RuntimeError(f"where: tensors on {cond.device.type} and {t.device.type}")
+            raise RuntimeError(f"where: tensors on {cond.device.type} (shape {cond.shape}) "
+                               f"and {t.device.type} (shape {t.shape}); move one with "
+                               f".to(...)")
     layout.broadcast_shapes(cond.shape, a.shape, b.shape, op="where")
     return Where.apply(cond, a, b)
 
@@ -239,7 +241,8 @@ def cat(tensors, dim=0):
     for t in tensors[1:]:
         dt = promote_types(dt, t.dtype)
         if t.device is not ref.device:
-            raise RuntimeError(f"cat: tensors on {ref.device.type} and {t.device.type}")
+            raise RuntimeError(f"cat: tensors on {ref.device.type} (shape {ref.shape}) and "
+                               f"{t.device.type} (shape {t.shape}); move one with .to(...)")
         if t.ndim != ref.ndim or any(a != b for i, (a, b) in enumerate(zip(t.shape, ref.shape))
                                      if i != dim):
             raise ValueError(f"cat: shapes {ref.shape} and {t.shape} differ outside dim {dim}")

@@ -51,8 +51,9 @@ def _rebase(x, result, op):
 def _raw_operand(x, other, op):
     if isinstance(other, Tensor):
         if other.device is not x.device:
-            raise RuntimeError(f"{op}: operand on {other.device.type}, target on "
-                               f"{x.device.type}")
+            raise RuntimeError(f"{op}: operand on {other.device.type} (shape {other.shape}), "
+                               f"target on {x.device.type} (shape {x.shape}); move the "
+                               f"operand with .to(...)")
         shape = layout.broadcast_shapes(x.shape, other.shape, op=op)
         if shape != x.shape:
             raise RuntimeError(f"{op}: operand of shape {other.shape} does not broadcast to "
@@ -63,10 +64,18 @@ def _raw_operand(x, other, op):
     return ew.as_tensor_like(other, x).to(x.dtype)._data
 
 
+def _check_no_overlap(x, op):
+    if not layout.is_non_overlapping(x.shape, x.strides):
+        raise RuntimeError(f"{op}: the target (shape {x.shape}, strides {x.strides}) has "
+                           f"elements sharing memory (an expanded view?), so the result "
+                           f"would depend on write order; clone() it first")
+
+
 def apply(kind, x, other):
     op = f"{kind}_"
     if _records_graph(x, other, op):
         return _rebase(x, getattr(ew, kind)(x.clone(), other), op)
+    _check_no_overlap(x, op)
     o = _raw_operand(x, other, op)
     if x.device.type == "cpu":
         _UFUNC[kind](x._data, o, out=x._data, casting="unsafe")
@@ -80,6 +89,7 @@ def apply(kind, x, other):
 def clamp_(x, lo=None, hi=None):
     if _records_graph(x, None, "clamp_"):
         return _rebase(x, x.clone().clamp(lo, hi), "clamp_")
+    _check_no_overlap(x, "clamp_")
     x._be.copy_into(x._data, x._be.clamp(x._data, lo, hi))
     x._storage.version += 1
     return x
@@ -108,9 +118,7 @@ def copy_(x, src, through=None):
                                "records is not supported; build the result with cat/where")
         return _rebase(x, to_device(cast(src, x.dtype), x.device).expand(x.shape) + 0.0,
                        "copy_")
-    if not layout.is_non_overlapping(x.shape, x.strides):
-        raise RuntimeError(f"copy_: the target (shape {x.shape}, strides {x.strides}) has "
-                           f"elements sharing memory; write to a contiguous tensor instead")
+    _check_no_overlap(x, "copy_")
     s = to_device(cast(src.detach(), x.dtype), x.device)
     layout.broadcast_shapes(x.shape, s.shape, op="copy_")
     x._be.copy_into(x._data, s._data)
