@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .engine import run_backward
+from .engine import accumulate_into_leaf, run_backward
 from .function import _edge
 
 
@@ -88,11 +88,8 @@ def _grad_impl(nodes, grads, inputs, retain_graph, create_graph, allow_unused,
         if g is not None and g.shape != t.shape:
             g = g.sum_to(t.shape)
         if accumulate:
-            if g is not None:
-                if t.grad is None:
-                    t.grad = g.detach().clone() if not create_graph else g
-                else:
-                    t.grad = t.grad + g
+            if g is not None:  # as the engine does for leaves: in place after the first
+                accumulate_into_leaf(t, g, create_graph)
             continue
         out.append(g if g is not None else (None if allow_unused else zeros_like(t)))
     return None if accumulate else tuple(out)

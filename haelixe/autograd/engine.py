@@ -74,7 +74,7 @@ def run_backward(roots, grads, retain_graph=False, create_graph=False, capture=N
                 if g is not None and accumulate:
                     leaf = node.leaf
                     if leaf is not None:
-                        _accumulate_into_leaf(leaf, g, create_graph)
+                        accumulate_into_leaf(leaf, g, create_graph)
                 if observers:
                     norms = (None if g is None else _norm(g),)
                     for fn in observers:
@@ -95,13 +95,12 @@ def run_backward(roots, grads, retain_graph=False, create_graph=False, capture=N
                         f"{node.name}. Saved tensors are freed after backward; pass "
                         f"retain_graph=True to the first backward() if you need to "
                         f"backward through the graph again.")
-                in_grads = node.backward(node, g)
-                if not isinstance(in_grads, tuple):
-                    in_grads = (in_grads,)
                 if STATE.anomaly:
-                    for i, gi in enumerate(in_grads):
-                        if gi is not None:
-                            _check_finite(gi, f"backward of {node.name} (gradient {i})")
+                    in_grads = _backward_checked(node, g)
+                else:
+                    in_grads = node.backward(node, g)
+                    if not isinstance(in_grads, tuple):
+                        in_grads = (in_grads,)
                 if not retain_graph:
                     node.release()
             if observers:
@@ -123,7 +122,24 @@ def run_backward(roots, grads, retain_graph=False, create_graph=False, capture=N
     return capture
 
 
-def _accumulate_into_leaf(leaf, g, create_graph):
+def _backward_checked(node, g):
+    """node.backward under anomaly mode. The ops inside a backward formula do not check
+    their own outputs (they would be blamed by their own names, e.g. Div for Sqrt's
+    derivative); the gradients the node produced are checked and blamed on the node."""
+    STATE.anomaly = False
+    try:
+        in_grads = node.backward(node, g)
+    finally:
+        STATE.anomaly = True
+    if not isinstance(in_grads, tuple):
+        in_grads = (in_grads,)
+    for i, gi in enumerate(in_grads):
+        if gi is not None:
+            _check_finite(gi, f"backward of {node.name} (gradient {i})")
+    return in_grads
+
+
+def accumulate_into_leaf(leaf, g, create_graph):
     if g.shape != leaf.shape:
         g = g.sum_to(leaf.shape)
     if g.dtype is not leaf.dtype:
@@ -132,8 +148,10 @@ def _accumulate_into_leaf(leaf, g, create_graph):
         g = g.to(leaf.device)
     if leaf.grad is None:
         # The first gradient gets a buffer of its own: the incoming one may be shared
-        # (an add passes one gradient to both inputs) or an expanded view.
-        leaf.grad = g if create_graph else g.detach().clone()
+        # (an add passes one gradient to both inputs) or an expanded view. With
+        # create_graph too (the clone is then recorded), or a later in-place
+        # accumulation into one leaf's .grad would change another's.
+        leaf.grad = g.clone() if create_graph else g.detach().clone()
     elif create_graph:
         leaf.grad = leaf.grad + g
     else:
@@ -147,4 +165,4 @@ def _norm(t) -> float:
     return float(np.sqrt(np.sum(np.square(data, dtype=np.float64))))
 
 
-__all__ = ["run_backward", "add_backward_observer", "AccumulateGrad"]
+__all__ = ["run_backward", "add_backward_observer", "accumulate_into_leaf", "AccumulateGrad"]

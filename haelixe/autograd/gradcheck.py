@@ -19,6 +19,11 @@ def _outputs(fn, inputs):
     return [o for o in outs if isinstance(o, Tensor)]
 
 
+def _numeric(fn, inputs, oi):
+    # detach: fn may build a graph of its own (gradgradcheck's first derivative does)
+    return _outputs(fn, inputs)[oi].detach().numpy().reshape(-1).astype(np.float64)
+
+
 def gradcheck(fn, inputs, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=True,
               name=None) -> bool:
     """Compare the Jacobian from autograd with central differences.
@@ -65,9 +70,9 @@ def gradcheck(fn, inputs, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=True,
                 orig = data[idx]
                 with no_grad():
                     data[idx] = orig + eps
-                    plus = _outputs(fn, inputs)[oi].numpy().reshape(-1).astype(np.float64)
+                    plus = _numeric(fn, inputs, oi)
                     data[idx] = orig - eps
-                    minus = _outputs(fn, inputs)[oi].numpy().reshape(-1).astype(np.float64)
+                    minus = _numeric(fn, inputs, oi)
                     data[idx] = orig
                 numeric[:, j] = (plus - minus) / (2 * eps)
             bad = ~np.isclose(analytic[i], numeric, atol=atol, rtol=rtol)
@@ -88,14 +93,18 @@ def gradcheck(fn, inputs, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=True,
 def gradgradcheck(fn, inputs, eps=1e-6, atol=1e-5, rtol=1e-3, name=None) -> bool:
     """gradcheck of the first derivative (built with create_graph=True)."""
     from ..autograd.api import grad as autograd_grad
+    from ..autograd.mode import enable_grad
     from ..creation import ones_like
 
     checked = [t for t in inputs if t.requires_grad]
 
     def first_derivative(*xs):
-        outs = _outputs(fn, xs)
-        return autograd_grad(outs, [x for x in xs if x.requires_grad],
-                             [ones_like(o) for o in outs], create_graph=True)
+        # gradcheck evaluates this under no_grad for its finite differences; the first
+        # derivative itself needs a graph to exist
+        with enable_grad():
+            outs = _outputs(fn, xs)
+            return autograd_grad(outs, [x for x in xs if x.requires_grad],
+                                 [ones_like(o) for o in outs], create_graph=True)
 
     return gradcheck(first_derivative, inputs, eps, atol, rtol,
                      name=f"d/dx {name or getattr(fn, '__name__', 'fn')}") and bool(checked)

@@ -1,0 +1,467 @@
+"""The backward engine: graph recording, accumulation, errors, higher derivatives,
+hooks, in-place checks, anomaly detection and the introspection hooks."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+from conftest import assert_close, leaf, rng
+
+import haelixe as hx
+from haelixe.autograd import SavedTensorError
+
+
+def randn(*shape, seed=0, requires_grad=True):
+    t = hx.from_numpy(rng(seed).standard_normal(shape))
+    return t.requires_grad_() if requires_grad else t
+
+
+# -- graph recording -----------------------------------------------------------------------
+
+def test_nodes_only_when_an_input_requires_grad():
+    a, b = randn(3), randn(3, seed=1, requires_grad=False)
+    assert (b * 2).grad_fn is None and not (b * 2).requires_grad
+    y = a * b
+    assert y.grad_fn is not None and y.grad_fn.name == "Mul" and y.requires_grad
+    assert not y.is_leaf and a.is_leaf and b.is_leaf
+    with hx.no_grad():
+        z = a * b
+    assert z.grad_fn is None and not z.requires_grad
+
+
+def test_no_grad_as_decorator_and_nested_enable_grad():
+    a = randn(2)
+
+    @hx.no_grad()
+    def f(x):
+        return x * 2
+
+    assert f(a).grad_fn is None
+    assert hx.is_grad_enabled()
+    with hx.no_grad():
+        assert not hx.is_grad_enabled()
+        with hx.enable_grad():
+            assert (a * 2).requires_grad
+        assert (a * 2).grad_fn is None
+    assert (a * 2).requires_grad
+
+
+def test_detach_and_requires_grad_():
+    a = randn(3)
+    y = a * 2
+    d = y.detach()
+    assert d.grad_fn is None and not d.requires_grad and d.is_leaf
+    assert d.storage is y.storage  # detach shares memory
+    b = hx.ones(3)
+    assert b.requires_grad_() is b and b.requires_grad
+    b.requires_grad_(False)
+    assert not b.requires_grad
+    with pytest.raises(RuntimeError, match="leaf"):
+        y.requires_grad_(False)
+
+
+# -- gradients through views ---------------------------------------------------------------
+
+def test_expand_and_broadcast_gradients_reduce_back():
+    a = randn(3, 1)
+    b = randn(4, seed=1)
+    (a * b).sum().backward()
+    assert_close(a.grad, np.broadcast_to(b.detach().numpy().sum(), (3, 1)))
+    assert_close(b.grad, np.broadcast_to(a.detach().numpy().sum(), (4,)))
+    c = randn(1, 3, seed=2)
+    (c.expand(5, 2, 3) * 2.0).sum().backward()
+    assert_close(c.grad, np.full((1, 3), 20.0))
+
+
+def test_slices_and_flips_scatter_into_the_base():
+    x = randn(4, 5)
+    w = rng(3).standard_normal((2, 2))
+    y = x[1::2, ::-3].flip(0)  # (2, 2)
+    (y * hx.from_numpy(w)).sum().backward()
+    expected = np.zeros((4, 5))
+    expected[1::2, ::-3] = w[::-1]
+    assert_close(x.grad, expected)
+    assert x.grad.shape == x.shape
+
+
+def test_integer_array_indexing_scatter_adds_repeated_indices():
+    x = randn(4, 3)
+    x[[0, 2, 0, 0]].sum().backward()
+    expected = np.zeros((4, 3))
+    expected[0] = 3.0
+    expected[2] = 1.0
+    assert_close(x.grad, expected)
+    z = randn(5)
+    (z[hx.tensor([1, 1, 4])] * hx.tensor([1.0, 2.0, 3.0], dtype=hx.float64)).sum().backward()
+    assert_close(z.grad, [0.0, 3.0, 0.0, 0.0, 3.0])
+
+
+def test_gather_backward_accumulates_repeats():
+    x = randn(2, 3)
+    x.gather(1, hx.tensor([[0, 0], [2, 1]])).sum().backward()
+    assert_close(x.grad, [[2.0, 0.0, 0.0], [0.0, 1.0, 1.0]])
+
+
+# -- the engine ----------------------------------------------------------------------------
+
+def test_long_chain_backward_has_no_recursion_limit():
+    x = hx.tensor(1.0, requires_grad=True)
+    y = x
+    n = 100_000
+    t0 = time.perf_counter()
+    for _ in range(n):
+        y = y + 1.0
+    y.backward()
+    assert x.grad.item() == 1.0
+    assert y.item() == n + 1.0
+    del y  # freeing the chain must not recurse either
+    assert time.perf_counter() - t0 < 30
+
+
+def test_leaf_grad_accumulates_in_place():
+    x = randn(3, 4)
+    (x * 2.0).sum().backward()
+    g = x.grad
+    buf = g._data
+    (x * 3.0).sum().backward()
+    assert x.grad is g and x.grad._data is buf
+    assert_close(x.grad, np.full((3, 4), 5.0))
+    # through a shared gradient (add passes one tensor to both inputs) and an expand
+    a, b = randn(2), randn(2, seed=1)
+    (a + b).sum().backward()
+    (a + b).sum().backward()
+    assert_close(a.grad, [2.0, 2.0])
+    assert_close(b.grad, [2.0, 2.0])
+    assert a.grad.storage is not b.grad.storage
+
+
+def test_leaf_grad_after_create_graph_is_not_shared():
+    a, b = randn(2), randn(2, seed=1)
+    (a + b).sum().backward(create_graph=True)
+    (a + b).sum().backward()
+    assert_close(a.grad, [2.0, 2.0])
+    assert_close(b.grad, [2.0, 2.0])
+
+
+def test_backward_inputs_accumulates_only_those():
+    a, b = randn(2), randn(2, seed=1)
+    y = (a * b).sum()
+    y.backward(inputs=[a], retain_graph=True)
+    assert b.grad is None
+    g = a.grad
+    y.backward(inputs=[a])
+    assert a.grad is g
+    assert_close(a.grad, 2 * b.detach().numpy())
+
+
+def test_backward_of_non_scalar_without_gradient_is_an_error():
+    y = randn(2, 3) * 2
+    with pytest.raises(RuntimeError) as e:
+        y.backward()
+    msg = str(e.value)
+    assert "only for scalar outputs" in msg and "(2, 3)" in msg and "gradient=" in msg
+    x = randn(2, 3, seed=1)
+    (x * 2).backward(gradient=hx.ones(2, 3, dtype=hx.float64))
+    assert_close(x.grad, np.full((2, 3), 2.0))
+    with pytest.raises(RuntimeError, match="does not match the output shape"):
+        (x * 2).backward(gradient=hx.ones(3, dtype=hx.float64))
+
+
+def test_backward_of_tensor_without_grad_is_an_error():
+    with pytest.raises(RuntimeError, match="does not require grad"):
+        hx.ones(2).sum().backward()
+
+
+def test_second_backward_through_freed_graph_is_an_error():
+    x = randn(3)
+    y = (x.exp() * x).sum()
+    y.backward()
+    with pytest.raises(SavedTensorError) as e:
+        y.backward()
+    msg = str(e.value)
+    assert "second time" in msg and "retain_graph=True" in msg
+    assert y.grad_fn.saved is None  # the saved tensors were released
+
+
+def test_retain_graph_allows_a_second_backward():
+    x = randn(3)
+    y = (x.exp() * x).sum()
+    y.backward(retain_graph=True)
+    first = x.grad.numpy().copy()
+    y.backward()
+    assert_close(x.grad, 2 * first)
+
+
+def test_grad_returns_without_touching_dot_grad():
+    x = randn(3)
+    y = (x * x).sum()
+    (g,) = hx.autograd.grad(y, [x])
+    assert_close(g, 2 * x.detach().numpy())
+    assert x.grad is None
+    z = randn(2, seed=1)
+    with pytest.raises(RuntimeError, match="not reachable"):
+        hx.autograd.grad((x * 2).sum(), [x, z])
+    gx, gz = hx.autograd.grad((x * 2).sum(), [x, z], allow_unused=True)
+    assert gz is None
+    assert_close(gx, np.full(3, 2.0))
+
+
+def test_grad_with_grad_outputs():
+    x = randn(3)
+    w = hx.tensor([1.0, 2.0, 3.0], dtype=hx.float64)
+    (g,) = hx.autograd.grad(x * 2, x, grad_outputs=w)
+    assert_close(g, [2.0, 4.0, 6.0])
+
+
+# -- second derivatives --------------------------------------------------------------------
+
+def second_derivative(f, x):
+    """Diagonal of the Hessian of sum(f(x)) for elementwise f."""
+    (g,) = hx.autograd.grad(f(x).sum(), [x], create_graph=True)
+    assert g.requires_grad
+    (h,) = hx.autograd.grad(g.sum(), [x])
+    return h
+
+
+def test_second_derivative_of_tanh():
+    x = leaf(rng(1).standard_normal((3, 4)))
+    t = np.tanh(x.detach().numpy())
+    assert_close(second_derivative(lambda v: v.tanh(), x), -2 * t * (1 - t * t), rtol=1e-10)
+
+
+@pytest.mark.parametrize("name, f, d2", [
+    ("exp", lambda v: v.exp(), np.exp),
+    ("sin", lambda v: v.sin(), lambda a: -np.sin(a)),
+    ("cube", lambda v: v ** 3, lambda a: 6 * a),
+    ("sigmoid", lambda v: v.sigmoid(),
+     lambda a: (s := 1 / (1 + np.exp(-a))) * (1 - s) * (1 - 2 * s)),
+    ("log", lambda v: (v * v + 1.0).log(), lambda a: (2 - 2 * a * a) / (a * a + 1) ** 2),
+    ("sqrt", lambda v: (v * v + 1.0).sqrt(), lambda a: (a * a + 1) ** -1.5),
+])
+def test_second_derivatives_elementwise(name, f, d2):
+    x = leaf(rng(2).standard_normal((2, 3)))
+    assert_close(second_derivative(f, x), d2(x.detach().numpy()), rtol=1e-8, atol=1e-10)
+
+
+def test_second_derivative_through_matmul():
+    # f(x) = sum((x @ w)^2): grad = 2 (x w) w^T, Hessian-vector with ones: 2 * 1 (w w^T)
+    x = leaf(rng(3).standard_normal((2, 3)))
+    w = hx.from_numpy(rng(4).standard_normal((3, 4)))
+    (g,) = hx.autograd.grad(((x @ w) ** 2).sum(), [x], create_graph=True)
+    (h,) = hx.autograd.grad(g.sum(), [x])
+    wn = w.numpy()
+    assert_close(h, 2 * np.ones((2, 3)) @ wn @ wn.T, rtol=1e-10)
+
+
+def test_second_derivative_through_reductions():
+    x = leaf(rng(5).standard_normal((3, 4)))
+    # d/dx of sum_i (sum_j x_ij)^2 = 2 s_i; d2 summed over j: 2 * 4 per row
+    (g,) = hx.autograd.grad((x.sum(1) ** 2).sum(), [x], create_graph=True)
+    (h,) = hx.autograd.grad(g.sum(), [x])
+    assert_close(h, np.full((3, 4), 8.0))
+    # mean: (mean_j x_ij)^2 -> grad 2 m_i / 4, second: 2 * 4 / 16 per entry
+    (g,) = hx.autograd.grad((x.mean(1) ** 2).sum(), [x], create_graph=True)
+    (h,) = hx.autograd.grad(g.sum(), [x])
+    assert_close(h, np.full((3, 4), 0.5))
+
+
+def test_second_derivative_through_softmax_matches_finite_differences():
+    x = leaf(rng(6).standard_normal((2, 4)))
+    w = hx.from_numpy(rng(7).standard_normal((2, 4)))
+    assert hx.autograd.gradgradcheck(lambda v: (v.softmax(-1) * w).sum(), [x])
+    assert hx.autograd.gradgradcheck(lambda v: (v.log_softmax(0) * w).sum(), [x])
+
+
+# -- hooks ---------------------------------------------------------------------------------
+
+def test_register_hook_modifies_gradient_and_can_be_removed():
+    x = randn(3)
+    seen = []
+    handle = x.register_hook(lambda g: seen.append(g.numpy().copy()) or g * 10.0)
+    (x * 2.0).sum().backward()
+    assert_close(x.grad, np.full(3, 20.0))
+    assert_close(seen[0], np.full(3, 2.0))
+    handle.remove()
+    x.grad = None
+    (x * 2.0).sum().backward()
+    assert_close(x.grad, np.full(3, 2.0))
+    assert len(seen) == 1
+
+
+def test_hook_on_intermediate_changes_what_flows_upstream():
+    x = randn(3)
+    y = x * 3.0
+    y.register_hook(lambda g: g * 0.0 + 1.0)
+    (y * y).sum().backward()
+    assert_close(x.grad, np.full(3, 3.0))
+
+
+def test_retain_grad_keeps_intermediate_gradients():
+    x = randn(3)
+    y = x * 2.0
+    y.retain_grad()
+    z = randn(3, seed=1)
+    (y * z).sum().backward()
+    assert_close(y.grad, z.detach().numpy())
+    assert_close(x.grad, 2 * z.detach().numpy())
+    y2 = x * 2.0
+    (y2 * z).sum().backward()
+    assert y2.grad is None  # not retained
+
+
+# -- in-place ops and version counters -----------------------------------------------------
+
+@pytest.mark.parametrize("op, name", [
+    (lambda t: t.add_(1.0), "add_"), (lambda t: t.mul_(2.0), "mul_"),
+    (lambda t: t.sub_(1.0), "sub_"), (lambda t: t.zero_(), "zero_"),
+    (lambda t: t.copy_(hx.ones(3, dtype=hx.float64)), "copy_"),
+    (lambda t: t.clamp_(-0.1, 0.1), "clamp_"),
+])
+def test_editing_a_saved_tensor_makes_backward_name_the_op(op, name):
+    x = randn(3)
+    a = x * 1.0  # non-leaf, saved by Exp below
+    y = a.exp()
+    v = a.storage.version
+    op(a)
+    assert a.storage.version > v
+    with pytest.raises(SavedTensorError) as e:
+        y.sum().backward()
+    msg = str(e.value)
+    assert "modified by an inplace operation" in msg and "Exp" in msg
+    assert f"version {v}" in msg
+
+
+def test_editing_a_saved_leaf_under_no_grad_is_caught():
+    w = randn(3)
+    x = hx.from_numpy(rng(1).standard_normal(3))
+    y = (w * x).sum()
+    with hx.no_grad():
+        w.mul_(0.5)
+    with pytest.raises(SavedTensorError, match="Mul"):
+        y.backward()
+
+
+@pytest.mark.parametrize("op, expected", [
+    (lambda t: t.add_(2.0), lambda a: np.full_like(a, 1.0)),
+    (lambda t: t.mul_(3.0), lambda a: np.full_like(a, 3.0)),
+    (lambda t: t.sub_(hx.ones(3, dtype=hx.float64)), lambda a: np.full_like(a, 1.0)),
+    (lambda t: t.zero_(), lambda a: np.zeros_like(a)),
+    (lambda t: t.clamp_(-0.5, 0.5), lambda a: ((a >= -0.5) & (a <= 0.5)).astype(float)),
+])
+def test_in_place_ops_on_non_leaves_are_differentiable(op, expected):
+    x = randn(3, seed=4)
+    a = x * 1.0
+    op(a)
+    assert a.grad_fn is not None
+    a.sum().backward()
+    assert_close(x.grad, expected(x.detach().numpy()))
+
+
+def test_in_place_on_a_leaf_that_requires_grad_is_refused():
+    x = randn(3)
+    with pytest.raises(RuntimeError, match="leaf tensor that requires grad"):
+        x.add_(1.0)
+    with hx.no_grad():
+        x.add_(1.0)  # what optimizers do
+
+
+def test_in_place_ops_write_values():
+    t = hx.from_numpy(np.arange(4.0))
+    t.add_(1.0).mul_(2.0).sub_(hx.ones(4, dtype=hx.float64))
+    assert t.tolist() == [1.0, 3.0, 5.0, 7.0]
+    t.clamp_(2.0, 6.0)
+    assert t.tolist() == [2.0, 3.0, 5.0, 6.0]
+    t.copy_(hx.tensor([9.0]))
+    assert t.tolist() == [9.0] * 4
+    t.zero_()
+    assert t.tolist() == [0.0] * 4
+
+
+# -- anomaly detection ---------------------------------------------------------------------
+
+# numpy warns where PyTorch is silent; these tests make NaN / Inf on purpose
+pytestmark_fp = pytest.mark.filterwarnings("ignore::RuntimeWarning")
+
+
+@pytestmark_fp
+def test_detect_anomaly_names_the_forward_op():
+    x = hx.tensor([-1.0, 1.0], requires_grad=True)
+    with hx.autograd.detect_anomaly():
+        with pytest.raises(RuntimeError) as e:
+            x.log()
+    assert "forward of Log" in str(e.value) and "NaN" in str(e.value)
+    assert not np.isnan(x.detach().numpy()).any()
+
+
+@pytestmark_fp
+def test_detect_anomaly_names_the_backward_op():
+    x = hx.tensor([0.0, 4.0], requires_grad=True)
+    with hx.autograd.detect_anomaly():
+        y = x.sqrt().sum()  # finite forward, infinite derivative at 0
+        with pytest.raises(RuntimeError) as e:
+            y.backward()
+    msg = str(e.value)
+    assert "backward of Sqrt" in msg and "Inf" in msg
+
+
+@pytestmark_fp
+def test_without_anomaly_mode_nan_passes_silently():
+    x = hx.tensor([-1.0], requires_grad=True)
+    assert np.isnan(x.log().item())
+
+
+# -- introspection -------------------------------------------------------------------------
+
+def test_graph_nodes_and_edges_for_a_small_graph():
+    a = randn(2, 3)
+    b = randn(3, 4, seed=1)
+    a.name = "a"
+    y = ((a @ b).relu() * 2.0).sum()
+    g = hx.autograd.graph(y)
+    ops = sorted(n.op for n in g.nodes)
+    assert ops == sorted(["a", "leaf", "MatMul", "Relu", "MulScalar", "Sum"])
+    assert len(g.edges) == 5
+    by = g.by_id()
+    kinds = {by[i].op: by[i].kind for i in by}
+    assert kinds["Sum"] == "output" and kinds["a"] == "leaf" and kinds["MatMul"] == "op"
+    mm = next(n for n in g.nodes if n.op == "MatMul")
+    assert mm.shape == (2, 4) and mm.dtype == "float64" and mm.device == "cpu"
+    assert mm.saved_bytes == (6 + 12) * 8 and not mm.is_leaf
+    leaves = [n for n in g.nodes if n.is_leaf]
+    assert {n.shape for n in leaves} == {(2, 3), (3, 4)}
+    layers = g.generations()
+    assert by[layers[-1][0]].op == "Sum" and len(layers) == 5
+
+
+def test_graph_of_shared_input_has_one_node_per_tensor():
+    a = randn(3)
+    y = a * a + a
+    g = hx.autograd.graph(y)
+    assert len(g.nodes) == 3  # leaf, Mul, Add
+    assert len(g.edges) == 4  # a->Mul twice, Mul->Add, a->Add
+
+
+def test_backward_observer_sees_every_node_with_grad_norms():
+    a = randn(2, 3)
+    b = randn(2, 3, seed=1)
+    y = (a * b).sum()
+    events = []
+    remove = hx.autograd.add_backward_observer(
+        lambda ev, node, norms: events.append((ev, node.name, norms)))
+    try:
+        y.backward()
+    finally:
+        remove()
+    names = [n for ev, n, _ in events if ev == "start"]
+    assert sorted(names) == ["AccumulateGrad", "AccumulateGrad", "Mul", "Sum"]
+    for name in names:  # every start is followed by its finish
+        i = next(k for k, e in enumerate(events) if e[:2] == ("start", name))
+        assert ("finish", name) in [e[:2] for e in events[i + 1:]]
+    finish = {(n, i): norms for i, (ev, n, norms) in enumerate(events) if ev == "finish"}
+    mul_norms = next(v for (n, _), v in finish.items() if n == "Mul")
+    assert mul_norms[0] == pytest.approx(np.linalg.norm(b.detach().numpy()))
+    assert mul_norms[1] == pytest.approx(np.linalg.norm(a.detach().numpy()))
+    (a * b).sum().backward()
+    assert len(events) == 8  # removed: the second backward was not observed
