@@ -8,6 +8,7 @@ import functools
 class _State:
     grad_enabled = True
     anomaly = False
+    autocast = None  # the low-precision DType while hx.autocast is active
 
 
 STATE = _State()

@@ -4,6 +4,7 @@ in place; matmul hands transposed operands to BLAS with a transpose flag, not a 
 
 from __future__ import annotations
 
+import functools
 import math
 
 import ml_dtypes
@@ -74,6 +75,40 @@ def gelu_grad(x, approximate="none", cdf=None):
     pdf *= _INV_SQRT_2PI
     pdf += cdf
     return pdf
+
+
+_LOW = (np.dtype(ml_dtypes.bfloat16), np.dtype(np.float16))
+
+
+def _low(x) -> bool:
+    return isinstance(x, np.ndarray) and x.dtype in _LOW
+
+
+def computes_in_f32(kernel):
+    """Run a kernel on BF16/F16 arrays in F32 and round its array results back once:
+    BLAS has no 16-bit arithmetic, and F32 accumulation is the point of autocast."""
+
+    def up(v):
+        if isinstance(v, tuple):
+            return tuple(up(e) for e in v)
+        return v.astype(np.float32) if _low(v) else v
+
+    def down(v, dtype):
+        if isinstance(v, tuple):
+            return tuple(down(e, dtype) for e in v)
+        if isinstance(v, np.ndarray) and v.dtype == np.float32:
+            return v.astype(dtype)
+        return v
+
+    @functools.wraps(kernel)
+    def wrapper(self, *args, **kwargs):
+        low = next((a.dtype for a in args if _low(a)), None)
+        if low is None:
+            return kernel(self, *args, **kwargs)
+        out = kernel(self, *(up(a) for a in args), **kwargs)
+        return down(out, low)
+
+    return wrapper
 
 
 def _rsqrt(x):
@@ -228,6 +263,7 @@ class CPUBackend(Backend):
         return out
 
     # -- fused neural-network kernels ----------------------------------------------------
+    @computes_in_f32
     def linear(self, x, w, b, activation=None):
         # Fold leading dims into one GEMM (numpy would loop over a 3-D batch); w.T is
         # a transposed view that BLAS reads with a transpose flag.
@@ -244,6 +280,7 @@ class CPUBackend(Backend):
         cdf = normal_cdf(y)
         return y * cdf, (y, cdf)
 
+    @computes_in_f32
     def linear_backward(self, x, w, pre, gy, activation, need_bias):
         if activation is not None:
             y, cdf = pre
@@ -256,6 +293,7 @@ class CPUBackend(Backend):
         db = np.add.reduce(g2, axis=0) if need_bias else None
         return dx, dw, db
 
+    @computes_in_f32
     def rmsnorm(self, x, w, eps):
         ms = np.einsum("...i,...i->...", x, x)[..., None] / x.shape[-1]
         rstd = 1.0 / np.sqrt(ms + eps)
@@ -264,6 +302,7 @@ class CPUBackend(Backend):
             y *= w
         return y, rstd.astype(x.dtype, copy=False)
 
+    @computes_in_f32
     def rmsnorm_backward(self, x, w, rstd, gy):
         xhat = x * rstd
         n = x.shape[-1]
@@ -273,6 +312,7 @@ class CPUBackend(Backend):
         dx = rstd * (gx - xhat * proj)
         return dx, dw
 
+    @computes_in_f32
     def layernorm(self, x, w, b, eps):
         mean = x.mean(axis=-1, keepdims=True)
         xc = x - mean
@@ -285,6 +325,7 @@ class CPUBackend(Backend):
             y += b
         return y, mean, rstd
 
+    @computes_in_f32
     def layernorm_backward(self, x, w, mean, rstd, gy):
         xhat = (x - mean) * rstd
         n = x.shape[-1]
@@ -306,11 +347,13 @@ class CPUBackend(Backend):
         np.add(x2 * cos, x1 * sin, out=out[..., h:])
         return out
 
+    @computes_in_f32
     def attention(self, q, k, v, causal, scale):
         from .cpu_attention import attention_forward
 
         return attention_forward(q, k, v, causal, scale)
 
+    @computes_in_f32
     def attention_backward(self, q, k, v, out, lse, gout, causal, scale):
         from .cpu_attention import attention_backward
 

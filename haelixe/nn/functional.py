@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+from ..amp import cast_inputs
 from ..ops import fused
 from ..ops.elementwise import gelu as _gelu
 from ..tensor import Tensor
@@ -18,6 +19,7 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None, activation=Non
     if activation not in (None, "gelu", "gelu_tanh"):
         raise ValueError(f"linear: activation must be None, 'gelu' or 'gelu_tanh', got "
                          f"{activation!r}")
+    x, weight, bias = cast_inputs("linear", x, weight, bias)
     _same("linear", x, weight, bias)
     return fused.LinearFn.apply(x, weight, bias, activation)
 
@@ -35,11 +37,13 @@ def _same(op, *ts):
 
 
 def rms_norm(x, weight=None, eps=1e-6):
+    x, weight = cast_inputs("norm", x, weight)
     _same("rms_norm", x, weight)
     return fused.RMSNormFn.apply(x, weight, eps)
 
 
 def layer_norm(x, weight=None, bias=None, eps=1e-5):
+    x, weight, bias = cast_inputs("norm", x, weight, bias)
     _same("layer_norm", x, weight, bias)
     return fused.LayerNormFn.apply(x, weight, bias, eps)
 
@@ -109,6 +113,7 @@ def scaled_dot_product_attention(q, k, v, causal=False, scale=None):
         raise ValueError(f"scaled_dot_product_attention: q {q.shape}, k {k.shape} and "
                          f"v {v.shape} do not fit: q and k need one head_dim, k and v one "
                          f"sequence length")
+    q, k, v = cast_inputs("attention", q, k, v)
     _same("scaled_dot_product_attention", q, k, v)
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale)
     return fused.AttentionFn.apply(q, k, v, bool(causal), scale)
@@ -118,6 +123,7 @@ def mse_loss(x, target, reduction="mean"):
     if x.shape != target.shape:
         raise ValueError(f"mse_loss: input {x.shape} and target {target.shape} differ in "
                          f"shape; reshape one so they match")
+    x, target = cast_inputs("loss", x, target)
     if reduction == "mean":
         return fused.MSELossFn.apply(x, target)
     d = x - target
@@ -128,6 +134,7 @@ def l1_loss(x, target, reduction="mean"):
     if x.shape != target.shape:
         raise ValueError(f"l1_loss: input {x.shape} and target {target.shape} differ in "
                          f"shape")
+    x, target = cast_inputs("loss", x, target)
     return _reduce((x - target).abs(), reduction, "l1_loss")
 
 
@@ -136,6 +143,7 @@ def cross_entropy(logits, target, reduction="mean"):
     if logits.ndim != 2 or target.ndim != 1 or target.shape[0] != logits.shape[0]:
         raise ValueError(f"cross_entropy: expected logits (N, C) and targets (N,), got "
                          f"{logits.shape} and {target.shape}")
+    (logits,) = cast_inputs("loss", logits)
     logp = logits.log_softmax(-1)
     picked = logp.gather(1, target.reshape(-1, 1)).reshape(-1)
     return _reduce(-picked, reduction, "cross_entropy")

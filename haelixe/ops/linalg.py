@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from .. import layout
+from ..amp import cast_inputs
 from ..autograd.function import Function
+from ..autograd.mode import STATE
 from .elementwise import _promote_pair
 
 
@@ -33,6 +35,8 @@ def matmul(a, b):
     if a.ndim == 0 or b.ndim == 0:
         raise ValueError(f"matmul: both operands need at least 1 dim, got shapes {a.shape} "
                          f"and {b.shape}; use * for scalars")
+    if STATE.autocast is not None:
+        a, b = cast_inputs("matmul", a, b)
     a, b = _promote_pair("matmul", a, b)
     if a.shape[-1] != b.shape[-2 if b.ndim > 1 else 0]:
         raise ValueError(

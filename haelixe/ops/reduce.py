@@ -5,7 +5,9 @@ from __future__ import annotations
 from collections import namedtuple
 
 from .. import layout
+from ..amp import cast_inputs
 from ..autograd.function import Function
+from ..autograd.mode import STATE
 
 MaxMin = namedtuple("MaxMin", ["values", "indices"])
 
@@ -35,6 +37,8 @@ class Sum(Function):
 
 
 def sum(x, dim=None, keepdim=False):
+    if STATE.autocast is not None:
+        (x,) = cast_inputs("reduction", x)
     if x.dtype.kind == "bool":
         x = x.to("int64")
     return Sum.apply(x, _dims(x, dim, "sum"), keepdim)
@@ -44,6 +48,8 @@ def mean(x, dim=None, keepdim=False):
     if not x.dtype.is_floating_point:
         raise TypeError(f"mean: input dtype {x.dtype.name} is not floating point; "
                         f"use .float() first")
+    if STATE.autocast is not None:
+        (x,) = cast_inputs("reduction", x)
     dims = _dims(x, dim, "mean")
     n = 1
     for d in dims:
@@ -142,10 +148,14 @@ class LogSoftmax(Function):
 
 
 def softmax(x, dim):
+    if STATE.autocast is not None:
+        (x,) = cast_inputs("softmax", x)
     return Softmax.apply(x, layout.normalize_dim(dim, x.ndim, "softmax"))
 
 
 def log_softmax(x, dim):
+    if STATE.autocast is not None:
+        (x,) = cast_inputs("softmax", x)
     return LogSoftmax.apply(x, layout.normalize_dim(dim, x.ndim, "log_softmax"))
 
 

@@ -1,0 +1,113 @@
+"""BF16 mixed precision: autocast at the compute boundary, rounding, memory accounting.
+
+Weights live in bfloat16 to halve memory and bandwidth. Inside ``hx.autocast`` each op
+follows one policy row (every cast it makes is a Cast node in the autograd graph, so the
+graph widget shows where precision changes):
+
+==========================================  ===============  ========  =========
+op                                          reads            computes  returns
+==========================================  ===============  ========  =========
+matmul, Linear (+GELU), attention           BF16 (cast in)   F32       BF16
+RMSNorm, LayerNorm, softmax, log_softmax    F32 (cast in)    F32       F32
+sum, mean, var, losses (mse, l1, x-entropy) F32 (cast in)    F32       F32
+elementwise (+, *, gelu, rope...)           as given         as given  promoted
+==========================================  ===============  ========  =========
+
+The BF16-reading kernels upcast to F32 inside the kernel (numpy BLAS and WGSL have no
+BF16 arithmetic), accumulate in F32 and round the result once, to nearest even.
+Gradients flow back through each Cast in the dtype of the tensor it came from, so a BF16
+parameter receives a BF16 gradient; ``AdamW(master_weights=True)`` keeps the F32 copy.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .autograd.mode import STATE
+from .dtype import as_dtype, bfloat16, float32
+
+#: the table above, as data: op family -> dtype its inputs are cast to
+POLICY = {
+    "matmul": "low", "linear": "low", "attention": "low",
+    "norm": "f32", "softmax": "f32", "reduction": "f32", "loss": "f32",
+}
+
+
+class autocast:
+    """``with hx.autocast(dtype=hx.bfloat16):`` runs the ops inside by the policy table.
+    ``enabled=False`` switches it off for a region."""
+
+    def __init__(self, dtype=bfloat16, enabled: bool = True):
+        self.dtype = as_dtype(dtype)
+        if self.dtype.name not in ("bfloat16", "float16"):
+            raise ValueError(f"autocast: dtype must be bfloat16 or float16, got "
+                             f"{self.dtype.name}")
+        self.enabled = enabled
+
+    def __enter__(self):
+        self._prev = STATE.autocast
+        STATE.autocast = self.dtype if self.enabled else None
+        return self
+
+    def __exit__(self, *exc):
+        STATE.autocast = self._prev
+        return False
+
+
+def autocast_dtype():
+    """The low-precision dtype in force, or None outside autocast."""
+    return STATE.autocast
+
+
+def cast_inputs(family: str, *tensors):
+    """Cast floating inputs by the policy row of ``family`` (no-op outside autocast)."""
+    low = STATE.autocast
+    if low is None:
+        return tensors
+    target = low if POLICY[family] == "low" else float32
+    from .ops.convert import cast
+
+    return tuple(t if t is None or not t.dtype.is_floating_point else cast(t, target)
+                 for t in tensors)
+
+
+def round_to(x, dtype, stochastic: bool = False):
+    """F32 -> ``dtype``. Round to nearest even (exactly ml_dtypes' cast), or
+    stochastically: add uniform random bits below the kept mantissa, then truncate, so
+    the expected value of the result equals the input."""
+    dtype = as_dtype(dtype)
+    if not stochastic or dtype.name != "bfloat16":
+        return x.to(dtype)
+    from .random import generator
+    from .tensor import Tensor
+
+    host = x._be.to_numpy(x._data).astype(np.float32)
+    bits = host.view(np.uint32).copy()
+    noise = generator().integers(0, 1 << 16, size=bits.shape, dtype=np.uint32)
+    finite = np.isfinite(host)
+    bits[finite] += noise[finite]
+    bits &= np.uint32(0xFFFF0000)
+    out = bits.view(np.float32).astype(bfloat16.np)  # exact: the low bits are zero
+    return Tensor._wrap(x._be.from_numpy(out))
+
+
+def memory_report(model=None, optimizer=None) -> dict:
+    """Bytes held by parameters, gradients and optimizer state, per dtype:
+    {"parameters": {"bfloat16": n, ...}, "gradients": {...}, "optimizer_state": {...},
+    "total": n}."""
+    report = {"parameters": {}, "gradients": {}, "optimizer_state": {}}
+
+    def add(kind, t):
+        d = report[kind]
+        d[t.dtype.name] = d.get(t.dtype.name, 0) + t.numel() * t.dtype.itemsize
+
+    if model is not None:
+        for p in model.parameters():
+            add("parameters", p)
+            if p.grad is not None:
+                add("gradients", p.grad)
+    if optimizer is not None:
+        for t in optimizer._state_tensors().values():
+            add("optimizer_state", t)
+    report["total"] = sum(sum(d.values()) for d in report.values() if isinstance(d, dict))
+    return report
