@@ -147,7 +147,8 @@ def test_gradcheck_linear_and_fused_gelu():
         x = leaf(f64(2, 3, 4))
         w = lin.weight.detach().requires_grad_()
         b = lin.bias.detach().requires_grad_()
-        assert gradcheck(lambda x, w, b: F.linear(x, w, b, act), (x, w, b), name=f"linear {act}")
+        assert gradcheck(lambda x, w, b, act=act: F.linear(x, w, b, act), (x, w, b),
+                         name=f"linear {act}")
 
 
 def test_gradcheck_norms():
