@@ -1,0 +1,56 @@
+"""Redraw throttling that keeps a live widget's cost a small share of the wall clock.
+
+Live widgets record numbers on every event (cheap) and redraw only when
+:meth:`Throttle.due` says so: never more often than ``interval`` seconds, and never so
+often that drawing takes more than ``budget`` of the elapsed time (a redraw that took
+50 ms with a 2% budget waits at least 2.5 s for the next).
+"""
+
+from __future__ import annotations
+
+import time
+
+
+class Throttle:
+    """Decides when a live picture may be redrawn.
+
+    ``due()`` is True at most once per ``interval`` seconds and after at least
+    ``last_cost / budget`` seconds; wrap the redraw in ``with throttle.timing():`` so the
+    cost of drawing is measured.
+    """
+
+    def __init__(self, interval: float = 0.25, budget: float = 0.02):
+        if interval < 0 or not 0 < budget <= 1:
+            raise ValueError(f"Throttle: need interval >= 0 and 0 < budget <= 1, got "
+                             f"interval={interval}, budget={budget}")
+        self.interval = interval
+        self.budget = budget
+        self.last_cost = 0.0
+        self._next = 0.0  # perf_counter time before which no redraw is due
+        self.redraws = 0
+
+    def due(self, now: float | None = None) -> bool:
+        return (time.perf_counter() if now is None else now) >= self._next
+
+    def timing(self):
+        return _Timing(self)
+
+    def _done(self, start: float, end: float) -> None:
+        self.last_cost = end - start
+        self.redraws += 1
+        self._next = end + max(self.interval, self.last_cost / self.budget)
+
+
+class _Timing:
+    __slots__ = ("throttle", "start")
+
+    def __init__(self, throttle):
+        self.throttle = throttle
+
+    def __enter__(self):
+        self.start = time.perf_counter()
+        return self
+
+    def __exit__(self, *exc):
+        self.throttle._done(self.start, time.perf_counter())
+        return False
