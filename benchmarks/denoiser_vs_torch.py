@@ -6,6 +6,7 @@ two are timed in alternating rounds so that machine noise hits both alike; the r
 their best rounds is reported.
 
     python benchmarks/denoiser_vs_torch.py [--batch-size 16] [--steps 200] [--rounds 5]
+    python benchmarks/denoiser_vs_torch.py --device gpu   # WGSL vs PyTorch CUDA eager
 """
 
 from __future__ import annotations
@@ -23,11 +24,11 @@ from haelixe.nn import functional as F
 from haelixe.optim import AdamW
 
 
-def haelixe_stepper(batches):
+def haelixe_stepper(batches, device="cpu"):
     hx.manual_seed(0)
-    model = Denoiser()
+    model = Denoiser().to(device)
     opt = AdamW(model.parameters(), lr=1e-3, weight_decay=0.01)
-    data = [(hx.from_numpy(x), hx.from_numpy(y)) for x, y in batches]
+    data = [(hx.from_numpy(x).to(device), hx.from_numpy(y).to(device)) for x, y in batches]
 
     def run(n):
         for i in range(n):
@@ -41,7 +42,7 @@ def haelixe_stepper(batches):
     return run
 
 
-def torch_stepper(batches):
+def torch_stepper(batches, device="cpu"):
     import torch
     from torch import nn
 
@@ -79,9 +80,10 @@ def torch_stepper(batches):
             return x + self.fc2(torch.nn.functional.gelu(self.fc1(self.norm2(x))))
 
     model = nn.Sequential(nn.Linear(1, 64), Block(64, 4, batches[0][0].shape[1]),
-                          nn.RMSNorm(64, eps=1e-6), nn.Linear(64, 1))
+                          nn.RMSNorm(64, eps=1e-6), nn.Linear(64, 1)).to(device)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.01)
-    data = [(torch.from_numpy(x), torch.from_numpy(y)) for x, y in batches]
+    data = [(torch.from_numpy(x).to(device), torch.from_numpy(y).to(device))
+            for x, y in batches]
 
     def run(n):
         for i in range(n):
@@ -100,17 +102,21 @@ def main():
     p.add_argument("--batch-size", type=int, default=16)
     p.add_argument("--steps", type=int, default=200)
     p.add_argument("--rounds", type=int, default=5)
+    p.add_argument("--device", choices=["cpu", "gpu"], default="cpu",
+                   help="gpu: Haelixe on its WGSL backend vs PyTorch CUDA eager")
     args = p.parse_args()
     rng = np.random.default_rng(0)
     batches = [random_batch(rng, args.batch_size) for _ in range(50)]
-    runners = {"haelixe": haelixe_stepper(batches)}
+    runners = {"haelixe": haelixe_stepper(batches, args.device)}
     try:
         import torch
 
-        torch.set_num_threads(max(1, torch.get_num_threads()))
-        runners["pytorch"] = torch_stepper(batches)
+        if args.device == "gpu" and not torch.cuda.is_available():
+            raise ImportError
+        runners["pytorch"] = torch_stepper(batches, "cuda" if args.device == "gpu" else "cpu")
     except ImportError:
-        print("PyTorch not installed: timing Haelixe alone")
+        print(f"PyTorch ({'CUDA' if args.device == 'gpu' else 'CPU'}) not available: timing "
+              f"Haelixe alone")
     for run in runners.values():
         run(20)  # warm-up: caches, allocator, lazy imports
     best = {k: math.inf for k in runners}
@@ -119,8 +125,8 @@ def main():
             t0 = time.perf_counter()
             run(args.steps)
             best[name] = min(best[name], time.perf_counter() - t0)
-    print(f"denoiser training step, batch {args.batch_size} x 32, best of {args.rounds} "
-          f"rounds of {args.steps} steps")
+    print(f"denoiser training step on {args.device}, batch {args.batch_size} x 32, best of "
+          f"{args.rounds} rounds of {args.steps} steps")
     for name in runners:
         print(f"  {name:8s} {args.steps / best[name]:8.1f} steps/s")
     if "pytorch" in best:
