@@ -118,6 +118,18 @@ def text_width(s: str, size: float, mono: bool = False, bold: bool = False) -> f
     return len(s) * size * (0.61 if mono else 0.62 if bold else 0.56)
 
 
+def wrap(s: str, width: float, size: float) -> list[str]:
+    """Split ``s`` into lines of at most ``width`` pixels (by words)."""
+    lines, cur = [], ""
+    for word in s.split():
+        cand = f"{cur} {word}" if cur else word
+        if cur and text_width(cand, size) > width:
+            lines.append(cur)
+            cand = word
+        cur = cand
+    return lines + ([cur] if cur else [])
+
+
 def legend(x, y, items, size=11, swatch=11, gap=16) -> tuple[str, float]:
     """A one-row legend of ``(label, fill, stroke)`` items; returns (svg, width)."""
     parts, cx = [], x
@@ -141,3 +153,18 @@ def fmt_bytes(n: float) -> str:
 def fmt_shape(shape) -> str:
     """(4, 5) -> '4×5'; a scalar -> 'scalar'."""
     return "×".join(str(d) for d in shape) if len(shape) else "scalar"
+
+
+# A light, ordered ramp (lavender -> blue -> mint -> green -> straw): storage positions
+# get colours from it, so a cell in a grid and its place in the buffer match.
+_RAMP = ((0xd8, 0xc8, 0xf0), (0xbc, 0xd4, 0xf2), (0xb4, 0xe6, 0xd9), (0xd6, 0xee, 0xb0),
+         (0xfb, 0xe3, 0x9c))
+
+
+def ramp(t: float) -> str:
+    """Colour at ``t`` in [0, 1] on the light position ramp."""
+    t = min(max(float(t), 0.0), 1.0) * (len(_RAMP) - 1)
+    k = min(int(t), len(_RAMP) - 2)
+    f = t - k
+    a, b = _RAMP[k], _RAMP[k + 1]
+    return "#" + "".join(f"{round(x + (y - x) * f):02x}" for x, y in zip(a, b))
