@@ -9,6 +9,7 @@ IndexError) with a message naming the op, the shapes and the fix.
 
 from __future__ import annotations
 
+import functools
 import math
 import operator
 
@@ -22,6 +23,7 @@ def numel(shape: Shape) -> int:
     return math.prod(shape)
 
 
+@functools.lru_cache(maxsize=1024)  # asked for on every op; a model uses few shapes
 def contiguous_strides(shape: Shape) -> Strides:
     """Row-major (C) strides for ``shape``."""
     strides = []
@@ -140,7 +142,9 @@ def reduced_dims(shape: Shape, target: Shape) -> tuple[tuple, tuple]:
 
 def infer_shape(shape, total: int, op: str = "view") -> Shape:
     """Resolve one -1 in ``shape`` so it holds ``total`` elements."""
-    shape = tuple(operator.index(n) for n in shape)
+    shape = tuple(map(operator.index, shape))
+    if -1 not in shape and math.prod(shape) == total:
+        return shape  # the common case: nothing to infer
     if shape.count(-1) > 1:
         raise ValueError(f"{op}: only one dim may be -1, got {shape}")
     known = math.prod(n for n in shape if n != -1)
@@ -223,17 +227,21 @@ def slice_dim(n: int, stride: int, start, stop, step) -> tuple[int, int, int]:
 def index(shape: Shape, strides: Strides, offset: int, key) -> tuple[Shape, Strides, int]:
     """Basic indexing: ints, slices (any step), None and Ellipsis. Advanced (array)
     indexing is not a view and is handled by the caller."""
-    if not isinstance(key, tuple):
+    if key.__class__ is not tuple:
         key = (key,)
-    n_ellipsis = sum(k is Ellipsis for k in key)
+    n_ellipsis = consumed = 0
+    for k in key:  # one plain loop: this runs on every x[...]
+        if k is Ellipsis:
+            n_ellipsis += 1
+        elif k is not None:
+            consumed += 1
     if n_ellipsis > 1:
         raise IndexError("an index can only have a single ellipsis ('...')")
-    consumed = sum(1 for k in key if k is not None and k is not Ellipsis)
     if consumed > len(shape):
         raise IndexError(f"too many indices for tensor of shape {tuple(shape)}: "
                          f"{consumed} were given")
     if n_ellipsis:
-        i = next(j for j, k in enumerate(key) if k is Ellipsis)
+        i = key.index(Ellipsis)
         key = key[:i] + (slice(None),) * (len(shape) - consumed) + key[i + 1:]
     new_shape, new_strides = [], []
     d = 0
@@ -243,11 +251,13 @@ def index(shape: Shape, strides: Strides, offset: int, key) -> tuple[Shape, Stri
             new_strides.append(0)
             continue
         n, s = shape[d], strides[d]
-        if isinstance(k, slice):
-            size, st, delta = slice_dim(n, s, k.start, k.stop, k.step)
+        if k.__class__ is slice:
+            start, stop, step = k.indices(n)  # Python's rules; refuses step 0
+            size = len(range(start, stop, step))
             new_shape.append(size)
-            new_strides.append(st)
-            offset += delta
+            new_strides.append(s * step)
+            if size:
+                offset += start * s
         else:
             i = operator.index(k)
             if not -n <= i < n:

@@ -19,6 +19,7 @@ from .backends.cpu import CPU_BACKEND, storage_for
 from .device import CPU, GPU, as_device, backend_for
 from .dtype import _BY_NP as _DTYPE_OF_NP
 from .dtype import DType, as_dtype
+from .storage import Storage
 
 _new = object.__new__
 
@@ -40,8 +41,6 @@ class Tensor:
                 return Tensor._wrap_gpu(raw)
         dtype = _DTYPE_OF_NP[raw.dtype]
         if raw.flags.c_contiguous:
-            from .storage import Storage
-
             t._storage = Storage(raw, CPU, dtype, raw.nbytes)
             t._layout = None
         else:
@@ -113,9 +112,20 @@ class Tensor:
 
     def _alias(self) -> Tensor:
         """Same storage, same layout, no history: what detach() returns."""
-        t = self._view(self.shape, self.strides, self.offset)
-        t._data = self._data
+        t = _new(Tensor)
+        t._data = self._data  # the same raw array: no new view to build
+        t._storage = self._storage
+        t._layout = self._layout
+        t.shape = self.shape
+        t.dtype = self.dtype
+        t.device = self.device
+        t._requires_grad = False
+        t.grad = None
+        t.grad_fn = None
+        t._accumulator = None
         t._base = self._base
+        t._is_param = False
+        t.name = None
         return t
 
     # -- layout --------------------------------------------------------------------------

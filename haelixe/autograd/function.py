@@ -73,8 +73,7 @@ class AccumulateGrad(Node):
 class Function(Node):
     """Base of every differentiable op. Instances are the graph's nodes (and the ctx)."""
 
-    __slots__ = ("next", "needs_input_grad", "saved", "_versions", "hooks", "meta",
-                 "trace", "out_ref", "__dict__", "__weakref__")
+    __slots__ = ("next", "needs_input_grad", "out_ref", "__dict__", "__weakref__")
 
     #: False for fused kernels whose backward calls raw kernels: create_graph through
     #: them raises instead of silently giving a gradient without its own graph.
@@ -82,12 +81,13 @@ class Function(Node):
     #: the name shown in graphs and errors; defaults to the class name
     label: str | None = None
 
-    def __init__(self):
-        self.saved = ()
-        self._versions = ()
-        self.hooks = None
-        self.meta = None  # (shape, dtype, device) of the output, for introspection
-        self.trace = None
+    # Per-node state starts as these class-level defaults, so making a node runs no
+    # __init__ (every op makes one, recorded or not); assignments land in the instance.
+    saved = ()
+    _versions = ()
+    hooks = None
+    meta = None  # (shape, dtype, device) of the output, for introspection
+    trace = None
 
     @property
     def name(self) -> str:

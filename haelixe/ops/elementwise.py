@@ -246,6 +246,11 @@ class RPowScalar(Function):
 
 
 def _binary(op, prim, scalar_prim, a, b):
+    if b.__class__ is Tensor and a.dtype is b.dtype and a.device is b.device:
+        # the common case first: nothing to promote, move or convert
+        if a.shape != b.shape:
+            layout.broadcast_shapes(a.shape, b.shape, op=op)
+        return prim.apply(a, b)
     if _is_scalar(b):
         dt = result_type_scalar(a.dtype, b)
         if dt is not a.dtype:
@@ -260,15 +265,15 @@ def _binary(op, prim, scalar_prim, a, b):
 
 
 def add(a, b):
-    if _is_scalar(b):
-        return _binary("add", Add, AddScalar.apply, a, b)
-    return _binary("add", Add, None, a, b)
+    return _binary("add", Add, AddScalar.apply, a, b)
+
+
+def _sub_scalar(x, s):
+    return AddScalar.apply(x, -s)
 
 
 def sub(a, b):
-    if _is_scalar(b):
-        return _binary("sub", Sub, lambda x, s: AddScalar.apply(x, -s), a, b)
-    return _binary("sub", Sub, None, a, b)
+    return _binary("sub", Sub, _sub_scalar, a, b)
 
 
 def rsub(a, s):

@@ -33,7 +33,11 @@ class Sum(Function):
 
     @staticmethod
     def backward(ctx, g):
-        return g.reshape(ctx.keep_shape).expand(ctx.in_shape), None, None
+        if g.ndim != len(ctx.keep_shape):  # keepdim=False: put the summed dims back
+            if g.ndim:
+                g = g.reshape(ctx.keep_shape)
+            # (a full reduction's 0-d gradient expands as it is: new dims lead)
+        return g.expand(ctx.in_shape), None, None
 
 
 def sum(x, dim=None, keepdim=False):

@@ -1,0 +1,122 @@
+"""Per-op overhead of small tensors, and large matmul throughput, side by side in one run.
+
+Every op runs on a (4, 32, 64) float32 tensor in Haelixe, in raw numpy and (when it is
+installed) in PyTorch on the CPU; the table shows microseconds per call and the ratios.
+Then a 1024 x 1024 float32 matmul, as GFLOP/s and as a ratio to numpy's. Each figure is
+the best of several timeit repeats, taken in alternating rounds so that machine noise
+hits all three alike.
+
+    python benchmarks/overhead.py [--repeat 7] [--number 2000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import timeit
+
+import numpy as np
+
+import haelixe as hx
+
+SHAPE = (4, 32, 64)
+
+
+def small_ops(a_np, b_np, m_np):
+    """name -> (haelixe thunk, numpy thunk, torch thunk or None)."""
+    a, b, m = hx.from_numpy(a_np), hx.from_numpy(b_np), hx.from_numpy(m_np)
+    ops = {
+        "add": (lambda: a + b, lambda: a_np + b_np),
+        "mul": (lambda: a * b, lambda: a_np * b_np),
+        "exp": (lambda: a.exp(), lambda: np.exp(a_np)),
+        "sum": (lambda: a.sum(), lambda: a_np.sum()),
+        "sum(dim=-1)": (lambda: a.sum(-1), lambda: a_np.sum(-1)),
+        "matmul": (lambda: a @ m, lambda: a_np @ m_np),
+        "transpose+contiguous": (lambda: a.transpose(1, 2).contiguous(),
+                                 lambda: np.ascontiguousarray(a_np.transpose(0, 2, 1))),
+        "slice [:, ::2, 1:]": (lambda: a[:, ::2, 1:], lambda: a_np[:, ::2, 1:]),
+    }
+    try:
+        import torch
+    except ImportError:
+        return {k: (h, n, None) for k, (h, n) in ops.items()}
+    ta, tb, tm = torch.from_numpy(a_np), torch.from_numpy(b_np), torch.from_numpy(m_np)
+    th = {
+        "add": lambda: ta + tb,
+        "mul": lambda: ta * tb,
+        "exp": lambda: ta.exp(),
+        "sum": lambda: ta.sum(),
+        "sum(dim=-1)": lambda: ta.sum(-1),
+        "matmul": lambda: ta @ tm,
+        "transpose+contiguous": lambda: ta.transpose(1, 2).contiguous(),
+        "slice [:, ::2, 1:]": lambda: ta[:, ::2, 1:],
+    }
+    return {k: (h, n, th[k]) for k, (h, n) in ops.items()}
+
+
+def best_us(fn, number, repeat):
+    return min(timeit.repeat(fn, number=number, repeat=repeat)) / number * 1e6
+
+
+def interleaved(thunks, number, repeat):
+    """Best time of each thunk (None stays None), measured in alternating rounds."""
+    best = [float("inf") if t is not None else None for t in thunks]
+    for _ in range(repeat):
+        for i, t in enumerate(thunks):
+            if t is not None:
+                best[i] = min(best[i], best_us(t, number, 1))
+    return best
+
+
+def fmt_ratio(x):
+    return "-" if x is None else f"{x:6.2f}x"
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeat", type=int, default=7)
+    ap.add_argument("--number", type=int, default=2000)
+    ap.add_argument("--matmul-n", type=int, default=1024)
+    args = ap.parse_args()
+
+    g = np.random.default_rng(0)
+    a_np = g.standard_normal(SHAPE, dtype=np.float32)
+    b_np = g.standard_normal(SHAPE, dtype=np.float32)
+    m_np = g.standard_normal((SHAPE[-1], SHAPE[-1]), dtype=np.float32)
+    ops = small_ops(a_np, b_np, m_np)
+    have_torch = any(t is not None for _, _, t in ops.values())
+
+    print(f"per-op time on {SHAPE} float32 (best of {args.repeat} x {args.number} calls)")
+    head = f"{'op':<22}{'haelixe us':>11}{'numpy us':>10}{'hx/numpy':>10}"
+    if have_torch:
+        head += f"{'torch us':>10}{'hx/torch':>10}"
+    print(head)
+    for name, (h, n, t) in ops.items():
+        th, tn, tt = interleaved([h, n, t], args.number, args.repeat)
+        row = f"{name:<22}{th:>11.2f}{tn:>10.2f}{fmt_ratio(th / tn):>10}"
+        if have_torch:
+            row += f"{tt:>10.2f}{fmt_ratio(th / tt):>10}"
+        print(row)
+
+    n = args.matmul_n
+    x_np = g.standard_normal((n, n), dtype=np.float32)
+    y_np = g.standard_normal((n, n), dtype=np.float32)
+    x, y = hx.from_numpy(x_np), hx.from_numpy(y_np)
+    yt = hx.from_numpy(np.ascontiguousarray(y_np.T)).T  # a transposed view, read by BLAS
+    thunks = [lambda: x @ y, lambda: x @ yt, lambda: x_np @ y_np]
+    if have_torch:
+        import torch
+
+        xt_, yt_ = torch.from_numpy(x_np), torch.from_numpy(y_np)
+        thunks.append(lambda: xt_ @ yt_)
+    times = interleaved(thunks, 3, args.repeat)
+    flops = 2.0 * n ** 3
+    gf = [flops / (us * 1e-6) / 1e9 for us in times]
+    print(f"\n{n}x{n} float32 matmul (best of {args.repeat} x 3)")
+    print(f"{'':<24}{'GFLOP/s':>10}{'vs numpy':>10}")
+    labels = ["haelixe a @ b", "haelixe a @ b.T (view)", "numpy", "torch"]
+    for label, v in zip(labels, gf):
+        print(f"{label:<24}{v:>10.1f}{v / gf[2]:>9.2f}x")
+
+
+if __name__ == "__main__":
+    main()
