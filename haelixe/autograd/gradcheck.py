@@ -39,7 +39,9 @@ def gradcheck(fn, inputs, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=True,
     from ..creation import zeros_like
     from ..tensor import Tensor
 
-    label = name or getattr(fn, "__name__", repr(fn))
+    owner = getattr(fn, "__self__", None)  # Function.apply is bound to the op's class
+    label = name or (owner.__name__ if isinstance(owner, type) else
+                     getattr(fn, "__name__", repr(fn)))
     inputs = tuple(inputs) if isinstance(inputs, (tuple, list)) else (inputs,)
     checked = [i for i, t in enumerate(inputs) if isinstance(t, Tensor) and t.requires_grad]
     for i in checked:
