@@ -39,6 +39,12 @@ def test_no_grad_as_decorator_and_nested_enable_grad():
         return x * 2
 
     assert f(a).grad_fn is None
+
+    @hx.no_grad  # without the call, as PyTorch allows
+    def f2(x):
+        return x * 2
+
+    assert f2(a).grad_fn is None and f2.__name__ == "f2"
     assert hx.is_grad_enabled()
     with hx.no_grad():
         assert not hx.is_grad_enabled()

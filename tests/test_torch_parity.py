@@ -171,3 +171,32 @@ def test_bfloat16_matches_pytorch_rounding():
     t = torch.from_numpy(a).to(torch.bfloat16)
     np.testing.assert_array_equal(x.float().numpy(), t.float().numpy())
     np.testing.assert_array_equal((x * 2.0 + x).float().numpy(), (t * 2.0 + t).float().numpy())
+
+
+EDGE_POINTS = {
+    "relu_at_zero": lambda ns, x: x.relu(),
+    "abs_at_zero": lambda ns, x: abs(x),
+    "clamp_at_bounds": lambda ns, x: x.clamp(0.0, 1.0),
+    "pow_zero": lambda ns, x: x ** 0,
+    "pow_one": lambda ns, x: x ** 1,
+    "max_all_ties": lambda ns, x: x.max(),
+    "amax_ties": lambda ns, x: x.reshape(2, 3).amax(1),
+    "max_dim_ties": lambda ns, x: x.reshape(2, 3).max(1).values,
+    "maximum_ties": lambda ns, x: x.maximum(x.flip(0)),
+    "where_at_zero": lambda ns, x: ns.where(x > 0, x * 2.0, x * 3.0),
+    "sigmoid_tanh_at_zero": lambda ns, x: x.sigmoid() + x.tanh(),
+}
+
+
+@pytest.mark.parametrize("name", list(EDGE_POINTS))
+def test_gradients_at_kinks_and_ties_match_pytorch(name):
+    # zeros, bounds and repeated values: where one-sided derivatives disagree
+    a = np.array([0.0, 1.0, 1.0, 0.0, -1.0, 1.0])
+    x_hx = hx.from_numpy(a.copy()).requires_grad_()
+    x_th = torch.from_numpy(a.copy()).requires_grad_()
+    w = np.arange(1.0, 7.0)
+    y_hx, y_th = EDGE_POINTS[name](HX, x_hx), EDGE_POINTS[name](TORCH, x_th)
+    np.testing.assert_allclose(y_hx.detach().numpy(), y_th.detach().numpy())
+    (y_hx * hx.from_numpy(w[:y_hx.numel()].reshape(y_hx.shape))).sum().backward()
+    (y_th * torch.from_numpy(w[:y_th.numel()].reshape(y_th.shape))).sum().backward()
+    np.testing.assert_allclose(x_hx.grad.numpy(), x_th.grad.numpy(), err_msg=name)

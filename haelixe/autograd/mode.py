@@ -23,6 +23,13 @@ class _GradMode:
 
     enabled = True
 
+    def __new__(cls, *args):
+        # ``@hx.no_grad`` without the call decorates the function directly, as
+        # ``@hx.no_grad()`` does
+        if cls is not set_grad_enabled and len(args) == 1 and callable(args[0]):
+            return object.__new__(cls)(args[0])
+        return object.__new__(cls)
+
     def __enter__(self):
         self._prev = STATE.grad_enabled
         STATE.grad_enabled = self.enabled

@@ -227,6 +227,8 @@ class PowScalar(Function):
             return g * x * 2.0, None
         if p == 1:
             return g, None
+        if p == 0:
+            return g * 0.0, None  # (p * x ** -1 would be 0 * inf = nan at x == 0)
         return g * p * x ** (p - 1), None
 
 
