@@ -158,6 +158,19 @@ def test_bfloat16_ops_stay_bfloat16(make):
     assert_close(xb.exp().float(), np.exp(ref), rtol=2e-2, atol=1e-2)
 
 
+def test_bfloat16_reductions_accumulate_in_float32():
+    # summed in bfloat16 itself, 256 + 1 rounds back to 256 and the sum stalls there
+    assert hx.ones(1000, dtype=hx.bfloat16).sum().item() == 1000.0
+    assert hx.ones(10000, dtype=hx.bfloat16).sum().item() == 9984.0  # 10000 in bfloat16
+    assert hx.ones(4096, dtype=hx.float16).mean().item() == 1.0
+    a = rng(4).standard_normal((4, 4096)).astype(np.float32)
+    x = hx.from_numpy(a).bfloat16()
+    ref = x.float().numpy().astype(np.float64)
+    assert_close(x.var(1).float(), ref.var(1, ddof=1), rtol=1e-2)
+    assert_close(x.softmax(1).float().sum(1), np.ones(4), rtol=1e-3)
+    assert_close(x.log_softmax(1).float().exp().sum(1), np.ones(4), rtol=2e-2)
+
+
 # -- reductions ----------------------------------------------------------------------------
 
 REDUCE_DIMS = [None, 0, 1, -1, (0, 2), (2, 0, 1)]

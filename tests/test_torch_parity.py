@@ -171,6 +171,15 @@ def test_bfloat16_matches_pytorch_rounding():
     t = torch.from_numpy(a).to(torch.bfloat16)
     np.testing.assert_array_equal(x.float().numpy(), t.float().numpy())
     np.testing.assert_array_equal((x * 2.0 + x).float().numpy(), (t * 2.0 + t).float().numpy())
+    big = np.tile(a, (1, 512))  # long rows: where bfloat16 accumulation would go wrong
+    x, t = hx.from_numpy(big).bfloat16(), torch.from_numpy(big).bfloat16()
+    for f in (lambda v: v.sum(1), lambda v: v.mean(1), lambda v: v.softmax(1),
+              lambda v: v.sum()):
+        np.testing.assert_array_equal(f(x).float().numpy(), f(t).float().numpy())
+    # var is composed of bfloat16 ops here (PyTorch runs one float32 kernel): ulps apart
+    np.testing.assert_allclose(x.var(1).float().numpy(), t.var(1).float().numpy(), rtol=2e-2)
+    np.testing.assert_allclose(x.log_softmax(1).float().numpy(),
+                               t.log_softmax(1).float().numpy(), atol=0.07)  # 1 ulp
 
 
 EDGE_POINTS = {

@@ -218,6 +218,11 @@ class CPUBackend(Backend):
 
     # -- reductions ----------------------------------------------------------------------
     def sum(self, x, axes, keepdim):
+        if x.dtype in _LOW_PRECISION:
+            # add up in float32, as PyTorch does: numpy sums bfloat16 element by element
+            # in bfloat16, where 256 + 1 rounds back to 256
+            out = np.add.reduce(x, axis=axes, keepdims=keepdim, dtype=np.float32)
+            return np.asarray(out).astype(x.dtype)
         return np.add.reduce(x, axis=axes, keepdims=keepdim, dtype=x.dtype)
 
     def max(self, x, axes, keepdim):
@@ -230,11 +235,15 @@ class CPUBackend(Backend):
         return np.argmax(x, axis=axis, keepdims=keepdim)
 
     def softmax(self, x, axis):
+        if x.dtype in _LOW_PRECISION:  # float32 inside (see sum), rounded once at the end
+            return self.softmax(x.astype(np.float32), axis).astype(x.dtype)
         e = np.exp(x - np.max(x, axis=axis, keepdims=True))
         e /= e.sum(axis=axis, keepdims=True)
         return e
 
     def log_softmax(self, x, axis):
+        if x.dtype in _LOW_PRECISION:
+            return self.log_softmax(x.astype(np.float32), axis).astype(x.dtype)
         shifted = x - np.max(x, axis=axis, keepdims=True)
         shifted -= np.log(np.exp(shifted).sum(axis=axis, keepdims=True))
         return shifted
