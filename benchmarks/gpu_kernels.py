@@ -25,11 +25,15 @@ except ImportError:  # run from a checkout without installing
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
-def timed(run, sync, iters: int, warmup: int = 1) -> float:
-    """Seconds per call of ``run`` (after ``warmup`` calls), synchronised around."""
-    for _ in range(warmup):
+def timed(run, sync, iters: int, warm_s: float = 0.5) -> float:
+    """Seconds per call of ``run``, synchronised around, after calling it for at least
+    ``warm_s`` seconds (an idle GPU needs that long to raise its clocks)."""
+    t0 = time.perf_counter()
+    while True:
         run()
-    sync()
+        sync()
+        if time.perf_counter() - t0 > warm_s:
+            break
     t0 = time.perf_counter()
     for _ in range(iters):
         run()
@@ -64,7 +68,7 @@ def bench_matmul(be, torch, n: int, iters: int) -> dict:
     t = timed(lambda: be.matmul(ga, gb), be.synchronize, iters)
     res["haelixe_ms"] = t * 1e3
     res["haelixe_tflops"] = flops / t / 1e12
-    t = timed(lambda: a @ b, lambda: None, max(1, iters // 4))
+    t = timed(lambda: a @ b, lambda: None, max(1, iters // 4), warm_s=0.0)
     res["numpy_ms"] = t * 1e3
     res["speedup_vs_numpy"] = res["numpy_ms"] / res["haelixe_ms"]
     if torch is not None:

@@ -1,8 +1,11 @@
 // matmul.wgsl: C[z, m, n] = sum_k A[z, m, k] * B[z, k, n], then an epilogue.
 //
-// Tiles of 64 x 64 outputs per workgroup of 16 x 16 invocations, 4 x 4 outputs each,
-// stepping K by 16 through workgroup memory. A and B are read through their strides, so
-// transposed or sliced operands need no copy; rows/cols past M, N, K read as zero.
+// A workgroup of 16 x 16 invocations computes a 128 x 128 tile of C; each invocation
+// keeps an 8 x 8 block in sixteen vec4 registers (rows 4ty..4ty+3 and 64+4ty..; columns
+// likewise), stepping K by 8 through workgroup memory. Named registers rather than an
+// array keep the accumulators out of local memory on every compiler. A and B are read
+// through their strides, so transposed or sliced operands need no copy; rows, columns and
+// k past M, N, K read as zero and are not written.
 //
 // metadata scalars: [0] M, [1] N, [2] K, [3] A stride along m, [4] A along k,
 // [5] B along k, [6] B along n. Iteration space = the (broadcast) batch dims, one per
@@ -10,25 +13,47 @@
 // n in the extra slot). C is written contiguously as (batch, M, N).
 // ${EPILOGUE} stores `v` (the f32 dot product) for output (m, n) at flat index `ci`.
 
-const BM: i32 = 64;
-const BN: i32 = 64;
-const BK: i32 = 16;
-const TM: i32 = 4;
-const TN: i32 = 4;
+const BM: i32 = 128;
+const BN: i32 = 128;
+const BK: i32 = 8;
 
-var<workgroup> a_tile: array<f32, 1024>;  // [k][m], BK * BM
-var<workgroup> b_tile: array<f32, 1024>;  // [k][n], BK * BN
+var<workgroup> a_tile: array<vec4<f32>, 256>;  // [k][m / 4], BK * BM / 4
+var<workgroup> b_tile: array<vec4<f32>, 256>;  // [k][n / 4], BK * BN / 4
+
+fn a_at(base: i32, m: i32, k: i32) -> f32 {
+    if (m < metadata[0] && k < metadata[2]) {
+        return f32(load_a(base + m * metadata[3] + k * metadata[4]));
+    }
+    return 0.0;
+}
+
+fn b_at(base: i32, k: i32, n: i32) -> f32 {
+    if (k < metadata[2] && n < metadata[1]) {
+        return f32(load_b(base + k * metadata[5] + n * metadata[6]));
+    }
+    return 0.0;
+}
+
+fn emit(z: i32, m: i32, n: i32, v: f32) {
+    let M = metadata[0];
+    let N = metadata[1];
+    if (m < M && n < N) {
+        let ci = (z * M + m) * N + n;
+        ${EPILOGUE}
+    }
+}
+
+fn emit4(z: i32, m: i32, n: i32, v: vec4<f32>) {
+    emit(z, m, n, v.x);
+    emit(z, m, n + 1, v.y);
+    emit(z, m, n + 2, v.z);
+    emit(z, m, n + 3, v.w);
+}
 
 @compute @workgroup_size(16, 16)
 fn matmul(@builtin(workgroup_id) wid: vec3<u32>,
           @builtin(local_invocation_id) lid: vec3<u32>) {
-    let M = metadata[0];
-    let N = metadata[1];
     let K = metadata[2];
-    let a_sm = metadata[3];
-    let a_sk = metadata[4];
-    let b_sk = metadata[5];
-    let b_sn = metadata[6];
     let z = i32(wid.z);
     let bc = coords(z);
     let a_base = op_offset(0, bc);
@@ -37,52 +62,56 @@ fn matmul(@builtin(workgroup_id) wid: vec3<u32>,
     let n0 = i32(wid.x) * BN;
     let tx = i32(lid.x);
     let ty = i32(lid.y);
+    // tile loading: invocation t fills vec4 (t % 32) of row t / 32 of each tile
     let tid = ty * 16 + tx;
+    let lk = tid / 32;
+    let l4 = (tid % 32) * 4;
 
-    var acc: array<f32, 16>;
+    var c0a = vec4<f32>(); var c0b = vec4<f32>();
+    var c1a = vec4<f32>(); var c1b = vec4<f32>();
+    var c2a = vec4<f32>(); var c2b = vec4<f32>();
+    var c3a = vec4<f32>(); var c3b = vec4<f32>();
+    var c4a = vec4<f32>(); var c4b = vec4<f32>();
+    var c5a = vec4<f32>(); var c5b = vec4<f32>();
+    var c6a = vec4<f32>(); var c6b = vec4<f32>();
+    var c7a = vec4<f32>(); var c7b = vec4<f32>();
+
     for (var k0 = 0; k0 < K; k0 += BK) {
-        // 1024 elements of each tile, 4 per invocation
-        for (var t = 0; t < 4; t++) {
-            let e = tid + t * 256;
-            let am = e / BK;
-            let ak = e % BK;
-            let gm = m0 + am;
-            let gk = k0 + ak;
-            var av = 0.0;
-            if (gm < M && gk < K) { av = f32(load_a(a_base + gm * a_sm + gk * a_sk)); }
-            a_tile[ak * BM + am] = av;
-            let bk = e / BN;
-            let bn = e % BN;
-            let hk = k0 + bk;
-            let hn = n0 + bn;
-            var bv = 0.0;
-            if (hk < K && hn < N) { bv = f32(load_b(b_base + hk * b_sk + hn * b_sn)); }
-            b_tile[bk * BN + bn] = bv;
-        }
+        let gk = k0 + lk;
+        let gm = m0 + l4;
+        a_tile[tid] = vec4<f32>(a_at(a_base, gm, gk), a_at(a_base, gm + 1, gk),
+                                a_at(a_base, gm + 2, gk), a_at(a_base, gm + 3, gk));
+        let gn = n0 + l4;
+        b_tile[tid] = vec4<f32>(b_at(b_base, gk, gn), b_at(b_base, gk, gn + 1),
+                                b_at(b_base, gk, gn + 2), b_at(b_base, gk, gn + 3));
         workgroupBarrier();
         for (var kk = 0; kk < BK; kk++) {
-            var ar: array<f32, 4>;
-            var br: array<f32, 4>;
-            for (var i = 0; i < TM; i++) { ar[i] = a_tile[kk * BM + ty * TM + i]; }
-            for (var j = 0; j < TN; j++) { br[j] = b_tile[kk * BN + tx * TN + j]; }
-            for (var i = 0; i < TM; i++) {
-                for (var j = 0; j < TN; j++) {
-                    acc[i * TN + j] = fma(ar[i], br[j], acc[i * TN + j]);
-                }
-            }
+            let a0 = a_tile[kk * 32 + ty];
+            let a1 = a_tile[kk * 32 + 16 + ty];
+            let b0 = b_tile[kk * 32 + tx];
+            let b1 = b_tile[kk * 32 + 16 + tx];
+            c0a = fma(vec4<f32>(a0.x), b0, c0a); c0b = fma(vec4<f32>(a0.x), b1, c0b);
+            c1a = fma(vec4<f32>(a0.y), b0, c1a); c1b = fma(vec4<f32>(a0.y), b1, c1b);
+            c2a = fma(vec4<f32>(a0.z), b0, c2a); c2b = fma(vec4<f32>(a0.z), b1, c2b);
+            c3a = fma(vec4<f32>(a0.w), b0, c3a); c3b = fma(vec4<f32>(a0.w), b1, c3b);
+            c4a = fma(vec4<f32>(a1.x), b0, c4a); c4b = fma(vec4<f32>(a1.x), b1, c4b);
+            c5a = fma(vec4<f32>(a1.y), b0, c5a); c5b = fma(vec4<f32>(a1.y), b1, c5b);
+            c6a = fma(vec4<f32>(a1.z), b0, c6a); c6b = fma(vec4<f32>(a1.z), b1, c6b);
+            c7a = fma(vec4<f32>(a1.w), b0, c7a); c7b = fma(vec4<f32>(a1.w), b1, c7b);
         }
         workgroupBarrier();
     }
 
-    for (var i = 0; i < TM; i++) {
-        let m = m0 + ty * TM + i;
-        for (var j = 0; j < TN; j++) {
-            let n = n0 + tx * TN + j;
-            if (m < M && n < N) {
-                let v = acc[i * TN + j];
-                let ci = (z * M + m) * N + n;
-                ${EPILOGUE}
-            }
-        }
-    }
+    let ma = m0 + 4 * ty;
+    let mb = m0 + 64 + 4 * ty;
+    let na = n0 + 4 * tx;
+    let nb = n0 + 64 + 4 * tx;
+    emit4(z, ma, na, c0a); emit4(z, ma, nb, c0b);
+    emit4(z, ma + 1, na, c1a); emit4(z, ma + 1, nb, c1b);
+    emit4(z, ma + 2, na, c2a); emit4(z, ma + 2, nb, c2b);
+    emit4(z, ma + 3, na, c3a); emit4(z, ma + 3, nb, c3b);
+    emit4(z, mb, na, c4a); emit4(z, mb, nb, c4b);
+    emit4(z, mb + 1, na, c5a); emit4(z, mb + 1, nb, c5b);
+    emit4(z, mb + 2, na, c6a); emit4(z, mb + 2, nb, c6b);
+    emit4(z, mb + 3, na, c7a); emit4(z, mb + 3, nb, c7b);
 }

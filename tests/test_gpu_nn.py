@@ -281,6 +281,22 @@ def test_attention_forward_backward(be, head_dim, causal):
             close(be.to_numpy(g), want, atol=5e-5, msg=f"{name} {msg}")
 
 
+def test_attention_odd_head_dims(be):
+    rng = np.random.default_rng(10)
+    q = rng.standard_normal((3, 9, 6)).astype(np.float32)  # head_dim 6: not a multiple of 4
+    k = rng.standard_normal((3, 11, 6)).astype(np.float32)
+    v = rng.standard_normal((3, 11, 5)).astype(np.float32)  # value dim differs
+    _, out_ref, lse_ref = attention_ref(q, k, v, False, 0.4)
+    out, lse = be.attention(up(be, q), up(be, k), up(be, v), False, 0.4)
+    close(be.to_numpy(out), out_ref, atol=2e-5)
+    close(be.to_numpy(lse), lse_ref, atol=2e-5)
+    gout = rng.standard_normal(out_ref.shape).astype(np.float32)
+    grads = be.attention_backward(up(be, q), up(be, k), up(be, v), out, lse, up(be, gout),
+                                  False, 0.4)
+    for g, want in zip(grads, attention_grads_ref(q, k, v, False, 0.4, gout)):
+        close(be.to_numpy(g), want, atol=5e-5)
+
+
 def test_attention_broadcast_heads_and_large_head_dim(be):
     rng = np.random.default_rng(8)
     q = rng.standard_normal((1, 4, 20, 128)).astype(np.float32)

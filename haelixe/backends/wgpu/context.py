@@ -23,7 +23,7 @@ _REQUIRED_LIMITS = {
     "max-storage-buffers-per-shader-stage": 9,  # attention backward binds 9
     "max-compute-invocations-per-workgroup": 256,
     "max-compute-workgroup-size-x": 256,
-    "max-compute-workgroup-storage-size": 16384,
+    "max-compute-workgroup-storage-size": 32768,  # attention with head_dim 128
 }
 _SOFTWARE_NAMES = ("llvmpipe", "lavapipe", "swiftshader", "softpipe", "basic render", "warp")
 _TYPE_RANK = {"DiscreteGPU": 3, "IntegratedGPU": 2, "VirtualGPU": 1, "Unknown": 1, "CPU": 0}

@@ -9,7 +9,7 @@ from .array import GpuArray
 from .geometry import broadcast_shapes, broadcast_strides, meta_block
 from .shaders import kernel
 
-TILE = 64
+TILE = 128
 _ACTIVATION = {None: None, "gelu": "gelu_erf", "gelu_tanh": "gelu_tanh"}
 
 

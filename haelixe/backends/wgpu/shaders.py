@@ -8,7 +8,8 @@ turns it into a module:
                                     binding with typed accessors (below)
     ``//! include: x.wgsl`` files   helpers shared by a few families (rows.wgsl)
     the family file                 only the ``//! section:`` parts the entry needs, with
-                                    ``${NAME}`` placeholders filled from ``params``
+                                    ``${NAME}`` placeholders filled from ``params`` and
+                                    ``@unroll(NAME)`` lines repeated (see :func:`unroll`)
 
 For a binding named ``x`` the prelude defines ``alias x_t`` (the type kernels compute in:
 f32 for float32/bfloat16, i32 for int32, u32 0/1 for bool) and, by access mode,
@@ -89,7 +90,28 @@ def module_source(file: str, entry: str, bindings: tuple, params: tuple) -> str:
         if line.startswith("//! include:"):
             parts.append(read_shader(line.split(":", 1)[1].strip()))
     parts.append(select_sections(text, entry))
-    return Template("\n".join(parts)).safe_substitute(dict(params))
+    source = unroll("\n".join(parts), dict(params))
+    return Template(source).safe_substitute(dict(params))
+
+
+def unroll(text: str, params: dict) -> str:
+    """Expand ``@unroll(NAME) statement`` lines into ``params[NAME]`` copies of the
+    statement with ``#i`` replaced by 0, 1, ...
+
+    Kernels use it for per-invocation registers (``var q#i = vec4<f32>();``): WGSL arrays
+    in function memory that are indexed in loops end up in slow local memory on some
+    compilers, while named variables stay in registers."""
+    out = []
+    for line in text.splitlines():
+        stripped = line.lstrip()
+        if stripped.startswith("@unroll("):
+            name, stmt = stripped[len("@unroll("):].split(")", 1)
+            indent = line[:len(line) - len(stripped)]
+            out.extend(indent + stmt.strip().replace("#i", str(i))
+                       for i in range(int(params[name])))
+        else:
+            out.append(line)
+    return "\n".join(out)
 
 
 def select_sections(text: str, entry: str) -> str:
