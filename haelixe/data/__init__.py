@@ -6,7 +6,7 @@ from .sine import SineTask, baselines, heldout_set, random_batch, seed_batch
 def __getattr__(name):
     import importlib
 
-    for mod in ("memmap", "loader"):
+    for mod in ("memmap", "loader", "npy", "sine_file"):
         m = importlib.import_module(f".{mod}", __name__)
         if hasattr(m, name):
             return getattr(m, name)
