@@ -66,11 +66,17 @@ def evaluate(model, noisy: np.ndarray, clean: np.ndarray, device, dtype="f32",
 def train(task: str = "random", epochs: int = 100, steps_per_epoch: int = 50,
           device: str = "cpu", dtype: str = "f32", batch_size: int | None = None,
           seed: int = 0, lr_max: float = 1e-3, lr_min: float = 5e-5, progress=None,
-          on_step=None) -> dict:
+          on_step=None, data_path: str | None = None) -> dict:
     """Train and return the result record. ``on_step(step, loss, lr, model)`` is called
-    after every step (the training dashboard hooks in here)."""
+    after every step (the training dashboard hooks in here). ``data_path`` trains on a
+    dataset file written by ``hx.data.write_sine_dataset`` instead of fresh batches."""
     hx.manual_seed(seed)
-    data = SineTask(task, batch_size, seed)
+    if data_path:
+        from .data.sine_file import SineFileTask
+
+        data = SineFileTask(data_path, batch_size or 16, seed)
+    else:
+        data = SineTask(task, batch_size, seed)
     model = Denoiser().to(device)
     if dtype == "bf16":
         model.to(hx.bfloat16)
@@ -130,6 +136,8 @@ def main(argv=None) -> int:
     p.add_argument("--device", choices=["cpu", "gpu"], default="cpu")
     p.add_argument("--dtype", choices=["f32", "bf16"], default="f32")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--data", metavar="PATH", default=None,
+                   help="train from a dataset directory (hx.data.write_sine_dataset)")
     p.add_argument("--json", action="store_true", help="end with one JSON line")
     args = p.parse_args(argv)
 
@@ -149,7 +157,7 @@ def main(argv=None) -> int:
                 bar.set_postfix(loss=f"{loss:.4f}")
 
     result = train(args.task, args.epochs, args.steps_per_epoch, args.device, args.dtype,
-                   args.batch_size, args.seed, progress=progress)
+                   args.batch_size, args.seed, progress=progress, data_path=args.data)
     if bar is not None:
         bar.close()
     result.pop("model")
