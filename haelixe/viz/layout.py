@@ -115,9 +115,12 @@ def render_layout_svg(shape, strides, offset, storage_size, selected=None, *,
     lo, hi = L.extent(shape, strides, offset)
     if storage_size <= MAX_STORAGE:
         s_lo, s_hi = 0, storage_size
-    else:
+    else:  # a window over the cells the view reads, keeping the selected one in it
         s_lo = max(0, min(lo, storage_size - 1) - 8)
-        s_hi = min(storage_size, s_lo + MAX_STORAGE)
+        if sel_pos is not None and not s_lo <= sel_pos < s_lo + MAX_STORAGE:
+            s_lo = max(0, sel_pos - MAX_STORAGE // 2)
+        s_lo = min(s_lo, storage_size - MAX_STORAGE)
+        s_hi = s_lo + MAX_STORAGE
     span = max(s_hi - s_lo, 1)
 
     def color(p):
