@@ -9,9 +9,12 @@ class Storage:
     ``data`` is a 1-D contiguous numpy array on the CPU, or an allocator block (whose
     ``.buffer`` is the wgpu buffer) on the GPU. ``version`` counts in-place writes through
     any view; autograd compares it to catch edits of tensors saved for backward.
+    ``history`` counts the in-place ops that autograd recorded (each gave the written
+    tensor a new grad_fn); a view taken before one of them would still send its
+    gradient to the old history, so its backward compares this count.
     """
 
-    __slots__ = ("data", "device", "dtype", "nbytes", "version", "__weakref__")
+    __slots__ = ("data", "device", "dtype", "nbytes", "version", "history", "__weakref__")
 
     def __init__(self, data, device, dtype, nbytes: int):
         self.data = data
@@ -19,6 +22,7 @@ class Storage:
         self.dtype = dtype
         self.nbytes = nbytes
         self.version = 0
+        self.history = 0
 
     @property
     def size(self) -> int:

@@ -365,6 +365,28 @@ def test_in_place_ops_on_non_leaves_are_differentiable(op, expected):
     assert_close(x.grad, expected(x.detach().numpy()))
 
 
+def test_view_taken_before_a_recorded_in_place_op_refuses_a_stale_gradient():
+    x = randn(2, 3)
+    a = x * 1.0
+    b = a[0]  # a view of a's old values
+    a.mul_(2.0)  # b's values double; its graph does not know
+    with pytest.raises(SavedTensorError, match="Slice: this view was taken before"):
+        b.sum().backward()
+    # taken after the in-place op, the view's gradient is right
+    x2 = randn(2, 3)
+    a2 = x2 * 1.0
+    a2.mul_(2.0)
+    a2[0].sum().backward()
+    assert_close(x2.grad, [[2.0] * 3, [0.0] * 3])
+    # an edit under no_grad does not change a view's derivative: no error
+    w = randn(2, 3)
+    y = w[0].sum()
+    with hx.no_grad():
+        w.add_(1.0)
+    y.backward()
+    assert_close(w.grad, [[1.0] * 3, [0.0] * 3])
+
+
 def test_in_place_on_a_leaf_that_requires_grad_is_refused():
     x = randn(3)
     with pytest.raises(RuntimeError, match="leaf tensor that requires grad"):

@@ -43,6 +43,7 @@ def _rebase(x, result, op):
                            f"in-place target of shape {x.shape}")
     x._be.copy_into(x._data, cast(result, x.dtype)._data)
     x._storage.version += 1
+    x._storage.history += 1
     x.grad_fn = result.grad_fn
     x._requires_grad = result._requires_grad
     return x

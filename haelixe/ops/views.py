@@ -3,10 +3,31 @@ the same Storage. Backward maps the gradient through the inverse of the view."""
 
 from __future__ import annotations
 
+import weakref
+
 import numpy as np
 
 from .. import layout
-from ..autograd.function import Function
+from ..autograd.function import Function, SavedTensorError
+
+
+def _view_of(ctx, x, shape, strides, offset):
+    """x._view(...) for a view op, remembering how many recorded in-place ops had
+    written x's storage when the view was taken (see _check_history)."""
+    storage = x._storage
+    ctx.history = (weakref.ref(storage), storage.history)
+    return x._view(shape, strides, offset)
+
+
+def _check_history(ctx):
+    ref, seen = ctx.history
+    storage = ref()
+    if storage is not None and storage.history != seen:
+        raise SavedTensorError(
+            f"{ctx.name}: this view was taken before an in-place op that autograd "
+            f"recorded on the tensor it views (add_, mul_, ... on a non-leaf); its "
+            f"values changed but its gradient would still flow to the old history. "
+            f"Take the view after the in-place op, or clone() before changing it.")
 
 
 class View(Function):
@@ -15,10 +36,11 @@ class View(Function):
     @staticmethod
     def forward(ctx, x, shape, strides):
         ctx.in_shape = x.shape
-        return x._view(shape, strides, x.offset)
+        return _view_of(ctx, x, shape, strides, x.offset)
 
     @staticmethod
     def backward(ctx, g):
+        _check_history(ctx)
         return reshape(g, ctx.in_shape), None, None
 
 
@@ -74,10 +96,11 @@ class Permute(Function):
     def forward(ctx, x, dims):
         ctx.dims = dims
         shape, strides = layout.permute(x.shape, x.strides, dims)
-        return x._view(shape, strides, x.offset)
+        return _view_of(ctx, x, shape, strides, x.offset)
 
     @staticmethod
     def backward(ctx, g):
+        _check_history(ctx)
         return permute(g, layout.inverse_permutation(ctx.dims)), None
 
 
@@ -92,10 +115,11 @@ class Expand(Function):
     def forward(ctx, x, shape):
         ctx.in_shape = x.shape
         strides = layout.expand(x.shape, x.strides, shape)
-        return x._view(layout.expand_shape(x.shape, shape), strides, x.offset)
+        return _view_of(ctx, x, layout.expand_shape(x.shape, shape), strides, x.offset)
 
     @staticmethod
     def backward(ctx, g):
+        _check_history(ctx)
         return g.sum_to(ctx.in_shape), None
 
 
@@ -108,10 +132,11 @@ class Flip(Function):
     def forward(ctx, x, dims):
         ctx.dims = dims
         shape, strides, offset = layout.flip(x.shape, x.strides, x.offset, dims)
-        return x._view(shape, strides, offset)
+        return _view_of(ctx, x, shape, strides, offset)
 
     @staticmethod
     def backward(ctx, g):
+        _check_history(ctx)
         return flip(g, ctx.dims), None
 
 
@@ -129,10 +154,11 @@ class Slice(Function):
         ctx.in_shape = x.shape
         ctx.key = key
         shape, strides, offset = layout.index(x.shape, x.strides, x.offset, key)
-        return x._view(shape, strides, offset)
+        return _view_of(ctx, x, shape, strides, offset)
 
     @staticmethod
     def backward(ctx, g):
+        _check_history(ctx)
         return SliceBackward.apply(g, ctx.in_shape, ctx.key), None
 
 
@@ -188,10 +214,11 @@ class AsStrided(Function):
     def forward(ctx, x, shape, strides, offset):
         ctx.in_layout = (x.shape, x.strides, x.offset)
         ctx.out_layout = (shape, strides, offset)
-        return x._view(shape, strides, offset)
+        return _view_of(ctx, x, shape, strides, offset)
 
     @staticmethod
     def backward(ctx, g):
+        _check_history(ctx)
         pos_out = storage_positions(*ctx.out_layout).reshape(-1)
         pos_in = storage_positions(*ctx.in_layout)
         if not layout.is_non_overlapping(ctx.in_layout[0], ctx.in_layout[1]):
