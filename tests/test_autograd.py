@@ -395,6 +395,19 @@ def test_in_place_on_a_leaf_that_requires_grad_is_refused():
         x.add_(1.0)  # what optimizers do
 
 
+def test_setitem_while_recording_is_refused_not_silently_detached():
+    x = randn(3)
+    t = hx.zeros(3, dtype=hx.float64)
+    for write in (lambda: t.__setitem__(0, x[0]), lambda: t.__setitem__([0, 1], x[:2])):
+        with pytest.raises(RuntimeError, match="setitem .* is not supported"):
+            write()
+    with pytest.raises(RuntimeError, match="leaf tensor that requires grad"):
+        x[[0]] = 1.0
+    with hx.no_grad():
+        t[[0, 1]] = x[:2]
+    assert_close(t, np.r_[x.detach().numpy()[:2], 0.0])
+
+
 def test_in_place_ops_write_values():
     t = hx.from_numpy(np.arange(4.0))
     t.add_(1.0).mul_(2.0).sub_(hx.ones(4, dtype=hx.float64))
@@ -432,6 +445,7 @@ def test_detect_anomaly_names_the_backward_op():
             y.backward()
     msg = str(e.value)
     assert "backward of Sqrt" in msg and "Inf" in msg
+    assert "the forward of Sqrt was called from" in msg and "test_autograd.py" in msg
 
 
 @pytestmark_fp

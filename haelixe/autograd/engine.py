@@ -135,7 +135,14 @@ def _backward_checked(node, g):
         in_grads = (in_grads,)
     for i, gi in enumerate(in_grads):
         if gi is not None:
-            _check_finite(gi, f"backward of {node.name} (gradient {i})")
+            try:
+                _check_finite(gi, f"backward of {node.name} (gradient {i})")
+            except RuntimeError as e:
+                if not node.trace:
+                    raise
+                # where the forward ran, as recorded under anomaly mode (last frames)
+                raise RuntimeError(f"{e}\nthe forward of {node.name} was called from:\n"
+                                   + "".join(node.trace[-4:])) from None
     return in_grads
 
 

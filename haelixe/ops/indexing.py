@@ -93,13 +93,15 @@ def getitem(x, key):
 
 
 def setitem(x, key, value):
-    from .inplace import copy_
+    from .inplace import _SETITEM_RECORDING, _records_graph, copy_
 
     key = _normalize_key(key)
     if all(_is_basic(k) for k in key):
         target = x._view(*layout.index(x.shape, x.strides, x.offset, key))
         copy_(target, value, through=x)
         return
+    if _records_graph(x, value, "setitem"):  # as the basic-index path refuses it
+        raise RuntimeError(_SETITEM_RECORDING)
     if x.device.type != "cpu":
         raise NotImplementedError("setitem with array indices is CPU-only; use where() "
                                   "or index a CPU copy")

@@ -36,6 +36,12 @@ def _records_graph(x, other, op):
     return True
 
 
+_SETITEM_RECORDING = (
+    "setitem (x[...] = v) while autograd records, with x or v requiring grad, is not "
+    "supported; build the result with cat / where / masked_fill, or assign inside "
+    "`with hx.no_grad():`")
+
+
 def _rebase(x, result, op):
     """Write ``result`` into x's buffer and make it x's history."""
     if result.shape != x.shape:
@@ -115,8 +121,7 @@ def copy_(x, src, through=None):
         src = ew.as_tensor_like(src, x)
     if _records_graph(holder, src, "copy_"):
         if through is not None:
-            raise RuntimeError("setitem on a tensor that requires grad while autograd "
-                               "records is not supported; build the result with cat/where")
+            raise RuntimeError(_SETITEM_RECORDING)
         return _rebase(x, to_device(cast(src, x.dtype), x.device).expand(x.shape) + 0.0,
                        "copy_")
     _check_no_overlap(x, "copy_")
