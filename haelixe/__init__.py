@@ -175,6 +175,9 @@ def chunk(x, chunks, dim=0):
 
 
 def allclose(a, b, rtol=1e-5, atol=1e-8):
+    import builtins
+
     import numpy as np
 
-    return bool(np.allclose(np.asarray(a), np.asarray(b), rtol=rtol, atol=atol))
+    # builtins.bool: this module's `bool` is the dtype hx.bool
+    return builtins.bool(np.allclose(np.asarray(a), np.asarray(b), rtol=rtol, atol=atol))

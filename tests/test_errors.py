@@ -106,6 +106,8 @@ def test_join_errors():
         hx.cat([hx.ones(2, 3), hx.ones(2, 4)], 0)
     with pytest.raises(ValueError, match="non-empty"):
         hx.cat([])
+    with pytest.raises(ValueError, match="zero-dimensional tensors cannot be concatenated"):
+        hx.cat([hx.tensor(1.0), hx.tensor(2.0)])
     with pytest.raises(ValueError, match=r"stack: .*\(2,\) and \(3,\)"):
         hx.stack([hx.ones(2), hx.ones(3)])
     with pytest.raises(ValueError, match="sum to 4"):

@@ -338,3 +338,25 @@ def test_clone_and_contiguous_values(make):
     assert c.storage is not t.storage and c.is_contiguous()
     np.testing.assert_array_equal(c.numpy(), a)
     np.testing.assert_array_equal(t.contiguous().numpy(), a)
+
+
+def test_integer_clamp_with_float_bounds_promotes():
+    assert hx.arange(5).clamp(0.5, 2.5).tolist() == [0.5, 1.0, 2.0, 2.5, 2.5]
+    assert hx.arange(5).clamp(1, 3).dtype is hx.int64
+
+
+def test_bool_index_is_a_mask_not_one():
+    a = np.arange(6.0).reshape(2, 3)
+    t = hx.from_numpy(a)
+    assert t[True].shape == a[True].shape == (1, 2, 3)
+    assert t[False].shape == (0, 2, 3)
+    np.testing.assert_array_equal(t[True, 1].numpy(), a[True, 1])
+
+
+def test_module_level_functions():
+    x = hx.from_numpy(data((3, 4), seed=23))
+    assert hx.allclose(hx.exp(hx.log(abs(x) + 1.0)), abs(x) + 1.0)
+    assert_close(hx.softmax(x, 0), x.softmax(0).numpy())
+    assert_close(hx.clamp(x, -0.1, 0.1), np.clip(x.numpy(), -0.1, 0.1))
+    assert_close(hx.transpose(x, 0, 1), x.numpy().T)
+    assert_close(hx.flip(x, (0,)), x.numpy()[::-1])

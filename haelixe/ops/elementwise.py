@@ -555,6 +555,9 @@ def gelu(x, approximate="none"):
 def clamp(x, lo=None, hi=None):
     if lo is None and hi is None:
         raise ValueError("clamp: at least one of min and max must be given")
+    for bound in (lo, hi):  # a float bound makes an integer tensor float, as in PyTorch
+        if bound is not None and result_type_scalar(x.dtype, bound) is not x.dtype:
+            x = cast(x, result_type_scalar(x.dtype, bound))
     return Clamp.apply(x, lo, hi)
 
 

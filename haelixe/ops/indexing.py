@@ -15,7 +15,9 @@ from .views import Slice
 # -- __getitem__ ---------------------------------------------------------------------------
 
 def _is_basic(k) -> bool:
-    return k is None or k is Ellipsis or isinstance(k, (slice, numbers.Integral))
+    # a bool is an Integral but indexes as a 0-d mask (x[True] adds a dim), not as 1
+    return k is None or k is Ellipsis or isinstance(k, slice) or (
+        isinstance(k, numbers.Integral) and not isinstance(k, bool))
 
 
 def _normalize_key(key):
@@ -238,6 +240,9 @@ def cat(tensors, dim=0):
     if not tensors:
         raise ValueError("cat: expected a non-empty sequence of tensors")
     ref = tensors[0]
+    if any(t.ndim == 0 for t in tensors):
+        raise ValueError("cat: zero-dimensional tensors cannot be concatenated; use stack, "
+                         "or unsqueeze(0) them first")
     dim = layout.normalize_dim(dim, ref.ndim, "cat")
     dt = ref.dtype
     for t in tensors[1:]:
