@@ -157,6 +157,14 @@ def test_gradcheck(name, kind):
     assert gradcheck(fn, inputs, name=name, **extra)
 
 
+@pytest.mark.parametrize("name", [n for n in OPS if n != "to_float32_and_back"])
+def test_gradgradcheck(name):
+    """Second derivatives (create_graph=True through each op's backward)."""
+    fn, specs = OPS[name]
+    inputs = [leaf(values(spec, seed), "flipped") for seed, spec in enumerate(specs)]
+    assert hx.autograd.gradgradcheck(fn, inputs, name=name)
+
+
 def test_gradcheck_reports_a_wrong_derivative():
     class BadSquare(hx.autograd.Function):
         @staticmethod

@@ -206,9 +206,8 @@ def chunk(x, chunks, dim=0):
 class AsStrided(Function):
     """Any layout over the storage, bounds-checked. Backward scatter-adds the gradient
     into the storage cells each output element reads (overlaps accumulate), then reads
-    those cells back through the input's own layout."""
-
-    twice_differentiable = False
+    those cells back through the input's own layout. Both steps are differentiable ops
+    (IndexAdd and Take, each other's adjoint), so second derivatives pass through."""
 
     @staticmethod
     def forward(ctx, x, shape, strides, offset):
@@ -225,13 +224,14 @@ class AsStrided(Function):
             raise RuntimeError("as_strided backward: the input itself overlaps in memory "
                                "(a zero or repeating stride); call .contiguous() on it "
                                "before as_strided")
+        from .indexing import IndexAdd, Take
+
         size = int(max(pos_out.max(initial=0), pos_in.max(initial=0))) + 1
         be = g._be
-        flat_g = g.contiguous().reshape(-1)
-        cells = be.index_add((size,), (be.from_numpy(pos_out.astype(np.int32)),),
-                             flat_g._data)
-        gin = be.take(cells, (be.from_numpy(pos_in.astype(np.int32)),))
-        return Tensor._wrap(gin), None, None, None
+        cells = IndexAdd.apply(g.reshape(-1), (size,),
+                               (be.from_numpy(pos_out.astype(np.int32)),))
+        gin = Take.apply(cells, (be.from_numpy(pos_in.astype(np.int32)),))
+        return gin, None, None, None
 
 
 def storage_positions(shape, strides, offset):
