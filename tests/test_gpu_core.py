@@ -206,6 +206,26 @@ def test_gelu_exact_and_tanh(be):
           atol=1e-6)
 
 
+def test_erf_and_gelu_grad_extras(be):
+    import math
+
+    x = np.linspace(-5, 5, 41).astype(np.float32)
+    close(be.to_numpy(be.erf(be.from_numpy(x))), [math.erf(v) for v in x], atol=2e-7)
+    for approx in ("none", "tanh"):
+        eps = 1e-3
+        xd = x.astype(np.float64)
+        want = (_gelu64(xd + eps, approx) - _gelu64(xd - eps, approx)) / (2 * eps)
+        close(be.to_numpy(be.gelu_grad(be.from_numpy(x), approx)), want, atol=1e-5)
+
+
+def _gelu64(x, approx):
+    import math
+
+    if approx == "tanh":
+        return 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3)))
+    return 0.5 * x * (1 + np.vectorize(math.erf)(x / math.sqrt(2)))
+
+
 BINARY_REF = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide,
               "pow": np.power, "maximum": np.maximum, "minimum": np.minimum}
 

@@ -154,6 +154,15 @@ class WGPU(Backend):
     def gelu(self, x, approximate="none"):
         return ew.unary(self, "gelu_tanh" if approximate == "tanh" else "gelu", x)
 
+    # extras beyond the Backend contract, so that ops need no host round trip
+    def erf(self, x):
+        """Elementwise erf (float32 accurate to about 1e-7)."""
+        return ew.unary(self, "erf", x)
+
+    def gelu_grad(self, x, approximate="none"):
+        """d gelu(x) / dx, elementwise."""
+        return ew.unary(self, "gelu_tanh_deriv" if approximate == "tanh" else "gelu_deriv", x)
+
     def where(self, cond, a, b):
         return ew.where(self, cond, a, b)
 

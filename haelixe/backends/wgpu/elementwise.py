@@ -21,6 +21,8 @@ UNARY_FLOAT = {
     "sigmoid": "sigmoid_f32({x})", "relu": "select({x}, 0.0, {x} < 0.0)",
     "silu": "({x} * sigmoid_f32({x}))", "sin": "sin({x})", "cos": "cos({x})",
     "sign": "sign({x})", "gelu": "gelu_erf({x})", "gelu_tanh": "gelu_tanh({x})",
+    "erf": "erf_f32({x})", "gelu_deriv": "gelu_erf_grad({x})",
+    "gelu_tanh_deriv": "gelu_tanh_grad({x})",
 }
 UNARY_INT = {"neg": "-{x}", "abs": "abs({x})", "sign": "sign({x})", "relu": "max({x}, 0)"}
 UNARY_BOOL = {"abs": "{x}"}
