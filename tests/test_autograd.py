@@ -191,6 +191,23 @@ def test_second_backward_through_freed_graph_is_an_error():
     assert y.grad_fn.saved is None  # the saved tensors were released
 
 
+def test_saved_tensors_are_freed_after_backward_unless_retained():
+    import gc
+    import weakref
+
+    x = randn(3)
+    for retain in (False, True):
+        h = x * 2.0
+        buffer = weakref.ref(h.storage)
+        y = h.exp().sum()  # Exp saves h, nothing else holds it
+        del h
+        gc.collect()
+        assert buffer() is not None
+        y.backward(retain_graph=retain)
+        gc.collect()
+        assert (buffer() is not None) == retain
+
+
 def test_retain_graph_allows_a_second_backward():
     x = randn(3)
     y = (x.exp() * x).sum()
