@@ -163,6 +163,21 @@ def test_from_numpy_keeps_strides_of_a_strided_array():
     assert t.numpy()[0, 1] == -1.0
 
 
+@pytest.mark.parametrize("make_array", [
+    lambda: np.asfortranarray(np.arange(12.0).reshape(3, 4)),
+    lambda: np.asfortranarray(np.arange(12.0).reshape(3, 4))[:, 1:3],
+    lambda: np.arange(24.0).reshape(2, 3, 4).transpose(1, 0, 2)[:, :, ::-1],
+    lambda: np.broadcast_to(np.arange(3.0), (2, 3)),
+    lambda: np.arange(8, dtype=np.float32).view(np.int32)[::2],  # bytes reinterpreted
+    lambda: np.arange(10, dtype=np.float64)[::-3],
+])
+def test_from_numpy_shares_memory_for_any_layout(make_array):
+    a = make_array()
+    t = hx.from_numpy(a)
+    np.testing.assert_array_equal(t.numpy(), a)
+    assert np.shares_memory(t.numpy(), a)
+
+
 def test_numpy_shares_memory_on_cpu():
     t = hx.zeros(2, 3)
     n = t.numpy()

@@ -414,11 +414,13 @@ def storage_for(array: np.ndarray, device, dtype) -> tuple[Storage, tuple, int]:
     root = array
     while isinstance(root.base, np.ndarray):
         root = root.base
-    if (root.flags.c_contiguous and root.dtype == array.dtype
-            and all(s % isz == 0 for s in array.strides)):
+    if root.flags.c_contiguous and all(s % isz == 0 for s in array.strides):
         start = array.__array_interface__["data"][0] - root.__array_interface__["data"][0]
         if start % isz == 0:
             flat = root.reshape(-1)
+            if flat.dtype != array.dtype:  # a view that reinterprets the bytes
+                whole = flat.nbytes // isz * isz
+                flat = flat.view(np.uint8)[:whole].view(array.dtype)
             strides = tuple(s // isz for s in array.strides)
             return Storage(flat, device, dtype, flat.nbytes), strides, start // isz
     if array.flags.f_contiguous or _dense_in_some_order(array):
