@@ -285,3 +285,17 @@ def test_devices():
     assert hx.Device.gpu() == "gpu" and hx.Device.cpu() != hx.Device.gpu()
     with pytest.raises(ValueError, match="unknown device"):
         hx.Device("tpu")
+
+
+def test_to_device_round_trip_keeps_values_and_gradients():
+    try:
+        hx.zeros(1, device="gpu")
+    except Exception as exc:  # no adapter on this machine
+        pytest.skip(f"no GPU adapter: {exc}")
+    x = hx.from_numpy(np.arange(12, dtype=np.float32).reshape(3, 4)).requires_grad_()
+    g = x.T.to("gpu")
+    assert g.device == "gpu" and g.shape == (4, 3)
+    assert g.cpu().tolist() == x.detach().T.tolist()
+    (g * g).sum().backward()
+    assert x.grad.device == "cpu"
+    np.testing.assert_allclose(x.grad.numpy(), 2 * x.detach().numpy())
