@@ -58,7 +58,11 @@ def normalize_dim(dim: int, ndim: int, op: str = "op") -> int:
 
 
 def normalize_dims(dims, ndim: int, op: str = "op") -> tuple:
-    out = tuple(normalize_dim(operator.index(d), ndim, op) for d in dims)
+    out = []
+    for d in dims:  # a plain loop with an in-range fast path: every view op calls this
+        d = operator.index(d)
+        out.append(d if 0 <= d < ndim else normalize_dim(d, ndim, op))
+    out = tuple(out)
     if len(set(out)) != len(out):
         raise ValueError(f"{op}: dims {tuple(dims)} repeat a dim")
     return out

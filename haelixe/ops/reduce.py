@@ -27,15 +27,14 @@ def _keep_shape(shape, dims):
 class Sum(Function):
     @staticmethod
     def forward(ctx, x, dims, keepdim):
-        ctx.in_shape = x.shape
-        ctx.keep_shape = _keep_shape(x.shape, dims)
+        ctx.in_shape, ctx.dims = x.shape, dims
         return x._be.sum(x._data, dims, keepdim)
 
     @staticmethod
     def backward(ctx, g):
-        if g.ndim != len(ctx.keep_shape):  # keepdim=False: put the summed dims back
+        if g.ndim != len(ctx.in_shape):  # keepdim=False: put the summed dims back
             if g.ndim:
-                g = g.reshape(ctx.keep_shape)
+                g = g.reshape(_keep_shape(ctx.in_shape, ctx.dims))
             # (a full reduction's 0-d gradient expands as it is: new dims lead)
         return g.expand(ctx.in_shape), None, None
 
