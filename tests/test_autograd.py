@@ -238,6 +238,23 @@ def test_grad_with_grad_outputs():
     assert_close(g, [2.0, 4.0, 6.0])
 
 
+def test_custom_function_with_a_wrong_gradient_shape_is_named():
+    class BadSum(hx.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x._be.sum(x._data, (0,), False)
+
+        @staticmethod
+        def backward(ctx, g):
+            return g  # forgot to expand back to the input's shape
+
+    x = randn(2, 3)
+    with pytest.raises(RuntimeError, match=r"backward of BadSum returned a gradient of "
+                                           r"shape \(3,\) for input 0, but that input "
+                                           r"\(made by MulScalar\) has shape \(2, 3\)"):
+        BadSum.apply(x * 2.0).sum().backward()
+
+
 # -- second derivatives --------------------------------------------------------------------
 
 def second_derivative(f, x):

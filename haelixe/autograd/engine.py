@@ -111,6 +111,8 @@ def run_backward(roots, grads, retain_graph=False, create_graph=False, capture=N
                 if nxt is None:
                     continue
                 if gi is not None:
+                    if nxt.meta is not None and gi.shape != nxt.meta[0]:
+                        _wrong_shape(node, nxt, gi)
                     prev = pending.get(nxt)
                     pending[nxt] = gi if prev is None else prev + gi
                 left = deps[nxt] - 1
@@ -120,6 +122,15 @@ def run_backward(roots, grads, retain_graph=False, create_graph=False, capture=N
     finally:
         STATE.grad_enabled = prev_mode
     return capture
+
+
+def _wrong_shape(node, nxt, gi):
+    # Caught here, a bad backward (a custom Function's, say) names itself; let through,
+    # it would broadcast silently in the next node or fail there under another name.
+    i = next(k for k, n in enumerate(node.next) if n is nxt)
+    raise RuntimeError(f"backward of {node.name} returned a gradient of shape {gi.shape} "
+                       f"for input {i}, but that input (made by {nxt.name}) has shape "
+                       f"{nxt.meta[0]}")
 
 
 def _backward_checked(node, g):

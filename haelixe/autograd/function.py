@@ -40,6 +40,7 @@ class Node:
 
     __slots__ = ()
     is_accumulate = False
+    meta = None  # a Function's output (shape, dtype, device); None for a leaf's sink
 
     @property
     def name(self) -> str:
