@@ -7,7 +7,6 @@ import numbers
 import numpy as np
 
 from . import dtype as dt
-from .backends.cpu import storage_for
 from .device import CPU, as_device, backend_for
 from .dtype import as_dtype
 from .random import generator
@@ -68,12 +67,8 @@ def from_numpy(array: np.ndarray) -> Tensor:
     """A CPU tensor sharing memory with ``array`` (its strides and offset included)."""
     if not isinstance(array, np.ndarray):
         raise TypeError(f"from_numpy expects a numpy.ndarray, got {type(array).__name__}")
-    d = dt.from_numpy(array.dtype)
-    t = Tensor._wrap(array)
-    if not array.flags.c_contiguous:
-        t._storage, strides, offset = storage_for(array, CPU, d)
-        t._layout = None if strides is None else (strides, offset)
-    return t
+    dt.from_numpy(array.dtype)  # refuses dtypes Haelixe lacks, naming the fix
+    return Tensor._wrap(array)  # (which shares a strided array's buffer: storage_for)
 
 
 def _shape(size) -> tuple:
