@@ -99,8 +99,29 @@ def test_gather_copies_in_the_given_order(tmp_path):
     np.testing.assert_array_equal(gx.numpy(), x[idx])
     np.testing.assert_array_equal(gy.numpy(), y[idx])
     assert not np.shares_memory(gx.numpy(), ds.arrays["inputs"])
-    gx2, gy2 = ds.gather(idx, guard=hx.data.ResidentGuard(1))  # pieces, released between
-    np.testing.assert_array_equal(gx2.numpy(), x[idx])
+
+
+def test_bounded_dataset_reads_gathers_past_the_mapping(tmp_path):
+    x = np.random.default_rng(0).standard_normal((500, 3)).astype(ml_dtypes.bfloat16)
+    y = np.arange(500)
+    write_dataset(tmp_path / "ds", inputs=x, targets=y)
+    ds = MemmapDataset(tmp_path / "ds", max_resident_bytes=1024)
+    assert ds.bounded and not MemmapDataset(tmp_path / "ds").bounded
+    idx = np.array([7, 8, 9, 10, 499, 0, 1, -1, 250, 250, 3])  # runs, repeats, negative
+    gx, gy = ds.gather(idx)
+    assert gx.dtype is hx.bfloat16
+    np.testing.assert_array_equal(gx.numpy().view(np.uint16), x[idx].view(np.uint16))
+    np.testing.assert_array_equal(gy.numpy(), y[idx])
+    assert ds.gather(np.array([], np.int64))[1].shape == (0,)
+    with pytest.raises(IndexError, match="index out of range for 500 samples"):
+        ds.gather([3, 500])
+    # views are counted: past the bound the mapping is dropped before the next batch
+    ds.slice(0, 10)
+    assert 0 < ds.resident_bound <= 2 * (2 << 20)
+    ds.release()
+    assert ds.resident_bound == 0
+    np.testing.assert_array_equal(ds.slice(5, 9)[1].numpy(), y[5:9])
+    ds.close()
 
 
 def test_writer_appends_by_position_or_name_and_publishes_atomically(tmp_path):

@@ -36,14 +36,13 @@ SCRIPT = textwrap.dedent("""
         for k in range(n // chunk):
             ids = np.arange(k * chunk, (k + 1) * chunk)
             w.append(np.broadcast_to(ids[:, None].astype(np.float32), (chunk, row)), ids)
-    ds = MemmapDataset(path)
-    limit = resident_mib << 20
+    ds = MemmapDataset(path, max_resident_bytes=resident_mib << 20)
     ok, count = True, 0
-    for x, y in DataLoader(ds, 256, max_resident_bytes=limit):
+    for x, y in DataLoader(ds, 256):
         ok &= bool(np.array_equal(x.numpy().mean(axis=1), y.numpy()))  # touches every page
         count += len(y)
     seen = np.zeros(n, bool)
-    for x, y in DataLoader(ds, 64, shuffle=True, seed=0, max_resident_bytes=limit):
+    for x, y in DataLoader(ds, 64, shuffle=True, seed=0):
         ok &= bool(np.array_equal(x.numpy()[:, -1], y.numpy()))
         seen[y.numpy()] = True
     print(json.dumps({"base": base, "peak": status("VmHWM"), "file": ds.nbytes, "ok": ok,

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import queue
 import threading
+from collections import deque
 
 import numpy as np
 
 from ..creation import from_numpy
 from ..random import generator
-from .memmap import ResidentGuard
 
 
 class DataLoader:
@@ -26,14 +26,14 @@ class DataLoader:
     - The order of epoch ``e`` depends only on (``seed``, ``e``): each pass over the
       loader is the next epoch, with a new order. ``seed=None`` draws a seed from
       Haelixe's generator, so ``hx.manual_seed`` fixes it too.
-    - ``prefetch`` batches are prepared ahead on a background thread (gathered, or for
-      views asked from the disk with MADV_WILLNEED); 0 reads in the caller's thread.
-      An exception there is raised in the caller by the next ``next()``; an abandoned
-      iterator stops its thread.
-    - ``max_resident_bytes`` bounds the memory a memory-mapped dataset's pages take in
-      this process: when its file-backed resident size has grown past the bound the
-      pages already consumed are dropped (they are re-read if touched again). None
-      leaves it to the kernel, which reclaims them only under memory pressure.
+    - ``prefetch`` batches are prepared ahead. Gathered batches are built on a
+      background thread (a bounded queue); an exception there is raised in the caller
+      by the next ``next()``, and an abandoned iterator stops its thread. Views need
+      no work, so for them the loader only asks the kernel to start reading the next
+      ``prefetch`` batches from disk (MADV_WILLNEED), without a thread. 0 prefetches
+      nothing.
+    - A MemmapDataset bounds its own resident pages (its ``max_resident_bytes``), so
+      iterating a file larger than RAM keeps the process's memory flat.
     - ``state_dict()`` / ``load_state_dict()`` record and restore the position (epoch
       and batch) so an interrupted run continues with exactly the batches it would have
       seen.
@@ -43,8 +43,7 @@ class DataLoader:
     """
 
     def __init__(self, dataset, batch_size: int, shuffle: bool = False,
-                 drop_last: bool = False, seed: int | None = None, prefetch: int = 2, *,
-                 max_resident_bytes: int | None = 256 << 20):
+                 drop_last: bool = False, seed: int | None = None, prefetch: int = 2):
         if int(batch_size) < 1:
             raise ValueError(f"DataLoader: batch_size must be >= 1, got {batch_size}")
         if int(prefetch) < 0:
@@ -55,7 +54,6 @@ class DataLoader:
         self.drop_last = bool(drop_last)
         self.seed = int(generator().integers(2**63)) if seed is None else int(seed)
         self.prefetch = int(prefetch)
-        self.max_resident_bytes = max_resident_bytes
         self._next_epoch = 0  # the epoch a fresh iteration runs
         self._resume = None  # (epoch, batch) set by load_state_dict
         self._cursor = (0, 0)  # (epoch, batches consumed in it)
@@ -129,22 +127,13 @@ class DataLoader:
         self._resume = self._cursor = (epoch, batch)
         self._next_epoch = epoch
 
-    # -- the work behind one batch (runs on the prefetch thread) ----------------------
-    def _work(self, job, guard):
+    def _make(self, job):
+        """The batch a job describes, copied (runs on the prefetch thread): gathered
+        indices, or consecutive items of a dataset that has no ``slice``."""
         ds = self.dataset
         if isinstance(job, slice):
-            if hasattr(ds, "prefetch"):
-                ds.prefetch(job.start, job.stop)
-            return job
-        if not hasattr(ds, "gather"):
-            return _stack_items(ds, job)
-        return ds.gather(job) if guard is None else ds.gather(job, guard=guard)
-
-    def _slice(self, job):
-        ds = self.dataset
-        if hasattr(ds, "slice"):
-            return ds.slice(job.start, job.stop)
-        return _stack_items(ds, range(job.start, job.stop))
+            return _stack_items(ds, range(job.start, job.stop))
+        return ds.gather(job) if hasattr(ds, "gather") else _stack_items(ds, job)
 
     def __repr__(self) -> str:
         return (f"DataLoader({self.dataset!r}, batch_size={self.batch_size}, "
@@ -175,9 +164,9 @@ class _Failure:
         self.exc = exc
 
 
-def _produce(jobs, work, out: queue.Queue, stop: threading.Event) -> None:
-    """The prefetch thread: do each job and queue its result, until done or stopped.
-    It holds no reference to the iterator, so dropping the iterator stops it."""
+def _produce(batches, out: queue.Queue, stop: threading.Event) -> None:
+    """The prefetch thread: make each batch and queue it, until done or stopped. It
+    holds no reference to the iterator, so dropping the iterator stops it."""
 
     def put(item) -> bool:
         while not stop.is_set():
@@ -189,8 +178,8 @@ def _produce(jobs, work, out: queue.Queue, stop: threading.Event) -> None:
         return False
 
     try:
-        for job in jobs:
-            if stop.is_set() or not put(work(job)):
+        for batch in batches:
+            if stop.is_set() or not put(batch):
                 return
         put(_END)
     except BaseException as e:  # noqa: BLE001 (re-raised in the consumer)
@@ -203,30 +192,23 @@ class _BatchIterator:
     def __init__(self, loader: DataLoader, epoch: int, start: int):
         self._loader, self._epoch, self._index = loader, epoch, start
         self._done = False
-        self._seq_guard = self._gather_guard = None
-        guard = None
-        if loader.max_resident_bytes is not None and getattr(loader.dataset, "mapped", False):
-            guard = ResidentGuard.create(loader.max_resident_bytes)
-        if loader.shuffle:
-            self._gather_guard = guard
-        else:
-            self._seq_guard, self._released_to = guard, 0
-        jobs = loader._jobs(epoch, start)
-        gg = self._gather_guard
-
-        def work(job):
-            return loader._work(job, gg)
-
         self._thread = None
-        if loader.prefetch > 0:
+        ds = loader.dataset
+        jobs = loader._jobs(epoch, start)
+        self._views = not loader.shuffle and hasattr(ds, "slice")
+        if self._views:
+            # consecutive samples as views: nothing to prepare but the disk reads
+            self._slices, self._ahead = jobs, deque()
+            self._advise = getattr(ds, "prefetch", None)
+        elif loader.prefetch > 0:
             self._queue = queue.Queue(maxsize=loader.prefetch)
             self._stop = threading.Event()
-            self._thread = threading.Thread(target=_produce, name="haelixe-dataloader",
-                                            args=(jobs, work, self._queue, self._stop),
-                                            daemon=True)
+            self._thread = threading.Thread(
+                target=_produce, name="haelixe-dataloader", daemon=True,
+                args=((loader._make(job) for job in jobs), self._queue, self._stop))
             self._thread.start()
         else:
-            self._jobs, self._work = jobs, work
+            self._batches = (loader._make(job) for job in jobs)
 
     def __iter__(self) -> _BatchIterator:
         return self
@@ -234,13 +216,25 @@ class _BatchIterator:
     def __len__(self) -> int:
         return len(self._loader) - self._index
 
+    def _next_view(self):
+        # keep the next `prefetch` batches on their way from the disk
+        while len(self._ahead) <= self._loader.prefetch:
+            job = next(self._slices, None)
+            if job is None:
+                break
+            if self._advise is not None:
+                self._advise(job.start, job.stop)
+            self._ahead.append(job)
+        if not self._ahead:
+            return _END
+        job = self._ahead.popleft()
+        return self._loader.dataset.slice(job.start, job.stop)
+
     def _next_item(self):
+        if self._views:
+            return self._next_view()
         if self._thread is None:
-            try:
-                job = next(self._jobs)
-            except StopIteration:
-                return _END
-            return self._work(job)
+            return next(self._batches, _END)
         while True:
             try:
                 return self._queue.get(timeout=0.1)
@@ -252,30 +246,21 @@ class _BatchIterator:
     def __next__(self):
         if self._done:
             raise StopIteration
-        item = self._next_item()
+        try:
+            item = self._next_item()
+        except BaseException:
+            self.close()
+            raise
         if item is _END:
-            self._done = True
             self._loader._cursor = (self._epoch + 1, 0)
             self.close()
             raise StopIteration
         if isinstance(item, _Failure):
-            self._done = True
             self.close()
             raise item.exc
-        if isinstance(item, slice):
-            lo = item.start
-            batch = self._loader._slice(item)
-            g = self._seq_guard
-            if g is not None and g.over():
-                # Everything before this batch has been handed out; drop its pages.
-                self._loader.dataset.release(self._released_to, lo)
-                self._released_to = lo
-                g.reset()
-        else:
-            batch = item
         self._index += 1
         self._loader._cursor = (self._epoch, self._index)
-        return batch
+        return item
 
     def close(self) -> None:
         """Stop the prefetch thread (an abandoned iterator does this when collected)."""

@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import mmap
 import os
+import threading
 
 import numpy as np
 
@@ -77,11 +78,20 @@ class ArrayDataset:
 
     def slice(self, start: int, stop: int) -> tuple:
         """Samples ``start:stop`` of every field, as zero-copy views."""
-        return tuple(self.tensors[n][start:stop] for n in self.fields)
+        start, stop, _ = slice(start, stop).indices(self.length)
+        stop = max(start, stop)
+        out = []
+        for n in self.fields:
+            t = self.tensors[n]
+            inner = t.strides[0]
+            # a direct view: half the cost of t[start:stop], and the same Storage
+            out.append(t._view((stop - start,) + t.shape[1:], t.strides,
+                               t.offset + start * inner))
+        return tuple(out)
 
-    def gather(self, indices, guard: ResidentGuard | None = None) -> tuple:
+    def gather(self, indices) -> tuple:
         """The samples at ``indices`` of every field, copied into fresh tensors (in the
-        order given). ``guard`` matters only for memory-mapped data."""
+        order given)."""
         idx = np.asarray(indices)
         return tuple(from_numpy(np.take(self.arrays[n], idx, axis=0)) for n in self.fields)
 
@@ -98,8 +108,8 @@ class ArrayDataset:
     def prefetch(self, start: int, stop: int) -> None:
         """Start reading samples ``start:stop`` in the background."""
 
-    def release(self, start: int = 0, stop: int | None = None) -> None:
-        """Let go of the resident memory behind samples ``start:stop``."""
+    def release(self) -> None:
+        """Let go of the resident memory behind the data."""
 
     def __repr__(self) -> str:
         fields = ", ".join(f"{n}: {a.shape[1:]} {a.dtype}" for n, a in self.arrays.items())
@@ -114,11 +124,23 @@ class MemmapDataset(ArrayDataset):
     views whose Storage is the mapping itself; they are read-only unless the dataset was
     opened with ``writable=True`` (then writes go to the file): ``clone()`` a batch to
     modify it. ``path`` may also be a single .npy file (one field, "inputs").
+
+    ``max_resident_bytes`` bounds the memory the mapping's pages take in this process
+    when the data is larger than it (None: no bound, the kernel reclaims such pages only
+    under memory pressure):
+
+    - views (``slice``, ``ds[i]``) are counted as they are handed out, and when they
+      could map more than the bound the mapping's pages are dropped (:meth:`release`),
+      to be read back from the page cache or disk if touched again;
+    - ``gather`` reads the chosen samples with pread(2) instead of through the mapping:
+      one touch of a random sample can map a whole 2 MiB page-cache folio, so random
+      batches through the mapping would fill the bound after a few dozen samples.
     """
 
     mapped = True
 
-    def __init__(self, path, writable: bool = False):
+    def __init__(self, path, writable: bool = False,
+                 max_resident_bytes: int | None = 256 << 20):
         self.path = os.path.abspath(os.fspath(path))
         specs, self._manifest_length, self.meta = _read_layout(self.path)
         arrays, self._maps, self._headers = [], {}, {}
@@ -131,98 +153,180 @@ class MemmapDataset(ArrayDataset):
             arrays.append(flat.reshape(header.shape))
             self._maps[name], self._headers[name] = mm, header
         super().__init__(*arrays, names=tuple(specs))
+        self.max_resident_bytes = max_resident_bytes
+        self._rows = {n: a[:1].nbytes for n, a in self.arrays.items()}
+        mapped = sum(len(mm) for mm in self._maps.values())
+        # Smaller data than the bound can never pass it: no counting, no pread.
+        self.bounded = max_resident_bytes is not None and mapped > max_resident_bytes
+        self._touch = {n: _TouchedRegions(len(mm)) for n, mm in self._maps.items()}
+        self._lock = threading.Lock()  # slice (caller) and gather (prefetch thread)
+        self._fds = {}
+        if self.bounded:
+            for n in self.fields:
+                self._fds[n] = os.open(self._headers[n].path, os.O_RDONLY)
 
-    def _advise(self, advice, start: int, stop: int | None) -> None:
-        stop = self.length if stop is None else min(stop, self.length)
-        if start >= stop:
+    # -- views, counted --------------------------------------------------------------
+    def _charge(self, start: int, stop: int) -> None:
+        """Count the 2 MiB regions samples ``start:stop`` span; drop the mapping first
+        when the count would pass ``max_resident_bytes``."""
+        if not self.bounded:
             return
-        page = mmap.PAGESIZE
-        for name, mm in self._maps.items():
-            row = self.arrays[name][:1].nbytes
-            off = self._headers[name].offset
-            lo = (off + start * row) // page * page
-            hi = min(-(-(off + stop * row) // page) * page, len(mm))
-            if hi > lo:
-                mm.madvise(advice, lo, hi - lo)
+        spans = {}
+        for n, row in self._rows.items():
+            off = self._headers[n].offset
+            spans[n] = ((off + start * row) >> _REGION_SHIFT,
+                        (off + max(stop * row - 1, start * row) >> _REGION_SHIFT) + 1)
+        with self._lock:
+            after = sum(t.bound(t.fresh(*spans[n])) for n, t in self._touch.items())
+            if after > self.max_resident_bytes and any(t.count for t in self._touch.values()):
+                self._release_locked()
+            for n, t in self._touch.items():
+                t.mark(*spans[n])
 
-    def gather(self, indices, guard: ResidentGuard | None = None) -> tuple:
-        """The samples at ``indices`` of every field, copied into fresh tensors (in the
-        order given).
+    def __getitem__(self, i):
+        out = super().__getitem__(i)
+        self._charge(i % self.length, i % self.length + 1)
+        return out
 
-        With a ``guard`` the copy goes in pieces, and whenever this process's mapped
-        file pages have grown past the guard's bound the mapping's pages are dropped:
-        one touch of a random sample can map a whole large page-cache folio (up to
-        2 MiB), so a single unchecked batch could map far more than its own size.
-        """
-        idx = np.asarray(indices)
-        if guard is None:
+    def slice(self, start: int, stop: int) -> tuple:
+        out = super().slice(start, stop)
+        self._charge(*slice(start, stop).indices(self.length)[:2])
+        return out
+
+    slice.__doc__ = ArrayDataset.slice.__doc__
+
+    # -- gathers, read past the mapping when bounded ---------------------------------
+    def gather(self, indices) -> tuple:
+        """The samples at ``indices`` (1-D) of every field, copied into fresh tensors
+        (in the order given); read with pread(2) when the dataset is ``bounded``."""
+        idx = np.asarray(indices).reshape(-1)
+        if not self.bounded:
             return super().gather(idx)
-        piece = guard.samples_per_check
         outs = []
-        for name in self.fields:
-            src = self.arrays[name]
-            out = np.empty((len(idx),) + src.shape[1:], src.dtype)
-            for lo in range(0, len(idx), piece):
-                np.take(src, idx[lo:lo + piece], axis=0, out=out[lo:lo + piece])
-                if guard.over():
-                    self.release()  # the copies made so far do not depend on the mapping
-                    guard.reset()
+        for n in self.fields:
+            a = self.arrays[n]
+            out = np.empty((len(idx),) + a.shape[1:], a.dtype)
+            _pread_rows(self._fds[n], self._headers[n], self._rows[n], idx,
+                        out.reshape(len(idx), self._rows[n] // a.itemsize).view(np.uint8),
+                        self.length)
             outs.append(from_numpy(out))
         return tuple(outs)
 
     def prefetch(self, start: int, stop: int) -> None:
         """Ask the kernel to read samples ``start:stop`` ahead (MADV_WILLNEED): the disk
-        reads overlap the work on earlier batches, and nothing is copied."""
-        if hasattr(mmap, "MADV_WILLNEED"):
-            self._advise(mmap.MADV_WILLNEED, start, stop)
+        reads overlap the work on earlier batches, and nothing is copied or mapped."""
+        stop = min(stop, self.length)
+        if start >= stop or not hasattr(mmap, "MADV_WILLNEED"):
+            return
+        page = mmap.PAGESIZE
+        for n, mm in self._maps.items():
+            off, row = self._headers[n].offset, self._rows[n]
+            lo = (off + start * row) // page * page
+            hi = min(off + stop * row, len(mm))
+            if hi > lo:
+                mm.madvise(mmap.MADV_WILLNEED, lo, hi - lo)
 
-    def release(self, start: int = 0, stop: int | None = None) -> None:
-        """Drop this process's resident pages of samples ``start:stop`` (MADV_DONTNEED).
+    def release(self) -> None:
+        """Drop this process's resident pages of the mapping (MADV_DONTNEED).
 
-        Safe at any time, even for batches still in use: the mapping is shared and
-        file-backed, so a later touch reads the page back from the page cache or disk.
-        The DataLoader calls this to keep resident memory bounded.
+        Safe at any time, even with batches still in use: the mapping is shared and
+        file-backed, so a later touch reads the page back from the page cache or disk
+        (a writable mapping's changes are in the page cache, not lost).
         """
+        with self._lock:
+            self._release_locked()
+
+    def _release_locked(self) -> None:
         if hasattr(mmap, "MADV_DONTNEED"):
-            self._advise(mmap.MADV_DONTNEED, start, stop)
+            for mm in self._maps.values():
+                if len(mm):
+                    mm.madvise(mmap.MADV_DONTNEED, 0, len(mm))
+        for t in self._touch.values():
+            t.clear()
+
+    @property
+    def resident_bound(self) -> int:
+        """When ``bounded``: an upper bound on the bytes of the mapping resident in this
+        process because of the views handed out since the last release."""
+        return sum(t.bound() for t in self._touch.values())
+
+    def close(self) -> None:
+        """Close the descriptors used by gather (the mapping lives as long as any view)."""
+        fds, self._fds, self.bounded = self._fds, {}, False
+        for fd in fds.values():
+            os.close(fd)
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001 (interpreter teardown)
+            pass
 
     def __repr__(self) -> str:
         return super().__repr__()[:-1] + f"; {self.path})"
 
 
-class ResidentGuard:
-    """Watches this process's file-backed resident memory (the ``shared`` column of
-    /proc/self/statm: mapped file and shmem pages) for growth past ``limit`` bytes
-    since the last :meth:`reset`. The DataLoader uses one to decide when to call
-    ``MemmapDataset.release``."""
+def _preadv(fd: int, view: memoryview, pos: int) -> int:
+    if hasattr(os, "preadv"):
+        return os.preadv(fd, [view], pos)  # straight into the batch, no copy
+    data = os.pread(fd, len(view), pos)
+    view[:len(data)] = data
+    return len(data)
 
-    LARGEST_FAULT = 2 << 20  # the most one page fault maps (a PMD-sized folio)
 
-    def __init__(self, limit: int):
-        self.limit = int(limit)
-        # how many random samples may be touched between checks and stay within limit/2
-        self.samples_per_check = max(1, self.limit // (2 * self.LARGEST_FAULT))
-        self.base = self.resident()
+def _pread_rows(fd: int, header, row: int, idx: np.ndarray, out: np.ndarray,
+                length: int) -> None:
+    """Read rows ``idx`` (row bytes each, after the header) into the rows of ``out``
+    (uint8, one row per index), one system call per run of consecutive indices."""
+    if len(idx) == 0 or row == 0:
+        return
+    if idx.min() < -length or idx.max() >= length:
+        raise IndexError(f"MemmapDataset.gather: index out of range for {length} samples "
+                         f"(got {idx.min()}..{idx.max()})")
+    idx = np.where(idx < 0, idx + length, idx)
+    cuts = np.flatnonzero(np.diff(idx) != 1) + 1
+    starts, ends = np.r_[0, cuts].tolist(), np.r_[cuts, len(idx)].tolist()
+    for s, e, first in zip(starts, ends, idx[starts].tolist()):
+        view, pos = memoryview(out[s:e]).cast("B"), header.offset + first * row
+        while len(view):
+            got = _preadv(fd, view, pos)
+            if got == 0:
+                raise NpyFormatError(f"MemmapDataset.gather: {header.path} ended at byte "
+                                     f"{pos}; it was truncated while open")
+            view, pos = view[got:], pos + got
 
-    @staticmethod
-    def resident() -> int:
-        with open("/proc/self/statm", "rb") as f:
-            return int(f.read().split()[2]) * mmap.PAGESIZE
 
-    @classmethod
-    def create(cls, limit: int) -> ResidentGuard | None:
-        """A guard, or None where there is no procfs (the kernel's reclaim then bounds
-        the mapping's memory, under pressure only)."""
-        try:
-            return cls(limit)
-        except (OSError, ValueError, IndexError):
-            return None
+# A touch maps at most the naturally aligned 2 MiB around it: the largest page-cache folio
+# one fault maps (the 64 KiB fault-around window lies inside it too). So the resident part
+# of a mapping is at most 2 MiB times the number of 2 MiB regions touched.
+_REGION_SHIFT = 21
+_REGION = 1 << _REGION_SHIFT
 
-    def over(self) -> bool:
-        return self.resident() - self.base > self.limit
 
-    def reset(self) -> None:
-        self.base = self.resident()
+class _TouchedRegions:
+    """Which 2 MiB regions of one mapping were touched since the last release (a
+    bytearray: slicing and counting it stay in C, a few hundred ns per batch)."""
+
+    def __init__(self, size: int):
+        self.size = size
+        self.mask = bytearray((size >> _REGION_SHIFT) + 1)
+        self.count = 0
+
+    def fresh(self, lo: int, hi: int) -> int:
+        """How many of regions ``lo:hi`` are not touched yet."""
+        return self.mask.count(0, lo, hi)
+
+    def mark(self, lo: int, hi: int) -> None:
+        self.count += self.mask.count(0, lo, hi)
+        self.mask[lo:hi] = b"\x01" * (hi - lo)
+
+    def bound(self, extra: int = 0) -> int:
+        return min((self.count + extra) << _REGION_SHIFT, self.size)
+
+    def clear(self) -> None:
+        if self.count:
+            self.mask = bytearray(len(self.mask))
+            self.count = 0
 
 
 def _read_layout(path: str):
