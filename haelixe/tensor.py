@@ -217,9 +217,7 @@ class Tensor:
         return self
 
     def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
-        from .autograd.api import backward
-
-        backward([self], None if gradient is None else [gradient], retain_graph,
+        _autograd_api.backward([self], None if gradient is None else [gradient], retain_graph,
                  create_graph, inputs)
 
     def register_hook(self, fn):
@@ -726,5 +724,6 @@ def _shape_args(args) -> tuple:
 
 
 # The ops need the Tensor class, so they are imported after it.
+from .autograd import api as _autograd_api  # noqa: E402
 from .ops import convert, indexing, inplace, linalg, reduce, views  # noqa: E402
 from .ops import elementwise as ew  # noqa: E402

@@ -7,8 +7,6 @@ from .function import _edge
 
 
 def _roots(tensors, grad_tensors, op):
-    from ..tensor import Tensor
-
     if isinstance(tensors, Tensor):
         tensors = [tensors]
     if grad_tensors is None:
@@ -55,8 +53,6 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
 def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False,
          allow_unused=False):
     """Gradients of ``outputs`` with respect to ``inputs``, returned (not accumulated)."""
-    from ..tensor import Tensor
-
     if retain_graph is None:
         retain_graph = create_graph
     single = isinstance(inputs, Tensor)
@@ -127,3 +123,6 @@ def retain_grad(t) -> None:
             owner.grad = g.detach() if owner.grad is None else owner.grad + g.detach()
 
     register_hook(t, keep)
+
+
+from ..tensor import Tensor  # noqa: E402  (imported last, as the ops modules do)
