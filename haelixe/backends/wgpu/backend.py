@@ -70,8 +70,8 @@ class WGPU(Backend):
     def empty(self, shape, dtype, tag=None):
         """Uninitialised C-contiguous array. ``tag`` None or "activation" takes the tag of
         the enclosing ``memory.tagged`` block."""
-        dt = gd.check_dtype(np.dtype(dtype) if not hasattr(dtype, "np") else dtype.np,
-                            "empty")
+        dt = gd.storage_dtype(np.dtype(dtype) if not hasattr(dtype, "np") else dtype.np,
+                              "empty")
         shape = tuple(int(n) for n in shape)
         n = math.prod(shape)
         block = self.allocator.allocate(gd.nbytes_physical(dt, n),
@@ -92,7 +92,7 @@ class WGPU(Backend):
         self.dispatcher.dispatch(spec, [out.buffer], [words, word], grid(-(-words // 256)))
 
     def arange(self, start, stop, step, dtype):
-        dt = gd.check_dtype(np.dtype(dtype), "arange")
+        dt = gd.storage_dtype(np.dtype(dtype), "arange")
         n = max(0, math.ceil((stop - start) / step))
         out = self.empty((n,), dt)
         if n == 0:
@@ -110,9 +110,10 @@ class WGPU(Backend):
         return out
 
     def from_numpy(self, array, tag=None):
-        """Upload a copy of ``array``. float64 / int64 raise TypeError: cast them to
-        float32 / int32 first (WGSL has no 64-bit types)."""
-        a = np.asarray(array)
+        """Upload a copy of ``array``. int64 is narrowed to int32 (OverflowError when a
+        value does not fit); float64 raises TypeError: cast it to float32 first (WGSL has
+        no 64-bit types)."""
+        a = gd.narrow(np.asarray(array), "from_numpy")
         gd.check_dtype(a.dtype, "from_numpy")
         if not a.flags.c_contiguous:  # (ascontiguousarray would make 0-d arrays 1-d)
             a = np.ascontiguousarray(a)

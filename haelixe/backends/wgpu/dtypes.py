@@ -6,6 +6,10 @@ WGSL has 32-bit scalars only (f16 is an optional feature, 64-bit types do not ex
 - bool: one u32 (0 or 1) per element.
 - bfloat16: two elements per u32 (element 2w in the low half of word w, as in memory on a
   little-endian host), widened to f32 on load, rounded to nearest even on store.
+
+int64 has no WGSL type either: integer tensors live on the GPU as int32 (JAX does the same
+without x64), so ``hx.tensor([0, 2], device="gpu")`` (int64 by default) gives an int32
+tensor. Narrowing is exact or an OverflowError; float64 is refused rather than rounded.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from ... import dtype as hdt
 F32 = np.dtype(np.float32)
 I32 = np.dtype(np.int32)
 BOOL = np.dtype(np.bool_)
+I64 = np.dtype(np.int64)
 BF16 = np.dtype(ml_dtypes.bfloat16)
 SUPPORTED = (F32, BF16, I32, BOOL)
 
@@ -38,6 +43,25 @@ def check_dtype(dt, what: str = "a GPU array") -> np.dtype:
         "use float32, bfloat16, int32 or bool"
     raise TypeError(f"{what}: dtype {dt.name} is not available on the GPU (WGSL has no "
                     f"{dt.name}); {hint}")
+
+
+def storage_dtype(dt, what: str = "a GPU array") -> np.dtype:
+    """The dtype a tensor of ``dt`` is stored as on the GPU: int64 narrows to int32, the
+    supported dtypes stay, others raise (see :func:`check_dtype`)."""
+    dt = hdt.as_dtype(dt).np if not isinstance(dt, np.dtype) else dt
+    return I32 if dt == I64 else check_dtype(dt, what)
+
+
+def narrow(a: np.ndarray, what: str = "from_numpy") -> np.ndarray:
+    """``a`` with int64 narrowed to int32 (range-checked); other dtypes as they are."""
+    if a.dtype != I64:
+        return a
+    info = np.iinfo(np.int32)
+    if a.size and (a.max() > info.max or a.min() < info.min):
+        raise OverflowError(
+            f"{what}: int64 values in [{a.min()}, {a.max()}] do not fit int32, the GPU's "
+            f"integer type (WGSL has no int64); keep this tensor on the CPU or rescale it")
+    return a.astype(np.int32)
 
 
 def kind(dt) -> str:

@@ -162,7 +162,7 @@ def clamp(be, x, lo, hi):
 
 
 def cast(be, x, dtype):
-    dst = gd.check_dtype(np.dtype(dtype), "cast")
+    dst = gd.storage_dtype(np.dtype(dtype), "cast")
     out = be.empty(x.shape, dst)
     run_map(be, out, [x], convert("x0", gd.kind(x.dtype), gd.kind(dst)))
     return out
