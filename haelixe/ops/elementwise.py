@@ -15,6 +15,7 @@ import numpy as np
 
 from .. import layout
 from ..autograd.function import Function
+from ..autograd.mode import STATE
 from ..dtype import bool_, promote_types, result_type_scalar
 from .convert import cast
 
@@ -473,6 +474,11 @@ class Gelu(Function):
     @staticmethod
     def backward(ctx, g):
         (x,) = ctx.saved_tensors
+        fused = getattr(x._be, "gelu_backward", None)
+        if fused is not None and not STATE.grad_enabled and g.dtype is x.dtype:
+            # g * gelu'(x) in one kernel; the composed form below is kept for
+            # create_graph, where the gradient needs its own graph
+            return Tensor._wrap(fused(x._data, g._data, ctx.approximate)), None
         if ctx.approximate == "tanh":
             c = math.sqrt(2.0 / math.pi)
             inner = (x + 0.044715 * x * x * x) * c
@@ -487,10 +493,13 @@ class Gelu(Function):
 class _Erf(Function):
     @staticmethod
     def forward(ctx, x):
+        ctx.save_for_backward(x)
+        be = x._be
+        if hasattr(be, "erf"):  # the GPU's own kernel: no round trip through the host
+            return be.erf(x._data)
         from ..backends.cpu import erf
 
-        ctx.save_for_backward(x)
-        return x._be.from_numpy(erf(x._be.to_numpy(x._data)))
+        return be.from_numpy(erf(be.to_numpy(x._data)))
 
     @staticmethod
     def backward(ctx, g):

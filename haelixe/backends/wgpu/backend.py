@@ -164,6 +164,10 @@ class WGPU(Backend):
         """d gelu(x) / dx, elementwise."""
         return ew.unary(self, "gelu_tanh_deriv" if approximate == "tanh" else "gelu_deriv", x)
 
+    def gelu_backward(self, x, gy, approximate="none"):
+        """gy * gelu'(x) in one kernel (GELU's backward)."""
+        return ew.gelu_backward(self, x, gy, approximate)
+
     def where(self, cond, a, b):
         return ew.where(self, cond, a, b)
 

@@ -122,6 +122,17 @@ def binary(be, op: str, a, b):
     return out
 
 
+def gelu_backward(be, x, gy, approximate="none"):
+    """``gy * gelu'(x)`` (x and gy of one float dtype, gy broadcast to x's shape)."""
+    if gd.kind(x.dtype) not in ("f32", "bf16") or gy.dtype != x.dtype:
+        raise TypeError(f"gelu_backward: needs x and gy of one float dtype, got {x.dtype} "
+                        f"and {gy.dtype}")
+    op = "gelu_tanh_grad" if approximate == "tanh" else "gelu_grad"
+    out = be.empty(x.shape, x.dtype)
+    run_map(be, out, [x, gy], BINARY_FLOAT[op].format(a="x0", b="x1"))
+    return out
+
+
 def compare(be, op: str, a, b):
     shape = broadcast_shapes(a.shape, b.shape)
     out = be.empty(shape, gd.BOOL)
