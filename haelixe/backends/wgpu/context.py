@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import tempfile
 import threading
+from pathlib import Path
 
 __all__ = ["GpuUnavailableError", "GpuContext", "get_context", "gpu_available"]
 
@@ -88,7 +91,37 @@ def gpu_available() -> bool:
     return True
 
 
+def ensure_runtime_dir() -> str | None:
+    """Point ``XDG_RUNTIME_DIR`` at a private directory when it is unset or missing.
+
+    Mesa's Vulkan drivers print "XDG_RUNTIME_DIR is invalid or not set" to stderr at
+    adapter creation (into notebooks and test logs) when it is absent, as in containers
+    and CI. The directory is ``<tmp>/haelixe-runtime-<uid>``, mode 0700 and owned by this
+    user; if another user holds that name, a fresh private one is made instead. Returns
+    the directory set, or None when the variable was already valid (it is then kept).
+    """
+    current = os.environ.get("XDG_RUNTIME_DIR")
+    if current and os.path.isdir(current):
+        return None
+    getuid = getattr(os, "getuid", None)
+    if getuid is None:  # not a POSIX system: no Mesa runtime dir to care about
+        return None
+    path = Path(tempfile.gettempdir()) / f"haelixe-runtime-{getuid()}"
+    try:
+        path.mkdir(mode=0o700, exist_ok=True)
+        st = path.lstat()
+        if not path.is_dir() or path.is_symlink() or st.st_uid != getuid():
+            raise PermissionError(path)
+        if st.st_mode & 0o077:
+            path.chmod(0o700)
+    except OSError:
+        path = Path(tempfile.mkdtemp(prefix="haelixe-runtime-"))  # 0700, ours
+    os.environ["XDG_RUNTIME_DIR"] = str(path)
+    return str(path)
+
+
 def _create_context() -> GpuContext:
+    ensure_runtime_dir()
     try:
         import wgpu
     except ImportError as err:  # pragma: no cover - wgpu is a dependency
