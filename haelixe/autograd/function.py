@@ -144,28 +144,49 @@ class Function(Node):
     @classmethod
     def apply(cls, *args):
         """Run forward; record the node when some Tensor argument requires grad."""
+        requires = False
+        if STATE.grad_enabled:
+            for a in args:
+                if isinstance(a, Tensor) and a._requires_grad:
+                    requires = True
+                    break
+        if not requires and not STATE.anomaly:
+            # Nothing to record (inference, no_grad, a first-order backward): forward
+            # writes its ctx attributes into a sink instead of a node nobody keeps.
+            raw = cls.forward(_SINK, *args)
+            return raw if raw.__class__ is Tensor else Tensor._wrap(raw)
         ctx = cls()
         raw = cls.forward(ctx, *args)
         # Views return a Tensor over their input's storage; other ops a raw array.
         out = raw if raw.__class__ is Tensor else Tensor._wrap(raw)
         if STATE.anomaly:
             _check_finite(out, f"forward of {ctx.name}")
-        if STATE.grad_enabled:
-            requires = False
-            for a in args:
-                if a.__class__ is Tensor or isinstance(a, Tensor):
-                    if a._requires_grad:
-                        requires = True
-                        break
-            if requires:
-                ctx.next = tuple(
-                    _edge(a) if isinstance(a, Tensor) else None for a in args)
-                out._requires_grad = True
-                out.grad_fn = ctx
-                ctx.meta = (out.shape, out.dtype, out.device)
-                if STATE.anomaly:
-                    ctx.trace = traceback.format_stack()[:-1]
+        if requires:
+            ctx.next = tuple(_edge(a) if isinstance(a, Tensor) else None for a in args)
+            out._requires_grad = True
+            out.grad_fn = ctx
+            ctx.meta = (out.shape, out.dtype, out.device)
+            if STATE.anomaly:
+                ctx.trace = traceback.format_stack()[:-1]
         return out
+
+
+class _Sink:
+    """The ctx of an op that records no node: whatever forward saves is dropped at
+    once (holding it would keep buffers, and GPU slabs, alive for nothing)."""
+
+    __slots__ = ()
+    label = None
+    next = ()
+
+    def __setattr__(self, name, value) -> None:
+        pass
+
+    def save_for_backward(self, *tensors) -> None:
+        pass
+
+
+_SINK = _Sink()
 
 
 def _edge(t):

@@ -213,14 +213,14 @@ class Cat(Function):
     @staticmethod
     def forward(ctx, dim, *tensors):
         ctx.dim = dim
-        ctx.sizes = [t.shape[dim] for t in tensors]
+        ctx.sizes = sizes = [t.shape[dim] for t in tensors]
         first = tensors[0]
         shape = list(first.shape)
-        shape[dim] = sum(ctx.sizes)
+        shape[dim] = sum(sizes)
         be = first._be
         out = Tensor._wrap(be.empty(tuple(shape), first.dtype.np))
         start = 0
-        for t, n in zip(tensors, ctx.sizes):
+        for t, n in zip(tensors, sizes):
             dst = out._view(*layout.narrow(out.shape, out.strides, out.offset, dim, start, n))
             be.copy_into(dst._data, t._data)
             start += n
