@@ -121,10 +121,12 @@ class Function(Node):
     def release(self) -> None:
         """Drop the saved tensors (after backward, unless retain_graph)."""
         self.saved = None
-        for k in list(self.__dict__):
-            v = self.__dict__[k]
-            if isinstance(v, Tensor) or isinstance(v, np.ndarray):
-                del self.__dict__[k]
+        # everything forward kept goes (arrays, tensors, tables); the display label stays
+        d = self.__dict__
+        label = d.get("label")
+        d.clear()
+        if label is not None:
+            d["label"] = label
 
     @property
     def saved_bytes(self) -> int:

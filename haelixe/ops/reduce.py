@@ -32,6 +32,18 @@ class Sum(Function):
 
     @staticmethod
     def backward(ctx, g):
+        if not STATE.grad_enabled:
+            # first order only: one zero-stride view of g, built directly
+            dims, strides, j = ctx.dims, [], 0
+            kept = g.ndim == len(ctx.in_shape)
+            for d in range(len(ctx.in_shape)):
+                if d in dims:
+                    strides.append(0)
+                    j += kept
+                else:
+                    strides.append(g.strides[j])
+                    j += 1
+            return g._view(ctx.in_shape, tuple(strides), g.offset), None, None
         if g.ndim != len(ctx.in_shape):  # keepdim=False: put the summed dims back
             if g.ndim:
                 g = g.reshape(_keep_shape(ctx.in_shape, ctx.dims))
