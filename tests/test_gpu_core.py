@@ -417,3 +417,24 @@ def test_dispatches_are_batched_into_few_submits(be):
     np.testing.assert_array_equal(be.to_numpy(y), np.full(64, 201, np.float32))
     s = be.stats()
     assert s["submits"] <= 2 and s["downloads"] == 1
+
+
+def test_bind_groups_are_reused_and_dropped_with_their_buffers(be):
+    x = be.from_numpy(np.arange(300, dtype=np.float32))
+
+    def step():
+        y = be.mul(be.add(x, x), x)
+        return be.to_numpy(y)
+
+    for _ in range(2):  # (the two temporaries swap buffers from one step to the next)
+        step()
+    be.reset_stats()
+    for _ in range(3):  # the same buffers come back from the allocator's bins
+        np.testing.assert_array_equal(step(), 2 * np.arange(300) ** 2)
+    assert be.stats()["bind_groups"] == 0
+    cached = be.stats()["bind_groups_cached"]
+    be.allocator.empty_cache()  # destroys the free buffers: their groups go with them
+    assert be.stats()["bind_groups_cached"] < cached
+    be.reset_stats()
+    np.testing.assert_array_equal(step(), 2 * np.arange(300) ** 2)
+    assert be.stats()["bind_groups"] > 0  # made again over the fresh buffers

@@ -13,8 +13,9 @@ __all__ = ["WgpuBufferDriver", "gpu_allocator"]
 class WgpuBufferDriver:
     """``malloc`` makes a storage buffer, ``free`` destroys it.
 
-    ``before_free`` is called before a buffer is destroyed; the dispatcher sets it to
-    submit recorded work first, because a destroyed buffer may not appear in a submit.
+    ``before_free(buffer)`` is called before a buffer is destroyed; the dispatcher sets it
+    to submit recorded work first (a destroyed buffer may not appear in a submit) and to
+    drop the bind groups cached for it.
     """
 
     def __init__(self, context):
@@ -36,7 +37,7 @@ class WgpuBufferDriver:
 
     def free(self, handle) -> None:
         if self.before_free is not None:
-            self.before_free()
+            self.before_free(handle)
         handle.destroy()
 
 

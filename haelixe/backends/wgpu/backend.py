@@ -43,7 +43,7 @@ class WGPU(Backend):
         self.context = get_context()
         self.allocator = gpu_allocator()
         self.dispatcher = Dispatcher(self.context)
-        self.allocator.driver.before_free = self.dispatcher.flush
+        self.allocator.driver.before_free = self.dispatcher.release
 
     # -- introspection -------------------------------------------------------------------
     @property

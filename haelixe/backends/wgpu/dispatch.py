@@ -8,8 +8,10 @@ then a handful of submits, not one per op.
 
 Metadata (shapes, strides, scalars) of every dispatch of a batch is packed into one host
 array and written into one GPU buffer with a single ``write_buffer`` just before the
-submit; each dispatch binds its own aligned window of it. No buffer is created per
-dispatch (driver allocations are slow, on software adapters above all).
+submit; each dispatch binds its own aligned window of it through a dynamic offset. No
+buffer is created per dispatch (driver allocations are slow, on software adapters above
+all), and no bind group either once a step has run: they are cached by their buffers
+(see ``bindings.py``).
 
 Ordering rules that keep recycled buffers safe: commands in one encoder run in order, so a
 block freed and handed out again within a batch is fine. ``queue.write_buffer`` however
@@ -25,10 +27,12 @@ import threading
 
 import numpy as np
 
+from .bindings import BindGroupCache, layout_entries
 from .shaders import KernelSpec
 
 DEFAULT_MAX_PENDING = int(os.environ.get("HAELIXE_GPU_MAX_PENDING", "256"))
 META_RING_BYTES = 1 << 20
+META_WINDOW_INTS = 256  # what one dispatch's metadata may use (the largest needs ~110)
 
 
 class Dispatcher:
@@ -50,13 +54,14 @@ class Dispatcher:
             | wgpu.BufferUsage.COPY_SRC)
         self._modules: dict[str, object] = {}
         self._pipelines: dict[KernelSpec, tuple] = {}
+        self._groups = BindGroupCache(self.device, self._meta_buf, 4 * META_WINDOW_INTS)
         self._encoder = None
         self._pass = None
         self._pending = 0
         self._lock = threading.RLock()
         self.counters = dict.fromkeys(
-            ("dispatches", "submits", "pipelines_compiled", "uploads", "upload_bytes",
-             "downloads", "download_bytes"), 0)
+            ("dispatches", "submits", "bind_groups", "pipelines_compiled", "uploads",
+             "upload_bytes", "downloads", "download_bytes"), 0)
 
     # -- pipelines ---------------------------------------------------------------------
     def pipeline(self, spec: KernelSpec):
@@ -68,10 +73,15 @@ class Dispatcher:
             if module is None:
                 module = self.device.create_shader_module(code=src, label=spec.file)
                 self._modules[src] = module
+            # an explicit layout: binding 0 takes a dynamic offset, which "auto" cannot
+            label = f"{spec.file}:{spec.entry}"
+            group_layout = self.device.create_bind_group_layout(
+                label=label, entries=layout_entries(spec.bindings, 4 * META_WINDOW_INTS))
             pipe = self.device.create_compute_pipeline(
-                layout="auto", label=f"{spec.file}:{spec.entry}",
-                compute={"module": module, "entry_point": spec.entry})
-            hit = (pipe, pipe.get_bind_group_layout(0))
+                layout=self.device.create_pipeline_layout(
+                    label=label, bind_group_layouts=[group_layout]),
+                label=label, compute={"module": module, "entry_point": spec.entry})
+            hit = (pipe, group_layout)
             self._pipelines[spec] = hit
             self.counters["pipelines_compiled"] += 1
         return hit
@@ -82,25 +92,25 @@ class Dispatcher:
         order of ``spec.bindings`` and ``meta`` (ints) is binding 0."""
         pipe, layout = self.pipeline(spec)
         meta = np.asarray(meta, np.int32)
+        if meta.size > META_WINDOW_INTS:
+            raise ValueError(f"{spec.file}:{spec.entry}: {meta.size} metadata ints exceed "
+                             f"the window of {META_WINDOW_INTS}")
         n = -(-max(meta.size, 1) // self.align_ints) * self.align_ints
         with self._lock:
             if (self._pending >= self.max_pending
-                    or self._meta_used + n > self._meta_host.size):
+                    or self._meta_used + META_WINDOW_INTS > self._meta_host.size):
                 self.flush()
             start = self._meta_used
             self._meta_host[start:start + meta.size] = meta
             self._meta_used += n
-            entries = [{"binding": 0, "resource": {
-                "buffer": self._meta_buf, "offset": start * 4, "size": n * 4}}]
-            for slot, buf in enumerate(buffers, start=1):
-                entries.append({"binding": slot, "resource": {
-                    "buffer": buf, "offset": 0, "size": buf.size}})
-            group = self.device.create_bind_group(layout=layout, entries=entries)
+            before = self._groups.created
+            group = self._groups.get(layout, buffers)
+            self.counters["bind_groups"] += self._groups.created - before
             if self._pass is None:
                 self._encoder = self.device.create_command_encoder()
                 self._pass = self._encoder.begin_compute_pass()
             self._pass.set_pipeline(pipe)
-            self._pass.set_bind_group(0, group)
+            self._pass.set_bind_group(0, group, [start * 4])
             self._pass.dispatch_workgroups(*grid)
             self._pending += 1
             self.counters["dispatches"] += 1
@@ -123,6 +133,13 @@ class Dispatcher:
             self._pending = 0
             self._meta_used = 0
             self.counters["submits"] += 1
+
+    def release(self, buffer) -> None:
+        """Before ``buffer`` is destroyed: submit the work that names it and drop its
+        cached bind groups."""
+        with self._lock:
+            self.flush()
+            self._groups.forget(buffer)
 
     # -- transfers -----------------------------------------------------------------------
     def upload(self, buffer, words: np.ndarray, byte_offset: int = 0) -> None:
@@ -147,7 +164,8 @@ class Dispatcher:
 
     def stats(self) -> dict:
         return {**self.counters, "pending": self._pending,
-                "pipelines_cached": len(self._pipelines)}
+                "pipelines_cached": len(self._pipelines),
+                "bind_groups_cached": len(self._groups)}
 
     def reset_stats(self) -> None:
         for k in self.counters:
