@@ -120,13 +120,13 @@ class Function(Node):
 
     def release(self) -> None:
         """Drop the saved tensors (after backward, unless retain_graph)."""
-        self.saved = None
-        # everything forward kept goes (arrays, tensors, tables); the display label stays
+        # everything forward kept goes (arrays, tensors, tables); what the graph shows
+        # (label, meta, hooks) stays, and saved = None marks the node as freed
         d = self.__dict__
-        label = d.get("label")
+        keep = {k: d[k] for k in ("label", "meta", "hooks", "trace") if k in d}
         d.clear()
-        if label is not None:
-            d["label"] = label
+        d.update(keep)
+        self.saved = None
 
     @property
     def saved_bytes(self) -> int:

@@ -23,10 +23,9 @@ from .convert import cast
 
 
 def _scalar_raw(be, value, dtype):
-    """A raw 0-d operand for a Python scalar, in the tensor's dtype."""
-    if be.name == "cpu":
-        return dtype.np.type(value)
-    return be.full((), value, dtype.np)
+    """A Python scalar as a numpy scalar of the tensor's dtype: every backend takes one
+    as an operand (the GPU passes its value to the kernel, with no buffer to fill)."""
+    return dtype.np.type(value)
 
 
 def as_tensor_like(value, ref):
