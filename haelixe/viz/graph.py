@@ -475,6 +475,7 @@ class GraphView:
         self.grad_norms.clear()
         self.animating = True
         self.refresh()
+        self._throttle.restart()
         remove = self._observe(slowdown)
         try:
             yield self

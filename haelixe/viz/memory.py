@@ -343,7 +343,7 @@ class MemoryView:
     and within ``budget`` of the wall time), and on :meth:`refresh`.
     """
 
-    def __init__(self, device="gpu", *, interval: float = 0.25, budget: float = 0.02,
+    def __init__(self, device="gpu", *, interval: float = 0.25, budget: float = 0.015,
                  live: bool = True, max_points: int = 1500):
         import ipywidgets as w
 

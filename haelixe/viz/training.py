@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import io
 import time
+import weakref
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -181,7 +182,7 @@ class TrainingDashboard:
 
     def __init__(self, total_steps: int | None = None, *, heldout=None,
                  heldout_size: int = 64, example: int = 0, lr_plan=None, dtype: str = "f32",
-                 interval: float = 0.5, budget: float = 0.03, memory=None):
+                 interval: float = 0.5, budget: float = 0.025, memory=None):
         import ipywidgets as w
 
         if heldout is None:
@@ -204,11 +205,11 @@ class TrainingDashboard:
         self._image = w.Image(format="png", layout=w.Layout(max_width="100%"))
         self._status = w.HTML()
         self.widget = w.VBox([self._status, self._image])
-        # Draw the empty axes once now: the first draw pays for font loading, which
-        # should not count against the redraw budget during training.
+        # Draw the empty axes now. The first draw pays for loading fonts; the second
+        # measures what a redraw costs, which sets the pace of redraws in training.
         self._fig = render_training_figure(self.history)
         self._image.value = _figure_png(self._fig)
-        self._status.value = self.status_html()
+        self.refresh()
 
     def _repr_mimebundle_(self, **kwargs):
         return self.widget._repr_mimebundle_(**kwargs)
@@ -218,8 +219,10 @@ class TrainingDashboard:
         if self._t0 is None:
             self._t0 = time.perf_counter()
         self.history.record(int(step), float(loss), float(lr))
-        if model is not None:
-            self._model = model
+        if model is not None and (self._model is None or self._model() is not model):
+            # Weakly: a dashboard left displayed must not keep a finished model's
+            # parameters (GPU buffers included) alive.
+            self._model = weakref.ref(model)
         if self.memory is not None:
             self.memory.mark_step(step)
         if self.throttle.due():
@@ -229,7 +232,7 @@ class TrainingDashboard:
 
     def evaluate(self, model=None) -> None:
         """Measure the held-out MSE and predict the example sequence now."""
-        model = model or self._model
+        model = model or (self._model() if self._model is not None else None)
         if model is None or self.heldout is None or not self.history.steps:
             return
         from ..denoise import evaluate
