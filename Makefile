@@ -21,7 +21,7 @@ lab: $(STAMP)
 # The whole suite: unit tests, GPU kernels on whatever adapter exists, the labs (nbval).
 test: $(STAMP)
 	$(PY) -m ruff check haelixe tests benchmarks
-	$(PY) -m pytest -q tests labs --nbval-lax --sanitize-with labs/sanitize.cfg -p no:cacheprovider
+	$(PY) -m pytest -q tests labs --nbval-lax --nbval-sanitize-with labs/sanitize.cfg -p no:cacheprovider
 
 # Train the denoiser headless (pass ARGS="--task seed --device gpu ..." to change it).
 denoise: $(STAMP)
