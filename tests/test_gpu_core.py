@@ -438,3 +438,24 @@ def test_bind_groups_are_reused_and_dropped_with_their_buffers(be):
     be.reset_stats()
     np.testing.assert_array_equal(step(), 2 * np.arange(300) ** 2)
     assert be.stats()["bind_groups"] > 0  # made again over the fresh buffers
+
+
+def test_binary_into_updates_views_in_place(be):
+    rng = np.random.default_rng(12)
+    for dt in (np.float32, np.int32, BF16):
+        base = (rng.standard_normal((6, 8)) * 4).astype(np.float32).astype(dt)
+        other = (rng.standard_normal((8,)) * 3 + 5).astype(np.float32).astype(dt)
+        for op, ref in (("add", np.add), ("sub", np.subtract), ("mul", np.multiply),
+                        ("div", np.divide)):
+            g = be.from_numpy(base)
+            dst = g.view((3, 8), (16, 1), 8)  # every other row, from row 1
+            want = base.copy()
+            want[1::2] = ref(base[1::2].astype(np.float32), other.astype(np.float32)
+                             ).astype(dt)
+            be.binary_into(op, dst, be.from_numpy(other))
+            close(be.to_numpy(g).astype(np.float32), want.astype(np.float32), rtol=1e-2,
+                  msg=f"{op} {np.dtype(dt).name}")
+    g = be.from_numpy(np.arange(6, dtype=np.float32))
+    be.binary_into("mul", g, np.float32(2.0))  # a host scalar
+    be.binary_into("add", g.view((3,), (1,), 0), g.view((3,), (1,), 3))  # same storage
+    np.testing.assert_array_equal(be.to_numpy(g), [6, 10, 14, 6, 8, 10])

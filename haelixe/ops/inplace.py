@@ -88,7 +88,11 @@ def apply(kind, x, other):
         _UFUNC[kind](x._data, o, out=x._data, casting="unsafe")
     else:
         be = x._be
-        be.copy_into(x._data, getattr(be, kind)(x._data, o))
+        into = getattr(be, "binary_into", None)
+        if into is not None:  # one kernel reading and writing x
+            into(kind, x._data, o)
+        else:
+            be.copy_into(x._data, getattr(be, kind)(x._data, o))
     x._storage.version += 1
     return x
 
@@ -108,7 +112,7 @@ def fill_(x, value):
     if x.device.type == "cpu":
         x._data[...] = value
     else:
-        x._be.copy_into(x._data, x._be.full((), value, x.dtype.np))
+        x._be.copy_into(x._data, x.dtype.np.type(value))  # one fill, no 0-d buffer
     x._storage.version += 1
     return x
 

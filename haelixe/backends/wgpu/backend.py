@@ -164,6 +164,11 @@ class WGPU(Backend):
         """d gelu(x) / dx, elementwise."""
         return ew.unary(self, "gelu_tanh_deriv" if approximate == "tanh" else "gelu_deriv", x)
 
+    def binary_into(self, op, dst, src):
+        """In place ``dst = op(dst, src)`` (add, sub, mul, div, ...), one dispatch: the
+        in-place ops and gradient accumulation, without a temporary and a copy."""
+        ew.binary_into(self, op, dst, src)
+
     def gelu_backward(self, x, gy, approximate="none"):
         """gy * gelu'(x) in one kernel (GELU's backward)."""
         return ew.gelu_backward(self, x, gy, approximate)
@@ -245,6 +250,15 @@ class WGPU(Backend):
 
     def attention_backward(self, q, k, v, out, lse, gout, causal, scale):
         return at.attention_backward(self, q, k, v, out, lse, gout, causal, scale)
+
+    # extras: the mean squared error and its gradient in one dispatch each
+    def mse_loss(self, x, y):
+        """mean((x - y)^2) as a 0-d array (float sums in f32)."""
+        return nn.mse_loss(self, x, y)
+
+    def mse_loss_backward(self, x, y, g):
+        """The gradient of :meth:`mse_loss` for x, given its 0-d upstream gradient g."""
+        return nn.mse_loss_backward(self, x, y, g)
 
     # -- optimizers ----------------------------------------------------------------------
     def adamw_step(self, p, g, m, v, lr, beta1, beta2, eps, weight_decay, step):

@@ -3,6 +3,10 @@
 All of them are one WGSL entry (``elementwise.wgsl: map``) specialised with an
 expression over the inputs ``x0, x1, x2`` (already converted to their compute type:
 f32 for float32/bfloat16, i32 for int32, u32 0/1 for bool).
+
+An input may be a scalar (a numpy scalar or 0-d numpy array, as the ops layer passes for
+``x * 2.0``): its value travels in the metadata, so it costs no buffer and no fill
+dispatch.
 """
 
 from __future__ import annotations
@@ -57,23 +61,64 @@ def convert(expr: str, src: str, dst: str) -> str:
     return f"{d}({expr})"
 
 
+# -- scalar operands ---------------------------------------------------------------------
+def is_scalar(x) -> bool:
+    """A host value (numpy scalar or 0-d array) rather than a GpuArray."""
+    return isinstance(x, (np.generic, np.ndarray))
+
+
+def as_scalar(x) -> np.generic:
+    """``x`` as a numpy scalar of a GPU dtype (int64 narrowed, range-checked)."""
+    a = gd.narrow(np.asarray(x), "scalar operand")
+    if a.ndim:
+        raise ValueError(f"elementwise: a host operand must be a scalar, got shape {a.shape}")
+    gd.check_dtype(a.dtype, "scalar operand")
+    return a[()]
+
+
+def _scalar_word(v: np.generic) -> int:
+    """The metadata int holding scalar ``v`` (float bits for float32 / bfloat16)."""
+    k = gd.kind(v.dtype)
+    if k in ("f32", "bf16"):
+        return f32_bits(float(v))
+    return int(v)
+
+
+_SCALAR_LOAD = {"f32": "scalar_f({j})", "bf16": "scalar_f({j})", "i32": "scalar_i({j})",
+                "bool": "u32(scalar_i({j}))"}
+
+
 # -- the one launcher --------------------------------------------------------------------
-def run_map(be, out, inputs, expr: str, scalars=()) -> None:
+def run_map(be, out, inputs, expr: str, scalars=(), update: bool = False) -> None:
     """Record ``out[...] = expr(inputs)``; ``out`` may be any strided view and every input
-    is broadcast to ``out.shape``."""
+    (a GpuArray or a host scalar) is broadcast to ``out.shape``. ``scalars`` fill
+    metadata slots 1.. (``scalar_f`` / ``scalar_i`` in ``expr``).
+
+    ``update=True`` reads ``out`` itself as ``x0`` (``inputs`` are then x1, x2, ...): an
+    in-place op in one dispatch. A buffer may not be bound for reading and writing in one
+    dispatch, so inputs must not share out's storage, and bfloat16 (two per word) cannot
+    be updated this way."""
     n = out.size
     if n == 0:
         return
     shape = out.shape
     ops = [(out.strides, out.offset)]
-    ops += [(broadcast_strides(x, shape), x.offset) for x in inputs]
-    meta = meta_block([n, *scalars], shape, ops, what="elementwise")
-    bindings = [("out", gd.kind(out.dtype), "write")]
-    bindings += [(f"x{k}", gd.kind(x.dtype), "read") for k, x in enumerate(inputs)]
-    loads = " ".join(f"let x{k} = load_x{k}(op_offset({k + 1}, c));"
-                     for k in range(len(inputs)))
-    spec = kernel("elementwise.wgsl", "map", bindings, INPUTS=loads, EXPR=expr)
-    buffers = [out.buffer] + [x.buffer for x in inputs]
+    words = [n, *scalars]
+    bindings = [("out", gd.kind(out.dtype), "rw" if update else "write")]
+    buffers = [out.buffer]
+    loads = ["let x0 = load_out(op_offset(0, c));"] if update else []
+    for k, x in enumerate(inputs, start=int(update)):
+        if is_scalar(x):
+            x = as_scalar(x)
+            loads.append(f"let x{k} = {_SCALAR_LOAD[gd.kind(x.dtype)].format(j=len(words))};")
+            words.append(_scalar_word(x))
+            continue
+        ops.append((broadcast_strides(x, shape), x.offset))
+        bindings.append((f"x{k}", gd.kind(x.dtype), "read"))
+        buffers.append(x.buffer)
+        loads.append(f"let x{k} = load_x{k}(op_offset({len(ops) - 1}, c));")
+    meta = meta_block(words, shape, ops, what="elementwise")
+    spec = kernel("elementwise.wgsl", "map", bindings, INPUTS=" ".join(loads), EXPR=expr)
     be.dispatcher.dispatch(spec, buffers, meta, grid(-(-n // 256)))
 
 
@@ -101,7 +146,9 @@ def unary(be, op: str, x):
 
 
 def binary(be, op: str, a, b):
-    """``op(a, b)`` with numpy broadcasting; int division gives float32."""
+    """``op(a, b)`` with numpy broadcasting; int division gives float32. Either operand
+    may be a host scalar of the other's dtype."""
+    a, b = (as_scalar(t) if is_scalar(t) else t for t in (a, b))
     if a.dtype != b.dtype:
         raise TypeError(f"{op}: dtypes {a.dtype} and {b.dtype} differ; the ops layer "
                         f"promotes before calling the kernel")
@@ -122,6 +169,21 @@ def binary(be, op: str, a, b):
     return out
 
 
+def binary_into(be, op: str, dst, src) -> None:
+    """``dst = op(dst, src)`` in place: one dispatch, no temporary. ``src`` (a GpuArray
+    or host scalar) broadcasts to dst. Falls back to a temporary and a copy where one
+    kernel cannot do it: bfloat16 dst, src sharing dst's storage, mixed dtypes, int
+    division."""
+    src = as_scalar(src) if is_scalar(src) else src
+    k = gd.kind(dst.dtype)
+    expr = _TABLES_BINARY[k].get(op)
+    if expr is None or k == "bf16" or src.dtype != dst.dtype or (
+            not is_scalar(src) and src.storage is dst.storage):
+        copy_into(be, dst, binary(be, op, dst, src))
+        return
+    run_map(be, dst, [src], expr.format(a="x0", b="x1"), update=True)
+
+
 def gelu_backward(be, x, gy, approximate="none"):
     """``gy * gelu'(x)`` (x and gy of one float dtype, gy broadcast to x's shape)."""
     if gd.kind(x.dtype) not in ("f32", "bf16") or gy.dtype != x.dtype:
@@ -134,6 +196,7 @@ def gelu_backward(be, x, gy, approximate="none"):
 
 
 def compare(be, op: str, a, b):
+    a, b = (as_scalar(t) if is_scalar(t) else t for t in (a, b))
     shape = broadcast_shapes(a.shape, b.shape)
     out = be.empty(shape, gd.BOOL)
     run_map(be, out, [a, b], f"select(0u, 1u, x0 {COMPARE[op]} x1)")
@@ -141,6 +204,7 @@ def compare(be, op: str, a, b):
 
 
 def where(be, cond, a, b):
+    a, b = (as_scalar(t) if is_scalar(t) else t for t in (a, b))
     shape = broadcast_shapes(cond.shape, a.shape, b.shape)
     out = be.empty(shape, a.dtype)
     truth = f"(x0 != {gd.COMPUTE_TYPE[gd.kind(cond.dtype)]}())"
@@ -180,8 +244,11 @@ def cast(be, x, dtype):
 
 
 def copy_into(be, dst, src) -> None:
-    """``dst[...] = src`` (broadcast, converted to dst's dtype), dst any strided view."""
-    if src.storage is dst.storage:
+    """``dst[...] = src`` (broadcast, converted to dst's dtype), dst any strided view;
+    ``src`` may be a host scalar (a fill in one dispatch)."""
+    if is_scalar(src):
+        src = as_scalar(src)
+    elif src.storage is dst.storage:
         src = copy(be, src)  # overlapping views: read everything before writing
     run_map(be, dst, [src], convert("x0", gd.kind(src.dtype), gd.kind(dst.dtype)))
 

@@ -176,6 +176,32 @@ def layernorm_backward(be, x, w, mean, rstd, gy):
     return dx, dw, db
 
 
+# -- losses ------------------------------------------------------------------------------
+def mse_loss(be, x, y):
+    """mean((x - y)^2) as a 0-d array of x's dtype: one dispatch, no temporaries."""
+    _float(x, "mse_loss")
+    if x.shape != y.shape or x.dtype != y.dtype:
+        raise ValueError(f"mse_loss: x {x.shape} {x.dtype} and y {y.shape} {y.dtype} must "
+                         f"match in shape and dtype")
+    out = be.empty((), x.dtype)
+    n = x.size
+    meta = meta_block([n, f32_bits(1.0 / n if n else float("nan"))], x.shape,
+                      [(x.strides, x.offset), (y.strides, y.offset)], what="mse_loss")
+    k = gd.kind(x.dtype)
+    spec = kernel("loss.wgsl", "mse_loss", [("out", k, "write"), ("x", k, "read"),
+                                            ("y", k, "read")], WG=256)
+    be.dispatcher.dispatch(spec, [out.buffer, x.buffer, y.buffer], meta, (1, 1, 1))
+    return out
+
+
+def mse_loss_backward(be, x, y, g):
+    """d mean((x - y)^2) / dx = (x - y) * g * 2 / n for the 0-d upstream gradient g."""
+    dx = be.empty(x.shape, x.dtype)
+    run_map(be, dx, [x, y, g], "((x0 - x1) * x2 * scalar_f(1))",
+            [f32_bits(2.0 / max(x.size, 1))])
+    return dx
+
+
 # -- rotary embeddings -------------------------------------------------------------------
 def rope(be, x, cos, sin, inverse=False):
     """Rotate-half RoPE of x (..., seq, D) with cos/sin (seq, D // 2)."""
