@@ -12,6 +12,9 @@
 // grid z; operand 0 = A, 1 = B (their batch strides), 2 = bias (offset; its stride along
 // n in the extra slot). C is written contiguously as (batch, M, N).
 // ${EPILOGUE} stores `v` (the f32 dot product) for output (m, n) at flat index `ci`.
+// The ROWSUM_ACC / ROWSUM_STORE placeholders (empty unless asked for) also sum each row
+// of A over k into `rowsum` (batch, M): a linear layer's bias gradient comes out of its
+// weight gradient's matmul, with no reduction dispatch of its own.
 
 const BM: i32 = 128;
 const BN: i32 = 128;
@@ -75,6 +78,7 @@ fn matmul(@builtin(workgroup_id) wid: vec3<u32>,
     var c5a = vec4<f32>(); var c5b = vec4<f32>();
     var c6a = vec4<f32>(); var c6b = vec4<f32>();
     var c7a = vec4<f32>(); var c7b = vec4<f32>();
+    var s0 = vec4<f32>(); var s1 = vec4<f32>();  // row sums of A (rows ma.., mb..)
 
     for (var k0 = 0; k0 < K; k0 += BK) {
         let gk = k0 + lk;
@@ -90,6 +94,7 @@ fn matmul(@builtin(workgroup_id) wid: vec3<u32>,
             let a1 = a_tile[kk * 32 + 16 + ty];
             let b0 = b_tile[kk * 32 + tx];
             let b1 = b_tile[kk * 32 + 16 + tx];
+            ${ROWSUM_ACC}
             c0a = fma(vec4<f32>(a0.x), b0, c0a); c0b = fma(vec4<f32>(a0.x), b1, c0b);
             c1a = fma(vec4<f32>(a0.y), b0, c1a); c1b = fma(vec4<f32>(a0.y), b1, c1b);
             c2a = fma(vec4<f32>(a0.z), b0, c2a); c2b = fma(vec4<f32>(a0.z), b1, c2b);
@@ -114,4 +119,5 @@ fn matmul(@builtin(workgroup_id) wid: vec3<u32>,
     emit4(z, mb + 1, na, c5a); emit4(z, mb + 1, nb, c5b);
     emit4(z, mb + 2, na, c6a); emit4(z, mb + 2, nb, c6b);
     emit4(z, mb + 3, na, c7a); emit4(z, mb + 3, nb, c7b);
+    ${ROWSUM_STORE}
 }

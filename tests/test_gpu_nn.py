@@ -342,3 +342,17 @@ def test_adamw_and_sgd_steps_in_place(be):
     g = rng.standard_normal(n).astype(np.float32)
     be.sgd_step(p, up(be, g), None, 0.5, 0.0, False, 0.0)
     close(be.to_numpy(p), flat[:n] - 0.5 * g, atol=1e-6)
+
+
+@pytest.mark.parametrize("shape", [(5, 3, 7), (130, 70, 9), (2, 4, 0), (3, 0, 5)])
+def test_matmul_row_sums_ride_along(be, shape):
+    """want_row_sums: C = A @ B and A summed over k from one dispatch (bias gradients)."""
+    from haelixe.backends.wgpu import matmul as mm
+
+    m, k, n = shape
+    rng = np.random.default_rng(m + k + n)
+    a = rng.standard_normal((k, m)).astype(np.float32)  # A = a.T, a strided view
+    b = rng.standard_normal((k, n)).astype(np.float32)
+    c, sums = mm.matmul(be, T(be, a.T), up(be, b), want_row_sums=True)
+    close(be.to_numpy(c), a.T @ b, atol=1e-4)
+    close(be.to_numpy(sums), a.T.sum(1), atol=1e-4)

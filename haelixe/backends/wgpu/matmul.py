@@ -11,16 +11,28 @@ from .shaders import kernel
 
 TILE = 128
 _ACTIVATION = {None: None, "gelu": "gelu_erf", "gelu_tanh": "gelu_tanh"}
+# the first column of workgroups writes the row sums of A, one invocation per 8 rows
+_ROWSUM_STORE = """if (wid.x == 0u && tx == 0) {
+        let M = metadata[0];
+        for (var i = 0; i < 4; i++) {
+            if (ma + i < M) { store_rowsum(z * M + ma + i, s0[i]); }
+            if (mb + i < M) { store_rowsum(z * M + mb + i, s1[i]); }
+        }
+    }"""
 
 
 def _batch_view(x: GpuArray) -> GpuArray:
     return x.view(x.shape[:-2], x.strides[:-2], x.offset)
 
 
-def matmul(be, a, b, bias=None, activation=None, want_pre=False):
+def matmul(be, a, b, bias=None, activation=None, want_pre=False, want_row_sums=False):
     """numpy.matmul of ``a`` and ``b`` (any strides), plus ``bias`` along the last output
     dim and ``activation`` ("gelu" / "gelu_tanh") when given. Returns C, or (C, pre) when
-    ``want_pre`` (pre = the output before the activation)."""
+    ``want_pre`` (pre = the output before the activation), or (C, sums) when
+    ``want_row_sums`` (sums = a summed over its last dim, shape batch + (M,), computed by
+    the same dispatch)."""
+    if want_pre and want_row_sums:
+        raise ValueError("matmul: want_pre and want_row_sums do not combine")
     if a.ndim == 0 or b.ndim == 0:
         raise ValueError("matmul: 0-d operands are not allowed (numpy raises too)")
     squeeze = []
@@ -44,6 +56,9 @@ def matmul(be, a, b, bias=None, activation=None, want_pre=False):
     kind = gd.kind(a.dtype)
     out = be.empty(batch + (M, N), a.dtype)
     pre = be.empty(out.shape, a.dtype) if want_pre else None
+    sums = be.empty(batch + (M,), a.dtype) if want_row_sums else None
+    if sums is not None and out.size == 0 and sums.size:  # N == 0: no tile to do it
+        be.copy_into(sums, be.sum(a, (a.ndim - 1,), False))
     if out.size:
         ops = [(broadcast_strides(_batch_view(a), batch), a.offset),
                (broadcast_strides(_batch_view(b), batch), b.offset)]
@@ -66,9 +81,14 @@ def matmul(be, a, b, bias=None, activation=None, want_pre=False):
             epilogue += " store_pre(ci, p);"
         act = _ACTIVATION[activation]
         epilogue += f" store_c(ci, {act}(p));" if act else " store_c(ci, p);"
+        rowsum = {"ROWSUM_ACC": "", "ROWSUM_STORE": ""}
+        if sums is not None:
+            bindings.append(("rowsum", kind, "write"))
+            buffers.append(sums.buffer)
+            rowsum = {"ROWSUM_ACC": "s0 += a0; s1 += a1;", "ROWSUM_STORE": _ROWSUM_STORE}
         meta = meta_block([M, N, K, a.strides[-2], a.strides[-1], b.strides[-2],
                            b.strides[-1]], batch, ops, what="matmul")
-        spec = kernel("matmul.wgsl", "matmul", bindings, EPILOGUE=epilogue)
+        spec = kernel("matmul.wgsl", "matmul", bindings, EPILOGUE=epilogue, **rowsum)
         be.dispatcher.dispatch(spec, buffers, meta,
                                (-(-N // TILE), -(-M // TILE), max(nbatch, 1)))
     if squeeze:
@@ -77,4 +97,6 @@ def matmul(be, a, b, bias=None, activation=None, want_pre=False):
         out = out.view(shape, None, 0)
         if pre is not None:
             pre = pre.view(shape, None, 0)
+    if want_row_sums:
+        return out, sums
     return (out, pre) if want_pre else out

@@ -47,8 +47,9 @@ def linear_backward(be, x, w, pre, gy, activation, need_bias):
         g2 = gpre
     x2 = _rows(be, x, n_in)
     dx = mm.matmul(be, g2, w).view(x.shape, None, 0)
-    dw = mm.matmul(be, swap_last2(g2), x2)
-    db = be.sum(g2, (0,), False) if need_bias else None
+    # the bias gradient (g2 summed over rows) comes out of dw's matmul: its A is g2^T
+    res = mm.matmul(be, swap_last2(g2), x2, want_row_sums=need_bias)
+    dw, db = res if need_bias else (res, None)
     return dx, dw, db
 
 
