@@ -356,3 +356,16 @@ def test_matmul_row_sums_ride_along(be, shape):
     c, sums = mm.matmul(be, T(be, a.T), up(be, b), want_row_sums=True)
     close(be.to_numpy(c), a.T @ b, atol=1e-4)
     close(be.to_numpy(sums), a.T.sum(1), atol=1e-4)
+
+
+def test_attention_output_is_sequence_major(be):
+    """(batch, heads, seq, d) in, an output whose transpose(1, 2) is contiguous: the
+    head merge of multi-head attention is a view."""
+    from haelixe.backends.wgpu.geometry import permute
+
+    rng = np.random.default_rng(10)
+    q, k, v = (rng.standard_normal((2, 3, 11, 8)).astype(np.float32) for _ in range(3))
+    out, _ = be.attention(up(be, q), up(be, k), up(be, v), False, 0.35)
+    assert out.shape == (2, 3, 11, 8) and permute(out, (0, 2, 1, 3)).is_contiguous()
+    _, want, _ = attention_ref(q, k, v, False, 0.35)
+    close(be.to_numpy(out), want, atol=2e-5)

@@ -4,6 +4,11 @@ q, k, v are (..., seq, head_dim) with any batch and sequence strides; a head dim
 not contiguous is copied first (the kernels read rows as contiguous runs). Leading dims
 broadcast between q, k and v. ``lse`` is float32 whatever the input dtype: backward
 recomputes probabilities as exp(s - lse), where a rounded lse would show.
+
+The output of (..., heads, seq, head_dim) inputs is stored sequence-major, as
+(..., seq, heads, head_dim) viewed back (PyTorch's flash attention does the same): the
+``o.transpose(-3, -2).reshape(..., seq, heads * head_dim)`` that follows in multi-head
+attention is then a view, not a copy.
 """
 
 from __future__ import annotations
@@ -11,7 +16,7 @@ from __future__ import annotations
 import math
 
 from . import dtypes as gd
-from .geometry import broadcast_shapes, broadcast_strides, f32_bits, meta_block
+from .geometry import broadcast_shapes, broadcast_strides, f32_bits, meta_block, permute
 from .shaders import kernel
 
 MAX_HEAD_DIM = 128
@@ -66,12 +71,21 @@ def _dispatch(be, entry, lead, ops, arrays, bindings, scalars, n_rows, dqk, dv, 
                            (-(-n_rows // bq), nbatch, 1))
 
 
+def _sequence_major(be, lead, seq, d, dtype):
+    """An array of shape lead + (seq, d) stored as lead[:-1] + (seq, lead[-1], d)."""
+    if not lead:
+        return be.empty((seq, d), dtype)
+    n = len(lead)
+    base = be.empty(lead[:-1] + (seq, lead[-1], d), dtype)
+    return permute(base, list(range(n - 1)) + [n, n - 1, n + 1])
+
+
 def attention(be, q, k, v, causal, scale):
     """(out, lse) of softmax(q k^T * scale [causal]) v."""
     lead = _check(q, k, v)
     q, k, v = (_rows_contiguous(be, t) for t in (q, k, v))
     sq, sk, dqk, dv = q.shape[-2], k.shape[-2], q.shape[-1], v.shape[-1]
-    out = be.empty(lead + (sq, dv), q.dtype)
+    out = _sequence_major(be, lead, sq, dv, q.dtype)
     lse = be.empty(lead + (sq,), gd.F32)
     if out.size == 0:
         return out, lse
