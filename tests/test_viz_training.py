@@ -51,9 +51,25 @@ def test_throttle_keeps_redraws_rare():
     for s in range(1, 500):
         dash.update(s, 1.0 / s, 1e-3)
     assert dash.throttle.redraws == drawn
-    dash.throttle.interval = 0.0
-    dash.throttle.budget = 1.0
-    dash.throttle._next = 0.0  # as if the gap had passed
+    dash.throttle._next = 0.0  # as if the budget allowed a redraw now
     dash.update(500, 0.002, 1e-3)
     assert dash.throttle.redraws == drawn + 1
+    assert not dash.throttle.due()  # and the next one waits again
     assert len(dash.history.steps) == 500
+
+
+def test_throttle_keeps_drawing_within_its_budget():
+    from haelixe.viz.throttle import Throttle
+
+    th = Throttle(interval=0.0, budget=0.1)
+    th.last_cost = 0.05
+    t = 100.0
+    assert not th.due(t)  # starts the clock
+    drawn = 0.0
+    while t < 200.0:
+        t += 0.01
+        if th.due(t):
+            th._done(t, t + 0.05)  # each redraw costs 50 ms
+            t += 0.05
+            drawn += 0.05
+    assert drawn <= 0.1 * 100.0 + 0.05 and drawn >= 0.1 * 100.0 * 0.9

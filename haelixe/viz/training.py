@@ -206,10 +206,12 @@ class TrainingDashboard:
         self._status = w.HTML()
         self.widget = w.VBox([self._status, self._image])
         # Draw the empty axes now. The first draw pays for loading fonts; the second
-        # measures what a redraw costs, which sets the pace of redraws in training.
+        # measures a redraw, doubled as the first estimate because a redraw in training
+        # also evaluates the model and draws more points.
         self._fig = render_training_figure(self.history)
         self._image.value = _figure_png(self._fig)
         self.refresh()
+        self.throttle.last_cost *= 2
 
     def _repr_mimebundle_(self, **kwargs):
         return self.widget._repr_mimebundle_(**kwargs)
