@@ -26,26 +26,31 @@ fn scalar_i(k: i32) -> i32 { return metadata[k]; }
 fn scalar_f(k: i32) -> f32 { return bitcast<f32>(metadata[k]); }
 
 // Coordinates of flat (C-order) index `idx` in the iteration space.
+// Written out with constant indices, not as a loop over ndim: an array indexed by a loop
+// variable lives in memory (on software adapters above all, where it cost 5x the
+// arithmetic); constant indices keep it in registers. Dims past ndim have size 1 and
+// stride 0 in the metadata, so they give coordinate 0 and add nothing.
 fn coords(idx: i32) -> array<i32, 8> {
     var c: array<i32, 8>;
+    let nd = metadata[8];
     var rem = idx;
-    for (var d = metadata[8] - 1; d >= 0; d--) {
-        let n = metadata[9 + d];
-        c[d] = rem % n;
-        rem = rem / n;
-    }
+    if (nd > 7) { let n = metadata[16]; c[7] = rem % n; rem = rem / n; }
+    if (nd > 6) { let n = metadata[15]; c[6] = rem % n; rem = rem / n; }
+    if (nd > 5) { let n = metadata[14]; c[5] = rem % n; rem = rem / n; }
+    if (nd > 4) { let n = metadata[13]; c[4] = rem % n; rem = rem / n; }
+    if (nd > 3) { let n = metadata[12]; c[3] = rem % n; rem = rem / n; }
+    if (nd > 2) { let n = metadata[11]; c[2] = rem % n; rem = rem / n; }
+    if (nd > 1) { let n = metadata[10]; c[1] = rem % n; rem = rem / n; }
+    c[0] = rem;
     return c;
 }
 
 // Element offset of operand k at coordinates c.
-fn op_offset(k: i32, c_in: array<i32, 8>) -> i32 {
-    var c = c_in;
-    let base = OPS_BASE + k * OP_STRIDE;
-    var off = metadata[base];
-    for (var d = 0; d < metadata[8]; d++) {
-        off += c[d] * metadata[base + 2 + d];
-    }
-    return off;
+fn op_offset(k: i32, c: array<i32, 8>) -> i32 {
+    let s = OPS_BASE + k * OP_STRIDE + 2;
+    return metadata[s - 2] + c[0] * metadata[s] + c[1] * metadata[s + 1]
+        + c[2] * metadata[s + 2] + c[3] * metadata[s + 3] + c[4] * metadata[s + 4]
+        + c[5] * metadata[s + 5] + c[6] * metadata[s + 6] + c[7] * metadata[s + 7];
 }
 fn op_extra(k: i32) -> i32 { return metadata[OPS_BASE + k * OP_STRIDE + 1]; }
 

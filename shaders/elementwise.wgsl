@@ -5,6 +5,7 @@
 // the expression (see haelixe/backends/wgpu/elementwise.py). Scalars (clamp bounds)
 // sit in metadata[1..].
 
+//! section: map
 @compute @workgroup_size(256)
 fn map(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
        @builtin(local_invocation_index) lid: u32) {
@@ -13,4 +14,22 @@ fn map(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3
     let c = coords(i);
     ${INPUTS}
     store_out(op_offset(0, c), ${EXPR});
+}
+
+//! section: map_flat
+// The same when the iteration space merges to one dim (every operand walks it with one
+// stride, as contiguous ones do): no coordinates to take apart, an index is
+// offset + i * stride. ${INPUTS} then reads through `flat_at(k, i)`.
+fn flat_at(k: i32, i: i32) -> i32 {
+    let base = OPS_BASE + k * OP_STRIDE;
+    return metadata[base] + i * metadata[base + 2];
+}
+
+@compute @workgroup_size(256)
+fn map_flat(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+            @builtin(local_invocation_index) lid: u32) {
+    let i = flat_id(wid, nwg, lid, 256u);
+    if (i >= metadata[0]) { return; }
+    ${INPUTS}
+    store_out(flat_at(0, i), ${EXPR});
 }

@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import dtypes as gd
-from .geometry import broadcast_shapes, broadcast_strides, f32_bits, grid, meta_block
+from .geometry import N_SCALARS, broadcast_shapes, broadcast_strides, f32_bits, grid, meta_block
 from .shaders import kernel
 
 # -- expression tables -------------------------------------------------------------------
@@ -106,19 +106,26 @@ def run_map(be, out, inputs, expr: str, scalars=(), update: bool = False) -> Non
     words = [n, *scalars]
     bindings = [("out", gd.kind(out.dtype), "rw" if update else "write")]
     buffers = [out.buffer]
-    loads = ["let x0 = load_out(op_offset(0, c));"] if update else []
+    loads = [("out", 0)] if update else []  # (binding, operand) per x0, x1, ...
     for k, x in enumerate(inputs, start=int(update)):
         if is_scalar(x):
             x = as_scalar(x)
-            loads.append(f"let x{k} = {_SCALAR_LOAD[gd.kind(x.dtype)].format(j=len(words))};")
+            loads.append((_SCALAR_LOAD[gd.kind(x.dtype)].format(j=len(words)), None))
             words.append(_scalar_word(x))
             continue
         ops.append((broadcast_strides(x, shape), x.offset))
         bindings.append((f"x{k}", gd.kind(x.dtype), "read"))
         buffers.append(x.buffer)
-        loads.append(f"let x{k} = load_x{k}(op_offset({len(ops) - 1}, c));")
+        loads.append((f"x{k}", len(ops) - 1))
     meta = meta_block(words, shape, ops, what="elementwise")
-    spec = kernel("elementwise.wgsl", "map", bindings, INPUTS=" ".join(loads), EXPR=expr)
+    # one merged dim: the kernel without coordinates (index = offset + i * stride)
+    flat = meta[N_SCALARS] <= 1
+    index = "flat_at({k}, i)" if flat else "op_offset({k}, c)"
+    text = " ".join(f"let x{j} = {src};" if k is None else
+                    f"let x{j} = load_{src}({index.format(k=k)});"
+                    for j, (src, k) in enumerate(loads))
+    spec = kernel("elementwise.wgsl", "map_flat" if flat else "map", bindings, INPUTS=text,
+                  EXPR=expr)
     be.dispatcher.dispatch(spec, buffers, meta, grid(-(-n // 256)))
 
 
