@@ -371,7 +371,9 @@ def test_argmax(be):
 # -- matmul ------------------------------------------------------------------------------
 @pytest.mark.parametrize("shapes", [((5, 7), (7, 3)), ((70, 33), (33, 65)),
                                     ((2, 1, 9, 17), (3, 17, 66)), ((17,), (17, 5)),
-                                    ((4, 17), (17,))])
+                                    ((4, 17), (17,)),
+                                    # several 128 x 128 tiles with ragged edges, k % 8 != 0
+                                    ((130, 9), (9, 257)), ((3, 129, 20), (20, 131))])
 def test_matmul_shapes(be, shapes):
     rng = np.random.default_rng(11)
     a = rng.standard_normal(shapes[0]).astype(np.float32)

@@ -369,3 +369,56 @@ def test_attention_output_is_sequence_major(be):
     assert out.shape == (2, 3, 11, 8) and permute(out, (0, 2, 1, 3)).is_contiguous()
     _, want, _ = attention_ref(q, k, v, False, 0.35)
     close(be.to_numpy(out), want, atol=2e-5)
+
+
+# -- every variant chosen by shape ---------------------------------------------------------
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("sq,sk", [(300, 20), (20, 300)])
+def test_attention_row_block_variants(be, sq, sk, causal):
+    """Both rows-per-workgroup variants (64 up to 256 rows, 128 beyond) in each of the
+    three kernels: the forward and dq take theirs from the query length, dk/dv from the
+    key length; lengths that are not multiples of the blocks."""
+    from haelixe.backends.wgpu.attention import _rows_per_group
+
+    assert {_rows_per_group(sq), _rows_per_group(sk)} == {64, 128}
+    rng = np.random.default_rng(sq + causal)
+    q = rng.standard_normal((2, sq, 16)).astype(np.float32)
+    k = rng.standard_normal((2, sk, 16)).astype(np.float32)
+    v = rng.standard_normal((2, sk, 12)).astype(np.float32)
+    _, out_ref, lse_ref = attention_ref(q, k, v, causal, 0.25)
+    out, lse = be.attention(up(be, q), up(be, k), up(be, v), causal, 0.25)
+    close(be.to_numpy(out), out_ref, atol=2e-5)
+    close(be.to_numpy(lse), lse_ref, atol=2e-5)
+    gout = rng.standard_normal(out_ref.shape).astype(np.float32)
+    grads = be.attention_backward(up(be, q), up(be, k), up(be, v), out, lse, up(be, gout),
+                                  causal, 0.25)
+    for name, g, want in zip(("dq", "dk", "dv"), grads,
+                             attention_grads_ref(q, k, v, causal, 0.25, gout)):
+        close(be.to_numpy(g), want, atol=5e-5, msg=name)
+
+
+ROW_LENGTHS = (5, 40, 300, 700)  # per-invocation rows, then 32, 64 and 256 per workgroup
+
+
+def test_row_kernel_workgroup_variants(be):
+    """Reductions, argmax, softmax and the norms pick their workgroup size from the row
+    length: every size (and the one-invocation-per-row reduction) against numpy."""
+    from haelixe.backends.wgpu.reduce import workgroup_size
+
+    assert {workgroup_size(n) for n in ROW_LENGTHS} == {32, 64, 256}
+    rng = np.random.default_rng(13)
+    for n in ROW_LENGTHS:
+        x = rng.standard_normal((3, n)).astype(np.float32)
+        gx = T(be, x)  # rows read with a stride
+        msg = f"length {n}"
+        close(be.to_numpy(be.sum(gx, (1,))), x.sum(1), atol=1e-4, msg=msg)
+        close(be.to_numpy(be.max(gx, (1,))), x.max(1), msg=msg)
+        np.testing.assert_array_equal(be.to_numpy(be.argmax(gx, 1)), x.argmax(1), msg)
+        close(be.to_numpy(be.softmax(gx, 1)), softmax_ref(x, 1), atol=1e-6, msg=msg)
+        y, _ = be.rmsnorm(gx, None, 1e-6)
+        close(be.to_numpy(y), x / np.sqrt((x.astype(float) ** 2).mean(1, keepdims=True)
+                                          + 1e-6), atol=1e-5, msg=msg)
+        y, _, _ = be.layernorm(gx, None, None, 1e-5)
+        xc = x - x.mean(1, keepdims=True)
+        close(be.to_numpy(y), xc / np.sqrt((xc ** 2).mean(1, keepdims=True) + 1e-5),
+              atol=1e-4, msg=msg)
