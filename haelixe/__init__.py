@@ -78,100 +78,23 @@ def __getattr__(name):
     raise AttributeError(f"module 'haelixe' has no attribute {name!r}")
 
 
-def exp(x):
-    return x.exp()
+def _function_form(name: str):
+    """``hx.name(x, ...)`` as the tensor method ``x.name(...)``, as in torch."""
+
+    def fn(x, *args, **kwargs):
+        return getattr(x, name)(*args, **kwargs)
+
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = f"hx.{name}(x, ...) is x.{name}(...); see Tensor.{name}."
+    return fn
 
 
-def log(x):
-    return x.log()
-
-
-def sqrt(x):
-    return x.sqrt()
-
-
-def tanh(x):
-    return x.tanh()
-
-
-def sigmoid(x):
-    return x.sigmoid()
-
-
-def relu(x):
-    return x.relu()
-
-
-def matmul(a, b):
-    return a @ b
-
-
-def softmax(x, dim):
-    return x.softmax(dim)
-
-
-def log_softmax(x, dim):
-    return x.log_softmax(dim)
-
-
-def sum(x, dim=None, keepdim=False):  # noqa: A001
-    return x.sum(dim, keepdim)
-
-
-def mean(x, dim=None, keepdim=False):
-    return x.mean(dim, keepdim)
-
-
-def maximum(a, b):
-    return a.maximum(b)
-
-
-def minimum(a, b):
-    return a.minimum(b)
-
-
-def clamp(x, min=None, max=None):  # noqa: A002
-    return x.clamp(min, max)
-
-
-def masked_fill(x, mask, value):
-    return x.masked_fill(mask, value)
-
-
-def gather(x, dim, index):
-    return x.gather(dim, index)
-
-
-def flip(x, dims):
-    return x.flip(dims)
-
-
-def permute(x, dims):
-    return x.permute(dims)
-
-
-def transpose(x, d0, d1):
-    return x.transpose(d0, d1)
-
-
-def reshape(x, shape):
-    return x.reshape(shape)
-
-
-def broadcast_to(x, shape):
-    return x.broadcast_to(shape)
-
-
-def as_strided(x, size, stride, storage_offset=None):
-    return x.as_strided(size, stride, storage_offset)
-
-
-def split(x, split_size_or_sections, dim=0):
-    return x.split(split_size_or_sections, dim)
-
-
-def chunk(x, chunks, dim=0):
-    return x.chunk(chunks, dim)
+for _name in ("exp", "log", "sqrt", "tanh", "sigmoid", "relu", "matmul", "softmax",
+              "log_softmax", "sum", "mean", "maximum", "minimum", "clamp", "masked_fill",
+              "gather", "flip", "permute", "transpose", "reshape", "broadcast_to",
+              "as_strided", "split", "chunk"):
+    globals()[_name] = _function_form(_name)
+del _name
 
 
 def allclose(a, b, rtol=1e-5, atol=1e-8):

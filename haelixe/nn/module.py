@@ -218,28 +218,9 @@ def _is_dtype(a) -> bool:
     return isinstance(a, DType) or (isinstance(a, str) and a not in ("cpu", "gpu"))
 
 
-class Sequential(Module):
-    def __init__(self, *modules):
-        super().__init__()
-        for i, m in enumerate(modules):
-            setattr(self, str(i), m)
+class _ModuleSequence(Module):
+    """Sub-modules kept in order under the names "0", "1", ...: indexable, iterable."""
 
-    def forward(self, x):
-        for m in self._modules.values():
-            x = m(x)
-        return x
-
-    def __getitem__(self, i):
-        return list(self._modules.values())[i]
-
-    def __len__(self):
-        return len(self._modules)
-
-    def __iter__(self):
-        return iter(self._modules.values())
-
-
-class ModuleList(Module):
     def __init__(self, modules=()):
         super().__init__()
         for m in modules:
@@ -257,3 +238,19 @@ class ModuleList(Module):
 
     def __iter__(self):
         return iter(self._modules.values())
+
+
+class Sequential(_ModuleSequence):
+    """Calls its modules one after another."""
+
+    def __init__(self, *modules):
+        super().__init__(modules)
+
+    def forward(self, x):
+        for m in self._modules.values():
+            x = m(x)
+        return x
+
+
+class ModuleList(_ModuleSequence):
+    """A list of modules whose parameters the parent module sees."""
