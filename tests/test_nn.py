@@ -281,3 +281,13 @@ def test_transformer_block_is_prenorm_with_one_norm_per_branch():
 def test_linear_rejects_wrong_features():
     with pytest.raises(ValueError, match="has 4 features but the weight"):
         nn.Linear(3, 2)(hx.randn(2, 4))
+
+
+def test_module_list_and_sequential_index_and_register():
+    layers = nn.ModuleList([nn.Linear(2, 2), nn.Linear(2, 3)])
+    layers.append(nn.RMSNorm(3))
+    assert len(layers) == 3 and isinstance(layers[1], nn.Linear)
+    assert [n for n, _ in layers.named_parameters()][:2] == ["0.weight", "0.bias"]
+    seq = nn.Sequential(*layers)
+    assert seq(hx.randn(4, 2)).shape == (4, 3)
+    assert len(list(seq.parameters())) == 5
