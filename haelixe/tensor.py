@@ -712,8 +712,7 @@ class Tensor:
         if self.device is CPU:
             np.add(self._data, g._data, out=self._data)
         else:
-            be = self._be
-            be.copy_into(self._data, be.add(self._data, g._data))
+            self._be.binary_into("add", self._data, g._data)  # one dispatch, no temporary
         self._storage.version += 1
 
 

@@ -134,9 +134,10 @@ class Backend:
         (the pre-activation, perhaps with its normal CDF; None without activation)."""
         raise NotImplementedError
 
-    def linear_backward(self, x, w, pre, gy, activation, need_bias):
+    def linear_backward(self, x, w, pre, gy, activation, need_bias, need_input=True):
         """Returns (dx, dw, db) for ``linear``; ``pre`` is the ``saved`` value linear
-        returned; db is None when need_bias is False."""
+        returned; db is None when need_bias is False, dx None when need_input is False
+        (a first layer fed with data: its input gradient would be thrown away)."""
         raise NotImplementedError
 
     def rmsnorm(self, x, w, eps):

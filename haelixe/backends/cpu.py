@@ -290,14 +290,14 @@ class CPUBackend(Backend):
         return y * cdf, (y, cdf)
 
     @computes_in_f32
-    def linear_backward(self, x, w, pre, gy, activation, need_bias):
+    def linear_backward(self, x, w, pre, gy, activation, need_bias, need_input=True):
         if activation is not None:
             y, cdf = pre
             gy = gy * gelu_grad(y, "tanh" if activation == "gelu_tanh" else "none", cdf)
         n_in, n_out = w.shape[1], w.shape[0]
         x2 = x.reshape(-1, n_in)
         g2 = gy.reshape(-1, n_out)
-        dx = np.matmul(g2, w).reshape(x.shape)
+        dx = np.matmul(g2, w).reshape(x.shape) if need_input else None
         dw = np.matmul(g2.T, x2)
         db = np.add.reduce(g2, axis=0) if need_bias else None
         return dx, dw, db

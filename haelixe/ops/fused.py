@@ -34,9 +34,10 @@ class LinearFn(Function):
         x, w = ctx.saved_tensors
         nx, nw, nb, _ = ctx.next
         dx, dw, db = x._be.linear_backward(x._data, w._data, ctx.pre, g._data,
-                                           ctx.activation, ctx.has_bias and nb is not None)
+                                           ctx.activation, ctx.has_bias and nb is not None,
+                                           nx is not None)
         wrap = Tensor._wrap
-        return (wrap(dx) if nx is not None else None, wrap(dw) if nw is not None else None,
+        return (wrap(dx) if dx is not None else None, wrap(dw) if nw is not None else None,
                 wrap(db) if db is not None else None, None)
 
 

@@ -226,8 +226,8 @@ class WGPU(Backend):
         """(y, pre): y = act(x @ w.T + b) in one tiled matmul with the epilogue fused."""
         return nn.linear(self, x, w, b, activation)
 
-    def linear_backward(self, x, w, pre, gy, activation, need_bias):
-        return nn.linear_backward(self, x, w, pre, gy, activation, need_bias)
+    def linear_backward(self, x, w, pre, gy, activation, need_bias, need_input=True):
+        return nn.linear_backward(self, x, w, pre, gy, activation, need_bias, need_input)
 
     def rmsnorm(self, x, w, eps):
         return nn.rmsnorm(self, x, w, eps)

@@ -36,8 +36,9 @@ def linear(be, x, w, b, activation=None):
     return y, (pre.view(shape, None, 0) if pre is not None else None)
 
 
-def linear_backward(be, x, w, pre, gy, activation, need_bias):
-    """(dx, dw, db) of :func:`linear`; db is None unless ``need_bias``."""
+def linear_backward(be, x, w, pre, gy, activation, need_bias, need_input=True):
+    """(dx, dw, db) of :func:`linear`; db is None unless ``need_bias``, dx None unless
+    ``need_input``."""
     n_out, n_in = w.shape
     g2 = _rows(be, gy, n_out)
     if activation is not None:
@@ -46,7 +47,7 @@ def linear_backward(be, x, w, pre, gy, activation, need_bias):
         run_map(be, gpre, [_rows(be, pre, n_out), g2], BINARY_FLOAT[op].format(a="x0", b="x1"))
         g2 = gpre
     x2 = _rows(be, x, n_in)
-    dx = mm.matmul(be, g2, w).view(x.shape, None, 0)
+    dx = mm.matmul(be, g2, w).view(x.shape, None, 0) if need_input else None
     # the bias gradient (g2 summed over rows) comes out of dw's matmul: its A is g2^T
     res = mm.matmul(be, swap_last2(g2), x2, want_row_sums=need_bias)
     dw, db = res if need_bias else (res, None)
