@@ -263,6 +263,11 @@ def render_graph_svg(graph, highlighted=frozenset(), direction: str = "LR", *,
     leg, _ = svg.legend(_MARGIN, _MARGIN + 32, items)
     header.append(leg)
     height = lay.height
+    if not graph.nodes:
+        header.append(svg.text(_MARGIN, lay.height + 4, "no autograd graph: the tensor does "
+                               "not require grad (make a leaf with requires_grad=True)", 12,
+                               svg.MUTED, class_="hx-graph-message"))
+        height += 18
     if lay.message:
         header.append(svg.text(_MARGIN, lay.height + 4, lay.message, 12, svg.WASTE,
                                class_="hx-graph-message"))

@@ -73,9 +73,11 @@ def rect(x, y, w, h, fill, stroke=None, **attrs) -> str:
             + (f' stroke="{stroke}"' if stroke else "") + _attrs(attrs) + "/>")
 
 
-def text(x, y, s, size=12, fill=INK, family=SANS, anchor="start", weight=None,
+def text(x, y, s, size=12, fill=INK, family=None, anchor="start", weight=None,
          **attrs) -> str:
-    return (f'<text x="{num(x)}" y="{num(y)}" font-family="{esc(family)}" '
+    """A text element; ``family`` defaults to the document's (sans-serif)."""
+    fam = f' font-family="{esc(family)}"' if family and family != SANS else ""
+    return (f'<text x="{num(x)}" y="{num(y)}"{fam} '
             f'font-size="{num(size)}" fill="{fill}" text-anchor="{anchor}"'
             + (f' font-weight="{weight}"' if weight else "") + _attrs(attrs)
             + f">{esc(s)}</text>")
@@ -109,7 +111,8 @@ def group(body: str, **attrs) -> str:
 def document(width, height, body: str, cls: str, **attrs) -> str:
     """The root ``<svg>``; ``cls`` is its stable class (tests and the browser find it)."""
     return (f'<svg xmlns="http://www.w3.org/2000/svg" class="{cls}" width="{num(width)}" '
-            f'height="{num(height)}" viewBox="0 0 {num(width)} {num(height)}"'
+            f'height="{num(height)}" viewBox="0 0 {num(width)} {num(height)}" '
+            f'font-family="{esc(SANS)}"'
             + _attrs(attrs) + f'>{rect(0, 0, width, height, WHITE)}{body}</svg>')
 
 
