@@ -2,8 +2,10 @@
 //
 // A workgroup of 16 x 16 invocations computes a 128 x 128 tile of C; each invocation
 // keeps an 8 x 8 block in sixteen vec4 registers (rows 4ty..4ty+3 and 64+4ty..; columns
-// likewise), stepping K by 8 through workgroup memory. Named registers rather than an
-// array keep the accumulators out of local memory on every compiler. A and B are read
+// likewise), stepping K by 16 through workgroup memory, the next tile's loads issued
+// into registers before the current tile is consumed (double buffering). Named
+// registers rather than an array keep the accumulators out of local memory on every
+// compiler. A and B are read
 // through their strides, so transposed or sliced operands need no copy; rows, columns and
 // k past M, N, K read as zero and are not written.
 //
@@ -18,23 +20,36 @@
 
 const BM: i32 = 128;
 const BN: i32 = 128;
-const BK: i32 = 8;
+const BK: i32 = 16;
 
-var<workgroup> a_tile: array<vec4<f32>, 256>;  // [k][m / 4], BK * BM / 4
-var<workgroup> b_tile: array<vec4<f32>, 256>;  // [k][n / 4], BK * BN / 4
+var<workgroup> a_tile: array<vec4<f32>, 512>;  // [k][m / 4], BK * BM / 4
+var<workgroup> b_tile: array<vec4<f32>, 512>;  // [k][n / 4], BK * BN / 4
 
-fn a_at(base: i32, m: i32, k: i32) -> f32 {
-    if (m < metadata[0] && k < metadata[2]) {
-        return f32(load_a(base + m * metadata[3] + k * metadata[4]));
+// Sizes and strides come in as arguments (read once from the metadata): a load from the
+// metadata buffer inside the tile loop is one the compiler cannot hoist on its own.
+fn a_at(base: i32, m: i32, k: i32, M: i32, K: i32, sm: i32, sk: i32) -> f32 {
+    if (m < M && k < K) {
+        return f32(load_a(base + m * sm + k * sk));
     }
     return 0.0;
 }
 
-fn b_at(base: i32, k: i32, n: i32) -> f32 {
-    if (k < metadata[2] && n < metadata[1]) {
-        return f32(load_b(base + k * metadata[5] + n * metadata[6]));
+fn b_at(base: i32, k: i32, n: i32, K: i32, N: i32, sk: i32, sn: i32) -> f32 {
+    if (k < K && n < N) {
+        return f32(load_b(base + k * sk + n * sn));
     }
     return 0.0;
+}
+
+// four consecutive rows of A at one k / four consecutive columns of B at one k
+fn a4(base: i32, m: i32, k: i32, M: i32, K: i32, sm: i32, sk: i32) -> vec4<f32> {
+    return vec4<f32>(a_at(base, m, k, M, K, sm, sk), a_at(base, m + 1, k, M, K, sm, sk),
+                     a_at(base, m + 2, k, M, K, sm, sk), a_at(base, m + 3, k, M, K, sm, sk));
+}
+
+fn b4(base: i32, k: i32, n: i32, K: i32, N: i32, sk: i32, sn: i32) -> vec4<f32> {
+    return vec4<f32>(b_at(base, k, n, K, N, sk, sn), b_at(base, k, n + 1, K, N, sk, sn),
+                     b_at(base, k, n + 2, K, N, sk, sn), b_at(base, k, n + 3, K, N, sk, sn));
 }
 
 fn emit(z: i32, m: i32, n: i32, v: f32) {
@@ -56,7 +71,13 @@ fn emit4(z: i32, m: i32, n: i32, v: vec4<f32>) {
 @compute @workgroup_size(16, 16)
 fn matmul(@builtin(workgroup_id) wid: vec3<u32>,
           @builtin(local_invocation_id) lid: vec3<u32>) {
+    let M = metadata[0];
+    let N = metadata[1];
     let K = metadata[2];
+    let sam = metadata[3];
+    let sak = metadata[4];
+    let sbk = metadata[5];
+    let sbn = metadata[6];
     let z = i32(wid.z);
     let bc = coords(z);
     let a_base = op_offset(0, bc);
@@ -65,7 +86,7 @@ fn matmul(@builtin(workgroup_id) wid: vec3<u32>,
     let n0 = i32(wid.x) * BN;
     let tx = i32(lid.x);
     let ty = i32(lid.y);
-    // tile loading: invocation t fills vec4 (t % 32) of row t / 32 of each tile
+    // tile loading: invocation t fills vec4 (t % 32) of rows t / 32 and t / 32 + 8
     let tid = ty * 16 + tx;
     let lk = tid / 32;
     let l4 = (tid % 32) * 4;
@@ -80,15 +101,25 @@ fn matmul(@builtin(workgroup_id) wid: vec3<u32>,
     var c7a = vec4<f32>(); var c7b = vec4<f32>();
     var s0 = vec4<f32>(); var s1 = vec4<f32>();  // row sums of A (rows ma.., mb..)
 
+    // Double buffering through registers: the next tile's global loads are issued
+    // before the current tile's arithmetic, so their latency hides behind it.
+    let gm = m0 + l4;
+    let gn = n0 + l4;
+    var ra0 = a4(a_base, gm, lk, M, K, sam, sak);
+    var ra1 = a4(a_base, gm, lk + 8, M, K, sam, sak);
+    var rb0 = b4(b_base, lk, gn, K, N, sbk, sbn);
+    var rb1 = b4(b_base, lk + 8, gn, K, N, sbk, sbn);
     for (var k0 = 0; k0 < K; k0 += BK) {
-        let gk = k0 + lk;
-        let gm = m0 + l4;
-        a_tile[tid] = vec4<f32>(a_at(a_base, gm, gk), a_at(a_base, gm + 1, gk),
-                                a_at(a_base, gm + 2, gk), a_at(a_base, gm + 3, gk));
-        let gn = n0 + l4;
-        b_tile[tid] = vec4<f32>(b_at(b_base, gk, gn), b_at(b_base, gk, gn + 1),
-                                b_at(b_base, gk, gn + 2), b_at(b_base, gk, gn + 3));
+        a_tile[tid] = ra0;
+        a_tile[tid + 256] = ra1;
+        b_tile[tid] = rb0;
+        b_tile[tid + 256] = rb1;
         workgroupBarrier();
+        let nk = k0 + BK + lk;
+        ra0 = a4(a_base, gm, nk, M, K, sam, sak);
+        ra1 = a4(a_base, gm, nk + 8, M, K, sam, sak);
+        rb0 = b4(b_base, nk, gn, K, N, sbk, sbn);
+        rb1 = b4(b_base, nk + 8, gn, K, N, sbk, sbn);
         for (var kk = 0; kk < BK; kk++) {
             let a0 = a_tile[kk * 32 + ty];
             let a1 = a_tile[kk * 32 + 16 + ty];
