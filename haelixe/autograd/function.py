@@ -97,7 +97,8 @@ class Function(Node):
     # -- ctx API used inside forward -----------------------------------------------------
     def save_for_backward(self, *tensors) -> None:
         self.saved = tensors
-        self._versions = tuple(None if t is None else t._storage.version for t in tensors)
+        # (list comprehensions: a generator per saved tuple costs more than the list)
+        self._versions = [None if t is None else t._storage.version for t in tensors]
 
     @property
     def saved_tensors(self) -> tuple:
@@ -164,7 +165,7 @@ class Function(Node):
         if STATE.anomaly:
             _check_finite(out, f"forward of {ctx.name}")
         if requires:
-            ctx.next = tuple(_edge(a) if isinstance(a, Tensor) else None for a in args)
+            ctx.next = [_edge(a) if isinstance(a, Tensor) else None for a in args]
             out._requires_grad = True
             out.grad_fn = ctx
             ctx.meta = (out.shape, out.dtype, out.device)
