@@ -135,8 +135,8 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--steps", type=int, default=3000,
                    help="steps per round (long enough for live redraws to happen)")
-    p.add_argument("--gpu-steps", type=int, default=40,
-                   help="steps per round on the GPU (a software adapter is slow)")
+    p.add_argument("--gpu-steps", type=int, default=600,
+                   help="steps per round on the GPU (fewer on a slow software adapter)")
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--device", choices=["cpu", "gpu", "both"], default="cpu")
     args = p.parse_args(argv)

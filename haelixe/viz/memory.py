@@ -40,7 +40,7 @@ class MemoryTimeline:
     """
 
     def __init__(self, by_tag: dict | None = None, seq: int = 0, reserved: int = 0,
-                 max_points: int = 1500):
+                 max_points: int = 800):
         self.max_points = max_points
         self.tags = [int((by_tag or {}).get(t, 0)) for t in TAGS]
         self.points: list = []  # (seq, reserved, (bytes per tag...))
@@ -343,8 +343,8 @@ class MemoryView:
     and within ``budget`` of the wall time), and on :meth:`refresh`.
     """
 
-    def __init__(self, device="gpu", *, interval: float = 0.25, budget: float = 0.015,
-                 live: bool = True, max_points: int = 1500):
+    def __init__(self, device="gpu", *, interval: float = 0.25, budget: float = 0.01,
+                 live: bool = True, max_points: int = 800):
         import ipywidgets as w
 
         self.allocator = _resolve_allocator(device)
@@ -353,6 +353,7 @@ class MemoryView:
         self.timeline = MemoryTimeline(st["by_tag"], last[0].seq if last else 0,
                                        st["reserved_bytes"], max_points)
         self.throttle = Throttle(interval, budget)
+        self._countdown = 1
         self._unsubscribe = None
         self._svg = w.HTML()
         self._live = w.ToggleButton(value=live, description="live", icon="circle",
@@ -373,10 +374,16 @@ class MemoryView:
     def _repr_mimebundle_(self, **kwargs):
         return self.widget._repr_mimebundle_(**kwargs)
 
+    _CHECK_EVERY = 32  # events between looks at the clock (reading it costs more)
+
     def _on_event(self, ev) -> None:
         # Runs inside the allocator's lock on every event: record, redraw rarely.
         tl = self.timeline
         tl.record(ev)
+        self._countdown -= 1
+        if self._countdown > 0:
+            return
+        self._countdown = self._CHECK_EVERY
         if tl.needs_resync:
             tl.resync(self.allocator.stats()["by_tag"])
         if self.throttle.due():
@@ -405,7 +412,10 @@ class MemoryView:
         return self.allocator.stats()
 
     def to_svg(self) -> str:
-        return render_memory_svg(self.allocator.stats(), self.timeline)
+        tl = self.timeline
+        if tl.needs_resync:
+            tl.resync(self.allocator.stats()["by_tag"])
+        return render_memory_svg(self.allocator.stats(), tl)
 
     def save_svg(self, path) -> None:
         with open(path, "w", encoding="utf-8") as f:

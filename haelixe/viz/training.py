@@ -182,7 +182,7 @@ class TrainingDashboard:
 
     def __init__(self, total_steps: int | None = None, *, heldout=None,
                  heldout_size: int = 64, example: int = 0, lr_plan=None, dtype: str = "f32",
-                 interval: float = 0.5, budget: float = 0.025, memory=None):
+                 interval: float = 0.5, budget: float = 0.02, memory=None):
         import ipywidgets as w
 
         if heldout is None:
