@@ -58,12 +58,16 @@ def best_us(fn, number, repeat):
 
 
 def interleaved(thunks, number, repeat):
-    """Best time of each thunk (None stays None), measured in alternating rounds."""
+    """Best time of each thunk (None stays None), measured in alternating rounds whose
+    starting thunk rotates: the first call of a round pays for what the previous one
+    left behind (freed pages, cold caches), and no thunk should always be first."""
     best = [float("inf") if t is not None else None for t in thunks]
-    for _ in range(repeat):
-        for i, t in enumerate(thunks):
-            if t is not None:
-                best[i] = min(best[i], best_us(t, number, 1))
+    n = len(thunks)
+    for r in range(max(repeat, n)):
+        for j in range(n):
+            i = (r + j) % n
+            if thunks[i] is not None:
+                best[i] = min(best[i], best_us(thunks[i], number, 1))
     return best
 
 
