@@ -52,9 +52,12 @@ class MultiHeadAttention(Module):
         # (3, ..., heads, t, head_dim) as strided views: no copies before the kernel
         nl = len(lead)
         qkv = qkv.permute(nl + 1, *range(nl), nl + 2, nl, nl + 3)
-        q, k, v = qkv[0], qkv[1], qkv[2]
         if self.rope is not None:
-            q, k = self.rope(q, offset), self.rope(k, offset)
+            # queries and keys rotate by the same tables: one kernel call for both
+            qk = self.rope(qkv[:2], offset)
+            q, k, v = qk[0], qk[1], qkv[2]
+        else:
+            q, k, v = qkv[0], qkv[1], qkv[2]
         o = F.scaled_dot_product_attention(q, k, v, causal=self.causal)
         o = o.transpose(-3, -2).reshape(*lead, t, c)
         return self.proj(o)
