@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from .. import creation
 from ..autograd.mode import no_grad
-from ..memory_tags import tagged
+from ..memory import tagged
 
 
 class FlatGroup:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from .. import creation
-from ..memory_tags import tagged
+from ..memory import tagged
 from .optimizer import Optimizer
 
 
