@@ -14,9 +14,9 @@ $(STAMP): pyproject.toml
 
 venv: $(STAMP)
 
-# Open the lab notebooks in JupyterLab.
+# Open the lab notebooks in JupyterLab (root, as in a container, needs --allow-root).
 lab: $(STAMP)
-	$(VENV)/bin/jupyter lab labs/
+	$(VENV)/bin/jupyter lab labs/ $(if $(filter 0,$(shell id -u)),--allow-root)
 
 # The whole suite: unit tests, GPU kernels on whatever adapter exists, the labs (nbval).
 test: $(STAMP)
