@@ -96,3 +96,17 @@ def assert_close(t, expected, rtol=1e-5, atol=1e-6):
     assert got.shape == expected.shape, f"shape {got.shape} != {expected.shape}"
     np.testing.assert_allclose(got.astype(np.float64), expected.astype(np.float64),
                                rtol=rtol, atol=atol)
+
+
+@pytest.fixture(scope="session")
+def be():
+    """The GPU backend on whatever wgpu adapter exists (software adapters count); the
+    test is skipped, with the reason, where there is none."""
+    from haelixe.backends.wgpu.context import GpuUnavailableError
+
+    try:
+        from haelixe.backends.wgpu.backend import get_backend
+
+        return get_backend()
+    except GpuUnavailableError as err:
+        pytest.skip(f"no wgpu adapter: {err}")

@@ -11,18 +11,6 @@ pytestmark = pytest.mark.gpu
 BF16 = np.dtype(ml_dtypes.bfloat16)
 
 
-@pytest.fixture(scope="module")
-def be():
-    from haelixe.backends.wgpu.context import GpuUnavailableError
-
-    try:
-        from haelixe.backends.wgpu.backend import get_backend
-
-        return get_backend()
-    except GpuUnavailableError as err:
-        pytest.skip(f"no wgpu adapter: {err}")
-
-
 def gpu_view(be, base: np.ndarray, view: np.ndarray):
     """The GPU twin of ``view``, a numpy view of the C-contiguous ``base``: same shape,
     strides and offset over an uploaded copy of ``base``."""

@@ -13,18 +13,6 @@ pytestmark = pytest.mark.gpu
 BF16 = np.dtype(ml_dtypes.bfloat16)
 
 
-@pytest.fixture(scope="module")
-def be():
-    from haelixe.backends.wgpu.context import GpuUnavailableError
-
-    try:
-        from haelixe.backends.wgpu.backend import get_backend
-
-        return get_backend()
-    except GpuUnavailableError as err:
-        pytest.skip(f"no wgpu adapter: {err}")
-
-
 def close(got, want, rtol=1e-4, atol=1e-5, msg=""):
     np.testing.assert_allclose(np.asarray(got, np.float64), np.asarray(want, np.float64),
                                rtol=rtol, atol=atol, err_msg=msg)

@@ -24,13 +24,9 @@ pytestmark = pytest.mark.gpu
 
 
 @pytest.fixture(scope="module", autouse=True)
-def gpu():
-    from haelixe.backends.wgpu.context import GpuUnavailableError
-
-    try:
-        return hx.Device.gpu().backend
-    except GpuUnavailableError as err:
-        pytest.skip(f"no wgpu adapter: {err}")
+def gpu(be):
+    """Every test here needs an adapter (conftest's ``be`` skips without one)."""
+    return be
 
 
 # -- the harness -------------------------------------------------------------------------

@@ -16,13 +16,9 @@ pytestmark = pytest.mark.gpu
 
 
 @pytest.fixture(scope="module", autouse=True)
-def gpu():
-    from haelixe.backends.wgpu.context import GpuUnavailableError
-
-    try:
-        return hx.Device.gpu().backend
-    except GpuUnavailableError as err:
-        pytest.skip(f"no wgpu adapter: {err}")
+def gpu(be):
+    """Every test here needs an adapter (conftest's ``be`` skips without one)."""
+    return be
 
 
 SHAPE = (333, 257)  # a bin of its own: nothing else in these tests shares it
