@@ -21,6 +21,25 @@ def _causal_mask(sq: int, sk: int, q0: int = 0, k0: int = 0) -> np.ndarray:
     return (np.arange(k0, k0 + sk)[None, :] > np.arange(q0, q0 + sq)[:, None])
 
 
+def row_max(s: np.ndarray) -> np.ndarray:
+    """max over the last axis, kept as size 1. numpy reduces short contiguous rows one
+    element at a time; folding the row in halves runs each step as a wide elementwise
+    maximum instead (about 2x faster for rows of 32)."""
+    n = s.shape[-1]
+    if n < 8 or n & (n - 1):
+        return s.max(axis=-1, keepdims=True)
+    while n > 1:
+        n //= 2
+        s = np.maximum(s[..., :n], s[..., n:])
+    return s
+
+
+def row_sum(p: np.ndarray) -> np.ndarray:
+    """sum over the last axis, kept as size 1, as a product with a column of ones: BLAS
+    instead of numpy's pairwise reduction over short rows (about 6x faster)."""
+    return np.matmul(p, np.ones((p.shape[-1], 1), p.dtype))
+
+
 def attention_forward(q, k, v, causal, scale):
     sk = k.shape[-2]
     if sk >= FLASH_MIN_KEYS:
@@ -29,9 +48,9 @@ def attention_forward(q, k, v, causal, scale):
     s *= scale
     if causal:
         s = np.where(_causal_mask(q.shape[-2], sk), -np.inf, s)
-    m = s.max(axis=-1, keepdims=True)
+    m = row_max(s)
     p = np.exp(s - m)
-    l = p.sum(axis=-1, keepdims=True)
+    l = row_sum(p)
     out = np.matmul(p, v)
     out /= l
     lse = (m + np.log(l))[..., 0]
