@@ -541,3 +541,16 @@ def test_backward_observer_sees_every_node_with_grad_norms():
     assert mul_norms[1] == pytest.approx(np.linalg.norm(a.detach().numpy()))
     (a * b).sum().backward()
     assert len(events) == 8  # removed: the second backward was not observed
+
+
+def test_graph_nodes_remember_the_module_that_made_them():
+    from haelixe import nn
+
+    model = nn.Sequential(nn.Linear(3, 4), nn.RMSNorm(4))
+    x = hx.randn(2, 3, requires_grad=True)
+    out = (model(x) * 2.0).sum()
+    by_op = {n.op: n.module for n in hx.autograd.graph(out).nodes if n.kind != "leaf"}
+    assert by_op["Linear"] is model[0]
+    assert by_op["RMSNorm"] is model[1]
+    assert by_op["MulScalar"] is None  # made outside any module
+    assert hx.autograd.mode.STATE.modules == []

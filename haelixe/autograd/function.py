@@ -89,6 +89,7 @@ class Function(Node):
     hooks = None
     meta = None  # (shape, dtype, device) of the output, for introspection
     trace = None
+    module = None  # the innermost Module whose forward made this node
 
     @property
     def name(self) -> str:
@@ -124,7 +125,7 @@ class Function(Node):
         # everything forward kept goes (arrays, tensors, tables); what the graph shows
         # (label, meta, hooks) stays, and saved = None marks the node as freed
         d = self.__dict__
-        keep = {k: d[k] for k in ("label", "meta", "hooks", "trace") if k in d}
+        keep = {k: d[k] for k in ("label", "meta", "hooks", "trace", "module") if k in d}
         d.clear()
         d.update(keep)
         self.saved = None
@@ -169,6 +170,8 @@ class Function(Node):
             out._requires_grad = True
             out.grad_fn = ctx
             ctx.meta = (out.shape, out.dtype, out.device)
+            if STATE.modules:
+                ctx.module = STATE.modules[-1]
             if STATE.anomaly:
                 ctx.trace = traceback.format_stack()[:-1]
         return out

@@ -26,6 +26,8 @@ class NodeInfo:
     grad_norm: float | None = None
     name: str | None = None
     node: object = field(default=None, repr=False, compare=False)
+    #: the innermost Module whose forward made this node (None outside any module)
+    module: object = field(default=None, repr=False, compare=False)
 
 
 @dataclass
@@ -80,7 +82,7 @@ def _op_info(fn) -> NodeInfo:
                  for t in fn.saved if t is not None]
     return NodeInfo(id(fn), fn.name, "op", shape, dtype.name if dtype else "?",
                     device.type if device else "?", True, False, saved,
-                    sum(s[2] for s in saved), None, None, fn)
+                    sum(s[2] for s in saved), None, None, fn, fn.module)
 
 
 def graph(*tensors) -> Graph:

@@ -9,6 +9,9 @@ class _State:
     grad_enabled = True
     anomaly = False
     autocast = None  # the low-precision DType while hx.autocast is active
+    # the Modules whose forward is running, outermost first: each recorded node keeps the
+    # innermost one, so a picture of the graph can group nodes by module
+    modules: list = []
 
 
 STATE = _State()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 
-from ..autograd.mode import no_grad
+from ..autograd.mode import STATE, no_grad
 from ..tensor import Tensor
 
 
@@ -78,7 +78,13 @@ class Module:
         self._buffers[name] = value
 
     def __call__(self, *args, **kwargs):
-        return self.forward(*args, **kwargs)
+        # the graph's nodes remember which module made them (graph pictures group them)
+        stack = STATE.modules
+        stack.append(self)
+        try:
+            return self.forward(*args, **kwargs)
+        finally:
+            stack.pop()
 
     def forward(self, *args, **kwargs):
         raise NotImplementedError(f"{type(self).__name__} does not define forward()")
