@@ -24,7 +24,8 @@ def _small():
 def _node_groups(svg_text):
     root = ET.fromstring(svg_text)  # also checks the SVG is well formed
     assert root.get("class") == "hx-graph"
-    return root, [g for g in root.iter(f"{NS}g") if g.get("class") == "node"]
+    return root, [g for g in root.iter(f"{NS}g")
+                  if "node" in (g.get("class") or "").split()]
 
 
 def _texts(g):
@@ -135,3 +136,127 @@ def test_engine_never_imports_viz():
     offenders = [str(p) for p in root.rglob("*.py")
                  if "viz" not in p.relative_to(root).parts and pattern.search(p.read_text())]
     assert offenders == []
+
+
+# -- collapsing by module ----------------------------------------------------------------
+
+def _denoiser_loss():
+    from haelixe.denoise import Denoiser
+
+    hx.manual_seed(0)
+    model = Denoiser(dim=16, heads=2)
+    x, y = hx.randn(2, 8, 1), hx.randn(2, 8, 1)
+    return model, ((model(x) - y) ** 2).mean()
+
+
+def _split(groups):
+    boxes = [g for g in groups if "group" in g.get("class").split()]
+    return boxes, [g for g in groups if g not in boxes]
+
+
+def test_collapse_depth_1_draws_one_box_per_top_level_module():
+    model, loss = _denoiser_loss()
+    graph = hx.autograd.graph(loss)
+    root, groups = _node_groups(render_graph_svg(graph, collapse=1, model=model))
+    boxes, plain = _split(groups)
+    assert sorted(g.get("data-module") for g in boxes) == ["block", "embed", "head", "norm"]
+    block = next(g for g in boxes if g.get("data-module") == "block")
+    assert "block · TransformerBlock" in _texts(block)
+    members = sum(int(g.get("data-members")) for g in boxes)
+    assert members + len(plain) == len(graph.nodes) == int(root.get("data-total-nodes"))
+    assert len(groups) == int(root.get("data-nodes"))
+    # nothing made outside the model (the loss) is folded; parameters are
+    assert {g.get("data-kind") for g in plain} <= {"op", "output", "leaf"}
+    assert any("params" in t for t in _texts(block))
+
+
+def test_collapse_depth_2_splits_the_block_and_keeps_edges_forward():
+    from haelixe.viz.graph import collapse_graph
+
+    model, loss = _denoiser_loss()
+    graph = hx.autograd.graph(loss)
+    c = collapse_graph(graph, 2, model)
+    names = {g.name for g in c.groups.values()}
+    assert {"block.norm1", "block.attn", "block.norm2", "block.mlp"} <= names
+    assert "block" not in names  # its residual adds stay between the boxes
+    assert sum(len(g.members) for g in c.groups.values()) + \
+        len(c.graph.nodes) - len(c.groups) == len(graph.nodes)
+    assert len(set(c.graph.edges)) == len(c.graph.edges)
+    assert all(s != d for s, d in c.graph.edges)
+    lay = layout_graph(c.graph)
+    for s, d in c.graph.edges:
+        assert lay.boxes[s][0] < lay.boxes[d][0]
+    only = collapse_graph(graph, ["block.attn"], model)
+    assert [g.label for g in only.groups.values()] == ["block.attn · MultiHeadAttention"]
+
+
+def test_collapse_without_a_model_names_modules_by_class():
+    _, loss = _denoiser_loss()
+    from haelixe.viz.graph import collapse_graph
+
+    c = collapse_graph(hx.autograd.graph(loss), 1)
+    assert sorted(g.cls for g in c.groups.values()) == \
+        ["Linear", "Linear", "RMSNorm", "TransformerBlock"]
+    assert len({g.name for g in c.groups.values()}) == 4
+
+
+def test_watch_lights_every_module_box_and_the_toggle_rerenders():
+    model, loss = _denoiser_loss()
+    view = GraphView(loss, model=model, collapse=1)
+    assert [v for _, v in view._collapse.options][:3] == [None, 1, 2]
+    with view.watch():
+        loss.backward()
+    _, groups = _node_groups(view.to_svg())
+    boxes, _ = _split(groups)
+    assert len(boxes) == 4
+    for g in boxes:
+        assert g.get("data-state") == "lit" and g.get("data-done") == g.get("data-members")
+    # a box partly done shows how far it got
+    block = next(g for g in view.collapsed.groups.values() if g.name == "block")
+    half = set(block.members[: len(block.members) // 2])
+    text = render_graph_svg(view.graph, half, animating=True, collapsed=view.collapsed)
+    state = {g.get("data-module"): g.get("data-state") for g in _node_groups(text)[1]}
+    assert state["block"] == "partial" and state["head"] == "waiting"
+    assert f"{len(half)}/{len(block.members)}" in text
+
+    view.select(block.id)
+    assert "TransformerBlock" in view._details.value
+    view._collapse.value = 2
+    assert view.selected is None  # the block box is gone
+    assert len(_split(_node_groups(view.to_svg())[1])[0]) >= 6
+    view._collapse.value = None
+    _, groups = _node_groups(view.to_svg())
+    assert len(groups) == len(view.graph.nodes) and not _split(groups)[0]
+
+
+def test_a_group_that_would_close_a_cycle_stays_open():
+    from haelixe import nn
+    from haelixe.viz.graph import collapse_graph
+
+    class Twice(nn.Module):  # one Linear called twice, with work outside it between
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(4, 4)
+
+        def forward(self, x):
+            return self.lin(self.lin(x) * 2.0)
+
+    model = Twice()
+    loss = model(hx.randn(3, 4)).sum()
+    graph = hx.autograd.graph(loss)
+    assert sum(n.module is model.lin for n in graph.nodes) >= 2  # both calls recorded
+    c = collapse_graph(graph, 1, model)
+    assert not c.groups and len(c.graph.nodes) == len(graph.nodes)
+    assert sum(len(layer) for layer in c.graph.generations()) == len(c.graph.nodes)
+
+
+def test_capped_graph_with_modules_suggests_collapsing():
+    model, loss = _denoiser_loss()
+    graph = hx.autograd.graph(loss)
+    root, _ = _node_groups(render_graph_svg(graph, max_nodes=10, model=model))
+    msg = "".join(t.text for t in root.iter(f"{NS}text")
+                  if t.get("class") == "hx-graph-message")
+    assert "collapse=1" in msg
+    root, groups = _node_groups(render_graph_svg(graph, max_nodes=10, collapse=1,
+                                                 model=model))
+    assert len(groups) <= 10 and root.get("data-total-nodes") == str(len(graph.nodes))

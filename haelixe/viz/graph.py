@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 from . import svg
 from .throttle import Throttle
 
-__all__ = ["GraphLayout", "layout_graph", "render_graph_svg", "node_label", "GraphView"]
+__all__ = ["GraphLayout", "layout_graph", "render_graph_svg", "node_label", "GraphView",
+           "collapse_graph", "Collapsed", "Group"]
 
 _PAD_X, _LINE1, _LINE2, _BOX_H, _SAVED_H = 10, 12.5, 10.5, 38, 15
 _LAYER_GAP, _NODE_GAP, _MARGIN, _HEADER = 56, 14, 16, 46
@@ -33,11 +34,186 @@ def node_label(info, names=None) -> str:
 
 
 def _detail(info) -> str:
+    if info.kind == "group":
+        g = info.node
+        inside = f"{g.ops} ops" + (f" · {g.params} params" if g.params else "")
+        return f"{inside} · {svg.fmt_shape(info.shape)}"
     return f"{svg.fmt_shape(info.shape)} · {info.dtype} · {info.device}"
 
 
 def _is_cast(info) -> bool:
     return info.op.startswith("Cast")
+
+
+# -- collapsing by module ----------------------------------------------------------------
+
+@dataclass
+class Group:
+    """One collapsed module instance: the nodes its forward made (and the parameters only
+    it consumes), drawn as one box."""
+
+    id: int
+    name: str
+    cls: str
+    members: list
+    ops: int = 0
+    params: int = 0
+
+    @property
+    def label(self) -> str:
+        return f"{self.name} · {self.cls}"
+
+
+@dataclass
+class Collapsed:
+    """A graph with some modules folded into boxes: ``graph`` is what gets drawn (groups
+    are nodes of kind "group"), ``member_of`` maps each folded node id to its group id."""
+
+    graph: object
+    groups: dict
+    member_of: dict
+    original: object
+
+
+def qualified_modules(graph, model=None) -> dict:
+    """{qualified name: module} for the modules that may make nodes of ``graph``.
+
+    With ``model`` the names are its ``named_modules()``. Without, the outermost modules
+    that made nodes are named by class and index (``TransformerBlock0``) and their insides
+    relative to that.
+    """
+    if model is not None:
+        roots = [("", model)]
+    else:
+        seen = {}
+        for n in graph.nodes:
+            if n.module is not None:
+                seen.setdefault(id(n.module), n.module)
+        inner = {id(m) for root in seen.values() for name, m in root.named_modules()
+                 if name}
+        roots = [(f"{type(m).__name__}{k}", m)
+                 for k, m in enumerate(m for i, m in seen.items() if i not in inner)]
+    out, done = {}, set()
+    for prefix, root in roots:
+        for name, m in root.named_modules(prefix):
+            if id(m) not in done:  # a shared module keeps its first name
+                done.add(id(m))
+                out[name] = m
+    return out
+
+
+def _group_key(qualname, collapse):
+    """The collapsed module a node made in ``qualname`` belongs to (None: not collapsed).
+    ``collapse`` is a depth (keep the first parts of the name) or a list of names (the
+    outermost listed name containing ``qualname`` wins)."""
+    if not qualname:
+        return None
+    if isinstance(collapse, int):
+        return ".".join(qualname.split(".")[:collapse]) if collapse > 0 else None
+    for name in sorted(collapse, key=lambda s: s.count(".")):
+        if qualname == name or qualname.startswith(name + "."):
+            return name
+    return None
+
+
+def _cyclic_groups(graph, member_of) -> list:
+    """The groups on (or between) cycles of the graph collapsed by ``member_of``.
+
+    Kahn from the sources, then from the sinks of what is left: what survives both lies
+    on a cycle or between two."""
+    rep = lambda i: member_of.get(i, i)  # noqa: E731
+    edges = {(rep(s), rep(d)) for s, d in graph.edges if rep(s) != rep(d)}
+    alive = {rep(n.id) for n in graph.nodes}
+    for forward in (True, False):
+        indeg = dict.fromkeys(alive, 0)
+        nbrs = {}
+        for s, d in edges:
+            a, b = (s, d) if forward else (d, s)
+            if a in alive and b in alive:
+                indeg[b] += 1
+                nbrs.setdefault(a, []).append(b)
+        todo = [i for i, k in indeg.items() if k == 0]
+        while todo:
+            i = todo.pop()
+            alive.discard(i)
+            for j in nbrs.get(i, ()):
+                indeg[j] -= 1
+                if indeg[j] == 0:
+                    todo.append(j)
+    return sorted(i for i in alive if i in set(member_of.values()))
+
+
+def _without_cycles(graph, member_of) -> dict:
+    """``member_of`` less the groups whose folding would close a cycle (the data flow
+    leaves the group and comes back: a module called twice with other work between)."""
+    while cyclic := _cyclic_groups(graph, member_of):
+        # open a group that is cyclic on its own first; else any group on the cycle
+        alone = [g for g in cyclic
+                 if _cyclic_groups(graph, {i: h for i, h in member_of.items() if h == g})]
+        drop = (alone or cyclic)[0]
+        member_of = {i: g for i, g in member_of.items() if g != drop}
+    return member_of
+
+
+def _fold_parameters(graph, member_of) -> None:
+    """Parameters whose consumers all sit in one group join that group."""
+    consumers = {}
+    for s, d in graph.edges:
+        consumers.setdefault(s, set()).add(member_of.get(d, d))
+    for n in graph.nodes:
+        owners = consumers.get(n.id, ())
+        if n.kind == "parameter" and len(owners) == 1:
+            (owner,) = owners
+            if owner in member_of.values():
+                member_of[n.id] = owner
+
+
+def collapse_graph(graph, collapse, model=None) -> Collapsed:
+    """``graph`` with the modules picked by ``collapse`` (a depth, or a list of qualified
+    names) folded into one box each. A group that would close a cycle stays unfolded."""
+    from ..autograd.graph import Graph, NodeInfo
+
+    modules = qualified_modules(graph, model)
+    names = {id(m): q for q, m in modules.items()}
+    by_name = {}
+    for n in graph.nodes:
+        key = _group_key(names.get(id(n.module)), collapse)
+        if key is not None:
+            by_name.setdefault(key, []).append(n.id)
+    # A module whose children are boxes of their own stays open (its own ops, like a
+    # residual add, are drawn between them), so boxes never nest.
+    by_name = {k: v for k, v in by_name.items()
+               if not any(o.startswith(k + ".") for o in by_name)}
+    group_ids = {key: -(k + 1) for k, key in enumerate(sorted(by_name))}  # never an id()
+    member_of = {i: group_ids[key] for key, ids in by_name.items() for i in ids}
+    member_of = _without_cycles(graph, member_of)
+    _fold_parameters(graph, member_of)
+
+    by_id = graph.by_id()
+    order = [i for layer in graph.generations() for i in layer]
+    groups = {}
+    for key, gid in group_ids.items():
+        members = [i for i in order if member_of.get(i) == gid]
+        if not members:
+            continue
+        module = modules.get(key)
+        params = sum(by_id[i].kind == "parameter" for i in members)
+        groups[gid] = Group(gid, key, type(module).__name__ if module else "Module", members,
+                            len(members) - params, params)
+    nodes = [n for n in graph.nodes if n.id not in member_of]
+    nodes += [_group_info(g, by_id, NodeInfo) for g in groups.values()]
+    rep = lambda i: member_of.get(i, i)  # noqa: E731
+    edges = list(dict.fromkeys((rep(s), rep(d)) for s, d in graph.edges if rep(s) != rep(d)))
+    return Collapsed(Graph(nodes, edges), groups, member_of, graph)
+
+
+def _group_info(group, by_id, NodeInfo):
+    members = [by_id[i] for i in group.members]
+    last = next(n for n in reversed(members) if n.kind != "parameter")
+    saved = [s for n in members for s in n.saved]
+    return NodeInfo(group.id, group.label, "group", last.shape, last.dtype, last.device,
+                    saved=saved, saved_bytes=sum(n.saved_bytes for n in members),
+                    name=group.label, node=group)
 
 
 @dataclass
@@ -96,11 +272,11 @@ def _order(layers, edges, sweeps: int = 2) -> None:
 
 
 def layout_graph(graph, direction: str = "LR", max_nodes: int = 300,
-                 names: dict | None = None) -> GraphLayout:
+                 names: dict | None = None, hint: str | None = None) -> GraphLayout:
     """Place the nodes of ``graph`` in layers (columns for "LR", rows for "TB").
 
     When the graph has more than ``max_nodes`` nodes, only the first layers (from the
-    inputs) that fit are shown and ``message`` says so.
+    inputs) that fit are shown and ``message`` says so (followed by ``hint``).
     """
     if direction not in ("LR", "TB"):
         raise ValueError(f"GraphView: direction must be 'LR' or 'TB', got {direction!r}")
@@ -117,7 +293,7 @@ def layout_graph(graph, direction: str = "LR", max_nodes: int = 300,
             count += len(layer)
         message = (f"graph has {total} nodes in {len(layers)} layers; showing the first "
                    f"{len(kept)} layers ({count} nodes). Pass a larger max_nodes to see "
-                   f"more.")
+                   f"more." + (f" {hint}" if hint else ""))
         layers = kept
     shown = {i for layer in layers for i in layer}
     _order(layers, [(s, d) for s, d in graph.edges if s in shown and d in shown])
@@ -127,6 +303,8 @@ def layout_graph(graph, direction: str = "LR", max_nodes: int = 300,
         info = by_id[i]
         w = max(svg.text_width(node_label(info, names), _LINE1, bold=True),
                 svg.text_width(_detail(info), _LINE2, mono=True)) + 2 * _PAD_X
+        if info.kind == "group":  # room for the "done k/n" counter
+            w += svg.text_width("99/99", 9.5) + 8
         h = _BOX_H + (_SAVED_H if info.saved else 0)
         sizes[i] = (max(w, 64), h)
 
@@ -225,9 +403,70 @@ def _node_svg(info, box, names, state, selected) -> str:
                      data_op=info.op, data_state=state or "idle", opacity=opacity)
 
 
+def _group_tooltip(info, done) -> str:
+    g = info.node
+    lines = [f"{g.label}  [module, collapsed]",
+             f"{g.ops} ops" + (f", {g.params} params" if g.params else "")
+             + f" · output {svg.fmt_shape(info.shape)} · {info.dtype} · {info.device}"]
+    if info.saved_bytes:
+        lines.append(f"saved for backward {svg.fmt_bytes(info.saved_bytes)}")
+    if done:
+        lines.append(f"gradients done {done}/{len(g.members)}")
+    return "\n".join(lines)
+
+
+def _group_svg(info, box, done, animating, selected) -> str:
+    """A collapsed module: one box; its bottom fills as its members finish backward."""
+    x, y, w, h = box
+    n = len(info.node.members)
+    state = "lit" if done == n else "partial" if done else \
+        ("waiting" if animating else "idle")
+    fill, stroke = svg.KIND_COLORS["group"]
+    stroke_w = 2.2 if state == "lit" else 1.4
+    if state == "lit":
+        stroke = svg.ACCENT
+    parts = [svg.title(_group_tooltip(info, done))]
+    if selected:
+        parts.append(svg.rect(x - 4, y - 4, w + 8, _BOX_H + 8, "none", svg.ACCENT,
+                              rx=9, stroke_width=2.5))
+    # a double outline: this box stands for several nodes
+    parts.append(svg.rect(x + 3, y - 3, w, _BOX_H, fill, stroke, rx=6, stroke_width=1))
+    parts.append(svg.rect(x, y, w, _BOX_H, fill, stroke, rx=6, stroke_width=stroke_w))
+    if done:
+        parts.append(svg.rect(x + 1, y + _BOX_H - 5, (w - 2) * done / n, 4, svg.ACCENT,
+                              rx=2, class_="hx-graph-progress"))
+    if done or animating:
+        parts.append(svg.text(x + w - 5, y + 11, f"{done}/{n}", 9.5, svg.MUTED,
+                              anchor="end", class_="hx-graph-count"))
+    parts.append(svg.text(x + w / 2, y + 16, info.node.label, _LINE1, svg.INK,
+                          anchor="middle", weight="600"))
+    parts.append(svg.text(x + w / 2, y + 30, _detail(info), _LINE2, svg.MUTED, svg.MONO,
+                          anchor="middle"))
+    if info.saved_bytes:
+        sf, ss = svg.KIND_COLORS["saved"]
+        label = f"saved {len(info.saved)} · {svg.fmt_bytes(info.saved_bytes)}"
+        pw = svg.text_width(label, 9.5) + 12
+        parts.append(svg.rect(x + (w - pw) / 2, y + _BOX_H - 1, pw, _SAVED_H - 1, sf, ss,
+                              rx=5, stroke_width=0.8))
+        parts.append(svg.text(x + w / 2, y + _BOX_H + 10, label, 9.5, ss, anchor="middle"))
+    opacity = "0.42" if state == "waiting" else None
+    return svg.group("".join(parts), class_="node group", data_id=info.id,
+                     data_kind="group", data_op=info.node.cls, data_module=info.node.name,
+                     data_members=n, data_done=done, data_state=state, opacity=opacity)
+
+
+def _cap_hint(graph, collapsed) -> str | None:
+    """What to suggest when a graph is capped: collapsing modules, if it has any."""
+    if collapsed is None and any(n.module is not None for n in graph.nodes):
+        return ("Or collapse modules into one box each (collapse=1, or the widget's "
+                "collapse menu).")
+    return None
+
+
 def render_graph_svg(graph, highlighted=frozenset(), direction: str = "LR", *,
                      animating: bool = False, selected=None, names: dict | None = None,
-                     max_nodes: int = 300, layout: GraphLayout | None = None) -> str:
+                     max_nodes: int = 300, layout: GraphLayout | None = None,
+                     collapse=None, model=None, collapsed: Collapsed | None = None) -> str:
     """The autograd DAG as an SVG string (root ``<svg class="hx-graph">``).
 
     graph: a :class:`haelixe.autograd.Graph`. highlighted: node ids drawn lit (their
@@ -235,31 +474,56 @@ def render_graph_svg(graph, highlighted=frozenset(), direction: str = "LR", *,
     progress). selected: a node id to ring. names: {node id: label} overriding leaf names
     (GraphView fills it from a model's named parameters). Each shown node is one
     ``<g class="node" data-id=...>``; a capped graph says so in its header.
+
+    collapse: a module depth or a list of qualified module names (see
+    :func:`collapse_graph`; ``model`` gives the names), or a ready ``collapsed``. Each
+    module box is one ``<g class="node group" data-id=... data-members=N>``; it is lit
+    when all its members are highlighted.
     """
-    lay = layout or layout_graph(graph, direction, max_nodes, names)
-    by_id = graph.by_id()
+    if collapsed is None and collapse is not None:
+        collapsed = collapse_graph(graph, collapse, model)
+    drawn = collapsed.graph if collapsed is not None else graph
+    lay = layout or layout_graph(drawn, direction, max_nodes, names,
+                                 _cap_hint(graph, collapsed))
+    by_id = drawn.by_id()
+    groups = collapsed.groups if collapsed is not None else {}
+    done = {g: sum(i in highlighted for i in grp.members) for g, grp in groups.items()}
+
+    def finished(i):
+        return done[i] == len(groups[i].members) if i in groups else i in highlighted
+
     shown = set(lay.shown)
     parts = []
-    for s, d in graph.edges:
+    for s, d in drawn.edges:
         if s in shown and d in shown:
-            lit = s in highlighted and d in highlighted
+            lit = finished(s) and finished(d)
             parts.append(_edge_svg(lay.boxes[s], lay.boxes[d], direction,
                                    svg.ACCENT if lit else "#9aa5b1", 1.6 if lit else 1.1))
     for i in lay.shown:
+        if i in groups:
+            parts.append(_group_svg(by_id[i], lay.boxes[i], done[i], animating,
+                                    i == selected))
+            continue
         state = "lit" if i in highlighted else ("waiting" if animating else None)
         parts.append(_node_svg(by_id[i], lay.boxes[i], names, state, i == selected))
 
     header = [svg.text(_MARGIN, _MARGIN + 12, "autograd graph", 14, svg.INK, weight="600")]
     n_saved = sum(by_id[i].saved_bytes for i in shown)
-    sub = (f"{len(lay.shown)} nodes · {len(lay.layers)} layers · "
+    # counts in graph nodes, a module box counting as its members
+    members = {i for i in shown if i not in groups}
+    members.update(m for g in shown & set(groups) for m in groups[g].members)
+    boxes = f" ({len(shown & set(groups))} modules collapsed)" if groups else ""
+    sub = (f"{len(members)} nodes{boxes} · {len(lay.layers)} layers · "
            f"saved for backward {svg.fmt_bytes(n_saved)}")
     if animating or highlighted:
-        sub += f" · gradients done {len(shown & set(highlighted))}/{len(shown)}"
+        sub += f" · gradients done {len(members & set(highlighted))}/{len(members)}"
     header.append(svg.text(_MARGIN + svg.text_width("autograd graph", 14, bold=True) + 12,
                            _MARGIN + 12, sub, 11.5, svg.MUTED))
     items = [(k, *svg.KIND_COLORS[k]) for k in ("op", "leaf", "parameter", "output",
                                                "saved")]
     items += [("cast", "#ffffff", svg.CAST_COLOR), ("gradient done", "#ffffff", svg.ACCENT)]
+    if groups:
+        items.append(("module", *svg.KIND_COLORS["group"]))
     leg, _ = svg.legend(_MARGIN, _MARGIN + 32, items)
     header.append(leg)
     height = lay.height
@@ -273,7 +537,7 @@ def render_graph_svg(graph, highlighted=frozenset(), direction: str = "LR", *,
                                class_="hx-graph-message"))
         height += 18
     return svg.document(lay.width, height, "".join(header) + "".join(parts), "hx-graph",
-                        data_nodes=len(lay.shown), data_total_nodes=lay.total_nodes)
+                        data_nodes=len(lay.shown), data_total_nodes=len(graph.nodes))
 
 
 # -- the widget --------------------------------------------------------------------------
@@ -311,13 +575,15 @@ class GraphView:
         view.save_svg("graph.svg")
 
     ``tensor`` may also be a list of tensors or a ready :class:`Graph`. ``model`` (a
-    Module) names parameters by their qualified names. ``live=True`` keeps watching every
-    backward pass until :meth:`close`. The view holds the graph's nodes (and so their
-    saved tensors) while it lives.
+    Module) names parameters and modules by their qualified names. ``collapse`` (a module
+    depth, or a list of qualified module names; the widget's collapse menu switches it)
+    draws each such module as one box. ``live=True`` keeps watching every backward pass
+    until :meth:`close`. The view holds the graph's nodes (and so their saved tensors)
+    while it lives.
     """
 
     def __init__(self, tensor, direction: str = "LR", max_nodes: int = 300, *,
-                 model=None, live: bool = False, interval: float = 0.1):
+                 model=None, collapse=None, live: bool = False, interval: float = 0.1):
         import ipywidgets as w
 
         from ..autograd import graph as build_graph
@@ -330,8 +596,11 @@ class GraphView:
             self.graph = build_graph(*tensors)
         self.names = _parameter_names(model) if model is not None else {}
         self._leaf_names()
+        self.model = model
         self.direction = direction
         self.max_nodes = max_nodes
+        self.collapse = tuple(collapse) if isinstance(collapse, (list, tuple)) else collapse
+        self.collapsed = None
         self.finished: set = set()
         self.grad_norms: dict = {}
         self.animating = False
@@ -339,7 +608,7 @@ class GraphView:
         self._ids = {n.id for n in self.graph.nodes}
         self._throttle = Throttle(interval, budget=0.05)
         self._remove_observer = None
-        self._layout = layout_graph(self.graph, direction, max_nodes, self.names)
+        self._relayout()
 
         self._svg = w.HTML(layout=w.Layout(overflow="auto", max_height="640px",
                                            border="1px solid #e4e7eb"))
@@ -347,16 +616,16 @@ class GraphView:
                                                    ("top → bottom", "TB")],
                                           value=direction, description="layout",
                                           style={"button_width": "110px"})
-        options = [("(pick a node)", None)] + [
-            (f"{k}: {node_label(n, self.names)}  {svg.fmt_shape(n.shape)}", n.id)
-            for k, n in enumerate(self._ordered_nodes())]
-        self._picker = w.Dropdown(options=options, value=None, description="node",
-                                  layout=w.Layout(width="420px"))
+        self._collapse = w.Dropdown(options=self._collapse_options(), value=self.collapse,
+                                    description="collapse", layout=w.Layout(width="190px"))
+        self._picker = w.Dropdown(options=self._picker_options(), value=None,
+                                  description="node", layout=w.Layout(width="420px"))
         self._details = w.HTML()
         self._direction.observe(self._on_direction, names="value")
+        self._collapse.observe(self._on_collapse, names="value")
         self._picker.observe(self._on_pick, names="value")
-        self.widget = w.VBox([w.HBox([self._direction, self._picker]), self._svg,
-                              self._details])
+        self.widget = w.VBox([w.HBox([self._direction, self._collapse, self._picker]),
+                              self._svg, self._details])
         self.refresh()
         if live:
             self._remove_observer = self._observe()
@@ -369,8 +638,36 @@ class GraphView:
                 if leaf is not None and id(leaf) in self.names:
                     self.names[n.id] = self.names[id(leaf)]
 
+    def _drawn(self):
+        """The graph as drawn: collapsed modules are single nodes of kind "group"."""
+        return self.collapsed.graph if self.collapsed is not None else self.graph
+
+    def _relayout(self) -> None:
+        self.collapsed = (collapse_graph(self.graph, list(self.collapse)
+                                         if isinstance(self.collapse, tuple)
+                                         else self.collapse, self.model)
+                          if self.collapse is not None else None)
+        self._layout = layout_graph(self._drawn(), self.direction, self.max_nodes,
+                                    self.names, _cap_hint(self.graph, self.collapsed))
+
+    def _collapse_options(self):
+        names = qualified_modules(self.graph, self.model)
+        used = {id(n.module) for n in self.graph.nodes if n.module is not None}
+        deepest = max((q.count(".") + 1 for q, m in names.items() if q and id(m) in used),
+                      default=0)
+        options = [("none", None)] + [(f"depth {d}", d) for d in range(1, deepest + 1)]
+        if self.collapse is not None and self.collapse not in dict(options).values():
+            options.append((str(self.collapse), self.collapse))
+        return options
+
+    def _picker_options(self):
+        by_id = self._drawn().by_id()
+        return [("(pick a node)", None)] + [
+            (f"{k}: {node_label(by_id[i], self.names)}  {svg.fmt_shape(by_id[i].shape)}", i)
+            for k, i in enumerate(self._layout.shown)]
+
     def _ordered_nodes(self):
-        by_id = self.graph.by_id()
+        by_id = self._drawn().by_id()
         return [by_id[i] for i in self._layout.shown]
 
     # -- display -----------------------------------------------------------------------
@@ -382,7 +679,7 @@ class GraphView:
         return render_graph_svg(self.graph, self.finished, self.direction,
                                 animating=self.animating, selected=self.selected,
                                 names=self.names, max_nodes=self.max_nodes,
-                                layout=self._layout)
+                                layout=self._layout, collapsed=self.collapsed)
 
     def save_svg(self, path) -> None:
         """Write the current picture to ``path`` (a standalone .svg file)."""
@@ -397,7 +694,24 @@ class GraphView:
 
     def _on_direction(self, change) -> None:
         self.direction = change["new"]
-        self._layout = layout_graph(self.graph, self.direction, self.max_nodes, self.names)
+        self._relayout()
+        self.refresh()
+
+    def _on_collapse(self, change) -> None:
+        self.set_collapse(change["new"])
+
+    def set_collapse(self, collapse) -> None:
+        """Switch collapsing (None, a module depth, or a list of module names) and
+        redraw; the node picker follows (a selection that no longer shows is cleared)."""
+        self.collapse = tuple(collapse) if isinstance(collapse, list) else collapse
+        self._relayout()
+        if self._collapse.value != self.collapse:
+            self._collapse.options = self._collapse_options()
+            self._collapse.value = self.collapse
+        if self.selected not in self._layout.shown:
+            self.selected = None
+        self._picker.options = self._picker_options()
+        self._picker.value = self.selected
         self.refresh()
 
     def _on_pick(self, change) -> None:
@@ -411,8 +725,10 @@ class GraphView:
         self.refresh()
 
     def details(self, node_id) -> dict:
-        """What the details panel shows for one node, as plain data."""
-        info = self.graph.by_id()[node_id]
+        """What the details panel shows for one node (or module box), as plain data."""
+        info = self._drawn().by_id()[node_id]
+        if info.kind == "group":
+            return self._group_details(info)
         out = {"label": node_label(info, self.names), "op": info.op, "kind": info.kind,
                "shape": info.shape, "dtype": info.dtype, "device": info.device,
                "saved": list(info.saved), "saved_bytes": info.saved_bytes,
@@ -426,6 +742,15 @@ class GraphView:
             out["grad_norm"] = info.grad_norm
         return out
 
+    def _group_details(self, info) -> dict:
+        g = info.node
+        return {"label": g.label, "op": g.cls, "kind": "group", "shape": info.shape,
+                "dtype": info.dtype, "device": info.device, "saved": list(info.saved),
+                "saved_bytes": info.saved_bytes, "grads_to_inputs": None,
+                "grad_norm": None, "module": g.name, "members": len(g.members),
+                "ops": g.ops, "params": g.params,
+                "done": sum(i in self.finished for i in g.members)}
+
     def details_html(self, node_id) -> str:
         if node_id is None:
             return ('<div style="color:#616e7c;font:12px sans-serif;padding:4px">'
@@ -433,6 +758,10 @@ class GraphView:
         d = self.details(node_id)
         rows = [("op", d["op"]), ("kind", d["kind"]),
                 ("output", f"{svg.fmt_shape(d['shape'])} · {d['dtype']} · {d['device']}")]
+        if d["kind"] == "group":
+            rows[0] = ("module", f"{d['module']} ({d['op']})")
+            rows.append(("inside", f"{d['ops']} ops, {d['params']} params"))
+            rows.append(("gradients done", f"{d['done']}/{d['members']}"))
         if d["saved"]:
             for k, (shape, dtype, nbytes) in enumerate(d["saved"]):
                 rows.append((f"saved[{k}]", f"{svg.fmt_shape(shape)} {dtype} · "

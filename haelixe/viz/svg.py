@@ -29,6 +29,7 @@ KIND_COLORS = {
     "parameter": ("#fde8c4", "#c27812"),
     "output": ("#f8d7d6", "#c23b36"),
     "saved": ("#ebe0f7", "#7b4fb3"),
+    "group": ("#dcf1ef", "#2b8a80"),  # a collapsed module
 }
 CAST_COLOR = "#d6336c"
 
