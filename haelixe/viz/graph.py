@@ -85,10 +85,10 @@ def qualified_modules(graph, model=None) -> dict:
     if model is not None:
         roots = [("", model)]
     else:
-        seen = {}
-        for n in graph.nodes:
-            if n.module is not None:
-                seen.setdefault(id(n.module), n.module)
+        seen, by_id = {}, graph.by_id()
+        for i in (i for layer in graph.generations() for i in layer):  # number in flow order
+            if by_id[i].module is not None:
+                seen.setdefault(id(by_id[i].module), by_id[i].module)
         inner = {id(m) for root in seen.values() for name, m in root.named_modules()
                  if name}
         roots = [(f"{type(m).__name__}{k}", m)
