@@ -7,7 +7,7 @@ import time
 
 import numpy as np
 import pytest
-from conftest import assert_close, leaf, rng
+from layouts import assert_close, leaf, rng
 
 import haelixe as hx
 from haelixe.autograd import SavedTensorError

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import DISTINCT_LAYOUTS, leaf, rng
+from layouts import DISTINCT_LAYOUTS, leaf, rng
 
 import haelixe as hx
 from haelixe.autograd import gradcheck

@@ -8,7 +8,7 @@ import math
 
 import numpy as np
 import pytest
-from conftest import LAYOUTS, assert_close, rng
+from layouts import LAYOUTS, assert_close, rng
 
 import haelixe as hx
 

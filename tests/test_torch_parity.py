@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import LAYOUTS, rng
+from layouts import LAYOUTS, rng
 
 import haelixe as hx
 
