@@ -141,6 +141,10 @@ def _silu(x):
     return x * _sigmoid(x)
 
 
+_DOT_SUM_MAX = 1 << 16
+_DOT_SUM = {np.dtype(t): np.ones(_DOT_SUM_MAX, t) for t in (np.float32, np.float64)}
+
+
 class CPUBackend(Backend):
     name = "cpu"
 
@@ -218,6 +222,13 @@ class CPUBackend(Backend):
 
     # -- reductions ----------------------------------------------------------------------
     def sum(self, x, axes, keepdim):
+        if (len(axes) == x.ndim and x.dtype in _DOT_SUM and x.size <= _DOT_SUM_MAX
+                and x.flags.c_contiguous):
+            # A full sum of a short contiguous buffer as a dot product with ones: BLAS
+            # does it in half the time of numpy's reduction machinery, and its blocked
+            # accumulation is as accurate at these sizes.
+            total = np.dot(x.reshape(-1), _DOT_SUM[x.dtype][:x.size])
+            return np.full((1,) * x.ndim, total, x.dtype) if keepdim else total
         if x.dtype in _LOW_PRECISION:
             # add up in float32, as PyTorch does: numpy sums bfloat16 element by element
             # in bfloat16, where 256 + 1 rounds back to 256
