@@ -57,10 +57,6 @@ class Backend:
         """Raw array over ``storage`` with the given layout (elements). Zero copy."""
         raise NotImplementedError
 
-    def storage_of(self, x):
-        """The Storage object behind a raw array built by this backend."""
-        raise NotImplementedError
-
     # -- layout ------------------------------------------------------------------------
     def copy(self, x):
         """C-contiguous copy of ``x`` (any strides)."""

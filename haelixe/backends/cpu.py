@@ -200,9 +200,6 @@ class CPUBackend(Backend):
         return np.ndarray(shape, storage.dtype.np, buffer=storage.data, offset=offset * isz,
                           strides=tuple(s * isz for s in strides))
 
-    def storage_of(self, x):
-        raise NotImplementedError("CPU storages are built by the tensor layer")
-
     # -- layout --------------------------------------------------------------------------
     def copy(self, x):
         return np.array(x, order="C", copy=True)

@@ -138,9 +138,6 @@ class WGPU(Backend):
     def make_view(self, storage, shape, strides, offset):
         return GpuArray(storage, shape, strides, offset)
 
-    def storage_of(self, x):
-        return x.storage
-
     # -- layout --------------------------------------------------------------------------
     def copy(self, x):
         return ew.copy(self, x)
