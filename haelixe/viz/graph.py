@@ -387,20 +387,26 @@ def _node_svg(info, box, names, state, selected) -> str:
                           stroke_dasharray=dash))
     if state == "lit":
         parts.append(svg.rect(x, y, 5, _BOX_H, svg.ACCENT, rx=2))
-    parts.append(svg.text(x + w / 2, y + 16, node_label(info, names), _LINE1, svg.INK,
-                          anchor="middle", weight="600"))
-    parts.append(svg.text(x + w / 2, y + 30, _detail(info), _LINE2, svg.MUTED, svg.MONO,
-                          anchor="middle"))
-    if info.saved:
+    parts.extend(_box_text(info, node_label(info, names), x, y, w, bool(info.saved)))
+    opacity = "0.42" if state == "waiting" else None
+    return svg.group("".join(parts), class_="node", data_id=info.id, data_kind=info.kind,
+                     data_op=info.op, data_state=state or "idle", opacity=opacity)
+
+
+def _box_text(info, title, x, y, w, pill) -> list:
+    """A box's two text lines and, when ``pill``, the saved-for-backward pill below."""
+    parts = [svg.text(x + w / 2, y + 16, title, _LINE1, svg.INK, anchor="middle",
+                      weight="600"),
+             svg.text(x + w / 2, y + 30, _detail(info), _LINE2, svg.MUTED, svg.MONO,
+                      anchor="middle")]
+    if pill:
         sf, ss = svg.KIND_COLORS["saved"]
         label = f"saved {len(info.saved)} · {svg.fmt_bytes(info.saved_bytes)}"
         pw = svg.text_width(label, 9.5) + 12
         parts.append(svg.rect(x + (w - pw) / 2, y + _BOX_H - 1, pw, _SAVED_H - 1, sf, ss,
                               rx=5, stroke_width=0.8))
         parts.append(svg.text(x + w / 2, y + _BOX_H + 10, label, 9.5, ss, anchor="middle"))
-    opacity = "0.42" if state == "waiting" else None
-    return svg.group("".join(parts), class_="node", data_id=info.id, data_kind=info.kind,
-                     data_op=info.op, data_state=state or "idle", opacity=opacity)
+    return parts
 
 
 def _group_tooltip(info, done) -> str:
@@ -438,17 +444,7 @@ def _group_svg(info, box, done, animating, selected) -> str:
     if done or animating:
         parts.append(svg.text(x + w - 5, y + 11, f"{done}/{n}", 9.5, svg.MUTED,
                               anchor="end", class_="hx-graph-count"))
-    parts.append(svg.text(x + w / 2, y + 16, info.node.label, _LINE1, svg.INK,
-                          anchor="middle", weight="600"))
-    parts.append(svg.text(x + w / 2, y + 30, _detail(info), _LINE2, svg.MUTED, svg.MONO,
-                          anchor="middle"))
-    if info.saved_bytes:
-        sf, ss = svg.KIND_COLORS["saved"]
-        label = f"saved {len(info.saved)} · {svg.fmt_bytes(info.saved_bytes)}"
-        pw = svg.text_width(label, 9.5) + 12
-        parts.append(svg.rect(x + (w - pw) / 2, y + _BOX_H - 1, pw, _SAVED_H - 1, sf, ss,
-                              rx=5, stroke_width=0.8))
-        parts.append(svg.text(x + w / 2, y + _BOX_H + 10, label, 9.5, ss, anchor="middle"))
+    parts.extend(_box_text(info, info.node.label, x, y, w, bool(info.saved_bytes)))
     opacity = "0.42" if state == "waiting" else None
     return svg.group("".join(parts), class_="node group", data_id=info.id,
                      data_kind="group", data_op=info.node.cls, data_module=info.node.name,
