@@ -41,7 +41,26 @@ def _fsync_dir(path: str) -> None:
         pass
 
 
-class AtomicFile:
+
+class _CommitOnSuccess:
+    """``with`` support: commit when the block succeeds, discard when it raises (and
+    when the commit itself fails), so nothing half-written is ever published."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is None:
+            try:
+                self.commit()
+            except BaseException:
+                self.discard()
+                raise
+        else:
+            self.discard()
+
+
+class AtomicFile(_CommitOnSuccess):
     """A temporary file beside ``path`` that replaces ``path`` on :meth:`commit`.
 
         with AtomicFile("model.safetensors") as tmp:
@@ -75,21 +94,9 @@ class AtomicFile:
             except FileNotFoundError:
                 pass
 
-    def __enter__(self) -> AtomicFile:
-        return self
-
-    def __exit__(self, exc_type, exc, tb) -> None:
-        if exc_type is None:
-            try:
-                self.commit()
-            except BaseException:
-                self.discard()
-                raise
-        else:
-            self.discard()
 
 
-class AtomicDirectory:
+class AtomicDirectory(_CommitOnSuccess):
     """A temporary directory beside ``path`` that becomes ``path`` on :meth:`commit`.
 
     With ``overwrite`` an existing ``path`` is moved aside, the new directory renamed in,
@@ -132,15 +139,3 @@ class AtomicDirectory:
             self.done = True
             shutil.rmtree(self.temp_path, ignore_errors=True)
 
-    def __enter__(self) -> AtomicDirectory:
-        return self
-
-    def __exit__(self, exc_type, exc, tb) -> None:
-        if exc_type is None:
-            try:
-                self.commit()
-            except BaseException:
-                self.discard()
-                raise
-        else:
-            self.discard()
