@@ -172,7 +172,7 @@ def test_gradcheck_activations_and_rope():
 @pytest.mark.parametrize("causal", [False, True])
 def test_gradcheck_attention(causal):
     q, k, v = (leaf(f64(1, 2, 5, 4, seed=i)) for i in range(3))
-    assert gradcheck(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, causal),
+    assert gradcheck(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=causal),
                      (q, k, v), name="attention")
 
 

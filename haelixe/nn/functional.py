@@ -106,17 +106,60 @@ def apply_rope(x, cos, sin):
     return fused.RoPEFn.apply(x, cos, sin, False)
 
 
-def scaled_dot_product_attention(q, k, v, causal=False, scale=None):
-    """softmax(q @ k^T * scale) @ v over (..., seq, head_dim), fused forward and
-    backward; long sequences take a memory-blocked online-softmax path."""
+def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0,
+                                 is_causal=False, scale=None, *, causal=None):
+    """softmax(q @ k^T * scale + mask) @ v over (..., seq, head_dim), PyTorch's signature:
+    ``attn_mask`` is a bool tensor (True attends) or an additive float tensor broadcast to
+    (..., seq_q, seq_k); ``is_causal`` masks later keys (top-left aligned). Fused forward
+    and backward on both backends; long sequences take a memory-blocked online-softmax
+    (flash) path. ``causal=`` is the older name of ``is_causal``."""
+    q, k, v = query, key, value
+    if causal is not None:
+        is_causal = causal
     if q.shape[-1] != k.shape[-1] or k.shape[-2] != v.shape[-2]:
         raise ValueError(f"scaled_dot_product_attention: q {q.shape}, k {k.shape} and "
                          f"v {v.shape} do not fit: q and k need one head_dim, k and v one "
                          f"sequence length")
+    if attn_mask is not None and is_causal:
+        raise ValueError("scaled_dot_product_attention: give attn_mask or is_causal=True, "
+                         "not both (fold the causal mask into attn_mask)")
     q, k, v = cast_inputs("attention", q, k, v)
     _same("scaled_dot_product_attention", q, k, v)
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale)
-    return fused.AttentionFn.apply(q, k, v, bool(causal), scale)
+    if attn_mask is not None:
+        attn_mask = _attention_mask(attn_mask, q, k)
+    if dropout_p > 0.0:
+        # dropout on the probabilities needs them whole: the composed form
+        s = (q @ k.mT) * scale
+        if attn_mask is not None:
+            s = s.masked_fill(~attn_mask, -math.inf) if attn_mask.dtype.name == "bool" \
+                else s + attn_mask
+        if is_causal:
+            from ..creation import ones
+
+            keep = ones(s.shape[-2], s.shape[-1], dtype="bool", device=s.device).tril()
+            s = s.masked_fill(~keep, -math.inf)
+        return dropout(s.softmax(-1), dropout_p, True) @ v
+    return fused.AttentionFn.apply(q, k, v, bool(is_causal), scale, attn_mask)
+
+
+def _attention_mask(mask, q, k):
+    if not isinstance(mask, Tensor):
+        raise TypeError(f"scaled_dot_product_attention: attn_mask must be a tensor, got "
+                        f"{type(mask).__name__}")
+    if mask.device is not q.device:
+        raise RuntimeError(f"scaled_dot_product_attention: attn_mask on {mask.device.type}, "
+                           f"q on {q.device.type}; move it with .to(...)")
+    scores = q.shape[:-1] + (k.shape[-2],)
+    from ..layout import broadcast_shapes
+
+    if broadcast_shapes(mask.shape, scores, op="scaled_dot_product_attention mask") \
+            != scores:
+        raise ValueError(f"scaled_dot_product_attention: attn_mask of shape {mask.shape} "
+                         f"does not broadcast to the scores' shape {scores}")
+    if mask.dtype.name != "bool" and mask.dtype is not q.dtype:
+        mask = mask.to(q.dtype)
+    return mask
 
 
 def mse_loss(x, target, reduction="mean"):

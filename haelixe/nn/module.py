@@ -14,17 +14,9 @@ class Parameter(Tensor):
     __slots__ = ()
 
     def __new__(cls, data: Tensor, requires_grad: bool = True):
-        p = object.__new__(cls)
-        src = data.detach()
-        p._data, p._storage, p._layout = src._data, src._storage, src._layout
-        p.shape, p.dtype, p.device = src.shape, src.dtype, src.device
-        p._requires_grad = False
-        p.grad = None
-        p.grad_fn = None
-        p._accumulator = None
+        p = data.detach()._alias(cls)
         p._base = None
         p._is_param = True
-        p.name = None
         if requires_grad:
             p.requires_grad_(True)
         return p
