@@ -20,7 +20,6 @@ file's size in memory, not twice that.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import os
@@ -33,7 +32,7 @@ import numpy as np
 from . import dtype as dt
 from .atomic import AtomicFile
 from .creation import from_numpy
-from .fileio import read_exact
+from .fileio import json_digest, read_exact, strict_json
 from .tensor import Tensor
 
 FORMAT = "haelixe"
@@ -138,8 +137,7 @@ def _encode(obj, path: list, tensors: dict):
 def _digest(header: dict) -> str:
     """SHA-256 of the header in a canonical form, leaving out the digest itself."""
     meta = {k: v for k, v in header.get(_META, {}).items() if k != _DIGEST}
-    canonical = json.dumps({**header, _META: meta}, sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(canonical.encode("ascii")).hexdigest()
+    return json_digest({**header, _META: meta})
 
 
 def _layout(tensors: dict, meta: dict) -> tuple[bytes, list]:
@@ -190,27 +188,12 @@ def save(obj: dict, path) -> None:
 
 
 # -- load ------------------------------------------------------------------------------
-def _unique_keys(pairs: list) -> dict:
-    out = {}
-    for k, v in pairs:
-        if k in out:
-            raise ValueError(f"key {k!r} appears twice")
-        out[k] = v
-    return out
-
-
-def _no_constant(name: str):
-    raise ValueError(f"{name} is not a JSON value")
-
-
 def _parse_json(raw, what: str, path: str, constants: bool = False):
     """Strict JSON (UTF-8, no repeated keys; NaN and Infinity only where ``constants``),
     any failure a CheckpointError naming ``what``."""
     try:
-        text = raw.decode("utf8") if isinstance(raw, (bytes, bytearray)) else raw
-        return json.loads(text, object_pairs_hook=_unique_keys,
-                          **({} if constants else {"parse_constant": _no_constant}))
-    except (ValueError, RecursionError) as e:  # (UnicodeDecodeError is a ValueError)
+        return strict_json(raw, constants)
+    except ValueError as e:
         raise CheckpointError(f"load: {path} has a corrupted {what} ({e}); restore it from "
                               f"another copy or save again") from None
 
