@@ -398,4 +398,10 @@ def load(path) -> dict:
         except EOFError as e:
             raise CheckpointError(f"load: {path} was truncated while being read ({e}); "
                                   f"restore it from another copy or save again") from None
-    return _decode(tree, tensors, path) if ours else tensors
+    if not ours:
+        return tensors
+    saved = _decode(tree, tensors, path)
+    if not isinstance(saved, dict):  # save() takes only a dict
+        raise CheckpointError(f"load: {path}: its tree of saved values is a "
+                              f"{type(saved).__name__}, not a dict; the file is corrupted")
+    return saved
