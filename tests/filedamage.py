@@ -39,13 +39,19 @@ def same(a, b) -> bool:
     return type(a) is type(b) and a == b
 
 
-def replace_file(path, data: bytes) -> None:
-    """Put ``data`` at ``path`` under a new inode, so a mapping of the old file (an open
-    dataset) never sees it shrink."""
-    tmp = f"{path}.new"
-    with open(tmp, "wb") as f:
+def rewrite(path, data: bytes) -> None:
+    """Make the file at ``path`` hold ``data``, in place: written over from the start,
+    then cut to length (quick on any filesystem, where truncating to nothing or
+    renaming over a file may force a flush to disk, milliseconds per case)."""
+    with open(path, "r+b" if os.path.exists(path) else "wb") as f:
         f.write(data)
-    os.replace(tmp, path)
+        f.truncate(len(data))
+
+
+def write_byte(path, i: int, value: int) -> None:
+    with open(path, "r+b") as f:
+        f.seek(i)
+        f.write(bytes([value]))
 
 
 # -- checkpoints -----------------------------------------------------------------------

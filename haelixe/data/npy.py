@@ -88,7 +88,7 @@ def read_header(path) -> NpyHeader:
             raise NpyFormatError(
                 f"{path}: not a .npy file (starts with {prefix[:8]!r}, expected the magic "
                 f"{MAGIC!r}); write it with numpy.save or hx.data.write_npy_stream")
-        major = prefix[6]
+        major = prefix[6] if prefix[7] == 0 else None  # numpy writes only x.0
         if major == 1:
             hlen, start = struct.unpack("<H", prefix[8:10])[0], 10
         elif major in (2, 3):
@@ -97,7 +97,7 @@ def read_header(path) -> NpyHeader:
                                      f"({size} bytes)")
             hlen, start = struct.unpack("<I", prefix[8:12])[0], 12
         else:
-            raise NpyFormatError(f"{path}: unsupported .npy format version {major}."
+            raise NpyFormatError(f"{path}: unsupported .npy format version {prefix[6]}."
                                  f"{prefix[7]} (numpy writes 1.0, 2.0 or 3.0)")
         if start + hlen > size:
             raise NpyFormatError(
