@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 import os
 import struct
+import subprocess
+import sys
 
 import numpy as np
 
@@ -16,6 +18,7 @@ import haelixe as hx
 from haelixe import serialization
 from haelixe.fileio import json_digest
 
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 META = "__metadata__"
 DIGEST = "haelixe.digest"
 
@@ -52,6 +55,15 @@ def write_byte(path, i: int, value: int) -> None:
     with open(path, "r+b") as f:
         f.seek(i)
         f.write(bytes([value]))
+
+
+def run_in_subprocess(script: str, *args, timeout: float = 120):
+    """Run ``script`` in a fresh interpreter (where a SIGBUS kills only it) and return
+    the JSON it printed last."""
+    r = subprocess.run([sys.executable, "-c", script, *map(str, args)], capture_output=True,
+                       text=True, env=dict(os.environ, PYTHONPATH=REPO), timeout=timeout)
+    assert r.returncode == 0, f"exit {r.returncode} (-7 is SIGBUS): {r.stderr[-2000:]}"
+    return json.loads(r.stdout.strip().splitlines()[-1])
 
 
 # -- checkpoints -----------------------------------------------------------------------

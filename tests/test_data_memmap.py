@@ -8,14 +8,12 @@ import os
 import re
 import stat
 import struct
-import subprocess
-import sys
 import textwrap
 
 import ml_dtypes
 import numpy as np
 import pytest
-from filedamage import resign_manifest
+from filedamage import resign_manifest, run_in_subprocess
 
 import haelixe as hx
 from haelixe.data import DatasetWriter, MemmapDataset, write_dataset, write_npy_stream
@@ -272,8 +270,6 @@ def test_missing_dataset(tmp_path):
 
 
 # -- issue 14: truncation while mapped, damaged headers, field names, read-only batches --
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
 TRUNCATE_WHILE_OPEN = textwrap.dedent("""
     import json, os, sys
     import numpy as np
@@ -311,11 +307,7 @@ TRUNCATE_WHILE_OPEN = textwrap.dedent("""
 
 
 def test_item12_truncated_npy_no_sigbus(tmp_path):
-    env = dict(os.environ, PYTHONPATH=REPO)
-    r = subprocess.run([sys.executable, "-c", TRUNCATE_WHILE_OPEN, str(tmp_path)],
-                       capture_output=True, text=True, env=env, timeout=120)
-    assert r.returncode == 0, f"exit {r.returncode} (-7 is SIGBUS): {r.stderr[-2000:]}"
-    outcomes = json.loads(r.stdout.strip().splitlines()[-1])
+    outcomes = run_in_subprocess(TRUNCATE_WHILE_OPEN, tmp_path)
     assert len(outcomes) == 13
     for case, message in outcomes.items():
         where = "targets.npy" if case == "map" else "inputs.npy"

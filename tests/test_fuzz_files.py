@@ -31,8 +31,6 @@ import collections
 import json
 import os
 import struct
-import subprocess
-import sys
 import textwrap
 
 import filedamage
@@ -52,7 +50,6 @@ EVERY_VALUE = EXAMPLES >= 2000
 FUZZ = settings(max_examples=EXAMPLES, derandomize=True, deadline=None, database=None,
                 suppress_health_check=[HealthCheck.too_slow,
                                        HealthCheck.function_scoped_fixture])
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 COUNTS: collections.Counter = collections.Counter()
 
 
@@ -374,11 +371,7 @@ CUT_WHILE_OPEN = textwrap.dedent("""
 
 
 def test_dataset_files_cut_while_mapped(tmp_path):
-    env = dict(os.environ, PYTHONPATH=REPO)
-    r = subprocess.run([sys.executable, "-c", CUT_WHILE_OPEN, str(tmp_path)],
-                       capture_output=True, text=True, env=env, timeout=300)
-    assert r.returncode == 0, f"exit {r.returncode} (-7 is SIGBUS): {r.stderr[-2000:]}"
-    counts = json.loads(r.stdout.strip().splitlines()[-1])
+    counts = filedamage.run_in_subprocess(CUT_WHILE_OPEN, tmp_path, timeout=300)
     assert set(counts) == {"error"}, counts
     COUNTS["dataset cut while mapped: error"] += counts["error"]
 

@@ -308,20 +308,15 @@ def test_item09_header_flip_is_detected(tmp_path):
         path.write_bytes(_one_byte(data, old, new))
         with pytest.raises(CheckpointError, match="checksum|metadata|tensor"):
             hx.load(path)
-    # and every bit of every byte: the original, or CheckpointError
-    loaded = 0
+    # and three bits of every byte: never other data, always CheckpointError here
+    path.write_bytes(data)
     for i in range(len(data)):
         for mask in (0x01, 0x20, 0x80):
-            damaged = bytearray(data)
-            damaged[i] ^= mask
-            path.write_bytes(bytes(damaged))
-            try:
-                back = hx.load(path)
-            except CheckpointError:
-                continue
-            assert filedamage.same(ref, back), (i, mask)
-            loaded += 1
-    assert loaded == 0  # no padding in this file is whitespace-for-whitespace
+            filedamage.write_byte(path, i, data[i] ^ mask)
+            with pytest.raises(CheckpointError):
+                hx.load(path)
+        filedamage.write_byte(path, i, data[i])
+    assert filedamage.same(ref, hx.load(path))
 
 
 def test_item09_metadata_as_a_tensor_name_is_refused_before_writing(tmp_path):
