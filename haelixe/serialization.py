@@ -388,10 +388,10 @@ def load(path) -> dict:
     """
     path = os.fspath(path)
     with open(path, "rb", buffering=0) as f:
-        fd = f.fileno()
+        fd, size = f.fileno(), os.fstat(f.fileno()).st_size
         try:
-            header, start = _read_header(fd, os.fstat(fd).st_size, path)
-            entries = _entries(header, os.fstat(fd).st_size - start, path)
+            header, start = _read_header(fd, size, path)
+            entries = _entries(header, size - start, path)
             ours = _is_ours(header.get(_META, {}))
             crcs, tree = _checked_metadata(header, entries, path) if ours else (None, None)
             tensors = _read_tensors(fd, start, entries, crcs, path)
