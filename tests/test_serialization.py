@@ -441,3 +441,19 @@ def test_item16_save_follows_the_umask_and_keeps_a_replaced_files_mode(tmp_path,
     with pytest.raises(OSError):
         hx.save({"w": hx.ones(5)}, path)
     assert os.listdir(tmp_path) == ["c.safetensors"] and hx.load(path)["w"].shape == (2,)
+
+
+def test_item09_save_refuses_what_load_would_refuse_before_writing(tmp_path):
+    deep = hx.ones(1)
+    for _ in range(99):
+        deep = [deep]
+    path = tmp_path / "c.safetensors"
+    hx.save({"deep": deep}, path)  # 100 levels: kept, and read back
+    back = hx.load(path)["deep"]
+    for _ in range(99):
+        back = back[0]
+    assert back.shape == (1,)
+    before = path.read_bytes()
+    with pytest.raises(ValueError, match="nests deeper than 100 levels"):
+        hx.save({"deep": [deep]}, path)
+    assert path.read_bytes() == before and os.listdir(tmp_path) == ["c.safetensors"]
