@@ -73,16 +73,22 @@ def split_checkpoint(data: bytes) -> tuple[dict, bytes]:
     return json.loads(data[8:8 + n]), data[8 + n:]
 
 
+def resign_checkpoint(header) -> None:
+    """Recompute ``header``'s digest in place, as someone crafting a file would (when
+    it is a dict with a digest to recompute)."""
+    meta = header.get(META) if isinstance(header, dict) else None
+    if isinstance(meta, dict) and DIGEST in meta:
+        try:
+            meta[DIGEST] = serialization._digest(header)
+        except (TypeError, ValueError):  # a header too odd to digest: left unsigned
+            pass
+
+
 def compose_checkpoint(header, rest: bytes, resign: bool = False) -> bytes:
     """A file of ``header`` (a dict, or JSON text used as it is) followed by ``rest``;
-    ``resign`` recomputes the header digest, as a crafted file would."""
-    if resign and isinstance(header, dict):
-        meta = header.get(META)
-        if isinstance(meta, dict) and DIGEST in meta:
-            try:
-                meta[DIGEST] = serialization._digest(header)
-            except (TypeError, ValueError):  # a header too odd to digest: left unsigned
-                pass
+    ``resign`` recomputes the header digest first."""
+    if resign:
+        resign_checkpoint(header)
     text = header if isinstance(header, str) else json.dumps(header, separators=(",", ":"))
     raw = text.encode("utf8", "surrogatepass")
     return struct.pack("<Q", len(raw)) + raw + rest

@@ -14,6 +14,7 @@ import math
 import mmap
 import os
 import struct
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -57,7 +58,9 @@ def _parse_header_text(path, text: str) -> tuple[tuple, bool, np.dtype]:
     """shape, fortran_order and dtype from the header's dict literal, checked as numpy
     checks them (exactly these three keys, a tuple of ints, a bool)."""
     try:
-        d = ast.literal_eval(text)
+        with warnings.catch_warnings():  # (a stray backslash warns, naming no file)
+            warnings.simplefilter("ignore")
+            d = ast.literal_eval(text)
     except Exception as e:  # noqa: BLE001 (literal_eval raises many kinds)
         raise _damaged(path, text, f"{type(e).__name__}: {e}") from None
     if not isinstance(d, dict) or set(d) != {"descr", "fortran_order", "shape"}:
