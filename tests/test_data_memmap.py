@@ -415,9 +415,6 @@ def test_item17_read_only_mapped_storage_names_the_fix(ds_path):
     hx.zeros(3).storage.check_writable("add_")  # a writable one passes
 
 
-@pytest.mark.xfail(strict=True, reason="the in-place ops (haelixe/ops/inplace.py, being "
-                   "restructured) do not yet call Storage.check_writable before writing, "
-                   "so numpy's bare 'assignment destination is read-only' reaches the user")
 def test_item17_in_place_on_a_read_only_mapped_batch_names_the_fix(ds_path):
     (x, _) = MemmapDataset(ds_path).slice(0, 4)
     for op in (lambda: x.fill_(1.0), lambda: x.add_(1.0), lambda: x.copy_(x + 1)):

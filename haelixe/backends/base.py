@@ -122,10 +122,6 @@ class Backend:
         """Raw array over ``storage`` with the given layout (elements). Zero copy."""
         raise NotImplementedError
 
-    def is_writable(self, x) -> bool:
-        """False for memory an in-place op must not change (a read-only file mapping)."""
-        return True
-
     # -- primitives: layout and conversion ------------------------------------------------
     def reshape(self, x, shape):
         """``x`` with another shape of the same size: a view where the strides allow

@@ -189,9 +189,6 @@ class CPUBackend(Backend):
         return np.ndarray(shape, storage.dtype.np, buffer=storage.data, offset=offset * isz,
                           strides=tuple(s * isz for s in strides))
 
-    def is_writable(self, x) -> bool:
-        return x.flags.writeable
-
     # -- layout --------------------------------------------------------------------------
     def reshape(self, x, shape):
         return x.reshape(shape)

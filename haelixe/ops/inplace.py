@@ -43,6 +43,7 @@ def _rebase(x, result, op):
     if result.shape != x.shape:
         raise RuntimeError(f"{op}: the result of shape {result.shape} does not fit the "
                            f"in-place target of shape {x.shape}")
+    x._storage.check_writable(op)
     x._be.copy_into(x._data, cast(result, x.dtype)._data)
     x._storage.version += 1
     x._storage.history += 1
@@ -52,13 +53,10 @@ def _rebase(x, result, op):
 
 
 def check_writable(x, op):
-    """Refuse in-place writes into read-only memory (a batch mapped from a file opened
-    read-only) with the fix, before numpy would fail with its own words."""
+    """Refuse in-place writes that would be wrong or fail below: into elements sharing
+    memory, or into read-only memory (a batch mapped from a file opened read-only)."""
     _check_no_overlap(x, op)
-    if not x._be.is_writable(x._data):
-        raise RuntimeError(f"{op}: the tensor (shape {x.shape}) is a read-only view of a "
-                           f"memory-mapped file; call .clone() for a writable copy, or open "
-                           f"the dataset with writable=True to change the file itself")
+    x._storage.check_writable(op)
 
 
 def _check_no_overlap(x, op):
