@@ -258,3 +258,27 @@ def _undo_initial_step(scheduler) -> None:
             _undo_initial_step(s)
     else:
         scheduler.last_epoch -= 1
+
+
+__all__ = ["LRScheduler", "LambdaLR", "StepLR", "LinearLR", "CosineAnnealingLR",
+           "SequentialLR"]
+
+_MISSING = {
+    "OneCycleLR": "SequentialLR([LinearLR(...), CosineAnnealingLR(...)], milestones=[n])",
+    "ExponentialLR": "LambdaLR(opt, lambda epoch: gamma ** epoch)",
+    "MultiStepLR": "LambdaLR(opt, lambda epoch: gamma ** bisect.bisect_right(milestones, "
+                   "epoch))",
+    "MultiplicativeLR": "LambdaLR",
+    "ConstantLR": "LambdaLR(opt, lambda epoch: factor if epoch < n else 1.0)",
+    "PolynomialLR": "LambdaLR(opt, lambda epoch: (1 - min(epoch, n) / n) ** power)",
+    "CosineAnnealingWarmRestarts": "CosineAnnealingLR (no restarts)",
+    "CyclicLR": "LambdaLR with a periodic function",
+    "ChainedScheduler": "SequentialLR",
+    "ReduceLROnPlateau": "LambdaLR, or setting group['lr'] from the validation loss",
+}
+
+
+def __getattr__(name):
+    from ..closest import missing_attribute
+
+    raise missing_attribute(__name__, name, globals(), _MISSING)
