@@ -349,6 +349,17 @@ def test_init_constants_and_generator():
     assert nn.init.kaiming_normal_(hx.empty(0, 3)).shape == (0, 3)
 
 
+@pytest.mark.gpu
+def test_init_on_gpu_tensors_draws_what_the_cpu_draws(be):
+    for init in (nn.init.kaiming_uniform_, nn.init.xavier_normal_, nn.init.trunc_normal_):
+        hx.manual_seed(1)
+        w = init(nn.Parameter(hx.empty(64, 32, device="gpu")))
+        hx.manual_seed(1)
+        want = init(hx.empty(64, 32)).numpy()
+        assert w.device.type == "gpu" and w.requires_grad
+        np.testing.assert_array_equal(w.detach().numpy(), want)
+
+
 # -- issue 14, item 13: RoPE's tables stay bounded ------------------------------------------
 def test_item13_rope_tables_are_bounded_over_a_long_decode():
     rope = nn.RoPE(16)

@@ -85,24 +85,29 @@ class GELU(Module):
         return f"approximate={self.approximate!r}"
 
 
-class SiLU(Module):
+class _Pointwise(Module):
+    """An activation that is one Tensor method."""
+
+    method = ""
+
     def forward(self, x):
-        return x.silu()
+        return getattr(x, self.method)()
 
 
-class ReLU(Module):
-    def forward(self, x):
-        return x.relu()
+class SiLU(_Pointwise):
+    method = "silu"
 
 
-class Sigmoid(Module):
-    def forward(self, x):
-        return x.sigmoid()
+class ReLU(_Pointwise):
+    method = "relu"
 
 
-class Tanh(Module):
-    def forward(self, x):
-        return x.tanh()
+class Sigmoid(_Pointwise):
+    method = "sigmoid"
+
+
+class Tanh(_Pointwise):
+    method = "tanh"
 
 
 class Softplus(Module):

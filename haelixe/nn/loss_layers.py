@@ -3,76 +3,79 @@ weights as buffers, so they follow .to() and appear in the state dict, as in PyT
 
 from __future__ import annotations
 
+from ..tensor import Tensor
 from . import losses
 from .module import Module
 
 
 class _Loss(Module):
-    def __init__(self, reduction: str = "mean"):
+    """Calls ``fn(input, target, reduction=..., **options)``; options that are tensors
+    (or None where a tensor may go) are buffers."""
+
+    fn = None
+    tensor_options = ("weight", "pos_weight")
+
+    def __init__(self, reduction: str = "mean", **options):
         super().__init__()
         losses._check_reduction(reduction, type(self).__name__)
         self.reduction = reduction
+        self._options = tuple(options)
+        for name, value in options.items():
+            if name in self.tensor_options and (value is None or isinstance(value, Tensor)):
+                self.register_buffer(name, value)
+            else:
+                setattr(self, name, value)
+
+    def forward(self, input, target):
+        options = {name: getattr(self, name) for name in self._options}
+        return type(self).fn(input, target, reduction=self.reduction, **options)
 
     def extra_repr(self) -> str:
-        return f"reduction={self.reduction!r}"
+        shown = [f"{n}={getattr(self, n)!r}" for n in self._options
+                 if n not in self.tensor_options]
+        return ", ".join([f"reduction={self.reduction!r}", *shown])
 
 
 class MSELoss(_Loss):
-    def forward(self, input, target):
-        return losses.mse_loss(input, target, self.reduction)
+    fn = losses.mse_loss
 
 
 class L1Loss(_Loss):
-    def forward(self, input, target):
-        return losses.l1_loss(input, target, self.reduction)
+    fn = losses.l1_loss
 
 
 class SmoothL1Loss(_Loss):
-    def __init__(self, reduction: str = "mean", beta: float = 1.0):
-        super().__init__(reduction)
-        self.beta = beta
+    fn = losses.smooth_l1_loss
 
-    def forward(self, input, target):
-        return losses.smooth_l1_loss(input, target, self.reduction, self.beta)
+    def __init__(self, reduction: str = "mean", beta: float = 1.0):
+        super().__init__(reduction, beta=beta)
 
 
 class HuberLoss(_Loss):
-    def __init__(self, reduction: str = "mean", delta: float = 1.0):
-        super().__init__(reduction)
-        self.delta = delta
+    fn = losses.huber_loss
 
-    def forward(self, input, target):
-        return losses.huber_loss(input, target, self.reduction, self.delta)
+    def __init__(self, reduction: str = "mean", delta: float = 1.0):
+        super().__init__(reduction, delta=delta)
 
 
 class NLLLoss(_Loss):
-    def __init__(self, weight=None, ignore_index: int = -100, reduction: str = "mean"):
-        super().__init__(reduction)
-        self.register_buffer("weight", weight)
-        self.ignore_index = ignore_index
+    fn = losses.nll_loss
 
-    def forward(self, input, target):
-        return losses.nll_loss(input, target, self.weight, self.ignore_index, self.reduction)
+    def __init__(self, weight=None, ignore_index: int = -100, reduction: str = "mean"):
+        super().__init__(reduction, weight=weight, ignore_index=ignore_index)
 
 
 class CrossEntropyLoss(_Loss):
+    fn = losses.cross_entropy
+
     def __init__(self, weight=None, ignore_index: int = -100, reduction: str = "mean",
                  label_smoothing: float = 0.0):
-        super().__init__(reduction)
-        self.register_buffer("weight", weight)
-        self.ignore_index, self.label_smoothing = ignore_index, label_smoothing
-
-    def forward(self, input, target):
-        return losses.cross_entropy(input, target, self.weight, self.ignore_index,
-                                    self.reduction, self.label_smoothing)
+        super().__init__(reduction, weight=weight, ignore_index=ignore_index,
+                         label_smoothing=label_smoothing)
 
 
 class BCEWithLogitsLoss(_Loss):
-    def __init__(self, weight=None, reduction: str = "mean", pos_weight=None):
-        super().__init__(reduction)
-        self.register_buffer("weight", weight)
-        self.register_buffer("pos_weight", pos_weight)
+    fn = losses.binary_cross_entropy_with_logits
 
-    def forward(self, input, target):
-        return losses.binary_cross_entropy_with_logits(input, target, self.weight,
-                                                       self.reduction, self.pos_weight)
+    def __init__(self, weight=None, reduction: str = "mean", pos_weight=None):
+        super().__init__(reduction, weight=weight, pos_weight=pos_weight)

@@ -124,20 +124,19 @@ class Module:
             self._non_persistent_buffers.add(name)
 
     def register_parameter(self, name: str, param) -> None:
-        if param is not None and not isinstance(param, Parameter):
-            raise TypeError(f"register_parameter({name!r}): expects a Parameter or None, "
-                            f"got {type(param).__name__}; wrap it: nn.Parameter(t)")
-        self._check_new_name(name, "parameter")
-        self._parameters[name] = param
+        self._register("register_parameter", self._parameters, name, param, Parameter)
         if param is not None:
             param.name = param.name or name
 
     def add_module(self, name: str, module) -> None:
-        if module is not None and not isinstance(module, Module):
-            raise TypeError(f"add_module({name!r}): expects a Module, got "
-                            f"{type(module).__name__}")
-        self._check_new_name(name, "module")
-        self._modules[name] = module
+        self._register("add_module", self._modules, name, module, Module)
+
+    def _register(self, op, store, name, value, cls):
+        if value is not None and not isinstance(value, cls):
+            raise TypeError(f"{op}({name!r}): expects a {cls.__name__} or None, got "
+                            f"{type(value).__name__}")
+        self._check_new_name(name, "parameter" if store is self._parameters else "module")
+        store[name] = value
 
     register_module = add_module
 

@@ -76,12 +76,23 @@ class LRScheduler:
     def _lrs(self) -> list:
         return [group["lr"] for group in self.optimizer.param_groups]
 
+    # an attribute saved in a form of its own (functions, inner schedulers), by
+    # _save_part / _load_part
+    _part = None
+
     def state_dict(self) -> dict:
         """Every attribute but the optimizer."""
-        return {k: v for k, v in self.__dict__.items() if k != "optimizer"}
+        state = {k: v for k, v in self.__dict__.items() if k not in ("optimizer", self._part)}
+        if self._part is not None:
+            state[self._part] = self._save_part()
+        return state
 
     def load_state_dict(self, state_dict: dict) -> None:
-        self.__dict__.update(state_dict)
+        state = dict(state_dict)  # the caller's dict stays as it was
+        part = state.pop(self._part, None) if self._part is not None else None
+        self.__dict__.update(state)
+        if part is not None:
+            self._load_part(part)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(last_epoch={self.last_epoch})"
@@ -107,21 +118,18 @@ class LambdaLR(LRScheduler):
     def get_lr(self) -> list:
         return [base * fn(self.last_epoch) for fn, base in zip(self.lr_lambdas, self.base_lrs)]
 
-    def state_dict(self) -> dict:
-        """As PyTorch: the functions are saved only when they are callable objects (their
-        ``__dict__``), not plain functions or lambdas."""
-        state = {k: v for k, v in self.__dict__.items() if k not in ("optimizer", "lr_lambdas")}
-        state["lr_lambdas"] = [None if isinstance(fn, types.FunctionType) else dict(fn.__dict__)
-                               for fn in self.lr_lambdas]
-        return state
+    _part = "lr_lambdas"
 
-    def load_state_dict(self, state_dict: dict) -> None:
-        state = dict(state_dict)
-        fns = state.pop("lr_lambdas")
-        self.__dict__.update(state)
-        for own, saved in zip(self.lr_lambdas, fns):
-            if saved is not None:
-                own.__dict__.update(saved)
+    def _save_part(self) -> list:
+        # as PyTorch: a function is saved only when it is a callable object (its
+        # __dict__), not a plain function or lambda
+        return [None if isinstance(fn, types.FunctionType) else dict(fn.__dict__)
+                for fn in self.lr_lambdas]
+
+    def _load_part(self, saved) -> None:
+        for own, state in zip(self.lr_lambdas, saved):
+            if state is not None:
+                own.__dict__.update(state)
 
 
 class StepLR(LRScheduler):
@@ -237,18 +245,14 @@ class SequentialLR(LRScheduler):
             scheduler.step()
         self._last_lr = scheduler.get_last_lr()
 
-    def state_dict(self) -> dict:
-        state = {k: v for k, v in self.__dict__.items()
-                 if k not in ("optimizer", "_schedulers")}
-        state["_schedulers"] = [s.state_dict() for s in self._schedulers]
-        return state
+    _part = "_schedulers"
 
-    def load_state_dict(self, state_dict: dict) -> None:
-        state = dict(state_dict)
-        saved = state.pop("_schedulers")
-        self.__dict__.update(state)
-        for s, st in zip(self._schedulers, saved):
-            s.load_state_dict(st)
+    def _save_part(self) -> list:
+        return [s.state_dict() for s in self._schedulers]
+
+    def _load_part(self, saved) -> None:
+        for s, state in zip(self._schedulers, saved):
+            s.load_state_dict(state)
 
 
 def _undo_initial_step(scheduler) -> None:
