@@ -416,3 +416,12 @@ def test_module_named_tuple_result():
     assert res == (["bias"], []) and isinstance(res, tuple)
     assert collections.Counter(res._fields) == collections.Counter(
         ["missing_keys", "unexpected_keys"])
+
+
+def test_assigning_a_plain_tensor_to_a_parameter_name_is_refused():
+    m = nn.Linear(2, 2)
+    with pytest.raises(TypeError, match="cannot assign Tensor as parameter 'weight'"):
+        m.weight = hx.zeros(2, 2)
+    assert isinstance(m.weight, nn.Parameter)
+    m.bias = None  # None is allowed: the name stays a parameter slot, out of state_dict
+    assert list(m.state_dict()) == ["weight"] and m(hx.ones(1, 2)).shape == (1, 2)

@@ -66,7 +66,12 @@ class Module:
                                                         and not isinstance(value, Parameter))):
             self._buffers[name] = value  # a buffer stays a buffer when reassigned
             return
-        if name in self._parameters and value is None:
+        if name in self._parameters and not isinstance(value, Parameter):
+            if value is not None:
+                raise TypeError(f"cannot assign {type(value).__name__} as parameter "
+                                f"{name!r} of {type(self).__name__} (a Parameter or None "
+                                f"is expected); wrap it: nn.Parameter(t), or copy values "
+                                f"in with {name}.copy_(t) under hx.no_grad()")
             self._parameters[name] = None
             return
         for store in (self._parameters, self._buffers, self._modules):

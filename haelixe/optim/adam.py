@@ -72,6 +72,9 @@ class Adam(Optimizer):
             write_back(p, pw, self.stochastic_rounding)
             return
         # AMSGrad: the denominator uses the running maximum of v (no fused kernel)
+        if "vmax" not in st:  # amsgrad switched on after construction
+            st["vmax"] = creation.zeros(fg.data.numel(), dtype=state_dtype(fg),
+                                        device=fg.device)
         vmax = fg.part(st["vmax"], start, stop)
         if wd and decoupled:
             pw.mul_(1.0 - lr * wd)
