@@ -14,8 +14,9 @@ from .dataset import default_collate
 
 
 class DataLoader:
-    """Iterate ``dataset`` in batches of ``batch_size`` samples, each a tuple of tensors
-    (one per field: ``for inputs, targets in loader``).
+    """Iterate ``dataset`` in batches of ``batch_size`` samples: for the datasets below
+    a tuple of tensors (one per field: ``for inputs, targets in loader``), for others
+    what ``collate_fn`` makes of the samples.
 
     - Unshuffled, a batch is consecutive samples, and for an ArrayDataset,
       MemmapDataset or TensorDataset a zero-copy view of the data (of the file's
