@@ -266,3 +266,22 @@ def test_load_state_dict_checks_before_changing_anything():
     with pytest.raises(ValueError, match="shape"):
         opt.load_state_dict(bad)
     assert opt.param_groups[0]["lr"] == 0.1
+
+
+def test_constructor_errors_name_the_parameter():
+    p = hx.ones(2, requires_grad=True)
+    with pytest.raises(TypeError, match="wrap it in a list"):
+        hx.optim.SGD(p, lr=0.1)
+    with pytest.raises(ValueError, match="non-leaf"):
+        hx.optim.SGD([p * 2], lr=0.1)
+    with pytest.raises(TypeError, match="floating point, got int64"):
+        hx.optim.Adam([hx.tensor([1, 2])])
+    with pytest.raises(TypeError, match="must be a dict with 'params'"):
+        hx.optim.Adam([{"lr": 0.1}])
+    with pytest.raises(ValueError, match="betas must lie in"):
+        hx.optim.Adam([p], betas=(0.9, 1.0))
+    with pytest.raises(ValueError, match="Nesterov momentum needs"):
+        hx.optim.SGD([p], lr=0.1, nesterov=True)
+    opt = hx.optim.SGD([p], lr=0.1)
+    opt.add_param_group({"params": [hx.ones(3, requires_grad=True)], "lr": 0.5})
+    assert [g["lr"] for g in opt.param_groups] == [0.1, 0.5]

@@ -36,9 +36,9 @@ class Optimizer:
     def add_param_group(self, param_group: dict) -> None:
         """Add a group of parameters (with its own hyperparameters, the defaults filling
         the rest), as PyTorch's add_param_group."""
-        if not isinstance(param_group, dict):
+        if not isinstance(param_group, dict) or "params" not in param_group:
             raise TypeError(f"{type(self).__name__}: a parameter group must be a dict with "
-                            f"'params', got {type(param_group).__name__}")
+                            f"'params', got {param_group!r:.80}")
         params = param_group["params"]
         params = [params] if isinstance(params, Tensor) else list(params)
         name = type(self).__name__
