@@ -14,6 +14,7 @@ import numpy as np
 
 from ..device import CPU
 from ..storage import Storage
+from . import threads
 from .base import Backend, Kernel
 
 # Float edge cases (log 0, overflow, 0/0) give inf and NaN silently, as in PyTorch; the
@@ -25,28 +26,37 @@ _exact_erf = np.frompyfunc(math.erf, 1, 1)
 
 def erf(x: np.ndarray) -> np.ndarray:
     """erf without scipy: exact (math.erf) in float64, where gradient checks need every
-    digit; elsewhere Abramowitz & Stegun 7.1.26 (absolute error < 1.5e-7, about float32
-    resolution), evaluated in place to keep temporaries few."""
+    digit; elsewhere the rational approximation of cpu_kernels.erf32 (a few float32
+    ulp), evaluated in place to keep temporaries few."""
     x = np.asarray(x)
     if x.ndim == 0:
         return erf(x.reshape(1)).reshape(())
     if x.dtype == np.float64:
         return _exact_erf(x).astype(np.float64)
-    a = np.abs(x)
-    t = a * np.float32(0.3275911)
-    t += 1
-    np.reciprocal(t, out=t)
-    y = t * np.float32(1.061405429)
-    for c in (-1.453152027, 1.421413741, -0.284496736, 0.254829592):
-        y += np.float32(c)
-        y *= t
-    np.square(a, out=a)
-    np.negative(a, out=a)
-    np.exp(a, out=a)
-    y *= a
-    np.subtract(1, y, out=y)
-    np.copysign(y, x, out=y)
-    return y.astype(x.dtype, copy=False)
+    f32 = np.float32
+    x = np.clip(x, f32(-4.0), f32(4.0), dtype=np.float32)
+    x2 = x * x
+    p = x2 * f32(_ERF_P[0])
+    for c in _ERF_P[1:]:
+        p += f32(c)
+        if c is not _ERF_P[-1]:
+            p *= x2
+    q = x2 * f32(_ERF_Q[0])
+    for c in _ERF_Q[1:]:
+        q += f32(c)
+        if c is not _ERF_Q[-1]:
+            q *= x2
+    p *= x
+    p /= q
+    return p
+
+
+# the numerator and denominator of erf32, highest power first
+_ERF_P = (-2.72614225801306e-10, 2.77068142495902e-08, -2.10102402082508e-06,
+          -5.69250639462346e-05, -7.34990630326855e-04, -2.95459980854025e-03,
+          -1.60960333262415e-02)
+_ERF_Q = (-1.45660718464996e-05, -2.13374055278905e-04, -1.68282697438203e-03,
+          -7.37332916720468e-03, -1.42647390514189e-02)
 
 
 def _sigmoid(x):
@@ -110,31 +120,92 @@ def computes_in_f32(kernel):
 
 
 def _matmul(a, b):
-    """np.matmul, with float16 / bfloat16 operands multiplied in float32 (BLAS, and
-    PyTorch's accumulation) and the result cast back: ml_dtypes' bfloat16 matmul
-    returns float32, and float16 has no BLAS path."""
+    """np.matmul on the threads its size calls for, with float16 / bfloat16 operands
+    multiplied in float32 (BLAS, and PyTorch's accumulation) and the result cast back:
+    ml_dtypes' bfloat16 matmul returns float32, and float16 has no BLAS path."""
     if a.dtype in _LOW:
-        return np.matmul(a.astype(np.float32), b.astype(np.float32)).astype(a.dtype)
-    return np.matmul(a, b)
+        return _matmul(a.astype(np.float32), b.astype(np.float32)).astype(a.dtype)
+    # the work of one product in the batch: BLAS sees the products one at a time
+    return threads.blas(np.matmul, a, b, work=a.shape[-2] * a.shape[-1] * b.shape[-1]
+                        if a.ndim > 1 and b.ndim > 1 else 0)
+
+
+#: elements from which a compiled kernel replaces numpy's passes: below it, numpy's
+#: per-call cost is as small, and small tensors never wait for a compilation
+JIT_MIN_SIZE = 1 << 14
 
 
 def _compile(kernel: Kernel):
-    """The numpy callable of ``kernel``: its ufunc where it names one, else its function
-    over the numpy namespace, run in float32 for 16-bit inputs (numpy has no 16-bit
-    arithmetic of its own worth the name, and PyTorch also rounds once at the end)."""
-    if kernel.cpu is not None:
-        f = kernel.cpu
-    else:
-        fn = kernel.fn
+    """The CPU callable of ``kernel``: its ufunc where it names one or is one operation;
+    a compiled one-pass ufunc (cpu_jit) for float inputs of JIT_MIN_SIZE elements or
+    more where it compiles; else its function over the numpy namespace, run in float32
+    for 16-bit inputs (numpy has no 16-bit arithmetic of its own worth the name, and
+    PyTorch also rounds once at the end). Also records the ufunc that can write in
+    place (``out=``), if any."""
+    from .cpu_jit import FLOATS, Unsupported, single_ufunc, trace
+
+    ufunc = kernel.cpu if kernel.cpu is not None else single_ufunc(kernel)
+    if ufunc is not None:
+        kernel.compiled["cpu"] = ufunc
+        kernel.compiled["cpu_inplace"] = ufunc if isinstance(ufunc, np.ufunc) else None
+        return ufunc
+    fn = kernel.fn
+
+    def numpy_path(*xs):
+        if any(getattr(x, "dtype", None) in _LOW for x in xs):
+            xs = [x.astype(np.float32) if getattr(x, "dtype", None) in _LOW else x
+                  for x in xs]
+        return fn(_MATH, *xs)
+
+    f = numpy_path
+    try:
+        src, ops = trace(kernel)
+        jit = ops >= 2 or "ferf" in src
+    except Unsupported:
+        jit = False
+    if jit:
+        ufuncs = {}
 
         def f(*xs):
-            if any(getattr(x, "dtype", None) in _LOW for x in xs):
-                xs = [x.astype(np.float32) if getattr(x, "dtype", None) in _LOW else x
-                      for x in xs]
-            return fn(_MATH, *xs)
+            dt = xs[0].dtype if hasattr(xs[0], "dtype") else None
+            big = False
+            for x in xs:
+                if getattr(x, "dtype", None) != dt:
+                    return numpy_path(*xs)
+                if x.__class__ is np.ndarray and x.size >= JIT_MIN_SIZE:
+                    big = True
+            if big and dt in FLOATS:
+                u = ufuncs.get(dt)
+                if u is None:
+                    u = ufuncs[dt] = _jit_ufunc(kernel, dt) or numpy_path
+                return u(*xs)
+            return numpy_path(*xs)
 
     kernel.compiled["cpu"] = f
+    kernel.compiled["cpu_inplace"] = None
     return f
+
+
+def _jit_ufunc(kernel, dtype):
+    from .cpu_jit import compile_ufunc
+
+    try:
+        return compile_ufunc(kernel, dtype)
+    except Exception as e:  # a compiler failure must not stop training: numpy runs it
+        warnings.warn(f"haelixe: kernel {kernel.name} did not compile for {dtype} ({e}); "
+                      f"running it with numpy", stacklevel=3)
+        return None
+
+
+_K = None
+
+
+def kernels():
+    """cpu_kernels, imported on first use (numba loads in about half a second)."""
+    global _K
+    if _K is None:
+        from . import cpu_kernels as _K
+    return _K
 
 
 _DOT_SUM_MAX = 1 << 16
@@ -162,8 +233,9 @@ class CPUBackend(Backend):
 
     def map_into(self, kernel, dst, inputs):
         f = kernel.compiled.get("cpu") or _compile(kernel)
-        if isinstance(kernel.cpu, np.ufunc) and dst.dtype not in _LOW:  # writes in place
-            f(dst, *inputs, out=dst, casting="unsafe")
+        inplace = kernel.compiled["cpu_inplace"]
+        if inplace is not None and dst.dtype not in _LOW:  # writes in place
+            inplace(dst, *inputs, out=dst, casting="unsafe")
         else:
             np.copyto(dst, f(dst, *inputs), casting="unsafe")
 
@@ -241,18 +313,10 @@ class CPUBackend(Backend):
         return np.argmin(x, axis=axis, keepdims=keepdim)
 
     def softmax(self, x, axis):
-        if x.dtype in _LOW:  # float32 inside (see sum), rounded once at the end
-            return self.softmax(x.astype(np.float32), axis).astype(x.dtype)
-        e = np.exp(x - np.max(x, axis=axis, keepdims=True))
-        e /= e.sum(axis=axis, keepdims=True)
-        return e
+        return _rows(kernels().softmax_rows, x, axis)
 
     def log_softmax(self, x, axis):
-        if x.dtype in _LOW:
-            return self.log_softmax(x.astype(np.float32), axis).astype(x.dtype)
-        shifted = x - np.max(x, axis=axis, keepdims=True)
-        shifted -= np.log(np.exp(shifted).sum(axis=axis, keepdims=True))
-        return shifted
+        return _rows(kernels().log_softmax_rows, x, axis)
 
     # -- indexing ------------------------------------------------------------------------
     def gather(self, x, axis, index):
@@ -283,7 +347,7 @@ class CPUBackend(Backend):
         # Fold leading dims into one GEMM (numpy would loop over a 3-D batch); w.T is
         # a transposed view that BLAS reads with a transpose flag.
         x2 = x.reshape(-1, x.shape[-1])
-        y = np.matmul(x2, w.T)
+        y = _matmul(x2, w.T)
         if b is not None:
             y += b
         y = y.reshape(x.shape[:-1] + (w.shape[0],))
@@ -298,64 +362,61 @@ class CPUBackend(Backend):
         n_in, n_out = w.shape[1], w.shape[0]
         x2 = x.reshape(-1, n_in)
         g2 = gy.reshape(-1, n_out)
-        dx = np.matmul(g2, w).reshape(x.shape) if need_input else None
-        dw = np.matmul(g2.T, x2)
+        dx = _matmul(g2, w).reshape(x.shape) if need_input else None
+        dw = _matmul(g2.T, x2)
         db = np.add.reduce(g2, axis=0) if need_bias else None
         return dx, dw, db
 
+    # The norms run one compiled pass per row (cpu_kernels); statistics are saved per
+    # row, shaped x.shape[:-1] + (1,) as the contract says.
     @computes_in_f32
     def rmsnorm(self, x, w, eps):
-        ms = np.einsum("...i,...i->...", x, x)[..., None] / x.shape[-1]
-        rstd = 1.0 / np.sqrt(ms + eps)
-        y = x * rstd
-        if w is not None:
-            y *= w
-        return y, rstd.astype(x.dtype, copy=False)
+        x2 = _as_rows(x)
+        y = np.empty(x2.shape, x.dtype)
+        rstd = np.empty(x2.shape[0], x.dtype)
+        kernels().rmsnorm_rows(x2, _weight(w, x2, 1), eps, y, rstd)
+        return y.reshape(x.shape), rstd.reshape(x.shape[:-1] + (1,))
 
     @computes_in_f32
     def rmsnorm_backward(self, x, w, rstd, gy):
-        xhat = x * rstd
-        n = x.shape[-1]
-        dw = (gy * xhat).reshape(-1, n).sum(axis=0) if w is not None else None
-        gx = gy * w if w is not None else gy
-        proj = np.einsum("...i,...i->...", gx, xhat)[..., None] / x.shape[-1]
-        dx = rstd * (gx - xhat * proj)
-        return dx, dw
+        x2, g2 = _as_rows(x), _as_rows(gy)
+        dx = np.empty(x2.shape, x.dtype)
+        dw = np.zeros(x2.shape[1], np.float64)
+        kernels().rmsnorm_backward_rows(x2, _weight(w, x2, 1), _flat(rstd), g2, dx, dw)
+        return dx.reshape(x.shape), (dw.astype(x.dtype) if w is not None else None)
 
     @computes_in_f32
     def layernorm(self, x, w, b, eps):
-        mean = x.mean(axis=-1, keepdims=True)
-        xc = x - mean
-        var = np.einsum("...i,...i->...", xc, xc)[..., None] / x.shape[-1]
-        rstd = 1.0 / np.sqrt(var + eps)
-        y = xc * rstd
-        if w is not None:
-            y *= w
-        if b is not None:
-            y += b
-        return y, mean, rstd
+        x2 = _as_rows(x)
+        y = np.empty(x2.shape, x.dtype)
+        mean = np.empty(x2.shape[0], x.dtype)
+        rstd = np.empty(x2.shape[0], x.dtype)
+        kernels().layernorm_rows(x2, _weight(w, x2, 1), _weight(b, x2, 0), eps, y, mean,
+                                 rstd)
+        stat = x.shape[:-1] + (1,)
+        return y.reshape(x.shape), mean.reshape(stat), rstd.reshape(stat)
 
     @computes_in_f32
     def layernorm_backward(self, x, w, mean, rstd, gy):
-        xhat = (x - mean) * rstd
-        n = x.shape[-1]
-        dw = (gy * xhat).reshape(-1, n).sum(axis=0) if w is not None else None
-        db = gy.reshape(-1, n).sum(axis=0)
-        gx = gy * w if w is not None else gy
-        m1 = gx.mean(axis=-1, keepdims=True)
-        m2 = np.einsum("...i,...i->...", gx, xhat)[..., None] / n
-        dx = rstd * (gx - m1 - xhat * m2)
-        return dx, dw, db
+        x2, g2 = _as_rows(x), _as_rows(gy)
+        n = x2.shape[1]
+        dx = np.empty(x2.shape, x.dtype)
+        dw, db = np.zeros(n, np.float64), np.zeros(n, np.float64)
+        kernels().layernorm_backward_rows(x2, _weight(w, x2, 1), _flat(mean), _flat(rstd),
+                                          g2, dx, dw, db)
+        return (dx.reshape(x.shape), dw.astype(x.dtype) if w is not None else None,
+                db.astype(x.dtype))
 
+    @computes_in_f32
     def rope(self, x, cos, sin, inverse=False):
-        h = x.shape[-1] // 2
-        x1, x2 = x[..., :h], x[..., h:]
-        if inverse:
-            sin = -sin
-        out = np.empty(x.shape, x.dtype)
-        np.subtract(x1 * cos, x2 * sin, out=out[..., :h])
-        np.add(x2 * cos, x1 * sin, out=out[..., h:])
-        return out
+        if x.ndim > 5:  # (the kernel takes up to five dims, any strides)
+            x = np.ascontiguousarray(x).reshape((-1,) + x.shape[-2:])
+        x5 = x.reshape((1,) * (5 - x.ndim) + x.shape) if x.ndim < 5 else x
+        out = np.empty(x5.shape, x.dtype)
+        t = x.dtype.type
+        kernels().rope5(x5, _same(cos, x.dtype), _same(sin, x.dtype),
+                        t(-1.0 if inverse else 1.0), out)
+        return out.reshape(x.shape)
 
     @computes_in_f32
     def attention(self, q, k, v, causal, scale, mask=None):
@@ -371,24 +432,10 @@ class CPUBackend(Backend):
 
     # -- optimizers ----------------------------------------------------------------------
     def adamw_step(self, p, g, m, v, lr, beta1, beta2, eps, weight_decay, step):
-        # One pass of whole-buffer numpy ops over every parameter at once; temporaries
-        # are reused through out= so the step allocates one scratch buffer.
-        if weight_decay:
-            p *= 1.0 - lr * weight_decay
-        m *= beta1
-        m += (1.0 - beta1) * g
-        v *= beta2
-        tmp = np.multiply(g, g)
-        tmp *= 1.0 - beta2
-        v += tmp
-        bc1 = 1.0 - beta1 ** step
-        bc2 = 1.0 - beta2 ** step
-        np.sqrt(v, out=tmp)
-        tmp *= 1.0 / math.sqrt(bc2)
-        tmp += eps
-        np.divide(m, tmp, out=tmp)
-        tmp *= lr / bc1
-        p -= tmp
+        if p.dtype not in _JIT_FLOATS or not (g.dtype == m.dtype == v.dtype == p.dtype):
+            return super().adamw_step(p, g, m, v, lr, beta1, beta2, eps, weight_decay, step)
+        kernels().adamw_flat(p, g, m, v, lr, beta1, beta2, eps, weight_decay,
+                             1.0 - beta1 ** step, 1.0 - beta2 ** step)
 
     def sgd_step(self, p, g, buf, lr, momentum, nesterov, weight_decay):
         d = g
@@ -402,6 +449,43 @@ class CPUBackend(Backend):
 
 
 CPU_BACKEND = CPUBackend()
+_JIT_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
+
+
+def _as_rows(x):
+    """``x`` as a C-contiguous (rows, last dim) array (a view where it already is)."""
+    return np.ascontiguousarray(x).reshape(-1, x.shape[-1]) if x.ndim else x.reshape(1, 1)
+
+
+def _flat(stat):
+    return np.ascontiguousarray(stat).reshape(-1)
+
+
+def _same(a, dtype):
+    return np.ascontiguousarray(a, dtype=dtype)
+
+
+def _weight(w, x2, fill):
+    """A norm's weight or bias as a contiguous vector (``fill`` when it is absent)."""
+    if w is None:
+        return np.full(x2.shape[1], fill, x2.dtype)
+    return np.ascontiguousarray(w, dtype=x2.dtype).reshape(-1)
+
+
+def _rows(kernel, x, axis):
+    """A row kernel (softmax family) applied along ``axis``: moved last and made
+    contiguous where it is not already."""
+    if x.dtype in _LOW:  # float32 inside (see sum), rounded once at the end
+        return _rows(kernel, x.astype(np.float32), axis).astype(x.dtype)
+    if x.dtype not in _JIT_FLOATS:
+        x = x.astype(np.float64)
+    last = axis == x.ndim - 1
+    xm = x if last else np.moveaxis(x, axis, -1)
+    x2 = _as_rows(xm)
+    out = np.empty(x2.shape, x.dtype)
+    kernel(x2, out)
+    out = out.reshape(xm.shape)
+    return out if last else np.ascontiguousarray(np.moveaxis(out, -1, axis))
 
 
 def storage_for(array: np.ndarray, device, dtype) -> tuple[Storage, tuple, int]:

@@ -1,0 +1,289 @@
+"""Elementwise Kernels compiled to one-pass numpy ufuncs with numba.
+
+A Kernel's function is traced once per dtype with symbols for its inputs, giving a
+Python expression over scalar math (``0.5 * x0 * (1.0 + ferf(x0 * 0.7071...))``); that
+expression becomes a module in the user's cache directory, and numba.vectorize makes it
+a ufunc, cached on disk beside it. So every composite elementwise op (GELU and its
+gradient, SiLU, the clamp gradients...) runs as one loop over its inputs, where numpy
+makes a pass and a temporary per operation, from the one declaration in ops/.
+
+Only kernels worth it are compiled: two or more operations, every function one that
+vectorises in float32 (exp, erf, sqrt, comparisons, where...). A kernel calling log,
+tanh or sin stays on numpy, whose SIMD versions of those beat a libm call per element;
+a single operation (``a + b``) is already one numpy pass, and runs as that ufunc.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+#: dtypes the compiled ufuncs serve (everything else takes the numpy path)
+FLOATS = {np.dtype(np.float32): "float32", np.dtype(np.float64): "float64"}
+
+
+class Unsupported(Exception):
+    """The kernel uses something the scalar compiler does not take."""
+
+
+class _Sym:
+    """A traced value: Python source and whether it is a bool."""
+
+    __slots__ = ("src", "is_bool", "trace")
+
+    def __init__(self, src: str, is_bool: bool, trace):
+        self.src, self.is_bool, self.trace = src, is_bool, trace
+
+    def __bool__(self):
+        raise Unsupported("Python control flow on a traced value")
+
+    __hash__ = None
+
+
+class _Trace:
+    """The state of one trace: the type name of constants and the operation count."""
+
+    def __init__(self):
+        self.ops = 0
+        self.ufunc = None  # the numpy ufunc when the kernel is one binary/unary op
+
+    def num(self, v) -> str:
+        if isinstance(v, _Sym):
+            return f"T({v.src})" if v.is_bool else v.src
+        if isinstance(v, (bool, np.bool_)):
+            return f"T({float(v)!r})"
+        if isinstance(v, (int, float, np.integer, np.floating)):
+            return f"T({float(v)!r})"
+        raise Unsupported(f"operand of type {type(v).__name__}")
+
+    def cond(self, v) -> str:
+        if isinstance(v, _Sym):
+            return v.src if v.is_bool else f"({v.src} != T(0.0))"
+        return repr(bool(v))
+
+    def make(self, src: str, is_bool: bool = False) -> _Sym:
+        self.ops += 1
+        return _Sym(src, is_bool, self)
+
+
+def _arith(op):
+    def forward(a, b):
+        t = a.trace
+        return t.make(f"({t.num(a)} {op} {t.num(b)})")
+
+    def reflected(a, b):
+        t = a.trace
+        return t.make(f"({t.num(b)} {op} {t.num(a)})")
+
+    return forward, reflected
+
+
+def _compare(op):
+    def forward(a, b):
+        t = a.trace
+        return t.make(f"({t.num(a)} {op} {t.num(b)})", True)
+
+    return forward
+
+
+def _logical(op):
+    def forward(a, b):
+        t = a.trace
+        return t.make(f"({t.cond(a)} {op} {t.cond(b)})", True)
+
+    return forward
+
+
+for _name, _op in (("add", "+"), ("sub", "-"), ("mul", "*"), ("truediv", "/")):
+    _f, _r = _arith(_op)
+    setattr(_Sym, f"__{_name}__", _f)
+    setattr(_Sym, f"__r{_name}__", _r)
+for _name, _op in (("lt", "<"), ("le", "<="), ("gt", ">"), ("ge", ">="), ("eq", "=="),
+                   ("ne", "!=")):
+    setattr(_Sym, f"__{_name}__", _compare(_op))
+for _name, _op in (("and", "&"), ("or", "|"), ("xor", "^")):
+    setattr(_Sym, f"__{_name}__", _logical(_op))
+    setattr(_Sym, f"__r{_name}__", _logical(_op))
+_Sym.__neg__ = lambda a: a.trace.make(f"(-{a.trace.num(a)})")
+_Sym.__invert__ = lambda a: a.trace.make(f"(not {a.trace.cond(a)})", True)
+
+
+class _ScalarMath:
+    """The namespace a Kernel's function sees while traced: each function writes the
+    scalar call the generated ufunc makes (names from cpu_kernels)."""
+
+    def __init__(self, trace):
+        self.t = trace
+
+    def _call(self, fmt: str, *args, is_bool=False):
+        return self.t.make(fmt.format(*(self.t.num(a) for a in args)), is_bool)
+
+    def exp(self, x):
+        return self._call("fexp({})", x)
+
+    def erf(self, x):
+        return self._call("ferf({})", x)
+
+    def sqrt(self, x):
+        return self._call("math.sqrt({})", x)
+
+    def rsqrt(self, x):
+        return self._call("(T(1.0) / math.sqrt({}))", x)
+
+    def sigmoid(self, x):
+        return self._call("(T(1.0) / (T(1.0) + fexp(-{})))", x)
+
+    def abs(self, x):
+        return self._call("abs({})", x)
+
+    def sign(self, x):
+        s = self.t.num(x)
+        return self.t.make(f"(T(1.0) if {s} > T(0.0) else (T(-1.0) if {s} < T(0.0) "
+                           f"else {s}))")
+
+    def floor(self, x):
+        return self._call("np.floor({})", x)
+
+    def ceil(self, x):
+        return self._call("np.ceil({})", x)
+
+    def trunc(self, x):
+        return self._call("np.trunc({})", x)
+
+    def maximum(self, a, b):
+        return self._call("fmaximum({}, {})", a, b)
+
+    def minimum(self, a, b):
+        return self._call("fminimum({}, {})", a, b)
+
+    def isnan(self, x):
+        s = self.t.num(x)
+        return self.t.make(f"({s} != {s})", True)
+
+    def where(self, c, a, b):
+        return self.t.make(f"({self.t.num(a)} if {self.t.cond(c)} else {self.t.num(b)})")
+
+    def __getattr__(self, name):
+        # log, tanh, sin, pow...: numpy's SIMD versions beat a libm call per element
+        raise Unsupported(f"m.{name}")
+
+
+# single operations numpy already does in one pass, by the traced expression
+_UFUNC_OF = {"(x0 + x1)": np.add, "(x0 - x1)": np.subtract, "(x0 * x1)": np.multiply,
+             "(x0 / x1)": np.divide, "(-x0)": np.negative, "fexp(x0)": np.exp,
+             "math.sqrt(x0)": np.sqrt, "abs(x0)": np.abs}
+
+
+def trace(kernel):
+    """(expression source, number of operations) of ``kernel`` over inputs x0, x1, ...;
+    raises Unsupported where the kernel cannot be compiled."""
+    t = _Trace()
+    syms = [_Sym(f"x{i}", False, t) for i in range(kernel.arity)]
+    try:
+        out = kernel.fn(_ScalarMath(t), *syms)
+    except Unsupported:
+        raise
+    except (TypeError, AttributeError, ValueError) as e:
+        raise Unsupported(str(e)) from None
+    if not isinstance(out, _Sym):
+        raise Unsupported("a constant kernel")
+    if out.is_bool:
+        raise Unsupported("a bool result")
+    return out.src, t.ops
+
+
+def single_ufunc(kernel):
+    """The numpy ufunc that computes ``kernel`` whole (``a + b`` is np.add), or None."""
+    try:
+        src, _ = trace(kernel)
+    except Unsupported:
+        return None
+    return _UFUNC_OF.get(src)
+
+
+# -- compiling -----------------------------------------------------------------------------
+_HEADER = """import math
+
+import numpy as np
+
+from haelixe.backends.cpu_kernels import ferf, fexp, fmaximum, fminimum
+
+T = np.{dtype}
+
+
+def kernel({args}):
+    return T({expr})
+"""
+
+
+def cache_dir() -> Path:
+    """Where compiled kernels are kept: $HAELIXE_CACHE_DIR, else the user's cache."""
+    env = os.environ.get("HAELIXE_CACHE_DIR")
+    if env:
+        return Path(env)
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "haelixe"
+
+
+def _fingerprint() -> str:
+    """What a compiled kernel depends on besides its own source: the scalar math it
+    calls and numba's version (numba's cache does not see either change)."""
+    import numba
+
+    from . import cpu_kernels
+
+    h = hashlib.sha256(Path(cpu_kernels.__file__).read_bytes())
+    h.update(numba.__version__.encode())
+    return h.hexdigest()
+
+
+_FINGERPRINT = None
+
+
+def compile_ufunc(kernel, dtype: np.dtype):
+    """A numpy ufunc computing ``kernel`` on ``dtype`` inputs in one pass, loaded from
+    the disk cache or compiled (and cached) now."""
+    global _FINGERPRINT
+    from numba import vectorize
+
+    src, _ = trace(kernel)
+    name = FLOATS[np.dtype(dtype)]
+    args = ", ".join(f"x{i}" for i in range(kernel.arity))
+    code = _HEADER.format(dtype=name, args=args, expr=src)
+    if _FINGERPRINT is None:
+        _FINGERPRINT = _fingerprint()
+    digest = hashlib.sha256((code + _FINGERPRINT).encode()).hexdigest()[:20]
+    fn, cached = _load(f"hx_{kernel.name}_{name}_{digest}", code)
+    sig = f"{name}({', '.join([name] * kernel.arity)})"
+    return vectorize([sig], cache=cached, nopython=True)(fn)
+
+
+def _load(modname: str, code: str):
+    """The generated function, imported from a file in the cache directory (numba
+    caches only functions defined in files); exec'd uncached where no directory can be
+    written."""
+    for root in (cache_dir(), Path(tempfile.gettempdir()) / f"haelixe-{os.getuid()}"):
+        try:
+            folder = root / "kernels"
+            folder.mkdir(parents=True, exist_ok=True)
+            path = folder / f"{modname}.py"
+            if not path.exists() or path.read_text() != code:
+                tmp = folder / f".{modname}.{os.getpid()}.tmp"
+                tmp.write_text(code)
+                os.replace(tmp, path)  # readers see the whole file or none
+            spec = importlib.util.spec_from_file_location(modname, path)
+            module = importlib.util.module_from_spec(spec)
+            sys.modules[modname] = module
+            spec.loader.exec_module(module)
+            return module.kernel, True
+        except OSError:
+            continue
+    namespace: dict = {}
+    exec(compile(code, f"<{modname}>", "exec"), namespace)  # noqa: S102
+    return namespace["kernel"], False

@@ -1,0 +1,261 @@
+"""One-pass CPU kernels compiled with numba: the row ops (softmax, log-softmax, RMSNorm,
+LayerNorm), RoPE and the AdamW step, and the scalar math that traced elementwise kernels
+call (cpu_jit.py).
+
+Each kernel reads its input once and writes its output once, where numpy would make a
+pass (and a temporary) per operation. Kernels take 2-D C-contiguous arrays (rows, n),
+so each compiles once per dtype; they are compiled on first use and cached on disk
+(numba's cache), so a later process loads them instead of compiling.
+
+float32 math uses exp and erf written as polynomials (``exp32``, ``erf32``), which
+LLVM vectorises; libm's are one call per element. float64 uses libm, exact to the last
+digit as gradient checks need.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit, types
+from numba.extending import overload
+
+_F32 = np.float32
+_I32 = np.int32
+JIT = {"cache": True, "nogil": True, "fastmath": False, "error_model": "numpy"}
+
+
+# -- scalar math -------------------------------------------------------------------------
+@njit(inline="always", **JIT)
+def exp32(x):
+    """exp in float32: Cody-Waite reduction to r in [-ln2/2, ln2/2], a degree-6
+    polynomial (Cephes expf, within 1 ulp), then two exact scalings by powers of two
+    so that results down to the smallest subnormal come out right."""
+    if x != x:
+        return x
+    x = min(max(x, _F32(-104.0)), _F32(88.8))
+    k = math.floor(x * _F32(1.4426950408889634) + _F32(0.5))
+    r = x - k * _F32(0.693359375) + k * _F32(2.12194440e-4)
+    p = _F32(1.9875691500e-4)
+    p = p * r + _F32(1.3981999507e-3)
+    p = p * r + _F32(8.3334519073e-3)
+    p = p * r + _F32(4.1665795894e-2)
+    p = p * r + _F32(1.6666665459e-1)
+    p = p * r + _F32(5.0000001201e-1)
+    p = p * r * r + r + _F32(1.0)
+    ki = _I32(k)
+    k1 = ki >> _I32(1)
+    s1 = _I32((k1 + _I32(127)) << _I32(23)).view(np.float32)
+    s2 = _I32((ki - k1 + _I32(127)) << _I32(23)).view(np.float32)
+    return p * s1 * s2
+
+
+@njit(inline="always", **JIT)
+def erf32(x):
+    """erf in float32 as a rational function of x on [-4, 4] (beyond, erf is +-1 in
+    float32): the approximation Eigen and XLA use, within a few ulp."""
+    x = min(max(x, _F32(-4.0)), _F32(4.0))
+    x2 = x * x
+    p = x2 * _F32(-2.72614225801306e-10) + _F32(2.77068142495902e-08)
+    p = p * x2 + _F32(-2.10102402082508e-06)
+    p = p * x2 + _F32(-5.69250639462346e-05)
+    p = p * x2 + _F32(-7.34990630326855e-04)
+    p = p * x2 + _F32(-2.95459980854025e-03)
+    p = p * x2 + _F32(-1.60960333262415e-02)
+    q = x2 * _F32(-1.45660718464996e-05) + _F32(-2.13374055278905e-04)
+    q = q * x2 + _F32(-1.68282697438203e-03)
+    q = q * x2 + _F32(-7.37332916720468e-03)
+    q = q * x2 + _F32(-1.42647390514189e-02)
+    return x * p / q
+
+
+def fexp(x):
+    """exp for the kernels: exp32 on float32, libm on float64."""
+    return math.exp(x)
+
+
+def ferf(x):
+    return math.erf(x)
+
+
+@overload(fexp, inline="always")
+def _fexp(x):
+    if x == types.float32:
+        return lambda x: exp32(x)
+    return lambda x: math.exp(x)
+
+
+@overload(ferf, inline="always")
+def _ferf(x):
+    if x == types.float32:
+        return lambda x: erf32(x)
+    return lambda x: math.erf(x)
+
+
+@njit(inline="always", **JIT)
+def fmaximum(a, b):
+    """numpy's maximum: a NaN in either operand wins."""
+    return a if (a > b or a != a) else b
+
+
+@njit(inline="always", **JIT)
+def fminimum(a, b):
+    return a if (a < b or a != a) else b
+
+
+def typed(a, v):
+    """``v`` as a scalar of array ``a``'s dtype (inside kernels)."""
+    return v
+
+
+@overload(typed, inline="always")
+def _typed(a, v):
+    dt = a.dtype
+    return lambda a, v: dt(v)
+
+
+# -- softmax family ----------------------------------------------------------------------
+@njit(**JIT)
+def softmax_rows(x, out):
+    rows, n = x.shape
+    for r in range(rows):
+        mx = x[r, 0]
+        for j in range(1, n):
+            mx = max(mx, x[r, j])
+        s = typed(x, 0.0)
+        for j in range(n):
+            e = fexp(x[r, j] - mx)
+            out[r, j] = e
+            s += e
+        inv = typed(x, 1.0) / s
+        for j in range(n):
+            out[r, j] *= inv
+
+
+@njit(**JIT)
+def log_softmax_rows(x, out):
+    rows, n = x.shape
+    for r in range(rows):
+        mx = x[r, 0]
+        for j in range(1, n):
+            mx = max(mx, x[r, j])
+        s = typed(x, 0.0)
+        for j in range(n):
+            s += fexp(x[r, j] - mx)
+        shift = mx + math.log(s)
+        for j in range(n):
+            out[r, j] = x[r, j] - shift
+
+
+# -- norms -------------------------------------------------------------------------------
+@njit(**JIT)
+def rmsnorm_rows(x, w, eps, y, rstd):
+    """y = x * rsqrt(mean(x^2) + eps) * w per row; w has n entries (ones when absent).
+    The mean of squares accumulates in float64 for float32 rows (PyTorch's accuracy)."""
+    rows, n = x.shape
+    for r in range(rows):
+        ss = 0.0
+        for j in range(n):
+            v = np.float64(x[r, j])
+            ss += v * v
+        inv = typed(x, 1.0 / math.sqrt(ss / n + eps))
+        rstd[r] = inv
+        for j in range(n):
+            y[r, j] = x[r, j] * inv * w[j]
+
+
+@njit(**JIT)
+def rmsnorm_backward_rows(x, w, rstd, gy, dx, dw):
+    """dx per row and dw (accumulated over rows, in float64) of rmsnorm_rows."""
+    rows, n = x.shape
+    for r in range(rows):
+        inv = rstd[r]
+        proj = 0.0
+        for j in range(n):
+            xh = x[r, j] * inv
+            gx = gy[r, j] * w[j]
+            proj += np.float64(gx) * np.float64(xh)
+            dw[j] += np.float64(gy[r, j]) * np.float64(xh)
+        proj32 = typed(x, proj / n)
+        for j in range(n):
+            dx[r, j] = inv * (gy[r, j] * w[j] - x[r, j] * inv * proj32)
+
+
+@njit(**JIT)
+def layernorm_rows(x, w, b, eps, y, mean, rstd):
+    rows, n = x.shape
+    for r in range(rows):
+        s = 0.0
+        for j in range(n):
+            s += np.float64(x[r, j])
+        mu = s / n
+        ss = 0.0
+        for j in range(n):
+            d = np.float64(x[r, j]) - mu
+            ss += d * d
+        inv = 1.0 / math.sqrt(ss / n + eps)
+        mean[r] = mu
+        rstd[r] = inv
+        m, i = typed(x, mu), typed(x, inv)
+        for j in range(n):
+            y[r, j] = (x[r, j] - m) * i * w[j] + b[j]
+
+
+@njit(**JIT)
+def layernorm_backward_rows(x, w, mean, rstd, gy, dx, dw, db):
+    rows, n = x.shape
+    for r in range(rows):
+        m, inv = mean[r], rstd[r]
+        s1 = 0.0
+        s2 = 0.0
+        for j in range(n):
+            xh = (x[r, j] - m) * inv
+            gx = gy[r, j] * w[j]
+            s1 += np.float64(gx)
+            s2 += np.float64(gx) * np.float64(xh)
+            dw[j] += np.float64(gy[r, j]) * np.float64(xh)
+            db[j] += np.float64(gy[r, j])
+        m1, m2 = typed(x, s1 / n), typed(x, s2 / n)
+        for j in range(n):
+            xh = (x[r, j] - m) * inv
+            dx[r, j] = inv * (gy[r, j] * w[j] - m1 - xh * m2)
+
+
+# -- RoPE --------------------------------------------------------------------------------
+@njit(**JIT)
+def rope5(x, cos, sin, sign, out):
+    """Rotate-half RoPE over a 5-D view (any strides) whose last two dims are
+    (seq, d); cos and sin are (seq, d/2); sign -1 rotates the other way."""
+    a, b, c, t, d = x.shape
+    h = d // 2
+    for i0 in range(a):
+        for i1 in range(b):
+            for i2 in range(c):
+                for s in range(t):
+                    for j in range(h):
+                        x1 = x[i0, i1, i2, s, j]
+                        x2 = x[i0, i1, i2, s, j + h]
+                        co = cos[s, j]
+                        si = sin[s, j] * sign
+                        out[i0, i1, i2, s, j] = x1 * co - x2 * si
+                        out[i0, i1, i2, s, j + h] = x2 * co + x1 * si
+
+
+# -- optimizers --------------------------------------------------------------------------
+@njit(**JIT)
+def adamw_flat(p, g, m, v, lr, beta1, beta2, eps, weight_decay, bc1, bc2):
+    """One AdamW step over flat buffers, in place, each element read and written once
+    (PyTorch's formula: decoupled decay, bias corrections on m and v)."""
+    decay = typed(p, 1.0 - lr * weight_decay)
+    b1, b2 = typed(p, beta1), typed(p, beta2)
+    c1, c2 = typed(p, 1.0 - beta1), typed(p, 1.0 - beta2)
+    step = typed(p, lr / bc1)
+    inv_sqrt_bc2 = typed(p, 1.0 / math.sqrt(bc2))
+    e = typed(p, eps)
+    for i in range(p.shape[0]):
+        gi = g[i]
+        mi = m[i] * b1 + gi * c1
+        vi = v[i] * b2 + gi * gi * c2
+        m[i] = mi
+        v[i] = vi
+        p[i] = p[i] * decay - step * mi / (math.sqrt(vi) * inv_sqrt_bc2 + e)
