@@ -2,20 +2,21 @@
 
 Same model (Linear(1,64) -> pre-norm TransformerBlock(64, 4) with RoPE and a GELU MLP ->
 RMSNorm -> Linear(64,1)), same data, same AdamW. Each framework runs a warm-up, then the
-two are timed in alternating rounds so that machine noise hits both alike; the ratio of
-their best rounds is reported.
+two are timed in alternating rounds so that machine noise hits both alike; each round
+gives both speeds and their ratio, reported as medians with their ranges.
 
     python benchmarks/denoiser_vs_torch.py [--batch-size 16] [--steps 200] [--rounds 5]
+    python benchmarks/denoiser_vs_torch.py --busy       # beside a CPU-bound process
     python benchmarks/denoiser_vs_torch.py --device gpu   # WGSL vs PyTorch CUDA eager
 """
 
 from __future__ import annotations
 
 import argparse
-import math
 import time
 
 import numpy as np
+from neighbour import busy_neighbour, load_note, median, median_range
 
 import haelixe as hx
 from haelixe.data.sine import random_batch
@@ -42,11 +43,10 @@ def haelixe_stepper(batches, device="cpu"):
     return run
 
 
-def torch_stepper(batches, device="cpu"):
+def torch_denoiser(seq: int):
+    """The denoiser in PyTorch: the same layers as haelixe.denoise.Denoiser."""
     import torch
     from torch import nn
-
-    torch.manual_seed(0)
 
     class RoPE(nn.Module):
         def __init__(self, head_dim, seq):
@@ -79,8 +79,15 @@ def torch_stepper(batches, device="cpu"):
             x = x + self.proj(o.transpose(1, 2).reshape(b, t, c))
             return x + self.fc2(torch.nn.functional.gelu(self.fc1(self.norm2(x))))
 
-    model = nn.Sequential(nn.Linear(1, 64), Block(64, 4, batches[0][0].shape[1]),
-                          nn.RMSNorm(64, eps=1e-6), nn.Linear(64, 1)).to(device)
+    return nn.Sequential(nn.Linear(1, 64), Block(64, 4, seq), nn.RMSNorm(64, eps=1e-6),
+                         nn.Linear(64, 1))
+
+
+def torch_stepper(batches, device="cpu"):
+    import torch
+
+    torch.manual_seed(0)
+    model = torch_denoiser(batches[0][0].shape[1]).to(device)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.01)
     data = [(torch.from_numpy(x).to(device), torch.from_numpy(y).to(device))
             for x, y in batches]
@@ -102,6 +109,8 @@ def main():
     p.add_argument("--batch-size", type=int, default=16)
     p.add_argument("--steps", type=int, default=200)
     p.add_argument("--rounds", type=int, default=5)
+    p.add_argument("--busy", action="store_true",
+                   help="time beside a CPU-bound neighbour process")
     p.add_argument("--device", choices=["cpu", "gpu"], default="cpu",
                    help="gpu: Haelixe on its WGSL backend vs PyTorch CUDA eager")
     args = p.parse_args()
@@ -118,19 +127,24 @@ def main():
         print(f"PyTorch ({'CUDA' if args.device == 'gpu' else 'CPU'}) not available: timing "
               f"Haelixe alone")
     for run in runners.values():
-        run(20)  # warm-up: caches, allocator, lazy imports
-    best = {k: math.inf for k in runners}
-    for _ in range(args.rounds):
-        for name, run in runners.items():
-            t0 = time.perf_counter()
-            run(args.steps)
-            best[name] = min(best[name], time.perf_counter() - t0)
-    print(f"denoiser training step on {args.device}, batch {args.batch_size} x 32, best of "
-          f"{args.rounds} rounds of {args.steps} steps")
+        run(20)  # warm-up: caches, allocator, lazy imports, kernel compilation
+    speeds = {k: [] for k in runners}
+    with busy_neighbour(args.busy):
+        for _ in range(args.rounds):
+            for name, run in runners.items():
+                t0 = time.perf_counter()
+                run(args.steps)
+                speeds[name].append(args.steps / (time.perf_counter() - t0))
+    print(f"denoiser training step on {args.device}, batch {args.batch_size} x 32, "
+          f"{args.rounds} alternating rounds of {args.steps} steps"
+          f"{', beside a CPU-bound process' if args.busy else ''} ({load_note()})")
+    print("  steps/s: median [range]")
     for name in runners:
-        print(f"  {name:8s} {args.steps / best[name]:8.1f} steps/s")
-    if "pytorch" in best:
-        print(f"  ratio haelixe / pytorch: {best['pytorch'] / best['haelixe']:.2f}x")
+        print(f"  {name:8s} {median_range(speeds[name])}")
+    if "pytorch" in speeds:
+        ratios = [h / t for h, t in zip(speeds["haelixe"], speeds["pytorch"])]
+        print(f"  ratio haelixe / pytorch: {median(ratios):.2f}x "
+              f"[{min(ratios):.2f} .. {max(ratios):.2f}]")
 
 
 if __name__ == "__main__":

@@ -47,7 +47,9 @@ def test_cli_json_line():
         [sys.executable, "-m", "haelixe.denoise", "--task", "seed", "--epochs", "2",
          "--steps-per-epoch", "10", "--json"], capture_output=True, text=True, check=True)
     record = json.loads(out.stdout.strip().splitlines()[-1])
-    for key in ("final_mse", "heldout_mse", "noise_mse", "steps_per_sec", "epochs", "steps",
-                "device", "dtype"):
+    for key in ("final_mse", "heldout_mse", "noise_mse", "steps_per_sec", "first_step_s",
+                "epochs", "steps", "device", "dtype"):
         assert key in record
+    # the first step is timed on its own, and steps/s counts only the steps after it
+    assert 0 < record["first_step_s"] < 60 and record["steps_per_sec"] > 0
     assert record["steps"] == 20 and record["device"] == "cpu" and record["dtype"] == "f32"

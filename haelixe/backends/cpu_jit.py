@@ -261,7 +261,9 @@ def compile_ufunc(kernel, dtype: np.dtype):
     digest = hashlib.sha256((code + _FINGERPRINT).encode()).hexdigest()[:20]
     fn, cached = _load(f"hx_{kernel.name}_{name}_{digest}", code)
     sig = f"{name}({', '.join([name] * kernel.arity)})"
-    return vectorize([sig], cache=cached, nopython=True)(fn)
+    # numba's DUFunc wraps a plain numpy ufunc: called directly, it costs what np.add
+    # costs per call, and float warnings are attributed to the caller (filtered there)
+    return vectorize([sig], cache=cached, nopython=True)(fn).ufunc
 
 
 def _load(modname: str, code: str):

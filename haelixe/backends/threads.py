@@ -7,8 +7,9 @@ own count when it starts:
 
 - a call too small to split (fewer than ``MIN_WORK_PER_THREAD`` multiply-adds per
   thread) runs on one thread: waking and joining threads costs more than it saves;
-- a larger one takes the cores no other process is using, measured from the machine's
-  CPU time (``/proc/stat``) minus this process's own, sampled twice a second. On a busy
+- a larger one takes the cores no other process is using, measured from the CPU time of
+  the cores this process may run on (``/proc/stat``) minus this process's own, sampled
+  twice a second. On a busy
   machine BLAS threads that share cores with other work wait on each other at every
   barrier, and a 2-thread product can run 10x slower than the same product on one
   thread; measuring the neighbours keeps a busy machine at one-thread speed instead.
@@ -69,24 +70,38 @@ class _Policy:
         return self.free
 
     def _sample(self) -> None:
+        cpus = _allowed_cpus()
         try:
             with open("/proc/stat", "rb") as f:
-                fields = f.readline().split()[1:9]
+                lines = f.read().split(b"\n")
         except OSError:  # no /proc: trust the cap
             self.free = self.cap
             return
-        ticks = [int(v) for v in fields]
-        total = sum(ticks)
-        busy = total - ticks[3] - ticks[4]  # all but idle and iowait
+        busy = total = 0
+        for line in lines:  # "cpuN user nice system idle iowait irq softirq steal ..."
+            if line[:3] == b"cpu" and line[3:4].isdigit():
+                fields = line.split()
+                if cpus is None or int(fields[0][3:]) in cpus:
+                    ticks = [int(v) for v in fields[1:9]]
+                    total += sum(ticks)
+                    busy += sum(ticks) - ticks[3] - ticks[4]  # all but idle and iowait
         t = os.times()
         own = (t.user + t.system) * os.sysconf("SC_CLK_TCK")
         last, self.last = self.last, (busy, total, own)
         if last is None or total <= last[1]:
             return
-        machine = os.cpu_count() or 1
-        wall = (total - last[1]) / machine  # ticks of one core in the interval
+        n = len(cpus) if cpus is not None else (os.cpu_count() or 1)
+        wall = (total - last[1]) / n  # ticks of one core in the interval
         others = max(0.0, (busy - last[0]) - (own - last[2])) / wall
-        self.free = max(1, min(self.cap, round(machine - others)))
+        self.free = max(1, min(self.cap, round(n - others)))
+
+
+def _allowed_cpus():
+    """The CPUs this process may run on (the only ones whose load matters)."""
+    try:
+        return os.sched_getaffinity(0)
+    except AttributeError:
+        return None
 
 
 _POLICY = _Policy()
