@@ -86,6 +86,7 @@ class NumpyMath:
 
 _MATH = NumpyMath
 _LOW = (np.dtype(ml_dtypes.bfloat16), np.dtype(np.float16))
+_LOW_SET = frozenset(_LOW)
 
 
 def _low(x) -> bool:
@@ -110,8 +111,11 @@ def computes_in_f32(kernel):
 
     @functools.wraps(kernel)
     def wrapper(self, *args, **kwargs):
-        low = next((a.dtype for a in args if _low(a)), None)
-        if low is None:
+        for a in args:
+            if a.__class__ is np.ndarray and a.dtype in _LOW_SET:
+                low = a.dtype
+                break
+        else:
             return kernel(self, *args, **kwargs)
         out = kernel(self, *(up(a) for a in args), **kwargs)
         return down(out, low)
@@ -409,14 +413,15 @@ class CPUBackend(Backend):
 
     @computes_in_f32
     def rope(self, x, cos, sin, inverse=False):
+        shape = x.shape
         if x.ndim > 5:  # (the kernel takes up to five dims, any strides)
-            x = np.ascontiguousarray(x).reshape((-1,) + x.shape[-2:])
+            x = np.ascontiguousarray(x).reshape((-1,) + shape[-2:])
         x5 = x.reshape((1,) * (5 - x.ndim) + x.shape) if x.ndim < 5 else x
         out = np.empty(x5.shape, x.dtype)
         t = x.dtype.type
         kernels().rope5(x5, _same(cos, x.dtype), _same(sin, x.dtype),
                         t(-1.0 if inverse else 1.0), out)
-        return out.reshape(x.shape)
+        return out.reshape(shape)
 
     @computes_in_f32
     def attention(self, q, k, v, causal, scale, mask=None):
@@ -432,10 +437,16 @@ class CPUBackend(Backend):
 
     # -- optimizers ----------------------------------------------------------------------
     def adamw_step(self, p, g, m, v, lr, beta1, beta2, eps, weight_decay, step):
-        if p.dtype not in _JIT_FLOATS or not (g.dtype == m.dtype == v.dtype == p.dtype):
-            return super().adamw_step(p, g, m, v, lr, beta1, beta2, eps, weight_decay, step)
-        kernels().adamw_flat(p, g, m, v, lr, beta1, beta2, eps, weight_decay,
-                             1.0 - beta1 ** step, 1.0 - beta2 ** step)
+        args = (lr, beta1, beta2, eps, weight_decay, 1.0 - beta1 ** step, 1.0 - beta2 ** step)
+        bufs = (p, g, m, v)
+        if p.dtype in _JIT_FLOATS and all(b.dtype == p.dtype for b in bufs):
+            kernels().adamw_flat(p, g, m, v, *args)
+            return
+        # 16-bit buffers: the same pass in float32, each buffer rounded back once
+        p32, g32, m32, v32 = (b.astype(np.float32) for b in bufs)
+        kernels().adamw_flat(p32, g32, m32, v32, *args)
+        for dst, src in ((p, p32), (m, m32), (v, v32)):
+            np.copyto(dst, src, casting="unsafe")
 
     def sgd_step(self, p, g, buf, lr, momentum, nesterov, weight_decay):
         d = g

@@ -114,40 +114,46 @@ def _typed(a, v):
 
 
 # -- softmax family ----------------------------------------------------------------------
-@njit(**JIT)
+# Sums may be reassociated (LLVM then vectorises them); everything else is exact IEEE.
+ROWS = dict(JIT, fastmath={"reassoc", "contract"})
+
+
+@njit(**ROWS)
 def softmax_rows(x, out):
     rows, n = x.shape
     for r in range(rows):
         mx = x[r, 0]
         for j in range(1, n):
             mx = max(mx, x[r, j])
+        for j in range(n):  # (a loop of its own: exp vectorises)
+            out[r, j] = fexp(x[r, j] - mx)
         s = typed(x, 0.0)
         for j in range(n):
-            e = fexp(x[r, j] - mx)
-            out[r, j] = e
-            s += e
+            s += out[r, j]
         inv = typed(x, 1.0) / s
         for j in range(n):
             out[r, j] *= inv
 
 
-@njit(**JIT)
+@njit(**ROWS)
 def log_softmax_rows(x, out):
     rows, n = x.shape
     for r in range(rows):
         mx = x[r, 0]
         for j in range(1, n):
             mx = max(mx, x[r, j])
+        for j in range(n):
+            out[r, j] = fexp(x[r, j] - mx)
         s = typed(x, 0.0)
         for j in range(n):
-            s += fexp(x[r, j] - mx)
+            s += out[r, j]
         shift = mx + math.log(s)
         for j in range(n):
             out[r, j] = x[r, j] - shift
 
 
 # -- norms -------------------------------------------------------------------------------
-@njit(**JIT)
+@njit(**ROWS)
 def rmsnorm_rows(x, w, eps, y, rstd):
     """y = x * rsqrt(mean(x^2) + eps) * w per row; w has n entries (ones when absent).
     The mean of squares accumulates in float64 for float32 rows (PyTorch's accuracy)."""
@@ -163,7 +169,7 @@ def rmsnorm_rows(x, w, eps, y, rstd):
             y[r, j] = x[r, j] * inv * w[j]
 
 
-@njit(**JIT)
+@njit(**ROWS)
 def rmsnorm_backward_rows(x, w, rstd, gy, dx, dw):
     """dx per row and dw (accumulated over rows, in float64) of rmsnorm_rows."""
     rows, n = x.shape
@@ -180,7 +186,7 @@ def rmsnorm_backward_rows(x, w, rstd, gy, dx, dw):
             dx[r, j] = inv * (gy[r, j] * w[j] - x[r, j] * inv * proj32)
 
 
-@njit(**JIT)
+@njit(**ROWS)
 def layernorm_rows(x, w, b, eps, y, mean, rstd):
     rows, n = x.shape
     for r in range(rows):
@@ -200,7 +206,7 @@ def layernorm_rows(x, w, b, eps, y, mean, rstd):
             y[r, j] = (x[r, j] - m) * i * w[j] + b[j]
 
 
-@njit(**JIT)
+@njit(**ROWS)
 def layernorm_backward_rows(x, w, mean, rstd, gy, dx, dw, db):
     rows, n = x.shape
     for r in range(rows):

@@ -220,6 +220,7 @@ class ElementwiseFunction(Function):
 
     decl: Elementwise = None
     save_index: tuple = ()
+    saved_names: tuple = ()  # what save_for_backward kept, by name (inputs, then y)
 
     @classmethod
     def forward(cls, ctx, *args):
@@ -244,7 +245,7 @@ class ElementwiseFunction(Function):
         saved = ctx.saved_tensors
         values = dict(zip(decl.inputs, ctx.args[:decl.arity]))
         values.update(zip(decl.params, ctx.args[decl.arity:]))
-        values.update((n, t) for n, t in zip(_saved_names(decl), saved) if t is not None)
+        values.update((n, t) for n, t in zip(cls.saved_names, saved) if t is not None)
         first_order = not STATE.grad_enabled
         if not first_order and "y" in values:
             # the output with its history (this node), so the gradient has a graph
@@ -287,7 +288,7 @@ def _saved_names(decl):
 def _make_function(decl) -> type:
     names = _saved_names(decl)
     return type(decl.label, (ElementwiseFunction,), {
-        "decl": decl, "label": decl.label, "__slots__": (),
+        "decl": decl, "label": decl.label, "__slots__": (), "saved_names": tuple(names),
         "save_index": tuple(decl.inputs.index(n) for n in names if n != "y"),
         "saves_output": "y" in names, "differentiable": decl.differentiable})
 

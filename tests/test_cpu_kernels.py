@@ -1,0 +1,402 @@
+"""The CPU's compiled kernels (backends/cpu_kernels.py, cpu_jit.py) and its thread policy
+(backends/threads.py).
+
+Each compiled kernel is checked against a second computation of the same math: the
+traced elementwise ufuncs against the Kernel's own numpy evaluation, the fused row
+kernels against the contract's composed defaults (backends/base.py, run on the CPU's
+primitives) and against PyTorch, in float32 and float64, on contiguous and strided
+inputs, forward and backward.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+
+import numpy as np
+import pytest
+
+import haelixe as hx
+from haelixe.backends import base, cpu_jit, threads
+from haelixe.backends.cpu import _MATH, CPU_BACKEND, JIT_MIN_SIZE, _compile
+from haelixe.ops.elementwise import ACTIVATIONS
+from haelixe.ops.registry import OPS, Elementwise
+
+BE = CPU_BACKEND
+COMPOSED = base.Backend  # the composed defaults, called on the CPU backend's primitives
+TOL = {np.float32: dict(rtol=2e-5, atol=2e-6), np.float64: dict(rtol=1e-12, atol=1e-13)}
+
+
+def _all_kernels():
+    ks = []
+    for d in OPS.values():
+        if isinstance(d, Elementwise):
+            ks.append(d.kernel)
+            ks += [g.kernel for g in d.grads if g is not None]
+    ks += [v for v in vars(base).values() if isinstance(v, base.Kernel)]
+    ks += [a.backward for a in ACTIVATIONS.values()]
+    return ks
+
+
+def _jitted(k) -> bool:
+    if k.cpu is not None:
+        return False
+    try:
+        src, ops = cpu_jit.trace(k)
+    except cpu_jit.Unsupported:
+        return False
+    return ops >= 2 or "ferf" in src
+
+
+JITTED = sorted({k.name: k for k in _all_kernels() if _jitted(k)}.items())
+
+
+def _inputs(kernel, dtype, rng, shape=(64, 300)):
+    """Arrays in each kernel's domain: positive where it takes a log or a root."""
+    xs = [rng.uniform(-3, 3, shape).astype(dtype) for _ in range(kernel.arity)]
+    if any(s in kernel.name for s in ("sqrt", "log", "rstd", "reciprocal", "adamw_p",
+                                      "adam_v", "div")):
+        xs = [np.abs(x) + dtype(0.5) for x in xs]
+    return xs
+
+
+def test_the_compiled_set_covers_the_ops_that_train():
+    names = {n for n, _ in JITTED}
+    for n in ("gelu_erf", "gelu_backward", "silu", "silu_grad0", "relu_grad0",
+              "sigmoid_grad0", "tanh_grad0", "erf"):
+        assert n in names
+    assert len(JITTED) > 30
+
+
+@pytest.mark.parametrize("name,kernel", JITTED, ids=[n for n, _ in JITTED])
+def test_compiled_kernel_equals_numpy_float32(name, kernel):
+    rng = np.random.default_rng(0)
+    xs = _inputs(kernel, np.float32, rng)
+    ufunc = cpu_jit.compile_ufunc(kernel, np.float32)
+    want = np.asarray(kernel.fn(_MATH, *[x.astype(np.float64) for x in xs]))
+    got = ufunc(*xs)
+    assert got.dtype == np.float32
+    np.testing.assert_allclose(got, want, rtol=3e-6, atol=2e-6, err_msg=name)
+
+
+@pytest.mark.parametrize("name", ["gelu_erf", "gelu_backward", "silu_grad0", "erf",
+                                  "clamp3_grad0", "adamw_p"])
+def test_compiled_kernel_float64_and_strided(name):
+    """float64 is exact libm math (gradient checks need it); strided and broadcast
+    operands go through numpy's ufunc machinery like any ufunc's."""
+    kernel = dict(JITTED)[name]
+    rng = np.random.default_rng(1)
+    xs = _inputs(kernel, np.float64, rng, shape=(300, 128))
+    xs = [x.T if i % 2 == 0 else x[::-1] for i, x in enumerate(xs)]  # transposed, flipped
+    xs = [x if x.shape == (128, 300) else x.T for x in xs]
+    f = _compile(kernel)
+    got = f(*xs)
+    want = kernel.fn(_MATH, *xs)
+    np.testing.assert_allclose(got, want, rtol=1e-13, atol=1e-14)
+    # a scalar operand broadcast against arrays
+    if kernel.arity >= 2:
+        xs[1] = np.float64(0.75)
+        np.testing.assert_allclose(f(*xs), kernel.fn(_MATH, *xs), rtol=1e-13, atol=1e-14)
+
+
+def test_small_and_mixed_inputs_stay_on_numpy():
+    k = dict(JITTED)["gelu_backward"]
+    f = _compile(k)
+    small = np.ones((4, 4), np.float32)
+    assert np.array_equal(f(small, small), k.fn(_MATH, small, small))
+    big16 = np.ones(JIT_MIN_SIZE, np.float16)  # no compiled form: computed in float32
+    assert f(big16, big16).dtype == np.float32
+
+
+def test_single_operations_run_as_numpy_ufuncs():
+    assert cpu_jit.single_ufunc(base.K_ADD) is np.add
+    assert cpu_jit.single_ufunc(base.K_MUL) is np.multiply
+    assert cpu_jit.single_ufunc(dict(JITTED)["gelu_erf"]) is None
+
+
+def test_kernels_calling_log_or_tanh_are_not_compiled():
+    """numpy's SIMD log and tanh beat a libm call per element: those stay on numpy."""
+    names = {n for n, _ in JITTED}
+    assert "softplus" not in names and "gelu_tanh" not in names and "logaddexp" not in names
+
+
+def test_compile_failure_falls_back_to_numpy(monkeypatch):
+    k = base.Kernel("probe_fallback", lambda m, x: m.exp(x) * 2.0 + 1.0, 1)
+
+    def broken(kernel, dtype):
+        raise RuntimeError("no compiler")
+
+    monkeypatch.setattr(cpu_jit, "compile_ufunc", broken)
+    x = np.linspace(-1, 1, JIT_MIN_SIZE, dtype=np.float32)
+    with pytest.warns(UserWarning, match="probe_fallback"):
+        out = BE.map(k, [x], x.dtype)
+    np.testing.assert_allclose(out, np.exp(x) * 2 + 1, rtol=1e-6)
+
+
+def test_float_edge_cases_are_silent_and_right():
+    gelu = ACTIVATIONS["gelu"].forward
+    x = np.zeros(JIT_MIN_SIZE, np.float32)
+    x[:6] = [np.nan, np.inf, -np.inf, 1e30, -1e30, -0.0]
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        y = BE.map(gelu, [x], x.dtype)
+    # numpy's float warnings name haelixe's own module, which haelixe silences (as
+    # PyTorch is silent), never numba's
+    assert all("/haelixe/" in w.filename for w in seen), [w.filename for w in seen]
+    # the values of the Kernel's numpy evaluation (as PyTorch, gelu(-inf) is NaN)
+    np.testing.assert_array_equal(y[:6], np.float32([np.nan, np.inf, np.nan, 1e30, -0.0, -0.0]))
+
+
+def test_exp32_and_erf32_accuracy():
+    from numba import vectorize
+
+    from haelixe.backends.cpu_kernels import erf32, exp32
+
+    exp_u = vectorize(["float32(float32)"])(lambda x: exp32(x))
+    erf_u = vectorize(["float32(float32)"])(lambda x: erf32(x))
+    x = np.linspace(-103, 88.7, 200001).astype(np.float32)
+    ref = np.exp(x.astype(np.float64))
+    normal = ref > np.finfo(np.float32).tiny
+    rel = np.abs(exp_u(x)[normal] - ref[normal]) / ref[normal]
+    assert rel.max() < 3e-7  # about two float32 ulp
+    assert np.abs(exp_u(x)[~normal] - ref[~normal]).max() < 2e-45  # subnormals too
+    special = np.array([np.nan, np.inf, -np.inf, 89.0, -110.0], np.float32)
+    with np.errstate(all="ignore"):
+        out = exp_u(special)
+    assert np.isnan(out[0]) and out[1] == np.inf and out[2] == 0 and out[3] == np.inf
+    assert out[4] == 0
+    z = np.linspace(-6, 6, 100001).astype(np.float32)
+    want = np.array([math.erf(v) for v in z.astype(np.float64)])
+    assert np.abs(erf_u(z) - want).max() < 5e-7
+
+
+# -- row kernels ---------------------------------------------------------------------------
+def _strided(a):
+    """``a``'s values through a transposed, stepped buffer."""
+    big = np.zeros((a.shape[-1] * 2,) + a.shape[:-1], a.dtype)
+    big[::2] = np.moveaxis(a, -1, 0)
+    return np.moveaxis(big[::2], 0, -1)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("strided", [False, True])
+@pytest.mark.parametrize("axis", [2, 0])
+def test_softmax_family_matches_composed(dtype, strided, axis):
+    rng = np.random.default_rng(2)
+    x = (rng.standard_normal((6, 5, 37)) * 4).astype(dtype)
+    x[0, 0] = -np.inf  # a row of -inf: NaN, as PyTorch
+    x[1, 1, 3] = -np.inf
+    if strided:
+        x = _strided(x)
+    for kernel in ("softmax", "log_softmax"):
+        got = getattr(BE, kernel)(x, axis)
+        want = getattr(COMPOSED, kernel)(BE, x, axis)
+        assert got.dtype == dtype and got.flags.c_contiguous
+        np.testing.assert_allclose(got, want, **TOL[dtype])
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("strided", [False, True])
+@pytest.mark.parametrize("weight", [True, False])
+def test_rmsnorm_matches_composed(dtype, strided, weight):
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((3, 7, 48)).astype(dtype)
+    gy = rng.standard_normal((3, 7, 48)).astype(dtype)
+    w = rng.standard_normal(48).astype(dtype) if weight else None
+    if strided:
+        x, gy = _strided(x), _strided(gy)
+    y, rstd = BE.rmsnorm(x, w, 1e-6)
+    y0, rstd0 = COMPOSED.rmsnorm(BE, x, w, 1e-6)
+    np.testing.assert_allclose(y, y0, **TOL[dtype])
+    np.testing.assert_allclose(rstd, rstd0, **TOL[dtype])
+    dx, dw = BE.rmsnorm_backward(x, w, rstd, gy)
+    dx0, dw0 = COMPOSED.rmsnorm_backward(BE, x, w, rstd0, gy)
+    np.testing.assert_allclose(dx, dx0, **TOL[dtype])
+    if weight:
+        np.testing.assert_allclose(dw, dw0, rtol=1e-4 if dtype == np.float32 else 1e-12)
+        assert dw.dtype == dtype
+    else:
+        assert dw is None
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("strided", [False, True])
+@pytest.mark.parametrize("affine", [True, False])
+def test_layernorm_matches_composed(dtype, strided, affine):
+    rng = np.random.default_rng(4)
+    x = (rng.standard_normal((5, 33)) * 3 + 2).astype(dtype)
+    gy = rng.standard_normal((5, 33)).astype(dtype)
+    w = rng.standard_normal(33).astype(dtype) if affine else None
+    b = rng.standard_normal(33).astype(dtype) if affine else None
+    if strided:
+        x, gy = _strided(x), _strided(gy)
+    y, mean, rstd = BE.layernorm(x, w, b, 1e-5)
+    y0, mean0, rstd0 = COMPOSED.layernorm(BE, x, w, b, 1e-5)
+    for got, want in ((y, y0), (mean, mean0), (rstd, rstd0)):
+        np.testing.assert_allclose(got, want, **TOL[dtype])
+    dx, dw, db = BE.layernorm_backward(x, w, mean, rstd, gy)
+    dx0, dw0, db0 = COMPOSED.layernorm_backward(BE, x, w, mean0, rstd0, gy)
+    np.testing.assert_allclose(dx, dx0, rtol=1e-4 if dtype == np.float32 else 1e-11,
+                               atol=1e-5 if dtype == np.float32 else 1e-12)
+    np.testing.assert_allclose(db, db0, rtol=1e-5 if dtype == np.float32 else 1e-12)
+    if affine:
+        np.testing.assert_allclose(dw, dw0, rtol=1e-4 if dtype == np.float32 else 1e-11,
+                                   atol=1e-5 if dtype == np.float32 else 1e-12)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shape", [(9, 8), (3, 9, 8), (2, 3, 2, 9, 8), (2, 2, 2, 2, 9, 8)])
+def test_rope_matches_composed_on_views(dtype, shape):
+    rng = np.random.default_rng(5)
+    # the attention's layout: a permuted, sliced view of a bigger buffer
+    full = rng.standard_normal(shape[:-2] + (3, shape[-2], shape[-1])).astype(dtype)
+    x = np.moveaxis(full, -3, 0)[1]
+    cos = rng.standard_normal((shape[-2], shape[-1] // 2)).astype(dtype)
+    sin = rng.standard_normal((shape[-2], shape[-1] // 2)).astype(dtype)
+    for inverse in (False, True):
+        got = BE.rope(x, cos, sin, inverse)
+        want = COMPOSED.rope(BE, x, cos, sin, inverse)
+        assert got.shape == x.shape and got.flags.c_contiguous
+        np.testing.assert_allclose(got, want, **TOL[dtype])
+    # the inverse undoes the rotation where cos^2 + sin^2 = 1
+    ang = rng.uniform(-3, 3, cos.shape)
+    c, s = np.cos(ang).astype(dtype), np.sin(ang).astype(dtype)
+    back = BE.rope(BE.rope(x, c, s), c, s, inverse=True)
+    np.testing.assert_allclose(back, x, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_adamw_matches_composed(dtype):
+    rng = np.random.default_rng(6)
+    n = 1000
+    a = [rng.standard_normal(n).astype(dtype) for _ in range(2)] + [
+        np.zeros(n, dtype), np.zeros(n, dtype)]
+    b = [v.copy() for v in a]
+    for step in range(1, 6):
+        g = rng.standard_normal(n).astype(dtype)
+        a[1][:] = g
+        b[1][:] = g
+        BE.adamw_step(a[0], a[1], a[2], a[3], 1e-2, 0.9, 0.999, 1e-8, 0.1, step)
+        COMPOSED.adamw_step(BE, b[0], b[1], b[2], b[3], 1e-2, 0.9, 0.999, 1e-8, 0.1, step)
+    for got, want in zip(a, b):
+        np.testing.assert_allclose(got, want, **TOL[dtype])
+
+
+def test_adamw_on_bfloat16_runs_in_float32():
+    import ml_dtypes
+
+    bf = np.dtype(ml_dtypes.bfloat16)
+    p = np.ones(8, bf)
+    g = np.full(8, 0.5, bf)
+    m, v = np.zeros(8, bf), np.zeros(8, bf)
+    BE.adamw_step(p, g, m, v, 0.1, 0.9, 0.999, 1e-8, 0.0, 1)
+    np.testing.assert_allclose(p.astype(np.float32), 0.9, rtol=1e-2)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_fused_ops_match_pytorch(dtype):
+    """RMSNorm, LayerNorm, softmax, log-softmax and RoPE through autograd, forward and
+    backward, against PyTorch on a strided input."""
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(7)
+    a = rng.standard_normal((4, 6, 32)).astype(dtype)
+    w = rng.standard_normal(32).astype(dtype)
+    b = rng.standard_normal(32).astype(dtype)
+    gy = rng.standard_normal((6, 4, 32)).astype(dtype)
+    ang = rng.uniform(-3, 3, (4, 16))
+    cos, sin = np.cos(ang).astype(dtype), np.sin(ang).astype(dtype)
+
+    def run(lib, F):
+        x = lib.tensor(a, requires_grad=True)
+        wt, bt = lib.tensor(w, requires_grad=True), lib.tensor(b, requires_grad=True)
+        xt = x.transpose(0, 1)  # strided
+        if lib is hx:
+            rms = F.rms_norm(xt, wt, eps=1e-6)
+            rope = F.apply_rope(xt, hx.tensor(cos), hx.tensor(sin))
+        else:
+            rms = F.rms_norm(xt, (32,), wt, eps=1e-6)
+            c, s = torch.tensor(cos), torch.tensor(sin)
+            rope = torch.cat([xt[..., :16] * c - xt[..., 16:] * s,
+                              xt[..., 16:] * c + xt[..., :16] * s], -1)
+        outs = [rms, F.layer_norm(xt, (32,), wt, bt, 1e-5), xt.softmax(-1),
+                xt.log_softmax(0), rope]
+        total = sum((o * lib.tensor(gy)).sum() for o in outs)
+        total.backward()
+        return [o.detach().numpy() for o in outs] + [t.grad.numpy() for t in (x, wt, bt)]
+
+    from torch.nn import functional as TF
+
+    from haelixe.nn import functional as HF
+
+    tol = dict(rtol=1e-4, atol=1e-5) if dtype == "float32" else dict(rtol=1e-10, atol=1e-11)
+    for got, want in zip(run(hx, HF), run(torch, TF)):
+        np.testing.assert_allclose(got, want, **tol)
+
+
+# -- thread policy ---------------------------------------------------------------------------
+@pytest.fixture
+def policy():
+    p = threads._POLICY
+    saved = (p.cap, p.free, p.next_sample)
+    yield p
+    p.cap, p.free, p.next_sample = saved
+
+
+def test_set_and_get_num_threads(policy):
+    hx.set_num_threads(3)
+    assert hx.get_num_threads() == 3
+    hx.set_num_threads(1)
+    assert hx.get_num_threads() == 1
+    for bad in (0, -2, 1.5, True, "2"):
+        with pytest.raises(ValueError, match="set_num_threads"):
+            hx.set_num_threads(bad)
+    assert hx.get_num_threads() == 1
+
+
+def test_threads_chosen_by_size_cap_and_idle_cores(policy):
+    policy.cap = 4
+    policy.free, policy.next_sample = 4, float("inf")  # as if the machine were idle
+    unit = threads.MIN_WORK_PER_THREAD
+    assert threads.threads_for(64 * 64 * 64) == 1  # small: one thread
+    assert threads.threads_for(2 * unit) == 2
+    assert threads.threads_for(100 * unit) == 4  # capped by set_num_threads
+    policy.free = 1  # neighbours use the other cores
+    assert threads.threads_for(100 * unit) == 1
+    policy.free, policy.cap = 4, 1
+    assert threads.threads_for(100 * unit) == 1
+
+
+def test_blas_runs_on_the_chosen_threads_and_returns_to_one(policy):
+    seen = []
+
+    def probe():
+        seen.append(policy.current)
+        return "done"
+
+    policy.cap, policy.free, policy.next_sample = 2, 2, float("inf")
+    assert threads.blas(probe, work=10 * threads.MIN_WORK_PER_THREAD) == "done"
+    assert threads.blas(probe, work=10) == "done"
+    assert seen == [2, 1] and policy.current == 1
+    from threadpoolctl import threadpool_info
+
+    own = [i for i in threadpool_info() if i["user_api"] == "blas" and "numpy" in
+           i["filepath"]]
+    assert all(i["num_threads"] == 1 for i in own)
+
+
+def test_idle_cores_measured_from_proc_stat(policy):
+    policy.last, policy.cap = None, 2
+    policy._sample()
+    policy._sample()
+    assert 1 <= policy.free <= 2
+
+
+def test_matmul_results_do_not_depend_on_threads(policy):
+    rng = np.random.default_rng(8)
+    a = rng.standard_normal((256, 512), dtype=np.float32)
+    b = rng.standard_normal((512, 128), dtype=np.float32)
+    policy.cap, policy.free, policy.next_sample = 2, 2, float("inf")
+    two = BE.matmul(a, b)
+    policy.cap = 1
+    one = BE.matmul(a, b)
+    np.testing.assert_allclose(one, two, rtol=1e-5, atol=1e-4)
