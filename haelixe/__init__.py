@@ -78,7 +78,11 @@ def __getattr__(name):
         return getattr(importlib.import_module(".memory", __name__), name)
     if name in ("save", "load"):
         return getattr(importlib.import_module(".serialization", __name__), name)
-    raise AttributeError(f"module 'haelixe' has no attribute {name!r}")
+    from .closest import missing_attribute
+
+    raise missing_attribute("haelixe", name, globals(), {
+        "cuda": "hx.Device.gpu() (the GPU is the device 'gpu')",
+        "compile": "nothing yet: Haelixe runs eagerly"})
 
 
 def allclose(a, b, rtol=1e-5, atol=1e-8):
