@@ -165,8 +165,8 @@ def test_missing_names_point_at_the_closest_thing():
     x = hx.zeros(2)
     with pytest.raises(AttributeError, match=r"hx.Tensor has no sofmax; the closest is "
                                              r"hx.Tensor.softmax"):
-        x.sofmax
+        _ = x.sofmax
     with pytest.raises(AttributeError, match=r"the closest is hx.Tensor.gpu\(\)"):
         x.cuda()
     with pytest.raises(AttributeError, match=r"hx has no sofmax; the closest is hx.softmax"):
-        hx.sofmax
+        _ = hx.sofmax
