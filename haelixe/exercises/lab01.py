@@ -87,7 +87,8 @@ def permute(answer, fb):
 def _flip_cases():
     x = arange(12).reshape(3, 4)
     z = arange(24).reshape(2, 3, 4)
-    return [(x, "x", 1, (0, 0)), (x, "x", 1, (2, 1)), (x, "x", 0, (0, 3)),
+    # the first case tells the typical mistakes apart (flip ignored / offset not moved)
+    return [(x, "x", 1, (2, 1)), (x, "x", 1, (0, 0)), (x, "x", 0, (0, 3)),
             (x.T, "x.T", 0, (1, 2)), (x[1:, ::2], "x[1:, ::2]", 1, (1, 0)),
             (z, "z", 2, (1, 2, 0))]
 
@@ -132,7 +133,8 @@ def flip_position(answer, fb):
 
 def _expand_cases():
     x = arange(12).reshape(3, 4)
-    return [(x[0:1], "x[0:1]", (3, 4)), (x[:, 1:2], "x[:, 1:2]", (3, 5)),
+    # first a case where keeping the old strides and making contiguous ones differ
+    return [(x[:, 1:2], "x[:, 1:2]", (3, 5)), (x[0:1], "x[0:1]", (3, 4)),
             (arange(4), "arange(4)", (2, 3, 4)), (x.T[:, 2:3], "x.T[:, 2:3]", (2, 4, 6))]
 
 
@@ -148,7 +150,8 @@ def expand(answer, fb):
                     hint="one stride per dim of the expanded shape: new leading dims too")
         if _same_layout(shape, v.strides, got):
             continue
-        if got == L.contiguous_strides(shape):
+        kept = (0,) * (len(shape) - x.ndim) + x.strides
+        if got == L.contiguous_strides(shape) and got != kept:
             hint = ("these are the strides of a contiguous tensor of the new shape, a copy; "
                     "an expand copies nothing: a repeated dim reads the same cells again, "
                     "so its stride is 0")

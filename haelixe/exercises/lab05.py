@@ -124,7 +124,7 @@ def engine_causal_mask(T):
 @LAB.exercise("5.2", "A causal mask", section="4. Attention",
               fallback=lambda: engine_causal_mask)
 def causal(answer, fb):
-    for T in (1, 4, 7):
+    for T in (4, 7, 1):  # T = 1 last: there, a strict mask and an inverted one agree
         want = np.tril(np.ones((T, T)))
         call = f"causal_mask({T})"
         raw = fb.call(answer, T, shown=call)

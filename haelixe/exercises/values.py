@@ -63,6 +63,15 @@ def _array_text(a: np.ndarray, limit: int) -> str:
     return _clip(" ".join(s.split()), limit)
 
 
+def _is_integral(v) -> bool:
+    """An int, or a float holding a whole number (never a bool, nan or inf)."""
+    if isinstance(v, (bool, np.bool_)):
+        return False
+    if isinstance(v, numbers.Integral):
+        return True
+    return isinstance(v, numbers.Real) and float(v).is_integer()
+
+
 def as_int_tuple(value, length: int | None = None, what: str = "the answer"):
     """A tuple of Python ints from a tuple, list, 1-D array or Tensor of integers."""
     if _is_tensor(value):
@@ -75,7 +84,7 @@ def as_int_tuple(value, length: int | None = None, what: str = "the answer"):
         return None, f"{what} should be a tuple of integers, got {describe(value)}"
     out = []
     for v in value:
-        if isinstance(v, bool) or not isinstance(v, numbers.Real) or int(v) != v:
+        if not _is_integral(v):
             return None, f"{what} should hold integers only, got {describe(value)}"
         out.append(int(v))
     if length is not None and len(out) != length:
@@ -87,7 +96,7 @@ def as_int_tuple(value, length: int | None = None, what: str = "the answer"):
 def as_int(value, what: str = "the answer"):
     if isinstance(value, np.ndarray) and value.ndim == 0:
         value = value.item()
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or int(value) != value:
+    if not _is_integral(value):
         return None, f"{what} should be an integer, got {describe(value)}"
     return int(value), None
 
