@@ -139,6 +139,12 @@ class Checker:
             f"place of the `raise` line ({ex.where}).")))
 
 
+def first_hint(*cases, otherwise: str) -> str:
+    """The hint of the first ``(condition, hint)`` case that holds: each typical mistake
+    has its own explanation, and ``otherwise`` states the idea in general."""
+    return next((hint for holds, hint in cases if holds), otherwise)
+
+
 def _as_text(value) -> str:
     return value if isinstance(value, str) else _short(value, 240)
 

@@ -18,6 +18,15 @@ from ..autograd.gradcheck import GradcheckError, gradcheck
 from .values import as_array, first_difference
 
 
+def require_function(fb, answer, name: str):
+    """``answer.apply``, or the end of the check when the answer is not a Function class."""
+    apply = getattr(answer, "apply", None)
+    if apply is None:
+        fb.fail(f"expected the class {name} (class {name}(Function) with a forward and a "
+                f"backward)", got=answer)
+    return apply
+
+
 def check_forward(fb, apply, cases, reference, name, hints) -> None:
     """Run ``apply`` on each input of ``cases`` [(description, inputs)] and compare with
     ``reference(*inputs)``; ``hints(inputs, want, got)`` words a mismatch."""

@@ -13,7 +13,7 @@ import numpy as np
 from .. import layout as L
 from ..creation import arange
 from ..viz.layout import element_positions, render_layout_svg
-from .core import Lab
+from .core import Lab, first_hint
 from .values import as_int, as_int_tuple, describe
 
 LAB = Lab(1, "Tensors and strides")
@@ -46,22 +46,23 @@ def _permute_cases():
             (y, "y", (3, 1, 0, 2))]
 
 
-def _permute_hint(x, dims, got, expected) -> str:
+def _permute_hint(x, dims, got) -> str:
     inverse = [0] * len(dims)
     for i, d in enumerate(dims):
         inverse[d] = x.strides[i]
     shape = tuple(x.shape[d] for d in dims)
-    if got == x.strides:
-        return ("these are the strides before the permute: the stride of a dimension moves "
-                "with it, so new dim i (old dim dims[i]) keeps stride strides[dims[i]]")
-    if got == L.contiguous_strides(shape):
-        return ("these are the strides of a fresh contiguous tensor of the permuted shape, "
-                "which would be a copy; a permute copies nothing: every dim keeps its own "
-                "stride and only their order changes")
-    if got == tuple(inverse):
-        return ("you moved old dim i to position dims[i]; permute goes the other way: "
-                "position i gets old dim dims[i], so new strides[i] = strides[dims[i]]")
-    return "new dim i is old dim dims[i], and it keeps that dim's stride"
+    return first_hint(
+        (got == x.strides,
+         "these are the strides before the permute: the stride of a dimension moves with "
+         "it, so new dim i (old dim dims[i]) keeps stride strides[dims[i]]"),
+        (got == L.contiguous_strides(shape),
+         "these are the strides of a fresh contiguous tensor of the permuted shape, which "
+         "would be a copy; a permute copies nothing: every dim keeps its own stride and "
+         "only their order changes"),
+        (got == tuple(inverse),
+         "you moved old dim i to position dims[i]; permute goes the other way: position i "
+         "gets old dim dims[i], so new strides[i] = strides[dims[i]]"),
+        otherwise="new dim i is old dim dims[i], and it keeps that dim's stride")
 
 
 @LAB.exercise("1.1", "Strides of a permute", section="2. Positions by hand")
@@ -76,7 +77,7 @@ def permute(answer, fb):
                     hint="return a tuple with one stride per dim of the permuted view")
         if not _same_layout(y.shape, y.strides, got):
             fb.fail(f"{call}: the strides of {name}.permute{dims} (shape {y.shape})",
-                    expected=y.strides, got=got, hint=_permute_hint(x, dims, got, y.strides),
+                    expected=y.strides, got=got, hint=_permute_hint(x, dims, got),
                     pictures=_layout_pictures(y.shape, y.offset, x.storage.size, y.strides,
                                               got, f"{name}.permute{dims}"))
     return "every permuted layout matches the engine's, non-contiguous and 4-D ones too"
@@ -107,17 +108,15 @@ def flip_position(answer, fb):
                     "an integer")
         if got == want:
             continue
-        plain = L.element_position(index, x.strides, x.offset)
-        no_offset = L.element_position(index, v.strides, x.offset)
-        if got == plain:
-            hint = (f"{got} is where {name}{list(index)} lives, before the flip; the flip "
-                    f"reads dim {dim} backwards, so its index i is element n-1-i of {name}")
-        elif got == no_offset:
-            hint = ("the stride along the flipped dim is negative, right; the offset must "
-                    "move too, to the last element along that dim: offset + (n-1)·stride")
-        else:
-            hint = ("flip(d) negates stride d and moves the offset to offset + "
-                    "(shape[d]-1)·stride[d]; then the position is offset + Σ stride·index")
+        hint = first_hint(
+            (got == L.element_position(index, x.strides, x.offset),
+             f"{got} is where {name}{list(index)} lives, before the flip; the flip reads "
+             f"dim {dim} backwards, so its index i is element n-1-i of {name}"),
+            (got == L.element_position(index, v.strides, x.offset),
+             "the stride along the flipped dim is negative, right; the offset must move "
+             "too, to the last element along that dim: offset + (n-1)·stride"),
+            otherwise="flip(d) negates stride d and moves the offset to offset + "
+                      "(shape[d]-1)·stride[d]; then the position is offset + Σ stride·index")
         picture = render_layout_svg(v.shape, v.strides, v.offset, x.storage.size, index,
                                     name=f"{name}.flip({dim})",
                                     highlight_positions={got} if got != want else ())
@@ -150,18 +149,18 @@ def expand(answer, fb):
                     hint="one stride per dim of the expanded shape: new leading dims too")
         if _same_layout(shape, v.strides, got):
             continue
-        kept = (0,) * (len(shape) - x.ndim) + x.strides
-        if got == L.contiguous_strides(shape) and got != kept:
-            hint = ("these are the strides of a contiguous tensor of the new shape, a copy; "
-                    "an expand copies nothing: a repeated dim reads the same cells again, "
-                    "so its stride is 0")
-        elif any(n == 1 and m > 1 and g != 0 for n, m, g in
-                 zip(x.shape, shape[len(shape) - x.ndim:], got[len(shape) - x.ndim:])):
-            hint = ("a dim of size 1 that is repeated must step 0, not its old stride: "
-                    "every index along it reads the one cell there is")
-        else:
-            hint = ("new leading dims and repeated size-1 dims get stride 0; the other "
-                    "dims keep their strides")
+        lead = len(shape) - x.ndim
+        hint = first_hint(
+            (got == L.contiguous_strides(shape) and got != (0,) * lead + x.strides,
+             "these are the strides of a contiguous tensor of the new shape, a copy; an "
+             "expand copies nothing: a repeated dim reads the same cells again, so its "
+             "stride is 0"),
+            (any(n == 1 and m > 1 and g != 0
+                 for n, m, g in zip(x.shape, shape[lead:], got[lead:])),
+             "a dim of size 1 that is repeated must step 0, not its old stride: every "
+             "index along it reads the one cell there is"),
+            otherwise="new leading dims and repeated size-1 dims get stride 0; the other "
+                      "dims keep their strides")
         fb.fail(f"{call}: the strides of {name}.expand{shape}", expected=v.strides, got=got,
                 hint=hint, pictures=_layout_pictures(shape, v.offset, x.storage.size,
                                                      v.strides, got, f"{name}.expand"))

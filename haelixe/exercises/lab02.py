@@ -11,8 +11,8 @@ import numpy as np
 
 from ..autograd import grad as autograd_grad
 from ..creation import from_numpy, linspace
-from .core import Lab
-from .functions import check_forward, gradcheck_message, locate_difference
+from .core import Lab, first_hint
+from .functions import check_forward, gradcheck_message, locate_difference, require_function
 from .values import as_array, first_difference
 
 LAB = Lab(2, "Autograd")
@@ -48,27 +48,25 @@ def sum_to_shape(answer, fb):
             fb.fail(complaint, expected=want, got=raw,
                     hint="return a Tensor: the gradient summed back to `shape`")
         if got.shape != want.shape:
-            if got.size == want.size and got.size > 0:
-                hint = ("the sums are right but size-1 dims went missing: keep them "
-                        "(keepdim=True), the gradient must have the input's shape exactly")
-            elif got.ndim == 0:
-                hint = ("you summed over every dim; sum only over the leading dims the "
-                        "broadcast added and over the dims where `shape` has a 1")
-            else:
-                hint = ("sum over the leading dims that the broadcast added, then over each "
-                        "dim where `shape` has a 1, keeping it (keepdim=True)")
             fb.fail(f"{call} came back with shape {got.shape}", expected=want, got=got,
-                    hint=hint)
+                    hint=first_hint(
+                        (got.size == want.size and got.size > 0,
+                         "the sums are right but size-1 dims went missing: keep them "
+                         "(keepdim=True), the gradient must have the input's shape exactly"),
+                        (got.ndim == 0,
+                         "you summed over every dim; sum only over the leading dims the "
+                         "broadcast added and over the dims where `shape` has a 1"),
+                        otherwise="sum over the leading dims that the broadcast added, then "
+                                  "over each dim where `shape` has a 1, keeping it"))
         if first_difference(want, got, 1e-9, 1e-9) is None:
             continue
         count = grad.numel() // max(int(np.prod(shape)), 1)
-        if count > 1 and np.allclose(got * count, want):
-            hint = ("these are means: every element of the input was read by several "
-                    "elements of the output, and each read adds its gradient: sum them")
-        else:
-            hint = ("each element of the input receives the sum of the gradients of all "
-                    "the output elements that read it")
-        fb.fail(f"{call}: the values differ", expected=want, got=got, hint=hint)
+        fb.fail(f"{call}: the values differ", expected=want, got=got, hint=first_hint(
+            (count > 1 and np.allclose(got * count, want),
+             "these are means: every element of the input was read by several elements of "
+             "the output, and each read adds its gradient: sum them"),
+            otherwise="each element of the input receives the sum of the gradients of all "
+                      "the output elements that read it"))
     return "every broadcast gradient sums back to the input's shape, as backward does"
 
 
@@ -90,21 +88,19 @@ def _softmax_graph(op, a, b, c=None):
 
 
 def _softmax_forward_hint(inputs, want, got) -> str:
-    if not np.isfinite(got).all():
-        return ("exp of a large score overflows to inf (inf/inf is nan): subtract each "
-                "row's max first (x - x.amax(-1, keepdim=True)); softmax does not change")
-    if not np.allclose(got.sum(-1), 1.0):
-        return "each row must sum to 1: divide exp(x) by its sum over the last dim"
-    return "softmax(x)_i = exp(x_i) / Σ_j exp(x_j), over the last dim"
+    return first_hint(
+        (not np.isfinite(got).all(),
+         "exp of a large score overflows to inf (inf/inf is nan): subtract each row's max "
+         "first (x - x.amax(-1, keepdim=True)); softmax does not change"),
+        (not np.allclose(got.sum(-1), 1.0),
+         "each row must sum to 1: divide exp(x) by its sum over the last dim"),
+        otherwise="softmax(x)_i = exp(x_i) / Σ_j exp(x_j), over the last dim")
 
 
 @LAB.exercise("2.2", "Softmax as a Function", section="4. Your own op, checked by finite "
               "differences", fallback=lambda: EngineSoftmax)
 def softmax(answer, fb):
-    apply = getattr(answer, "apply", None)
-    if apply is None:
-        fb.fail("expected the class Softmax (class Softmax(Function) with a forward and a "
-                "backward)", got=answer)
+    apply = require_function(fb, answer, "Softmax")
     rng = _rng()
     big = np.array([[1000.0, 1001.0, 999.0, 1000.5], [-3.0, 0.0, 2.0, 1.0]])
     cases = [("x of shape (3, 5)", (_leaf(rng.standard_normal((3, 5))),)),
@@ -128,12 +124,12 @@ def softmax(answer, fb):
     if first_difference(want, got, 1e-6, 1e-6) is None and message is None:
         return ("forward matches the engine's (large scores too) and gradcheck passes on "
                 "a transposed input")
-    if np.allclose(got, gv * yv * (1 - yv)):
-        hint = ("that is only the diagonal of the Jacobian: every output of a row depends "
-                "on every input of the row, dy_i/dx_j = y_i (δ_ij − y_j), so "
-                "dx = y · (g − Σ_j g_j y_j)")
-    else:
-        hint = "dy_i/dx_j = y_i (δ_ij − y_j), so dx = y · (g − Σ_j g_j y_j) over the last dim"
+    hint = first_hint(
+        (np.allclose(got, gv * yv * (1 - yv)),
+         "that is only the diagonal of the Jacobian: every output of a row depends on every "
+         "input of the row, dy_i/dx_j = y_i (δ_ij − y_j), so dx = y · (g − Σ_j g_j y_j)"),
+        otherwise="dy_i/dx_j = y_i (δ_ij − y_j), so dx = y · (g − Σ_j g_j y_j) over the "
+                  "last dim")
     located = fb.call(locate_difference, _softmax_graph, apply, EngineSoftmax.apply,
                       [from_numpy(rng.standard_normal((3, 2))),
                        from_numpy(rng.standard_normal((2, 4)))], ["a", "b"])
@@ -196,11 +192,10 @@ def second_derivative(answer, fb):
                     "x's shape")
         if first_difference(want, got, 1e-8, 1e-6) is None:
             continue
-        if np.allclose(got, _first_derivative(f, xs)):
-            hint = ("that is the first derivative; differentiate it once more: "
-                    "grad(g1.sum(), x) where g1 = grad(f(x).sum(), x, create_graph=True)")
-        else:
-            hint = ("g1 = grad(f(x).sum(), x, create_graph=True) is f'(x) elementwise, with "
-                    "a graph; grad(g1.sum(), x) is then f''(x)")
-        fb.fail(f"{call}: wrong values", expected=want, got=got, hint=hint)
+        fb.fail(f"{call}: wrong values", expected=want, got=got, hint=first_hint(
+            (np.allclose(got, _first_derivative(f, xs)),
+             "that is the first derivative; differentiate it once more: grad(g1.sum(), x) "
+             "where g1 = grad(f(x).sum(), x, create_graph=True)"),
+            otherwise="g1 = grad(f(x).sum(), x, create_graph=True) is f'(x) elementwise, "
+                      "with a graph; grad(g1.sum(), x) is then f''(x)"))
     return "f'' of sigmoid, x³ and tanh all match their formulas"

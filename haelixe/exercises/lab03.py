@@ -12,7 +12,7 @@ from ..amp import autocast
 from ..creation import from_numpy, full, ones, randn
 from ..dtype import bfloat16, float32
 from ..nn import functional as F
-from .core import Lab
+from .core import Lab, first_hint
 from .values import as_array, as_dtype, describe
 
 LAB = Lab(3, "Mixed precision")
@@ -58,17 +58,17 @@ def round_bf16(answer, fb):
         return (f"all {len(values)} values round exactly as the engine's cast does, ties "
                 f"to even included")
     k = int(bad[0])
-    if np.array_equal(got, _truncate(values)):
-        hint = ("you cut the low 16 bits off, which rounds toward zero; the cast rounds to "
-                "the nearest BF16 value (ties to the even one): add 0x7FFF plus the lowest "
-                "kept bit before cutting")
-    elif np.array_equal(got, _half_up(values)):
-        hint = ("a tie must go to the even neighbour (last kept bit 0): 1 + 2⁻⁸ is half-way "
-                "between 1.0 and 1.0078125 and rounds down to 1.0; add 0x7FFF plus the "
-                "last kept bit before cutting")
-    else:
-        hint = ("in the float32 bits, add 0x7FFF plus the lowest kept bit ((bits >> 16) & 1), "
-                "then clear the low 16 bits")
+    hint = first_hint(
+        (np.array_equal(got, _truncate(values)),
+         "you cut the low 16 bits off, which rounds toward zero; the cast rounds to the "
+         "nearest BF16 value (ties to the even one): add 0x7FFF plus the lowest kept bit "
+         "before cutting"),
+        (np.array_equal(got, _half_up(values)),
+         "a tie must go to the even neighbour (last kept bit 0): 1 + 2⁻⁸ is half-way between "
+         "1.0 and 1.0078125 and rounds down to 1.0; add 0x7FFF plus the last kept bit "
+         "before cutting"),
+        otherwise="in the float32 bits, add 0x7FFF plus the lowest kept bit "
+                  "((bits >> 16) & 1), then clear the low 16 bits")
     fb.fail(f"{len(bad)} of {len(values)} values round differently; the first is "
             f"{float(values[k])!r} (bits {_bits(values[k])})",
             expected=f"{float(want[k])!r} (bits {_bits(want[k])})",
@@ -125,18 +125,18 @@ def autocast_decision(answer, fb):
         return "every op family returns the dtype you predicted, from F32 and BF16 inputs"
     families = {w[0] for w in wrong}
     low = {"matmul", "linear", "attention"}
-    if families & low and not families - low:
-        hint = ("the matmul family (matmul, linear, attention) reads BF16, accumulates in F32 "
-                "inside the kernel and returns BF16, whatever its input")
-    elif families <= {"norm", "softmax", "reduction", "loss"}:
-        hint = ("norms, softmax, reductions and losses cast their inputs to F32 and return "
-                "F32: they sum many terms, which BF16 would lose")
-    elif families == {"elementwise"}:
-        hint = ("autocast leaves elementwise ops alone: they return their input's dtype "
-                "(promoted if the inputs differ)")
-    else:
-        hint = ("read the policy table: 'low' families return BF16, 'f32' families return "
-                "F32, elementwise ops keep their input's dtype")
+    hint = first_hint(
+        (families <= low,
+         "the matmul family (matmul, linear, attention) reads BF16, accumulates in F32 "
+         "inside the kernel and returns BF16, whatever its input"),
+        (families <= {"norm", "softmax", "reduction", "loss"},
+         "norms, softmax, reductions and losses cast their inputs to F32 and return F32: "
+         "they sum many terms, which BF16 would lose"),
+        (families == {"elementwise"},
+         "autocast leaves elementwise ops alone: they return their input's dtype (promoted "
+         "if the inputs differ)"),
+        otherwise="read the policy table: 'low' families return BF16, 'f32' families "
+                  "return F32, elementwise ops keep their input's dtype")
     rows = "\n".join(f"{f:11s} from {d:8s}: the engine returns {e}, you said {g}"
                      for f, d, e, g in wrong)
     fb.fail(f"{len(wrong)} of {2 * len(FAMILIES)} predictions differ from the engine",
@@ -178,15 +178,16 @@ def master_step(answer, fb):
     if np.allclose(got_m, want_master, atol=1e-6) and np.array_equal(got_w, want_weight):
         return (f"after {steps} steps of {update} the master is {float(got_m[0]):.6f} and the "
                 f"BF16 weight {float(got_w[0])}, as it should be")
-    if np.all(got_w == 1.0) and np.allclose(got_m, 1.0):
-        hint = ("nothing moved: a step of 1e-3 is a quarter of a BF16 ulp at 1.0, so "
-                "weight - update rounds back to 1.0 every time; subtract from the F32 "
-                "master and round the master into the weight")
-    elif np.all(got_w == 1.0):
-        hint = ("the master moved but the weight never did: after updating the master, "
-                "write the rounded master into the weight (master.to(hx.bfloat16))")
-    else:
-        hint = "new master = master - update (in F32); new weight = the master rounded to BF16"
+    hint = first_hint(
+        (np.all(got_w == 1.0) and np.allclose(got_m, 1.0),
+         "nothing moved: a step of 1e-3 is a quarter of a BF16 ulp at 1.0, so weight - "
+         "update rounds back to 1.0 every time; subtract from the F32 master and round the "
+         "master into the weight"),
+        (np.all(got_w == 1.0),
+         "the master moved but the weight never did: after updating the master, write the "
+         "rounded master into the weight (master.to(hx.bfloat16))"),
+        otherwise="new master = master - update (in F32); new weight = the master rounded "
+                  "to BF16")
     fb.fail(f"after {steps} steps of {update} from 1.0", expected=f"master {want_master:.6f}, "
             f"weight {want_weight[0]}", got=f"master {float(got_m[0]):.6f}, weight "
             f"{float(got_w[0])}", hint=hint)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from .. import memory
 from ..viz.memory import render_memory_svg
 from ..viz.svg import fmt_bytes
-from .core import Lab
+from .core import Lab, first_hint
 from .values import as_int_tuple
 
 LAB = Lab(4, "The GPU")
@@ -40,22 +40,22 @@ def bins(answer, fb):
             continue
         size, index = got
         step = (1 << (n.bit_length() - 1)) // 4 if n > memory.MIN_BLOCK else 0
-        if size == want[0]:
-            hint = (f"the size is right; the index counts bins from 0 ({memory.MIN_BLOCK} "
-                    f"bytes), then 4 per power of two: 640, 768, 896, 1024 are bins 1 to 4, "
-                    f"1280 ... 2048 bins 5 to 8")
-        elif size == _next_power_of_two(n) and size != want[0]:
-            hint = (f"that is the next power of two; the allocator splits each interval "
-                    f"(2^k, 2^(k+1)] into 4 equal steps, so {n} bytes fit a {want[0]}-byte "
-                    f"bin and waste stays under a quarter")
-        elif n == want[0] and size == n + step:
-            hint = (f"{n} is itself a bin size: a request of exactly a bin's size is served "
-                    f"by that bin (round up, never past an exact fit)")
-        elif n <= memory.MIN_BLOCK:
-            hint = f"every request of up to {memory.MIN_BLOCK} bytes shares bin 0"
-        else:
-            hint = ("take p, the power of two at or below n; the step is p / 4; round n up "
-                    "to a multiple of the step")
+        hint = first_hint(
+            (size == want[0],
+             f"the size is right; the index counts bins from 0 ({memory.MIN_BLOCK} bytes), "
+             f"then 4 per power of two: 640, 768, 896, 1024 are bins 1 to 4, 1280 ... 2048 "
+             f"bins 5 to 8"),
+            (size == _next_power_of_two(n),
+             f"that is the next power of two; the allocator splits each interval "
+             f"(2^k, 2^(k+1)] into 4 equal steps, so {n} bytes fit a {want[0]}-byte bin and "
+             f"waste stays under a quarter"),
+            (n == want[0] and size == n + step,
+             f"{n} is itself a bin size: a request of exactly a bin's size is served by that "
+             f"bin (round up, never past an exact fit)"),
+            (n <= memory.MIN_BLOCK,
+             f"every request of up to {memory.MIN_BLOCK} bytes shares bin 0"),
+            otherwise="take p, the power of two at or below n; the step is p / 4; round n "
+                      "up to a multiple of the step")
         fb.fail(f"{call}: a request of {n} bytes", expected=want, got=got, hint=hint)
     return "every size lands in the allocator's own bin, edges and exact fits included"
 
@@ -88,18 +88,19 @@ def reclamation(answer, fb):
         return (f"the {fmt_bytes(BIN)} bin holds {truth[0]} slabs in use and {truth[1]} "
                 f"cached, as MemoryView shows")
     in_use, cached = got
-    if in_use + cached == sum(truth) and in_use < truth[0]:
-        hint = ("a view keeps its base's Storage, and so its slab, alive: `del a` removes a "
-                "name, but `top = a[:500]` still reads that slab")
-    elif in_use + cached == sum(truth) and in_use > truth[0]:
-        hint = ("a slab goes back to its bin's free list the moment its last reference "
-                "dies: after `del`, a tensor nothing else refers to is cached at once")
-    elif cached == 0 and truth[1]:
-        hint = ("a freed slab is not given back to the driver: it stays reserved, cached "
-                "in its bin for the next request of that size, until empty_cache()")
-    else:
-        hint = ("count the slabs the scenario made (one per new 4 MB tensor), then ask of "
-                "each: does anything, a name or a view, still refer to it?")
+    same_count = in_use + cached == sum(truth)
+    hint = first_hint(
+        (same_count and in_use < truth[0],
+         "a view keeps its base's Storage, and so its slab, alive: `del a` removes a name, "
+         "but `top = a[:500]` still reads that slab"),
+        (same_count and in_use > truth[0],
+         "a slab goes back to its bin's free list the moment its last reference dies: "
+         "after `del`, a tensor nothing else refers to is cached at once"),
+        (cached == 0 and truth[1] > 0,
+         "a freed slab is not given back to the driver: it stays reserved, cached in its "
+         "bin for the next request of that size, until empty_cache()"),
+        otherwise="count the slabs the scenario made (one per new 4 MB tensor), then ask "
+                  "of each: does anything, a name or a view, still refer to it?")
     fb.fail(f"the {fmt_bytes(BIN)} bin: (in use, cached)", expected=truth, got=got,
             hint=hint, pictures=[(f"the allocator now: the label above the "
                                   f"{fmt_bytes(BIN)} bar reads 'in use+cached'",

@@ -14,8 +14,8 @@ import numpy as np
 from ..creation import from_numpy, tensor
 from ..nn import functional as F
 from ..ops.fused import RMSNormFn
-from .core import Lab
-from .functions import check_forward, gradcheck_message, locate_difference
+from .core import Lab, first_hint
+from .functions import check_forward, gradcheck_message, locate_difference, require_function
 from .render import grid_svg
 from .values import as_array, first_difference
 
@@ -35,13 +35,15 @@ def _rms_by(x, w, eps, reduce=np.mean, root=True):
 
 def _rmsnorm_forward_hint(inputs, want, got) -> str:
     x, w, eps = inputs[0].detach().numpy(), inputs[1].detach().numpy(), inputs[2]
-    if np.allclose(got, _rms_by(x, w, 0.0), atol=1e-6):
-        return "ε goes inside the root: x / √(mean(x²) + ε) · w"
-    if np.allclose(got, _rms_by(x, w, eps, np.sum), atol=1e-6):
-        return "a mean over the last dim, not a sum: the root of the MEAN square"
-    if np.allclose(got, _rms_by(x, w, eps, root=False), atol=1e-6):
-        return "divide by the square ROOT of mean(x²) + ε"
-    return "y = x / √(mean(x², last dim) + ε) · w"
+    def close(alt):
+        return np.allclose(got, alt, atol=1e-6)
+
+    return first_hint(
+        (close(_rms_by(x, w, 0.0)), "ε goes inside the root: x / √(mean(x²) + ε) · w"),
+        (close(_rms_by(x, w, eps, np.sum)),
+         "a mean over the last dim, not a sum: the root of the MEAN square"),
+        (close(_rms_by(x, w, eps, root=False)), "divide by the square ROOT of mean(x²) + ε"),
+        otherwise="y = x / √(mean(x², last dim) + ε) · w")
 
 
 def _rmsnorm_graph(op, x, w):
@@ -60,10 +62,7 @@ def _engine_rms(x, w, eps):
               error_hint="a gradient must have the shape of its input: the weight's sums "
                          "over every dim but the last")
 def rmsnorm(answer, fb):
-    apply = getattr(answer, "apply", None)
-    if apply is None:
-        fb.fail("expected the class RMSNormFn (class RMSNormFn(Function) with a forward and "
-                "a backward)", got=answer)
+    apply = require_function(fb, answer, "RMSNormFn")
     rng = _rng()
 
     def leaf(*shape, transposed=False):
@@ -99,13 +98,12 @@ def rmsnorm(answer, fb):
     name, want, got = problems[0]
     xs, ws = x.detach().numpy(), w0.detach().numpy()
     r = 1 / np.sqrt((xs * xs).mean(-1, keepdims=True) + 1e-6)
-    if name == "x" and got is not None and np.allclose(got, g.numpy() * ws * r):
-        hint = ("r = 1/√(mean(x²)+ε) depends on x too: dx = r·(g·w − x·r²·mean(g·w·x)) "
-                "over the last dim")
-    elif name == "x":
-        hint = "dx = r·(g·w − x·r²·mean(g·w·x, last dim)) with r = 1/√(mean(x²)+ε)"
-    else:
-        hint = "dweight = Σ g·x·r over every dim but the last"
+    hint = first_hint(
+        (name == "x" and got is not None and np.allclose(got, g.numpy() * ws * r),
+         "r = 1/√(mean(x²)+ε) depends on x too: dx = r·(g·w − x·r²·mean(g·w·x)) over the "
+         "last dim"),
+        (name == "x", "dx = r·(g·w − x·r²·mean(g·w·x, last dim)) with r = 1/√(mean(x²)+ε)"),
+        otherwise="dweight = Σ g·x·r over every dim but the last")
     located = fb.call(locate_difference, _rmsnorm_graph, apply,
                       lambda a, b, eps: _engine_rms(a, b, eps),
                       [from_numpy(rng.standard_normal((2, 3, 4))),
@@ -135,15 +133,15 @@ def causal(answer, fb):
             fb.fail(f"{call} should hold True/False (or 1/0) only", got=raw)
         if np.array_equal(got, want):
             continue
-        if np.array_equal(got, np.triu(np.ones((T, T)))):
-            hint = ("row i is the query at position i: it may see keys 0..i, the past, so "
-                    "True sits on and below the diagonal (j <= i)")
-        elif np.array_equal(got, np.tril(np.ones((T, T)), -1)):
-            hint = "a position may attend to itself: the diagonal is True too"
-        elif np.array_equal(got, 1 - want):
-            hint = "the convention is True = may attend; yours marks the blocked pairs"
-        else:
-            hint = "query i may attend key j exactly when j <= i"
+        hint = first_hint(
+            (np.array_equal(got, np.triu(np.ones((T, T)))),
+             "row i is the query at position i: it may see keys 0..i, the past, so True "
+             "sits on and below the diagonal (j <= i)"),
+            (np.array_equal(got, np.tril(np.ones((T, T)), -1)),
+             "a position may attend to itself: the diagonal is True too"),
+            (np.array_equal(got, 1 - want),
+             "the convention is True = may attend; yours marks the blocked pairs"),
+            otherwise="query i may attend key j exactly when j <= i")
         fb.fail(f"{call} is not the causal mask", expected=want.astype(bool),
                 got=got.astype(bool), hint=hint,
                 pictures=[("expected (True filled)", grid_svg(want, "causal_mask, expected")),
@@ -164,16 +162,20 @@ def _attention_np(q, k, v, causal, scale=None, fill=-np.inf, dim=-1):
 
 
 def _attention_hint(q, k, v, causal, got) -> str:
-    if np.allclose(got, _attention_np(q, k, v, causal, scale=1.0), atol=1e-6):
-        return "scale the scores by 1/√d (d = head_dim) before the softmax"
-    if causal and np.allclose(got, _attention_np(q, k, v, False), atol=1e-6):
-        return "with causal=True, mask the scores: fill the blocked ones (mask False) with -inf"
-    if causal and np.allclose(got, _attention_np(q, k, v, True, fill=0.0), atol=1e-6):
-        return ("a blocked score of 0 still gets weight exp(0); fill it with -inf, whose "
-                "exp is exactly 0")
-    if np.allclose(got, _attention_np(q, k, v, causal, dim=-2), atol=1e-6):
-        return "softmax over the last dim: each query's weights over the keys sum to 1"
-    return "softmax(q @ kᵀ / √d, masked) @ v, the softmax over the keys (last dim)"
+    def close(**variant):
+        return np.allclose(got, _attention_np(q, k, v, **variant), atol=1e-6)
+
+    return first_hint(
+        (close(causal=causal, scale=1.0),
+         "scale the scores by 1/√d (d = head_dim) before the softmax"),
+        (causal and close(causal=False),
+         "with causal=True, mask the scores: fill the blocked ones (mask False) with -inf"),
+        (causal and close(causal=True, fill=0.0),
+         "a blocked score of 0 still gets weight exp(0); fill it with -inf, whose exp is "
+         "exactly 0"),
+        (close(causal=causal, dim=-2),
+         "softmax over the last dim: each query's weights over the keys sum to 1"),
+        otherwise="softmax(q @ kᵀ / √d, masked) @ v, the softmax over the keys (last dim)")
 
 
 @LAB.exercise("5.3", "Attention by hand, with the mask", section="4. Attention",

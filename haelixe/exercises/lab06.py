@@ -14,7 +14,7 @@ import tempfile
 import numpy as np
 
 from ..tensor import Tensor
-from .core import Lab
+from .core import Lab, first_hint
 from .values import as_array, as_int, describe
 
 LAB = Lab(6, "Out-of-core data")
@@ -131,17 +131,17 @@ def pages(answer, fb):
         if got == want:
             continue
         nbytes = (stop - start) * row
-        if got == _pages_by_bytes(start, stop, row, 0, page):
-            hint = ("the file starts with the .npy header: sample 0 begins header_bytes into "
-                    "the file, and every page boundary is counted from the file's start")
-        elif got == -(-nbytes // page):
-            hint = ("that is how many pages the bytes would fill if they started on a page "
-                    "boundary; a batch that straddles a boundary touches both pages: count "
-                    "from the page of its first byte to the page of its last byte")
-        else:
-            hint = ("first byte: header + start · sample_bytes; last byte: header + stop · "
-                    "sample_bytes - 1; count the pages from the one holding the first to "
-                    "the one holding the last")
+        hint = first_hint(
+            (got == _pages_by_bytes(start, stop, row, 0, page),
+             "the file starts with the .npy header: sample 0 begins header_bytes into the "
+             "file, and every page boundary is counted from the file's start"),
+            (got == -(-nbytes // page),
+             "that is how many pages the bytes would fill if they started on a page "
+             "boundary; a batch that straddles a boundary touches both pages: count from "
+             "the page of its first byte to the page of its last byte"),
+            otherwise="first byte: header + start · sample_bytes; last byte: header + "
+                      "stop · sample_bytes - 1; count the pages from the one holding the "
+                      "first to the one holding the last")
         fb.fail(f"{call}: a batch of {nbytes} bytes", expected=want, got=got, hint=hint)
     return "every page count matches a byte-by-byte count, headers and boundaries included"
 
