@@ -26,13 +26,14 @@ def _same_layout(shape, a, b) -> bool:
 
 
 def _layout_pictures(shape, offset, storage_size, expected, got, name):
-    """The right layout and the learner's, the first element where they differ selected."""
+    """The right layout (drawn as "y", short enough for its slices' titles) and the
+    learner's, the first element where they differ selected."""
     pe = element_positions(shape, expected, offset)
     pg = element_positions(shape, got, offset)
     diff = np.argwhere(pe != pg)
     sel = tuple(int(i) for i in diff[0]) if len(diff) else None
-    return [(f"the engine's {name}: strides {expected}",
-             render_layout_svg(shape, expected, offset, storage_size, sel, name=name)),
+    return [(f"the engine's y = {name}: strides {expected}",
+             render_layout_svg(shape, expected, offset, storage_size, sel, name="y")),
             (f"your strides {got} over the same storage (red: outside it)",
              render_layout_svg(shape, got, offset, storage_size, sel, name="yours"))]
 
@@ -163,7 +164,7 @@ def expand(answer, fb):
                       "dims keep their strides")
         fb.fail(f"{call}: the strides of {name}.expand{shape}", expected=v.strides, got=got,
                 hint=hint, pictures=_layout_pictures(shape, v.offset, x.storage.size,
-                                                     v.strides, got, f"{name}.expand"))
+                                                     v.strides, got, f"{name}.expand{shape}"))
     return "every expanded layout matches: zero strides for every repeated dim"
 
 
