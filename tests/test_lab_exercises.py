@@ -64,6 +64,7 @@ def _run_exercise_cells(path: Path) -> dict:
             if nb.cells[i].cell_type == "code":
                 exec(compile(nb.cells[i].source, f"{path.name}:cell {i}", "exec"), ns)
         results[number] = module.LAB.exercises[number].last
+    module.LAB.reset()  # a passed answer keeps its cell's namespace (GPU tensors) alive
     return results
 
 

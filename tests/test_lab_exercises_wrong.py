@@ -8,6 +8,7 @@ at least two.
 
 from __future__ import annotations
 
+import gc
 import math
 import os
 import re
@@ -390,7 +391,10 @@ def _cases():
 def reclamation_scene(be):
     """Lab 04's scenario: three 4 MB tensors, a view of one, a new tensor from another,
     three names deleted (2 slabs in use, 2 cached in the 4 MiB bin)."""
+    gc.collect()
     hx.empty_cache("gpu")
+    assert lab04._bin_counts(hx.memory_stats("gpu")) == (0, 0), \
+        "an earlier test left 4 MiB slabs in use"
     a = hx.zeros(1000, 1000, device="gpu")
     b = hx.zeros(1000, 1000, device="gpu")
     c = hx.zeros(1000, 1000, device="gpu")

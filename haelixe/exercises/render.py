@@ -70,16 +70,23 @@ def result_html(r) -> str:
             f'{escape(r.exercise.label)}: {word}</div>{"".join(rows)}</div>')
 
 
+def _natural_width(picture: str) -> float:
+    m = re.match(r'<svg [^>]*?width="([0-9.]+)"', picture)
+    return float(m.group(1)) if m else 600.0
+
+
 def fit(picture: str) -> str:
-    """An SVG document that scales down to the width it is given (it has a viewBox)."""
+    """An SVG document that shrinks to the width it is given (it has a viewBox)."""
     return re.sub(r'^<svg ([^>]*?)width="[^"]*" height="[^"]*"',
-                  r'<svg \1style="max-width:100%;height:auto"', picture, count=1)
+                  r'<svg \1style="width:100%;height:auto"', picture, count=1)
 
 
 def pictures_html(pictures) -> str:
-    """Pictures side by side, wrapping to one per row when the column is narrow."""
+    """Pictures side by side, each at most its own width: they shrink to three quarters of
+    it to stay side by side, and wrap to one per row in a narrower column."""
     items = "".join(
-        f'<figure style="margin:0;flex:1 1 300px;min-width:0">{fit(p)}'
+        f'<figure style="margin:0;flex:1 1 {0.75 * _natural_width(p):.0f}px;max-width:'
+        f'{_natural_width(p):.0f}px;min-width:0">{fit(p)}'
         f'<figcaption style="color:#616e7c;font-size:12px">{escape(c)}</figcaption></figure>'
         for c, p in pictures)
     return f'<div style="display:flex;flex-wrap:wrap;gap:10px;margin-top:6px">{items}</div>'
