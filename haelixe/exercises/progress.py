@@ -10,9 +10,8 @@ from __future__ import annotations
 
 from html import escape
 
-from ..viz import svg
 from .core import PASSED
-from .render import look
+from .render import FONT, LINE, TEXT, look
 
 
 def counts(lab) -> tuple[int, int]:
@@ -38,19 +37,19 @@ def progress_html(lab) -> str:
         symbol, word, accent, _ = look(status)
         label = escape(ex.label)
         if status != PASSED:  # a link back to the exercise, and what is left
-            label = (f'<a href="#{ex.anchor}" style="color:{svg.INK}">{label}</a> '
+            label = (f'<a href="#{ex.anchor}" style="color:{TEXT}">{label}</a> '
                      f'<span style="color:{accent}">({word})</span>')
         items.append(f'<li data-exercise="{escape(ex.number)}" data-status="'
                      f'{escape(status or "unchecked")}" style="list-style:none;margin:2px 0">'
                      f'<span style="color:{accent};display:inline-block;width:1.3em">'
                      f'{symbol}</span>{label}</li>')
     share = 100 * done / total if total else 0
-    bar = (f'<div style="height:6px;background:{svg.RULE};border-radius:3px;margin:6px 0;'
+    bar = (f'<div style="height:6px;background:{LINE};border-radius:3px;margin:6px 0;'
            f'max-width:420px"><div style="height:6px;width:{share:.0f}%;background:#2f8f5b;'
            f'border-radius:3px"></div></div>')
     return (f'<div class="hx-progress" data-done="{done}" data-total="{total}" '
-            f'style="border:1px solid {svg.RULE};padding:8px 12px;font:13px '
-            f'{escape(svg.SANS)};color:{svg.INK};max-width:100%;box-sizing:border-box">'
+            f'style="border:1px solid {LINE};padding:8px 12px;font:{FONT};color:{TEXT};'
+            f'max-width:100%;box-sizing:border-box">'
             f'<div style="font-weight:600">Lab {lab.number:02d} · {escape(lab.title)}: '
             f'{done} of {total} exercises done</div>{bar}'
             f'<ul style="margin:0;padding:0">{"".join(items)}</ul></div>')

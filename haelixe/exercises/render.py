@@ -2,6 +2,8 @@
 
 The HTML is self-contained (inline styles, inline SVG scaled to the output's width), so
 it reads the same in JupyterLab, in a notebook saved with its outputs and on nbviewer.
+Its text styles are this module's own: a passed check's HTML is saved in the instructor's
+notebooks and compared by nbval, so it must not change when the widgets' palette does.
 """
 
 from __future__ import annotations
@@ -11,6 +13,9 @@ from html import escape
 
 from ..viz import svg
 from .core import FAILED, NOT_DONE, PASSED
+
+FONT = "13px system-ui, 'Segoe UI', Helvetica, Arial, sans-serif"
+TEXT, MUTED_TEXT, LINE = "#1f2933", "#616e7c", "#e4e7eb"
 
 # status -> (symbol, word shown after the title, accent colour, background)
 _LOOK = {
@@ -49,12 +54,12 @@ def result_html(r) -> str:
         rows.append(f'<div style="margin-top:3px">{escape(r.message)}</div>')
     if r.detail:
         rows.append('<pre style="margin:4px 0;padding:4px 6px;background:#ffffff;'
-                    'border:1px solid #e4e7eb;white-space:pre-wrap;font-size:12px">'
+                    f'border:1px solid {LINE};white-space:pre-wrap;font-size:12px">'
                     f'{escape(r.detail)}</pre>')
     table = [(k, v) for k, v in (("expected", r.expected), ("got", r.got)) if v is not None]
     if table:
         cells = "".join(
-            f'<tr><td style="color:#616e7c;padding:1px 10px 1px 0;vertical-align:top">{k}'
+            f'<tr><td style="color:{MUTED_TEXT};padding:1px 10px 1px 0;vertical-align:top">{k}'
             f'</td><td style="font-family:monospace;white-space:pre-wrap">{escape(v)}</td>'
             f'</tr>' for k, v in table)
         rows.append(f'<table style="margin-top:4px;border-collapse:collapse">{cells}</table>')
@@ -64,8 +69,8 @@ def result_html(r) -> str:
         rows.append(pictures_html(r.pictures))
     return (f'<div class="hx-exercise" data-exercise="{escape(r.exercise.number)}" '
             f'data-status="{escape(r.status)}" style="border-left:4px solid {accent};'
-            f'background:{background};padding:6px 10px;margin:2px 0;font:13px '
-            f'{escape(svg.SANS)};color:{svg.INK};max-width:100%;box-sizing:border-box">'
+            f'background:{background};padding:6px 10px;margin:2px 0;font:{FONT};'
+            f'color:{TEXT};max-width:100%;box-sizing:border-box">'
             f'<div style="font-weight:600;color:{accent}">{symbol} '
             f'{escape(r.exercise.label)}: {word}</div>{"".join(rows)}</div>')
 
@@ -87,7 +92,8 @@ def pictures_html(pictures) -> str:
     items = "".join(
         f'<figure style="margin:0;flex:1 1 {0.75 * _natural_width(p):.0f}px;max-width:'
         f'{_natural_width(p):.0f}px;min-width:0">{fit(p)}'
-        f'<figcaption style="color:#616e7c;font-size:12px">{escape(c)}</figcaption></figure>'
+        f'<figcaption style="color:{MUTED_TEXT};font-size:12px">{escape(c)}</figcaption>'
+        f'</figure>'
         for c, p in pictures)
     return f'<div style="display:flex;flex-wrap:wrap;gap:10px;margin-top:6px">{items}</div>'
 
