@@ -94,7 +94,8 @@ def show_progress(lab):
     handle = display(summary, display_id=True)
     if lab.number not in _handles:
         lab.on_change(_redraw)
-    _handles.setdefault(lab.number, []).append((handle, summary))
+    # the summary cell run again makes a new display; the few latest are kept up to date
+    _handles[lab.number] = (_handles.get(lab.number, []) + [(handle, summary)])[-4:]
     return None
 
 
