@@ -13,6 +13,7 @@ solution replaced by a stub. Options:
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -79,6 +80,9 @@ def main(argv=None) -> int:
             print("run: python -m haelixe.exercises.make_learner", file=sys.stderr)
         return 1 if stale else 0
     if args.execute:
+        # one BLAS thread per kernel, as under nbval (labs/conftest.py says why)
+        for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+            os.environ.setdefault(var, "1")
         for path in instructor_notebooks(args.labs):
             print(f"running {path}", flush=True)
             execute(path)
