@@ -19,6 +19,7 @@ import pytest
 from haelixe.exercises import FAILED, LABS, NOT_DONE, PASSED
 from haelixe.exercises.make_learner import LEARNER_DIR, instructor_notebooks, main, stale_files
 from haelixe.exercises.notebooks import (
+    KERNELSPEC,
     VOLATILE_CELL_METADATA,
     VOLATILE_NOTEBOOK_METADATA,
     NotebookError,
@@ -230,6 +231,7 @@ def test_notebook_resaves_unchanged_without_volatile_metadata(path):
     nb = nbformat.reads(text, as_version=4)
     assert dumps(nb) == text, "saving through nbformat (as Jupyter does) changes the file"
     assert not set(VOLATILE_NOTEBOOK_METADATA) & set(nb.metadata)
+    assert nb.metadata.kernelspec == KERNELSPEC  # what JupyterLab writes when it opens
     for cell in nb.cells:
         assert not set(VOLATILE_CELL_METADATA) & set(cell.metadata), cell.metadata
 

@@ -1,7 +1,7 @@
 """An exercise as a learner meets it, in JupyterLab in headless Chromium: the learner's lab
-01 runs top to bottom with exercise 1.1 "not done yet"; a wrong answer typed into the
-cell brings feedback with the two layouts drawn; the right answer turns it to "passed"
-and the progress summary at the end of the notebook follows.
+01 opens unmodified and runs top to bottom with exercise 1.1 "not done yet"; a wrong
+answer typed into the cell brings feedback with the two layouts drawn; the right answer
+turns it to "passed" and the progress summary at the end of the notebook follows.
 
 The notebook is a copy in a scratch folder, so nothing the browser saves reaches the
 repository. Where Chromium is absent the test is skipped with the reason.
@@ -62,6 +62,9 @@ def test_feedback_changes_from_not_done_to_wrong_to_passed(tmp_path):
         try:
             page = browser.new_page(viewport={"width": 1280, "height": 800})
             jl.open_notebook(page, base, token, LAB)
+            # opened and its kernel started, the notebook is not modified (nothing to save)
+            assert not page.evaluate(
+                "window.jupyterapp.shell.currentWidget.context.model.dirty")
             page.evaluate("window.jupyterapp.commands.execute('notebook:run-all-cells')")
             # the whole learner notebook runs: the last cell draws the progress summary
             page.wait_for_selector('.hx-progress[data-done="0"]', timeout=120_000)

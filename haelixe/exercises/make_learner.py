@@ -1,8 +1,8 @@
 """Write the learner's notebooks: ``python -m haelixe.exercises.make_learner``.
 
 For every instructor notebook ``labs/NN_*.ipynb`` it removes volatile metadata in place
-(execution timing, saved widget state) and writes ``labs/learner/NN_*.ipynb`` with each
-solution replaced by a stub. Options:
+(execution timing, saved widget state) and saves the kernelspec as JupyterLab writes it,
+then writes ``labs/learner/NN_*.ipynb`` with each solution replaced by a stub. Options:
 
     --check     change nothing; exit 1 naming every file that is not up to date
     --execute   first run the instructor notebooks (nbclient) so their saved outputs are
@@ -17,7 +17,7 @@ import os
 import sys
 from pathlib import Path
 
-from .notebooks import dumps, learner_version, read, strip_volatile
+from .notebooks import dumps, learner_version, normalize, read
 
 LEARNER_DIR = "learner"
 
@@ -27,12 +27,12 @@ def instructor_notebooks(labs: Path) -> list[Path]:
 
 
 def expected_files(labs: Path) -> dict[Path, str]:
-    """{path: the text it should hold}: instructor notebooks without volatile metadata,
-    and their learner versions."""
+    """{path: the text it should hold}: instructor notebooks normalized (see
+    :func:`normalize`), and their learner versions."""
     out = {}
     for path in instructor_notebooks(labs):
         nb = read(path)
-        strip_volatile(nb)
+        normalize(nb)
         out[path] = dumps(nb)
         out[labs / LEARNER_DIR / path.name] = dumps(learner_version(nb, path.name))
     return out
@@ -51,7 +51,7 @@ def execute(path: Path, timeout: int = 600) -> None:
     NotebookClient(nb, timeout=timeout, kernel_name="python3", record_timing=False,
                    store_widget_state=False,
                    resources={"metadata": {"path": str(path.parent)}}).execute()
-    strip_volatile(nb)
+    normalize(nb)
     _write(path, dumps(nb))
 
 

@@ -21,6 +21,10 @@ NBVAL_MARKERS = ("# NBVAL_CHECK_OUTPUT", "# NBVAL_IGNORE_OUTPUT", "# NBVAL_SKIP"
 VOLATILE_CELL_METADATA = ("execution", "ExecuteTime")
 #: notebook metadata of the same kind: saved widget state holds random model ids
 VOLATILE_NOTEBOOK_METADATA = ("widgets",)
+#: the kernelspec as JupyterLab writes it back when the kernel starts (ipykernel's own
+#: python3 kernel); saved any other way, opening a lab would mark it modified
+KERNELSPEC = {"display_name": "Python 3 (ipykernel)", "language": "python",
+              "name": "python3"}
 
 _SECTION = re.compile(r"^##\s+(\d+)\.\s+(.+?)\s*$", re.M)
 _EXERCISE = re.compile(r"^###\s+Exercise\s+(\d+\.\d+)\s+·\s+(.+?)(\s*<a\s.*)?$", re.M)
@@ -45,6 +49,12 @@ def dumps(nb) -> str:
     """The file Jupyter writes for ``nb`` (nbformat's JSON, then a final newline)."""
     s = nbformat.writes(nb, version=nbformat.NO_CONVERT)
     return s if s.endswith("\n") else s + "\n"
+
+
+def normalize(nb) -> None:
+    """In place: no volatile metadata, and the kernelspec JupyterLab would write."""
+    strip_volatile(nb)
+    nb.metadata["kernelspec"] = dict(KERNELSPEC)
 
 
 def strip_volatile(nb) -> bool:
@@ -118,7 +128,7 @@ def _without_nbval_markers(source: str) -> str:
 def learner_version(nb, name: str):
     """The learner's notebook made from the instructor's ``nb`` (file name ``name``)."""
     out = copy.deepcopy(nb)
-    strip_volatile(out)
+    normalize(out)
     numbers = {}
     for number, section, cells in exercise_blocks(nb):
         for i in cells:
