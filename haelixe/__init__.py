@@ -49,7 +49,7 @@ from .dtype import (
     int64,
     promote_types,
 )
-from .ops import convert, elementwise, fused, indexing, inplace, linalg, reduce, views  # noqa: E402,F401
+from .ops import convert, elementwise, fused, indexing, inplace, linalg, ordering, reduce, views  # noqa: E402,F401
 from .ops.registry import FUNCTIONS as _FUNCTIONS  # noqa: E402
 from .random import manual_seed
 from .tensor import Tensor
