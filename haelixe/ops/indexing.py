@@ -105,7 +105,7 @@ class Take(Function):
 
     @staticmethod
     def backward(ctx, g):
-        ctx.saved_tensors  # (the version check)
+        _ = ctx.saved_tensors  # the version check of the key tensors
         return IndexAdd.apply(g, ctx.in_shape, ctx.key), None, None
 
 
