@@ -9,13 +9,13 @@ from __future__ import annotations
 
 from ..device import CPU, Device
 
-_BY_TYPE: dict = {}  # device.type -> backend (a str key: every op looks it up)
+_BY_DEVICE: dict = {}
 _BY_RAW_TYPE: dict = {}
 
 
 def backend_for(device: Device):
     """The backend of ``device`` (the GPU's starts its wgpu context on first call)."""
-    be = _BY_TYPE.get(device.type)
+    be = _BY_DEVICE.get(device)
     if be is None:
         be = _load(device)
     return be
@@ -43,7 +43,8 @@ def _load(device: Device):
 
 
 def register(device: Device, backend) -> None:
-    _BY_TYPE[device.type] = backend
+    _BY_DEVICE[device] = backend
+    object.__setattr__(device, "_be", backend)  # the tensor's fast path to its backend
     _BY_RAW_TYPE[backend.raw_type] = backend
 
 

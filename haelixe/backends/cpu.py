@@ -144,8 +144,8 @@ def _compile(kernel: Kernel):
     a compiled one-pass ufunc (cpu_jit) for float inputs of JIT_MIN_SIZE elements or
     more where it compiles; else its function over the numpy namespace, run in float32
     for 16-bit inputs (numpy has no 16-bit arithmetic of its own worth the name, and
-    PyTorch also rounds once at the end). Also records the ufunc that can write in
-    place (``out=``), if any."""
+    PyTorch also rounds once at the end: map does that). Also records the ufunc that
+    can write in place (``out=``), if any."""
     from .cpu_jit import FLOATS, Unsupported, single_ufunc, trace
 
     ufunc = kernel.cpu if kernel.cpu is not None else single_ufunc(kernel)
@@ -156,9 +156,6 @@ def _compile(kernel: Kernel):
     fn = kernel.fn
 
     def numpy_path(*xs):
-        if any(getattr(x, "dtype", None) in _LOW for x in xs):
-            xs = [x.astype(np.float32) if getattr(x, "dtype", None) in _LOW else x
-                  for x in xs]
         return fn(_MATH, *xs)
 
     f = numpy_path
@@ -212,6 +209,13 @@ def kernels():
     return _K
 
 
+def _in_f32(f, xs):
+    """``f`` on 16-bit inputs computed in float32 (numpy has no 16-bit arithmetic worth
+    the name, and PyTorch also rounds once at the end)."""
+    return f(*(x.astype(np.float32) if getattr(x, "dtype", None) in _LOW else x
+               for x in xs))
+
+
 _DOT_SUM_MAX = 1 << 16
 _DOT_SUM = {np.dtype(t): np.ones(_DOT_SUM_MAX, t) for t in (np.float32, np.float64)}
 
@@ -230,18 +234,21 @@ class CPUBackend(Backend):
     # -- elementwise ---------------------------------------------------------------------
     def map(self, kernel, inputs, dtype):
         f = kernel.compiled.get("cpu") or _compile(kernel)
-        out = f(*inputs)
+        out = f(*inputs) if dtype not in _LOW or kernel.cpu is not None else \
+            _in_f32(f, inputs)
         if out.__class__ is not np.ndarray:
             out = np.asarray(out)
-        return out if out.dtype == dtype else out.astype(dtype)
+        odt = out.dtype
+        return out if odt is dtype or odt == dtype else out.astype(dtype)
 
     def map_into(self, kernel, dst, inputs):
-        f = kernel.compiled.get("cpu") or _compile(kernel)
+        if "cpu" not in kernel.compiled:
+            _compile(kernel)
         inplace = kernel.compiled["cpu_inplace"]
         if inplace is not None and dst.dtype not in _LOW:  # writes in place
             inplace(dst, *inputs, out=dst, casting="unsafe")
         else:
-            np.copyto(dst, f(dst, *inputs), casting="unsafe")
+            np.copyto(dst, self.map(kernel, [dst, *inputs], dst.dtype), casting="unsafe")
 
     # -- creation and transfer -----------------------------------------------------------
     def empty(self, shape, dtype, tag=None):
@@ -264,6 +271,8 @@ class CPUBackend(Backend):
 
     def make_view(self, storage, shape, strides, offset):
         isz = storage.dtype.itemsize
+        if 0 in shape:  # no element to reach: numpy would still check the offset
+            return np.ndarray(shape, storage.dtype.np, buffer=storage.data[:0])
         return np.ndarray(shape, storage.dtype.np, buffer=storage.data, offset=offset * isz,
                           strides=tuple(s * isz for s in strides))
 
@@ -322,6 +331,24 @@ class CPUBackend(Backend):
     def log_softmax(self, x, axis):
         return _rows(kernels().log_softmax_rows, x, axis)
 
+    # -- ordering, scans, scatter ----------------------------------------------------------
+    def sort(self, x, axis, descending, stable):
+        key = (~x if x.dtype == np.bool_ else -x) if descending else x
+        idx = np.argsort(key, axis=axis, kind="stable" if stable or descending else None)
+        return np.take_along_axis(x, idx, axis), idx
+
+    def cumsum(self, x, axis):
+        if x.dtype in _LOW:
+            return np.cumsum(x, axis=axis, dtype=np.float32).astype(x.dtype)
+        return np.cumsum(x, axis=axis, dtype=x.dtype)
+
+    def scatter(self, x, axis, index, src):
+        out = np.array(x, copy=True)
+        x_view = out[tuple(slice(0, n) if d != axis else slice(None)
+                           for d, n in enumerate(index.shape))]
+        np.put_along_axis(x_view, index, np.broadcast_to(src, index.shape), axis)
+        return out
+
     # -- indexing ------------------------------------------------------------------------
     def gather(self, x, axis, index):
         # torch.gather reads only index.shape of x along the other dims (numpy would
@@ -339,6 +366,9 @@ class CPUBackend(Backend):
 
     def take(self, x, key):
         return np.array(x[key], copy=True)
+
+    def index_put(self, x, key, values):
+        x[key] = values
 
     def index_add(self, shape, key, values):
         out = np.zeros(shape, values.dtype)
@@ -510,6 +540,9 @@ def storage_for(array: np.ndarray, device, dtype) -> tuple[Storage, tuple, int]:
     root = array
     while isinstance(root.base, np.ndarray):
         root = root.base
+    if not root.flags.c_contiguous and _dense_in_some_order(root) and \
+            root.dtype == array.dtype:
+        root = root.ravel(order="K")  # a view: a Fortran-ordered (or permuted) dense root
     if root.flags.c_contiguous and all(s % isz == 0 for s in array.strides):
         start = array.__array_interface__["data"][0] - root.__array_interface__["data"][0]
         if start % isz == 0:
