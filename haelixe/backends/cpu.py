@@ -443,6 +443,9 @@ class CPUBackend(Backend):
 
     @computes_in_f32
     def rope(self, x, cos, sin, inverse=False):
+        if x.dtype == np.bool_:
+            raise TypeError("rope: not defined for bool tensors (as in PyTorch, whose "
+                            "rotation subtracts); convert with .float() first")
         shape = x.shape
         if x.ndim > 5:  # (the kernel takes up to five dims, any strides)
             x = np.ascontiguousarray(x).reshape((-1,) + shape[-2:])
