@@ -326,7 +326,8 @@ class CPUBackend(Backend):
         return np.argmin(x, axis=axis, keepdims=keepdim)
 
     def softmax(self, x, axis):
-        return _rows(kernels().softmax_rows, x, axis)
+        return _rows(lambda x2, out: kernels().softmax_rows(
+            x2, out, np.empty(x2.shape[0], x2.dtype)), x, axis)
 
     def log_softmax(self, x, axis):
         return _rows(kernels().log_softmax_rows, x, axis)

@@ -11,33 +11,22 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import threads
+from .cpu import kernels
+
 # Above this many keys the score matrix of one head would outgrow the caches.
 FLASH_MIN_KEYS = 512
 BLOCK = 256
 
 
+def _mm(a, b):
+    """np.matmul on the threads the thread policy gives one product of this size."""
+    return threads.blas(np.matmul, a, b, work=a.shape[-2] * a.shape[-1] * b.shape[-1])
+
+
 def _causal_mask(sq: int, sk: int, q0: int = 0, k0: int = 0) -> np.ndarray:
     """True where query q0+i may not see key k0+j (top-left aligned, as PyTorch)."""
     return (np.arange(k0, k0 + sk)[None, :] > np.arange(q0, q0 + sq)[:, None])
-
-
-def row_max(s: np.ndarray) -> np.ndarray:
-    """max over the last axis, kept as size 1. numpy reduces short contiguous rows one
-    element at a time; folding the row in halves runs each step as a wide elementwise
-    maximum instead (about 2x faster for rows of 32)."""
-    n = s.shape[-1]
-    if n < 8 or n & (n - 1):
-        return s.max(axis=-1, keepdims=True)
-    while n > 1:
-        n //= 2
-        s = np.maximum(s[..., :n], s[..., n:])
-    return s
-
-
-def row_sum(p: np.ndarray) -> np.ndarray:
-    """sum over the last axis, kept as size 1, as a product with a column of ones: BLAS
-    instead of numpy's pairwise reduction over short rows (about 6x faster)."""
-    return np.matmul(p, np.ones((p.shape[-1], 1), p.dtype))
 
 
 def _masked(s, mask, k0, n):
@@ -55,18 +44,18 @@ def attention_forward(q, k, v, causal, scale, mask=None):
     sk = k.shape[-2]
     if sk >= FLASH_MIN_KEYS:
         return _flash_forward(q, k, v, causal, scale, mask)
-    s = np.matmul(q, np.swapaxes(k, -1, -2))
+    s = _mm(q, np.swapaxes(k, -1, -2))
     s *= scale
     s = _masked(s, mask, 0, sk)
     if causal:
         s = np.where(_causal_mask(q.shape[-2], sk), -np.inf, s)
-    m = row_max(s)
-    p = np.exp(s - m)
-    l = row_sum(p)
-    out = np.matmul(p, v)
-    out /= l
-    lse = (m + np.log(l))[..., 0]
-    return out, lse.astype(q.dtype, copy=False)
+    # one pass per row: max, exp, sum, normalise and the log-sum-exp (numpy's
+    # broadcast s - max alone costs several times that on rows this short)
+    s = np.ascontiguousarray(s)
+    p = np.empty(s.shape, s.dtype)
+    lse = np.empty(s.shape[:-1], s.dtype)
+    kernels().softmax_rows(s.reshape(-1, sk), p.reshape(-1, sk), lse.reshape(-1))
+    return _mm(p, v), lse.astype(q.dtype, copy=False)
 
 
 def _flash_forward(q, k, v, causal, scale, mask):
@@ -80,7 +69,7 @@ def _flash_forward(q, k, v, causal, scale, mask):
             break
         kb = k[..., k0:k0 + BLOCK, :]
         vb = v[..., k0:k0 + BLOCK, :]
-        s = np.matmul(q, np.swapaxes(kb, -1, -2))
+        s = _mm(q, np.swapaxes(kb, -1, -2))
         s *= scale
         s = _masked(s, mask, k0, kb.shape[-2])
         if causal:
@@ -91,7 +80,7 @@ def _flash_forward(q, k, v, causal, scale, mask):
         p = np.exp(s - shift)
         alpha = np.exp(np.where(np.isfinite(m), m - shift, -np.inf))
         l = l * alpha + p.sum(axis=-1, keepdims=True)
-        out = out * alpha + np.matmul(p, vb)
+        out = out * alpha + _mm(p, vb)
         m = m_new
     out /= l
     lse = (m + np.log(l))[..., 0]
@@ -102,8 +91,8 @@ def attention_backward(q, k, v, out, lse, gout, causal, scale, mask=None):
     sq, sk = q.shape[-2], k.shape[-2]
     # D_i = sum_j P_ij dP_ij = rowsum(dO * O): the softmax Jacobian's correction term.
     delta = np.einsum("...qd,...qd->...q", gout, out)[..., None]
-    lse = lse[..., None]
     lead = np.broadcast_shapes(q.shape[:-2], k.shape[:-2])
+    lse_rows = np.ascontiguousarray(np.broadcast_to(lse, lead + (sq,))).reshape(-1)
     dq = np.zeros(lead + q.shape[-2:], q.dtype)
     dk = np.zeros(lead + k.shape[-2:], k.dtype)
     dv = np.zeros(lead + v.shape[-2:], v.dtype)
@@ -111,15 +100,18 @@ def attention_backward(q, k, v, out, lse, gout, causal, scale, mask=None):
     for k0 in range(0, sk, step):
         kb = k[..., k0:k0 + step, :]
         vb = v[..., k0:k0 + step, :]
-        s = np.matmul(q, np.swapaxes(kb, -1, -2))
+        s = _mm(q, np.swapaxes(kb, -1, -2))
         s *= scale
-        p = np.exp(_masked(s, mask, k0, kb.shape[-2]) - lse)
+        s = np.ascontiguousarray(_masked(s, mask, k0, kb.shape[-2]))
+        p = np.empty(s.shape, s.dtype)
+        kernels().exp_rows(s.reshape(-1, s.shape[-1]), s.dtype.type(1.0), lse_rows,
+                           p.reshape(-1, s.shape[-1]))
         if causal:
             p = np.where(_causal_mask(sq, kb.shape[-2], 0, k0), 0, p)
-        dv[..., k0:k0 + step, :] = np.matmul(np.swapaxes(p, -1, -2), gout)
-        dp = np.matmul(gout, np.swapaxes(vb, -1, -2))
+        dv[..., k0:k0 + step, :] = _mm(np.swapaxes(p, -1, -2), gout)
+        dp = _mm(gout, np.swapaxes(vb, -1, -2))
         ds = p * (dp - delta)
         ds *= scale
-        dq += np.matmul(ds, kb)
-        dk[..., k0:k0 + step, :] = np.matmul(np.swapaxes(ds, -1, -2), q)
+        dq += _mm(ds, kb)
+        dk[..., k0:k0 + step, :] = _mm(np.swapaxes(ds, -1, -2), q)
     return dq, dk, dv

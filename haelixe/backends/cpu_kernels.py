@@ -119,7 +119,8 @@ ROWS = dict(JIT, fastmath={"reassoc", "contract"})
 
 
 @njit(**ROWS)
-def softmax_rows(x, out):
+def softmax_rows(x, out, lse):
+    """out = softmax of each row; lse gets each row's log-sum-exp (attention keeps it)."""
     rows, n = x.shape
     for r in range(rows):
         mx = x[r, 0]
@@ -133,6 +134,18 @@ def softmax_rows(x, out):
         inv = typed(x, 1.0) / s
         for j in range(n):
             out[r, j] *= inv
+        lse[r] = mx + math.log(s)
+
+
+@njit(**ROWS)
+def exp_rows(x, scale, shift, out):
+    """out[r, j] = exp(x[r, j] * scale - shift[r]): probabilities recomputed from scores
+    and their row's log-sum-exp."""
+    rows, n = x.shape
+    for r in range(rows):
+        sh = shift[r]
+        for j in range(n):
+            out[r, j] = fexp(x[r, j] * scale - sh)
 
 
 @njit(**ROWS)
@@ -264,3 +277,4 @@ def adamw_flat(p, g, m, v, lr, beta1, beta2, eps, weight_decay, bc1, bc2):
         m[i] = mi
         v[i] = vi
         p[i] = p[i] * decay - step * mi / (math.sqrt(vi) * inv_sqrt_bc2 + e)
+
