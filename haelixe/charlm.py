@@ -174,6 +174,30 @@ def sample(model, corpus: CharCorpus, n_chars: int = 200, prompt: str = "\n",
     return corpus.decode(out[0, len(prompt):].cpu().numpy())
 
 
+def build(vocab_size: int, cfg: Config, device="cpu", seed: int = 0):
+    """(model, optimizer, scheduler) for ``cfg``, the weights drawn after
+    hx.manual_seed(seed)."""
+    hx.manual_seed(seed)
+    model = CharLM.from_config(vocab_size, cfg).to(device)
+    opt = AdamW(param_groups(model, cfg.weight_decay), lr=cfg.lr, betas=cfg.betas)
+    return model, opt, warmup_cosine(opt, cfg)
+
+
+def train_step(model, opt, sched, x: np.ndarray, y: np.ndarray, grad_clip: float,
+               device="cpu") -> float:
+    """One step on the batch (x, y): forward, backward, clip, AdamW, schedule. Returns
+    the loss before the update."""
+    loss = lm_loss(model(hx.from_numpy(x).to(device)), hx.from_numpy(y).to(device))
+    # every parameter gets a gradient each step: zeroed in place, backward keeps
+    # accumulating into the optimizer's flat gradient buffer
+    opt.zero_grad(set_to_none=False)
+    loss.backward()
+    nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
+    opt.step()
+    sched.step()
+    return loss.item()
+
+
 def train(size: str = "fast", steps: int | None = None, device: str = "cpu",
           seed: int = 0, corpus: CharCorpus | None = None, progress=None, on_step=None,
           sample_chars: int = 200, temperature: float = 0.8, top_k=10, **overrides) -> dict:
@@ -185,10 +209,7 @@ def train(size: str = "fast", steps: int | None = None, device: str = "cpu",
         raise ValueError(f"charlm: size must be one of {sorted(SIZES)}, got {size!r}")
     cfg = replace(SIZES[size], **overrides, **({"steps": steps} if steps else {}))
     corpus = corpus or CharCorpus.from_stdlib()
-    hx.manual_seed(seed)
-    model = CharLM.from_config(corpus.vocab_size, cfg).to(device)
-    opt = AdamW(param_groups(model, cfg.weight_decay), lr=cfg.lr, betas=cfg.betas)
-    sched = warmup_cosine(opt, cfg)
+    model, opt, sched = build(corpus.vocab_size, cfg, device, seed)
     rng = np.random.default_rng(seed)
     fixed = eval_batches(corpus, cfg, seed)
     start = time.perf_counter()
@@ -196,13 +217,7 @@ def train(size: str = "fast", steps: int | None = None, device: str = "cpu",
     for step in range(1, cfg.steps + 1):
         x, y = corpus.batch("train", cfg.batch_size, cfg.context, rng)
         lr = sched.get_last_lr()[0]
-        loss = lm_loss(model(hx.from_numpy(x).to(device)), hx.from_numpy(y).to(device))
-        opt.zero_grad(set_to_none=False)
-        loss.backward()
-        nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
-        opt.step()
-        sched.step()
-        value = loss.item()
+        value = train_step(model, opt, sched, x, y, cfg.grad_clip, device)
         losses.append(value)
         if first_step_s is None:
             first_step_s = time.perf_counter() - start
