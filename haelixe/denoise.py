@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 
 import numpy as np
@@ -143,25 +142,12 @@ def main(argv=None) -> int:
     p.add_argument("--json", action="store_true", help="end with one JSON line")
     args = p.parse_args(argv)
 
-    bar = None
-    try:
-        from tqdm import tqdm
+    from .progress import ProgressBar
 
-        bar = tqdm(total=args.epochs * args.steps_per_epoch, unit="step",
-                   file=sys.stderr, mininterval=0.5)
-    except ImportError:
-        pass
-
-    def progress(step, total, loss):
-        if bar is not None:
-            bar.update(1)
-            if step % 50 == 0:
-                bar.set_postfix(loss=f"{loss:.4f}")
-
-    result = train(args.task, args.epochs, args.steps_per_epoch, args.device, args.dtype,
-                   args.batch_size, args.seed, progress=progress, data_path=args.data)
-    if bar is not None:
-        bar.close()
+    with ProgressBar(args.epochs * args.steps_per_epoch) as bar:
+        result = train(args.task, args.epochs, args.steps_per_epoch, args.device,
+                       args.dtype, args.batch_size, args.seed, progress=bar.update,
+                       data_path=args.data)
     result.pop("model")
     print(f"task {result['task']} on {result['device']} ({result['dtype']}), "
           f"{result['steps']} steps")

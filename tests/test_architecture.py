@@ -23,7 +23,7 @@ LAYERS = [
     ("ops", ["ops"]),
     ("library", ["nn", "optim", "data", "serialization"]),
     ("widgets", ["viz"]),
-    ("apps", ["denoise", "charlm", "exercises", "__main__"]),
+    ("apps", ["denoise", "charlm", "progress", "exercises", "__main__"]),
 ]
 CONCRETE_BACKENDS = ("haelixe.backends.cpu", "haelixe.backends.cpu_attention",
                      "haelixe.backends.wgpu")
