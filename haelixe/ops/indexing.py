@@ -215,6 +215,12 @@ def masked_fill(x, mask, value):
     return where(mask, value, x)
 
 
+@tensor_method(name="masked_fill_")
+def masked_fill_(x, mask, value):
+    """In place: ``value`` where ``mask`` is True."""
+    return x.copy_(masked_fill(x, mask, value))
+
+
 # -- gather --------------------------------------------------------------------------------
 
 class Gather(Function):
@@ -342,12 +348,13 @@ def index_add(x, dim, index, source, alpha=1):
 def _triangle(op, x, diagonal, lower):
     if x.ndim < 2:
         raise RuntimeError(f"{op}: input needs at least 2 dims, got shape {x.shape}")
-    from ..creation import tensor
+    from ..creation import tensor, zeros
 
     n, m = x.shape[-2:]
     keep = np.tril(np.ones((n, m), bool), diagonal) if lower else \
         np.triu(np.ones((n, m), bool), diagonal)
-    return where(tensor(keep, device=x.device), x, 0)
+    # a zero of x's own dtype: a Python 0 would promote a bool input to int64
+    return where(tensor(keep, device=x.device), x, zeros((), dtype=x.dtype, device=x.device))
 
 
 @tensor_method(function=True)

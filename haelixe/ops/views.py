@@ -259,7 +259,7 @@ def _shape_args(args) -> tuple:
 
 
 for _name in ("view", "reshape", "permute", "transpose", "expand", "squeeze", "unsqueeze",
-              "flip", "narrow", "split", "chunk", "as_strided", "select", "unbind"):
+              "flip", "narrow", "split", "chunk", "as_strided", "select", "unbind", "repeat"):
     declare(_name, differentiable=True, dtypes="any")
 
 
@@ -338,6 +338,20 @@ def expand_as(self, other):
 @tensor_method(function=True)
 def broadcast_to(self, shape):
     return expand(self, tuple(shape))
+
+
+@tensor_method(name="repeat")
+def _repeat_method(self, *sizes):
+    """Tile: dim i repeated sizes[i] times, extra leading sizes adding dims (PyTorch's
+    Tensor.repeat). A copy, made by reshaping an expanded view; backward sums the tiles."""
+    sizes = _shape_args(sizes)
+    if len(sizes) < self.ndim or any(s < 0 for s in sizes):
+        raise RuntimeError(f"repeat: sizes {sizes} for a tensor of shape {self.shape}; give "
+                           f"one non-negative count per dim (more add leading dims)")
+    shape = (1,) * (len(sizes) - self.ndim) + self.shape
+    tiles = expand(reshape(self, tuple(d for n in shape for d in (1, n))),
+                   tuple(d for s, n in zip(sizes, shape) for d in (s, n)))
+    return reshape(tiles, tuple(s * n for s, n in zip(sizes, shape)))
 
 
 tensor_method(unsqueeze, function=True)
