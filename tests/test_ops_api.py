@@ -79,6 +79,13 @@ CASES = {
     "logsumexp": (lambda x: x.logsumexp(1), lambda x: x.logsumexp(1), [arr(3, 4)]),
     "repeat": (lambda x: x.repeat(2, 1, 3), lambda x: x.repeat(2, 1, 3), [arr(3, 2)]),
     "repeat_tuple": (lambda x: x.T.repeat((1, 2)), lambda x: x.T.repeat((1, 2)), [arr(3, 2)]),
+    "scatter_": (lambda x, s: (x * 1).scatter_(1, hx.tensor([[0, 3], [2, 1]], device=x.device),
+                                               s),
+                 lambda x, s: (x * 1).scatter_(1, torch.tensor([[0, 3], [2, 1]]), s),
+                 [arr(2, 5), arr(2, 2)]),
+    "scatter_add_": (lambda x, s: (x * 1).scatter_add_(1, hx.tensor(IDX, device=x.device), s),
+                     lambda x, s: (x * 1).scatter_add_(1, torch.tensor(IDX), s),
+                     [arr(2, 3), arr(2, 4)]),
     "masked_fill_": (lambda x: (x * 1).masked_fill_(x.detach() > 0, 0.5),
                      lambda x: (x * 1).masked_fill_(x.detach() > 0, 0.5), [arr(3, 4)]),
 }
@@ -137,7 +144,7 @@ def test_index_and_bool_results_match_pytorch(name):
 
 @pytest.mark.parametrize("name", ["cumsum", "cumprod_zero", "topk", "sort", "scatter",
                                   "einsum_bmm", "tril", "index_add", "norm_p3_dim", "repeat",
-                                  "repeat_tuple", "masked_fill_"])
+                                  "repeat_tuple", "masked_fill_", "scatter_", "scatter_add_"])
 def test_gradcheck(name):
     fh, _, arrays = CASES[name]
     xs = [hx.tensor(a, requires_grad=True) for a in arrays]
@@ -204,7 +211,7 @@ def test_tril_triu_keep_the_dtype(dtype):
 @pytest.mark.parametrize("name", ["sort", "topk", "cumsum", "cumsum_dim0", "tril", "triu_k",
                                   "einsum_attn", "scatter", "scatter_add", "index_select",
                                   "index_add", "norm_p3_dim", "max_dim", "logsumexp", "repeat",
-                                  "masked_fill_"])
+                                  "masked_fill_", "scatter_", "scatter_add_"])
 def test_gpu_equals_cpu(be, name):
     _, cpu = _run(CASES[name], "hx", "float32")
     hs, gpu = _run(CASES[name], "hx", "float32", "gpu")

@@ -319,6 +319,18 @@ def scatter_add(x, dim, index, src):
     return x + ScatterAdd.apply(src, x.shape, d, index)
 
 
+@tensor_method(name="scatter_")
+def scatter_(x, dim, index, src=None, value=None):
+    """In place: :func:`scatter` written into ``x``."""
+    return x.copy_(scatter(x, dim, index, src, value))
+
+
+@tensor_method(name="scatter_add_")
+def scatter_add_(x, dim, index, src):
+    """In place: :func:`scatter_add` written into ``x``."""
+    return x.copy_(scatter_add(x, dim, index, src))
+
+
 @tensor_method(function=True)
 def index_select(x, dim, index):
     """The entries of ``index`` (1-D) along ``dim``: a copy; the gradient adds back."""
