@@ -1063,3 +1063,10 @@ def test_idiom_on_gpu(be, name):
         if name not in CPU_ONLY or "is not available on the GPU" not in str(err):
             raise
         pytest.skip(f"this GPU lacks a dtype the idiom uses: {err}")
+
+
+def test_randint_refuses_an_empty_range():
+    with pytest.raises(ValueError, match=r"randint: high \(3\) must be greater than low \(3\)"):
+        hx.randint(3, 3, (2,))
+    with pytest.raises(ValueError, match=r"randint: high \(0\) must be greater than low \(0\)"):
+        hx.randint(0, (2,))
