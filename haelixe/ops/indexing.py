@@ -97,14 +97,16 @@ class Take(Function):
     repeated indices accumulate."""
 
     @staticmethod
-    def forward(ctx, x, key):
+    def forward(ctx, x, key, key_tensors=()):
         ctx.in_shape = x.shape
         ctx.key = key
+        ctx.save_for_backward(*key_tensors)  # version-checked: an edited key would misroute
         return x._be.take(x._data, key)
 
     @staticmethod
     def backward(ctx, g):
-        return IndexAdd.apply(g, ctx.in_shape, ctx.key), None
+        _ = ctx.saved_tensors  # the version check of the key tensors
+        return IndexAdd.apply(g, ctx.in_shape, ctx.key), None, None
 
 
 class IndexAdd(Function):
@@ -122,7 +124,7 @@ def getitem(x, key):
     key = _normalize_key(key)
     if all(_is_basic(k) for k in key):
         return Slice.apply(x, key)
-    return Take.apply(x, _raw_key(x, key))
+    return Take.apply(x, _raw_key(x, key), tuple(k for k in key if isinstance(k, Tensor)))
 
 
 def setitem(x, key, value):
