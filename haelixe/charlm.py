@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import sys
 import time
 from dataclasses import asdict, dataclass, replace
 
@@ -144,33 +143,43 @@ def estimate_loss(model, batches: dict, device) -> dict:
     return out
 
 
-def generate(model, idx, max_new_tokens: int, temperature: float = 1.0, top_k=None):
-    """Extend ``idx`` (batch, t) by ``max_new_tokens`` sampled characters: the last
-    position's logits divided by ``temperature``, all but the ``top_k`` largest set to
-    -inf, softmax, one draw (hx.manual_seed makes it repeatable)."""
+def sample_next(logits, temperature: float = 1.0, top_k=None):
+    """One draw per row of ``logits`` (batch, vocab), as (batch, 1) int64: the logits
+    divided by ``temperature`` (below 1 sharpens, above 1 flattens), all but the
+    ``top_k`` largest set to -inf, softmax, one multinomial draw (hx.manual_seed makes it
+    repeatable)."""
+    if temperature <= 0:
+        raise ValueError(f"sample_next: temperature must be > 0, got {temperature}")
+    logits = logits / temperature
+    if top_k is not None and top_k < logits.shape[-1]:
+        kth = logits.topk(top_k, dim=-1).values[:, -1:]
+        logits = logits.masked_fill(logits < kth, -math.inf)
+    return hx.multinomial(logits.softmax(-1), 1)
+
+
+def generate(model, idx, max_new_tokens: int, temperature: float = 1.0, top_k=None,
+             pick=sample_next):
+    """Extend ``idx`` (batch, t) by ``max_new_tokens`` characters, each drawn by
+    ``pick(last logits, temperature, top_k)`` from the model's prediction over the last
+    ``model.context`` characters."""
     if temperature <= 0:
         raise ValueError(f"generate: temperature must be > 0, got {temperature}")
     was_training = model.training
     model.eval()
     with hx.no_grad():
         for _ in range(max_new_tokens):
-            window = idx[:, -model.context:]
-            logits = model(window)[:, -1, :] / temperature
-            if top_k is not None and top_k < logits.shape[-1]:
-                kth = logits.topk(top_k, dim=-1).values[:, -1:]
-                logits = logits.masked_fill(logits < kth, -math.inf)
-            nxt = hx.multinomial(logits.softmax(-1), 1)
-            idx = hx.cat([idx, nxt], dim=1)
+            logits = model(idx[:, -model.context:])[:, -1, :]
+            idx = hx.cat([idx, pick(logits, temperature, top_k)], dim=1)
     model.train(was_training)
     return idx
 
 
 def sample(model, corpus: CharCorpus, n_chars: int = 200, prompt: str = "\n",
-           temperature: float = 0.8, top_k=10, device=None) -> str:
+           temperature: float = 0.8, top_k=10, device=None, pick=sample_next) -> str:
     """``n_chars`` characters sampled after ``prompt``, as text (the prompt excluded)."""
     device = device or next(iter(model.parameters())).device
     start = hx.from_numpy(corpus.encode(prompt).reshape(1, -1)).to(device)
-    out = generate(model, start, n_chars, temperature, top_k)
+    out = generate(model, start, n_chars, temperature, top_k, pick)
     return corpus.decode(out[0, len(prompt):].cpu().numpy())
 
 

@@ -18,7 +18,7 @@ import string
 
 import numpy as np
 
-__all__ = ["STDLIB_MODULES", "stdlib_docstrings", "CharCorpus"]
+__all__ = ["STDLIB_MODULES", "stdlib_docstrings", "next_char_pairs", "CharCorpus"]
 
 # Pure-Python modules present in every CPython >= 3.10, each with plenty of prose.
 STDLIB_MODULES = (
@@ -69,6 +69,19 @@ def stdlib_docstrings(modules=STDLIB_MODULES) -> str:
     return text
 
 
+def next_char_pairs(codes: np.ndarray, starts, context: int) -> tuple[np.ndarray, np.ndarray]:
+    """(x, y), each (len(starts), context): x[b] = codes[s : s + context] and y[b] the
+    same window one character later, codes[s + 1 : s + context + 1], so y[b, t] is the
+    character that follows x[b, :t + 1]."""
+    starts = np.asarray(starts, dtype=np.int64).reshape(-1)
+    if starts.size and (starts.min() < 0 or starts.max() + context + 1 > len(codes)):
+        raise ValueError(f"next_char_pairs: windows of {context + 1} characters from "
+                         f"starts {starts.min()}..{starts.max()} do not fit {len(codes)} "
+                         f"codes")
+    windows = np.lib.stride_tricks.sliding_window_view(codes, context + 1)[starts]
+    return np.ascontiguousarray(windows[:, :-1]), np.ascontiguousarray(windows[:, 1:])
+
+
 class CharCorpus:
     """A text as integer codes over its sorted characters, split into a training part
     (the first ``1 - val_fraction``) and a validation part (the rest), as nanoGPT does."""
@@ -116,9 +129,8 @@ class CharCorpus:
         if len(data) <= context:
             raise ValueError(f"CharCorpus.batch: the {split} split has {len(data)} "
                              f"characters, too few for a context of {context}")
-        windows = np.lib.stride_tricks.sliding_window_view(data, context + 1)
-        rows = windows[rng.integers(0, len(windows), size=batch_size)]
-        return np.ascontiguousarray(rows[:, :-1]), np.ascontiguousarray(rows[:, 1:])
+        starts = rng.integers(0, len(data) - context, size=batch_size)
+        return next_char_pairs(data, starts, context)
 
     def __repr__(self) -> str:
         return (f"CharCorpus({len(self.text)} characters, vocab {self.vocab_size}, "
