@@ -122,6 +122,19 @@ def warmup_cosine(opt, cfg: Config):
     ], milestones=[warm])
 
 
+def lr_plan(cfg: Config) -> tuple[np.ndarray, np.ndarray]:
+    """(steps 1..cfg.steps, the learning rate each will use): the schedule, before
+    training (a dashboard draws it as the plan)."""
+    opt = AdamW([hx.zeros(1, requires_grad=True)], lr=cfg.lr)
+    sched = warmup_cosine(opt, cfg)
+    lrs = []
+    for _ in range(cfg.steps):
+        lrs.append(sched.get_last_lr()[0])
+        opt.step()
+        sched.step()
+    return np.arange(1, cfg.steps + 1), np.array(lrs)
+
+
 def eval_batches(corpus: CharCorpus, cfg: Config, seed: int) -> dict:
     """The fixed batches the loss is estimated on: the same for every evaluation."""
     rng = np.random.default_rng(seed + 1)
