@@ -17,7 +17,7 @@ import pytest
 
 import haelixe as hx
 from haelixe import charlm
-from haelixe.data.text import CharCorpus, stdlib_docstrings
+from haelixe.data.text import CharCorpus, next_char_pairs, stdlib_docstrings
 
 REPO = Path(__file__).resolve().parents[1]
 TINY = dict(dim=32, heads=2, layers=1, context=16, batch_size=4, eval_batches=2, warmup=4)
@@ -227,3 +227,28 @@ def test_cli_refuses_bad_arguments():
     assert out.returncode == 2 and "--steps must be at least 1" in out.stderr
     out = _cli("--device", "tpu")
     assert out.returncode == 2 and "invalid choice: 'tpu'" in out.stderr
+
+
+def test_next_char_pairs_and_its_error():
+    codes = np.arange(10, 30)
+    x, y = next_char_pairs(codes, [0, 18], 1)
+    assert x.tolist() == [[10], [28]] and y.tolist() == [[11], [29]]
+    with pytest.raises(ValueError, match="do not fit 20 codes"):
+        next_char_pairs(codes, [15], 5)
+
+
+def test_sample_next_greedy_at_top_k_one_and_refuses_a_zero_temperature():
+    logits = hx.tensor(np.array([[0.1, 3.0, -1.0], [2.0, 0.0, 1.9]], np.float32))
+    assert charlm.sample_next(logits, 0.3, top_k=1).tolist() == [[1], [0]]
+    with pytest.raises(ValueError, match="temperature must be > 0"):
+        charlm.sample_next(logits, 0.0)
+
+
+def test_lr_plan_is_what_training_uses():
+    cfg = tiny_config(steps=12)
+    steps, lrs = charlm.lr_plan(cfg)
+    used = []
+    charlm.train(corpus=CharCorpus("abcdefgh " * 40), sample_chars=0,
+                 on_step=lambda step, loss, lr, model: used.append(lr), **TINY, steps=12)
+    assert steps.tolist() == list(range(1, 13))
+    np.testing.assert_allclose(used, lrs, rtol=1e-12)
