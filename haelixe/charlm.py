@@ -293,10 +293,10 @@ def main(argv=None) -> int:
     overrides = {k: v for k, v in (("batch_size", args.batch_size), ("lr", args.lr))
                  if v is not None}
 
-    from .progress import ProgressBar
+    from .progress import TerminalProgress
 
     total = args.steps or SIZES[args.size].steps
-    with ProgressBar(total) as bar:
+    with TerminalProgress(total) as bar:
         result = train(args.size, args.steps, args.device, args.seed,
                        progress=bar.update, sample_chars=args.sample_chars,
                        temperature=args.temperature, top_k=args.top_k, **overrides)

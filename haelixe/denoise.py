@@ -142,9 +142,9 @@ def main(argv=None) -> int:
     p.add_argument("--json", action="store_true", help="end with one JSON line")
     args = p.parse_args(argv)
 
-    from .progress import ProgressBar
+    from .progress import TerminalProgress
 
-    with ProgressBar(args.epochs * args.steps_per_epoch) as bar:
+    with TerminalProgress(args.epochs * args.steps_per_epoch) as bar:
         result = train(args.task, args.epochs, args.steps_per_epoch, args.device,
                        args.dtype, args.batch_size, args.seed, progress=bar.update,
                        data_path=args.data)

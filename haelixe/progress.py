@@ -6,7 +6,7 @@ from __future__ import annotations
 import sys
 
 
-class ProgressBar:
+class TerminalProgress:
     """``update(step, total, loss)`` advances one step and shows the loss every
     ``every`` steps. A context manager: the bar is closed on exit."""
 
@@ -30,7 +30,7 @@ class ProgressBar:
         if self._bar is not None:
             self._bar.close()
 
-    def __enter__(self) -> ProgressBar:
+    def __enter__(self) -> TerminalProgress:
         return self
 
     def __exit__(self, *exc) -> None:

@@ -91,6 +91,12 @@ def _frequencies(answer, temperature, top_k, fb, seed):
     return call, counts / _ROWS
 
 
+def _follows(freq, p) -> bool:
+    """Frequencies of 4000 draws within 0.035 of ``p`` (over 4 standard errors), and
+    nothing drawn where ``p`` is 0."""
+    return np.abs(freq - p).max() < 0.035 and not ((p == 0) & (freq > 0)).any()
+
+
 def _distribution(temperature, top_k, scale=None):
     z = _LOGITS.astype(np.float64) * (1 / temperature if scale is None else scale)
     if top_k is not None:
@@ -106,12 +112,12 @@ def sampling(answer, fb):
                                      (1.0, 1, 4)):
         call, freq = _frequencies(answer, temperature, top_k, fb, seed)
         want = _distribution(temperature, top_k)
-        outside = (want == 0) & (freq > 0)
-        if not outside.any() and np.abs(freq - want).max() < 0.035:
+        if _follows(freq, want):
             continue
+        outside = (want == 0) & (freq > 0)
 
-        def looks_like(p):
-            return np.abs(freq - p).max() < 0.035 and not ((p == 0) & (freq > 0)).any()
+        def looks_like(p, freq=freq):
+            return _follows(freq, p)
 
         hint = first_hint(
             (top_k is not None and outside.any() and looks_like(_distribution(temperature,
