@@ -16,11 +16,14 @@ import time
 
 class RedrawClock:
     """Decides when a live picture is redrawn; wrap each redraw in ``with
-    clock.timing():`` so its cost is measured. ``now`` is the time source (seconds),
+    clock.timing():`` so its cost is measured. ``max_interval`` defaults to one second
+    (or ``interval``, when that is longer). ``now`` is the time source (seconds),
     replaceable for tests."""
 
-    def __init__(self, interval: float = 0.25, max_interval: float = 1.0,
+    def __init__(self, interval: float = 0.25, max_interval: float | None = None,
                  slow_factor: float = 4.0, now=time.perf_counter):
+        if max_interval is None:  # once a second, unless asked for rarer redraws
+            max_interval = max(1.0, interval)
         if not 0 < interval <= max_interval:
             raise ValueError(f"RedrawClock: need 0 < interval <= max_interval, got "
                              f"interval={interval}, max_interval={max_interval}")

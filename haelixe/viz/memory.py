@@ -273,11 +273,11 @@ def _timeline_panel(series, steps, peak, x, y, w) -> str:
         parts.append(svg.text(x + w - 2, py(peak) - 4, f"peak allocated "
                               f"{svg.fmt_bytes(peak)}", 10, svg.WASTE, anchor="end"))
     shown = [(q, st) for q, st in steps if s0 <= q <= s1]
-    labelled = -1e9  # x of the last step label: labels keep clear of each other
-    for q, st in shown:
+    labelled = math.inf  # x of the last label drawn: newest first, labels keep clear
+    for q, st in reversed(shown):
         parts.append(svg.line(px(q), y + h, px(q), y + h + 4, svg.MUTED))
         label = f"step {st}"
-        if px(q) - labelled > svg.text_width(label, 9.5) + 8:
+        if labelled - px(q) > svg.text_width(label, 9.5) + 8:
             labelled = px(q)
             parts.append(svg.text(px(q), y + h + 14, label, 9.5, svg.MUTED,
                                   anchor="middle", class_="step-label"))

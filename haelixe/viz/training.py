@@ -249,8 +249,9 @@ class TrainingDashboard(LiveWidget):
     # -- recording ---------------------------------------------------------------------
     def update(self, step: int, loss: float, lr: float, model=None) -> None:
         """Record one training step; evaluate on the step interval; redraw when due."""
-        if self._t0 is None:
+        if self._t0 is None:  # the first step shows at once
             self._t0 = self.now()
+            self.clock.restart()
         self.history.record(int(step), float(loss), float(lr))
         if model is not None and (self._model is None or self._model() is not model):
             # Weakly: a dashboard left displayed must not keep a finished model's

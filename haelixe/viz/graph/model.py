@@ -296,7 +296,8 @@ def _group_info(group, by_id, NodeInfo):
 
 def collapse_choices(graph, model=None) -> list:
     """[(label, depth)] for the collapse menu: "none" (depth 0), then each module depth
-    whose folding draws a picture different from every shallower choice's."""
+    that folds the nodes differently from every shallower choice (a module that only
+    wraps one child draws the same boxes at both depths: one entry)."""
     choices = [("none", 0)]
     modules = qualified_modules(graph, model)
     used = {id(n.module) for n in graph.nodes if n.module is not None}
@@ -304,7 +305,7 @@ def collapse_choices(graph, model=None) -> list:
                   default=0)
     seen = {frozenset()}
     for depth in range(1, deepest + 1):
-        folded = frozenset((g.name, len(g.members))
+        folded = frozenset(frozenset(g.members)
                            for g in collapse_graph(graph, depth, model).groups.values())
         if folded not in seen:
             seen.add(folded)
