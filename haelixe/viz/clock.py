@@ -27,10 +27,8 @@ class RedrawClock:
         if not 0 < interval <= max_interval:
             raise ValueError(f"RedrawClock: need 0 < interval <= max_interval, got "
                              f"interval={interval}, max_interval={max_interval}")
-        self.interval = interval
-        self.max_interval = max_interval
-        self.slow_factor = slow_factor
-        self.now = now
+        self.interval, self.max_interval = interval, max_interval
+        self.slow_factor, self.now = slow_factor, now
         self.redraws = 0
         self.last_cost = 0.0
         self.total_cost = 0.0  # seconds spent in all timed redraws

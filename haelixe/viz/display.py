@@ -144,8 +144,10 @@ class Picture:
 
 class LiveWidget:
     """The notebook plumbing every widget shares. A subclass sets ``self.widget`` (the
-    ipywidgets box) and implements :meth:`to_svg` (and, for several pictures,
-    :meth:`static_svgs`) and ``__repr__``.
+    ipywidgets box), ``self.picture`` (a :class:`Picture`) and ``self.clock`` (a
+    :class:`~haelixe.viz.clock.RedrawClock`), and implements :meth:`to_svg` (and, for
+    several pictures, :meth:`static_svgs`) and ``__repr__``; :meth:`_draw` puts the
+    current state on the page (override it to update more than the picture).
 
     Displayed, it sends the widget view together with the static copy; the copy is
     brought up to date by :meth:`sync_static`, which a widget calls when a piece of work
@@ -158,6 +160,19 @@ class LiveWidget:
 
     def to_svg(self) -> str:
         raise NotImplementedError
+
+    def _draw(self) -> None:
+        self.picture.show(self.to_svg())
+
+    def _redraw(self) -> None:
+        """Draw now, timed by the redraw clock (live updates call this when it is due)."""
+        with self.clock.timing():
+            self._draw()
+
+    def _settle(self) -> None:
+        """The work the widget follows has ended: draw, and update the static copy."""
+        self._redraw()
+        self.sync_static()
 
     def static_svgs(self) -> list[str]:
         return [self.to_svg()]

@@ -421,14 +421,9 @@ class MemoryView(LiveWidget):
             tl.resync(self.allocator.stats()["by_tag"])
         return render_memory_svg(self.allocator.stats(), tl)
 
-    def _redraw(self) -> None:
-        with self.clock.timing():
-            self.picture.show(self.to_svg())
-
     def refresh(self) -> None:
         """Redraw now, and bring the saved page's static picture up to date."""
-        self._redraw()
-        self.sync_static()
+        self._settle()
 
     def close(self) -> None:
         """Unsubscribe and close the widgets."""

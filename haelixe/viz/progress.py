@@ -84,11 +84,6 @@ class ProgressBar(LiveWidget):
         return render_progress_svg(self.step, self.total, self.loss, self.elapsed(),
                                    self.label)
 
-    def _redraw(self) -> None:
-        with self.clock.timing():
-            self.picture.show(self.to_svg())
-
     def finish(self) -> None:
         """Draw the end state, on the page and in its static copy."""
-        self._redraw()
-        self.sync_static()
+        self._settle()

@@ -335,10 +335,9 @@ class TrainingDashboard(LiveWidget):
         return (f'<div class="hx-training-status" style="font:12px {svg.SANS};'
                 f'color:{svg.INK};max-width:100%">{svg.esc(text)}{bar}</div>')
 
-    def _redraw(self) -> None:
-        with self.clock.timing():
-            self.picture.show(self.panels())
-            self._status.value = self.status_html()
+    def _draw(self) -> None:
+        self.picture.show(self.panels())
+        self._status.value = self.status_html()
 
     def refresh(self, model=None) -> None:
         """Redraw now (evaluating first when ``model`` is given)."""
@@ -350,5 +349,4 @@ class TrainingDashboard(LiveWidget):
         """After the last step: evaluate there (unless done), redraw, and bring the saved
         page's static picture up to date."""
         self.evaluate(model)
-        self._redraw()
-        self.sync_static()
+        self._settle()

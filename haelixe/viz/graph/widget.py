@@ -110,7 +110,7 @@ class GraphView(LiveWidget):
         self.animating = False
         self.selected = None
         self._ids = {n.id for n in self.graph.nodes}
-        self._clock = RedrawClock(interval)
+        self.clock = RedrawClock(interval)
         self._remove_observer = None
         self._syncing = False
         self._choices = collapse_choices(self.graph, model)
@@ -200,9 +200,11 @@ class GraphView(LiveWidget):
 
     def refresh(self) -> None:
         """Redraw now (live updates wait for the redraw clock; this does not)."""
-        with self._clock.timing():
-            self.picture.show(self.to_svg())
-            self._details.value = self.details_html(self.selected)
+        self._redraw()
+
+    def _draw(self) -> None:
+        self.picture.show(self.to_svg())
+        self._details.value = self.details_html(self.selected)
 
     def _on_direction(self, change) -> None:
         if self._syncing:
@@ -319,7 +321,7 @@ class GraphView(LiveWidget):
             if slowdown > 0:
                 self.refresh()
                 time.sleep(slowdown)
-            elif self._clock.due():
+            elif self.clock.due():
                 self.refresh()
 
         return add_backward_observer(on_event)
@@ -339,8 +341,7 @@ class GraphView(LiveWidget):
         finally:
             remove()
             self.animating = False
-            self.refresh()
-            self.sync_static()
+            self._settle()
 
     def close(self) -> None:
         """Stop a ``live=True`` view and close its widgets."""
