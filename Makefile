@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: venv lab test denoise bench lint clean
+.PHONY: venv lab test test-browser labs-execute denoise bench lint clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -22,6 +22,15 @@ lab: $(STAMP)
 test: $(STAMP)
 	$(PY) -m ruff check haelixe tests benchmarks
 	$(PY) -m pytest -q tests labs --nbval-lax --nbval-sanitize-with labs/sanitize.cfg -p no:cacheprovider
+
+# The labs in headless Chromium at 1280x800 (screenshots of every widget in build/screenshots).
+test-browser: $(STAMP)
+	$(PY) -m pytest -q tests/test_lab_browser.py -p no:cacheprovider
+
+# Run every lab and save it with its outputs (static widget pictures included) and without
+# volatile metadata, so it shows its pictures before it runs. Pass NB=labs/NN_x.ipynb for one.
+labs-execute: $(STAMP)
+	PYTHONPATH=$(CURDIR) $(PY) labs/execute.py $(NB)
 
 # Train the denoiser headless (pass ARGS="--task seed --device gpu ..." to change it).
 denoise: $(STAMP)

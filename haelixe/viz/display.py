@@ -21,10 +21,14 @@ import re
 
 from . import svg
 
-__all__ = ["ZOOMS", "framed", "static_html", "Picture", "LiveWidget", "flex_row"]
+__all__ = ["ZOOMS", "framed", "static_html", "Picture", "LiveWidget", "flex_row",
+           "TOGGLE_LOOK"]
 
 #: the zoom buttons: (label, factor); 0 is "fit the output area"
 ZOOMS = (("fit", 0.0), ("100%", 1.0), ("200%", 2.0))
+
+#: toggle buttons as wide as their labels (which say what they do: no description)
+TOGGLE_LOOK = {"style": {"button_width": "auto"}, "layout": {"width": "auto"}}
 
 _ROOT = re.compile(r"^(<svg\b[^>]*?)\swidth=\"([\d.]+)\"\sheight=\"([\d.]+)\"")
 
@@ -125,10 +129,11 @@ class Picture:
         self.svg = ""
         self.html = w.HTML(layout=w.Layout(width="100%"))
         self.html.add_class("hx-picture")
-        self.zoom = w.ToggleButtons(options=list(ZOOMS), value=0.0, description="zoom",
-                                    tooltip="fit the picture to the page, or enlarge it "
-                                            "(then scroll the frame to move around)",
-                                    style={"button_width": "52px"})
+        self.zoom = w.ToggleButtons(options=list(ZOOMS), value=0.0,
+                                    tooltips=["fit the picture to the page",
+                                              "natural size: scroll the frame to move",
+                                              "twice the size: scroll the frame to move"],
+                                    **TOGGLE_LOOK)
         self.zoom.observe(lambda _change: self._render(), names="value")
         self.controls = [self.zoom] if zoom_buttons else []
 

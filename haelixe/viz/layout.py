@@ -320,7 +320,7 @@ class LayoutView(LiveWidget):
         self.selected = None
         self._callbacks = []
         self.picture = Picture()
-        self._sliders_box = w.VBox()
+        self._sliders_box = w.VBox(layout=w.Layout(flex="1 1 320px", max_width="440px"))
         self._shape_in = w.Text(description="shape", layout=w.Layout(width="190px"))
         self._strides_in = w.Text(description="strides", layout=w.Layout(width="190px"))
         self._offset_in = w.Text(description="offset", layout=w.Layout(width="130px"))
@@ -366,7 +366,7 @@ class LayoutView(LiveWidget):
         for d, n in enumerate(tensor.shape):
             s = w.IntSlider(value=0, min=0, max=max(n - 1, 0), description=f"index {d}",
                             disabled=n <= 1, continuous_update=True,
-                            layout=w.Layout(width="100%", max_width="360px"))
+                            layout=w.Layout(width="100%"))
             s.observe(self._on_slider, names="value")
             sliders.append(s)
         self._sliders = sliders

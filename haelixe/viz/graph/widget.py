@@ -14,7 +14,7 @@ from contextlib import contextmanager
 
 from .. import svg
 from ..clock import RedrawClock
-from ..display import LiveWidget, Picture, flex_row
+from ..display import TOGGLE_LOOK, LiveWidget, Picture, flex_row
 from .drawing import cap_hint, render_graph_svg
 from .model import (
     collapse_choices,
@@ -119,8 +119,11 @@ class GraphView(LiveWidget):
         self.picture = Picture()
         self._direction = w.ToggleButtons(options=[("left → right", "LR"),
                                                    ("top → bottom", "TB")],
-                                          value=self.direction, description="layout",
-                                          style={"button_width": "100px"})
+                                          value=self.direction,
+                                          tooltips=["inputs at the left, the output at "
+                                                    "the right", "inputs at the top, the "
+                                                    "output at the bottom"],
+                                          **TOGGLE_LOOK)
         self._collapse = w.Dropdown(options=self._collapse_options(), value=self.collapse,
                                     description="collapse", layout=w.Layout(width="190px"))
         if len(self._choices) < 2:  # no module in the graph: nothing to collapse
