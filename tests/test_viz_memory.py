@@ -176,3 +176,26 @@ def test_repr_and_static_picture():
     assert 'viewBox="0 0 ' in view.picture.svg and "width:100%" in view.picture.html.value
     view.close()
     del keep
+
+
+@pytest.mark.gpu
+def test_gpu_view_opens_before_the_first_gpu_tensor():
+    """MemoryView("gpu") reads the allocator through haelixe.memory alone, which starts
+    the GPU backend when nothing has yet (a fresh interpreter)."""
+    import subprocess
+    import sys
+
+    code = ("import sys, haelixe as hx\n"
+            "from haelixe.backends.wgpu.context import GpuUnavailableError\n"
+            "assert 'haelixe.backends.wgpu.backend' not in sys.modules\n"
+            "try:\n    view = hx.viz.MemoryView('gpu')\n"
+            "except GpuUnavailableError as e:\n    print('no adapter', e); sys.exit(0)\n"
+            "x = hx.zeros(1000, 1000, device='gpu')\n"
+            "view.refresh()\n"
+            "print(view.stats()['device'], view.stats()['allocated_bytes'] >= 4_000_000)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    if out.stdout.startswith("no adapter"):
+        pytest.skip(out.stdout.strip())
+    assert out.stdout.split() == ["gpu", "True"], out.stdout
