@@ -6,11 +6,11 @@ import math
 
 from . import dtypes as gd
 from .array import GpuArray
+from .expr import trace
 from .geometry import broadcast_shapes, broadcast_strides, meta_block
 from .shaders import kernel
 
 TILE = 128
-_ACTIVATION = {None: None, "gelu": "gelu_erf", "gelu_tanh": "gelu_tanh"}
 # the first column of workgroups writes the row sums of A, one invocation per 8 rows
 _ROWSUM_STORE = """if (wid.x == 0u && tx == 0) {
         let M = metadata[0];
@@ -27,7 +27,8 @@ def _batch_view(x: GpuArray) -> GpuArray:
 
 def matmul(be, a, b, bias=None, activation=None, want_pre=False, want_row_sums=False):
     """numpy.matmul of ``a`` and ``b`` (any strides), plus ``bias`` along the last output
-    dim and ``activation`` ("gelu" / "gelu_tanh") when given. Returns C, or (C, pre) when
+    dim and ``activation`` (an Activation: its forward kernel is traced into the
+    epilogue) when given. Returns C, or (C, pre) when
     ``want_pre`` (pre = the output before the activation), or (C, sums) when
     ``want_row_sums`` (sums = a summed over its last dim, shape batch + (M,), computed by
     the same dispatch)."""
@@ -79,8 +80,8 @@ def matmul(be, a, b, bias=None, activation=None, want_pre=False, want_row_sums=F
             bindings.append(("pre", kind, "write"))
             buffers.append(pre.buffer)
             epilogue += " store_pre(ci, p);"
-        act = _ACTIVATION[activation]
-        epilogue += f" store_c(ci, {act}(p));" if act else " store_c(ci, p);"
+        act = "p" if activation is None else _epilogue(activation)
+        epilogue += f" store_c(ci, {act});"
         rowsum = {"ROWSUM_ACC": "", "ROWSUM_STORE": ""}
         if sums is not None:
             bindings.append(("rowsum", kind, "write"))
@@ -100,3 +101,11 @@ def matmul(be, a, b, bias=None, activation=None, want_pre=False, want_row_sums=F
     if want_row_sums:
         return out, sums
     return (out, pre) if want_pre else out
+
+
+def _epilogue(activation) -> str:
+    """The activation's forward kernel as WGSL over the f32 value ``p``."""
+    if activation.forward.wgsl_lib:
+        raise ValueError(f"matmul: the activation {activation.name} needs WGSL helpers "
+                         f"of its own, which the fused epilogue cannot include")
+    return trace(activation.forward, ("f32",), "f32", names=["p"])
