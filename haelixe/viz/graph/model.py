@@ -45,7 +45,7 @@ def is_cast(info) -> bool:
 # -- names from the user's variables -----------------------------------------------------
 
 def _is_tensor(value) -> bool:
-    from ... import Tensor
+    from ...tensor import Tensor
 
     return isinstance(value, Tensor)
 
