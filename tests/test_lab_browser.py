@@ -7,9 +7,10 @@ For every lab notebook (each in a copy, so nothing is written into the repositor
 - opened before running: no output shows a widget's raw text (``VBox(...``); every cell
   that will hold a widget shows its static picture; saving the notebook then leaves the
   file byte for byte as it was (no volatile metadata);
-- then all cells run: no error output; every widget picture fits the output area's
-  width (or sits in a frame that scrolls, at zoom), with the essential parts (the graph's
-  output node, the storage strip, the editor) within reach; every select shows a value;
+- then all cells run: no error output; the live widget replaces the static picture;
+  every widget picture fits the output area's width (or sits in a frame that scrolls,
+  at zoom), with the essential parts (the graph's output node, the storage strip, the
+  editor) within reach; every select shows a value;
   the training dashboard redraws at least once per second of training;
 - a screenshot of every widget goes to build/screenshots/.
 
@@ -312,6 +313,9 @@ def test_lab_in_chromium(name, jupyterlab, lab_copy, browser):
         if missing := sorted(live - statics):
             problems.append(f"cells {missing} hold widgets but showed no static picture "
                             f"before running (save the notebook with labs/execute.py)")
+        if still := sorted(c["index"] for c in after if c["live"] and c["statics"]):
+            problems.append(f"cells {still} show the static picture beside the live "
+                            f"widget: JupyterLab should prefer the widget view")
 
         areas = page.query_selector_all(".jp-OutputArea-output:has(.jupyter-widgets "
                                         ".hx-frame)")

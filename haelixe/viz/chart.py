@@ -14,7 +14,8 @@ import numpy as np
 
 from . import svg
 
-__all__ = ["Axes", "nice_ticks", "log_ticks", "fmt_tick", "thin"]
+__all__ = ["Axes", "nice_ticks", "log_ticks", "fmt_tick", "thin", "line_swatch",
+           "dot_swatch"]
 
 _TICK = 9.5  # tick label font size
 _MAX_POINTS = 600  # points drawn per series (a panel is narrower than that)
@@ -62,6 +63,22 @@ def thin(x, y, limit: int = _MAX_POINTS):
         return x, y
     idx = np.r_[np.arange(0, len(x) - 1, k), len(x) - 1]
     return x[idx], y[idx]
+
+
+def line_swatch(color, dash=None, width=1.8):
+    """A legend swatch drawn as the line it names (dashed when ``dash``)."""
+    def draw(x, y, size):
+        return svg.line(x, y + size / 2, x + size, y + size / 2, color, width,
+                        stroke_dasharray=dash)
+    return draw
+
+
+def dot_swatch(color):
+    """A legend swatch drawn as the dots it names."""
+    def draw(x, y, size):
+        return "".join(f'<circle cx="{svg.num(x + dx)}" cy="{svg.num(y + size / 2)}" '
+                       f'r="2.2" fill="{color}"/>' for dx in (2, size - 2))
+    return draw
 
 
 class Axes:

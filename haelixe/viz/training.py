@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import svg
-from .chart import Axes
+from .chart import Axes, dot_swatch, line_swatch
 from .clock import RedrawClock
 from .display import LiveWidget, Picture
 
@@ -83,10 +83,11 @@ def _loss_panel(h) -> str:
     lo, hi = (min(vals) / 1.3, max(vals) * 1.3) if vals else (1e-3, 1.0)
     ax = Axes(LOSS_W, PANEL_H, (0, _xmax(h)), (lo, hi), log=True, title=h.loss_label,
               xlabel="step")
-    legend = [("train", svg.SERIES_RAW, None), ("smoothed", svg.SERIES_TARGET, None),
-              ("held-out", svg.SERIES_PREDICTION, None)]
+    legend = [("train", line_swatch(svg.SERIES_RAW, width=1)),
+              ("smoothed", line_swatch(svg.SERIES_TARGET)),
+              ("held-out", line_swatch(svg.SERIES_PREDICTION, width=1.6))]
     if h.baseline is not None:
-        legend.append((h.baseline_label, svg.WHITE, svg.MUTED))
+        legend.append((h.baseline_label, line_swatch(svg.MUTED, "4 3", 1)))
     parts = [ax.frame(legend)]
     if h.steps:
         parts.append(ax.line(h.steps, h.loss, svg.SERIES_RAW, 0.9, cls="train"))
@@ -109,9 +110,9 @@ def _lr_panel(h) -> str:
     lrs = list(h.lr) + (list(plan[1]) if plan is not None else [])
     ax = Axes(LR_W, PANEL_H, (0, _xmax(h)), (0, max(lrs, default=1e-3) * 1.1 or 1),
               title="learning rate", xlabel="step")
-    legend = [("used", svg.SERIES_TARGET, None)]
+    legend = [("used", line_swatch(svg.SERIES_TARGET))]
     if plan is not None:
-        legend.append(("planned", svg.WHITE, svg.FAINT))
+        legend.append(("planned", line_swatch(svg.FAINT, "4 3", 1.2)))
     parts = [ax.frame(legend)]
     if plan is not None:
         parts.append(ax.line(plan[0], plan[1], svg.FAINT, 1.2, dash="4 3", cls="plan"))
@@ -134,8 +135,9 @@ def _sample_panel(h) -> str:
     n = max(len(a) for a in series) if series else 1
     ax = Axes(SAMPLE_W, PANEL_H, (0, n - 1), (vals.min() - pad, vals.max() + pad),
               title=f"{s.get('title', 'sample')} (step {s['step']})", xlabel="position")
-    legend = [(labels[0], svg.SERIES_INPUT, None), (labels[1], svg.SERIES_TARGET, None),
-              (labels[2], svg.SERIES_PREDICTION, None)]
+    legend = [(labels[0], dot_swatch(svg.SERIES_INPUT)),
+              (labels[1], line_swatch(svg.SERIES_TARGET, width=2)),
+              (labels[2], line_swatch(svg.SERIES_PREDICTION, "6 4", 2))]
     parts = [ax.frame(legend)]
     if s.get("input") is not None:
         a = np.asarray(s["input"], dtype=np.float64).reshape(-1)
