@@ -182,15 +182,20 @@ class GraphView(LiveWidget):
     # -- display -----------------------------------------------------------------------
     def __repr__(self) -> str:
         nodes = self.graph.nodes
+        if not nodes:
+            return ("GraphView: no autograd graph (the tensor does not require grad; make "
+                    "a leaf with requires_grad=True).")
         kinds = {}
         for n in nodes:
             kinds[n.kind] = kinds.get(n.kind, 0) + 1
-        outputs = [node_label(n, self.names) for n in nodes if n.kind == "output"]
+        fed = {s for s, _ in self.graph.edges}
+        ends = [node_label(n, self.names) for n in nodes if n.id not in fed]
         parts = ", ".join(f"{k} {kinds[k]}" for k in ("leaf", "parameter", "op", "output")
                           if kinds.get(k))
         saved = sum(n.saved_bytes for n in nodes)
-        return (f"GraphView of {', '.join(outputs) or 'no graph'}: {len(nodes)} nodes "
-                f"({parts}), {len(self.graph.edges)} edges, saved for backward "
+        return (f"GraphView of {', '.join(ends)}: {len(nodes)} "
+                f"node{'s' if len(nodes) != 1 else ''} ({parts}), {len(self.graph.edges)} "
+                f"edge{'s' if len(self.graph.edges) != 1 else ''}, saved for backward "
                 f"{svg.fmt_bytes(saved)}. Display it in a notebook for the picture, or "
                 f"write it with .save_svg('graph.svg').")
 
