@@ -28,6 +28,8 @@ def erf(x: np.ndarray) -> np.ndarray:
     digit; elsewhere Abramowitz & Stegun 7.1.26 (absolute error < 1.5e-7, about float32
     resolution), evaluated in place to keep temporaries few."""
     x = np.asarray(x)
+    if x.ndim == 0:
+        return erf(x.reshape(1)).reshape(())
     if x.dtype == np.float64:
         return _exact_erf(x).astype(np.float64)
     a = np.abs(x)
@@ -160,7 +162,7 @@ class CPUBackend(Backend):
 
     def map_into(self, kernel, dst, inputs):
         f = kernel.compiled.get("cpu") or _compile(kernel)
-        if kernel.cpu is not None and dst.dtype not in _LOW:  # a ufunc writes in place
+        if isinstance(kernel.cpu, np.ufunc) and dst.dtype not in _LOW:  # writes in place
             f(dst, *inputs, out=dst, casting="unsafe")
         else:
             np.copyto(dst, f(dst, *inputs), casting="unsafe")

@@ -151,6 +151,9 @@ def where(condition, input, other):  # noqa: A002 (PyTorch's argument names)
     return WHERE.function_class.apply(condition, vals[0], vals[1])
 
 
+WHERE.apply = where  # the condition stays bool: not the registry's promoting front
+
+
 def _as_tensor(value, ref, dtype=None):
     from ..creation import tensor
 

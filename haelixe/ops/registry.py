@@ -31,7 +31,7 @@ from .. import layout
 from ..autograd.function import SINK, Function
 from ..autograd.mode import STATE
 from ..backends.base import Kernel
-from ..dtype import ALL, bool_, can_cast, default_float, promote_types, result_type
+from ..dtype import ALL, bool_, can_cast, default_float, int64, promote_types, result_type
 from ..tensor import Tensor
 
 #: every declared op: name -> its declaration (an Elementwise, or an OpInfo for others)
@@ -87,6 +87,8 @@ def _compute_dtype(rule: str, dt, op: str):
     as PyTorch); integral: ints and bools only (bitwise ops)."""
     if rule in ("promote", "compare"):
         return dt
+    if rule == "bool_to_int":  # x * x of a bool is an int, as PyTorch's square
+        return int64 if dt is bool_ else dt
     if rule == "float":
         return dt if dt.is_floating_point else default_float
     if rule == "float_only":
@@ -116,8 +118,9 @@ class Elementwise:
 
     def __init__(self, name, fn, grad=None, *, dtypes="promote", cpu=None, wgsl_lib="",
                  params=None, bool_ok=True, method=True, function=True, inplace=True,
-                 dunders=(), label=None, dtype_from=0):
+                 dunders=(), label=None, dtype_from=0, bool_operands=True):
         self.name = name
+        self.bool_operands = bool_operands  # False: no bool tensor operand at all (sub)
         self.dtype_from = dtype_from  # the input whose dtype the op computes in
         sig = list(inspect.signature(fn).parameters)[1:]
         self.params = dict(params or {})
@@ -344,6 +347,9 @@ def _prepare(decl, xs):
                         f"{', '.join(type(x).__name__ for x in xs)}")
     ops = [_as_operand(name, x, ref) for x in xs]
     tensors = [o for o in ops if isinstance(o, Tensor)]
+    if not decl.bool_operands and any(t.dtype is bool_ for t in tensors):
+        raise TypeError(f"{name}: not supported with a bool tensor operand (as in PyTorch); "
+                        f"to invert a mask use ~ or logical_not()")
     device = _common_device(name, tensors)
     rt = result_type(*((t.dtype, t.ndim == 0) if isinstance(t, Tensor) else _as_python(t)
                        for t in ops))
