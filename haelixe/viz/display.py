@@ -33,19 +33,23 @@ TOGGLE_LOOK = {"style": {"button_width": "auto"}, "layout": {"width": "auto"}}
 _ROOT = re.compile(r"^(<svg\b[^>]*?)\swidth=\"([\d.]+)\"\sheight=\"([\d.]+)\"")
 
 
-def natural_size(svg_text: str) -> tuple[float, float]:
-    """The (width, height) in pixels written on an SVG's root."""
+def _root(svg_text: str):
     m = _ROOT.match(svg_text)
     if m is None:
-        raise ValueError("expected an SVG whose root starts with width= and height=")
+        raise ValueError(f"expected an SVG document whose root gives width= and height= "
+                         f"(as viz.svg.document writes), got {svg_text[:60]!r}")
+    return m
+
+
+def natural_size(svg_text: str) -> tuple[float, float]:
+    """The (width, height) in pixels written on an SVG's root."""
+    m = _root(svg_text)
     return float(m.group(2)), float(m.group(3))
 
 
 def _styled(svg_text: str, style: str) -> str:
-    m = _ROOT.match(svg_text)
-    if m is None:
-        raise ValueError("expected an SVG whose root starts with width= and height=")
-    return svg_text[:m.end()] + f' style="{style}"' + svg_text[m.end():]
+    end = _root(svg_text).end()
+    return svg_text[:end] + f' style="{style}"' + svg_text[end:]
 
 
 def _picture_style(width: float, zoom: float) -> str:
@@ -82,12 +86,12 @@ def _img(svg_text: str, basis: float | None) -> str:
     data = base64.b64encode(svg_text.encode("utf-8")).decode("ascii")
     grow = (f"flex:1 1 {svg.num(basis)}px;min-width:0;" if basis else "")
     return (f'<div style="{grow}max-width:100%"><img class="hx-static-picture" '
-            f'alt="{svg.esc(svg_root_class(svg_text))}" width="{svg.num(width)}" '
+            f'alt="{svg.esc(_root_class(svg_text))}" width="{svg.num(width)}" '
             f'height="{svg.num(height)}" style="max-width:100%;height:auto" '
             f'src="data:image/svg+xml;base64,{data}"/></div>')
 
 
-def svg_root_class(svg_text: str) -> str:
+def _root_class(svg_text: str) -> str:
     m = re.search(r'class="([^"]*)"', svg_text[:400])
     return m.group(1) if m else "picture"
 
