@@ -229,3 +229,13 @@ def test_progress_bar_moves_on_the_clock_and_ends_full():
     done = next(r for r in root.iter(f"{NS}rect") if r.get("class") == "hx-progress-done")
     assert float(done.get("width")) == pytest.approx(560 - 24)
     assert repr(bar) == "ProgressBar: training step 100/100."
+
+
+def test_progress_bar_follows_the_denoiser_training_loop():
+    from haelixe.denoise import train
+
+    bar = ProgressBar()
+    train(epochs=2, steps_per_epoch=5, progress=bar)
+    root = ET.fromstring(bar.picture.svg)
+    assert (root.get("data-step"), root.get("data-total")) == ("10", "10")
+    assert bar.loss is not None and "step 10/10 · loss" in bar.to_svg()
