@@ -49,7 +49,7 @@ from .dtype import (
     int64,
     promote_types,
 )
-from .ops import convert, elementwise, fused, indexing, inplace, linalg, reduce, views  # noqa: E402,F401
+from .ops import convert, elementwise, fused, indexing, inplace, linalg, ordering, reduce, views  # noqa: E402,F401
 from .ops.registry import FUNCTIONS as _FUNCTIONS  # noqa: E402
 from .random import manual_seed
 from .tensor import Tensor
@@ -78,7 +78,11 @@ def __getattr__(name):
         return getattr(importlib.import_module(".memory", __name__), name)
     if name in ("save", "load"):
         return getattr(importlib.import_module(".serialization", __name__), name)
-    raise AttributeError(f"module 'haelixe' has no attribute {name!r}")
+    from .closest import missing_attribute
+
+    raise missing_attribute("haelixe", name, globals(), {
+        "cuda": "hx.Device.gpu() (the GPU is the device 'gpu')",
+        "compile": "nothing yet: Haelixe runs eagerly"})
 
 
 def allclose(a, b, rtol=1e-5, atol=1e-8):

@@ -14,14 +14,14 @@ ROOT = Path(__file__).resolve().parents[1] / "haelixe"
 #: lowest first; a module may import its own layer and the layers below it
 LAYERS = [
     ("foundations", ["dtype", "device", "layout", "storage", "atomic", "fileio", "random",
-                     "memory"]),
+                     "memory", "closest"]),
     ("backends", ["backends"]),
     ("tensor", ["tensor"]),
     ("creation", ["creation"]),
     ("autograd", ["autograd"]),
     ("amp", ["amp"]),
     ("ops", ["ops"]),
-    ("library", ["nn", "optim", "data", "serialization", "closest"]),
+    ("library", ["nn", "optim", "data", "serialization"]),
     ("widgets", ["viz"]),
     ("apps", ["denoise", "charlm", "exercises", "__main__"]),
 ]

@@ -159,3 +159,14 @@ def test_float_edge_cases_are_silent_like_pytorch():
     r = subprocess.run([sys.executable, "-W", "error::RuntimeWarning", "-c", code],
                        capture_output=True, text=True)
     assert r.returncode == 0 and not r.stderr, r.stderr
+
+
+def test_missing_names_point_at_the_closest_thing():
+    x = hx.zeros(2)
+    with pytest.raises(AttributeError, match=r"hx.Tensor has no sofmax; the closest is "
+                                             r"hx.Tensor.softmax"):
+        _ = x.sofmax
+    with pytest.raises(AttributeError, match=r"the closest is hx.Tensor.gpu\(\)"):
+        x.cuda()
+    with pytest.raises(AttributeError, match=r"hx has no sofmax; the closest is hx.softmax"):
+        _ = hx.sofmax

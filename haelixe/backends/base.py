@@ -201,6 +201,48 @@ class Backend:
         """Zeros of ``shape`` with ``values`` added at ``[key]``, repeats accumulating."""
         raise NotImplementedError
 
+    # -- composed: ordering, scans, scatter --------------------------------------------
+    def sort(self, x, axis, descending, stable):
+        """(values, int64 indices) sorted along ``axis``. The default sorts on the host
+        (a read-back and an upload): correct everywhere, fast nowhere special."""
+        host = self.to_numpy(x)
+        key = -host if descending and host.dtype != np.bool_ else host
+        if descending and host.dtype == np.bool_:
+            key = ~host
+        idx = np.argsort(key, axis=axis, kind="stable" if stable or descending else None)
+        return (self.from_numpy(np.take_along_axis(host, idx, axis)),
+                self.from_numpy(idx.astype(np.int64)))
+
+    def cumsum(self, x, axis):
+        """Inclusive prefix sums along ``axis``: log2(n) passes of shifted adds."""
+        out = self.copy(x)
+        n, shift = x.shape[axis], 1
+        while shift < n:
+            head = self.copy(self.narrow(out, axis, 0, n - shift))
+            tail = self.narrow(out, axis, shift, n - shift)
+            self.map_into(K_ADD, tail, [head])
+            shift *= 2
+        return out
+
+    def scatter(self, x, axis, index, src):
+        """A copy of ``x`` with ``src`` written at ``index`` along ``axis`` (where an
+        index repeats, this default adds the values; PyTorch leaves it unspecified)."""
+        if np.ndim(src) == 0 and not hasattr(src, "offset"):  # a host scalar
+            src = self.full(index.shape, src, x.dtype)
+        hit = self.scatter_add(x.shape, axis, index, self.full(index.shape, 1, x.dtype))
+        put = self.scatter_add(x.shape, axis, index, src)
+        return self.map(_K_SCATTER, [hit, put, x], x.dtype)
+
+    def multinomial(self, probs, num_samples, replacement, rng):
+        """int64 samples of category indices, one row per row of ``probs`` (2-D),
+        drawn on the host with ``rng`` (a numpy Generator)."""
+        p = self.to_numpy(probs).astype(np.float64)
+        out = np.empty((p.shape[0], num_samples), np.int64)
+        for r in range(p.shape[0]):
+            out[r] = rng.choice(p.shape[1], num_samples, replace=replacement,
+                                p=p[r] / p[r].sum())
+        return self.from_numpy(out)
+
     # -- conveniences for custom Functions: one map each ---------------------------------
     def add(self, a, b):
         return self.map(K_ADD, [a, b], _dtype_of(a, b))
@@ -390,6 +432,7 @@ K_ADD = Kernel("add", lambda m, a, b: a + b, 2)
 _K_NEG = Kernel("neg", lambda m, x: -x, 1)
 _K_NOT = Kernel("not", lambda m, x: x == 0, 1)
 _K_EXP = Kernel("exp", lambda m, x: m.exp(x), 1)
+_K_SCATTER = Kernel("scatter_pick", lambda m, hit, put, x: m.where(hit > 0, put, x), 3)
 
 
 def _dtype_of(a, b):

@@ -254,6 +254,24 @@ class CPUBackend(Backend):
         shifted -= np.log(np.exp(shifted).sum(axis=axis, keepdims=True))
         return shifted
 
+    # -- ordering, scans, scatter ----------------------------------------------------------
+    def sort(self, x, axis, descending, stable):
+        key = (~x if x.dtype == np.bool_ else -x) if descending else x
+        idx = np.argsort(key, axis=axis, kind="stable" if stable or descending else None)
+        return np.take_along_axis(x, idx, axis), idx
+
+    def cumsum(self, x, axis):
+        if x.dtype in _LOW:
+            return np.cumsum(x, axis=axis, dtype=np.float32).astype(x.dtype)
+        return np.cumsum(x, axis=axis, dtype=x.dtype)
+
+    def scatter(self, x, axis, index, src):
+        out = np.array(x, copy=True)
+        x_view = out[tuple(slice(0, n) if d != axis else slice(None)
+                           for d, n in enumerate(index.shape))]
+        np.put_along_axis(x_view, index, np.broadcast_to(src, index.shape), axis)
+        return out
+
     # -- indexing ------------------------------------------------------------------------
     def gather(self, x, axis, index):
         # torch.gather reads only index.shape of x along the other dims (numpy would

@@ -225,6 +225,110 @@ def gather(x, dim, index):
     return Gather.apply(x, dim, index)
 
 
+# -- scatter, index_select, index_add, tril / triu ----------------------------------------
+
+def _check_index(op, x, dim, index):
+    if not isinstance(index, Tensor) or index.dtype.is_floating_point or index.dtype is bool_:
+        raise TypeError(f"{op}: index must be an integer tensor, got "
+                        f"{getattr(index, 'dtype', type(index).__name__)}")
+    if index.device is not x.device:
+        raise RuntimeError(f"{op}: index on {index.device.type}, input on {x.device.type}; "
+                           f"move the index with .to(...)")
+    n = x.shape[dim] if x.ndim else 1
+    if index.numel():
+        lo, hi = int(index.min()), int(index.max())
+        if lo < -n or hi >= n:
+            raise IndexError(f"{op}: index {hi if hi >= n else lo} is out of bounds for dim "
+                             f"{dim} of size {n} (input shape {x.shape})")
+
+
+class Scatter(Function):
+    """A copy of x with src written at index along dim; x's gradient is zero where it
+    was overwritten, src's is gathered back."""
+
+    @staticmethod
+    def forward(ctx, x, dim, index, src):
+        ctx.dim = dim
+        ctx.save_for_backward(index)
+        raw_src = src._data if isinstance(src, Tensor) else x.dtype.np.type(src)
+        return x._be.scatter(x._data, dim, index._data, raw_src)
+
+    @staticmethod
+    def backward(ctx, g):
+        (index,) = ctx.saved_tensors
+        keep = Scatter.apply(g.detach() * 0.0 + 1.0, ctx.dim, index, 0.0)
+        gsrc = g.gather(ctx.dim, index) if ctx.next[3] is not None else None
+        return g * keep, None, None, gsrc
+
+
+@tensor_method(function=True)
+def scatter(x, dim, index, src=None, value=None):
+    """``out[index[i][j]][j] = src[i][j]`` (dim 0); ``src`` may be a number (``value``)."""
+    src = value if src is None else src
+    d = layout.normalize_dim(dim, x.ndim, "scatter")
+    _check_index("scatter", x, d, index)
+    if isinstance(src, Tensor):
+        src = cast(src, x.dtype)
+        src = src[tuple(slice(0, n) for n in index.shape)]
+    return Scatter.apply(x, d, index, src)
+
+
+@tensor_method(function=True)
+def scatter_add(x, dim, index, src):
+    """``out = x``, then ``out[index[i][j]][j] += src[i][j]`` (dim 0); repeats add up."""
+    d = layout.normalize_dim(dim, x.ndim, "scatter_add")
+    _check_index("scatter_add", x, d, index)
+    src = cast(src, x.dtype)[tuple(slice(0, n) for n in index.shape)]
+    return x + ScatterAdd.apply(src, x.shape, d, index)
+
+
+@tensor_method(function=True)
+def index_select(x, dim, index):
+    """The entries of ``index`` (1-D) along ``dim``: a copy; the gradient adds back."""
+    d = layout.normalize_dim(dim, x.ndim, "index_select")
+    if index.ndim > 1:
+        raise IndexError(f"index_select: index must be 0-D or 1-D, got shape {index.shape}")
+    _check_index("index_select", x, d, index)
+    return x[(slice(None),) * d + (index.reshape(-1),)]
+
+
+@tensor_method(name="index_add_")
+def index_add_(x, dim, index, source, alpha=1):
+    """In place: ``x[..., index[i], ...] += alpha * source[..., i, ...]`` along ``dim``,
+    repeated indices accumulating."""
+    d = layout.normalize_dim(dim, x.ndim, "index_add_")
+    _check_index("index_add_", x, d, index)
+    key = _raw_key(x, (slice(None),) * d + (index.reshape(-1),))
+    src = cast(source, x.dtype) * alpha if alpha != 1 else cast(source, x.dtype)
+    return x.add_(IndexAdd.apply(src, x.shape, key))
+
+
+@tensor_method(function=True)
+def index_add(x, dim, index, source, alpha=1):
+    return index_add_(x.clone(), dim, index, source, alpha)
+
+
+def _triangle(op, x, diagonal, lower):
+    if x.ndim < 2:
+        raise RuntimeError(f"{op}: input needs at least 2 dims, got shape {x.shape}")
+    from ..creation import tensor
+
+    n, m = x.shape[-2:]
+    keep = np.tril(np.ones((n, m), bool), diagonal) if lower else \
+        np.triu(np.ones((n, m), bool), diagonal)
+    return where(tensor(keep, device=x.device), x, 0)
+
+
+@tensor_method(function=True)
+def tril(x, diagonal=0):
+    return _triangle("tril", x, diagonal, True)
+
+
+@tensor_method(function=True)
+def triu(x, diagonal=0):
+    return _triangle("triu", x, diagonal, False)
+
+
 # -- cat / stack ---------------------------------------------------------------------------
 
 class Cat(Function):
@@ -289,7 +393,9 @@ def stack(tensors, dim=0):
 
 
 # -- the Tensor methods -----------------------------------------------------------------------
-for _name, _arity in (("getitem", 1), ("gather", 1), ("cat", 2), ("stack", 2)):
+for _name, _arity in (("getitem", 1), ("gather", 1), ("cat", 2), ("stack", 2),
+                      ("scatter", 2), ("scatter_add", 2), ("index_select", 1),
+                      ("index_add", 2), ("tril", 1), ("triu", 1)):
     declare(_name, arity=_arity, dtypes="any")
 Tensor.__getitem__ = getitem
 Tensor.__setitem__ = setitem
