@@ -63,6 +63,8 @@ double = float64
 long = int64
 int = int32  # noqa: A001
 
+device = Device  # hx.device("cpu"), as torch.device
+
 __version__ = "0.1.0"
 
 

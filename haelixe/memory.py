@@ -632,8 +632,17 @@ def get_allocator(device="cpu") -> Allocator:
 
 
 def memory_stats(device="cpu") -> dict:
-    """``get_allocator(device).stats()``."""
-    return get_allocator(device).stats()
+    """``get_allocator(device).stats()``, and whether tensors of the device allocate
+    through it (``tensors_use_allocator``). On the CPU they do not: each CPU tensor owns
+    numpy memory (a Python-level pool on every op costs more than it saves), so the CPU
+    counters cover only memory taken with ``get_allocator("cpu").allocate(...)``."""
+    stats = get_allocator(device).stats()
+    on_cpu = _device_type(device) == "cpu"
+    stats["tensors_use_allocator"] = not on_cpu
+    if on_cpu:
+        stats["note"] = ("CPU tensors are allocated by numpy, not by this allocator; these "
+                         "counters cover only get_allocator('cpu').allocate(...)")
+    return stats
 
 
 def empty_cache(device="cpu") -> int:

@@ -15,9 +15,10 @@ For every lab notebook (each in a copy, so nothing is written into the repositor
 - a screenshot of every widget goes to build/screenshots/.
 
 Run it alone with ``python -m pytest -q tests/test_lab_browser.py -p no:cacheprovider``.
-``HAELIXE_LABS_DIR`` points it at another directory of lab notebooks (for example the
-output of ``python labs/execute.py --out DIR``). CI installs chromium (.ci/run); where it
-is absent the browser tests are skipped with the reason.
+``HAELIXE_LABS_DIR`` points it at another directory of lab notebooks. The labs are saved
+with their outputs by ``make learner`` (``python -m haelixe.exercises.make_learner
+--execute``). CI installs chromium (.ci/run); where it is absent the browser tests are
+skipped with the reason.
 """
 
 from __future__ import annotations
@@ -26,19 +27,13 @@ import json
 import math
 import os
 import re
-import secrets
 import shutil
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
 from pathlib import Path
 
+import jupyterlab_session as jl
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+ROOT = jl.ROOT
 SHOTS = ROOT / "build" / "screenshots"
 LABS_DIR = Path(os.environ.get("HAELIXE_LABS_DIR") or ROOT / "labs")
 LABS = sorted(p.name for p in LABS_DIR.glob("[0-9][0-9]_*.ipynb"))
@@ -46,14 +41,7 @@ VIEWPORT = {"width": 1280, "height": 800}
 GRAPH_NODES = {"02_autograd.ipynb": 9}  # lab 02's loss graph: 3 leaves and 6 ops
 RUN_TIMEOUT_S = 300
 
-needs_chromium = pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed "
-                                    "(apt-get install chromium); .ci/run installs it")
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+needs_chromium = pytest.mark.skipif(jl.CHROMIUM is None, reason=jl.SKIP_REASON)
 
 
 def _missing_adapter():
@@ -76,58 +64,15 @@ def lab_copy(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def jupyterlab(lab_copy, tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("jupyter")
-    runtime = tmp / "xdg"
-    runtime.mkdir(mode=0o700)
-    settings = tmp / "settings" / "@jupyterlab" / "apputils-extension"
-    settings.mkdir(parents=True)  # no "official Jupyter news?" toast over the widgets
-    (settings / "notification.jupyterlab-settings").write_text('{"fetchNews": "false"}')
-    port, token = _free_port(), secrets.token_hex(16)
-    env = dict(os.environ, JUPYTER_CONFIG_DIR=str(tmp / "config"),
-               JUPYTER_RUNTIME_DIR=str(tmp / "runtime"),
-               JUPYTERLAB_WORKSPACES_DIR=str(tmp / "workspaces"),
-               JUPYTERLAB_SETTINGS_DIR=str(tmp / "settings"),
-               XDG_RUNTIME_DIR=str(runtime),
-               PYTHONPATH=os.pathsep.join(p for p in (str(ROOT), os.environ.get(
-                   "PYTHONPATH")) if p))
-    cmd = [sys.executable, "-m", "jupyterlab", "--no-browser", "--ip=127.0.0.1",
-           f"--port={port}", f"--IdentityProvider.token={token}",
-           f"--ServerApp.root_dir={lab_copy}", "--LabApp.expose_app_in_browser=True",
-           "--ServerApp.open_browser=False", "--allow-root"]
-    log = open(tmp / "jupyterlab.log", "w")
-    proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT)
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.time() + 90
-        while True:
-            try:
-                urllib.request.urlopen(f"{base}/api/status?token={token}", timeout=2)
-                break
-            except OSError:
-                if proc.poll() is not None or time.time() > deadline:
-                    raise RuntimeError("JupyterLab did not start: "
-                                       + (tmp / "jupyterlab.log").read_text()[-2000:]
-                                       ) from None
-                time.sleep(0.5)
-        yield base, token
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-        log.close()
+    with jl.running_jupyterlab(lab_copy, tmp_path_factory.mktemp("jupyter")) as server:
+        yield server
 
 
 @pytest.fixture(scope="module")
 def browser():
     playwright = pytest.importorskip("playwright.sync_api")
     with playwright.sync_playwright() as p:
-        b = p.chromium.launch(
-            executable_path=CHROMIUM, headless=True,
-            args=["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                  "--disable-background-networking", "--disable-component-update",
-                  "--disable-sync"])
+        b = jl.launch_chromium(p)
         try:
             yield b
         finally:
@@ -233,15 +178,9 @@ WATCH_DASHBOARD_JS = """() => {
 
 
 def _open(page, base, token, name):
-    page.goto(f"{base}/lab/tree/{name}?token={token}&reset")
-    page.wait_for_function("window.jupyterapp !== undefined", timeout=60_000)
+    jl.open_notebook(page, base, token, name)
     page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=60_000)
     page.evaluate("window.jupyterapp.shell.activateById('filebrowser')")
-    page.wait_for_function(
-        "() => { const w = window.jupyterapp.shell.currentWidget;"
-        " return w && w.sessionContext && w.sessionContext.session"
-        " && w.sessionContext.session.kernel"
-        " && w.sessionContext.session.kernel.status === 'idle'; }", timeout=90_000)
     browser_w = page.evaluate(
         "() => document.querySelector('#filebrowser').getBoundingClientRect().width")
     assert browser_w > 150, "the file browser should be open, as JupyterLab opens it"
@@ -298,7 +237,7 @@ def test_lab_in_chromium(name, jupyterlab, lab_copy, browser):
         page.wait_for_timeout(1500)
         if not _same_notebook(original, saved := (lab_copy / name).read_bytes()):
             problems.append("opening and saving the notebook changed the file (volatile "
-                            "metadata or outputs; run labs/execute.py):\n"
+                            "metadata or outputs; run make learner):\n"
                             + _first_changes(original, saved))
 
         # -- run everything ------------------------------------------------------------
@@ -312,7 +251,7 @@ def test_lab_in_chromium(name, jupyterlab, lab_copy, browser):
         live = {c["index"] for c in after if c["live"]}
         if missing := sorted(live - statics):
             problems.append(f"cells {missing} hold widgets but showed no static picture "
-                            f"before running (save the notebook with labs/execute.py)")
+                            f"before running (save the notebook with make learner)")
         if still := sorted(c["index"] for c in after if c["live"] and c["statics"]):
             problems.append(f"cells {still} show the static picture beside the live "
                             f"widget: JupyterLab should prefer the widget view")
@@ -399,16 +338,15 @@ def _frame_problems(k, m) -> list[str]:
     return out
 
 
-# -- the notebook executor ---------------------------------------------------------------
+# -- what `make learner` saves ------------------------------------------------------------
 
-def test_executor_strips_what_changes_between_runs():
+def test_saved_outputs_are_what_jupyterlab_writes_back():
+    """JupyterLab merges consecutive outputs of one stream when it opens a notebook, so
+    the saved labs hold them merged (else re-saving a lab would change it)."""
     import nbformat
 
-    sys.path.insert(0, str(ROOT / "labs"))
-    try:
-        from execute import WIDGET_VIEW, strip_volatile
-    finally:
-        sys.path.pop(0)
+    from haelixe.exercises.notebooks import normalize
+
     nb = nbformat.v4.new_notebook()
     nb.metadata["widgets"] = {"application/vnd.jupyter.widget-state+json": {"state": {}}}
     cell = nbformat.v4.new_code_cell("view", execution_count=3)
@@ -417,13 +355,14 @@ def test_executor_strips_what_changes_between_runs():
         nbformat.v4.new_output("stream", name="stdout", text="a\n"),
         nbformat.v4.new_output("stream", name="stdout", text="b\n"),
         nbformat.v4.new_output("stream", name="stderr", text="c\n"),
-        nbformat.v4.new_output("display_data", data={
-            WIDGET_VIEW: {"model_id": "0a1b", "version_major": 2, "version_minor": 0},
-            "text/plain": "GraphView of loss", "text/html": "<img/>"})]
+        nbformat.v4.new_output("stream", name="stdout", text="d\n"),
+        nbformat.v4.new_output("display_data", data={"text/plain": "GraphView of loss",
+                                                     "text/html": "<img/>"})]
     nb.cells = [cell]
-    strip_volatile(nb)
+    normalize(nb)
     assert "widgets" not in nb.metadata and "execution" not in cell.metadata
-    assert [o.output_type for o in cell.outputs] == ["stream", "stream", "display_data"]
+    assert [(o.output_type, o.get("name")) for o in cell.outputs] == [
+        ("stream", "stdout"), ("stream", "stderr"), ("stream", "stdout"),
+        ("display_data", None)]
     assert cell.outputs[0].text == "a\nb\n" and cell.execution_count == 3
-    assert set(cell.outputs[2].data) == {"text/plain", "text/html"}
     json.dumps(nb)  # still plain JSON

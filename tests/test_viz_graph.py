@@ -144,8 +144,10 @@ def test_engine_never_imports_viz():
 
     root = pathlib.Path(hx.__file__).parent
     pattern = re.compile(r"^\s*(from\s+\S*viz|import\s+\S*viz)", re.M)
+    above_viz = {"viz", "exercises"}  # the exercises draw their feedback with the widgets
     offenders = [str(p) for p in root.rglob("*.py")
-                 if "viz" not in p.relative_to(root).parts and pattern.search(p.read_text())]
+                 if not above_viz & set(p.relative_to(root).parts)
+                 and pattern.search(p.read_text())]
     assert offenders == []
 
 

@@ -226,7 +226,7 @@ def test_progress_bar_moves_on_the_clock_and_ends_full():
     bar(100, 100, 0.25)
     root = ET.fromstring(bar.picture.svg)
     assert root.get("data-step") == "100"
-    done = next(r for r in root.iter(f"{NS}rect") if r.get("class") == "hx-progress-done")
+    done = next(r for r in root.iter(f"{NS}rect") if r.get("class") == "hx-progressbar-done")
     assert float(done.get("width")) == pytest.approx(560 - 24)
     assert repr(bar) == "ProgressBar: training step 100/100."
 

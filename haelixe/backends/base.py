@@ -233,6 +233,15 @@ class Backend:
         put = self.scatter_add(x.shape, axis, index, src)
         return self.map(_K_SCATTER, [hit, put, x], x.dtype)
 
+    def index_put(self, x, key, values):
+        """In place ``x[key] = values`` (numpy's advanced indexing; ``values`` broadcast
+        to the indexed shape). Where an index repeats, this default adds the values."""
+        shape = self.take(x, key).shape
+        full = self.copy(self.map(K_ADD, [self.full(shape, 0, x.dtype), values], x.dtype))
+        hit = self.index_add(x.shape, key, self.full(shape, 1, x.dtype))
+        put = self.index_add(x.shape, key, full)
+        self.copy_into(x, self.map(_K_SCATTER, [hit, put, x], x.dtype))
+
     def multinomial(self, probs, num_samples, replacement, rng):
         """int64 samples of category indices, one row per row of ``probs`` (2-D),
         drawn on the host with ``rng`` (a numpy Generator)."""

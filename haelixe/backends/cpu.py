@@ -188,6 +188,8 @@ class CPUBackend(Backend):
 
     def make_view(self, storage, shape, strides, offset):
         isz = storage.dtype.itemsize
+        if 0 in shape:  # no element to reach: numpy would still check the offset
+            return np.ndarray(shape, storage.dtype.np, buffer=storage.data[:0])
         return np.ndarray(shape, storage.dtype.np, buffer=storage.data, offset=offset * isz,
                           strides=tuple(s * isz for s in strides))
 
@@ -289,6 +291,9 @@ class CPUBackend(Backend):
 
     def take(self, x, key):
         return np.array(x[key], copy=True)
+
+    def index_put(self, x, key, values):
+        x[key] = values
 
     def index_add(self, shape, key, values):
         out = np.zeros(shape, values.dtype)
@@ -433,6 +438,9 @@ def storage_for(array: np.ndarray, device, dtype) -> tuple[Storage, tuple, int]:
     root = array
     while isinstance(root.base, np.ndarray):
         root = root.base
+    if not root.flags.c_contiguous and _dense_in_some_order(root) and \
+            root.dtype == array.dtype:
+        root = root.ravel(order="K")  # a view: a Fortran-ordered (or permuted) dense root
     if root.flags.c_contiguous and all(s % isz == 0 for s in array.strides):
         start = array.__array_interface__["data"][0] - root.__array_interface__["data"][0]
         if start % isz == 0:

@@ -36,11 +36,33 @@ def _normalize_key(key):
     return tuple(out)
 
 
+def _key_dims(ndim, key):
+    """The first dim of x each key entry addresses (None for None and Ellipsis)."""
+    consumed = [0 if k is None or k is Ellipsis else
+                (np.ndim(k) if _is_bool_array(k) else 1) for k in key]
+    dims, d = [], 0
+    for k, n in zip(key, consumed):
+        if k is Ellipsis:
+            d = ndim - sum(consumed[key.index(k) + 1:])
+            dims.append(None)
+            continue
+        dims.append(None if k is None else d)
+        d += n
+    return dims
+
+
+def _is_bool_array(k) -> bool:
+    dt = getattr(k, "dtype", None)
+    return dt is bool_ or (isinstance(dt, np.dtype) and dt == np.bool_)
+
+
 def _raw_key(x, key):
-    """The key with array entries turned into raw arrays on x's device."""
+    """The key with array entries as raw arrays on x's device, checked against x's
+    shape first (numpy's own messages, or a GPU read out of bounds, never reach the
+    user)."""
     be = x._be
     out = []
-    for k in key:
+    for k, d in zip(key, _key_dims(x.ndim, key)):
         if _is_basic(k):
             out.append(k)
             continue
@@ -52,14 +74,21 @@ def _raw_key(x, key):
         else:
             arr = np.asarray(k)
         if arr.dtype == np.bool_:
-            out.append(be.from_numpy(arr) if be.name != "cpu" else arr)
-            continue
-        if arr.dtype.kind not in "iu":
+            want = x.shape[d:d + arr.ndim]
+            if arr.shape != want:
+                raise IndexError(f"indexing: a bool mask of shape {arr.shape} does not match "
+                                 f"the dims {d}..{d + arr.ndim - 1} of the tensor, of shape "
+                                 f"{want} (tensor shape {x.shape})")
+        elif arr.dtype.kind not in "iu":
             raise IndexError(f"indexing: index arrays must be integer or bool, got "
                              f"{arr.dtype}")
-        if be.name != "cpu":
-            arr = arr.astype(np.int32)
-        out.append(be.from_numpy(arr) if be.name != "cpu" else arr)
+        elif arr.size:
+            n = x.shape[d]
+            lo, hi = int(arr.min()), int(arr.max())
+            if lo < -n or hi >= n:
+                raise IndexError(f"indexing: index {hi if hi >= n else lo} is out of bounds "
+                                 f"for dim {d} of size {n} (tensor shape {x.shape})")
+        out.append(be.from_numpy(arr))
     return tuple(out)
 
 
@@ -68,14 +97,16 @@ class Take(Function):
     repeated indices accumulate."""
 
     @staticmethod
-    def forward(ctx, x, key):
+    def forward(ctx, x, key, key_tensors=()):
         ctx.in_shape = x.shape
         ctx.key = key
+        ctx.save_for_backward(*key_tensors)  # version-checked: an edited key would misroute
         return x._be.take(x._data, key)
 
     @staticmethod
     def backward(ctx, g):
-        return IndexAdd.apply(g, ctx.in_shape, ctx.key), None
+        _ = ctx.saved_tensors  # the version check of the key tensors
+        return IndexAdd.apply(g, ctx.in_shape, ctx.key), None, None
 
 
 class IndexAdd(Function):
@@ -93,7 +124,7 @@ def getitem(x, key):
     key = _normalize_key(key)
     if all(_is_basic(k) for k in key):
         return Slice.apply(x, key)
-    return Take.apply(x, _raw_key(x, key))
+    return Take.apply(x, _raw_key(x, key), tuple(k for k in key if isinstance(k, Tensor)))
 
 
 def setitem(x, key, value):
@@ -106,11 +137,13 @@ def setitem(x, key, value):
         return
     if _records_graph(x, value, "setitem"):  # as the basic-index path refuses it
         raise RuntimeError(_SETITEM_RECORDING)
-    if x.device.type != "cpu":
-        raise NotImplementedError("setitem with array indices is CPU-only; use where() "
-                                  "or index a CPU copy")
-    v = value._be.to_numpy(value._data) if isinstance(value, Tensor) else value
-    x._data[_raw_key(x, key)] = v
+    x._storage.check_writable("setitem")
+    raw = _raw_key(x, key)
+    if not isinstance(value, Tensor):
+        value = _as_tensor(value, x, x.dtype)
+    if value.device is not x.device:
+        value = value.to(x.device)
+    x._be.index_put(x._data, raw, cast(value.detach(), x.dtype)._data)
     x._storage.version += 1
 
 

@@ -263,9 +263,17 @@ class ElementwiseFunction(Function):
                 raws = [g._data] + [_raw(values[n], np_dt) for n in gk.needs]
                 gi = Tensor._wrap(g._be.map(gk.kernel, raws, np_dt))
             else:
-                gi = gk.fn(TENSOR_MATH, g, *(_as_python(values[n]) for n in gk.needs))
+                vals = [_as_python(values[n]) for n in gk.needs]
+                gi = gk.fn(TENSOR_MATH, g, *vals)
                 if not isinstance(gi, Tensor):
                     gi = g * 0 + gi
+                if not gi._requires_grad:
+                    # a gradient made of comparisons (relu: g * (x > 0)) still depends on
+                    # x, with derivative zero: say so, so the next order has a graph
+                    for v in vals:
+                        if isinstance(v, Tensor) and v._requires_grad:
+                            gi = gi + v * 0.0
+                            break
             if gi.shape != shape:
                 gi = gi.sum_to(shape)
             if gi.dtype is not dtype:

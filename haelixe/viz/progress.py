@@ -20,7 +20,7 @@ WIDTH, HEIGHT = 560, 46
 
 def render_progress_svg(step: int, total: int | None, loss: float | None = None,
                         elapsed: float | None = None, label: str = "training") -> str:
-    """One bar with the numbers above it (root ``<svg class="hx-progress"
+    """One bar with the numbers above it (root ``<svg class="hx-progressbar"
     data-step=... data-total=...>``)."""
     words = [f"{label}: step {step}" + (f"/{total}" if total else "")]
     if loss is not None:
@@ -33,8 +33,8 @@ def render_progress_svg(step: int, total: int | None, loss: float | None = None,
     parts = [svg.text(12, 17, " · ".join(words), 12, svg.INK),
              svg.rect(12, 26, WIDTH - 24, 8, svg.RULE, rx=4),
              svg.rect(12, 26, (WIDTH - 24) * done, 8, svg.SERIES_TARGET, rx=4,
-                      class_="hx-progress-done")]
-    return svg.document(WIDTH, HEIGHT, "".join(parts), "hx-progress", data_step=step,
+                      class_="hx-progressbar-done")]
+    return svg.document(WIDTH, HEIGHT, "".join(parts), "hx-progressbar", data_step=step,
                         data_total=total or "")
 
 
@@ -55,7 +55,7 @@ class ProgressBar(LiveWidget):
         self._t0 = None
         self.picture = Picture(zoom_buttons=False)
         self.widget = w.VBox([self.picture.html], layout=w.Layout(width="100%"))
-        self.widget.add_class("hx-progress-bar")
+        self.widget.add_class("hx-progressbar-view")
         self._redraw()
 
     def __repr__(self) -> str:

@@ -331,7 +331,7 @@ class TrainingDashboard(LiveWidget):
         bar = ""
         if h.total_steps:
             bar = (f'<div style="height:4px;background:{svg.RULE};border-radius:2px;'
-                   f'margin-top:3px;max-width:100%"><div class="hx-progress" '
+                   f'margin-top:3px;max-width:100%"><div class="hx-training-progress" '
                    f'style="height:4px;width:{100 * done:.1f}%;background:'
                    f'{svg.SERIES_TARGET};border-radius:2px"></div></div>')
         return (f'<div class="hx-training-status" style="font:12px {svg.SANS};'
