@@ -49,6 +49,8 @@ def running_jupyterlab(root: Path, scratch: Path):
            "--ServerApp.open_browser=False", "--allow-root"]
     log_path = scratch / "jupyterlab.log"
     log = open(log_path, "w")
+    for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        env.setdefault(var, "1")  # as under nbval: labs/conftest.py says why
     proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT)
     base = f"http://127.0.0.1:{port}"
     try:
