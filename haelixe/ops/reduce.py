@@ -40,10 +40,33 @@ def _keep_shape(shape, dims):
 
 
 def _unreduce(g, in_shape, dims):
-    """A reduction's gradient broadcast back over the reduced dims (a zero-stride view)."""
-    if g.ndim != len(in_shape):  # keepdim=False: put the reduced dims back as size 1
-        g = g.reshape(_keep_shape(in_shape, dims))
-    return g.expand(in_shape)
+    """A reduction's gradient broadcast back over the reduced dims: one zero-stride view."""
+    return Unreduce.apply(g, tuple(in_shape), dims)
+
+
+class Unreduce(Function):
+    """The adjoint of a sum over ``dims``: ``g`` seen over ``shape`` with stride 0 along
+    the reduced dims (whether or not they were kept). Its own backward sums again."""
+
+    label = "Expand"
+
+    @staticmethod
+    def forward(ctx, g, shape, dims):
+        kept = g.ndim == len(shape)
+        ctx.dims, ctx.kept = dims, kept
+        strides, j, gs = [], 0, g.strides
+        for d in range(len(shape)):
+            if d in dims:
+                strides.append(0)
+                j += kept
+            else:
+                strides.append(gs[j])
+                j += 1
+        return g._view(shape, tuple(strides), g.offset)
+
+    @staticmethod
+    def backward(ctx, gg):
+        return Sum.apply(gg, ctx.dims, ctx.kept), None, None
 
 
 class Sum(Function):
