@@ -362,13 +362,12 @@ def index_add(x, dim, index, source, alpha=1):
 def _triangle(op, x, diagonal, lower):
     if x.ndim < 2:
         raise RuntimeError(f"{op}: input needs at least 2 dims, got shape {x.shape}")
-    from ..creation import tensor, zeros
+    from ..creation import tensor
 
     n, m = x.shape[-2:]
-    keep = np.tril(np.ones((n, m), bool), diagonal) if lower else \
-        np.triu(np.ones((n, m), bool), diagonal)
-    # a zero of x's own dtype: a Python 0 would promote a bool input to int64
-    return where(tensor(keep, device=x.device), x, zeros((), dtype=x.dtype, device=x.device))
+    drop = ~np.tril(np.ones((n, m), bool), diagonal) if lower else \
+        ~np.triu(np.ones((n, m), bool), diagonal)
+    return masked_fill(x, tensor(drop, device=x.device), 0)
 
 
 @tensor_method(function=True)

@@ -179,7 +179,8 @@ def max_min(kind, x, dim=None, keepdim=False):
         return MaxMin(x.clone(), Tensor._wrap(x._be.full((), 0, int64.np)))
     d = layout.normalize_dim(dim, x.ndim, kind)
     _check_nonempty(kind, x, (d,))
-    indices = (argmax if kind == "max" else argmin)(x, d, keepdim=True)
+    key = x.int() if x.dtype is bool_ else x  # (argmax refuses bools; max does not)
+    indices = (argmax if kind == "max" else argmin)(key, d, keepdim=True)
     values = x.gather(d, indices)
     if not keepdim:
         values, indices = values.squeeze(d), indices.squeeze(d)
@@ -188,6 +189,9 @@ def max_min(kind, x, dim=None, keepdim=False):
 
 def _arg(kind, x, dim, keepdim):
     op = "argmax" if kind == "max" else "argmin"
+    if x.dtype is bool_:
+        raise TypeError(f"{op}: does not support bool input (as in PyTorch); use .int() "
+                        f"or .nonzero-style masks")
     kernel = getattr(x._be, op)
     if dim is None:
         _check_nonempty(op, x, ())
