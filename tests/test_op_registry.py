@@ -316,6 +316,7 @@ OTHER = {
     "squeeze": (lambda x: x[:1].squeeze(0), lambda x: x[:1].squeeze(0)),
     "unsqueeze": (lambda x: x.unsqueeze(1), lambda x: x.unsqueeze(1)),
     "flip": (lambda x: x.flip(0, 1), lambda x: x.flip(0, 1)),
+    "repeat": (lambda x: x.repeat(2, 1, 3), lambda x: x.repeat(2, 1, 3)),
     "narrow": (lambda x: x.narrow(1, 2, 3), lambda x: x.narrow(1, 2, 3)),
     "split": (lambda x: x.split(4, 1)[1], lambda x: x.split(4, 1)[1]),
     "chunk": (lambda x: x.chunk(3, 1)[2], lambda x: x.chunk(3, 1)[2]),
