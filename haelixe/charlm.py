@@ -170,6 +170,21 @@ def sample_next(logits, temperature: float = 1.0, top_k=None):
     return hx.multinomial(logits.softmax(-1), 1)
 
 
+def dashboard_hooks(corpus: CharCorpus, cfg: Config, seed: int = 0) -> dict:
+    """What a training dashboard needs to follow this app, as keyword arguments for
+    ``hx.viz.TrainingDashboard``: ``evaluate(model)``, the validation loss over the fixed
+    batches ``train`` reports on at the end, and the uniform guess ln(vocab) as the
+    baseline."""
+    val = {"val": eval_batches(corpus, cfg, seed)["val"]}
+
+    def evaluate(model) -> float:
+        return estimate_loss(model, val, next(iter(model.parameters())).device)["val"]
+
+    return {"evaluate": evaluate, "baseline": math.log(corpus.vocab_size),
+            "baseline_label": f"uniform guess ln {corpus.vocab_size}",
+            "loss_label": "cross-entropy"}
+
+
 def generate(model, idx, max_new_tokens: int, temperature: float = 1.0, top_k=None,
              pick=sample_next):
     """Extend ``idx`` (batch, t) by ``max_new_tokens`` characters, each drawn by
