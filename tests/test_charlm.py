@@ -252,3 +252,17 @@ def test_lr_plan_is_what_training_uses():
                  on_step=lambda step, loss, lr, model: used.append(lr), **TINY, steps=12)
     assert steps.tolist() == list(range(1, 13))
     np.testing.assert_allclose(used, lrs, rtol=1e-12)
+
+
+def test_dashboard_hooks_measure_the_validation_loss():
+    corpus = CharCorpus("the quick brown fox jumps over the lazy dog\n" * 30)
+    cfg = tiny_config()
+    hooks = charlm.dashboard_hooks(corpus, cfg)
+    assert hooks["baseline"] == pytest.approx(math.log(corpus.vocab_size))
+    assert "ln" in hooks["baseline_label"] and hooks["loss_label"] == "cross-entropy"
+    hx.manual_seed(0)
+    model = charlm.CharLM.from_config(corpus.vocab_size, cfg)
+    val = charlm.estimate_loss(model, {"val": charlm.eval_batches(corpus, cfg, 0)["val"]},
+                               "cpu")["val"]
+    assert hooks["evaluate"](model) == pytest.approx(val)
+    assert abs(val - hooks["baseline"]) < 0.2 and model.training
