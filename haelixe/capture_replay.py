@@ -6,7 +6,7 @@
         losses.append(loss.item())
 
 In the spirit of CUDA graphs and tinygrad's TinyJit. Per signature of the arguments
-(shapes, dtypes, devices, other values, grad mode), the first ``warmup`` calls run
+(shapes, dtypes, devices, other values, grad and autocast modes), the first ``warmup`` calls run
 eagerly; the next two run eagerly *and are recorded*; they are compared word by word
 and the second becomes the replay. From then on a call copies the arguments into the
 step's static inputs (host data straight from numpy with one upload each), replays the
@@ -41,7 +41,7 @@ import weakref
 import numpy as np
 
 from . import creation
-from .autograd.mode import is_grad_enabled, no_grad
+from .autograd.mode import STATE, no_grad
 from .backends.graph import CaptureError
 from .device import CPU, as_device
 from .dtype import from_numpy as dtype_of_numpy
@@ -88,7 +88,7 @@ def outside_only(what: str) -> None:
         from .backends.graph import where
 
         raise CaptureError(
-            f"{what} inside a captured step ({where()}): it runs on the host, so it would "
+            f"{what} inside a captured step ({where(skip=1)}): it runs on the host, so it would "
             f"happen on the recorded calls only, never on a replay. Call it outside the "
             f"captured function (after each call, or once per epoch).")
 
@@ -128,11 +128,12 @@ class CapturedStep:
             names = list(kwargs)
             values = [*args, *(kwargs[k] for k in names)]
             device = self._device_of(values)
-            key = (is_grad_enabled(), tuple(names),
-                   tuple(_signature_of(v, i, device) for i, v in enumerate(values)))
+            key = (STATE.grad_enabled, STATE.autocast, tuple(names),
+                   tuple(_signature_of(v, i) for i, v in enumerate(values)))
             sig = self._signatures.get(key)
             if sig is None:
-                sig = self._signatures[key] = _Signature(self, device, values, names)
+                sig = self._signatures[key] = _Signature(self.fn, self.__name__,
+                                                         self.warmup, device, values, names)
             try:
                 out = sig.call(values)
             except BaseException:
@@ -189,7 +190,7 @@ def _release_all(signatures: dict) -> None:
     signatures.clear()
 
 
-def _signature_of(v, i: int, device) -> tuple:
+def _signature_of(v, i: int) -> tuple:
     if isinstance(v, Tensor):
         if v.requires_grad:
             raise CaptureError(f"capture: argument {i} requires grad; a captured step "
@@ -209,10 +210,11 @@ def _signature_of(v, i: int, device) -> tuple:
 
 
 class _Signature:
-    """One signature of the arguments: its static inputs, its graph, its outputs."""
+    """One signature of the arguments: its static inputs, its graph, its outputs. (It
+    holds the function, not the CapturedStep, so that one can be garbage-collected.)"""
 
-    def __init__(self, step: CapturedStep, device, values, kw_names):
-        self.step = step
+    def __init__(self, fn, name: str, warmup: int, device, values, kw_names):
+        self.fn, self.name, self.warmup = fn, name, warmup
         self.device = device
         self.kw_names = kw_names
         self.graph = device.backend.new_graph()
@@ -236,7 +238,7 @@ class _Signature:
             return self.graph.replay(lambda: self._run(values), self._static_outputs,
                                      self._run_hooks)
         self.calls += 1
-        if self.calls <= self.step.warmup:
+        if self.calls <= self.warmup:
             return self._run(values)
         self.pending_hooks = []
         _local.signature = self
@@ -245,7 +247,7 @@ class _Signature:
                 out = self._run(values, keep=True)
         finally:
             _local.signature = None
-        if self.calls == self.step.warmup + 2:
+        if self.calls == self.warmup + 2:
             self.graph.finish([t._data for t in self.outputs])
             self.hooks = self.pending_hooks
             self.replaying = True
@@ -254,13 +256,13 @@ class _Signature:
     def _run(self, values, keep: bool = False):
         args = [v if st is None else st.detach() for st, v in zip(self.static, values)]
         n = len(args) - len(self.kw_names)
-        result = self.step.fn(*args[:n], **dict(zip(self.kw_names, args[n:])))
+        result = self.fn(*args[:n], **dict(zip(self.kw_names, args[n:])))
         leaves: list = []
-        tree = _flatten(result, leaves, self.step.__name__)
+        tree = _flatten(result, leaves, self.name)
         for t in leaves:
             if t.device is not self.device:
                 raise CaptureError(
-                    f"{self.step.__name__}: returned a tensor on {t.device.type} from a "
+                    f"{self.name}: returned a tensor on {t.device.type} from a "
                     f"step captured on {self.device.type}; a replay rewrites its outputs "
                     f"on the device, so return device tensors (call .cpu() after the "
                     f"call)")

@@ -229,7 +229,8 @@ class PrivatePool:
     While :meth:`routing` is active (on the thread that entered it), every block the
     allocator hands out comes from this pool's free slabs when it has one of the bin, and
     otherwise from the allocator as usual; either way the slab then belongs to the pool.
-    :meth:`reserve` adds a slab made before (a buffer the step reads that outlives it).
+    :meth:`reserve` adds a slab made before (a buffer the step reads that outlives it);
+    several pools may keep one slab (two captures reading the same parameters).
     A slab of the pool never goes back to the shared cache: when its last block dies it
     returns here, free for the pool alone, so a replay that names it finds it untouched.
     A reserved slab coming back that way is listed in :attr:`lost` (its owner died).
@@ -284,6 +285,11 @@ class PrivatePool:
     def made_here(self, handle) -> bool:
         """Whether the pool handed ``handle`` out while routing (reserved ones: no)."""
         return id(handle) in self._serial
+
+    def held_ids(self) -> frozenset:
+        """ids of the slabs handed out while routing that live blocks still hold."""
+        free = {id(h) for handles in self._free.values() for h in handles}
+        return frozenset(k for k in self._serial if k not in free)
 
     @property
     def free_bytes(self) -> int:
@@ -374,7 +380,7 @@ class Allocator:
         self._allocated = self._requested = self._reserved = 0
         self._active = self._cached = 0
         self._captured = self._captured_blocks = 0  # free slabs that pools keep for themselves
-        self._pool_of: dict = {}  # id(handle) -> the PrivatePool keeping that slab
+        self._pools_of: dict = {}  # id(handle) -> the PrivatePools keeping that slab
         self._routing = None  # the PrivatePool new allocations join (on its thread)
         self._peak_allocated = self._peak_reserved = 0
         self._hits = self._driver_allocs = self._driver_frees = 0
@@ -466,7 +472,9 @@ class Allocator:
                 kind = "alloc"
             if pool is not None:
                 pool._adopt(handle)
-                self._pool_of[id(handle)] = pool
+                pools = self._pools_of.setdefault(id(handle), [])
+                if pool not in pools:
+                    pools.append(pool)
             st[0] += 1
             st[2] += n
             st[3] += size
@@ -524,13 +532,13 @@ class Allocator:
 
     def _put_back(self, handle, size, requested, b, tag) -> None:
         st = self._bins[b]
-        pool = self._pool_of.get(id(handle)) if self._pool_of else None
-        if pool is None:
+        pools = self._pools_of.get(id(handle)) if self._pools_of else None
+        if not pools:
             self._free.setdefault(b, []).append(handle)
             st[1] += 1
             self._cached += 1
-        else:  # kept free for its pool only
-            pool._keep(handle, b)
+        else:  # kept free for the pools that name it only
+            pools[0]._keep(handle, b)
             self._captured += size
             self._captured_blocks += 1
         st[0] -= 1
@@ -574,28 +582,34 @@ class Allocator:
 
     def _reserve(self, pool, handle) -> None:
         with self._lock:
-            owner = self._pool_of.get(id(handle))
-            if owner is not None and owner is not pool:
-                raise RuntimeError(f"{self.device_name}: this slab is already kept by "
-                                   f"another private pool")
-            self._pool_of[id(handle)] = pool
+            pools = self._pools_of.setdefault(id(handle), [])
+            if pool not in pools:
+                pools.append(pool)
 
     def _release_pool(self, pool) -> None:
         prev = self._enter()
         try:
             if self._routing is pool:
                 self._routing = None
+            for key in pool._slabs:
+                pools = self._pools_of.get(key)
+                if pools is not None and pool in pools:
+                    pools.remove(pool)
+                    if not pools:
+                        del self._pools_of[key]
             for b, handles in pool._free.items():
                 size = bin_size(b, self.divisions)
                 st = self._bins[b]
-                self._free.setdefault(b, []).extend(handles)
-                st[1] += len(handles)
-                self._cached += len(handles)
-                self._captured -= size * len(handles)
-                self._captured_blocks -= len(handles)
-            for key in pool._slabs:
-                if self._pool_of.get(key) is pool:
-                    del self._pool_of[key]
+                for handle in handles:
+                    others = self._pools_of.get(id(handle))
+                    if others:  # another pool names it too: still kept
+                        others[0]._keep(handle, b)
+                        continue
+                    self._free.setdefault(b, []).append(handle)
+                    st[1] += 1
+                    self._cached += 1
+                    self._captured -= size
+                    self._captured_blocks -= 1
         finally:
             self._exit(prev)
 

@@ -66,36 +66,42 @@ class EagerGraph:
         pass
 
 
-def where() -> str:
-    """Where the running code was called from, for error messages: the innermost frame
-    of Haelixe outside its backends (the op or optimizer at work), the outermost one (the
-    API the user called) and the user's line, e.g. ``Adam._update (haelixe/optim/
-    adam.py:69) under Optimizer.step, at train.py:20 in train_step``."""
-    frame = sys._getframe(1)
-    inner = outer = None
+def where(skip: int = 0) -> str:
+    """Where the running code was called from, for error messages: the last calls inside
+    Haelixe outside its backends (the op or optimizer at work) and the user's line, e.g.
+    ``Optimizer.step -> Adam._update (haelixe/optim/adam.py:78), at train.py:20 in
+    train_step``. ``skip`` more frames of the caller's are left out."""
+    frame = sys._getframe(1 + skip)
+    chain = []  # innermost first
     while frame is not None:
         path = frame.f_code.co_filename
-        if path.startswith(_PACKAGE):
-            if not path.startswith(_BACKENDS):
-                outer = frame
-                if inner is None:
-                    inner = frame
-        else:
+        if not path.startswith(_PACKAGE):
             break  # the user's code
+        if not path.startswith(_BACKENDS) and frame.f_code.co_name not in _WRAPPERS:
+            chain.append(frame)
         frame = frame.f_back
     parts = []
-    if inner is not None:
-        parts.append(f"{_name(inner)} ({_short(inner)})")
-        if outer is not inner:
-            parts.append(f"under {_name(outer)}")
+    if chain:
+        names = [_name(f) for f in reversed(chain[:3])]
+        parts.append(f"{' -> '.join(names)} ({_short(chain[0])})")
     if frame is not None:
         parts.append(f"at {Path(frame.f_code.co_filename).name}:{frame.f_lineno} in "
                      f"{frame.f_code.co_name}")
     return ", ".join(parts) or "in the captured function"
 
 
+# generic call layers that name no op
+_WRAPPERS = {"op", "front", "method", "wrapper", "__call__", "_call_impl", "apply",
+             "<lambda>"}
+
+
 def _name(frame) -> str:
-    return getattr(frame.f_code, "co_qualname", frame.f_code.co_name)
+    code = frame.f_code
+    name = getattr(code, "co_qualname", code.co_name)
+    owner = frame.f_locals.get("cls")  # a classmethod of a generated op class
+    if isinstance(owner, type) and "." in name:
+        name = f"{owner.__name__}.{code.co_name}"
+    return name
 
 
 def _short(frame) -> str:

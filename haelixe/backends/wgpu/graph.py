@@ -74,7 +74,7 @@ class Recording:
     def __init__(self, pool, inputs):
         self.pool = pool
         self.entries: list = []
-        self.made: frozenset = frozenset()  # ids of the slabs allocated during the call
+        self.made: frozenset = frozenset()  # ids of slabs made by the call and alive after
         self._arguments = {id(raw.buffer): i for i, raw in enumerate(inputs)}
 
     def token(self, buffer) -> tuple:
@@ -162,7 +162,7 @@ class WgpuGraph:
             raise
         finally:
             d.recording = None
-        rec.made = frozenset(pool._serial)
+        rec.made = pool.held_ids()
         self._recordings.append(rec)
         if len(self._recordings) == 1:
             pool.release()  # its slabs serve the second call; only that one is replayed
