@@ -21,7 +21,8 @@ its last reference disappears (CPython's reference counting runs ``Block.__del__
 then), never earlier. Tensor views and tensors saved for backward hold a Storage, which
 holds the Block, so a slab is never handed out twice while anything can still read it.
 
-This is a leaf module: it imports nothing else from haelixe and nothing from wgpu.
+This module imports nothing else from haelixe when it loads, and nothing from wgpu;
+:func:`get_allocator` starts a device's backend (through haelixe.device) on demand.
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ __all__ = [
     "MIN_BLOCK", "TAGS", "DEFAULT_TAG", "round_size", "bin_of", "bin_size",
     "OutOfMemoryError", "MemoryEvent", "Block", "Allocator", "PrivatePool", "NumpyDriver",
     "tagged", "current_tag", "get_allocator", "register_allocator",
-    "memory_stats", "empty_cache", "reset_peak_stats",
+    "memory_stats", "empty_cache", "reset_peak_stats", "format_bytes",
 ]
 
 MIN_BLOCK = 512
@@ -342,8 +343,23 @@ class NumpyDriver:
         pass  # dropping the last reference gives the memory back to numpy
 
 
+_UNITS = (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10))
+
+
+def format_bytes(n: float) -> str:
+    """A byte count in binary units, as the allocator counts: 1536 -> '1.5 KiB',
+    4194304 -> '4 MiB', 300 -> '300 B'. Every size Haelixe prints or draws uses it."""
+    n = float(n)
+    for unit, scale in _UNITS:
+        if abs(n) >= scale:
+            v = n / scale
+            return f"{v:.0f} {unit}" if v >= 100 or v == int(v) else f"{v:.1f} {unit}"
+    return f"{int(n)} B"
+
+
 def _fmt(n: int) -> str:
-    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+    """Exact bytes and the size in the same binary units, for error messages."""
+    for unit, scale in _UNITS:
         if n >= scale:
             return f"{n} bytes ({n / scale:.2f} {unit})"
     return f"{n} bytes"
@@ -759,9 +775,22 @@ def register_allocator(device_type, allocator: Allocator):
     return prev
 
 
+def _start_device(key: str) -> None:
+    """Start the backend of a device Haelixe knows, which registers its allocator."""
+    from .device import Device  # lazily: the device layer starts backends on demand
+
+    try:
+        dev = Device(key)
+    except ValueError:
+        return  # not a device Haelixe runs; only register_allocator can add one
+    dev.backend  # noqa: B018 - starting the backend is the point
+
+
 def get_allocator(device="cpu") -> Allocator:
-    """The allocator of ``device`` ("cpu", "gpu" or a Device); the CPU one is created on
-    first use with :class:`NumpyDriver`."""
+    """The allocator of ``device`` ("cpu", "gpu" or a Device). The CPU one is created on
+    first use with :class:`NumpyDriver`; the GPU one comes with the GPU backend, which
+    this starts when it is not running yet (so a memory picture may open before the
+    first GPU tensor)."""
     key = _device_type(device)
     alloc = _registry.get(key)
     if alloc is None:
@@ -769,6 +798,9 @@ def get_allocator(device="cpu") -> Allocator:
             alloc = _registry.get(key)
             if alloc is None and key == "cpu":
                 alloc = _registry["cpu"] = Allocator("cpu", NumpyDriver())
+        if alloc is None:
+            _start_device(key)
+            alloc = _registry.get(key)
         if alloc is None:
             raise RuntimeError(
                 f"no allocator registered for device {key!r}; the backend installs one when "

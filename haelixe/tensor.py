@@ -148,7 +148,7 @@ class Tensor:
 
     @property
     def _be(self):
-        return backend_for(self.device)
+        return self.device._be or backend_for(self.device)
 
     # -- autograd slot -------------------------------------------------------------------
     @property

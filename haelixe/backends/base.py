@@ -60,9 +60,9 @@ def kernel(name: str, arity: int, cpu=None, wgsl_lib: str = ""):
 
 
 # -- kernels the composed defaults below use ----------------------------------------------
-K_SUB = Kernel("sub", lambda m, a, b: a - b, 2)
-K_MUL = Kernel("mul", lambda m, a, b: a * b, 2)
-K_DIV = Kernel("div", lambda m, a, b: a / b, 2)
+K_SUB = Kernel("sub", lambda m, a, b: a - b, 2, cpu=np.subtract)
+K_MUL = Kernel("mul", lambda m, a, b: a * b, 2, cpu=np.multiply)
+K_DIV = Kernel("div", lambda m, a, b: a / b, 2, cpu=np.divide)
 K_SQUARE = Kernel("square", lambda m, x: x * x, 1)
 K_EXP_SHIFTED = Kernel("exp_shifted", lambda m, x, mx: m.exp(x - mx), 2)
 K_LOG_SOFTMAX = Kernel("log_softmax_finish", lambda m, x, mx, s: x - mx - m.log(s), 3)
@@ -466,7 +466,7 @@ class Backend:
         return s
 
 
-K_ADD = Kernel("add", lambda m, a, b: a + b, 2)
+K_ADD = Kernel("add", lambda m, a, b: a + b, 2, cpu=np.add)
 _K_NEG = Kernel("neg", lambda m, x: -x, 1)
 _K_NOT = Kernel("not", lambda m, x: x == 0, 1)
 _K_EXP = Kernel("exp", lambda m, x: m.exp(x), 1)

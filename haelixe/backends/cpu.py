@@ -120,21 +120,23 @@ def _matmul(a, b):
 
 def _compile(kernel: Kernel):
     """The numpy callable of ``kernel``: its ufunc where it names one, else its function
-    over the numpy namespace, run in float32 for 16-bit inputs (numpy has no 16-bit
-    arithmetic of its own worth the name, and PyTorch also rounds once at the end)."""
-    if kernel.cpu is not None:
-        f = kernel.cpu
-    else:
+    over the numpy namespace."""
+    f = kernel.cpu
+    if f is None:
         fn = kernel.fn
 
         def f(*xs):
-            if any(getattr(x, "dtype", None) in _LOW for x in xs):
-                xs = [x.astype(np.float32) if getattr(x, "dtype", None) in _LOW else x
-                      for x in xs]
             return fn(_MATH, *xs)
 
     kernel.compiled["cpu"] = f
     return f
+
+
+def _in_f32(f, xs):
+    """``f`` on 16-bit inputs computed in float32 (numpy has no 16-bit arithmetic worth
+    the name, and PyTorch also rounds once at the end)."""
+    return f(*(x.astype(np.float32) if getattr(x, "dtype", None) in _LOW else x
+               for x in xs))
 
 
 _DOT_SUM_MAX = 1 << 16
@@ -155,17 +157,19 @@ class CPUBackend(Backend):
     # -- elementwise ---------------------------------------------------------------------
     def map(self, kernel, inputs, dtype):
         f = kernel.compiled.get("cpu") or _compile(kernel)
-        out = f(*inputs)
+        out = f(*inputs) if dtype not in _LOW or kernel.cpu is not None else \
+            _in_f32(f, inputs)
         if out.__class__ is not np.ndarray:
             out = np.asarray(out)
-        return out if out.dtype == dtype else out.astype(dtype)
+        odt = out.dtype
+        return out if odt is dtype or odt == dtype else out.astype(dtype)
 
     def map_into(self, kernel, dst, inputs):
         f = kernel.compiled.get("cpu") or _compile(kernel)
         if isinstance(kernel.cpu, np.ufunc) and dst.dtype not in _LOW:  # writes in place
             f(dst, *inputs, out=dst, casting="unsafe")
         else:
-            np.copyto(dst, f(dst, *inputs), casting="unsafe")
+            np.copyto(dst, self.map(kernel, [dst, *inputs], dst.dtype), casting="unsafe")
 
     # -- creation and transfer -----------------------------------------------------------
     def empty(self, shape, dtype, tag=None):

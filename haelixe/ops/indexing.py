@@ -347,9 +347,9 @@ def _triangle(op, x, diagonal, lower):
     from ..creation import tensor
 
     n, m = x.shape[-2:]
-    keep = np.tril(np.ones((n, m), bool), diagonal) if lower else \
-        np.triu(np.ones((n, m), bool), diagonal)
-    return where(tensor(keep, device=x.device), x, 0)
+    drop = ~np.tril(np.ones((n, m), bool), diagonal) if lower else \
+        ~np.triu(np.ones((n, m), bool), diagonal)
+    return masked_fill(x, tensor(drop, device=x.device), 0)
 
 
 @tensor_method(function=True)

@@ -37,9 +37,9 @@ def _promote_pair(op, a, b):
     if a.dtype is not b.dtype:
         dt = promote_types(a.dtype, b.dtype)
         a, b = a.to(dt), b.to(dt)
-    if not a.dtype.is_floating_point:
-        raise TypeError(f"{op}: integer and bool tensors are not multiplied here (dtype "
-                        f"{a.dtype.name}); convert with .float() first")
+    if a.dtype.kind == "bool":
+        raise TypeError(f"{op}: not defined for bool tensors (as in PyTorch); convert with "
+                        f".int() or .float() first")
     return a, b
 
 

@@ -42,6 +42,8 @@ def argsort(x, dim=-1, descending=False, stable=False):
 @tensor_method(function=True)
 def topk(x, k, dim=-1, largest=True, sorted=True):  # noqa: A002 (PyTorch's name)
     """The ``k`` largest (or smallest) entries along ``dim`` and their indices."""
+    if x.dtype.kind == "bool":
+        raise TypeError("topk: does not support bool tensors (as in PyTorch); use .int()")
     d = layout.normalize_dim(dim, x.ndim, "topk")
     n = x.shape[d] if x.ndim else 1
     if not 0 <= k <= n:

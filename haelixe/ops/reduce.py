@@ -40,10 +40,33 @@ def _keep_shape(shape, dims):
 
 
 def _unreduce(g, in_shape, dims):
-    """A reduction's gradient broadcast back over the reduced dims (a zero-stride view)."""
-    if g.ndim != len(in_shape):  # keepdim=False: put the reduced dims back as size 1
-        g = g.reshape(_keep_shape(in_shape, dims))
-    return g.expand(in_shape)
+    """A reduction's gradient broadcast back over the reduced dims: one zero-stride view."""
+    return Unreduce.apply(g, tuple(in_shape), dims)
+
+
+class Unreduce(Function):
+    """The adjoint of a sum over ``dims``: ``g`` seen over ``shape`` with stride 0 along
+    the reduced dims (whether or not they were kept). Its own backward sums again."""
+
+    label = "Expand"
+
+    @staticmethod
+    def forward(ctx, g, shape, dims):
+        kept = g.ndim == len(shape)
+        ctx.dims, ctx.kept = dims, kept
+        strides, j, gs = [], 0, g.strides
+        for d in range(len(shape)):
+            if d in dims:
+                strides.append(0)
+                j += kept
+            else:
+                strides.append(gs[j])
+                j += 1
+        return g._view(shape, tuple(strides), g.offset)
+
+    @staticmethod
+    def backward(ctx, gg):
+        return Sum.apply(gg, ctx.dims, ctx.kept), None, None
 
 
 class Sum(Function):
@@ -156,7 +179,8 @@ def max_min(kind, x, dim=None, keepdim=False):
         return MaxMin(x.clone(), Tensor._wrap(x._be.full((), 0, int64.np)))
     d = layout.normalize_dim(dim, x.ndim, kind)
     _check_nonempty(kind, x, (d,))
-    indices = (argmax if kind == "max" else argmin)(x, d, keepdim=True)
+    key = x.int() if x.dtype is bool_ else x  # (argmax refuses bools; max does not)
+    indices = (argmax if kind == "max" else argmin)(key, d, keepdim=True)
     values = x.gather(d, indices)
     if not keepdim:
         values, indices = values.squeeze(d), indices.squeeze(d)
@@ -165,6 +189,9 @@ def max_min(kind, x, dim=None, keepdim=False):
 
 def _arg(kind, x, dim, keepdim):
     op = "argmax" if kind == "max" else "argmin"
+    if x.dtype is bool_:
+        raise TypeError(f"{op}: does not support bool input (as in PyTorch); use .int() "
+                        f"or .nonzero-style masks")
     kernel = getattr(x._be, op)
     if dim is None:
         _check_nonempty(op, x, ())

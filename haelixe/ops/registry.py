@@ -220,6 +220,7 @@ class ElementwiseFunction(Function):
 
     decl: Elementwise = None
     save_index: tuple = ()
+    plans: list = []
 
     @classmethod
     def forward(cls, ctx, *args):
@@ -242,11 +243,36 @@ class ElementwiseFunction(Function):
     def backward(cls, ctx, g):
         decl = cls.decl
         saved = ctx.saved_tensors
-        values = dict(zip(decl.inputs, ctx.args[:decl.arity]))
-        values.update(zip(decl.params, ctx.args[decl.arity:]))
+        args = ctx.args
+        if STATE.grad_enabled:
+            return cls._backward_with_graph(ctx, g, saved, args)
+        out = []
+        for i, nxt in enumerate(ctx.next):
+            plan = cls.plans[i] if i < decl.arity else None
+            if nxt is None or plan is None:
+                out.append(None)
+                continue
+            kernel, sources = plan
+            shape, dtype = ctx.in_meta[i]
+            np_dt = dtype.np
+            raws = [g._data]
+            for j, k in sources:  # a saved tensor, or (None there) the number in args
+                t = saved[j] if j is not None else None
+                raws.append(t._data if t is not None else np_dt.type(args[k]))
+            gi = Tensor._wrap(g._be.map(kernel, raws, np_dt))
+            if gi.shape != shape:
+                gi = gi.sum_to(shape)
+            out.append(gi if gi.dtype is dtype else gi.to(dtype))
+        return tuple(out)
+
+    @classmethod
+    def _backward_with_graph(cls, ctx, g, saved, args):
+        """create_graph: the gradient functions run with Haelixe ops on tensors."""
+        decl = cls.decl
+        values = dict(zip(decl.inputs, args[:decl.arity]))
+        values.update(zip(decl.params, args[decl.arity:]))
         values.update((n, t) for n, t in zip(_saved_names(decl), saved) if t is not None)
-        first_order = not STATE.grad_enabled
-        if not first_order and "y" in values:
+        if "y" in values:
             # the output with its history (this node), so the gradient has a graph
             y = values["y"]._alias()
             y.grad_fn, y._requires_grad = ctx, True
@@ -258,32 +284,36 @@ class ElementwiseFunction(Function):
                 out.append(None)
                 continue
             shape, dtype = ctx.in_meta[i]
-            if first_order:
-                np_dt = dtype.np
-                raws = [g._data] + [_raw(values[n], np_dt) for n in gk.needs]
-                gi = Tensor._wrap(g._be.map(gk.kernel, raws, np_dt))
-            else:
-                vals = [_as_python(values[n]) for n in gk.needs]
-                gi = gk.fn(TENSOR_MATH, g, *vals)
-                if not isinstance(gi, Tensor):
-                    gi = g * 0 + gi
-                if not gi._requires_grad:
-                    # a gradient made of comparisons (relu: g * (x > 0)) still depends on
-                    # x, with derivative zero: say so, so the next order has a graph
-                    for v in vals:
-                        if isinstance(v, Tensor) and v._requires_grad:
-                            gi = gi + v * 0.0
-                            break
+            vals = [_as_python(values[n]) for n in gk.needs]
+            gi = gk.fn(TENSOR_MATH, g, *vals)
+            if not isinstance(gi, Tensor):
+                gi = g * 0 + gi
+            if not gi._requires_grad:
+                # a gradient made of comparisons (relu: g * (x > 0)) still depends on x,
+                # with derivative zero: say so, so the next order has a graph
+                for v in vals:
+                    if isinstance(v, Tensor) and v._requires_grad:
+                        gi = gi + v * 0.0
+                        break
             if gi.shape != shape:
                 gi = gi.sum_to(shape)
-            if gi.dtype is not dtype:
-                gi = gi.to(dtype)
-            out.append(gi)
+            out.append(gi if gi.dtype is dtype else gi.to(dtype))
         return tuple(out)
 
 
-def _raw(v, np_dt):
-    return v._data if isinstance(v, Tensor) else np_dt.type(v)
+def _plans(decl, names):
+    """Per input: its gradient kernel and where each value it reads comes from, as
+    (index into the saved tensors or None, index into ctx.args or None)."""
+    order = list(decl.inputs) + list(decl.params)
+    plans = []
+    for gk in decl.grads + [None] * (decl.arity - len(decl.grads)):
+        if gk is None:
+            plans.append(None)
+            continue
+        sources = [(names.index(n) if n in names else None,
+                    order.index(n) if n in order else None) for n in gk.needs]
+        plans.append((gk.kernel, sources))
+    return plans
 
 
 def _saved_names(decl):
@@ -297,7 +327,8 @@ def _make_function(decl) -> type:
     return type(decl.label, (ElementwiseFunction,), {
         "decl": decl, "label": decl.label, "__slots__": (),
         "save_index": tuple(decl.inputs.index(n) for n in names if n != "y"),
-        "saves_output": "y" in names, "differentiable": decl.differentiable})
+        "saves_output": "y" in names, "differentiable": decl.differentiable,
+        "plans": _plans(decl, names)})
 
 
 # -- fronts: promotion, broadcasting, then the Function -------------------------------------
