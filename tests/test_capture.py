@@ -12,7 +12,7 @@ import pytest
 import haelixe as hx
 from haelixe import nn
 from haelixe.nn import functional as F
-from haelixe.optim import AdamW, SGD, lr_scheduler
+from haelixe.optim import SGD, AdamW, lr_scheduler
 
 
 def _setup(capturable=True):

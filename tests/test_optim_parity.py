@@ -258,13 +258,15 @@ def test_item3_sgd_on_bf16_gpu_weights(be, momentum):
 
 
 # -- state dicts -------------------------------------------------------------------------------
-def test_state_dict_keeps_per_parameter_steps():
-    def train(opt, ps, rounds):
-        for used in rounds:
-            opt.zero_grad()
-            sum((ps[i] ** 2).sum() for i in used).backward()
-            opt.step()
+def train(opt, ps, rounds):
+    """One step per round, with a gradient for the parameters the round lists."""
+    for used in rounds:
+        opt.zero_grad()
+        sum((ps[i] ** 2).sum() for i in used).backward()
+        opt.step()
 
+
+def test_state_dict_keeps_per_parameter_steps():
     ps = [hx.full((2,), float(i + 1), requires_grad=True) for i in range(3)]
     opt = hx.optim.Adam(ps, lr=0.1)
     train(opt, ps, [[0], [0, 1], [0]])  # parameter 2 never stepped, 1 once
@@ -280,12 +282,6 @@ def test_state_dict_keeps_per_parameter_steps():
 
 
 def test_capturable_state_dict_restores_the_device_counts_and_lr():
-    def train(opt, ps, rounds):
-        for used in rounds:
-            opt.zero_grad()
-            sum((ps[i] ** 2).sum() for i in used).backward()
-            opt.step()
-
     ps = [hx.full((2,), float(i + 1), requires_grad=True) for i in range(3)]
     opt = hx.optim.AdamW(ps, lr=0.1, capturable=True)
     train(opt, ps, [[0], [0, 1], [0]])
