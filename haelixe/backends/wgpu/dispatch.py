@@ -36,6 +36,7 @@ import numpy as np
 from .bindings import BindGroupCache, layout_entries
 from .shaders import KernelSpec
 
+_get_ident = threading.get_ident
 DEFAULT_MAX_PENDING = int(os.environ.get("HAELIXE_GPU_MAX_PENDING", "256"))
 META_RING_BYTES = 1 << 20
 META_WINDOW_INTS = 256  # what one dispatch's metadata may use (the largest needs ~110)
@@ -69,7 +70,8 @@ class Dispatcher:
         self._lock = threading.RLock()
         self._staging: dict[int, object] = {}  # size -> a mappable buffer for read-backs
         self._staged: dict[int, tuple] = {}  # id(buffer) -> (staging, first, end): copies
-        #: the Recording of a step being captured (graph.py), told of every command
+        #: the Recording of a step being captured (graph.py), told of every command its
+        #: thread (``recording.thread``) issues
         self.recording = None
         self.counters = dict.fromkeys(
             ("dispatches", "submits", "bind_groups", "pipelines_compiled", "uploads",
@@ -126,7 +128,7 @@ class Dispatcher:
             cpass.dispatch_workgroups(*grid)
             self._pending += 1
             self.counters["dispatches"] += 1
-            if self.recording is not None:
+            if self.recording is not None and self.recording.thread == _get_ident():
                 self.recording.on_dispatch(spec, pipe, layout, buffers, meta, grid)
 
     def _begin_pass(self):
@@ -155,7 +157,7 @@ class Dispatcher:
         right after maps ``staging`` without another submit.
         """
         with self._lock:
-            if self.recording is not None:
+            if self.recording is not None and self.recording.thread == _get_ident():
                 self.recording.on_replay()
             if self._staged:
                 self._staged.clear()  # the step may write any of them
@@ -229,7 +231,7 @@ class Dispatcher:
     def upload(self, buffer, words: np.ndarray, byte_offset: int = 0) -> None:
         """Copy host words into ``buffer`` (after any recorded work that may read it)."""
         with self._lock:
-            if self.recording is not None:
+            if self.recording is not None and self.recording.thread == _get_ident():
                 self.recording.on_upload(buffer, words, byte_offset)
             self.flush()
             self.queue.write_buffer(buffer, byte_offset, words)
@@ -242,7 +244,7 @@ class Dispatcher:
         buffer after the recorded work, one submit, one wait (or only the wait, when a
         replay already staged these bytes)."""
         with self._lock:
-            if self.recording is not None:
+            if self.recording is not None and self.recording.thread == _get_ident():
                 self.recording.on_download(nbytes)
             self.counters["downloads"] += 1
             self.counters["download_bytes"] += nbytes

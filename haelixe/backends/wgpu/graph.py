@@ -25,6 +25,7 @@ recording becomes the replay:
 from __future__ import annotations
 
 import contextlib
+import threading
 from typing import NamedTuple
 
 import numpy as np
@@ -73,6 +74,7 @@ class Recording:
 
     def __init__(self, pool, inputs):
         self.pool = pool
+        self.thread = threading.get_ident()  # other threads' commands are not the step's
         self.entries: list = []
         self.made: frozenset = frozenset()  # ids of slabs made by the call and alive after
         self._arguments = {id(raw.buffer): i for i, raw in enumerate(inputs)}
