@@ -16,7 +16,7 @@ from haelixe.data.sine import SineTask
 from haelixe.denoise import Denoiser
 from haelixe.memory import get_allocator, round_size
 from haelixe.nn import functional as F
-from haelixe.optim import SGD, Adam, AdamW, CosineAnnealing, lr_scheduler
+from haelixe.optim import SGD, Adam, AdamW, CosineAnnealing, clip_grad_norm_, lr_scheduler
 
 pytestmark = pytest.mark.gpu
 
@@ -86,6 +86,39 @@ def test_gpu_denoiser_replay_equals_eager_bit_for_bit():
     # the host's step counts advanced with the replays (state dicts, schedulers)
     assert opt_r.step_count == opt_e.step_count == 9
     assert opt_r.state_dict()["param_steps"] == opt_e.state_dict()["param_steps"]
+
+
+def test_gpu_bf16_autocast_master_weights_and_clipping_replay_bit_for_bit():
+    def run(captured):
+        hx.manual_seed(0)
+        model = Denoiser().to("gpu").to(hx.bfloat16)
+        opt = AdamW(model.parameters(), lr=1e-3, weight_decay=0.01, master_weights=True,
+                    capturable=True)
+        data = SineTask("random", 4, 0)
+
+        def train_step(x, y):
+            opt.zero_grad(set_to_none=False)
+            with hx.autocast(dtype=hx.bfloat16):
+                loss = F.mse_loss(model(x).float(), y)
+            loss.backward()
+            norm = clip_grad_norm_(model.parameters(), 0.5)
+            opt.step()
+            return loss, norm
+
+        step = hx.capture(train_step, device="gpu") if captured else train_step
+        values = []
+        for _ in range(6):
+            noisy, clean = data.batch()
+            if not captured:
+                noisy, clean = hx.from_numpy(noisy).to("gpu"), hx.from_numpy(clean).to("gpu")
+            loss, norm = step(noisy, clean)
+            values.append((loss.item(), norm.item()))
+        return values, [p.detach().float().numpy() for p in model.parameters()]
+
+    (ve, pe), (vr, pr) = run(False), run(True)
+    assert ve == vr
+    for a, b in zip(pe, pr):
+        np.testing.assert_array_equal(a, b)
 
 
 def _mlp(seed=0):
