@@ -117,8 +117,11 @@ class CapturedStep:
         self.device = None if device is None else as_device(device)
         self.warmup = warmup
         self._signatures: dict = {}
+        # the graphs alone are released at garbage collection: the finalizer must not
+        # hold the signatures, whose function may hold this object (a bound method)
+        self._graphs: list = []
         self._lock = threading.RLock()
-        self._finalizer = weakref.finalize(self, _release_all, self._signatures)
+        self._finalizer = weakref.finalize(self, _release_graphs, self._graphs)
 
     def __call__(self, *args, **kwargs):
         if recording():
@@ -134,12 +137,14 @@ class CapturedStep:
             if sig is None:
                 sig = self._signatures[key] = _Signature(self.fn, self.__name__,
                                                          self.warmup, device, values, names)
+                self._graphs.append(sig.graph)
             try:
                 out = sig.call(values)
             except BaseException:
                 if not sig.replaying:  # start again on the next call
                     sig.release()
                     del self._signatures[key]
+                    self._graphs.remove(sig.graph)
                 raise
             return out
 
@@ -147,7 +152,10 @@ class CapturedStep:
         """Free every replay of this step: its reserved buffers go back to the allocator.
         Later calls capture again."""
         with self._lock:
-            _release_all(self._signatures)
+            for sig in self._signatures.values():
+                sig.release()
+            self._signatures.clear()
+            self._graphs.clear()
 
     @property
     def captured(self) -> int:
@@ -157,8 +165,7 @@ class CapturedStep:
     def graph_stats(self) -> list:
         """Per replaying signature: what its replay holds (dispatches, copies, staged
         outputs, bytes its private pool keeps free)."""
-        return [s.graph.stats for s in self._signatures.values()
-                if s.replaying and hasattr(s.graph, "stats")]
+        return [s.graph.stats for s in self._signatures.values() if s.replaying]
 
     def _device_of(self, values):
         devices = {v.device for v in values if isinstance(v, Tensor) and v.device is not CPU}
@@ -184,10 +191,10 @@ class CapturedStep:
                 f"replaying={self.captured})")
 
 
-def _release_all(signatures: dict) -> None:
-    for sig in signatures.values():
-        sig.release()
-    signatures.clear()
+def _release_graphs(graphs: list) -> None:
+    for graph in graphs:
+        graph.release()
+    graphs.clear()
 
 
 def _signature_of(v, i: int) -> tuple:

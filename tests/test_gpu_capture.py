@@ -173,7 +173,8 @@ def test_gpu_arguments_on_the_gpu_are_copied_into_the_static_inputs():
     ref_opt = AdamW(ref_model.parameters(), lr=1e-2, capturable=True)
     for x, y in _batches(6):
         xg, yg = hx.from_numpy(x).to("gpu"), hx.from_numpy(y).to("gpu")
-        loss, pred = step(xg[:, :], yg)
+        strided = hx.from_numpy(np.ascontiguousarray(x.T)).to("gpu").T  # read through strides
+        loss, pred = step(strided, yg)
         ref_opt.zero_grad()
         ref_loss = F.mse_loss(ref_model(xg), yg)
         ref_loss.backward()
@@ -311,6 +312,29 @@ def test_gpu_a_dropped_capture_is_released_by_the_garbage_collector():
     del step
     gc.collect()
     assert alloc.stats()["captured_bytes"] == before
+
+
+def test_gpu_an_object_capturing_its_own_method_is_collected():
+    class Trainer:
+        def __init__(self):
+            self.w = hx.randn(8, 4, device="gpu")
+            self.step = hx.capture(self.train_step, device="gpu")
+
+        def train_step(self, x):
+            return (x @ self.w).sum()
+
+    gc.collect()
+    alloc = get_allocator("gpu")
+    before = alloc.stats()
+    trainer = Trainer()
+    for _ in range(4):
+        trainer.step(X)
+    assert alloc.stats()["captured_bytes"] > before["captured_bytes"]
+    del trainer  # a cycle through the bound method: the garbage collector frees it
+    gc.collect()
+    after = alloc.stats()
+    assert after["captured_bytes"] == before["captured_bytes"]
+    assert after["allocated_bytes"] == before["allocated_bytes"]
 
 
 # -- signatures -----------------------------------------------------------------------------

@@ -14,7 +14,7 @@ call of a step and replays them later without running its Python.
 - ``replay(run, static_outputs, prelude)``: run the step once more and return its
   outputs: either ``run()`` (the step's Python, eagerly) or ``prelude()`` (the host-side
   bookkeeping the step registered) then the recorded work, returning ``static_outputs()``;
-- ``release()``: give back everything the graph keeps.
+- ``release()``: give back everything the graph keeps; ``stats``: what a replay holds.
 
 :class:`EagerGraph` is the default: it records nothing and "replays" by running the step
 again. That is what the CPU uses: numpy kernels carry no launch cost to save, and a
@@ -64,6 +64,11 @@ class EagerGraph:
 
     def release(self) -> None:
         pass
+
+    @property
+    def stats(self) -> dict:
+        """What a replay holds: nothing here."""
+        return {"dispatches": 0, "copies": 0, "staged_outputs": 0, "pool_free_bytes": 0}
 
 
 def where(skip: int = 0) -> str:
