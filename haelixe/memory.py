@@ -283,10 +283,6 @@ class PrivatePool:
         None for a slab the pool did not hand out."""
         return self._serial.get(id(handle))
 
-    def made_here(self, handle) -> bool:
-        """Whether the pool handed ``handle`` out while routing (reserved ones: no)."""
-        return id(handle) in self._serial
-
     def held_ids(self) -> frozenset:
         """ids of the slabs handed out while routing that live blocks still hold."""
         free = {id(h) for handles in self._free.values() for h in handles}
@@ -318,6 +314,8 @@ class PrivatePool:
 
     def _keep(self, handle, b: int) -> None:
         self._free.setdefault(b, []).append(handle)
+
+    def _died(self, handle) -> None:
         if id(handle) in self._reserved:
             self.lost.append(handle)
 
@@ -555,6 +553,8 @@ class Allocator:
             self._cached += 1
         else:  # kept free for the pools that name it only
             pools[0]._keep(handle, b)
+            for pool in pools:
+                pool._died(handle)
             self._captured += size
             self._captured_blocks += 1
         st[0] -= 1
