@@ -9,6 +9,7 @@
 from . import autograd  # noqa: E402  (Tensor.backward, hooks)
 from . import dtype as _dtype_module
 from .autograd.mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
+from .capture_replay import CaptureError, capture
 from .creation import (
     arange,
     as_tensor,

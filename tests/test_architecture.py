@@ -21,7 +21,7 @@ LAYERS = [
     ("autograd", ["autograd"]),
     ("amp", ["amp"]),
     ("ops", ["ops"]),
-    ("library", ["nn", "optim", "data", "serialization"]),
+    ("library", ["nn", "optim", "data", "serialization", "capture_replay"]),
     ("widgets", ["viz"]),
     ("apps", ["denoise", "charlm", "progress", "exercises", "__main__"]),
 ]

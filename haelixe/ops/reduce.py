@@ -215,31 +215,23 @@ def argmin(x, dim=None, keepdim=False):
 
 
 class Softmax(Function):
+    """softmax, or log_softmax where ``log``; the backward needs only the probabilities,
+    recomputed from the saved input."""
+
     @staticmethod
-    def forward(ctx, x, dim):
-        ctx.dim = dim
+    def forward(ctx, x, dim, log):
+        ctx.dim, ctx.log = dim, log
+        ctx.label = "LogSoftmax" if log else "Softmax"
         ctx.save_for_backward(x)
-        return x._be.softmax(x._data, dim)
-
-    @staticmethod
-    def backward(ctx, g):
-        (x,) = ctx.saved_tensors
-        y = softmax(x, ctx.dim)
-        return y * (g - (g * y).sum(ctx.dim, keepdim=True)), None
-
-
-class LogSoftmax(Function):
-    @staticmethod
-    def forward(ctx, x, dim):
-        ctx.dim = dim
-        ctx.save_for_backward(x)
-        return x._be.log_softmax(x._data, dim)
+        return (x._be.log_softmax if log else x._be.softmax)(x._data, dim)
 
     @staticmethod
     def backward(ctx, g):
         (x,) = ctx.saved_tensors
         p = softmax(x, ctx.dim)
-        return g - p * g.sum(ctx.dim, keepdim=True), None
+        if ctx.log:
+            return g - p * g.sum(ctx.dim, keepdim=True), None, None
+        return p * (g - (g * p).sum(ctx.dim, keepdim=True)), None, None
 
 
 def _softmax_input(x, op, dtype):
@@ -261,7 +253,7 @@ def softmax(x, dim, dtype=None):
     d = layout.normalize_dim(dim, x.ndim, "softmax")
     if x.numel() == 0:
         return x.clone()
-    return Softmax.apply(x, d)
+    return Softmax.apply(x, d, False)
 
 
 def log_softmax(x, dim, dtype=None):
@@ -272,7 +264,7 @@ def log_softmax(x, dim, dtype=None):
     d = layout.normalize_dim(dim, x.ndim, "log_softmax")
     if x.numel() == 0:
         return x.clone()
-    return LogSoftmax.apply(x, d)
+    return Softmax.apply(x, d, True)
 
 
 def logsumexp(x, dim, keepdim=False):
