@@ -356,6 +356,9 @@ OTHER = {
         lambda x: F.scaled_dot_product_attention(x[None], x[None], x[None])),
     "rope": (lambda x: hx.nn.functional.apply_rope(x, *hx.nn.functional.rope_tables(
         4, 6, dtype=x.dtype, device=x.device)), None),
+    "prod": (lambda x: x.prod(1), lambda x: x.prod(1)),
+    "diagonal": (lambda x: x.diagonal(1), lambda x: x.diagonal(1)),
+    "nonzero": (lambda x: (x > 0).nonzero(), lambda x: (x > 0).nonzero()),
     "multinomial": (None, None),  # random: tests/test_ops_api.py checks its distribution
 }
 
@@ -408,7 +411,7 @@ def test_other_ops_on_strided_layouts(name, layout, seed):
 
 # (not `to`: its spec rounds to bfloat16, whose gradient is rounded too)
 DIFF_OTHER = [n for n in SPEC_OPS
-              if n not in ("argmax", "argmin", "all", "any", "argsort", "to")]
+              if n not in ("argmax", "argmin", "all", "any", "argsort", "to", "nonzero")]
 
 
 @pytest.mark.parametrize("name", DIFF_OTHER)

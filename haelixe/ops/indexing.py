@@ -380,6 +380,22 @@ def triu(x, diagonal=0):
     return _triangle("triu", x, diagonal, False)
 
 
+@tensor_method(function=True)
+def nonzero(x, as_tuple=False):
+    """The indices of the non-zero elements: an (n, ndim) int64 tensor, or one 1-D
+    tensor per dim with ``as_tuple`` (read on the host: the count decides the shape)."""
+    from ..creation import tensor
+
+    idx = np.nonzero(x.detach()._be.to_numpy(x._data).reshape(x.shape))
+    if as_tuple:
+        return tuple(tensor(i.astype(np.int64), device=x.device) for i in idx)
+    stacked = np.stack(idx, axis=1) if idx else np.zeros((0, 0), np.int64)
+    return tensor(stacked.astype(np.int64), device=x.device)
+
+
+declare("nonzero", differentiable=False, dtypes="any")
+
+
 # -- cat / stack ---------------------------------------------------------------------------
 
 class Cat(Function):

@@ -347,6 +347,34 @@ def all_any(kind, x, dim=None, keepdim=False):
     return n == _count(b, _dims(b, dim, kind))
 
 
+def prod(x, dim=None, keepdim=False, dtype=None):
+    """The product over ``dim`` (all elements by default): the last running product, so
+    its gradient is cumprod's, exact where entries are zero."""
+    if dtype is not None:
+        x = x.to(dtype)
+    elif not x.dtype.is_floating_point and x.dtype is not int64:
+        x = x.to(int64)
+    if dim is None:
+        out = prod(x.reshape(-1), 0)
+        return out.reshape((1,) * x.ndim) if keepdim else out
+    if x.ndim == 0:
+        layout.normalize_dim(dim, 0, "prod")
+        return x.clone()
+    d = layout.normalize_dim(dim, x.ndim, "prod")
+    n = x.shape[d]
+    if n == 0:
+        shape = tuple(1 if i == d else s for i, s in enumerate(x.shape))
+        out = x.new_ones(shape)
+    else:
+        out = x.cumprod(d).narrow(d, n - 1, 1)
+    return out if keepdim else out.squeeze(d)
+
+
+def equal(a, b) -> bool:
+    """True when both have one shape and equal elements (torch.equal)."""
+    return a.shape == b.shape and bool((a == b).all())
+
+
 # -- declarations and Tensor methods ------------------------------------------------------
 for _name in ("sum", "mean", "var", "std", "amax", "amin", "softmax", "log_softmax",
               "logsumexp", "norm"):
@@ -365,6 +393,9 @@ tensor_method(log_softmax, function=True)
 tensor_method(logsumexp, function=True)
 tensor_method(norm, function=True)
 tensor_method(sum_to)
+tensor_method(prod, function=True)
+tensor_method(equal, function=True)
+declare("prod", dtypes="any")
 
 
 def _reduction_method(impl, kind):

@@ -380,6 +380,43 @@ def select(self, dim, index):
     return self[(slice(None),) * dim + (index,)]
 
 
+@tensor_method(function=True)
+def diagonal(self, offset=0, dim1=0, dim2=1):
+    """The diagonal of dims (dim1, dim2) as a view (a new last dim), as torch.diagonal."""
+    d1 = layout.normalize_dim(dim1, self.ndim, "diagonal")
+    d2 = layout.normalize_dim(dim2, self.ndim, "diagonal")
+    if d1 == d2:
+        raise ValueError(f"diagonal: dim1 and dim2 must differ, got {dim1} and {dim2}")
+    n1, n2 = self.shape[d1], self.shape[d2]
+    s1, s2 = self.strides[d1], self.strides[d2]
+    start = self.offset + (offset * s2 if offset >= 0 else -offset * s1)
+    length = max(0, min(n1 - max(-offset, 0), n2 - max(offset, 0)))
+    keep = [i for i in range(self.ndim) if i not in (d1, d2)]
+    shape = tuple(self.shape[i] for i in keep) + (length,)
+    strides = tuple(self.strides[i] for i in keep) + (s1 + s2,)
+    return DiagonalView.apply(self, shape, strides, start if length else self.offset)
+
+
+class DiagonalView(Function):
+    """A diagonal over the input's storage; its gradient fills the diagonal of zeros."""
+
+    label = "Diagonal"
+
+    @staticmethod
+    def forward(ctx, x, shape, strides, offset):
+        ctx.in_layout = (x.shape, x.strides, x.offset)
+        ctx.out_layout = (shape, strides, offset)
+        return _view_of(ctx, x, shape, strides, offset)
+
+    @staticmethod
+    def backward(ctx, g):
+        _check_history(ctx)
+        return AsStrided.backward(ctx, g)
+
+
+declare("diagonal", dtypes="any")
+
+
 @tensor_method(name="as_strided", function=True)
 def _as_strided_method(self, size, stride, storage_offset=None):
     return as_strided(self, tuple(size), tuple(stride), storage_offset)
