@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: venv lab learner test denoise bench lint clean
+.PHONY: venv lab learner test test-browser denoise bench lint clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -30,6 +30,11 @@ learner: $(STAMP)
 test: $(STAMP)
 	$(PY) -m ruff check haelixe tests benchmarks
 	$(PY) -m pytest -q tests labs --nbval-lax --nbval-sanitize-with labs/sanitize.cfg -p no:cacheprovider
+
+# The labs in headless Chromium at 1280x800, opened before and after running (screenshots
+# of every widget in build/screenshots); part of `make test` too.
+test-browser: $(STAMP)
+	$(PY) -m pytest -q tests/test_lab_browser.py -p no:cacheprovider
 
 # Train the denoiser headless (pass ARGS="--task seed --device gpu ..." to change it).
 denoise: $(STAMP)

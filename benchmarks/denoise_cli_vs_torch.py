@@ -36,9 +36,8 @@ def torch_worker(epochs: int, steps_per_epoch: int, seed: int) -> dict:
 
     torch.manual_seed(seed)
     data = SineTask("random", None, seed)
-    model = torch_denoiser(32)
+    model, opt = torch_denoiser(32)
     lr_max, lr_min = 1e-3, 5e-5
-    opt = torch.optim.AdamW(model.parameters(), lr=lr_max, weight_decay=0.01)
     first = None
     for epoch in range(epochs):
         for group in opt.param_groups:

@@ -43,10 +43,12 @@ def haelixe_stepper(batches, device="cpu"):
     return run
 
 
-def torch_denoiser(seq: int):
-    """The denoiser in PyTorch: the same layers as haelixe.denoise.Denoiser."""
+def torch_denoiser(seq: int, device="cpu"):
+    """The denoiser and its AdamW in PyTorch: (model, optimizer)."""
     import torch
     from torch import nn
+
+    torch.manual_seed(0)
 
     class RoPE(nn.Module):
         def __init__(self, head_dim, seq):
@@ -79,29 +81,35 @@ def torch_denoiser(seq: int):
             x = x + self.proj(o.transpose(1, 2).reshape(b, t, c))
             return x + self.fc2(torch.nn.functional.gelu(self.fc1(self.norm2(x))))
 
-    return nn.Sequential(nn.Linear(1, 64), Block(64, 4, seq), nn.RMSNorm(64, eps=1e-6),
-                         nn.Linear(64, 1))
+    model = nn.Sequential(nn.Linear(1, 64), Block(64, 4, seq),
+                          nn.RMSNorm(64, eps=1e-6), nn.Linear(64, 1)).to(device)
+    return model, torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.01)
 
 
 def torch_stepper(batches, device="cpu"):
     import torch
 
-    torch.manual_seed(0)
-    model = torch_denoiser(batches[0][0].shape[1]).to(device)
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.01)
+    model, opt = torch_denoiser(batches[0][0].shape[1], device)
     data = [(torch.from_numpy(x).to(device), torch.from_numpy(y).to(device))
             for x, y in batches]
 
     def run(n):
         for i in range(n):
-            x, y = data[i % len(data)]
-            opt.zero_grad()
-            loss = torch.nn.functional.mse_loss(model(x), y)
-            loss.backward()
-            opt.step()
+            loss = torch_train_step(model, opt, *data[i % len(data)])
         return loss.item()
 
     return run
+
+
+def torch_train_step(model, opt, x, y):
+    """zero_grad, forward, MSE loss, backward, AdamW step; returns the loss tensor."""
+    import torch
+
+    opt.zero_grad()
+    loss = torch.nn.functional.mse_loss(model(x), y)
+    loss.backward()
+    opt.step()
+    return loss
 
 
 def main():

@@ -8,8 +8,9 @@
 # The op modules attach the Tensor methods and list the function forms as they load.
 from . import autograd  # noqa: E402  (Tensor.backward, hooks)
 from . import dtype as _dtype_module
-from .autograd.mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
+from .autograd.mode import enable_grad, inference_mode, is_grad_enabled, no_grad, set_grad_enabled
 from .backends.threads import get_num_threads, set_num_threads
+from .capture_replay import CaptureError, capture
 from .creation import (
     arange,
     as_tensor,

@@ -159,10 +159,15 @@ def randn(*size, dtype=None, device=None, requires_grad=False) -> Tensor:
     return _finish(arr.astype(d.np, copy=False), device, requires_grad)
 
 
-def randint(low, high=None, size=(), dtype=None, device=None) -> Tensor:
+def randint(low, high=None, size=None, dtype=None, device=None) -> Tensor:
+    """Integers in [low, high); PyTorch's randint(high, size) form works too."""
+    if size is None and isinstance(high, (tuple, list)):
+        low, high, size = 0, low, high
     if high is None:
         low, high = 0, low
-    arr = generator().integers(low, high, size=tuple(size))
+    if high <= low:
+        raise ValueError(f"randint: high ({high}) must be greater than low ({low})")
+    arr = generator().integers(low, high, size=tuple(size or ()))
     return _finish(arr.astype(_dtype(dtype, dt.int64).np), device, False)
 
 

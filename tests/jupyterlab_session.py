@@ -31,12 +31,16 @@ def _free_port() -> int:
 
 @contextmanager
 def running_jupyterlab(root: Path, scratch: Path):
-    """JupyterLab serving ``root`` (config, runtime and workspaces under ``scratch``);
-    yields (base url, token). Kernels import this checkout's haelixe."""
+    """JupyterLab serving ``root`` (config, runtime, workspaces and user settings under
+    ``scratch``); yields (base url, token). Kernels import this checkout's haelixe."""
     port, token = _free_port(), secrets.token_hex(16)
+    settings = scratch / "settings" / "@jupyterlab" / "apputils-extension"
+    settings.mkdir(parents=True, exist_ok=True)  # no "Jupyter news?" toast over the page
+    (settings / "notification.jupyterlab-settings").write_text('{"fetchNews": "false"}')
     env = dict(os.environ, JUPYTER_CONFIG_DIR=str(scratch / "config"),
                JUPYTER_RUNTIME_DIR=str(scratch / "runtime"),
                JUPYTERLAB_WORKSPACES_DIR=str(scratch / "workspaces"),
+               JUPYTERLAB_SETTINGS_DIR=str(scratch / "settings"),
                PYTHONPATH=os.pathsep.join([str(ROOT)] + [p for p in os.environ.get(
                    "PYTHONPATH", "").split(os.pathsep) if p]))
     cmd = [sys.executable, "-m", "jupyterlab", "--no-browser", "--ip=127.0.0.1",
@@ -45,6 +49,8 @@ def running_jupyterlab(root: Path, scratch: Path):
            "--ServerApp.open_browser=False", "--allow-root"]
     log_path = scratch / "jupyterlab.log"
     log = open(log_path, "w")
+    for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        env.setdefault(var, "1")  # as under nbval: labs/conftest.py says why
     proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT)
     base = f"http://127.0.0.1:{port}"
     try:

@@ -21,9 +21,9 @@ LAYERS = [
     ("autograd", ["autograd"]),
     ("amp", ["amp"]),
     ("ops", ["ops"]),
-    ("library", ["nn", "optim", "data", "serialization"]),
+    ("library", ["nn", "optim", "data", "serialization", "capture_replay"]),
     ("widgets", ["viz"]),
-    ("apps", ["denoise", "charlm", "exercises", "__main__"]),
+    ("apps", ["denoise", "charlm", "progress", "exercises", "__main__"]),
 ]
 CONCRETE_BACKENDS = ("haelixe.backends.cpu", "haelixe.backends.cpu_attention",
                      "haelixe.backends.wgpu")

@@ -18,7 +18,7 @@ import pytest
 
 import haelixe as hx
 from haelixe.autograd import Function
-from haelixe.exercises import FAILED, LABS, lab01, lab02, lab03, lab04, lab05, lab06
+from haelixe.exercises import FAILED, LABS, lab01, lab02, lab03, lab04, lab05, lab06, lab07
 
 WRONG: dict = {}  # exercise number -> [(wrong answer, text its feedback must contain)]
 
@@ -374,7 +374,56 @@ def write_temp_left_behind(path, chunks):
     os.replace(tmp, path)
 
 
-MODULES = {1: lab01, 2: lab02, 3: lab03, 4: lab04, 5: lab05, 6: lab06}
+# -- lab 07 ---------------------------------------------------------------------------------
+
+
+@wrong("7.1", "the character that FOLLOWS x[b, t]")
+def pairs_target_is_the_input(codes, starts, context):
+    x = np.stack([codes[s:s + context] for s in starts])
+    return x, x
+
+
+@wrong("7.1", "the target comes after the input, not before")
+def pairs_target_before(codes, starts, context):
+    x = np.stack([codes[s:s + context] for s in starts])
+    return x, np.stack([codes[s - 1:s + context - 1] if s else np.roll(codes, 1)[:context]
+                        for s in starts])
+
+
+@wrong("7.1", "shape (len(starts), context)")
+def pairs_one_too_long(codes, starts, context):
+    w = np.stack([codes[s:s + context + 1] for s in starts])
+    return w, w
+
+
+def _top_k(logits, top_k):
+    if top_k is None:
+        return logits
+    kth = logits.topk(top_k, dim=-1).values[:, -1:]
+    return logits.masked_fill(logits < kth, float("-inf"))
+
+
+@wrong("7.2", "yours multiplies")
+def sample_times_temperature(logits, temperature=1.0, top_k=None):
+    return hx.multinomial(_top_k(logits * temperature, top_k).softmax(-1), 1)
+
+
+@wrong("7.2", "keep only the 3 largest logits")
+def sample_without_top_k(logits, temperature=1.0, top_k=None):
+    return hx.multinomial((logits / temperature).softmax(-1), 1)
+
+
+@wrong("7.2", "greedy decoding")
+def sample_greedy(logits, temperature=1.0, top_k=None):
+    return logits.argmax(-1, keepdim=True)
+
+
+@wrong("7.2", "shape (batch, 1)")
+def sample_flat(logits, temperature=1.0, top_k=None):
+    return hx.multinomial(_top_k(logits / temperature, top_k).softmax(-1), 1).reshape(-1)
+
+
+MODULES = {1: lab01, 2: lab02, 3: lab03, 4: lab04, 5: lab05, 6: lab06, 7: lab07}
 
 
 def _exercise(number):

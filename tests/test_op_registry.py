@@ -316,6 +316,7 @@ OTHER = {
     "squeeze": (lambda x: x[:1].squeeze(0), lambda x: x[:1].squeeze(0)),
     "unsqueeze": (lambda x: x.unsqueeze(1), lambda x: x.unsqueeze(1)),
     "flip": (lambda x: x.flip(0, 1), lambda x: x.flip(0, 1)),
+    "repeat": (lambda x: x.repeat(2, 1, 3), lambda x: x.repeat(2, 1, 3)),
     "narrow": (lambda x: x.narrow(1, 2, 3), lambda x: x.narrow(1, 2, 3)),
     "split": (lambda x: x.split(4, 1)[1], lambda x: x.split(4, 1)[1]),
     "chunk": (lambda x: x.chunk(3, 1)[2], lambda x: x.chunk(3, 1)[2]),
@@ -355,6 +356,9 @@ OTHER = {
         lambda x: F.scaled_dot_product_attention(x[None], x[None], x[None])),
     "rope": (lambda x: hx.nn.functional.apply_rope(x, *hx.nn.functional.rope_tables(
         4, 6, dtype=x.dtype, device=x.device)), None),
+    "prod": (lambda x: x.prod(1), lambda x: x.prod(1)),
+    "diagonal": (lambda x: x.diagonal(1), lambda x: x.diagonal(1)),
+    "nonzero": (lambda x: (x > 0).nonzero(), lambda x: (x > 0).nonzero()),
     "multinomial": (None, None),  # random: tests/test_ops_api.py checks its distribution
 }
 
@@ -407,7 +411,7 @@ def test_other_ops_on_strided_layouts(name, layout, seed):
 
 # (not `to`: its spec rounds to bfloat16, whose gradient is rounded too)
 DIFF_OTHER = [n for n in SPEC_OPS
-              if n not in ("argmax", "argmin", "all", "any", "argsort", "to")]
+              if n not in ("argmax", "argmin", "all", "any", "argsort", "to", "nonzero")]
 
 
 @pytest.mark.parametrize("name", DIFF_OTHER)

@@ -77,6 +77,17 @@ CASES = {
     "min_dim": (lambda x: hx.min(x, 0, keepdim=True).values,
                 lambda x: torch.min(x, 0, keepdim=True).values, [arr(3, 4)]),
     "logsumexp": (lambda x: x.logsumexp(1), lambda x: x.logsumexp(1), [arr(3, 4)]),
+    "repeat": (lambda x: x.repeat(2, 1, 3), lambda x: x.repeat(2, 1, 3), [arr(3, 2)]),
+    "repeat_tuple": (lambda x: x.T.repeat((1, 2)), lambda x: x.T.repeat((1, 2)), [arr(3, 2)]),
+    "scatter_": (lambda x, s: (x * 1).scatter_(1, hx.tensor([[0, 3], [2, 1]], device=x.device),
+                                               s),
+                 lambda x, s: (x * 1).scatter_(1, torch.tensor([[0, 3], [2, 1]]), s),
+                 [arr(2, 5), arr(2, 2)]),
+    "scatter_add_": (lambda x, s: (x * 1).scatter_add_(1, hx.tensor(IDX, device=x.device), s),
+                     lambda x, s: (x * 1).scatter_add_(1, torch.tensor(IDX), s),
+                     [arr(2, 3), arr(2, 4)]),
+    "masked_fill_": (lambda x: (x * 1).masked_fill_(x.detach() > 0, 0.5),
+                     lambda x: (x * 1).masked_fill_(x.detach() > 0, 0.5), [arr(3, 4)]),
 }
 NONDIFF = {
     "argsort": (lambda x: x.argsort(dim=0), lambda x: x.argsort(dim=0), [arr(4, 3)]),
@@ -132,7 +143,8 @@ def test_index_and_bool_results_match_pytorch(name):
 
 
 @pytest.mark.parametrize("name", ["cumsum", "cumprod_zero", "topk", "sort", "scatter",
-                                  "einsum_bmm", "tril", "index_add", "norm_p3_dim"])
+                                  "einsum_bmm", "tril", "index_add", "norm_p3_dim", "repeat",
+                                  "repeat_tuple", "masked_fill_", "scatter_", "scatter_add_"])
 def test_gradcheck(name):
     fh, _, arrays = CASES[name]
     xs = [hx.tensor(a, requires_grad=True) for a in arrays]
@@ -166,12 +178,40 @@ def test_errors_name_the_op_and_the_fix():
         hx.einsum("ij->i", hx.zeros(3))
     with pytest.raises(RuntimeError, match="tril: input needs at least 2 dims"):
         hx.zeros(3).tril()
+    with pytest.raises(RuntimeError, match=r"repeat: sizes \(2,\) for a tensor of shape"):
+        x.repeat(2)
+    with pytest.raises(TypeError, match="masked_fill: mask must be a bool tensor"):
+        x.masked_fill_(x, 1.0)
+
+
+def test_repeat_edge_shapes_and_masked_fill_in_place():
+    for shape, sizes in (((), (2, 3)), ((0, 2), (3, 1)), ((2, 3), (0, 1)), ((1,), (1,))):
+        a = np.arange(int(np.prod(shape)), dtype=np.float32).reshape(shape)
+        got, want = hx.tensor(a).repeat(*sizes), torch.tensor(a).repeat(*sizes)
+        assert got.shape == tuple(want.shape)
+        np.testing.assert_array_equal(got.numpy(), want.numpy())
+    x = hx.tensor([1.0, -2.0, 3.0])
+    alias = x[1:]
+    assert x.masked_fill_(x < 0, 0.0) is x
+    assert alias.tolist() == [0.0, 3.0]  # written into the same storage
+
+
+@pytest.mark.parametrize("dtype", ["bool", "int32", "int64", "float16", "bfloat16"])
+def test_tril_triu_keep_the_dtype(dtype):
+    # a causal mask is built as ones(t, t, dtype=bool).tril() and must stay a bool mask
+    ones = np.ones((3, 4), np.float32)
+    for op in ("tril", "triu"):
+        got = getattr(hx.tensor(ones).to(dtype), op)(1)
+        want = getattr(torch.tensor(ones).to(getattr(torch, dtype)), op)(1)
+        assert got.dtype.name == dtype
+        np.testing.assert_array_equal(got.float().numpy(), want.float().numpy())
 
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("name", ["sort", "topk", "cumsum", "cumsum_dim0", "tril", "triu_k",
                                   "einsum_attn", "scatter", "scatter_add", "index_select",
-                                  "index_add", "norm_p3_dim", "max_dim", "logsumexp"])
+                                  "index_add", "norm_p3_dim", "max_dim", "logsumexp", "repeat",
+                                  "masked_fill_", "scatter_", "scatter_add_"])
 def test_gpu_equals_cpu(be, name):
     _, cpu = _run(CASES[name], "hx", "float32")
     hs, gpu = _run(CASES[name], "hx", "float32", "gpu")

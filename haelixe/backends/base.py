@@ -80,6 +80,11 @@ K_ADAMW_V = Kernel("adam_v", lambda m, v, g, b2: v * b2 + g * g * (1.0 - b2), 3)
 K_ADAMW_P = Kernel(
     "adamw_p", lambda m, p, mo, v, decay, lr_bc1, inv_sqrt_bc2, eps:
     p * decay - lr_bc1 * mo / (m.sqrt(v) * inv_sqrt_bc2 + eps), 7)
+# capturable AdamW: lr and the step count t read from 1-element arrays on the device
+K_ADAMW_P_CAPTURABLE = Kernel(
+    "adamw_p_capturable", lambda m, p, mo, v, lr, t, b1, b2, eps, wd:
+    p * (1.0 - lr * wd) - lr / (1.0 - m.pow(b1, t)) * mo
+    / (m.sqrt(v) / m.sqrt(1.0 - m.pow(b2, t)) + eps), 9)
 K_SGD_D = Kernel("sgd_d", lambda m, g, p, wd: g + p * wd, 3)
 K_SGD_BUF = Kernel("sgd_buf", lambda m, buf, d, mom: buf * mom + d, 3)
 K_SGD_P = Kernel("sgd_p", lambda m, p, d, lr: p - d * lr, 3)
@@ -404,12 +409,36 @@ class Backend:
 
     def sgd_step(self, p, g, buf, lr, momentum, nesterov, weight_decay):
         """buf may be None when momentum == 0."""
+        self.sgd_step_capturable(p, g, buf, p.dtype.type(lr), momentum, nesterov,
+                                 weight_decay)
+
+    # capturable forms: what changes from step to step is read from 1-element arrays on
+    # the device, so a captured step replays with the current values (hx.capture)
+    def adamw_step_capturable(self, p, g, m, v, lr, step, beta1, beta2, eps, weight_decay):
+        """adamw_step with ``lr`` and ``step`` (the count, this step included) read from
+        1-element arrays; the bias corrections are computed in p's dtype."""
+        t = p.dtype.type
+        self.map_into(K_ADAMW_M, m, [g, t(beta1)])
+        self.map_into(K_ADAMW_V, v, [g, t(beta2)])
+        self.map_into(K_ADAMW_P_CAPTURABLE, p, [m, v, lr, step, t(beta1), t(beta2), t(eps),
+                                                t(weight_decay)])
+
+    def sgd_step_capturable(self, p, g, buf, lr, momentum, nesterov, weight_decay):
+        """sgd_step with ``lr`` read from a 1-element array (or a host scalar)."""
         t = p.dtype.type
         d = self.map(K_SGD_D, [g, p, t(weight_decay)], p.dtype) if weight_decay else g
         if momentum:
             self.map_into(K_SGD_BUF, buf, [d, t(momentum)])
             d = self.map(K_NESTEROV, [d, buf, t(momentum)], p.dtype) if nesterov else buf
-        self.map_into(K_SGD_P, p, [d, t(lr)])
+        self.map_into(K_SGD_P, p, [d, lr])
+
+    # -- capture (hx.capture) -------------------------------------------------------------
+    def new_graph(self):
+        """A recorder and replayer of this backend's launches for one captured step (see
+        graph.py); the default records nothing and replays by running the step again."""
+        from .graph import EagerGraph
+
+        return EagerGraph(self)
 
     # -- helpers for the defaults --------------------------------------------------------
     def _row_mean(self, x):

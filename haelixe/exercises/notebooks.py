@@ -52,9 +52,28 @@ def dumps(nb) -> str:
 
 
 def normalize(nb) -> None:
-    """In place: no volatile metadata, and the kernelspec JupyterLab would write."""
+    """In place: no volatile metadata, outputs and kernelspec as JupyterLab would write
+    them back."""
     strip_volatile(nb)
+    merge_streams(nb)
     nb.metadata["kernelspec"] = dict(KERNELSPEC)
+
+
+def merge_streams(nb) -> None:
+    """Join consecutive outputs of one stream (stdout, stderr) into one, as JupyterLab
+    does when it opens a notebook: saved otherwise, a lab would change on re-saving."""
+    for cell in nb.cells:
+        if cell.cell_type != "code":
+            continue
+        merged = []
+        for out in cell.outputs:
+            prev = merged[-1] if merged else None
+            if (out.output_type == "stream" and prev is not None
+                    and prev.output_type == "stream" and prev.name == out.name):
+                prev.text += out.text
+            else:
+                merged.append(out)
+        cell.outputs = merged
 
 
 def strip_volatile(nb) -> bool:

@@ -217,6 +217,12 @@ def masked_fill(x, mask, value):
     return where(mask, value, x)
 
 
+@tensor_method(name="masked_fill_")
+def masked_fill_(x, mask, value):
+    """In place: ``value`` where ``mask`` is True."""
+    return x.copy_(masked_fill(x, mask, value))
+
+
 # -- gather --------------------------------------------------------------------------------
 
 class Gather(Function):
@@ -315,6 +321,18 @@ def scatter_add(x, dim, index, src):
     return x + ScatterAdd.apply(src, x.shape, d, index)
 
 
+@tensor_method(name="scatter_")
+def scatter_(x, dim, index, src=None, value=None):
+    """In place: :func:`scatter` written into ``x``."""
+    return x.copy_(scatter(x, dim, index, src, value))
+
+
+@tensor_method(name="scatter_add_")
+def scatter_add_(x, dim, index, src):
+    """In place: :func:`scatter_add` written into ``x``."""
+    return x.copy_(scatter_add(x, dim, index, src))
+
+
 @tensor_method(function=True)
 def index_select(x, dim, index):
     """The entries of ``index`` (1-D) along ``dim``: a copy; the gradient adds back."""
@@ -360,6 +378,22 @@ def tril(x, diagonal=0):
 @tensor_method(function=True)
 def triu(x, diagonal=0):
     return _triangle("triu", x, diagonal, False)
+
+
+@tensor_method(function=True)
+def nonzero(x, as_tuple=False):
+    """The indices of the non-zero elements: an (n, ndim) int64 tensor, or one 1-D
+    tensor per dim with ``as_tuple`` (read on the host: the count decides the shape)."""
+    from ..creation import tensor
+
+    idx = np.nonzero(x.detach()._be.to_numpy(x._data).reshape(x.shape))
+    if as_tuple:
+        return tuple(tensor(i.astype(np.int64), device=x.device) for i in idx)
+    stacked = np.stack(idx, axis=1) if idx else np.zeros((0, 0), np.int64)
+    return tensor(stacked.astype(np.int64), device=x.device)
+
+
+declare("nonzero", differentiable=False, dtypes="any")
 
 
 # -- cat / stack ---------------------------------------------------------------------------

@@ -11,7 +11,7 @@ from collections import namedtuple
 from .. import layout
 from ..autograd.function import Function
 from ..dtype import int64
-from ..random import generator
+from ..random import generator as default_generator
 from ..tensor import Tensor
 from .indexing import cat
 from .registry import declare, tensor_method
@@ -56,7 +56,7 @@ def topk(x, k, dim=-1, largest=True, sorted=True):  # noqa: A002 (PyTorch's name
 
 
 @tensor_method(function=True)
-def multinomial(probs, num_samples, replacement=False, generator_=None):
+def multinomial(probs, num_samples, replacement=False, generator=None):
     """Category indices drawn from the rows of ``probs`` (non-negative weights, 1-D or
     2-D), with or without replacement; hx.manual_seed makes the draws repeatable."""
     if probs.ndim not in (1, 2):
@@ -76,7 +76,7 @@ def multinomial(probs, num_samples, replacement=False, generator_=None):
             raise RuntimeError(f"multinomial: a row has fewer than {num_samples} categories "
                                f"with non-zero probability; pass replacement=True")
     raw = probs._be.multinomial(p2.detach()._data, num_samples, replacement,
-                                generator_ or generator())
+                                generator or default_generator())
     out = Tensor._wrap(raw).to(int64)
     return out.reshape(num_samples) if probs.ndim == 1 else out
 
