@@ -23,7 +23,7 @@ from __future__ import annotations
 import os
 import time
 
-MIN_WORK_PER_THREAD = 1 << 21  # multiply-adds (about 100 us of float32 GEMM on one core)
+MIN_WORK_PER_THREAD = 1 << 18  # multiply-adds (about 10 us of float32 GEMM on one core)
 SAMPLE_SECONDS = 0.5
 
 
@@ -39,7 +39,7 @@ class _Policy:
         self.cap = _usable_cores()
         self.blas = None  # threadpoolctl controllers of numpy's BLAS, found on first use
         self.current = None  # the thread count BLAS was last set to
-        self.free = 1  # cores not used by other processes, as last measured
+        self.free = None  # cores not used by other processes, as last measured
         self.next_sample = 0.0
         self.last = None  # (machine busy, machine total, own CPU) at the last sample
 
@@ -65,9 +65,23 @@ class _Policy:
     def free_cores(self) -> int:
         now = time.monotonic()
         if now >= self.next_sample:
-            self.next_sample = now + SAMPLE_SECONDS
+            first = self.free is None
+            if first:  # until a measurement exists: the load average's guess
+                self.free = self._guess()
+            # (the first interval is short, so a measurement replaces the guess soon)
+            self.next_sample = now + (SAMPLE_SECONDS / 5 if first else SAMPLE_SECONDS)
             self._sample()
         return self.free
+
+    def _guess(self) -> int:
+        """Idle cores from the 1-minute load average (this process adds little to it
+        yet: it is asked on the first large call)."""
+        try:
+            load = os.getloadavg()[0]
+        except (OSError, AttributeError):
+            return 1
+        n = len(_allowed_cpus() or ()) or (os.cpu_count() or 1)
+        return max(1, min(self.cap, round(n - load)))
 
     def _sample(self) -> None:
         cpus = _allowed_cpus()
