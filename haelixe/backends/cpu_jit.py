@@ -114,53 +114,31 @@ _Sym.__neg__ = lambda a: a.trace.make(f"(-{a.trace.num(a)})")
 _Sym.__invert__ = lambda a: a.trace.make(f"(not {a.trace.cond(a)})", True)
 
 
+# the scalar call each namespace function becomes in the generated ufunc ({} are its
+# arguments; fexp, ferf, fmaximum, fminimum come from cpu_kernels)
+_CALLS = {
+    "exp": "fexp({})", "erf": "ferf({})", "sqrt": "math.sqrt({})",
+    "rsqrt": "(T(1.0) / math.sqrt({}))", "sigmoid": "(T(1.0) / (T(1.0) + fexp(-{})))",
+    "abs": "abs({})", "floor": "np.floor({})", "ceil": "np.ceil({})",
+    "trunc": "np.trunc({})", "maximum": "fmaximum({}, {})", "minimum": "fminimum({}, {})",
+    "sign": "(T(1.0) if {0} > T(0.0) else (T(-1.0) if {0} < T(0.0) else {0}))",
+}
+
+
 class _ScalarMath:
     """The namespace a Kernel's function sees while traced: each function writes the
-    scalar call the generated ufunc makes (names from cpu_kernels)."""
+    scalar call the generated ufunc makes. log, tanh, sin, pow... are refused: numpy's
+    SIMD versions beat a libm call per element."""
 
     def __init__(self, trace):
         self.t = trace
 
-    def _call(self, fmt: str, *args, is_bool=False):
-        return self.t.make(fmt.format(*(self.t.num(a) for a in args)), is_bool)
-
-    def exp(self, x):
-        return self._call("fexp({})", x)
-
-    def erf(self, x):
-        return self._call("ferf({})", x)
-
-    def sqrt(self, x):
-        return self._call("math.sqrt({})", x)
-
-    def rsqrt(self, x):
-        return self._call("(T(1.0) / math.sqrt({}))", x)
-
-    def sigmoid(self, x):
-        return self._call("(T(1.0) / (T(1.0) + fexp(-{})))", x)
-
-    def abs(self, x):
-        return self._call("abs({})", x)
-
-    def sign(self, x):
-        s = self.t.num(x)
-        return self.t.make(f"(T(1.0) if {s} > T(0.0) else (T(-1.0) if {s} < T(0.0) "
-                           f"else {s}))")
-
-    def floor(self, x):
-        return self._call("np.floor({})", x)
-
-    def ceil(self, x):
-        return self._call("np.ceil({})", x)
-
-    def trunc(self, x):
-        return self._call("np.trunc({})", x)
-
-    def maximum(self, a, b):
-        return self._call("fmaximum({}, {})", a, b)
-
-    def minimum(self, a, b):
-        return self._call("fminimum({}, {})", a, b)
+    def __getattr__(self, name):
+        fmt = _CALLS.get(name)
+        if fmt is None:
+            raise Unsupported(f"m.{name}")
+        t = self.t
+        return lambda *args: t.make(fmt.format(*(t.num(a) for a in args)))
 
     def isnan(self, x):
         s = self.t.num(x)
@@ -168,10 +146,6 @@ class _ScalarMath:
 
     def where(self, c, a, b):
         return self.t.make(f"({self.t.num(a)} if {self.t.cond(c)} else {self.t.num(b)})")
-
-    def __getattr__(self, name):
-        # log, tanh, sin, pow...: numpy's SIMD versions beat a libm call per element
-        raise Unsupported(f"m.{name}")
 
 
 # single operations numpy already does in one pass, by the traced expression
