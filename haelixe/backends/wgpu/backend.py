@@ -84,12 +84,14 @@ class WGPU(Backend):
         self._fill_words(out, _word_of(value, out.dtype))
         return out
 
-    def _fill_words(self, out, word: int) -> None:
+    def _fill_words(self, out, word) -> None:
+        """Fill with one word, or a (even, odd) pair of words (64-bit elements)."""
         words = gd.nbytes_physical(out.dtype, out.size) // 4
         if words == 0:
             return
+        pair = word if isinstance(word, tuple) else (word, word)
         spec = kernel("fill.wgsl", "fill_words", [("out", "u32", "write")])
-        self.dispatcher.dispatch(spec, [out.buffer], [words, word], grid(-(-words // 256)))
+        self.dispatcher.dispatch(spec, [out.buffer], [words, *pair], grid(-(-words // 256)))
 
     def arange(self, start, stop, step, dtype):
         dt = gd.storage_dtype(np.dtype(dtype), "arange")
@@ -97,11 +99,11 @@ class WGPU(Backend):
         out = self.empty((n,), dt)
         if n == 0:
             return out
-        if gd.kind(dt) in ("f32", "bf16"):
+        if gd.kind(dt) in gd.FLOAT_KINDS:
             body = "store_out(i, scalar_f(1) + f32(i) * scalar_f(2));"
             scal = [f32_bits(start), f32_bits(step)]
-        elif gd.kind(dt) == "i32":
-            body = "store_out(i, scalar_i(1) + i * scalar_i(2));"
+        elif gd.kind(dt) in gd.INT_KINDS:
+            body = "store_out(i, out_t(scalar_i(1) + i * scalar_i(2)));"
             scal = [int(start), int(step)]
         else:
             raise TypeError("arange: bool is not an arange dtype")
@@ -128,11 +130,9 @@ class WGPU(Backend):
             return np.empty(x.shape, x.dtype)
         if not x.is_contiguous():
             x = self.copy(x)
-        per_word = 2 if x.dtype == gd.BF16 else 1
-        w0 = x.offset // per_word
-        w1 = -(-(x.offset + x.size) // per_word)
-        raw = self.dispatcher.download(x.buffer, 4 * w0, 4 * (w1 - w0))
-        flat = gd.from_words(raw, x.dtype, x.offset - w0 * per_word, x.size)
+        start, nbytes, first = gd.word_span(x.dtype, x.offset, x.size)
+        raw = self.dispatcher.download(x.buffer, start, nbytes)
+        flat = gd.from_words(raw, x.dtype, first, x.size)
         return flat.reshape(x.shape)
 
     def make_view(self, storage, shape, strides, offset):
@@ -297,16 +297,21 @@ for _op in COMPARE:
     setattr(WGPU, _op, _compare_method(_op))
 
 
-def _word_of(value, dt) -> int:
-    """The 32-bit word (as int32) that fills a buffer of ``dt`` with ``value``."""
+def _word_of(value, dt):
+    """The 32-bit word (as int32) that fills a buffer of ``dt`` with ``value``, or the
+    (low, high) pair of words of a 64-bit element."""
     k = gd.kind(dt)
     if k == "f32":
         return f32_bits(float(value))
-    if k == "bf16":
-        h = int(np.array(float(value), np.float32).astype(ml_dtypes.bfloat16).view(np.uint16))
+    if k in ("bf16", "f16"):
+        half = ml_dtypes.bfloat16 if k == "bf16" else np.float16
+        h = int(np.array(float(value), np.float32).astype(half).view(np.uint16))
         return int(np.array(h | (h << 16), np.uint32).view(np.int32))
     if k == "i32":
-        return int(np.array(value).astype(np.int32))
+        return int(gd.narrow(np.array(value, dt), "fill").astype(np.int32))
+    if k == "i64":
+        lo, hi = np.array(value, np.int64).reshape(1).view(np.int32)
+        return int(lo), int(hi)
     return 1 if value else 0
 
 

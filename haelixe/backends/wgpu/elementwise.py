@@ -46,9 +46,10 @@ BINARY_BOOL = {"add": "max({a}, {b})", "mul": "({a} * {b})", "maximum": "max({a}
                "minimum": "min({a}, {b})"}
 COMPARE = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
 
-_TABLES_UNARY = {"f32": UNARY_FLOAT, "bf16": UNARY_FLOAT, "i32": UNARY_INT, "bool": UNARY_BOOL}
-_TABLES_BINARY = {"f32": BINARY_FLOAT, "bf16": BINARY_FLOAT, "i32": BINARY_INT,
-                  "bool": BINARY_BOOL}
+_TABLES_UNARY = {"f32": UNARY_FLOAT, "bf16": UNARY_FLOAT, "f16": UNARY_FLOAT,
+                 "i32": UNARY_INT, "i64": UNARY_INT, "bool": UNARY_BOOL}
+_TABLES_BINARY = {"f32": BINARY_FLOAT, "bf16": BINARY_FLOAT, "f16": BINARY_FLOAT,
+                  "i32": BINARY_INT, "i64": BINARY_INT, "bool": BINARY_BOOL}
 
 
 def convert(expr: str, src: str, dst: str) -> str:
@@ -79,12 +80,16 @@ def as_scalar(x) -> np.generic:
 def _scalar_word(v: np.generic) -> int:
     """The metadata int holding scalar ``v`` (float bits for float32 / bfloat16)."""
     k = gd.kind(v.dtype)
-    if k in ("f32", "bf16"):
+    if k in gd.FLOAT_KINDS:
         return f32_bits(float(v))
+    if not -2**31 <= int(v) < 2**31:
+        raise OverflowError(f"elementwise: the scalar operand {int(v)} does not fit int32; "
+                            f"pass it as a tensor")
     return int(v)
 
 
-_SCALAR_LOAD = {"f32": "scalar_f({j})", "bf16": "scalar_f({j})", "i32": "scalar_i({j})",
+_SCALAR_LOAD = {"f32": "scalar_f({j})", "bf16": "scalar_f({j})", "f16": "scalar_f({j})",
+                "i32": "scalar_i({j})", "i64": "i64(scalar_i({j}))",
                 "bool": "u32(scalar_i({j}))"}
 
 
@@ -169,8 +174,8 @@ def binary(be, op: str, a, b):
             raise _op_error(op, [a.dtype, b.dtype])
         expr, out_dt = BINARY_FLOAT[op], gd.F32
         xa, xb = convert("x0", k, "f32"), convert("x1", k, "f32")
-        if op == "pow" and k == "i32":
-            expr, out_dt, xa, xb = "ipow({a}, {b})", a.dtype, "x0", "x1"
+        if op == "pow" and k in gd.INT_KINDS:
+            expr, out_dt, xa, xb = f"ipow_{k}({{a}}, {{b}})", a.dtype, "x0", "x1"
     out = be.empty(shape, out_dt)
     run_map(be, out, [a, b], expr.format(a=xa, b=xb))
     return out
@@ -184,7 +189,7 @@ def binary_into(be, op: str, dst, src) -> None:
     src = as_scalar(src) if is_scalar(src) else src
     k = gd.kind(dst.dtype)
     expr = _TABLES_BINARY[k].get(op)
-    if expr is None or k == "bf16" or src.dtype != dst.dtype or (
+    if expr is None or k in ("bf16", "f16") or src.dtype != dst.dtype or (
             not is_scalar(src) and src.storage is dst.storage):
         copy_into(be, dst, binary(be, op, dst, src))
         return
@@ -193,7 +198,7 @@ def binary_into(be, op: str, dst, src) -> None:
 
 def gelu_backward(be, x, gy, approximate="none"):
     """``gy * gelu'(x)`` (x and gy of one float dtype, gy broadcast to x's shape)."""
-    if gd.kind(x.dtype) not in ("f32", "bf16") or gy.dtype != x.dtype:
+    if gd.kind(x.dtype) not in gd.FLOAT_KINDS or gy.dtype != x.dtype:
         raise TypeError(f"gelu_backward: needs x and gy of one float dtype, got {x.dtype} "
                         f"and {gy.dtype}")
     op = "gelu_tanh_grad" if approximate == "tanh" else "gelu_grad"
@@ -223,19 +228,19 @@ def clamp(be, x, lo, hi):
     k = gd.kind(x.dtype)
     if k == "bool":
         raise _op_error("clamp", [x.dtype])
-    is_float = k in ("f32", "bf16")
+    is_float = k in gd.FLOAT_KINDS
 
     def enc(v):
         return f32_bits(float(v)) if is_float else int(v)
 
-    get = "scalar_f" if is_float else "scalar_i"
+    get = "scalar_f({})" if is_float else "out_t(scalar_i({}))"
     expr, scalars = "x0", []
     if lo is not None:
         scalars.append(enc(lo))
-        expr = f"max({expr}, {get}(1))"
+        expr = f"max({expr}, {get.format(1)})"
     if hi is not None:
         scalars.append(enc(hi))
-        expr = f"min({expr}, {get}({len(scalars)}))"
+        expr = f"min({expr}, {get.format(len(scalars))})"
     if is_float:  # keep NaN as numpy's clip does
         expr = f"select({expr}, x0, is_nan(x0))"
     out = be.empty(x.shape, x.dtype)
