@@ -241,12 +241,13 @@ class WGPU(Backend):
     def rope(self, x, cos, sin, inverse=False):
         return nn.rope(self, x, cos, sin, inverse)
 
-    def attention(self, q, k, v, causal, scale):
-        """Flash attention: (out, lse); lse is float32."""
-        return at.attention(self, q, k, v, causal, scale)
+    def attention(self, q, k, v, causal, scale, mask=None):
+        """Flash attention: (out, lse); lse is float32. ``mask``: None, bool (True =
+        attend) or float (added to the scores), broadcast to (batch..., q, k)."""
+        return at.attention(self, q, k, v, causal, scale, mask)
 
-    def attention_backward(self, q, k, v, out, lse, gout, causal, scale):
-        return at.attention_backward(self, q, k, v, out, lse, gout, causal, scale)
+    def attention_backward(self, q, k, v, out, lse, gout, causal, scale, mask=None):
+        return at.attention_backward(self, q, k, v, out, lse, gout, causal, scale, mask)
 
     # extras: the mean squared error and its gradient in one dispatch each
     def mse_loss(self, x, y):
