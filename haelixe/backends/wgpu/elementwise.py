@@ -14,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import dtypes as gd
+from . import pairs
 from .geometry import N_SCALARS, broadcast_shapes, broadcast_strides, f32_bits, grid, meta_block
 from .shaders import kernel
 
@@ -123,6 +124,11 @@ def run_map(be, out, inputs, expr: str, scalars=(), update: bool = False) -> Non
         buffers.append(x.buffer)
         loads.append((f"x{k}", len(ops) - 1))
     meta = meta_block(words, shape, ops, what="elementwise")
+    if not update and pairs.eligible(out, meta):  # 16-bit output: a word per invocation
+        spec = kernel("elementwise.wgsl", "map_pairs", bindings,
+                      INPUTS=pairs.inputs_text(loads, meta, expr))
+        be.dispatcher.dispatch(spec, buffers, meta, grid(-(-n // 512)))
+        return
     # one merged dim: the kernel without coordinates (index = offset + i * stride)
     flat = meta[N_SCALARS] <= 1
     index = "flat_at({k}, i)" if flat else "op_offset({k}, c)"

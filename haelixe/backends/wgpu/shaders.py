@@ -12,10 +12,12 @@ turns it into a module:
                                     ``@unroll(NAME)`` lines repeated (see :func:`unroll`)
 
 For a binding named ``x`` the prelude defines ``alias x_t`` (the type kernels compute in:
-f32 for float32/bfloat16, i32 for int32, u32 0/1 for bool) and, by access mode,
-``load_x(i: i32) -> x_t``, ``store_x(i: i32, v: x_t)`` or ``add_x(i: i32, v: x_t)``
-(an atomic accumulate). ``i`` is an element index, so bfloat16's two-per-word packing is
-invisible to kernels.
+f32 for the float dtypes, i32 / i64 for int32 / int64, u32 0/1 for bool) and, by access
+mode, ``load_x(i: i32) -> x_t``, ``store_x(i: i32, v: x_t)`` or ``add_x(i: i32, v: x_t)``
+(an atomic accumulate). ``i`` is an element index, so the two-per-word packing of
+bfloat16 and float16 is invisible to kernels. ``load2_x`` / ``store2_x`` move elements
+i and i + 1 (i even): one word of a 16-bit dtype, which a kernel that writes whole words
+stores without atomics; bindings of width 4 add ``load4_x`` / ``store4_x``.
 """
 
 from __future__ import annotations
@@ -234,8 +236,12 @@ def _accessors(slot: int, b: Binding, native_f16: bool = False) -> list[str]:
     out.append(f"{at} var<storage, {mode}> {buf}: array<{st}>;")
     if access in ("read", "rw"):
         out.append(f"fn load_{name}(i: i32) -> {ct} {{ return {buf}[i]; }}")
+        out.append(f"fn load2_{name}(i: i32) -> vec2<{ct}> {{ "
+                   f"return vec2<{ct}>({buf}[i], {buf}[i + 1]); }}")
     if access in ("write", "rw"):
         out.append(f"fn store_{name}(i: i32, v: {ct}) {{ {buf}[i] = v; }}")
+        out.append(f"fn store2_{name}(i: i32, v: vec2<{ct}>) {{ "
+                   f"{buf}[i] = v.x; {buf}[i + 1] = v.y; }}")
     return out
 
 
