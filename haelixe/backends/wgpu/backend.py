@@ -265,6 +265,12 @@ class WGPU(Backend):
     def sgd_step(self, p, g, buf, lr, momentum, nesterov, weight_decay):
         op.sgd_step(self, p, g, buf, lr, momentum, nesterov, weight_decay)
 
+    # extra: GradScaler's unscale and inf / NaN check in one pass
+    def unscale_and_check(self, g, inv_scale, flag):
+        """g *= inv_scale in place, flag = 1 if g held an inf or NaN; False (nothing done)
+        where g is not contiguous float32."""
+        return op.unscale_and_check(self, g, inv_scale, flag)
+
 
 def _unary_method(op):
     def method(self, x):

@@ -80,7 +80,7 @@ def _unit_helpers(operands, unit) -> str:
     for k, (name, a, kind, access) in enumerate(operands):
         if a is None or kind == "stat":
             continue
-        sig = f"(c: array<i32, 8>, u: i32"
+        sig = "(c: array<i32, 8>, u: i32"
         if access == "write":
             body = (f"store2_{name}(col({k}, c, 2 * u), v);" if unit == 2 else
                     f"store_{name}(col({k}, c, u), v.x);")
