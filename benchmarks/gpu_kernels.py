@@ -36,7 +36,7 @@ LINEAR_SHAPES = [(m, k, n) for m in (2048, 8192)
                               (1024, 4096), (4096, 1024), (4096, 4096))]
 SMALL_LINEAR_SHAPES = [(64, 32, 48), (96, 40, 8)]
 ATTENTION_SHAPES = [(8, 16, 4096, 64), (8, 16, 1024, 64), (4, 16, 4096, 128),
-                    (16, 16, 512, 64), (8, 16, 2048, 128)]
+                    (16, 8, 512, 64)]
 SMALL_ATTENTION_SHAPES = [(1, 2, 40, 16)]
 
 
@@ -211,8 +211,9 @@ def bench_attention(b: Bench, shape, causal: bool) -> dict:
 
 
 # -- variant sweep -----------------------------------------------------------------------
-def sweep_matmul(b: Bench, shapes) -> list:
-    """Every tile (and split-K factor where K is long) on each shape."""
+def sweep_matmul(b: Bench, shapes, out: list, save=lambda: None) -> list:
+    """Every tile (and split-K factor where K is long) on each shape; rows are appended
+    to ``out`` and ``save`` called after each (a run cut short keeps what it measured)."""
     from haelixe.backends.wgpu import matmul as mm
 
     tiles = dict(mm.TILES)
@@ -221,7 +222,6 @@ def sweep_matmul(b: Bench, shapes) -> list:
     tiles["64x64k32"] = mm.Tile(64, 64, 4, 4, 32)
     tiles["128x64k32"] = mm.Tile(128, 64, 8, 4, 32)
     tiles["32x64"] = mm.Tile(32, 64, 4, 4, 16)
-    out = []
     for m, k, n in shapes:
         for name, (run0, a, c) in linear_case(b, m, k, n).items():
             big_k = a.shape[1]
@@ -245,6 +245,7 @@ def sweep_matmul(b: Bench, shapes) -> list:
                   f"{ok.get(row['best'], 0) * 1e3:.3f} ms, chosen {row['chosen']} "
                   f"{ok.get(row['chosen'], float('nan')) * 1e3:.3f} ms", flush=True)
             out.append(row)
+            save()
     return out
 
 
@@ -270,12 +271,11 @@ def _with_variant(run, variant):
     return forced
 
 
-def sweep_attention(b: Bench, shapes) -> list:
+def sweep_attention(b: Bench, shapes, out: list, save=lambda: None) -> list:
     """Plans (invocations per row, rows per workgroup, block) of each attention kernel."""
     from haelixe.backends.wgpu import attention as at
 
     be = b.be
-    out = []
     limit = be.context.limits.get("max-compute-workgroup-storage-size", 16384)
     for shape in shapes:
         bsz, heads, seq, hd = shape
@@ -286,7 +286,7 @@ def sweep_attention(b: Bench, shapes) -> list:
             row = {"shape": list(shape), "entry": entry, "times": {},
                    "chosen": tuple(at.plan(entry, hd, hd, limit, seq))}
             for p in (1, 2, 4):
-                for bq in (32, 64, 128):
+                for bq in (64, 128):
                     for bk in (16, 32):
                         pl = at.Plan(p, bq, bk)
                         if bq * p > 256 or (hd // 4) % p or \
@@ -304,6 +304,7 @@ def sweep_attention(b: Bench, shapes) -> list:
                   f"{ok.get(row['best'], 0) * 1e3:.3f} ms; chosen {row['chosen']} "
                   f"{ok.get(str(row['chosen']), float('nan')) * 1e3:.3f} ms", flush=True)
             out.append(row)
+            save()
     return out
 
 
@@ -356,18 +357,35 @@ def main(argv=None) -> dict:
     report = {"adapter": {k: info[k] for k in ("device", "backend", "adapter_type",
                                                "software")},
               "features": sorted(be.context.features)}
+    def save():
+        if args.out:
+            Path(args.out).write_text(json.dumps(report, indent=1, default=str))
+
     if args.sweep:  # many variants: short rounds on a GPU that is already warm
         b.iters, b.repeats, b.warm_s = (1, 1, 0.0) if small else (3, 2, 0.0)
-        report["sweep_matmul"] = sweep_matmul(
-            b, SMALL_LINEAR_SHAPES if small else [(4096, 4096, 4096)] + LINEAR_SHAPES)
-        report["sweep_attention"] = sweep_attention(
-            b, SMALL_ATTENTION_SHAPES if small else ATTENTION_SHAPES[:3])
+        if "attention" not in args.skip:
+            sweep_attention(b, SMALL_ATTENTION_SHAPES if small else
+                            [ATTENTION_SHAPES[0], ATTENTION_SHAPES[2]],
+                            report.setdefault("sweep_attention", []), save)
+        if "matmul" not in args.skip:
+            sweep_matmul(b, SMALL_LINEAR_SHAPES if small else
+                         [(4096, 4096, 4096)] + LINEAR_SHAPES,
+                         report.setdefault("sweep_matmul", []), save)
     else:
         if "matmul" not in args.skip:
             n = 96 if small else 4096
             report["matmul"] = []
-            for dt in ("f32", "f16"):
-                r = bench_matmul(b, n, dt)
+            for dt in ("f32", "f16", "f16 (f32 math)"):
+                if dt == "f16 (f32 math)":  # the fallback of adapters without shader-f16
+                    if not be.context.has("shader-f16"):
+                        continue
+                    saved = be.context.features
+                    be.context.features = saved - {"shader-f16"}
+                    r = bench_matmul(b, n, "f16")
+                    be.context.features = saved
+                    r["dtype"] = dt
+                else:
+                    r = bench_matmul(b, n, dt)
                 report["matmul"].append(r)
                 line = (f"matmul {n}^2 {dt}: haelixe {fmt_ms(r['haelixe'])} "
                         f"({r['haelixe_tflops']:.1f} TFLOP/s, rel err {r['rel_err']:.1e})")
@@ -375,10 +393,12 @@ def main(argv=None) -> dict:
                     line += (f" | torch {fmt_ms(r['torch'])} ({r['torch_tflops']:.1f} "
                              f"TFLOP/s) | ratio {r['ratio']:.2f}")
                 print(line, flush=True)
-            f32, f16 = report["matmul"]
+            f32, f16 = report["matmul"][:2]
             print(f"matmul f16 / f32 speed (haelixe): "
                   f"{f32['haelixe']['median'] / f16['haelixe']['median']:.2f}x")
         if "attention" not in args.skip:
+            if not small:  # 10-100 ms a call: fewer calls a round
+                b.iters, b.repeats = max(2, b.iters // 2), 3
             report["attention"] = []
             for shape in SMALL_ATTENTION_SHAPES if small else ATTENTION_SHAPES:
                 for causal in (False, True):
@@ -394,11 +414,11 @@ def main(argv=None) -> dict:
                                  f"rel err {r['rel_err']:.1e}")
                     print(line, flush=True)
         if "linear" not in args.skip:
+            b.warm_s = 0.1  # the GPU is warm by now
             report["linear"] = bench_linear(b, SMALL_LINEAR_SHAPES if small else LINEAR_SHAPES)
             print_linear_table(report["linear"])
     report["dispatch_stats"] = be.stats()
-    if args.out:
-        Path(args.out).write_text(json.dumps(report, indent=1, default=str))
+    save()
     return report
 
 

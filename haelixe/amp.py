@@ -112,3 +112,4 @@ def memory_report(model=None, optimizer=None) -> dict:
     return report
 
 
+from .amp_scaler import GradScaler  # noqa: E402, F401  (hx.amp.GradScaler, as torch.amp)

@@ -26,7 +26,8 @@ ${HELPERS}
 // operands: 0 y, 1 x, 2 w, 3 rstd
 @compute @workgroup_size(${WG})
 fn rmsnorm(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
-           @builtin(local_invocation_index) lid: u32) {
+           @builtin(local_invocation_index) lid: u32${SG_ARGS}) {
+    ${SG_SET}
     let row = flat_group(wid, nwg);
     if (row >= metadata[0]) { return; }
     let D = metadata[1];
@@ -47,7 +48,8 @@ fn rmsnorm(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: 
 // dx = rstd * (gx - xhat * mean(gx * xhat)), gx = gy * w, xhat = x * rstd
 @compute @workgroup_size(${WG})
 fn rmsnorm_backward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
-                    @builtin(local_invocation_index) lid: u32) {
+                    @builtin(local_invocation_index) lid: u32${SG_ARGS}) {
+    ${SG_SET}
     let row = flat_group(wid, nwg);
     if (row >= metadata[0]) { return; }
     let D = metadata[1];
@@ -72,7 +74,8 @@ fn rmsnorm_backward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgrou
 // operands: 0 y, 1 x, 2 w, 3 mean, 4 rstd, 5 b
 @compute @workgroup_size(${WG})
 fn layernorm(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
-             @builtin(local_invocation_index) lid: u32) {
+             @builtin(local_invocation_index) lid: u32${SG_ARGS}) {
+    ${SG_SET}
     let row = flat_group(wid, nwg);
     if (row >= metadata[0]) { return; }
     let D = metadata[1];
@@ -101,7 +104,8 @@ fn layernorm(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg
 // dx = rstd * (gx - mean(gx) - xhat * mean(gx * xhat)), gx = gy * w
 @compute @workgroup_size(${WG})
 fn layernorm_backward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
-                      @builtin(local_invocation_index) lid: u32) {
+                      @builtin(local_invocation_index) lid: u32${SG_ARGS}) {
+    ${SG_SET}
     let row = flat_group(wid, nwg);
     if (row >= metadata[0]) { return; }
     let D = metadata[1];

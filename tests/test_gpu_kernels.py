@@ -381,3 +381,29 @@ def test_unscale_and_check_kernel(be):
         assert be.unscale_and_check(g, 0.5, flag) and be.to_numpy(flag) == 1.0
         flag = up(be, np.zeros((), np.float32))
     assert not be.unscale_and_check(up(be, np.ones(2, BF16)), 0.5, flag)  # composed path
+
+
+# -- row reductions: subgroups and the workgroup-memory tree ---------------------------------
+@pytest.mark.parametrize("subgroups", [True, False], ids=["subgroup", "tree"])
+def test_row_reductions_with_and_without_subgroups(be, subgroups):
+    if subgroups and not be.context.has("subgroup"):
+        pytest.skip("the adapter has no subgroups")
+    saved = be.context.features
+    if not subgroups:
+        be.context.features = saved - {"subgroup"}
+    try:
+        rng = np.random.default_rng(11)
+        for n in (5, 40, 300, 700):  # 32, 64 and 256 invocations a row
+            x = rng.standard_normal((3, n)).astype(np.float32)
+            x[2, n // 2] = np.nan  # NaN wins the max
+            got = be.to_numpy(be.softmax(up(be, x), 1))
+            e = np.exp(x[:2] - x[:2].max(1, keepdims=True))
+            np.testing.assert_allclose(got[:2], e / e.sum(1, keepdims=True), atol=1e-6)
+            assert np.isnan(got[2]).all()
+            y, _ = be.rmsnorm(up(be, x[:2]), None, 1e-6)
+            want = f64(x[:2]) / np.sqrt((f64(x[:2]) ** 2).mean(1, keepdims=True) + 1e-6)
+            np.testing.assert_allclose(be.to_numpy(y), want, atol=1e-5)
+            mse = be.to_numpy(be.mse_loss(up(be, x[:2]), up(be, x[:2] * 0.5)))
+            np.testing.assert_allclose(mse, ((f64(x[:2]) * 0.5) ** 2).mean(), rtol=1e-5)
+    finally:
+        be.context.features = saved

@@ -7,7 +7,7 @@ from . import dtypes as gd
 from . import matmul as mm
 from .elementwise import BINARY_FLOAT, run_map
 from .geometry import f32_bits, grid, meta_block, reshape_view, swap_last2
-from .reduce import workgroup_size
+from .reduce import row_reduction
 from .shaders import kernel
 
 _ACTIVATIONS = (None, "gelu", "gelu_tanh")
@@ -111,7 +111,7 @@ def _run_rows(be, entry, x, operands, scalars, **params):
                       [_row_operand(x, a, kind) for _, a, kind, _ in operands], what=entry)
     live = [(n, a, acc) for n, a, _, acc in operands if a is not None]
     spec = kernel("norm.wgsl", entry, [(n, gd.kind(a.dtype), acc) for n, a, acc in live],
-                  WG=workgroup_size(-(-d // unit)), UNIT=unit,
+                  **row_reduction(be, -(-d // unit)), UNIT=unit,
                   LANE_Y="1.0" if unit == 2 else "0.0",
                   HELPERS=_unit_helpers(operands, unit), **params)
     be.dispatcher.dispatch(spec, [a.buffer for _, a, _ in live], meta, grid(rows))
@@ -207,7 +207,7 @@ def mse_loss(be, x, y):
                       [(x.strides, x.offset), (y.strides, y.offset)], what="mse_loss")
     k = gd.kind(x.dtype)
     spec = kernel("loss.wgsl", "mse_loss", [("out", k, "write"), ("x", k, "read"),
-                                            ("y", k, "read")], WG=256)
+                                            ("y", k, "read")], **row_reduction(be, 1 << 20))
     be.dispatcher.dispatch(spec, [out.buffer, x.buffer, y.buffer], meta, (1, 1, 1))
     return out
 

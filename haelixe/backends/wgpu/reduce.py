@@ -32,6 +32,19 @@ def workgroup_size(length: int) -> int:
     return 32 if length <= 64 else 64 if length <= 512 else 256
 
 
+def row_reduction(be, length: int) -> dict:
+    """Params of a kernel built on rows.wgsl for rows of ``length``: its workgroup size
+    and how it reduces a row (subgroup operations where the adapter has them)."""
+    if be.context.has("subgroup"):
+        return {"WG": workgroup_size(length), "SECTIONS": "rows_subgroup",
+                "SG_ARGS": ", @builtin(subgroup_id) sg_id: u32, "
+                           "@builtin(num_subgroups) sg_n: u32, "
+                           "@builtin(subgroup_invocation_id) sg_inv: u32",
+                "SG_SET": "sg_index = sg_id; sg_count = sg_n; sg_lane = sg_inv;"}
+    return {"WG": workgroup_size(length), "SECTIONS": "rows_tree", "SG_ARGS": "",
+            "SG_SET": ""}
+
+
 def _reduce_meta(x, axes, n_out):
     """Metadata for reducing ``x`` over ``axes``: kept dims as the iteration space, the
     reduced dims after operand 0."""
@@ -129,6 +142,6 @@ def softmax(be, x, axis, log: bool = False):
     meta = row_meta(x, out, axis, [rows, length])
     k = gd.kind(x.dtype)
     spec = kernel("softmax.wgsl", "softmax", [("out", k, "write"), ("x", k, "read")],
-                  WG=workgroup_size(length), LOG="true" if log else "false")
+                  LOG="true" if log else "false", **row_reduction(be, length))
     be.dispatcher.dispatch(spec, [out.buffer, x.buffer], meta, grid(rows))
     return out

@@ -96,10 +96,10 @@ def module_source(file: str, entry: str, bindings: tuple, params: tuple,
     text = read_shader(file)
     parts = [f"enable {e};" for e in enable]
     parts += [read_shader("common.wgsl"), prelude(bindings, "f16" in enable)]
+    keys = {entry, *dict(params).get("SECTIONS", "").split()}
     for line in text.splitlines():
         if line.startswith("//! include:"):
-            parts.append(read_shader(line.split(":", 1)[1].strip()))
-    keys = {entry, *dict(params).get("SECTIONS", "").split()}
+            parts.append(select_sections(read_shader(line.split(":", 1)[1].strip()), keys))
     parts.append(select_sections(text, keys))
     values = dict(params)
     # comments keep their placeholders: a multi-line value would end them early
