@@ -47,7 +47,7 @@ class Step:
         noisy, clean = self.data.batch()
         x = hx.from_numpy(noisy).to("gpu")
         y = hx.from_numpy(clean).to("gpu")
-        self.opt.zero_grad()
+        self.opt.zero_grad(set_to_none=False)  # as the denoiser app: in-place grads
         loss = F.mse_loss(self.model(x).float(), y)
         loss.backward()
         self.opt.step()

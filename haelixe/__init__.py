@@ -5,6 +5,8 @@
     (x.T @ x).sum().backward()
 """
 
+# The op modules attach the Tensor methods and list the function forms as they load.
+from . import autograd  # noqa: E402  (Tensor.backward, hooks)
 from . import dtype as _dtype_module
 from .autograd.mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from .creation import (
@@ -47,9 +49,12 @@ from .dtype import (
     int64,
     promote_types,
 )
-from .ops.indexing import cat, stack, where
+from .ops import convert, elementwise, fused, indexing, inplace, linalg, reduce, views  # noqa: E402,F401
+from .ops.registry import FUNCTIONS as _FUNCTIONS  # noqa: E402
 from .random import manual_seed
 from .tensor import Tensor
+
+globals().update(_FUNCTIONS)  # hx.exp(x), hx.where(c, a, b), hx.cat([...]) ...
 
 bool = _dtype_module.bool_  # noqa: A001  (hx.bool, as torch.bool)
 half = float16
@@ -57,8 +62,6 @@ float = float32  # noqa: A001
 double = float64
 long = int64
 int = int32  # noqa: A001
-
-from . import autograd  # noqa: E402
 
 __version__ = "0.1.0"
 
@@ -76,25 +79,6 @@ def __getattr__(name):
     if name in ("save", "load"):
         return getattr(importlib.import_module(".serialization", __name__), name)
     raise AttributeError(f"module 'haelixe' has no attribute {name!r}")
-
-
-def _function_form(name: str):
-    """``hx.name(x, ...)`` as the tensor method ``x.name(...)``, as in torch."""
-
-    def fn(x, *args, **kwargs):
-        return getattr(x, name)(*args, **kwargs)
-
-    fn.__name__ = fn.__qualname__ = name
-    fn.__doc__ = f"hx.{name}(x, ...) is x.{name}(...); see Tensor.{name}."
-    return fn
-
-
-for _name in ("exp", "log", "sqrt", "tanh", "sigmoid", "relu", "matmul", "softmax",
-              "log_softmax", "sum", "mean", "maximum", "minimum", "clamp", "masked_fill",
-              "gather", "flip", "permute", "transpose", "reshape", "broadcast_to",
-              "as_strided", "split", "chunk"):
-    globals()[_name] = _function_form(_name)
-del _name
 
 
 def allclose(a, b, rtol=1e-5, atol=1e-8):

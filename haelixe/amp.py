@@ -29,6 +29,7 @@ import numpy as np
 
 from .autograd.mode import STATE
 from .dtype import as_dtype, bfloat16, float32
+from .tensor import Tensor
 
 #: the table above, as data: op family -> dtype its inputs are cast to
 POLICY = {
@@ -64,9 +65,7 @@ def cast_inputs(family: str, *tensors):
     if low is None:
         return tensors
     target = low if POLICY[family] == "low" else float32
-    from .ops.convert import cast
-
-    return tuple(t if t is None or not t.dtype.is_floating_point else cast(t, target)
+    return tuple(t if t is None or not t.dtype.is_floating_point else t.to(target)
                  for t in tensors)
 
 
@@ -78,7 +77,6 @@ def round_to(x, dtype, stochastic: bool = False):
     if not stochastic or dtype.name != "bfloat16":
         return x.to(dtype)
     from .random import generator
-    from .tensor import Tensor
 
     host = x._be.to_numpy(x._data).astype(np.float32)
     bits = host.view(np.uint32).copy()

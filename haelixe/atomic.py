@@ -3,26 +3,48 @@ destination, fsync it, then rename it into place.
 
 A rename within one directory is atomic on POSIX filesystems, so a reader sees either
 the old complete file or the new complete file, never a half-written one; a failure
-before the rename leaves the old file untouched and the temporary removed.
+before the rename leaves the old file untouched and the temporary removed. A new file
+gets the mode any other tool would give it (0o666 less the umask); a replaced one keeps
+its mode.
 """
 
 from __future__ import annotations
 
 import os
+import secrets
 import shutil
+import stat
 import tempfile
 
 
-def _umask() -> int:
-    # Read, not set-and-restore: os.umask() would briefly change it for every thread.
+def _create_beside(path: str, suffix: str, create) -> str:
+    """A new entry named ``.NAME.<random><suffix>`` beside ``path``, made by
+    ``create(name)``, which passes the mode a new file or directory gets (the kernel
+    then applies the umask, or a default ACL, exactly as for any other tool). When
+    ``path`` exists the entry takes its permission bits instead, so replacing a file
+    keeps its mode."""
+    directory, base = os.path.split(path)
+    while True:
+        name = os.path.join(directory, f".{base}.{secrets.token_hex(6)}{suffix}")
+        try:
+            create(name)
+            break
+        except FileExistsError:
+            continue
     try:
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith("Umask:"):
-                    return int(line.split()[1], 8)
-    except OSError:
-        pass
-    return 0o022
+        mode = stat.S_IMODE(os.stat(path).st_mode) & 0o777
+    except FileNotFoundError:
+        return name
+    try:
+        os.chmod(name, mode)
+    except BaseException:
+        (os.rmdir if os.path.isdir(name) else os.unlink)(name)
+        raise
+    return name
+
+
+def _create_file(name: str) -> None:
+    os.close(os.open(name, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666))
 
 
 def fsync_path(path: str) -> None:
@@ -41,26 +63,37 @@ def _fsync_dir(path: str) -> None:
         pass
 
 
+class CommitOnSuccess:
+    """The one commit-or-discard protocol of everything written here: a subclass gives
+    ``commit`` (publish) and ``discard`` (drop what was written, idempotent).
+    :meth:`finish` commits and, when the commit itself fails, discards; ``with``
+    finishes when the block succeeds and discards when it raises. So nothing
+    half-written is ever published."""
 
-class _CommitOnSuccess:
-    """``with`` support: commit when the block succeeds, discard when it raises (and
-    when the commit itself fails), so nothing half-written is ever published."""
+    def commit(self) -> None:
+        raise NotImplementedError
+
+    def discard(self) -> None:
+        raise NotImplementedError
+
+    def finish(self) -> None:
+        try:
+            self.commit()
+        except BaseException:
+            self.discard()
+            raise
 
     def __enter__(self):
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:
         if exc_type is None:
-            try:
-                self.commit()
-            except BaseException:
-                self.discard()
-                raise
+            self.finish()
         else:
             self.discard()
 
 
-class AtomicFile(_CommitOnSuccess):
+class AtomicFile(CommitOnSuccess):
     """A temporary file beside ``path`` that replaces ``path`` on :meth:`commit`.
 
         with AtomicFile("model.safetensors") as tmp:
@@ -73,11 +106,7 @@ class AtomicFile(_CommitOnSuccess):
     def __init__(self, path):
         self.path = os.path.abspath(os.fspath(path))
         self.directory = os.path.dirname(self.path)
-        fd, self.temp_path = tempfile.mkstemp(
-            prefix=f".{os.path.basename(self.path)}.", suffix=".tmp", dir=self.directory)
-        os.close(fd)
-        # mkstemp makes the file 0600; give it the mode a plain open() would have.
-        os.chmod(self.temp_path, 0o666 & ~_umask())
+        self.temp_path = _create_beside(self.path, ".tmp", _create_file)
         self.done = False
 
     def commit(self) -> None:
@@ -95,8 +124,7 @@ class AtomicFile(_CommitOnSuccess):
                 pass
 
 
-
-class AtomicDirectory(_CommitOnSuccess):
+class AtomicDirectory(CommitOnSuccess):
     """A temporary directory beside ``path`` that becomes ``path`` on :meth:`commit`.
 
     With ``overwrite`` an existing ``path`` is moved aside, the new directory renamed in,
@@ -111,9 +139,8 @@ class AtomicDirectory(_CommitOnSuccess):
         if os.path.exists(self.path) and not overwrite:
             raise FileExistsError(f"{self.path} already exists; pass overwrite=True to "
                                   f"replace it or choose another path")
-        self.temp_path = tempfile.mkdtemp(prefix=f".{os.path.basename(self.path)}.",
-                                          suffix=".tmp", dir=self.parent)
-        os.chmod(self.temp_path, 0o777 & ~_umask())
+        self.temp_path = _create_beside(self.path, ".tmp",
+                                        lambda name: os.mkdir(name, 0o777))
         self.done = False
 
     def commit(self) -> None:

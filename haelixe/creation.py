@@ -7,7 +7,8 @@ import numbers
 import numpy as np
 
 from . import dtype as dt
-from .device import CPU, as_device, backend_for
+from .backends import backend_for
+from .device import CPU, as_device
 from .dtype import as_dtype
 from .random import generator
 from .tensor import Tensor

@@ -94,7 +94,9 @@ def train(task: str = "random", epochs: int = 100, steps_per_epoch: int = 50,
                 noisy, clean = data.batch()
                 x = hx.from_numpy(noisy).to(device)
                 y = hx.from_numpy(clean).to(device)
-                opt.zero_grad()
+                # every parameter gets a gradient each step: zeroed in place, backward
+                # keeps accumulating into the optimizer's flat gradient buffer
+                opt.zero_grad(set_to_none=False)
                 loss = F.mse_loss(model(x).float(), y)
                 loss.backward()
                 opt.step()

@@ -31,23 +31,13 @@ class Device:
         raises only when an op first needs an adapter and none exists."""
         return cls("gpu")
 
+    # set by haelixe.backends, which sits above this module
+    _describe = None
+
     @property
     def info(self) -> dict:
         """Adapter information and features (GPU) or a short description (CPU)."""
-        if self.type == "cpu":
-            import platform
-
-            import numpy as np
-
-            return {"type": "cpu", "processor": platform.processor() or platform.machine(),
-                    "numpy": np.__version__}
-        from .backends.wgpu.context import get_context
-
-        return get_context().info
-
-    @property
-    def backend(self):
-        return backend_for(self)
+        return Device._describe(self)
 
     def __repr__(self) -> str:
         return f"device(type='{self.type}')"
@@ -73,23 +63,10 @@ class Device:
 CPU = Device.cpu()
 GPU = Device.gpu()
 
-_backends: dict[str, object] = {}
-
-
-def backend_for(device: Device):
-    be = _backends.get(device.type)
-    if be is None:
-        if device.type == "cpu":
-            from .backends.cpu import CPU_BACKEND as be
-        else:
-            from .backends.wgpu.backend import get_backend
-
-            be = get_backend()
-        _backends[device.type] = be
-    return be
-
 
 def as_device(x) -> Device:
+    """The one parser of device names: a Device, "cpu", "gpu" (also "wgpu", "cuda")
+    or None (the CPU)."""
     if x is None:
         return CPU
     if isinstance(x, Device):

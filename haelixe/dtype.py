@@ -101,3 +101,52 @@ def result_type_scalar(t: DType, scalar) -> DType:
     if isinstance(scalar, numbers.Real):
         return t if t.is_floating_point else default_float
     raise TypeError(f"unsupported scalar {scalar!r} of type {type(scalar).__name__}")
+
+
+def _scalar_dtype(scalar) -> DType:
+    """The dtype PyTorch gives a Python number taking part in an op (a "wrapped number"):
+    bool, int64, or the default float."""
+    if isinstance(scalar, (bool, np.bool_)):
+        return bool_
+    if isinstance(scalar, numbers.Integral):
+        return int64
+    if isinstance(scalar, numbers.Real):
+        return default_float
+    raise TypeError(f"unsupported scalar {scalar!r} of type {type(scalar).__name__}")
+
+
+def _combine(higher: DType | None, lower: DType | None) -> DType | None:
+    # PyTorch's combine_categories: a lower-priority operand counts only when it is of a
+    # higher kind (a float 0-d tensor or scalar makes an int tensor's result float)
+    if higher is None:
+        return lower
+    if lower is None or higher.is_floating_point:
+        return higher
+    if higher.kind == "bool" or lower.is_floating_point:
+        return promote_types(higher, lower)
+    return higher
+
+
+def result_type(*operands) -> DType:
+    """PyTorch's result type of an op over ``operands``: each a ``(dtype, is_0d)`` pair
+    for a tensor, or a Python number. Tensors with dims set the dtype; 0-d tensors, then
+    Python numbers, change it only when they are of a higher kind (f16 tensor * float64
+    0-d tensor is f16; int32 tensor * 2.5 is float32)."""
+    dims = zeros = scalars = None
+    for op in operands:
+        if isinstance(op, tuple):
+            dt, is_0d = op
+            if is_0d:
+                zeros = dt if zeros is None else promote_types(zeros, dt)
+            else:
+                dims = dt if dims is None else promote_types(dims, dt)
+        else:
+            dt = _scalar_dtype(op)
+            scalars = dt if scalars is None else promote_types(scalars, dt)
+    return _combine(dims, _combine(zeros, scalars))
+
+
+def can_cast(src: DType, dst: DType) -> bool:
+    """Whether an in-place op may write a ``src`` result into a ``dst`` tensor (PyTorch's
+    rule: never to a lower kind, float into int or anything into bool)."""
+    return _KIND_ORDER[src.kind] <= _KIND_ORDER[dst.kind]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import mmap
+
 
 class Storage:
     """One physical buffer and what it knows about itself.
@@ -37,3 +39,23 @@ class Storage:
     def __repr__(self) -> str:
         return (f"Storage(device={self.device.type}, dtype={self.dtype.name}, "
                 f"nbytes={self.nbytes}, id=0x{id(self):x})")
+
+    def check_writable(self, op: str) -> None:
+        """Refuse an in-place write into a read-only buffer with the fix, before numpy's
+        bare "assignment destination is read-only": a batch memory-mapped from a file
+        opened read-only, or a read-only numpy array given to from_numpy."""
+        flags = getattr(self.data, "flags", None)  # (a GPU block has none: writable)
+        if flags is None or flags.writeable:
+            return
+        base = self.data
+        while base is not None and not isinstance(base, mmap.mmap):
+            base = getattr(base, "base", None)
+        if base is not None:
+            raise RuntimeError(
+                f"{op}: this tensor is a read-only view of a memory-mapped file (a batch "
+                f"of a dataset opened read-only), so it cannot change in place; clone() it "
+                f"to change a copy, or open the dataset with "
+                f"MemmapDataset(path, writable=True) to write to the file")
+        raise RuntimeError(f"{op}: this tensor shares the memory of a read-only numpy "
+                           f"array, so it cannot change in place; clone() it to change a "
+                           f"copy, or give from_numpy a writable array (array.copy())")

@@ -5,20 +5,22 @@ into the storage), ``.dtype``, ``.device``, ``.storage``. Views (``transpose``, 
 ``expand``, ``flip``...) compute a new layout in ``haelixe.layout`` and build a new raw
 array over the *same* Storage object; only ops copy. The raw array (``_data``) is a
 numpy view on the CPU and a GpuArray on the GPU; ops hand it to the device's backend.
+
+This module holds the data structure only: the ops (haelixe/ops) attach the methods
+that compute (``x + y``, ``x.sum()``, ``x.view(...)``), and autograd attaches
+``backward``, so nothing here depends on them.
 """
 
 from __future__ import annotations
 
 import math
-import numbers
 
 import numpy as np
 
 from . import layout
-from .backends.cpu import CPU_BACKEND, storage_for
-from .device import CPU, GPU, as_device, backend_for
+from .backends import backend_for, backend_of
+from .device import CPU
 from .dtype import _BY_NP as _DTYPE_OF_NP
-from .dtype import DType, as_dtype
 from .storage import Storage
 
 _new = object.__new__
@@ -27,74 +29,61 @@ _new = object.__new__
 class Tensor:
     __slots__ = ("_data", "_storage", "shape", "dtype", "device", "_requires_grad", "grad",
                  "grad_fn", "_layout", "_accumulator", "_base", "_is_param", "name",
-                 "__weakref__")
+                 "_retains_grad", "__weakref__")
 
-    # -- construction (internal) ---------------------------------------------------------
+    # numpy defers to Tensor's reflected operators (np.float32(2) * t is t.__rmul__)
+    __array_ufunc__ = None
+
+    # -- construction (internal): one constructor, three ways in ------------------------
+    def _init(self, data, storage, layout_, shape, dtype, device, base) -> Tensor:
+        """Fill every slot: the one place a tensor's fields are set."""
+        self._data = data
+        self._storage = storage
+        self._layout = layout_
+        self.shape = shape
+        self.dtype = dtype
+        self.device = device
+        self._requires_grad = False
+        self.grad = None
+        self.grad_fn = None
+        self._accumulator = None
+        self._base = base
+        self._is_param = False
+        self._retains_grad = False
+        self.name = None
+        return self
+
     @staticmethod
     def _wrap(raw) -> Tensor:
         """A fresh tensor owning the raw array an op just produced."""
-        t = _new(Tensor)
-        if raw.__class__ is not np.ndarray:
-            if isinstance(raw, (np.generic, numbers.Number)):
-                raw = np.asarray(raw)
-            elif not isinstance(raw, np.ndarray):
-                return Tensor._wrap_gpu(raw)
-        dtype = _DTYPE_OF_NP[raw.dtype]
-        if raw.flags.c_contiguous:
-            t._storage = Storage(raw, CPU, dtype, raw.nbytes)
-            t._layout = None
+        if raw.__class__ is np.ndarray and raw.flags.c_contiguous:  # the common case
+            dtype = _DTYPE_OF_NP[raw.dtype]
+            return _new(Tensor)._init(raw, Storage(raw, CPU, dtype, raw.nbytes), None,
+                                      raw.shape, dtype, CPU, None)
+        be = backend_of(raw)
+        if raw.__class__ is not be.raw_type:
+            raw = np.asarray(raw)  # numpy scalars from full reductions
+        storage, strides, offset = be.adopt(raw)
+        if strides is None:
+            lay = None
         else:
-            t._storage, strides, offset = storage_for(raw, CPU, dtype)
-            t._layout = None if strides is None else (strides, offset)
-        t._data = raw
-        t.shape = raw.shape
-        t.dtype = dtype
-        t.device = CPU
-        t._requires_grad = False
-        t.grad = None
-        t.grad_fn = None
-        t._accumulator = None
-        t._base = None
-        t._is_param = False
-        t.name = None
-        return t
-
-    @staticmethod
-    def _wrap_gpu(raw) -> Tensor:
-        t = _new(Tensor)
-        t._data = raw
-        t._storage = raw.storage
-        t._layout = (tuple(raw.strides), raw.offset)
-        t.shape = tuple(raw.shape)
-        t.dtype = _DTYPE_OF_NP[np.dtype(raw.dtype)]
-        t.device = GPU
-        t._requires_grad = False
-        t.grad = None
-        t.grad_fn = None
-        t._accumulator = None
-        t._base = None
-        t._is_param = False
-        t.name = None
-        return t
+            lay = (strides, offset)
+            if offset == 0 and strides == layout.contiguous_strides(raw.shape):
+                lay = None
+        return _new(Tensor)._init(raw, storage, lay, tuple(raw.shape), storage.dtype,
+                                  storage.device, None)
 
     def _view(self, shape, strides, offset) -> Tensor:
         """A tensor over this tensor's storage with another layout (no autograd)."""
         raw = self._be.make_view(self._storage, shape, strides, offset)
-        t = _new(Tensor)
-        t._data = raw
-        t._storage = self._storage
-        t._layout = (tuple(strides), offset)
-        t.shape = tuple(shape)
-        t.dtype = self.dtype
-        t.device = self.device
-        t._requires_grad = False
-        t.grad = None
-        t.grad_fn = None
-        t._accumulator = None
-        t._base = self if self._base is None else self._base
-        t._is_param = False
-        t.name = None
-        return t
+        return _new(Tensor)._init(raw, self._storage, (tuple(strides), offset), tuple(shape),
+                                  self.dtype, self.device,
+                                  self if self._base is None else self._base)
+
+    def _alias(self, cls=None) -> Tensor:
+        """Same storage, same layout, no history: what detach() returns."""
+        return _new(cls or Tensor)._init(self._data, self._storage, self._layout, self.shape,
+                                         self.dtype, self.device, self._base)
 
     def _set_data(self, src: Tensor) -> None:
         """Point this tensor at ``src``'s storage and layout (Module.to, flat optimizer
@@ -109,24 +98,6 @@ class Tensor:
     @data.setter
     def data(self, value: Tensor) -> None:
         self._set_data(value.detach())
-
-    def _alias(self) -> Tensor:
-        """Same storage, same layout, no history: what detach() returns."""
-        t = _new(Tensor)
-        t._data = self._data  # the same raw array: no new view to build
-        t._storage = self._storage
-        t._layout = self._layout
-        t.shape = self.shape
-        t.dtype = self.dtype
-        t.device = self.device
-        t._requires_grad = False
-        t.grad = None
-        t.grad_fn = None
-        t._accumulator = None
-        t._base = self._base
-        t._is_param = False
-        t.name = None
-        return t
 
     # -- layout --------------------------------------------------------------------------
     @property
@@ -176,11 +147,7 @@ class Tensor:
 
     @property
     def _be(self):
-        return CPU_BACKEND if self.device is CPU else backend_for(self.device)
-
-    @property
-    def is_cpu(self) -> bool:
-        return self.device is CPU
+        return backend_for(self.device)
 
     # -- autograd slot -------------------------------------------------------------------
     @property
@@ -215,22 +182,6 @@ class Tensor:
         self.grad_fn = None
         self._requires_grad = False
         return self
-
-    def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
-        _autograd_api.backward([self], None if gradient is None else [gradient], retain_graph,
-                 create_graph, inputs)
-
-    def register_hook(self, fn):
-        """Call ``fn(grad)`` when the gradient for this tensor is computed; a non-None
-        return replaces the gradient. Returns a handle with ``remove()``."""
-        from .autograd.api import register_hook
-
-        return register_hook(self, fn)
-
-    def retain_grad(self) -> None:
-        from .autograd.api import retain_grad
-
-        retain_grad(self)
 
     # -- data access ---------------------------------------------------------------------
     def numpy(self) -> np.ndarray:
@@ -308,421 +259,3 @@ class Tensor:
         return int(self.item())
 
     __hash__ = object.__hash__
-
-    # -- conversion ----------------------------------------------------------------------
-    def to(self, *args, dtype=None, device=None, copy=False) -> Tensor:
-        """``to(dtype)``, ``to(device)``, ``to(device, dtype)`` or keywords; returns self
-        when nothing changes (unless copy=True)."""
-        for a in args:
-            if isinstance(a, (DType, np.dtype, type)) or (
-                    isinstance(a, str) and a not in ("cpu", "gpu", "wgpu", "cuda")):
-                dtype = a
-            else:
-                device = a
-        out = self
-        if device is not None and as_device(device) is not self.device:
-            out = convert.to_device(out, as_device(device))
-        if dtype is not None and as_dtype(dtype) is not out.dtype:
-            out = convert.cast(out, as_dtype(dtype))
-        if copy and out is self:
-            out = self.clone()
-        return out
-
-    def cpu(self) -> Tensor:
-        return self.to(CPU)
-
-    def gpu(self) -> Tensor:
-        return self.to(GPU)
-
-    def float(self) -> Tensor:
-        return self.to(dtype="float32")
-
-    def double(self) -> Tensor:
-        return self.to(dtype="float64")
-
-    def half(self) -> Tensor:
-        return self.to(dtype="float16")
-
-    def bfloat16(self) -> Tensor:
-        return self.to(dtype="bfloat16")
-
-    def long(self) -> Tensor:
-        return self.to(dtype="int64")
-
-    def int(self) -> Tensor:
-        return self.to(dtype="int32")
-
-    def bool(self) -> Tensor:
-        return self.to(dtype="bool")
-
-    def type_as(self, other: Tensor) -> Tensor:
-        return self.to(dtype=other.dtype)
-
-    def new_zeros(self, shape) -> Tensor:
-        return self.new_full(shape, 0)
-
-    def new_ones(self, shape) -> Tensor:
-        return self.new_full(shape, 1)
-
-    def new_full(self, shape, value) -> Tensor:
-        shape = (shape,) if isinstance(shape, int) else tuple(shape)
-        return Tensor._wrap(self._be.full(shape, value, self.dtype.np))
-
-    def new_tensor(self, data) -> Tensor:
-        from .creation import tensor
-
-        return tensor(data, dtype=self.dtype, device=self.device)
-
-    def clone(self) -> Tensor:
-        return convert.Clone.apply(self)
-
-    def contiguous(self) -> Tensor:
-        return self if self.is_contiguous() else convert.Clone.apply(self)
-
-    # -- views ---------------------------------------------------------------------------
-    def view(self, *shape) -> Tensor:
-        return views.view(self, _shape_args(shape))
-
-    def reshape(self, *shape) -> Tensor:
-        return views.reshape(self, _shape_args(shape))
-
-    def view_as(self, other: Tensor) -> Tensor:
-        return views.view(self, other.shape)
-
-    def reshape_as(self, other: Tensor) -> Tensor:
-        return views.reshape(self, other.shape)
-
-    def flatten(self, start_dim: int = 0, end_dim: int = -1) -> Tensor:
-        return views.flatten(self, start_dim, end_dim)
-
-    def unflatten(self, dim: int, sizes) -> Tensor:
-        dim = layout.normalize_dim(dim, self.ndim, "unflatten")
-        return views.reshape(self, self.shape[:dim] + tuple(sizes) + self.shape[dim + 1:])
-
-    def permute(self, *dims) -> Tensor:
-        return views.permute(self, _shape_args(dims))
-
-    def transpose(self, dim0: int, dim1: int) -> Tensor:
-        return views.permute(self, layout.transpose_dims(self.ndim, dim0, dim1))
-
-    def swapaxes(self, dim0: int, dim1: int) -> Tensor:
-        return self.transpose(dim0, dim1)
-
-    def t(self) -> Tensor:
-        if self.ndim > 2:
-            raise ValueError(f"t() expects a tensor with <= 2 dims, got shape {self.shape}; "
-                             f"use .mT or transpose(-2, -1)")
-        return self if self.ndim < 2 else self.transpose(0, 1)
-
-    @property
-    def T(self) -> Tensor:
-        return views.permute(self, tuple(range(self.ndim - 1, -1, -1)))
-
-    @property
-    def mT(self) -> Tensor:
-        if self.ndim < 2:
-            raise ValueError(f"mT needs at least 2 dims, got shape {self.shape}")
-        return self.transpose(-2, -1)
-
-    def expand(self, *shape) -> Tensor:
-        return views.expand(self, _shape_args(shape))
-
-    def expand_as(self, other: Tensor) -> Tensor:
-        return views.expand(self, other.shape)
-
-    def broadcast_to(self, shape) -> Tensor:
-        return views.expand(self, tuple(shape))
-
-    def unsqueeze(self, dim: int) -> Tensor:
-        return views.unsqueeze(self, dim)
-
-    def squeeze(self, dim=None) -> Tensor:
-        return views.squeeze(self, dim)
-
-    def flip(self, *dims) -> Tensor:
-        return views.flip(self, _shape_args(dims))
-
-    def narrow(self, dim: int, start: int, length: int) -> Tensor:
-        return views.narrow(self, dim, start, length)
-
-    def split(self, split_size_or_sections, dim: int = 0) -> tuple:
-        return views.split(self, split_size_or_sections, dim)
-
-    def chunk(self, chunks: int, dim: int = 0) -> tuple:
-        return views.chunk(self, chunks, dim)
-
-    def unbind(self, dim: int = 0) -> tuple:
-        return tuple(self.select(dim, i) for i in range(self.shape[dim]))
-
-    def select(self, dim: int, index: int) -> Tensor:
-        dim = layout.normalize_dim(dim, self.ndim, "select")
-        return self[(slice(None),) * dim + (index,)]
-
-    def as_strided(self, size, stride, storage_offset=None) -> Tensor:
-        return views.as_strided(self, tuple(size), tuple(stride), storage_offset)
-
-    def __getitem__(self, key) -> Tensor:
-        return indexing.getitem(self, key)
-
-    def __setitem__(self, key, value) -> None:
-        indexing.setitem(self, key, value)
-
-    # -- arithmetic ----------------------------------------------------------------------
-    def __add__(self, other):
-        return ew.add(self, other)
-
-    def __radd__(self, other):
-        return ew.add(self, other)
-
-    def __sub__(self, other):
-        return ew.sub(self, other)
-
-    def __rsub__(self, other):
-        return ew.rsub(self, other)
-
-    def __mul__(self, other):
-        return ew.mul(self, other)
-
-    def __rmul__(self, other):
-        return ew.mul(self, other)
-
-    def __truediv__(self, other):
-        return ew.div(self, other)
-
-    def __rtruediv__(self, other):
-        return ew.rdiv(self, other)
-
-    def __pow__(self, other):
-        return ew.pow(self, other)
-
-    def __rpow__(self, other):
-        return ew.rpow(self, other)
-
-    def __neg__(self):
-        return ew.Neg.apply(self)
-
-    def __pos__(self):
-        return self
-
-    def __abs__(self):
-        return ew.Abs.apply(self)
-
-    def __matmul__(self, other):
-        return linalg.matmul(self, other)
-
-    def __rmatmul__(self, other):
-        return linalg.matmul(ew.as_tensor_like(other, self), self)
-
-    def __eq__(self, other):
-        return ew.compare("eq", self, other)
-
-    def __ne__(self, other):
-        return ew.compare("ne", self, other)
-
-    def __lt__(self, other):
-        return ew.compare("lt", self, other)
-
-    def __le__(self, other):
-        return ew.compare("le", self, other)
-
-    def __gt__(self, other):
-        return ew.compare("gt", self, other)
-
-    def __ge__(self, other):
-        return ew.compare("ge", self, other)
-
-    def __invert__(self):
-        return ew.logical_not(self)
-
-    def __and__(self, other):
-        return ew.logical("and", self, other)
-
-    def __or__(self, other):
-        return ew.logical("or", self, other)
-
-    def add(self, other, alpha=1):
-        return ew.add(self, other if alpha == 1 else other * alpha)
-
-    def sub(self, other, alpha=1):
-        return ew.sub(self, other if alpha == 1 else other * alpha)
-
-    def mul(self, other):
-        return ew.mul(self, other)
-
-    def div(self, other):
-        return ew.div(self, other)
-
-    def pow(self, other):
-        return ew.pow(self, other)
-
-    def neg(self):
-        return ew.Neg.apply(self)
-
-    def abs(self):
-        return ew.Abs.apply(self)
-
-    def exp(self):
-        return ew.Exp.apply(self)
-
-    def log(self):
-        return ew.Log.apply(self)
-
-    def sqrt(self):
-        return ew.Sqrt.apply(self)
-
-    def rsqrt(self):
-        return ew.Rsqrt.apply(self)
-
-    def tanh(self):
-        return ew.Tanh.apply(self)
-
-    def sigmoid(self):
-        return ew.Sigmoid.apply(self)
-
-    def relu(self):
-        return ew.Relu.apply(self)
-
-    def gelu(self, approximate="none"):
-        return ew.gelu(self, approximate)
-
-    def silu(self):
-        return ew.Silu.apply(self)
-
-    def sin(self):
-        return ew.Sin.apply(self)
-
-    def cos(self):
-        return ew.Cos.apply(self)
-
-    def sign(self):
-        return ew.sign(self)
-
-    def square(self):
-        return ew.mul(self, self)
-
-    def reciprocal(self):
-        return ew.rdiv(self, 1.0)
-
-    def clamp(self, min=None, max=None):
-        return ew.clamp(self, min, max)
-
-    clip = clamp
-
-    def maximum(self, other):
-        return ew.binary_minmax("maximum", self, other)
-
-    def minimum(self, other):
-        return ew.binary_minmax("minimum", self, other)
-
-    def where(self, condition, other):
-        return indexing.where(condition, self, other)
-
-    def masked_fill(self, mask, value):
-        return indexing.masked_fill(self, mask, value)
-
-    def gather(self, dim, index):
-        return indexing.gather(self, dim, index)
-
-    def matmul(self, other):
-        return linalg.matmul(self, other)
-
-    # -- reductions ----------------------------------------------------------------------
-    def sum(self, dim=None, keepdim=False, dtype=None):
-        x = self if dtype is None else self.to(dtype=dtype)
-        return reduce.sum(x, dim, keepdim)
-
-    def mean(self, dim=None, keepdim=False):
-        return reduce.mean(self, dim, keepdim)
-
-    def var(self, dim=None, keepdim=False, correction=1, unbiased=None):
-        if unbiased is not None:
-            correction = 1 if unbiased else 0
-        return reduce.var(self, dim, keepdim, correction)
-
-    def std(self, dim=None, keepdim=False, correction=1):
-        return reduce.var(self, dim, keepdim, correction).sqrt()
-
-    def max(self, dim=None, keepdim=False):
-        return reduce.max_min("max", self, dim, keepdim)
-
-    def min(self, dim=None, keepdim=False):
-        return reduce.max_min("min", self, dim, keepdim)
-
-    def amax(self, dim=None, keepdim=False):
-        return reduce.amax_amin("max", self, dim, keepdim)
-
-    def amin(self, dim=None, keepdim=False):
-        return reduce.amax_amin("min", self, dim, keepdim)
-
-    def argmax(self, dim=None, keepdim=False):
-        return reduce.argmax(self, dim, keepdim)
-
-    def softmax(self, dim):
-        return reduce.softmax(self, dim)
-
-    def log_softmax(self, dim):
-        return reduce.log_softmax(self, dim)
-
-    def norm(self):
-        return reduce.sum(self * self, None, False).sqrt()
-
-    def all(self):
-        return bool(np.all(self._be.to_numpy(self._data)))
-
-    def any(self):
-        return bool(np.any(self._be.to_numpy(self._data)))
-
-    def sum_to(self, shape) -> Tensor:
-        """Sum a broadcast result back to ``shape`` (the adjoint of expand)."""
-        return reduce.sum_to(self, tuple(shape))
-
-    # -- in place ------------------------------------------------------------------------
-    def add_(self, other, alpha=1):
-        return inplace.apply("add", self, other if alpha == 1 else other * alpha)
-
-    def sub_(self, other, alpha=1):
-        return inplace.apply("sub", self, other if alpha == 1 else other * alpha)
-
-    def mul_(self, other):
-        return inplace.apply("mul", self, other)
-
-    def div_(self, other):
-        return inplace.apply("div", self, other)
-
-    def clamp_(self, min=None, max=None):
-        return inplace.clamp_(self, min, max)
-
-    def zero_(self):
-        return inplace.fill_(self, 0)
-
-    def fill_(self, value):
-        return inplace.fill_(self, value)
-
-    def copy_(self, src):
-        return inplace.copy_(self, src)
-
-    def normal_(self, mean=0.0, std=1.0):
-        return inplace.random_(self, "normal", mean, std)
-
-    def uniform_(self, a=0.0, b=1.0):
-        return inplace.random_(self, "uniform", a, b)
-
-    def _add_inplace_raw(self, g: Tensor) -> None:
-        """self += g on the raw buffers, no autograd (gradient accumulation)."""
-        if self.device is CPU:
-            np.add(self._data, g._data, out=self._data)
-        else:
-            self._be.binary_into("add", self._data, g._data)  # one dispatch, no temporary
-        self._storage.version += 1
-
-
-def _shape_args(args) -> tuple:
-    if len(args) == 1 and isinstance(args[0], (tuple, list)):
-        return tuple(args[0])
-    return tuple(args)
-
-
-# The ops need the Tensor class, so they are imported after it.
-from .autograd import api as _autograd_api  # noqa: E402
-from .ops import convert, indexing, inplace, linalg, reduce, views  # noqa: E402
-from .ops import elementwise as ew  # noqa: E402

@@ -127,22 +127,36 @@ fn sigmoid_f32(x: f32) -> f32 {
     return select(e / (1.0 + e), 1.0 / (1.0 + e), x >= 0.0);
 }
 
-const SQRT_HALF: f32 = 0.7071067811865476;
-const SQRT_2_OVER_PI: f32 = 0.7978845608028654;
-const INV_SQRT_2PI: f32 = 0.3989422804014327;
+// log1p and expm1 without cancellation near 0 (the classic correction by the rounding
+// error of 1 + x).
+fn log1p_f32(x: f32) -> f32 {
+    let u = 1.0 + x;
+    return select(log(u) * (x / (u - 1.0)), x, u == 1.0);
+}
+fn expm1_f32(x: f32) -> f32 {
+    let u = exp(x);
+    if (u == 1.0) { return x; }
+    let um1 = u - 1.0;
+    if (um1 == -1.0) { return -1.0; }
+    return select(um1 * (x / log(u)), u - 1.0, abs(x) > 0.5);
+}
 
-fn gelu_erf(x: f32) -> f32 { return 0.5 * x * (1.0 + erf_f32(x * SQRT_HALF)); }
-fn gelu_tanh(x: f32) -> f32 {
-    return 0.5 * x * (1.0 + tanh_f32(SQRT_2_OVER_PI * (x + 0.044715 * x * x * x)));
+// Python's // and % (floor division; the remainder takes the divisor's sign), as numpy
+// and PyTorch.
+fn floor_divide_f32(a: f32, b: f32) -> f32 { return floor(a / b); }
+fn remainder_f32(a: f32, b: f32) -> f32 {
+    let r = a - b * floor(a / b);
+    return r;
 }
-fn gelu_erf_grad(x: f32) -> f32 {
-    return 0.5 * (1.0 + erf_f32(x * SQRT_HALF)) + x * INV_SQRT_2PI * exp(-0.5 * x * x);
+fn floor_divide_i32(a: i32, b: i32) -> i32 {
+    let q = a / b;
+    return select(q, q - 1, (a % b != 0) && ((a < 0) != (b < 0)));
 }
-fn gelu_tanh_grad(x: f32) -> f32 {
-    let th = tanh_f32(SQRT_2_OVER_PI * (x + 0.044715 * x * x * x));
-    let d = SQRT_2_OVER_PI * (1.0 + 3.0 * 0.044715 * x * x);
-    return 0.5 * (1.0 + th) + 0.5 * x * (1.0 - th * th) * d;
+fn remainder_i32(a: i32, b: i32) -> i32 {
+    let r = a % b;
+    return select(r, r + b, (r != 0) && ((r < 0) != (b < 0)));
 }
+
 
 // numpy's power: negative bases with integral exponents are defined.
 fn pow_f32(a: f32, b: f32) -> f32 {
@@ -158,7 +172,7 @@ fn pow_f32(a: f32, b: f32) -> f32 {
 }
 
 // Integer power by squaring (negative exponents give 0, as 1 / a^|b| truncated, except +-1).
-fn ipow_i32(a: i32, b: i32) -> i32 {
+fn ipow(a: i32, b: i32) -> i32 {
     if (b < 0) {
         if (a == 1) { return 1; }
         if (a == -1) { return select(1, -1, (b & 1) == 1); }

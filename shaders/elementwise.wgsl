@@ -3,9 +3,10 @@
 // Operand 0 of the metadata is `out`, operand k + 1 is input `xk`. The generator fills
 // ${INPUTS} with one `let xk = load_xk(op_offset(k + 1, c));` per input and ${EXPR} with
 // the expression (see haelixe/backends/wgpu/elementwise.py). Scalars (clamp bounds)
-// sit in metadata[1..].
+// sit in metadata[1..]; ${LIB} holds the helper functions a traced expression calls.
 
 //! section: map
+${LIB}
 @compute @workgroup_size(256)
 fn map(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
        @builtin(local_invocation_index) lid: u32) {
@@ -17,6 +18,7 @@ fn map(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3
 }
 
 //! section: map_flat map_pairs
+${LIB}
 // The same when the iteration space merges to one dim (every operand walks it with one
 // stride, as contiguous ones do): no coordinates to take apart, an index is
 // offset + i * stride. ${INPUTS} then reads through `flat_at(k, i)`.

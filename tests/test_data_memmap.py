@@ -5,10 +5,15 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import stat
+import struct
+import textwrap
 
 import ml_dtypes
 import numpy as np
 import pytest
+from filedamage import resign_manifest, run_in_subprocess
 
 import haelixe as hx
 from haelixe.data import DatasetWriter, MemmapDataset, write_dataset, write_npy_stream
@@ -262,3 +267,174 @@ def test_corrupted_manifest(ds_path):
 def test_missing_dataset(tmp_path):
     with pytest.raises(FileNotFoundError, match="no dataset at"):
         MemmapDataset(tmp_path / "nope")
+
+
+# -- issue 14: truncation while mapped, damaged headers, field names, read-only batches --
+TRUNCATE_WHILE_OPEN = textwrap.dedent("""
+    import json, os, sys
+    import numpy as np
+    from haelixe.data import DataLoader, MemmapDataset, write_dataset
+    from haelixe.data.npy import NpyFormatError, map_array, read_header
+
+    root = sys.argv[1]
+    x = np.arange(4096 * 64, dtype=np.float32).reshape(4096, 64)  # 1 MiB
+    outcomes = {}
+
+    def attempt(name, fn):
+        try:
+            fn()
+            outcomes[name] = "no error"
+        except NpyFormatError as e:
+            outcomes[name] = str(e)
+
+    for bound in (None, 1 << 16):  # read through the mapping; read with pread
+        path = os.path.join(root, f"ds{bound}")
+        write_dataset(path, inputs=x, targets=np.arange(4096))
+        ds = MemmapDataset(path, max_resident_bytes=bound)
+        os.truncate(os.path.join(path, "inputs.npy"), 4096)
+        attempt(f"slice {bound}", lambda: ds.slice(4000, 4096)[0].numpy().sum())
+        attempt(f"item {bound}", lambda: ds[4095][0].numpy().sum())
+        attempt(f"gather {bound}", lambda: ds.gather([1, 4090])[0].numpy().sum())
+        attempt(f"prefetch {bound}", lambda: ds.prefetch(0, 4096))
+        for shuffle in (False, True):
+            attempt(f"loader {bound} {shuffle}", lambda: [b[0].numpy().sum() for b in
+                    DataLoader(ds, 512, shuffle=shuffle, seed=0)])
+    header = read_header(os.path.join(root, "dsNone", "targets.npy"))
+    os.truncate(header.path, 0)
+    attempt("map", lambda: map_array(header))
+    print(json.dumps(outcomes))
+""")
+
+
+def test_item12_truncated_npy_no_sigbus(tmp_path):
+    outcomes = run_in_subprocess(TRUNCATE_WHILE_OPEN, tmp_path)
+    assert len(outcomes) == 13
+    for case, message in outcomes.items():
+        where = "targets.npy" if case == "map" else "inputs.npy"
+        expected = "now 0 bytes but its header needs" if case == "map" else \
+            "is now 4096 bytes but its header needs 1048704"
+        assert where in message and expected in message and "truncated" in message, \
+            (case, message)
+
+
+@pytest.mark.parametrize("header", [
+    "[1, 2]", "{'descr': '<f4', 'fortran_order': False}",
+    "{'descr': '<f4', 'fortran_order': False, 'shape': (100.0, 3, 2)}",
+    "{'descr': '<f4', 'fortran_order': False, 'shape': (100, True, 2)}",
+    "{'descr': '<f4', 'fortran_order': 'no', 'shape': (100, 3, 2)}",
+    "{'descr': 'nonsense', 'fortran_order': False, 'shape': (100, 3, 2)}",
+    "{'descr': '<f4', 'fortran_order': False, 'shape': " + "(" * 300 + ")" * 300 + "}",
+    "{'descr': '<f4', 'fortran_order': False, 'shape': (" + "9" * 5000 + ",)}",
+    "{'descr': [('a', '<f4', (3, 2))], 'fortran_order': False, 'shape': (100,)}",
+])
+def test_item14_damaged_npy_raises_only_npy_format_error(ds_path, header):
+    p = ds_path / "inputs.npy"
+    text = (header + " ").encode("latin1")
+    p.write_bytes(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(text)) + text + b"\0" * 2400)
+    with pytest.raises(NpyFormatError, match="inputs.npy"):
+        MemmapDataset(ds_path)
+
+
+@pytest.mark.parametrize("manifest", [
+    "[]", '{"format": "haelixe-dataset", "version": 1, "length": 100, "fields": {}}',
+    '{"format": "haelixe-dataset", "version": 1, "length": 100, "fields": ["inputs"]}',
+    '{"format": "haelixe-dataset", "version": 1, "length": "100", "fields": []}',
+    '{"format": "haelixe-dataset", "version": true, "length": 100, "fields": []}',
+    '{"format": "haelixe-dataset", "format": "haelixe-dataset"}',
+    "[" * 100000, b"\xff\xfe".decode("latin1"),
+])
+def test_item14_damaged_manifest_raises_only_npy_format_error(ds_path, manifest):
+    (ds_path / "manifest.json").write_bytes(manifest.encode("latin1"))
+    with pytest.raises(NpyFormatError, match="manifest.json is damaged"):
+        MemmapDataset(ds_path)
+
+
+def test_item14_a_manifest_field_without_its_file(ds_path):
+    os.remove(ds_path / "targets.npy")
+    with pytest.raises(NpyFormatError, match="lists field 'targets' but .*targets.npy does "
+                                             "not exist"):
+        MemmapDataset(ds_path)
+
+
+@pytest.mark.parametrize("name", ["../x", "/tmp/abs", "a/b", "..", "", "x.npy", "1st",
+                                  "a\\b", "ü"])
+def test_item15_field_names_are_checked_before_writing(tmp_path, name):
+    with pytest.raises(ValueError, match=f"field name {re.escape(repr(name))} is not a "
+                                         f"plain name"):
+        write_dataset(tmp_path / "ds", **{name: np.zeros((2, 3), np.float32)})
+    with pytest.raises(ValueError, match="not a plain name"):
+        DatasetWriter(tmp_path / "ds", {"inputs": ((3,), "float32"),
+                                        name: ((3,), "float32")})
+    assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.parametrize("name", ["../secret", "/abs/secret", "sub/secret"])
+def test_item15_a_manifest_naming_a_path_is_refused(ds_path, name):
+    np.save(ds_path.parent / "secret.npy", np.zeros((100, 3, 2), np.float32))
+    m = json.loads((ds_path / "manifest.json").read_text())
+    m["fields"][0]["name"] = name
+    (ds_path / "manifest.json").write_text(json.dumps(resign_manifest(m)))
+    with pytest.raises(NpyFormatError, match=f"field name {re.escape(repr(name))} is not "
+                                             f"a plain name"):
+        MemmapDataset(ds_path, writable=True)
+
+
+def test_item15_manifests_are_checksummed_and_version_1_still_opens(ds_path):
+    m = json.loads((ds_path / "manifest.json").read_text())
+    assert m["version"] == 2 and len(m["checksum"]) == 64
+    (ds_path / "manifest.json").write_text(json.dumps(dict(m, meta={"edited": True})))
+    with pytest.raises(NpyFormatError, match="does not match its checksum"):
+        MemmapDataset(ds_path)
+    del m["checksum"]
+    (ds_path / "manifest.json").write_text(json.dumps(dict(m, version=1)))
+    assert len(MemmapDataset(ds_path)) == 100
+
+
+def test_item16_datasets_follow_the_umask(tmp_path):
+    old = os.umask(0o027)
+    try:
+        write_dataset(tmp_path / "ds", inputs=np.zeros((2, 3), np.float32))
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(os.stat(tmp_path / "ds").st_mode) == 0o750
+    for f in os.listdir(tmp_path / "ds"):
+        assert stat.S_IMODE(os.stat(tmp_path / "ds" / f).st_mode) == 0o640, f
+
+
+_READ_ONLY_FIX = r"read-only view of a memory-mapped file.*clone\(\).*writable=True"
+
+
+def test_item17_read_only_mapped_storage_names_the_fix(ds_path):
+    (x, _) = MemmapDataset(ds_path).slice(0, 4)
+    with pytest.raises(RuntimeError, match="fill_: this tensor is a " + _READ_ONLY_FIX):
+        x.storage.check_writable("fill_")
+    frozen = np.zeros(3)
+    frozen.flags.writeable = False
+    with pytest.raises(RuntimeError, match=r"read-only numpy array.*clone\(\)"):
+        hx.from_numpy(frozen).storage.check_writable("add_")
+    hx.zeros(3).storage.check_writable("add_")  # a writable one passes
+
+
+def test_item17_in_place_on_a_read_only_mapped_batch_names_the_fix(ds_path):
+    (x, _) = MemmapDataset(ds_path).slice(0, 4)
+    for op in (lambda: x.fill_(1.0), lambda: x.add_(1.0), lambda: x.copy_(x + 1)):
+        with pytest.raises(RuntimeError, match=_READ_ONLY_FIX):
+            op()
+
+
+def test_writers_publish_through_the_one_atomic_protocol(tmp_path, monkeypatch):
+    from haelixe.atomic import CommitOnSuccess
+    from haelixe.data import memmap
+
+    assert issubclass(DatasetWriter, CommitOnSuccess)
+    assert issubclass(memmap.NpyStreamWriter, CommitOnSuccess)
+
+    def no_space(*args):
+        raise OSError("No space left on device")
+
+    monkeypatch.setattr(memmap, "write_manifest", no_space)
+    w = DatasetWriter(tmp_path / "ds", {"inputs": ((2,), "float32")})
+    w.append(np.zeros((3, 2)))
+    with pytest.raises(OSError, match="No space"):
+        w.close()  # the commit fails part-way: everything written is dropped
+    assert os.listdir(tmp_path) == []

@@ -9,6 +9,8 @@ import ml_dtypes
 import numpy as np
 import pytest
 
+from haelixe.ops.elementwise import ACTIVATIONS
+
 pytestmark = pytest.mark.gpu
 BF16 = np.dtype(ml_dtypes.bfloat16)
 
@@ -137,7 +139,8 @@ def test_linear_forward_backward(be, activation):
     pre = x.astype(float) @ w.T.astype(float) + b
     y_ref = pre if activation is None else gelu_ref(pre, activation)
     # x flipped along the batch dim, w stored transposed: read through strides
-    y, p = be.linear(flipped(be, x), T(be, w), up(be, b), activation)
+    act = None if activation is None else ACTIVATIONS[activation]
+    y, p = be.linear(flipped(be, x), T(be, w), up(be, b), act)
     close(be.to_numpy(y), y_ref)
     assert (p is None) == (activation is None)
     gy = rng.standard_normal(y_ref.shape).astype(np.float32)
@@ -146,11 +149,11 @@ def test_linear_forward_backward(be, activation):
         eps = 1e-6
         gpre = gpre * (gelu_ref(pre + eps, activation) - gelu_ref(pre - eps, activation)) / (
             2 * eps)
-    dx, dw, db = be.linear_backward(up(be, x), up(be, w), p, up(be, gy), activation, True)
+    dx, dw, db = be.linear_backward(up(be, x), up(be, w), p, up(be, gy), act, True)
     close(be.to_numpy(dx), gpre @ w, atol=1e-4)
     close(be.to_numpy(dw), gpre.reshape(-1, 11).T @ x.reshape(-1, 13), atol=1e-4)
     close(be.to_numpy(db), gpre.reshape(-1, 11).sum(0), atol=1e-4)
-    _, _, none = be.linear_backward(up(be, x), up(be, w), p, up(be, gy), activation, False)
+    _, _, none = be.linear_backward(up(be, x), up(be, w), p, up(be, gy), act, False)
     assert none is None
 
 

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import struct
 import subprocess
 import sys
 import textwrap
 
+import filedamage
 import numpy as np
 import pytest
 import safetensors
@@ -20,6 +22,8 @@ from haelixe import serialization
 from haelixe.nn import Linear
 from haelixe.optim import AdamW
 from haelixe.serialization import CheckpointError
+
+DIGEST = filedamage.DIGEST
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -280,3 +284,176 @@ def test_resume_in_a_fresh_process_is_bit_identical(tmp_path):
     # and training did move the weights after the half-way checkpoint
     assert not np.array_equal(half["model"]["head.weight"].numpy(),
                               full["model"]["head.weight"].numpy())
+
+
+# -- issue 14: integrity, memory, errors, permissions ------------------------------------
+def _with_step(tmp_path):
+    path = tmp_path / "c.safetensors"
+    hx.save({"model": {"w": hx.arange(6).float(), "b": hx.ones(2)}, "step": 1000}, path)
+    return path, path.read_bytes()
+
+
+def _one_byte(data: bytes, old: bytes, new: bytes) -> bytes:
+    assert data.count(old) == 1 and len(old) == len(new)
+    return data.replace(old, new)
+
+
+def test_item09_header_flip_is_detected(tmp_path):
+    path, data = _with_step(tmp_path)
+    ref = hx.load(path)
+    # the three that used to load different data: the format marker, a step count, a name
+    for old, new in [(b'"format":"haelixe"', b'"format":"haelixf"'),
+                     (b'\\"step\\": 1000', b'\\"step\\": 9000'),
+                     (b'"model.w":{', b'"model.x":{')]:
+        path.write_bytes(_one_byte(data, old, new))
+        with pytest.raises(CheckpointError, match="checksum|metadata|tensor"):
+            hx.load(path)
+    # and three bits of every byte: never other data, always CheckpointError here
+    path.write_bytes(data)
+    for i in range(len(data)):
+        for mask in (0x01, 0x20, 0x80):
+            filedamage.write_byte(path, i, data[i] ^ mask)
+            with pytest.raises(CheckpointError):
+                hx.load(path)
+        filedamage.write_byte(path, i, data[i])
+    assert filedamage.same(ref, hx.load(path))
+
+
+def test_item09_metadata_as_a_tensor_name_is_refused_before_writing(tmp_path):
+    path = tmp_path / "c.safetensors"
+    hx.save({"w": hx.ones(3)}, path)
+    before = path.read_bytes()
+    with pytest.raises(ValueError, match="cannot be stored under the name '__metadata__'"):
+        hx.save({"__metadata__": hx.zeros(2)}, path)
+    assert path.read_bytes() == before and os.listdir(tmp_path) == ["c.safetensors"]
+    hx.save({"__metadata__": {"x": hx.zeros(2)}}, path)  # a nested name is fine
+    assert filedamage.same(hx.load(path), {"__metadata__": {"x": hx.zeros(2)}})
+
+
+def test_item09_the_file_stays_standard_safetensors(tmp_path):
+    torch = pytest.importorskip("torch")
+    from safetensors.torch import load_file
+
+    path, _ = _with_step(tmp_path)
+    with safetensors.safe_open(path, framework="np") as f:
+        meta = f.metadata()
+    assert meta["haelixe.version"] == serialization.VERSION and len(meta[DIGEST]) == 64
+    t = load_file(str(path))
+    assert torch.equal(t["model.w"], torch.arange(6).float())
+
+
+def test_item09_version_1_files_still_load_but_cannot_pose_as_them(tmp_path):
+    path, data = _with_step(tmp_path)
+    header, rest = filedamage.split_checkpoint(data)
+    meta = header[filedamage.META]
+    del meta[DIGEST]
+    meta["haelixe.version"] = "1"
+    path.write_bytes(filedamage.compose_checkpoint(header, rest))
+    assert hx.load(path)["step"] == 1000  # as the previous release wrote them
+    # a version-2 file whose version byte was hit keeps its digest key: refused
+    path.write_bytes(_one_byte(data, b'"haelixe.version":"2"', b'"haelixe.version":"1"'))
+    with pytest.raises(CheckpointError, match="damaged Haelixe metadata"):
+        hx.load(path)
+
+
+def test_item13_load_peaks_near_the_file_size(tmp_path):
+    import tracemalloc
+
+    rng = np.random.default_rng(0)
+    path = tmp_path / "big.safetensors"
+    hx.save({"layers": [{"w": rng.standard_normal((512, 1024), dtype=np.float32)}
+                        for _ in range(12)], "step": 3}, path)  # 24 MiB
+    size = os.path.getsize(path)
+    tracemalloc.start()
+    try:
+        back = hx.load(path)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert back["layers"][11]["w"].shape == (512, 1024)
+    assert size <= peak < 1.2 * size, f"load peaked at {peak / size:.2f}x the file size"
+
+
+_CRAFTED = {  # header edits a crafted (re-signed) file may carry
+    "header is a list": lambda h: [h],
+    "metadata not strings": lambda h: {**h, "__metadata__": {**h["__metadata__"], "x": 1}},
+    "entry is a list": lambda h: {**h, "model.w": [1, 2]},
+    "shape holds a bool": lambda h: {**h, "model.w": {**h["model.w"], "shape": [True] * 1}},
+    "offsets are strings": lambda h: {**h, "model.w": {**h["model.w"],
+                                                       "data_offsets": ["0", "24"]}},
+    "offsets overlap": lambda h: {**h, "model.w": {**h["model.w"], "data_offsets":
+                                                   [0, 24]}},
+    "huge shape": lambda h: {**h, "model.w": {**h["model.w"], "shape": [2**62, 2**62]}},
+    "deep entry": lambda h: {**h, "model.w": json.loads("[" * 900 + "]" * 900)},
+    "tree of a bad marker": lambda h: filedamage.with_tree(h, {"__dict__": 5}),
+    "tree of a pair of 3": lambda h: filedamage.with_tree(h, {"__dict__": [[1, 2, 3]]}),
+    "tree of an unknown dtype": lambda h: filedamage.with_tree(h, {"__dtype__": [1]}),
+    "tree of a missing tensor": lambda h: filedamage.with_tree(h, {"__tensor__": "nope"}),
+    "tree too deep": lambda h: filedamage.with_tree(h, json.loads("[" * 900 + "]" * 900)),
+    "tree not a dict": lambda h: filedamage.with_tree(h, [1, 2]),
+}
+
+
+@pytest.mark.parametrize("edit", list(_CRAFTED))
+def test_item14_damaged_checkpoint_raises_only_checkpoint_error(tmp_path, edit):
+    path, data = _with_step(tmp_path)
+    header, rest = filedamage.split_checkpoint(data)
+    crafted = _CRAFTED[edit](header)
+    path.write_bytes(filedamage.compose_checkpoint(crafted, rest, resign=True))
+    with pytest.raises(CheckpointError) as err:
+        hx.load(path)
+    assert str(err.value).startswith(f"load: {path}") and len(str(err.value)) < 600
+
+
+@pytest.mark.parametrize("text", [
+    '{"a":1,"a":2}', '{"x":NaN}', "[" * 100000, '{"__metadata__":{"format":"haelixe"}}',
+    "\udcff", '{"t":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}}',
+])
+def test_item14_raw_header_damage_raises_only_checkpoint_error(tmp_path, text):
+    path = tmp_path / "c.safetensors"
+    path.write_bytes(filedamage.compose_checkpoint(text, b""))
+    with pytest.raises(CheckpointError):
+        hx.load(path)
+
+
+@pytest.fixture
+def umask_027():
+    old = os.umask(0o027)
+    try:
+        yield
+    finally:
+        os.umask(old)
+
+
+def test_item16_save_follows_the_umask_and_keeps_a_replaced_files_mode(tmp_path, umask_027,
+                                                                       monkeypatch):
+    path = tmp_path / "c.safetensors"
+    hx.save({"w": hx.ones(2)}, path)
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o640  # 0o666 & ~0o027
+    os.chmod(path, 0o604)
+    hx.save({"w": hx.zeros(2)}, path)
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o604
+    # still atomic: a failure part-way leaves the old file and no temporary
+    def fail(*args):
+        raise OSError("No space left on device")
+
+    monkeypatch.setattr(serialization, "_write", fail)
+    with pytest.raises(OSError):
+        hx.save({"w": hx.ones(5)}, path)
+    assert os.listdir(tmp_path) == ["c.safetensors"] and hx.load(path)["w"].shape == (2,)
+
+
+def test_item09_save_refuses_what_load_would_refuse_before_writing(tmp_path):
+    deep = hx.ones(1)
+    for _ in range(99):
+        deep = [deep]
+    path = tmp_path / "c.safetensors"
+    hx.save({"deep": deep}, path)  # 100 levels: kept, and read back
+    back = hx.load(path)["deep"]
+    for _ in range(99):
+        back = back[0]
+    assert back.shape == (1,)
+    before = path.read_bytes()
+    with pytest.raises(ValueError, match="nests deeper than 100 levels"):
+        hx.save({"deep": [deep]}, path)
+    assert path.read_bytes() == before and os.listdir(tmp_path) == ["c.safetensors"]

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import weakref
+
+from ..creation import full, tensor, zeros_like
+from ..tensor import Tensor
 from .engine import accumulate_into_leaf, run_backward
 from .function import _edge
 
@@ -26,11 +30,9 @@ def _roots(tensors, grad_tensors, op):
                     f"{op}: grad can be implicitly created only for scalar outputs, but the "
                     f"output has shape {t.shape}; pass gradient= (a tensor of that shape), "
                     f"or reduce first (.sum() / .mean())")
-            g = Tensor._wrap(t._be.full(t.shape, 1, t.dtype.np))  # (ones_like, minus checks)
+            g = full(t.shape, 1, dtype=t.dtype, device=t.device)
         elif not isinstance(g, Tensor):
-            from ..ops.elementwise import as_tensor_like
-
-            g = as_tensor_like(g, t)
+            g = tensor(g, dtype=t.dtype, device=t.device)
         if g.shape != t.shape:
             raise RuntimeError(f"{op}: gradient of shape {g.shape} does not match the output "
                                f"shape {t.shape}")
@@ -63,8 +65,6 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
 
 def _grad_impl(nodes, grads, inputs, retain_graph, create_graph, allow_unused,
                accumulate=False):
-    from ..creation import zeros_like
-
     targets = []
     for t in inputs:
         if not t._requires_grad:
@@ -110,11 +110,15 @@ def register_hook(t, fn):
 
 
 def retain_grad(t) -> None:
-    """Keep the gradient of a non-leaf tensor in its ``.grad`` after backward."""
-    import weakref
-
+    """Keep the gradient of a non-leaf tensor in its ``.grad`` after backward: the
+    gradient after every hook of the tensor has run, as in PyTorch."""
     if t.grad_fn is None:
+        if not t._requires_grad:
+            raise RuntimeError("can't retain_grad on a tensor that has requires_grad=False")
         return
+    if t._retains_grad:
+        return
+    t._retains_grad = True
     ref = weakref.ref(t)
 
     def keep(g):
@@ -122,7 +126,17 @@ def retain_grad(t) -> None:
         if owner is not None:
             owner.grad = g.detach() if owner.grad is None else owner.grad + g.detach()
 
-    register_hook(t, keep)
+    t.grad_fn.retain = keep
 
 
-from ..tensor import Tensor  # noqa: E402  (imported last, as the ops modules do)
+# -- the Tensor methods autograd provides -------------------------------------------------
+def _backward_method(self, gradient=None, retain_graph=None, create_graph=False,
+                     inputs=None):
+    backward([self], None if gradient is None else [gradient], retain_graph, create_graph,
+             inputs)
+
+
+Tensor.backward = _backward_method
+Tensor.register_hook = register_hook
+Tensor.retain_grad = retain_grad
+Tensor.retains_grad = property(lambda self: self._retains_grad)

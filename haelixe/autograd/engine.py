@@ -8,7 +8,8 @@ Gradients wait in a dict keyed by node, summed as they arrive.
 
 from __future__ import annotations
 
-from .function import AccumulateGrad, SavedTensorError, _check_finite
+from ..backends.base import K_ADD
+from .function import AccumulateGrad, _check_finite, freed_graph_error
 from .mode import STATE
 
 # Callbacks told about each node as backward starts and finishes it (the graph widget's
@@ -65,6 +66,8 @@ def run_backward(roots, grads, retain_graph=False, create_graph=False, capture=N
                     out = hook(g)
                     if out is not None:
                         g = out
+            if g is not None and node.retain is not None:
+                node.retain(g)
             if capture is not None and node in capture:
                 capture[node] = g
             if observers:
@@ -89,12 +92,7 @@ def run_backward(roots, grads, retain_graph=False, create_graph=False, capture=N
                         f"create_graph=True through it is not supported. Compose the op "
                         f"from elementary ops to take higher derivatives.")
                 if node.saved is None:
-                    raise SavedTensorError(
-                        f"Trying to backward through the graph a second time (or directly "
-                        f"access saved tensors after they have already been freed) in "
-                        f"{node.name}. Saved tensors are freed after backward; pass "
-                        f"retain_graph=True to the first backward() if you need to "
-                        f"backward through the graph again.")
+                    raise freed_graph_error(node.name)
                 if STATE.anomaly:
                     in_grads = _backward_checked(node, g)
                 else:
@@ -173,7 +171,9 @@ def accumulate_into_leaf(leaf, g, create_graph):
     elif create_graph:
         leaf.grad = leaf.grad + g
     else:
-        leaf.grad._add_inplace_raw(g)
+        grad = leaf.grad  # in place: one kernel reading and writing .grad, no temporary
+        grad._be.map_into(K_ADD, grad._data, [g._data])
+        grad._storage.version += 1
 
 
 def _norm(t) -> float:

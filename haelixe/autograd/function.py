@@ -28,6 +28,7 @@ import weakref
 
 import numpy as np
 
+from ..tensor import Tensor
 from .mode import STATE
 
 
@@ -35,11 +36,20 @@ class SavedTensorError(RuntimeError):
     pass
 
 
+def freed_graph_error(name: str) -> SavedTensorError:
+    return SavedTensorError(
+        f"Trying to backward through the graph a second time (or directly access saved "
+        f"tensors after they have already been freed) in {name}. Saved tensors are freed "
+        f"after backward; pass retain_graph=True to the first backward() if you need to "
+        f"backward through the graph again.")
+
+
 class Node:
     """What every graph node has: edges to the next nodes, hooks, a display name."""
 
     __slots__ = ()
     is_accumulate = False
+    retain = None  # retain_grad's keeper (Functions only), run after the hooks
     meta = None  # a Function's output (shape, dtype, device); None for a leaf's sink
 
     @property
@@ -81,6 +91,11 @@ class Function(Node):
     twice_differentiable = True
     #: the name shown in graphs and errors; defaults to the class name
     label: str | None = None
+    #: True where backward reads the output: apply saves a detached alias of it (the
+    #: output itself would hold its own node: a reference cycle)
+    saves_output = False
+    #: False for ops with no derivative (comparisons): their outputs never require grad
+    differentiable = True
 
     # Per-node state starts as these class-level defaults, so making a node runs no
     # __init__ (every op makes one, recorded or not); assignments land in the instance.
@@ -104,11 +119,7 @@ class Function(Node):
     @property
     def saved_tensors(self) -> tuple:
         if self.saved is None:
-            raise SavedTensorError(
-                f"Trying to backward through the graph a second time (or directly access "
-                f"saved tensors after they have already been freed) in {self.name}. "
-                f"Saved tensors are freed after backward; pass retain_graph=True to the "
-                f"first backward() if you need to backward through the graph again.")
+            raise freed_graph_error(self.name)
         for i, (t, v) in enumerate(zip(self.saved, self._versions)):
             if t is not None and t._storage.version != v:
                 raise SavedTensorError(
@@ -125,7 +136,8 @@ class Function(Node):
         # everything forward kept goes (arrays, tensors, tables); what the graph shows
         # (label, meta, hooks) stays, and saved = None marks the node as freed
         d = self.__dict__
-        keep = {k: d[k] for k in ("label", "meta", "hooks", "trace", "module") if k in d}
+        keep = {k: d[k] for k in ("label", "meta", "hooks", "trace", "module", "retain")
+                if k in d}
         d.clear()
         d.update(keep)
         self.saved = None
@@ -149,7 +161,7 @@ class Function(Node):
     def apply(cls, *args):
         """Run forward; record the node when some Tensor argument requires grad."""
         requires = False
-        if STATE.grad_enabled:
+        if STATE.grad_enabled and cls.differentiable:
             for a in args:
                 if isinstance(a, Tensor) and a._requires_grad:
                     requires = True
@@ -157,7 +169,7 @@ class Function(Node):
         if not requires and not STATE.anomaly:
             # Nothing to record (inference, no_grad, a first-order backward): forward
             # writes its ctx attributes into a sink instead of a node nobody keeps.
-            raw = cls.forward(_SINK, *args)
+            raw = cls.forward(SINK, *args)
             return raw if raw.__class__ is Tensor else Tensor._wrap(raw)
         ctx = cls()
         raw = cls.forward(ctx, *args)
@@ -170,6 +182,8 @@ class Function(Node):
             out._requires_grad = True
             out.grad_fn = ctx
             ctx.meta = (out.shape, out.dtype, out.device)
+            if cls.saves_output:
+                ctx.save_for_backward(*ctx.saved, out._alias())
             if STATE.modules:
                 ctx.module = STATE.modules[-1]
             if STATE.anomaly:
@@ -192,7 +206,7 @@ class _Sink:
         pass
 
 
-_SINK = _Sink()
+SINK = _Sink()
 
 
 def _edge(t):
@@ -217,4 +231,3 @@ def _check_finite(t, where: str) -> None:
                                f"{t.shape}, dtype {t.dtype.name})")
 
 
-from ..tensor import Tensor  # noqa: E402  (Tensor needs Function's module to exist first)

@@ -1,17 +1,20 @@
-"""Grad mode and anomaly mode: process-wide switches read on every op."""
+"""Grad mode, anomaly mode and autocast: switches read on every op, one set per thread
+(as PyTorch's: a thread inside no_grad() leaves the others recording)."""
 
 from __future__ import annotations
 
 import functools
+import threading
 
 
-class _State:
-    grad_enabled = True
-    anomaly = False
-    autocast = None  # the low-precision DType while hx.autocast is active
-    # the Modules whose forward is running, outermost first: each recorded node keeps the
-    # innermost one, so a picture of the graph can group nodes by module
-    modules: list = []
+class _State(threading.local):
+    def __init__(self):
+        self.grad_enabled = True
+        self.anomaly = False
+        self.autocast = None  # the low-precision DType while hx.autocast is active
+        # the Modules whose forward is running, outermost first: each recorded node keeps
+        # the innermost one, so a picture of the graph can group nodes by module
+        self.modules = []
 
 
 STATE = _State()

@@ -1,0 +1,57 @@
+"""Backends by device, and by the raw array type they produce.
+
+Only this package knows the concrete backends: everything above asks ``backend_for``
+for a device's backend and ``backend_of`` for the backend that made a raw array, and
+calls the kernels of the contract in ``base.py``.
+"""
+
+from __future__ import annotations
+
+from ..device import CPU, Device
+
+_BY_DEVICE: dict = {}
+_BY_RAW_TYPE: dict = {}
+
+
+def backend_for(device: Device):
+    """The backend of ``device`` (the GPU's starts its wgpu context on first call)."""
+    be = _BY_DEVICE.get(device)
+    if be is None:
+        be = _load(device)
+    return be
+
+
+def backend_of(raw):
+    """The backend whose raw array type ``raw`` is (numpy arrays and scalars: the CPU)."""
+    be = _BY_RAW_TYPE.get(raw.__class__)
+    if be is None:
+        from .cpu import CPU_BACKEND
+
+        be = CPU_BACKEND  # numpy scalars and 0-d results of numpy reductions
+    return be
+
+
+def _load(device: Device):
+    if device is CPU:
+        from .cpu import CPU_BACKEND as be
+    else:
+        from .wgpu.backend import get_backend
+
+        be = get_backend()
+    register(device, be)
+    return be
+
+
+def register(device: Device, backend) -> None:
+    _BY_DEVICE[device] = backend
+    _BY_RAW_TYPE[backend.raw_type] = backend
+
+
+def device_info(device: Device) -> dict:
+    """Adapter information and features (GPU) or a short description (CPU)."""
+    return backend_for(device).info
+
+
+# device.py sits below this package: the backend-facing properties are installed here
+Device._describe = device_info
+Device.backend = property(backend_for, doc="The backend that runs this device's kernels.")

@@ -1,115 +1,195 @@
-"""The kernel interface every backend implements.
+"""The kernel contract every backend implements, and the one shape of an elementwise
+kernel that all of them compile.
 
-The ops layer (haelixe/ops) never touches numpy or wgpu directly: it asks the tensor's
-backend for a kernel by name and hands it *raw arrays*. A raw array is whatever the
-backend stores data in:
+The ops layer (haelixe/ops) never touches numpy or wgpu: it calls the tensor's backend by
+kernel name and hands it *raw arrays*. A raw array is whatever the backend stores data in:
 
 - CPU: a numpy ``ndarray`` (any strides, negative and zero included).
-- GPU: a ``haelixe.backends.wgpu.GpuArray`` (storage + shape + strides + offset, strides
-  and offset counted in elements).
+- GPU: a ``GpuArray`` (storage + shape + strides + offset, counted in elements).
 
-Both expose ``.shape`` (tuple) and ``.dtype`` (a numpy dtype; bfloat16 comes from
-ml_dtypes). Every kernel accepts inputs of any layout (or documents a contiguity
-requirement that its caller enforces) and returns a *new* C-contiguous raw array unless
-it says it works in place. Binary kernels broadcast like numpy; the ops layer has already
-promoted both inputs to one dtype. Axes are non-negative ints, already normalised.
+Both expose ``.shape`` (tuple) and ``.dtype`` (a numpy dtype; bfloat16 from ml_dtypes).
+Every kernel reads inputs of any layout and returns a *new* C-contiguous raw array unless
+it says it works in place. Elementwise kernels broadcast like numpy. Axes are
+non-negative ints, already normalised.
 
-This class only documents the contract; ``haelixe.backends.cpu.CPU`` and
-``haelixe.backends.wgpu.backend.WGPU`` are the implementations.
+A new backend implements the *primitives* (creation and transfer, ``map``, the three
+reductions, ``argmax``, ``matmul``, the four indexing kernels). Every other kernel has a
+default here composed from those primitives; a backend overrides it where a fused version
+pays (both shipped backends override all of them).
 """
 
 from __future__ import annotations
 
-UNARY = (
-    "neg", "abs", "exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "relu", "silu",
-    "sin", "cos", "sign",
-)
-BINARY = ("add", "sub", "mul", "div", "pow", "maximum", "minimum")
-COMPARE = ("eq", "ne", "lt", "le", "gt", "ge")
-REDUCE = ("sum", "max", "min")
+import math
+
+import numpy as np
+
+
+class Kernel:
+    """An elementwise function written once, as ``fn(m, *xs)`` over a math namespace ``m``.
+
+    Each backend compiles it its own way: the CPU calls ``fn`` with numpy's functions on
+    arrays, the GPU calls it with symbols and gets a WGSL expression back, and the ops
+    layer calls it with Haelixe ops on tensors (a derivative that itself has a graph).
+    The namespace offers: exp log log1p expm1 sqrt rsqrt sin cos tanh sigmoid erf abs
+    sign floor ceil trunc round where maximum minimum pow floor_divide remainder
+    isnan, plus the arithmetic, comparison and logical operators.
+
+    ``cpu`` optionally names one numpy function that computes the whole kernel (a
+    ufunc), which the CPU then calls directly; ``wgsl_lib`` holds WGSL helper functions
+    the expression calls.
+    """
+
+    __slots__ = ("name", "fn", "arity", "cpu", "wgsl_lib", "compiled")
+
+    def __init__(self, name: str, fn, arity: int, cpu=None, wgsl_lib: str = ""):
+        self.name = name
+        self.fn = fn
+        self.arity = arity
+        self.cpu = cpu
+        self.wgsl_lib = wgsl_lib
+        self.compiled = {}  # backend name -> its compiled form (filled by the backend)
+
+    def __repr__(self) -> str:
+        return f"Kernel({self.name!r}, arity={self.arity})"
+
+
+def kernel(name: str, arity: int, cpu=None, wgsl_lib: str = ""):
+    """Decorator: ``@kernel("name", 2)`` over ``def f(m, a, b)`` makes a Kernel."""
+    return lambda fn: Kernel(name, fn, arity, cpu, wgsl_lib)
+
+
+# -- kernels the composed defaults below use ----------------------------------------------
+K_SUB = Kernel("sub", lambda m, a, b: a - b, 2)
+K_MUL = Kernel("mul", lambda m, a, b: a * b, 2)
+K_DIV = Kernel("div", lambda m, a, b: a / b, 2)
+K_SQUARE = Kernel("square", lambda m, x: x * x, 1)
+K_EXP_SHIFTED = Kernel("exp_shifted", lambda m, x, mx: m.exp(x - mx), 2)
+K_LOG_SOFTMAX = Kernel("log_softmax_finish", lambda m, x, mx, s: x - mx - m.log(s), 3)
+K_RSTD = Kernel("rstd", lambda m, ms, eps: m.rsqrt(ms + eps), 2)
+K_SCALE = Kernel("scale", lambda m, x, r, w: x * r * w, 3)
+K_CENTER_SCALE = Kernel("center_scale", lambda m, x, mu, r, w, b: (x - mu) * r * w + b, 5)
+K_RMS_DX = Kernel("rmsnorm_dx", lambda m, r, gx, xhat, proj: r * (gx - xhat * proj), 4)
+K_LN_DX = Kernel("layernorm_dx",
+                 lambda m, r, gx, m1, xhat, m2: r * (gx - m1 - xhat * m2), 5)
+K_ROPE_A = Kernel("rope_a", lambda m, x1, x2, c, s: x1 * c - x2 * s, 4)
+K_ROPE_B = Kernel("rope_b", lambda m, x1, x2, c, s: x2 * c + x1 * s, 4)
+K_MSE_GRAD = Kernel("mse_grad", lambda m, x, y, g, k: (x - y) * (g * k), 4)
+K_ADAMW_M = Kernel("adam_m", lambda m, mo, g, b1: mo * b1 + g * (1.0 - b1), 3)
+K_ADAMW_V = Kernel("adam_v", lambda m, v, g, b2: v * b2 + g * g * (1.0 - b2), 3)
+K_ADAMW_P = Kernel(
+    "adamw_p", lambda m, p, mo, v, decay, lr_bc1, inv_sqrt_bc2, eps:
+    p * decay - lr_bc1 * mo / (m.sqrt(v) * inv_sqrt_bc2 + eps), 7)
+K_SGD_D = Kernel("sgd_d", lambda m, g, p, wd: g + p * wd, 3)
+K_SGD_BUF = Kernel("sgd_buf", lambda m, buf, d, mom: buf * mom + d, 3)
+K_SGD_P = Kernel("sgd_p", lambda m, p, d, lr: p - d * lr, 3)
+K_NESTEROV = Kernel("nesterov", lambda m, d, buf, mom: d + buf * mom, 3)
+
+
+def _last(x) -> int:
+    return len(x.shape) - 1
 
 
 class Backend:
-    """Names and signatures of every kernel. Subclasses implement them all."""
+    """The contract. Primitives raise NotImplementedError; the rest are defaults composed
+    from them, which a backend may override with a fused kernel."""
 
     name = "abstract"
 
-    # -- creation and transfer -------------------------------------------------------
-    def empty(self, shape, dtype, tag="activation"):
-        """Uninitialised C-contiguous array. ``tag`` is the allocator tag (GPU)."""
+    # -- primitives: creation and transfer ------------------------------------------------
+    def empty(self, shape, dtype, tag=None):
+        """Uninitialised C-contiguous array of a numpy ``dtype``. ``tag`` names what
+        the memory is for (the GPU allocator's accounting)."""
         raise NotImplementedError
 
-    def full(self, shape, value, dtype, tag="activation"):
+    def full(self, shape, value, dtype, tag=None):
         raise NotImplementedError
 
-    def arange(self, start, stop, step, dtype):
-        raise NotImplementedError
-
-    def from_numpy(self, array, tag="activation"):
-        """Raw array holding a copy of ``array`` (GPU: an upload; CPU: may share)."""
+    def from_numpy(self, array, tag=None):
+        """Raw array holding ``array``'s values (GPU: an upload; CPU: may share it)."""
         raise NotImplementedError
 
     def to_numpy(self, x):
         """numpy array with the values of ``x`` (GPU: a read-back, flushing queued work)."""
         raise NotImplementedError
 
+    def adopt(self, raw):
+        """(Storage, strides or None, offset) for a raw array this backend made: the
+        one place a tensor learns which buffer its data lives in."""
+        raise NotImplementedError
+
     def make_view(self, storage, shape, strides, offset):
         """Raw array over ``storage`` with the given layout (elements). Zero copy."""
         raise NotImplementedError
 
-    # -- layout ------------------------------------------------------------------------
+    # -- primitives: layout and conversion ------------------------------------------------
+    def reshape(self, x, shape):
+        """``x`` with another shape of the same size: a view where the strides allow
+        it, else a contiguous copy."""
+        raise NotImplementedError
+
+    def mT(self, x):
+        """A view with the last two dims swapped."""
+        raise NotImplementedError
+
+    def narrow(self, x, axis, start, length):
+        """A view of ``length`` entries from ``start`` along ``axis`` (negative axis
+        counts from the end)."""
+        raise NotImplementedError
+
     def copy(self, x):
         """C-contiguous copy of ``x`` (any strides)."""
         raise NotImplementedError
 
     def copy_into(self, dst, src):
-        """In place: ``dst[...] = src`` where ``dst`` is any strided view and ``src``
-        broadcasts to ``dst.shape`` (same dtype)."""
+        """In place ``dst[...] = src``: ``dst`` any strided view, ``src`` a raw array or
+        a host scalar broadcasting to it, converted to dst's dtype."""
         raise NotImplementedError
 
     def cast(self, x, dtype):
-        """Copy converted to ``dtype``; float -> bfloat16 rounds to nearest even."""
+        """Copy converted to a numpy ``dtype``; to bfloat16 rounds to nearest even."""
         raise NotImplementedError
 
-    # -- elementwise -------------------------------------------------------------------
-    # unary: neg abs exp log sqrt rsqrt tanh sigmoid relu silu sin cos sign -> f(x)
-    def gelu(self, x, approximate="none"):
+    # -- primitives: compute --------------------------------------------------------------
+    def map(self, kernel: Kernel, inputs, dtype):
+        """A new array of numpy ``dtype``: ``kernel`` applied elementwise to ``inputs``
+        (raw arrays or host scalars, broadcast together)."""
         raise NotImplementedError
 
-    # binary: add sub mul div pow maximum minimum -> f(a, b) with broadcasting
-    # compare: eq ne lt le gt ge -> bool array, with broadcasting
-    def where(self, cond, a, b):
+    def map_into(self, kernel: Kernel, dst, inputs):
+        """In place ``dst[...] = kernel(dst, *inputs)``; inputs broadcast to dst."""
+        self.copy_into(dst, self.map(kernel, [dst, *inputs], dst.dtype))
+
+    def sum(self, x, axes, keepdim):
+        """Sum over ``axes`` (a tuple); float16/bfloat16 accumulate in float32."""
         raise NotImplementedError
 
-    def clamp(self, x, lo, hi):
-        """lo / hi are Python scalars or None."""
+    def max(self, x, axes, keepdim):
         raise NotImplementedError
 
-    # -- reductions --------------------------------------------------------------------
-    # sum / max / min (x, axes: tuple[int, ...], keepdim: bool)
+    def min(self, x, axes, keepdim):
+        raise NotImplementedError
+
     def argmax(self, x, axis, keepdim):
+        """First index of the maximum along ``axis``, as int64."""
         raise NotImplementedError
 
-    def softmax(self, x, axis):
-        raise NotImplementedError
+    def argmin(self, x, axis, keepdim):
+        """First index of the minimum: argmax of the order reversed."""
+        flip = _K_NOT if np.dtype(x.dtype) == np.bool_ else _K_NEG
+        return self.argmax(self.map(flip, [x], x.dtype), axis, keepdim)
 
-    def log_softmax(self, x, axis):
-        raise NotImplementedError
-
-    # -- linear algebra ----------------------------------------------------------------
     def matmul(self, a, b):
-        """numpy.matmul semantics for ndim >= 2 (batched, broadcasting batch dims);
-        transposed operands are read through their strides, not copied."""
+        """numpy.matmul for ndim >= 2 (batched, broadcast batch dims); transposed
+        operands are read through their strides, not copied."""
         raise NotImplementedError
 
-    # -- indexing ----------------------------------------------------------------------
     def gather(self, x, axis, index):
         """torch.gather: out[i][j] = x[i][index[i][j]] along ``axis``."""
         raise NotImplementedError
 
     def scatter_add(self, shape, axis, index, src):
-        """Zeros of ``shape`` with ``src`` added at ``index`` along ``axis`` (gather's
-        adjoint)."""
+        """Zeros of ``shape`` with ``src`` added at ``index`` along ``axis``."""
         raise NotImplementedError
 
     def take(self, x, key):
@@ -118,59 +198,218 @@ class Backend:
         raise NotImplementedError
 
     def index_add(self, shape, key, values):
-        """Zeros of ``shape`` with ``values`` added at ``[key]``, repeated indices
-        accumulating (take's adjoint)."""
+        """Zeros of ``shape`` with ``values`` added at ``[key]``, repeats accumulating."""
         raise NotImplementedError
 
-    # -- fused neural-network kernels --------------------------------------------------
+    # -- conveniences for custom Functions: one map each ---------------------------------
+    def add(self, a, b):
+        return self.map(K_ADD, [a, b], _dtype_of(a, b))
+
+    def sub(self, a, b):
+        return self.map(K_SUB, [a, b], _dtype_of(a, b))
+
+    def mul(self, a, b):
+        return self.map(K_MUL, [a, b], _dtype_of(a, b))
+
+    def div(self, a, b):
+        return self.map(K_DIV, [a, b], _dtype_of(a, b))
+
+    def neg(self, x):
+        return self.map(_K_NEG, [x], x.dtype)
+
+    def exp(self, x):
+        return self.map(_K_EXP, [x], x.dtype)
+
+    # -- composed: softmax family --------------------------------------------------------
+    def softmax(self, x, axis):
+        mx = self.max(x, (axis,), True)
+        e = self.map(K_EXP_SHIFTED, [x, mx], x.dtype)
+        return self.map(K_DIV, [e, self.sum(e, (axis,), True)], x.dtype)
+
+    def log_softmax(self, x, axis):
+        mx = self.max(x, (axis,), True)
+        s = self.sum(self.map(K_EXP_SHIFTED, [x, mx], x.dtype), (axis,), True)
+        return self.map(K_LOG_SOFTMAX, [x, mx, s], x.dtype)
+
+    # -- composed: fused neural-network kernels ------------------------------------------
     def linear(self, x, w, b, activation=None):
-        """y = act(x @ w.T + b) over any leading dims of x; w is (out, in); b may be
-        None; activation None | "gelu" | "gelu_tanh". Returns (y, saved) where saved is
-        whatever this backend's linear_backward needs to differentiate the activation
-        (the pre-activation, perhaps with its normal CDF; None without activation)."""
-        raise NotImplementedError
+        """y = act(x @ w.T + b) over any leading dims; ``activation`` is None or an
+        Activation (a Kernel and its derivative Kernel). Returns (y, saved): what
+        linear_backward needs to differentiate the activation (the pre-activation)."""
+        y = self.matmul(x, self.mT(w))
+        if b is not None:
+            y = self.map(K_ADD, [y, b], y.dtype)
+        if activation is None:
+            return y, None
+        return self.map(activation.forward, [y], y.dtype), y
 
     def linear_backward(self, x, w, pre, gy, activation, need_bias, need_input=True):
-        """Returns (dx, dw, db) for ``linear``; ``pre`` is the ``saved`` value linear
-        returned; db is None when need_bias is False, dx None when need_input is False
-        (a first layer fed with data: its input gradient would be thrown away)."""
-        raise NotImplementedError
+        """(dx, dw, db) of ``linear``; db None unless need_bias, dx None unless
+        need_input (a first layer fed with data needs no input gradient)."""
+        if activation is not None:
+            gy = self.map(activation.backward, [gy, pre], gy.dtype)
+        n_out, n_in = w.shape
+        rows = math.prod(gy.shape[:-1])
+        g2 = self.reshape(gy, (rows, n_out))
+        dx = self.reshape(self.matmul(g2, w), x.shape) if need_input else None
+        dw = self.matmul(self.mT(g2), self.reshape(x, (rows, n_in)))
+        db = self.sum(g2, (0,), False) if need_bias else None
+        return dx, dw, db
 
     def rmsnorm(self, x, w, eps):
-        """y = x * rsqrt(mean(x^2, -1) + eps) * w. Returns (y, rstd) with rstd of shape
+        """y = x * rsqrt(mean(x^2, -1) + eps) * w. Returns (y, rstd), rstd shaped
         x.shape[:-1] + (1,)."""
-        raise NotImplementedError
+        d = x.shape[-1]
+        ms = self.map(K_MUL, [self.sum(self.map(K_SQUARE, [x], x.dtype), (_last(x),), True),
+                              x.dtype.type(1.0 / d)], x.dtype)
+        rstd = self.map(K_RSTD, [ms, x.dtype.type(eps)], x.dtype)
+        return self.map(K_SCALE, [x, rstd, x.dtype.type(1) if w is None else w], x.dtype), rstd
 
     def rmsnorm_backward(self, x, w, rstd, gy):
-        """Returns (dx, dw)."""
-        raise NotImplementedError
+        """(dx, dw)."""
+        xhat = self.map(K_MUL, [x, rstd], x.dtype)
+        dw = None if w is None else self._sum_rows(self.map(K_MUL, [gy, xhat], x.dtype))
+        gx = gy if w is None else self.map(K_MUL, [gy, w], x.dtype)
+        proj = self._row_mean(self.map(K_MUL, [gx, xhat], x.dtype))
+        return self.map(K_RMS_DX, [rstd, gx, xhat, proj], x.dtype), dw
 
     def layernorm(self, x, w, b, eps):
-        """Returns (y, mean, rstd)."""
-        raise NotImplementedError
+        """Returns (y, mean, rstd), the statistics shaped x.shape[:-1] + (1,)."""
+        mean = self._row_mean(x)
+        xc = self.map(K_SUB, [x, mean], x.dtype)
+        var = self._row_mean(self.map(K_SQUARE, [xc], x.dtype))
+        rstd = self.map(K_RSTD, [var, x.dtype.type(eps)], x.dtype)
+        one, zero = x.dtype.type(1), x.dtype.type(0)
+        y = self.map(K_CENTER_SCALE, [x, mean, rstd, one if w is None else w,
+                                      zero if b is None else b], x.dtype)
+        return y, mean, rstd
 
     def layernorm_backward(self, x, w, mean, rstd, gy):
-        """Returns (dx, dw, db)."""
-        raise NotImplementedError
+        """(dx, dw, db)."""
+        xhat = self.map(K_SCALE, [self.map(K_SUB, [x, mean], x.dtype), rstd,
+                                  x.dtype.type(1)], x.dtype)
+        dw = None if w is None else self._sum_rows(self.map(K_MUL, [gy, xhat], x.dtype))
+        db = self._sum_rows(gy)
+        gx = gy if w is None else self.map(K_MUL, [gy, w], x.dtype)
+        m1 = self._row_mean(gx)
+        m2 = self._row_mean(self.map(K_MUL, [gx, xhat], x.dtype))
+        return self.map(K_LN_DX, [rstd, gx, m1, xhat, m2], x.dtype), dw, db
 
     def rope(self, x, cos, sin, inverse=False):
-        """Rotate-half RoPE on the last dim of x (..., seq, d); cos/sin are (seq, d//2).
-        inverse=True applies the transpose rotation (the backward)."""
-        raise NotImplementedError
+        """Rotate-half RoPE on the last dim of x (..., seq, d); cos/sin are (seq, d/2).
+        inverse=True rotates the other way (the backward)."""
+        h = x.shape[-1] // 2
+        x1, x2 = self.narrow(x, -1, 0, h), self.narrow(x, -1, h, h)
+        if inverse:
+            sin = self.map(_K_NEG, [sin], sin.dtype)
+        out = self.empty(x.shape, x.dtype)
+        out1, out2 = self.narrow(out, -1, 0, h), self.narrow(out, -1, h, h)
+        self.copy_into(out1, self.map(K_ROPE_A, [x1, x2, cos, sin], x.dtype))
+        self.copy_into(out2, self.map(K_ROPE_B, [x1, x2, cos, sin], x.dtype))
+        return out
 
-    def attention(self, q, k, v, causal, scale):
-        """Softmax attention over (..., seq, head_dim). Returns (out, lse) where lse is
-        the log-sum-exp of each query's scaled scores, shape (..., seq_q)."""
-        raise NotImplementedError
+    def attention(self, q, k, v, causal, scale, mask=None):
+        """Softmax attention over (..., seq, head_dim). ``mask`` is None, a bool array
+        (True attends) or an additive float array, broadcast to (..., seq_q, seq_k).
+        Returns (out, lse): lse is each query's log-sum-exp of its scaled, masked
+        scores, shape (..., seq_q)."""
+        s = self._scores(q, k, causal, scale, mask)
+        lse = self._logsumexp_last(s)
+        p = self.map(K_EXP_SHIFTED, [s, lse], s.dtype)
+        out = self.matmul(p, v)
+        return out, self.reshape(lse, lse.shape[:-1])
 
-    def attention_backward(self, q, k, v, out, lse, gout, causal, scale):
-        """Returns (dq, dk, dv), recomputing probabilities from lse."""
-        raise NotImplementedError
+    def attention_backward(self, q, k, v, out, lse, gout, causal, scale, mask=None):
+        """(dq, dk, dv), recomputing the probabilities from lse."""
+        s = self._scores(q, k, causal, scale, mask)
+        lse = self.reshape(lse, lse.shape + (1,))
+        p = self.map(K_EXP_SHIFTED, [s, lse], s.dtype)
+        dv = self.matmul(self.mT(p), gout)
+        dp = self.matmul(gout, self.mT(v))
+        rowdot = self.sum(self.map(K_MUL, [gout, out], out.dtype), (_last(out),), True)
+        ds = self.map(_K_SOFTMAX_GRAD, [p, dp, rowdot, s.dtype.type(scale)], s.dtype)
+        return self.matmul(ds, k), self.matmul(self.mT(ds), q), dv
 
-    # -- optimizers (in place on flat contiguous float32 buffers) ----------------------
+    def mse_loss(self, x, y):
+        """mean((x - y)^2) as a 0-d array."""
+        sq = self.map(_K_SQDIFF, [x, y], x.dtype)
+        total = self.sum(sq, tuple(range(len(sq.shape))), False)
+        n = math.prod(x.shape)
+        return self.map(K_MUL, [total, x.dtype.type(1.0 / n if n else math.nan)], x.dtype)
+
+    def mse_loss_backward(self, x, y, g):
+        """d mean((x - y)^2) / dx given the 0-d upstream gradient g."""
+        n = math.prod(x.shape)
+        return self.map(K_MSE_GRAD, [x, y, g, x.dtype.type(2.0 / n)], x.dtype)
+
+    # -- composed: optimizers (in place on flat contiguous buffers) -----------------------
     def adamw_step(self, p, g, m, v, lr, beta1, beta2, eps, weight_decay, step):
-        raise NotImplementedError
+        t = p.dtype.type
+        self.map_into(K_ADAMW_M, m, [g, t(beta1)])
+        self.map_into(K_ADAMW_V, v, [g, t(beta2)])
+        bc1, bc2 = 1.0 - beta1 ** step, 1.0 - beta2 ** step
+        self.map_into(K_ADAMW_P, p, [m, v, t(1.0 - lr * weight_decay), t(lr / bc1),
+                                     t(1.0 / math.sqrt(bc2)), t(eps)])
 
     def sgd_step(self, p, g, buf, lr, momentum, nesterov, weight_decay):
         """buf may be None when momentum == 0."""
-        raise NotImplementedError
+        t = p.dtype.type
+        d = self.map(K_SGD_D, [g, p, t(weight_decay)], p.dtype) if weight_decay else g
+        if momentum:
+            self.map_into(K_SGD_BUF, buf, [d, t(momentum)])
+            d = self.map(K_NESTEROV, [d, buf, t(momentum)], p.dtype) if nesterov else buf
+        self.map_into(K_SGD_P, p, [d, t(lr)])
+
+    # -- helpers for the defaults --------------------------------------------------------
+    def _row_mean(self, x):
+        d = x.shape[-1]
+        return self.map(K_MUL, [self.sum(x, (_last(x),), True), x.dtype.type(1.0 / d)],
+                        x.dtype)
+
+    def _sum_rows(self, x):
+        return self.sum(x, tuple(range(len(x.shape) - 1)), False)
+
+    def _logsumexp_last(self, s):
+        mx = self.max(s, (_last(s),), True)
+        e = self.sum(self.map(K_EXP_SHIFTED, [s, mx], s.dtype), (_last(s),), True)
+        return self.map(_K_LSE_FINISH, [mx, e], s.dtype)
+
+    def _scores(self, q, k, causal, scale, mask):
+        s = self.map(K_MUL, [self.matmul(q, self.mT(k)), q.dtype.type(scale)], q.dtype)
+        if mask is not None:
+            kern = _K_MASK_BOOL if np.dtype(mask.dtype) == np.bool_ else _K_MASK_ADD
+            s = self.map(kern, [s, mask], s.dtype)
+        if causal:
+            nq, nk = s.shape[-2], s.shape[-1]
+            keep = np.tril(np.ones((nq, nk), np.bool_))  # top-left aligned, as PyTorch
+            s = self.map(_K_MASK_BOOL, [s, self.from_numpy(keep)], s.dtype)
+        return s
+
+
+K_ADD = Kernel("add", lambda m, a, b: a + b, 2)
+_K_NEG = Kernel("neg", lambda m, x: -x, 1)
+_K_NOT = Kernel("not", lambda m, x: x == 0, 1)
+_K_EXP = Kernel("exp", lambda m, x: m.exp(x), 1)
+
+
+def _dtype_of(a, b):
+    return a.dtype if hasattr(a, "shape") and a.shape is not None and not np.isscalar(a) \
+        else b.dtype
+_K_SQDIFF = Kernel("sqdiff", lambda m, x, y: (x - y) * (x - y), 2)
+_K_LSE_FINISH = Kernel("lse_finish", lambda m, mx, e: mx + m.log(e), 2)
+_K_SOFTMAX_GRAD = Kernel("attention_ds", lambda m, p, dp, rd, sc: p * (dp - rd) * sc, 4)
+_K_MASK_BOOL = Kernel("mask_bool", lambda m, s, keep: m.where(keep, s, -math.inf), 2)
+_K_MASK_ADD = Kernel("mask_add", lambda m, s, bias: s + bias, 2)
+
+
+class Activation:
+    """An activation a fused Linear applies: its forward Kernel f(m, x) and the kernel of
+    its backward, g * f'(x), as b(m, g, x)."""
+
+    __slots__ = ("name", "forward", "backward")
+
+    def __init__(self, name: str, forward: Kernel, backward: Kernel):
+        self.name, self.forward, self.backward = name, forward, backward
+
+    def __repr__(self) -> str:
+        return f"Activation({self.name!r})"

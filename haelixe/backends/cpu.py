@@ -6,16 +6,20 @@ from __future__ import annotations
 
 import functools
 import math
+import platform
+import warnings
 
 import ml_dtypes
 import numpy as np
 
+from ..device import CPU
 from ..storage import Storage
-from .base import Backend
+from .base import Backend, Kernel
 
-_SQRT_HALF = 1.0 / math.sqrt(2.0)
-_SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
-_INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
+# Float edge cases (log 0, overflow, 0/0) give inf and NaN silently, as in PyTorch; the
+# filter names only this package's modules, so a user's own numpy code still warns.
+warnings.filterwarnings("ignore", category=RuntimeWarning, module=r"haelixe(\.|$)")
+
 _exact_erf = np.frompyfunc(math.erf, 1, 1)
 
 
@@ -23,6 +27,7 @@ def erf(x: np.ndarray) -> np.ndarray:
     """erf without scipy: exact (math.erf) in float64, where gradient checks need every
     digit; elsewhere Abramowitz & Stegun 7.1.26 (absolute error < 1.5e-7, about float32
     resolution), evaluated in place to keep temporaries few."""
+    x = np.asarray(x)
     if x.dtype == np.float64:
         return _exact_erf(x).astype(np.float64)
     a = np.abs(x)
@@ -42,41 +47,32 @@ def erf(x: np.ndarray) -> np.ndarray:
     return y.astype(x.dtype, copy=False)
 
 
-def normal_cdf(x):
-    """Phi(x) = 0.5 * (1 + erf(x / sqrt 2))."""
-    c = erf(x * _SQRT_HALF)
-    c += 1
-    c *= 0.5
-    return c
+def _sigmoid(x):
+    # Two branches so neither exp overflows.
+    e = np.exp(-np.abs(x))
+    return np.where(x >= 0, 1.0 / (1.0 + e), e / (1.0 + e)).astype(x.dtype, copy=False)
 
 
-def gelu(x, approximate="none"):
-    if approximate == "tanh":
-        inner = _SQRT_2_OVER_PI * (x + 0.044715 * x * x * x)
-        # numpy turns bfloat16 with a Python float into float32: cast back
-        return (0.5 * x * (1.0 + np.tanh(inner))).astype(x.dtype, copy=False)
-    return (x * normal_cdf(x)).astype(x.dtype, copy=False)
+class NumpyMath:
+    """The math namespace a Kernel's function sees on the CPU: numpy on arrays."""
+
+    exp, log, log1p, expm1, sqrt = np.exp, np.log, np.log1p, np.expm1, np.sqrt
+    sin, cos, tanh, abs, sign = np.sin, np.cos, np.tanh, np.abs, np.sign
+    floor, ceil, trunc = np.floor, np.ceil, np.trunc
+    maximum, minimum, pow = np.maximum, np.minimum, np.power
+    floor_divide, remainder, isnan = np.floor_divide, np.remainder, np.isnan
+    # (plain functions, not numpy's dispatchers, which would bind as methods)
+    where = staticmethod(lambda c, a, b: np.where(c, a, b))
+    round = staticmethod(lambda x: np.round(x))
+    sigmoid = staticmethod(_sigmoid)
+    erf = staticmethod(erf)
+
+    @staticmethod
+    def rsqrt(x):
+        return 1.0 / np.sqrt(x)
 
 
-def gelu_grad(x, approximate="none", cdf=None):
-    """d gelu / dx, the local derivative used by the fused Linear+GELU backward; ``cdf``
-    is Phi(x) when the forward already computed it."""
-    if approximate == "tanh":
-        inner = _SQRT_2_OVER_PI * (x + 0.044715 * x * x * x)
-        th = np.tanh(inner)
-        dinner = _SQRT_2_OVER_PI * (1.0 + 3 * 0.044715 * x * x)
-        return 0.5 * (1.0 + th) + 0.5 * x * (1.0 - th * th) * dinner
-    if cdf is None:
-        cdf = normal_cdf(x)
-    pdf = np.square(x)
-    pdf *= -0.5
-    np.exp(pdf, out=pdf)
-    pdf *= x
-    pdf *= _INV_SQRT_2PI
-    pdf += cdf
-    return pdf
-
-
+_MATH = NumpyMath
 _LOW = (np.dtype(ml_dtypes.bfloat16), np.dtype(np.float16))
 
 
@@ -111,34 +107,32 @@ def computes_in_f32(kernel):
     return wrapper
 
 
-def _rsqrt(x):
-    return np.reciprocal(np.sqrt(x))  # (1.0 / would turn bfloat16 into float32)
-
-
-_LOW_PRECISION = (np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16))
-
-
 def _matmul(a, b):
     """np.matmul, with float16 / bfloat16 operands multiplied in float32 (BLAS, and
     PyTorch's accumulation) and the result cast back: ml_dtypes' bfloat16 matmul
     returns float32, and float16 has no BLAS path."""
-    if a.dtype in _LOW_PRECISION:
+    if a.dtype in _LOW:
         return np.matmul(a.astype(np.float32), b.astype(np.float32)).astype(a.dtype)
     return np.matmul(a, b)
 
 
-def _sigmoid(x):
-    # Two branches so neither exp overflows.
-    e = np.exp(-np.abs(x))
-    return np.where(x >= 0, 1.0 / (1.0 + e), e / (1.0 + e)).astype(x.dtype, copy=False)
+def _compile(kernel: Kernel):
+    """The numpy callable of ``kernel``: its ufunc where it names one, else its function
+    over the numpy namespace, run in float32 for 16-bit inputs (numpy has no 16-bit
+    arithmetic of its own worth the name, and PyTorch also rounds once at the end)."""
+    if kernel.cpu is not None:
+        f = kernel.cpu
+    else:
+        fn = kernel.fn
 
+        def f(*xs):
+            if any(getattr(x, "dtype", None) in _LOW for x in xs):
+                xs = [x.astype(np.float32) if getattr(x, "dtype", None) in _LOW else x
+                      for x in xs]
+            return fn(_MATH, *xs)
 
-def _relu(x):
-    return np.maximum(x, 0).astype(x.dtype, copy=False)
-
-
-def _silu(x):
-    return x * _sigmoid(x)
+    kernel.compiled["cpu"] = f
+    return f
 
 
 _DOT_SUM_MAX = 1 << 16
@@ -147,53 +141,48 @@ _DOT_SUM = {np.dtype(t): np.ones(_DOT_SUM_MAX, t) for t in (np.float32, np.float
 
 class CPUBackend(Backend):
     name = "cpu"
-
-    # elementwise kernels are numpy's own ufuncs: no Python between the op and the loop
-    neg = staticmethod(np.negative)
-    abs = staticmethod(np.abs)
-    exp = staticmethod(np.exp)
-    log = staticmethod(np.log)
-    sqrt = staticmethod(np.sqrt)
-    rsqrt = staticmethod(_rsqrt)
-    tanh = staticmethod(np.tanh)
-    sigmoid = staticmethod(_sigmoid)
-    relu = staticmethod(_relu)
-    silu = staticmethod(_silu)
-    sin = staticmethod(np.sin)
-    cos = staticmethod(np.cos)
-    sign = staticmethod(np.sign)
-    gelu = staticmethod(gelu)
-    add = staticmethod(np.add)
-    sub = staticmethod(np.subtract)
-    mul = staticmethod(np.multiply)
-    div = staticmethod(np.divide)
-    pow = staticmethod(np.power)
-    maximum = staticmethod(np.maximum)
-    minimum = staticmethod(np.minimum)
-    eq = staticmethod(np.equal)
-    ne = staticmethod(np.not_equal)
-    lt = staticmethod(np.less)
-    le = staticmethod(np.less_equal)
-    gt = staticmethod(np.greater)
-    ge = staticmethod(np.greater_equal)
-    where = staticmethod(np.where)
+    device = CPU
+    raw_type = np.ndarray
     matmul = staticmethod(_matmul)
 
+    @property
+    def info(self) -> dict:
+        return {"type": "cpu", "processor": platform.processor() or platform.machine(),
+                "numpy": np.__version__}
+
+    # -- elementwise ---------------------------------------------------------------------
+    def map(self, kernel, inputs, dtype):
+        f = kernel.compiled.get("cpu") or _compile(kernel)
+        out = f(*inputs)
+        if out.__class__ is not np.ndarray:
+            out = np.asarray(out)
+        return out if out.dtype == dtype else out.astype(dtype)
+
+    def map_into(self, kernel, dst, inputs):
+        f = kernel.compiled.get("cpu") or _compile(kernel)
+        if kernel.cpu is not None and dst.dtype not in _LOW:  # a ufunc writes in place
+            f(dst, *inputs, out=dst, casting="unsafe")
+        else:
+            np.copyto(dst, f(dst, *inputs), casting="unsafe")
+
     # -- creation and transfer -----------------------------------------------------------
-    def empty(self, shape, dtype, tag="activation"):
+    def empty(self, shape, dtype, tag=None):
         return np.empty(shape, dtype)
 
-    def full(self, shape, value, dtype, tag="activation"):
+    def full(self, shape, value, dtype, tag=None):
         return np.full(shape, value, dtype)
 
-    def arange(self, start, stop, step, dtype):
-        return np.arange(start, stop, step).astype(dtype, copy=False)
-
-    def from_numpy(self, array, tag="activation"):
+    def from_numpy(self, array, tag=None):
         return array
 
     def to_numpy(self, x):
         return x
+
+    def adopt(self, raw):
+        raw = np.asarray(raw)
+        from ..dtype import from_numpy
+
+        return storage_for(raw, CPU, from_numpy(raw.dtype))
 
     def make_view(self, storage, shape, strides, offset):
         isz = storage.dtype.itemsize
@@ -201,6 +190,17 @@ class CPUBackend(Backend):
                           strides=tuple(s * isz for s in strides))
 
     # -- layout --------------------------------------------------------------------------
+    def reshape(self, x, shape):
+        return x.reshape(shape)
+
+    def mT(self, x):
+        return x.swapaxes(-1, -2)
+
+    def narrow(self, x, axis, start, length):
+        key = [slice(None)] * x.ndim
+        key[axis] = slice(start, start + length)
+        return x[tuple(key)]
+
     def copy(self, x):
         return np.array(x, order="C", copy=True)
 
@@ -209,13 +209,6 @@ class CPUBackend(Backend):
 
     def cast(self, x, dtype):
         return x.astype(dtype)
-
-    def clamp(self, x, lo, hi):
-        if lo is not None and hi is not None:
-            return np.clip(x, lo, hi).astype(x.dtype, copy=False)
-        if lo is not None:
-            return np.maximum(x, lo).astype(x.dtype, copy=False)
-        return np.minimum(x, hi).astype(x.dtype, copy=False)
 
     # -- reductions ----------------------------------------------------------------------
     def sum(self, x, axes, keepdim):
@@ -226,7 +219,7 @@ class CPUBackend(Backend):
             # accumulation is as accurate at these sizes.
             total = np.dot(x.reshape(-1), _DOT_SUM[x.dtype][:x.size])
             return np.full((1,) * x.ndim, total, x.dtype) if keepdim else total
-        if x.dtype in _LOW_PRECISION:
+        if x.dtype in _LOW:
             # add up in float32, as PyTorch does: numpy sums bfloat16 element by element
             # in bfloat16, where 256 + 1 rounds back to 256
             out = np.add.reduce(x, axis=axes, keepdims=keepdim, dtype=np.float32)
@@ -242,15 +235,18 @@ class CPUBackend(Backend):
     def argmax(self, x, axis, keepdim):
         return np.argmax(x, axis=axis, keepdims=keepdim)
 
+    def argmin(self, x, axis, keepdim):
+        return np.argmin(x, axis=axis, keepdims=keepdim)
+
     def softmax(self, x, axis):
-        if x.dtype in _LOW_PRECISION:  # float32 inside (see sum), rounded once at the end
+        if x.dtype in _LOW:  # float32 inside (see sum), rounded once at the end
             return self.softmax(x.astype(np.float32), axis).astype(x.dtype)
         e = np.exp(x - np.max(x, axis=axis, keepdims=True))
         e /= e.sum(axis=axis, keepdims=True)
         return e
 
     def log_softmax(self, x, axis):
-        if x.dtype in _LOW_PRECISION:
+        if x.dtype in _LOW:
             return self.log_softmax(x.astype(np.float32), axis).astype(x.dtype)
         shifted = x - np.max(x, axis=axis, keepdims=True)
         shifted -= np.log(np.exp(shifted).sum(axis=axis, keepdims=True))
@@ -291,17 +287,12 @@ class CPUBackend(Backend):
         y = y.reshape(x.shape[:-1] + (w.shape[0],))
         if activation is None:
             return y, None
-        if activation == "gelu_tanh":
-            return gelu(y, "tanh"), (y, None)
-        # keep Phi(pre) for the backward: it would otherwise recompute the erf
-        cdf = normal_cdf(y)
-        return y * cdf, (y, cdf)
+        return self.map(activation.forward, [y], y.dtype), y
 
     @computes_in_f32
     def linear_backward(self, x, w, pre, gy, activation, need_bias, need_input=True):
         if activation is not None:
-            y, cdf = pre
-            gy = gy * gelu_grad(y, "tanh" if activation == "gelu_tanh" else "none", cdf)
+            gy = self.map(activation.backward, [gy, pre], gy.dtype)
         n_in, n_out = w.shape[1], w.shape[0]
         x2 = x.reshape(-1, n_in)
         g2 = gy.reshape(-1, n_out)
@@ -365,16 +356,16 @@ class CPUBackend(Backend):
         return out
 
     @computes_in_f32
-    def attention(self, q, k, v, causal, scale):
+    def attention(self, q, k, v, causal, scale, mask=None):
         from .cpu_attention import attention_forward
 
-        return attention_forward(q, k, v, causal, scale)
+        return attention_forward(q, k, v, causal, scale, mask)
 
     @computes_in_f32
-    def attention_backward(self, q, k, v, out, lse, gout, causal, scale):
+    def attention_backward(self, q, k, v, out, lse, gout, causal, scale, mask=None):
         from .cpu_attention import attention_backward
 
-        return attention_backward(q, k, v, out, lse, gout, causal, scale)
+        return attention_backward(q, k, v, out, lse, gout, causal, scale, mask)
 
     # -- optimizers ----------------------------------------------------------------------
     def adamw_step(self, p, g, m, v, lr, beta1, beta2, eps, weight_decay, step):

@@ -40,12 +40,24 @@ def row_sum(p: np.ndarray) -> np.ndarray:
     return np.matmul(p, np.ones((p.shape[-1], 1), p.dtype))
 
 
-def attention_forward(q, k, v, causal, scale):
+def _masked(s, mask, k0, n):
+    """Scores with the user's mask applied to keys [k0, k0 + n): a bool mask keeps
+    True (the rest becomes -inf), a float mask is added."""
+    if mask is None:
+        return s
+    m = mask[..., k0:k0 + n] if mask.shape[-1] != 1 else mask
+    if m.dtype == np.bool_:
+        return np.where(m, s, -np.inf)
+    return s + m
+
+
+def attention_forward(q, k, v, causal, scale, mask=None):
     sk = k.shape[-2]
     if sk >= FLASH_MIN_KEYS:
-        return _flash_forward(q, k, v, causal, scale)
+        return _flash_forward(q, k, v, causal, scale, mask)
     s = np.matmul(q, np.swapaxes(k, -1, -2))
     s *= scale
+    s = _masked(s, mask, 0, sk)
     if causal:
         s = np.where(_causal_mask(q.shape[-2], sk), -np.inf, s)
     m = row_max(s)
@@ -57,7 +69,7 @@ def attention_forward(q, k, v, causal, scale):
     return out, lse.astype(q.dtype, copy=False)
 
 
-def _flash_forward(q, k, v, causal, scale):
+def _flash_forward(q, k, v, causal, scale, mask):
     sq, sk = q.shape[-2], k.shape[-2]
     lead = np.broadcast_shapes(q.shape[:-2], k.shape[:-2])
     out = np.zeros(lead + (sq, v.shape[-1]), q.dtype)
@@ -70,6 +82,7 @@ def _flash_forward(q, k, v, causal, scale):
         vb = v[..., k0:k0 + BLOCK, :]
         s = np.matmul(q, np.swapaxes(kb, -1, -2))
         s *= scale
+        s = _masked(s, mask, k0, kb.shape[-2])
         if causal:
             s = np.where(_causal_mask(sq, kb.shape[-2], 0, k0), -np.inf, s)
         m_new = np.maximum(m, s.max(axis=-1, keepdims=True))
@@ -85,7 +98,7 @@ def _flash_forward(q, k, v, causal, scale):
     return out, lse.astype(q.dtype, copy=False)
 
 
-def attention_backward(q, k, v, out, lse, gout, causal, scale):
+def attention_backward(q, k, v, out, lse, gout, causal, scale, mask=None):
     sq, sk = q.shape[-2], k.shape[-2]
     # D_i = sum_j P_ij dP_ij = rowsum(dO * O): the softmax Jacobian's correction term.
     delta = np.einsum("...qd,...qd->...q", gout, out)[..., None]
@@ -100,7 +113,7 @@ def attention_backward(q, k, v, out, lse, gout, causal, scale):
         vb = v[..., k0:k0 + step, :]
         s = np.matmul(q, np.swapaxes(kb, -1, -2))
         s *= scale
-        p = np.exp(s - lse)
+        p = np.exp(_masked(s, mask, k0, kb.shape[-2]) - lse)
         if causal:
             p = np.where(_causal_mask(sq, kb.shape[-2], 0, k0), 0, p)
         dv[..., k0:k0 + step, :] = np.matmul(np.swapaxes(p, -1, -2), gout)

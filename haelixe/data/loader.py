@@ -9,20 +9,23 @@ from collections import deque
 
 import numpy as np
 
-from ..creation import from_numpy
-from ..random import generator
+from ..random import generator as _default_generator
+from .dataset import default_collate
 
 
 class DataLoader:
-    """Iterate ``dataset`` in batches of ``batch_size`` samples, each a tuple of tensors
-    (one per field: ``for inputs, targets in loader``).
+    """Iterate ``dataset`` in batches of ``batch_size`` samples: for the datasets below
+    a tuple of tensors (one per field: ``for inputs, targets in loader``), for others
+    what ``collate_fn`` makes of the samples.
 
-    - Unshuffled, a batch is consecutive samples, and for an ArrayDataset or
-      MemmapDataset a zero-copy view of the data (of the file's mapping itself).
+    - Unshuffled, a batch is consecutive samples, and for an ArrayDataset,
+      MemmapDataset or TensorDataset a zero-copy view of the data (of the file's
+      mapping itself).
     - ``shuffle=True`` visits every sample once per epoch in a random order; each batch
-      gathers its samples by index into fresh tensors. The indices within a batch are
-      sorted, so the reads sweep the file forwards (fewer page faults and disk seeks);
-      which samples share a batch is random, their order inside it is ascending.
+      gathers its samples by index into fresh tensors. For a dataset that gathers
+      whole batches the indices within a batch are sorted, so the reads sweep the file
+      forwards (fewer page faults and disk seeks); which samples share a batch is
+      random, their order inside it is ascending.
     - The order of epoch ``e`` depends only on (``seed``, ``e``): each pass over the
       loader is the next epoch, with a new order. ``seed=None`` draws a seed from
       Haelixe's generator, so ``hx.manual_seed`` fixes it too.
@@ -38,21 +41,40 @@ class DataLoader:
       and batch) so an interrupted run continues with exactly the batches it would have
       seen.
 
-    A dataset without ``slice``/``gather`` (any object with ``__len__`` and
-    ``__getitem__``) is batched by stacking its items.
+    Any map-style dataset (``__len__`` and ``__getitem__``) works, as in PyTorch: its
+    samples are read one by one and ``collate_fn`` (default: ``default_collate``, which
+    stacks tensors, arrays and numbers field by field) makes the batch. A dataset with
+    whole-batch reads (``slice``/``gather``: ArrayDataset, MemmapDataset,
+    TensorDataset) takes the fast path above when no ``collate_fn`` is given.
+    ``generator`` (a numpy Generator) draws the seed when ``seed`` is not given.
     """
 
-    def __init__(self, dataset, batch_size: int, shuffle: bool = False,
-                 drop_last: bool = False, seed: int | None = None, prefetch: int = 2):
+    def __init__(self, dataset, batch_size: int = 1, shuffle: bool = False,
+                 drop_last: bool = False, seed: int | None = None, prefetch: int = 2, *,
+                 collate_fn=None, generator=None, num_workers: int = 0):
+        if batch_size is None:
+            raise ValueError("DataLoader: batch_size=None (no batching) is not supported; "
+                             "use batch_size=1, or iterate over the dataset itself")
         if int(batch_size) < 1:
             raise ValueError(f"DataLoader: batch_size must be >= 1, got {batch_size}")
         if int(prefetch) < 0:
             raise ValueError(f"DataLoader: prefetch must be >= 0, got {prefetch}")
+        if num_workers:
+            raise ValueError(f"DataLoader: num_workers={num_workers} worker processes are "
+                             f"not supported; batches are prepared ahead on one background "
+                             f"thread (prefetch={prefetch})")
+        if collate_fn is not None and not callable(collate_fn):
+            raise TypeError(f"DataLoader: collate_fn must be callable, got "
+                            f"{type(collate_fn).__name__}")
         self.dataset = dataset
         self.batch_size = int(batch_size)
         self.shuffle = bool(shuffle)
         self.drop_last = bool(drop_last)
-        self.seed = int(generator().integers(2**63)) if seed is None else int(seed)
+        self.collate_fn = collate_fn
+        if seed is None:
+            seed = (generator if generator is not None else _default_generator()).integers(
+                2**63)
+        self.seed = int(seed)
         self.prefetch = int(prefetch)
         self._next_epoch = 0  # the epoch a fresh iteration runs
         self._resume = None  # (epoch, batch) set by load_state_dict
@@ -81,14 +103,24 @@ class DataLoader:
         np.random.default_rng([self.seed, int(epoch)]).shuffle(perm)
         return perm
 
+    @property
+    def _whole_batches(self) -> bool:
+        """True when the dataset reads a batch at once (gather) and no collate_fn asks
+        for the samples one by one."""
+        return self.collate_fn is None and hasattr(self.dataset, "gather")
+
     def _jobs(self, epoch: int, start: int):
         """What each batch of ``epoch`` from batch ``start`` reads, lazily."""
         n, b = len(self.dataset), self.batch_size
         perm = self.order(epoch)
+        sort = self._whole_batches  # sorted reads sweep a mapped file forwards
         for k in range(start, len(self)):
             lo, hi = k * b, min((k + 1) * b, n)
             # a slice is read as a view, an index array gathered
-            yield slice(lo, hi) if perm is None else np.sort(perm[lo:hi])
+            if perm is None:
+                yield slice(lo, hi)
+            else:
+                yield np.sort(perm[lo:hi]) if sort else perm[lo:hi]
 
     # -- iteration -------------------------------------------------------------------
     def __iter__(self) -> _BatchIterator:
@@ -128,30 +160,21 @@ class DataLoader:
         self._next_epoch = epoch
 
     def _make(self, job):
-        """The batch a job describes, copied (runs on the prefetch thread): gathered
-        indices, or consecutive items of a dataset that has no ``slice``."""
+        """The batch a job describes (runs on the prefetch thread): one gather, or the
+        samples read one by one and collated."""
         ds = self.dataset
         if isinstance(job, slice):
-            return _stack_items(ds, range(job.start, job.stop))
-        return ds.gather(job) if hasattr(ds, "gather") else _stack_items(ds, job)
+            job = np.arange(job.start, job.stop)
+        if self._whole_batches:
+            return ds.gather(job)
+        samples = [ds[int(i)] for i in job]
+        return (self.collate_fn or default_collate)(samples)
 
     def __repr__(self) -> str:
+        collate = "" if self.collate_fn is None else f", collate_fn={self.collate_fn!r}"
         return (f"DataLoader({self.dataset!r}, batch_size={self.batch_size}, "
                 f"shuffle={self.shuffle}, drop_last={self.drop_last}, seed={self.seed}, "
-                f"prefetch={self.prefetch})")
-
-
-def _stack_items(dataset, indices):
-    """Collate ``dataset[i]`` for i in ``indices``: items that are tuples give a tuple of
-    stacked fields, single arrays one stacked tensor."""
-    items = [dataset[int(i)] for i in indices]
-
-    def stack(xs):
-        return from_numpy(np.stack([np.asarray(x) for x in xs]))
-
-    if isinstance(items[0], (tuple, list)):
-        return tuple(stack(col) for col in zip(*items))
-    return stack(items)
+                f"prefetch={self.prefetch}{collate})")
 
 
 _END = object()
@@ -195,7 +218,8 @@ class _BatchIterator:
         self._thread = None
         ds = loader.dataset
         jobs = loader._jobs(epoch, start)
-        self._views = not loader.shuffle and hasattr(ds, "slice")
+        self._views = (not loader.shuffle and loader.collate_fn is None
+                       and hasattr(ds, "slice"))
         if self._views:
             # consecutive samples as views: nothing to prepare but the disk reads
             self._slices, self._ahead = jobs, deque()

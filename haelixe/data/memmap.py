@@ -4,17 +4,25 @@ the on-disk layout that maps them into memory instead of reading them.
 On disk a dataset is a directory of standard .npy files plus a small manifest:
 
     sine_train/
-      manifest.json   {"format": "haelixe-dataset", "version": 1, "length": 100000,
+      manifest.json   {"format": "haelixe-dataset", "version": 2, "length": 100000,
                        "fields": [{"name": "inputs",  "dtype": "float32", "shape": [32, 1]},
                                   {"name": "targets", "dtype": "float32", "shape": [32, 1]}],
-                       "meta": {...anything JSON...}}
+                       "meta": {...anything JSON...}, "checksum": "..."}
       inputs.npy      (100000, 32, 1) float32
       targets.npy     (100000, 32, 1) float32
 
 Each .npy stays readable by plain ``numpy.load``. The manifest fixes the field order (the
 order the DataLoader yields them in), records each field's dtype (.npy cannot name
-bfloat16: numpy writes it as raw 2-byte void) and is checked against every file's header.
-A directory without a manifest but with ``inputs.npy`` (and ``targets.npy``) also opens.
+bfloat16: numpy writes it as raw 2-byte void) and is checked against every file's header
+(see manifest.py). A directory without a manifest but with ``inputs.npy`` (and
+``targets.npy``) also opens.
+
+A file cut short while it is mapped would make the next touch of a page past its new end
+a SIGBUS, which no Python code can catch. So every batch read (``ds[i]``, ``slice``,
+``gather``, ``prefetch``) first checks each file's size against its header and raises
+NpyFormatError if it shrank. A view handed out before the file was cut is beyond that
+check: datasets are rewritten whole (DatasetWriter renames a new directory into place,
+which leaves an open mapping intact), never in place.
 """
 
 from __future__ import annotations
@@ -27,13 +35,11 @@ import threading
 import numpy as np
 
 from .. import dtype as dt
-from ..atomic import AtomicDirectory
+from ..atomic import AtomicDirectory, CommitOnSuccess
 from ..creation import from_numpy
-from .npy import NpyFormatError, NpyStreamWriter, map_array, read_header
-
-MANIFEST = "manifest.json"
-FORMAT = "haelixe-dataset"
-VERSION = 1
+from ..fileio import read_exact
+from .manifest import check_field, check_field_names, read_layout, write_manifest
+from .npy import NpyFormatError, NpyStreamWriter, map_array, read_header, truncation_error
 
 
 class ArrayDataset:
@@ -142,16 +148,23 @@ class MemmapDataset(ArrayDataset):
     def __init__(self, path, writable: bool = False,
                  max_resident_bytes: int | None = 256 << 20):
         self.path = os.path.abspath(os.fspath(path))
-        specs, self._manifest_length, self.meta = _read_layout(self.path)
+        specs, self._manifest_length, self.meta = read_layout(self.path)
         arrays, self._maps, self._headers = [], {}, {}
         for name, (file, dtype, tail) in specs.items():
             header = read_header(file)
-            _check_field(header, name, dtype, tail, self._manifest_length)
+            check_field(header, name, dtype, tail, self._manifest_length)
+            self._headers[name] = header
+        lengths = {h.path: h.shape[0] for h in self._headers.values()}
+        if len(set(lengths.values())) > 1:
+            raise NpyFormatError(f"MemmapDataset: the fields' files hold different numbers "
+                                 f"of samples {lengths}; each field needs one per sample")
+        for name, (_, dtype, _) in specs.items():
+            header = self._headers[name]
             flat, mm = map_array(header, writable)
             if dtype is not None and flat.dtype != dtype.np:  # bfloat16 stored as V2
                 flat = flat.view(dtype.np)
             arrays.append(flat.reshape(header.shape))
-            self._maps[name], self._headers[name] = mm, header
+            self._maps[name] = mm
         super().__init__(*arrays, names=tuple(specs))
         self.max_resident_bytes = max_resident_bytes
         self._rows = {n: a[:1].nbytes for n, a in self.arrays.items()}
@@ -164,6 +177,15 @@ class MemmapDataset(ArrayDataset):
         if self.bounded:
             for n in self.fields:
                 self._fds[n] = os.open(self._headers[n].path, os.O_RDONLY)
+
+    def _check_sizes(self) -> None:
+        """Refuse to read through a mapping whose file was cut since it was mapped: a
+        touch past the file's new end would kill the process with SIGBUS."""
+        for name, mm in self._maps.items():
+            header = self._headers[name]
+            size = mm.size()  # an fstat of the mapping's own descriptor
+            if size < header.file_size:
+                raise truncation_error(header, size)
 
     # -- views, counted --------------------------------------------------------------
     def _charge(self, start: int, stop: int) -> None:
@@ -184,11 +206,13 @@ class MemmapDataset(ArrayDataset):
                 t.mark(*spans[n])
 
     def __getitem__(self, i):
+        self._check_sizes()
         out = super().__getitem__(i)
         self._charge(i % self.length, i % self.length + 1)
         return out
 
     def slice(self, start: int, stop: int) -> tuple:
+        self._check_sizes()
         out = super().slice(start, stop)
         self._charge(*slice(start, stop).indices(self.length)[:2])
         return out
@@ -200,6 +224,7 @@ class MemmapDataset(ArrayDataset):
         """The samples at ``indices`` (1-D) of every field, copied into fresh tensors
         (in the order given); read with pread(2) when the dataset is ``bounded``."""
         idx = np.asarray(indices).reshape(-1)
+        self._check_sizes()
         if not self.bounded:
             return super().gather(idx)
         outs = []
@@ -218,6 +243,7 @@ class MemmapDataset(ArrayDataset):
         stop = min(stop, self.length)
         if start >= stop or not hasattr(mmap, "MADV_WILLNEED"):
             return
+        self._check_sizes()
         page = mmap.PAGESIZE
         for n, mm in self._maps.items():
             off, row = self._headers[n].offset, self._rows[n]
@@ -266,14 +292,6 @@ class MemmapDataset(ArrayDataset):
         return super().__repr__()[:-1] + f"; {self.path})"
 
 
-def _preadv(fd: int, view: memoryview, pos: int) -> int:
-    if hasattr(os, "preadv"):
-        return os.preadv(fd, [view], pos)  # straight into the batch, no copy
-    data = os.pread(fd, len(view), pos)
-    view[:len(data)] = data
-    return len(data)
-
-
 def _pread_rows(fd: int, header, row: int, idx: np.ndarray, out: np.ndarray,
                 length: int) -> None:
     """Read rows ``idx`` (row bytes each, after the header) into the rows of ``out``
@@ -287,13 +305,10 @@ def _pread_rows(fd: int, header, row: int, idx: np.ndarray, out: np.ndarray,
     cuts = np.flatnonzero(np.diff(idx) != 1) + 1
     starts, ends = np.r_[0, cuts].tolist(), np.r_[cuts, len(idx)].tolist()
     for s, e, first in zip(starts, ends, idx[starts].tolist()):
-        view, pos = memoryview(out[s:e]).cast("B"), header.offset + first * row
-        while len(view):
-            got = _preadv(fd, view, pos)
-            if got == 0:
-                raise NpyFormatError(f"MemmapDataset.gather: {header.path} ended at byte "
-                                     f"{pos}; it was truncated while open")
-            view, pos = view[got:], pos + got
+        try:
+            read_exact(fd, out[s:e], header.offset + first * row)
+        except EOFError:
+            raise truncation_error(header, os.fstat(fd).st_size) from None
 
 
 # A touch maps at most the naturally aligned 2 MiB around it: the largest page-cache folio
@@ -329,83 +344,7 @@ class _TouchedRegions:
             self.count = 0
 
 
-def _read_layout(path: str):
-    """{field: (file, DType or None, shape tail or None)}, the length the manifest
-    states (or None) and its meta dict."""
-    if os.path.isfile(path):
-        return {"inputs": (path, None, None)}, None, {}
-    if not os.path.isdir(path):
-        raise FileNotFoundError(f"MemmapDataset: no dataset at {path}; write one with "
-                                f"hx.data.DatasetWriter or hx.data.write_dataset")
-    mpath = os.path.join(path, MANIFEST)
-    if not os.path.exists(mpath):
-        names = [n for n in ("inputs", "targets")
-                 if os.path.exists(os.path.join(path, n + ".npy"))]
-        if "inputs" not in names:
-            raise FileNotFoundError(f"MemmapDataset: {path} has neither {MANIFEST} nor "
-                                    f"inputs.npy; write it with hx.data.DatasetWriter")
-        return {n: (os.path.join(path, n + ".npy"), None, None) for n in names}, None, {}
-    try:
-        with open(mpath, encoding="utf8") as f:
-            m = json.load(f)
-        if m.get("format") != FORMAT:
-            raise ValueError(f"format is {m.get('format')!r}, not {FORMAT!r}")
-        if m.get("version") != VERSION:
-            raise ValueError(f"version {m.get('version')!r}; this Haelixe reads {VERSION}")
-        length = int(m["length"])
-        specs = {}
-        for fld in m["fields"]:
-            name = str(fld["name"])
-            specs[name] = (os.path.join(path, name + ".npy"), dt.from_name(fld["dtype"]),
-                           tuple(int(n) for n in fld["shape"]))
-        if not specs:
-            raise ValueError("no fields")
-    except (ValueError, KeyError, TypeError) as e:
-        raise NpyFormatError(f"MemmapDataset: {mpath} is damaged ({type(e).__name__}: "
-                             f"{e}); write the dataset again") from None
-    return specs, length, m.get("meta", {})
-
-
-def _check_field(header, name, dtype, tail, length) -> None:
-    """The .npy header must agree with the manifest and hold a Haelixe dtype in C order."""
-    p = header.path
-    if header.fortran_order and len(header.shape) > 1:
-        raise NpyFormatError(f"MemmapDataset: {p} is stored in Fortran (column-major) "
-                             f"order, so a sample's values are not contiguous; save it "
-                             f"with np.save(path, np.ascontiguousarray(a))")
-    if not header.shape:
-        raise NpyFormatError(f"MemmapDataset: {p} holds a 0-d array; samples lie along "
-                             f"axis 0, so it needs at least one dimension")
-    if dtype is None:
-        if header.dtype.kind == "V" and header.dtype.itemsize == 2:
-            raise NpyFormatError(
-                f"MemmapDataset: {p} holds raw 2-byte values (|V2): numpy writes bfloat16 "
-                f"so, losing its name; add a {MANIFEST} naming the dtype (write the "
-                f"dataset with hx.data.DatasetWriter)")
-        try:
-            dt.from_numpy(header.dtype)
-        except TypeError:
-            hint = (f"it is big-endian; store it as {header.dtype.newbyteorder('<')}"
-                    if header.dtype.byteorder == ">" else
-                    f"convert it with .astype() to one of {[d.name for d in dt.ALL]}")
-            raise NpyFormatError(f"MemmapDataset: {p} has dtype {header.dtype}, which "
-                                 f"Haelixe has no type for; {hint}") from None
-        return
-    ok_bf16 = dtype is dt.bfloat16 and header.dtype.kind == "V" and header.dtype.itemsize == 2
-    if header.dtype != dtype.np and not ok_bf16:
-        raise NpyFormatError(f"MemmapDataset: {p} holds {header.dtype} but {MANIFEST} says "
-                             f"field {name!r} is {dtype.name}; the file was replaced or "
-                             f"written with the wrong dtype, write the dataset again")
-    if header.shape[1:] != tail:
-        raise NpyFormatError(f"MemmapDataset: {p} has samples of shape {header.shape[1:]} "
-                             f"but {MANIFEST} says {tail} for field {name!r}")
-    if header.shape[0] != length:
-        raise NpyFormatError(f"MemmapDataset: {p} has {header.shape[0]} samples but "
-                             f"{MANIFEST} says {length}; the file was replaced or cut, "
-                             f"write the dataset again")
-
-
-class DatasetWriter:
+class DatasetWriter(CommitOnSuccess):
     """Build a dataset directory chunk by chunk (see the module docstring).
 
         fields = {"inputs": ((32, 1), "float32"), "targets": ((32, 1), "float32")}
@@ -416,7 +355,7 @@ class DatasetWriter:
     Memory use is one chunk. Everything is written into a hidden temporary directory
     beside ``path`` (each file fsynced) and renamed to ``path`` only at close, so an
     interrupted run never leaves a partial dataset; ``overwrite`` replaces an existing
-    one.
+    one. Field names are plain identifiers (they name the files).
     """
 
     def __init__(self, path, fields: dict, meta: dict | None = None,
@@ -424,20 +363,22 @@ class DatasetWriter:
         if not fields:
             raise ValueError("DatasetWriter: give at least one field, e.g. "
                              "{'inputs': ((32, 1), 'float32')}")
+        check_field_names(fields, "DatasetWriter")
         self.path = os.fspath(path)
-        self.meta = dict(meta or {})
-        json.dumps(self.meta)  # fail now, not at close, if meta is not JSON
+        # as JSON gives it back (so its checksum is that of what is read); fails now,
+        # not at close, if meta is not JSON
+        self.meta = json.loads(json.dumps(dict(meta or {})))
         self.dtypes = {n: dt.as_dtype(d) for n, (_, d) in fields.items()}
-        self._dir = AtomicDirectory(self.path, overwrite)
         self._writers = {}
+        self._dir = AtomicDirectory(self.path, overwrite)
+        self.closed = False
         try:
             for n, (tail, _) in fields.items():
                 self._writers[n] = NpyStreamWriter(
                     os.path.join(self._dir.temp_path, n + ".npy"), tail, self.dtypes[n].np)
         except BaseException:
-            self.abort()
+            self.discard()
             raise
-        self.closed = False
 
     @property
     def fields(self) -> tuple:
@@ -468,42 +409,28 @@ class DatasetWriter:
         for n, c in named.items():
             self._writers[n].append(c)
 
-    def close(self) -> None:
+    def commit(self) -> None:
         """Finish every file, write the manifest and move the directory into place."""
         if self.closed:
             return
         self.closed = True
-        try:
-            for w in self._writers.values():
-                w.close()
-            manifest = {"format": FORMAT, "version": VERSION, "length": self.length,
-                        "fields": [{"name": n, "dtype": self.dtypes[n].name,
-                                    "shape": list(w.shape_tail)}
-                                   for n, w in self._writers.items()],
-                        "meta": self.meta}
-            with open(os.path.join(self._dir.temp_path, MANIFEST), "w", encoding="utf8") as f:
-                json.dump(manifest, f, indent=1)
-            self._dir.commit()
-        except BaseException:
-            self.abort()
-            raise
+        for w in self._writers.values():
+            w.close()
+        write_manifest(self._dir.temp_path, self.length,
+                       [(n, self.dtypes[n], w.shape_tail) for n, w in self._writers.items()],
+                       self.meta)
+        self._dir.commit()
 
-    def abort(self) -> None:
+    def discard(self) -> None:
         """Drop everything written; ``path`` is left as it was."""
         self.closed = True
         for w in self._writers.values():
-            if not w.closed:
-                w.abort()
+            w.discard()
         self._dir.discard()
 
-    def __enter__(self) -> DatasetWriter:
-        return self
-
-    def __exit__(self, exc_type, exc, tb) -> None:
-        if exc_type is None:
-            self.close()
-        else:
-            self.abort()
+    # the file-like names: close() publishes (discarding on failure), abort() drops
+    close = CommitOnSuccess.finish
+    abort = discard
 
 
 def write_dataset(path, meta: dict | None = None, overwrite: bool = False,

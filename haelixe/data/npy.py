@@ -14,20 +14,23 @@ import math
 import mmap
 import os
 import struct
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
 from numpy.lib import format as npformat
 
-from ..atomic import AtomicFile
+from ..atomic import AtomicFile, CommitOnSuccess
 
 MAGIC = b"\x93NUMPY"
 _ALIGN = 64  # numpy aligns the data start to 64 bytes
 _COUNT_WIDTH = 20  # digits reserved for the sample count (2**64 has 20)
+_MAX_HEADER = 1 << 16  # numpy writes a few hundred bytes; reading more is damage
 
 
 class NpyFormatError(ValueError):
-    """A .npy file is truncated, damaged, or holds something that cannot be mapped."""
+    """A .npy file (or a dataset directory of them) is truncated, damaged, or holds
+    something that cannot be mapped."""
 
 
 @dataclass(frozen=True)
@@ -46,6 +49,34 @@ class NpyHeader:
         return math.prod(self.shape) * self.dtype.itemsize
 
 
+def _damaged(path, text: str, why: str) -> NpyFormatError:
+    return NpyFormatError(f"{path}: damaged .npy header {text.strip()[:120]!r} ({why}); "
+                          f"the file is corrupted")
+
+
+def _parse_header_text(path, text: str) -> tuple[tuple, bool, np.dtype]:
+    """shape, fortran_order and dtype from the header's dict literal, checked as numpy
+    checks them (exactly these three keys, a tuple of ints, a bool)."""
+    try:
+        with warnings.catch_warnings():  # (a stray backslash warns, naming no file)
+            warnings.simplefilter("ignore")
+            d = ast.literal_eval(text)
+    except Exception as e:  # noqa: BLE001 (literal_eval raises many kinds)
+        raise _damaged(path, text, f"{type(e).__name__}: {e}") from None
+    if not isinstance(d, dict) or set(d) != {"descr", "fortran_order", "shape"}:
+        raise _damaged(path, text, "expected a dict of 'descr', 'fortran_order', 'shape'")
+    shape, fortran = d["shape"], d["fortran_order"]
+    if not isinstance(shape, tuple) or not all(type(n) is int and n >= 0 for n in shape):
+        raise _damaged(path, text, f"shape {shape!r} is not a tuple of counts")
+    if not isinstance(fortran, bool):
+        raise _damaged(path, text, f"fortran_order {fortran!r} is not a bool")
+    try:
+        dtype = npformat.descr_to_dtype(d["descr"])
+    except Exception as e:  # noqa: BLE001 (descr_to_dtype raises many kinds)
+        raise _damaged(path, text, f"descr: {type(e).__name__}: {e}") from None
+    return shape, fortran, dtype
+
+
 def read_header(path) -> NpyHeader:
     """Parse and check the header of the .npy file at ``path`` without reading its data.
 
@@ -53,14 +84,14 @@ def read_header(path) -> NpyHeader:
     disagrees with the header (truncated, or trailing bytes).
     """
     path = os.fspath(path)
-    size = os.path.getsize(path)
     with open(path, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
         prefix = f.read(12)
         if len(prefix) < 10 or prefix[:6] != MAGIC:
             raise NpyFormatError(
                 f"{path}: not a .npy file (starts with {prefix[:8]!r}, expected the magic "
                 f"{MAGIC!r}); write it with numpy.save or hx.data.write_npy_stream")
-        major = prefix[6]
+        major = prefix[6] if prefix[7] == 0 else None  # numpy writes only x.0
         if major == 1:
             hlen, start = struct.unpack("<H", prefix[8:10])[0], 10
         elif major in (2, 3):
@@ -69,25 +100,19 @@ def read_header(path) -> NpyHeader:
                                      f"({size} bytes)")
             hlen, start = struct.unpack("<I", prefix[8:12])[0], 12
         else:
-            raise NpyFormatError(f"{path}: unsupported .npy format version {major}."
+            raise NpyFormatError(f"{path}: unsupported .npy format version {prefix[6]}."
                                  f"{prefix[7]} (numpy writes 1.0, 2.0 or 3.0)")
         if start + hlen > size:
             raise NpyFormatError(
                 f"{path}: truncated inside the .npy header (the header claims {hlen} bytes, "
                 f"the file has {size} in all); the file was cut short, write it again")
+        if hlen > _MAX_HEADER:
+            raise NpyFormatError(f"{path}: a .npy header of {hlen} bytes (this reader takes "
+                                 f"up to {_MAX_HEADER}); the file is corrupted")
         f.seek(start)
         raw = f.read(hlen)
     text = raw.decode("utf8" if major == 3 else "latin1", errors="replace")
-    try:
-        d = ast.literal_eval(text)
-        shape = tuple(int(n) for n in d["shape"])
-        fortran = bool(d["fortran_order"])
-        dtype = npformat.descr_to_dtype(d["descr"])
-    except Exception as e:  # literal_eval and descr_to_dtype raise many kinds
-        raise NpyFormatError(f"{path}: damaged .npy header {text.strip()[:120]!r} "
-                             f"({type(e).__name__}: {e}); the file is corrupted") from None
-    if any(n < 0 for n in shape):
-        raise NpyFormatError(f"{path}: damaged .npy header (negative shape {shape})")
+    shape, fortran, dtype = _parse_header_text(path, text)
     header = NpyHeader(path, shape, dtype, fortran, start + hlen, size)
     have = size - header.offset
     if have < header.data_nbytes:
@@ -103,18 +128,33 @@ def read_header(path) -> NpyHeader:
     return header
 
 
+def truncation_error(header: NpyHeader, actual: int) -> NpyFormatError:
+    """The error for a file found shorter than its header says, after it was opened."""
+    return NpyFormatError(
+        f"{header.path} is now {actual} bytes but its header needs {header.file_size}: it "
+        f"was truncated or rewritten while open; open it again (write datasets with "
+        f"hx.data.DatasetWriter, which replaces them whole)")
+
+
 def map_array(header: NpyHeader, writable: bool = False) -> tuple[np.ndarray, mmap.mmap]:
     """The file's data as a flat 1-D array backed by a shared memory mapping of the file
-    (nothing is read until touched), and the mapping itself (for madvise). ``writable``
-    maps it read-write: writes reach the file."""
+    (nothing is read until touched), and the mapping itself (for madvise, and
+    ``size()``, the file's current size). ``writable`` maps it read-write: writes reach
+    the file."""
     if header.dtype.hasobject:
         raise NpyFormatError(f"{header.path}: holds Python objects ({header.dtype}), "
                              f"which cannot be memory-mapped")
     count = math.prod(header.shape)
     with open(header.path, "r+b" if writable else "rb") as f:
         # mmap keeps its own duplicate of the descriptor; the file may be closed now
-        mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_WRITE if writable
-                       else mmap.ACCESS_READ)
+        try:
+            mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_WRITE if writable
+                           else mmap.ACCESS_READ)
+        except ValueError:  # an empty file cannot be mapped: it was emptied since
+            raise truncation_error(header, os.fstat(f.fileno()).st_size) from None
+    if len(mm) < header.file_size:  # cut since its header was read: a touch would fault
+        mm.close()
+        raise truncation_error(header, len(mm))
     return np.ndarray((count,), header.dtype, buffer=mm, offset=header.offset), mm
 
 
@@ -134,7 +174,7 @@ def _header_bytes(shape: tuple, dtype: np.dtype, width: int | None = None) -> by
                          f"of {dtype} in {width} bytes")
 
 
-class NpyStreamWriter:
+class NpyStreamWriter(CommitOnSuccess):
     """Append samples to a .npy file of shape (n, *shape_tail), n counted as you go.
 
         with hx.data.write_npy_stream("x.npy", (32, 1), "float32") as w:
@@ -154,13 +194,18 @@ class NpyStreamWriter:
             raise TypeError(f"write_npy_stream: dtype {self.dtype} holds Python objects; "
                             f"use a numeric dtype")
         self.count = 0
-        self._atomic = AtomicFile(self.path)
         # The widest count gives the longest header; every real count pads to it.
         self._width = len(_header_bytes((10**_COUNT_WIDTH - 1, *self.shape_tail),
                                         self.dtype))
-        self._file = open(self._atomic.temp_path, "wb")  # noqa: SIM115 (closed in close)
-        self._file.write(b"\0" * self._width)
+        self.closed = True  # until the file is open: nothing to discard before that
+        self._atomic = AtomicFile(self.path)
+        try:
+            self._file = open(self._atomic.temp_path, "wb")  # noqa: SIM115 (in commit)
+        except BaseException:
+            self._atomic.discard()
+            raise
         self.closed = False
+        self._file.write(b"\0" * self._width)
 
     def append(self, chunk) -> None:
         """Write ``chunk`` (shape (k, *shape_tail)) after the samples already written."""
@@ -182,40 +227,31 @@ class NpyStreamWriter:
         self._file.write(np.ascontiguousarray(a).reshape(-1).view(np.uint8))
         self.count += a.shape[0]
 
-    def close(self) -> None:
+    def commit(self) -> None:
         """Fill in the count, flush to disk and move the file into place."""
         if self.closed:
             return
         self.closed = True
-        try:
-            self._file.seek(0)
-            self._file.write(_header_bytes((self.count, *self.shape_tail), self.dtype,
-                                           self._width))
-            self._file.close()
-            self._atomic.commit()
-        except BaseException:
-            self.abort()
-            raise
+        self._file.seek(0)
+        self._file.write(_header_bytes((self.count, *self.shape_tail), self.dtype,
+                                       self._width))
+        self._file.close()
+        self._atomic.commit()
 
-    def abort(self) -> None:
+    def discard(self) -> None:
         """Drop the partial file; ``path`` is left as it was."""
         self.closed = True
         self._file.close()
         self._atomic.discard()
 
-    def __enter__(self) -> NpyStreamWriter:
-        return self
-
-    def __exit__(self, exc_type, exc, tb) -> None:
-        if exc_type is None:
-            self.close()
-        else:
-            self.abort()
+    # the file-like names: close() publishes (discarding on failure), abort() drops
+    close = CommitOnSuccess.finish
+    abort = discard
 
     def __del__(self):
         # Garbage-collected without close(): not complete, so never published.
         if getattr(self, "closed", True) is False:
-            self.abort()
+            self.discard()
 
 
 def write_npy_stream(path, shape_tail, dtype) -> NpyStreamWriter:

@@ -1,6 +1,61 @@
-"""Neural-network building blocks on Haelixe tensors."""
+"""Neural-network building blocks on Haelixe tensors (PyTorch's torch.nn names)."""
 
-from . import functional
-from .layers import GELU, Dropout, Embedding, LayerNorm, Linear, ReLU, RMSNorm, SiLU
+from . import functional, init, utils
+from .layers import (
+    GELU,
+    Dropout,
+    Embedding,
+    Flatten,
+    Identity,
+    LayerNorm,
+    Linear,
+    LogSoftmax,
+    ReLU,
+    RMSNorm,
+    Sigmoid,
+    SiLU,
+    Softmax,
+    Softplus,
+    Tanh,
+)
+from .loss_layers import (
+    BCEWithLogitsLoss,
+    CrossEntropyLoss,
+    HuberLoss,
+    L1Loss,
+    MSELoss,
+    NLLLoss,
+    SmoothL1Loss,
+)
 from .module import Module, ModuleList, Parameter, Sequential
 from .transformer import MLP, MultiHeadAttention, RoPE, TransformerBlock
+
+_MISSING = {
+    "Conv1d": "Linear (hx.nn.Linear); there are no convolution layers",
+    "Conv2d": "Linear (hx.nn.Linear); there are no convolution layers",
+    "Conv3d": "Linear (hx.nn.Linear); there are no convolution layers",
+    "MaxPool2d": "amax over a reshaped tensor (x.amax(dim)); there are no pooling layers",
+    "AvgPool2d": "mean over a reshaped tensor (x.mean(dim)); there are no pooling layers",
+    "BatchNorm1d": "LayerNorm or RMSNorm",
+    "BatchNorm2d": "LayerNorm or RMSNorm",
+    "GroupNorm": "LayerNorm or RMSNorm",
+    "LSTM": "TransformerBlock (hx.nn.TransformerBlock); there are no recurrent layers",
+    "GRU": "TransformerBlock (hx.nn.TransformerBlock); there are no recurrent layers",
+    "RNN": "TransformerBlock (hx.nn.TransformerBlock); there are no recurrent layers",
+    "MultiheadAttention": "MultiHeadAttention (hx.nn.MultiHeadAttention(dim, num_heads))",
+    "TransformerEncoderLayer": "TransformerBlock (hx.nn.TransformerBlock(dim, num_heads))",
+    "TransformerDecoderLayer": "TransformerBlock(dim, num_heads, causal=True)",
+    "BCELoss": "BCEWithLogitsLoss (pass the logits, not probabilities)",
+    "KLDivLoss": "CrossEntropyLoss with class-probability targets",
+    "LeakyReLU": "ReLU or GELU",
+    "ELU": "GELU or SiLU",
+    "Unflatten": "Tensor.unflatten(dim, sizes) inside a Module's forward",
+    "ModuleDict": "ModuleList, or sub-modules set as attributes",
+    "ParameterList": "Parameters set as attributes (setattr(self, f'w{i}', Parameter(t)))",
+}
+
+
+def __getattr__(name):
+    from ..closest import missing_attribute
+
+    raise missing_attribute(__name__, name, globals(), _MISSING)

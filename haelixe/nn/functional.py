@@ -1,13 +1,25 @@
-"""Functional forms of the layers, and the losses."""
+"""Functional forms of the layers, activations and losses (PyTorch's
+torch.nn.functional names and signatures)."""
 
 from __future__ import annotations
 
 import math
 
+from .. import creation
 from ..amp import cast_inputs
 from ..ops import fused
 from ..ops.elementwise import gelu as _gelu
+from ..ops.indexing import cat, where
 from ..tensor import Tensor
+from .losses import (
+    binary_cross_entropy_with_logits,
+    cross_entropy,
+    huber_loss,
+    l1_loss,
+    mse_loss,
+    nll_loss,
+    smooth_l1_loss,
+)
 
 
 def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None, activation=None) -> Tensor:
@@ -42,10 +54,32 @@ def rms_norm(x, weight=None, eps=1e-6):
     return fused.RMSNormFn.apply(x, weight, eps)
 
 
-def layer_norm(x, weight=None, bias=None, eps=1e-5):
-    x, weight, bias = cast_inputs("norm", x, weight, bias)
+def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
+    """Normalise over the last len(normalized_shape) dims (an int counts as one), then
+    scale by ``weight`` and shift by ``bias`` (both of shape normalized_shape): one
+    fused kernel over the flattened trailing dims."""
+    if isinstance(normalized_shape, Tensor):
+        raise TypeError("layer_norm(input, normalized_shape, weight, bias, eps): "
+                        "normalized_shape must be an int or a tuple of ints (e.g. "
+                        "x.shape[-1:]), got a tensor; pass the weight as weight=")
+    shape = (int(normalized_shape),) if isinstance(normalized_shape, int) else \
+        tuple(int(n) for n in normalized_shape)
+    k = len(shape)
+    if k == 0 or input.ndim < k or input.shape[input.ndim - k:] != shape:
+        raise ValueError(f"layer_norm: normalized_shape={shape} must be the trailing dims "
+                         f"of the input, got an input of shape {input.shape}")
+    for name, t in (("weight", weight), ("bias", bias)):
+        if t is not None and t.shape != shape:
+            raise ValueError(f"layer_norm: {name} has shape {t.shape}, expected {shape}")
+    x, weight, bias = cast_inputs("norm", input, weight, bias)
     _same("layer_norm", x, weight, bias)
-    return fused.LayerNormFn.apply(x, weight, bias, eps)
+    if k == 1:
+        return fused.LayerNormFn.apply(x, weight, bias, eps)
+    n = math.prod(shape)
+    flat = [None if t is None else t.reshape(n) for t in (weight, bias)]
+    lead = x.shape[:x.ndim - k]
+    y = fused.LayerNormFn.apply(x.reshape(*lead, n), flat[0], flat[1], eps)
+    return y.reshape(x.shape)
 
 
 def gelu(x, approximate="none"):
@@ -60,27 +94,167 @@ def relu(x):
     return x.relu()
 
 
-def softmax(x, dim=-1):
+def sigmoid(x):
+    return x.sigmoid()
+
+
+def tanh(x):
+    return x.tanh()
+
+
+def softplus(input, beta=1.0, threshold=20.0):
+    """log(1 + exp(beta x)) / beta, and x itself where beta x > threshold (as PyTorch).
+    The exponential sees at most the threshold, so neither branch overflows and the
+    gradient of the branch not taken is a finite zero."""
+    z = input * beta
+    soft = z.clamp(max=threshold).exp().add(1.0).log()
+    return where(z > threshold, input, soft * (1.0 / beta) if beta != 1 else soft)
+
+
+def logsigmoid(input):
+    """log(sigmoid(x)) = min(x, 0) - log(1 + exp(-|x|)), finite for every x."""
+    return input.clamp(max=0.0) - (-input.abs()).exp().add(1.0).log()
+
+
+def softmax(input, dim=-1, dtype=None):
+    x = input if dtype is None else input.to(dtype)
     return x.softmax(dim)
 
 
-def log_softmax(x, dim=-1):
+def log_softmax(input, dim=-1, dtype=None):
+    x = input if dtype is None else input.to(dtype)
     return x.log_softmax(dim)
 
 
-def dropout(x, p=0.5, training=True):
-    if not 0.0 <= p < 1.0:
-        raise ValueError(f"dropout: p must be in [0, 1), got {p}")
+def dropout(input, p=0.5, training=True, inplace=False):
+    """Zero each element with probability ``p`` and scale the rest by 1 / (1 - p)
+    during training; the identity otherwise. ``inplace`` writes into ``input``."""
+    if not 0.0 <= p <= 1.0:
+        raise ValueError(f"dropout: p must be in [0, 1], got {p}")
     if not training or p == 0.0:
+        return input
+    if p == 1.0:
+        keep = creation.zeros(*input.shape, dtype=input.dtype, device=input.device)
+    else:
+        keep = (creation.rand(*input.shape, device=input.device) >= p).to(input.dtype)
+        keep = keep * (1.0 / (1.0 - p))
+    return input.mul_(keep) if inplace else input * keep
+
+
+def embedding(input, weight, padding_idx=None):
+    """Rows of ``weight`` (num_embeddings, dim) at the integer ``input``; positions
+    equal to ``padding_idx`` pass no gradient to their row."""
+    if input.dtype.is_floating_point or input.dtype.name == "bool":
+        raise TypeError(f"embedding: indices must be integers, got {input.dtype.name}")
+    rows = weight[input]
+    if padding_idx is None:
+        return rows
+    n = weight.shape[0]
+    if not -n <= padding_idx < n:
+        raise ValueError(f"embedding: padding_idx {padding_idx} is outside the "
+                         f"{n} embeddings")
+    pad = padding_idx % n
+    return where((input != pad).unsqueeze(-1), rows, rows.detach())
+
+
+def one_hot(tensor, num_classes=-1):
+    """int64 tensor of shape tensor.shape + (num_classes,) with a 1 at each value
+    (num_classes=-1: one more than the largest value)."""
+    if tensor.dtype.is_floating_point or tensor.dtype.name == "bool":
+        raise TypeError(f"one_hot: expects an integer tensor, got {tensor.dtype.name}")
+    values = tensor.numpy()
+    if values.size and values.min() < 0:
+        raise ValueError(f"one_hot: class values must be non-negative, got "
+                         f"{int(values.min())}")
+    if num_classes == -1:
+        if not values.size:
+            raise ValueError("one_hot: cannot infer num_classes from an empty tensor; "
+                             "pass num_classes")
+        num_classes = int(values.max()) + 1
+    elif values.size and values.max() >= num_classes:
+        raise ValueError(f"one_hot: class value {int(values.max())} does not fit "
+                         f"num_classes={num_classes}")
+    classes = creation.arange(num_classes, dtype="int64", device=tensor.device)
+    return (tensor.unsqueeze(-1).to("int64") == classes).to("int64")
+
+
+def normalize(input, p=2.0, dim=1, eps=1e-12):
+    """input / max(||input||_p along dim, eps)."""
+    return input / _norm(input, p, dim).clamp(min=eps)
+
+
+def _norm(x, p, dim):
+    """The p-norm along ``dim`` (kept), with gradient 0 where the norm is 0 (as
+    PyTorch's norm; the root's derivative is infinite there)."""
+    if p == math.inf:
+        return x.abs().amax(dim, keepdim=True)
+    total = (x * x if p == 2 else x.abs() ** p).sum(dim, keepdim=True)
+    nonzero = total > 0
+    safe = where(nonzero, total, 1.0)
+    root = safe.sqrt() if p == 2 else safe ** (1.0 / p)
+    return where(nonzero, root, 0.0)
+
+
+_PAD_MODES = ("constant", "reflect", "replicate", "circular")
+
+
+def pad(input, pad, mode="constant", value=None):
+    """Pad (or, with negative sizes, crop) the last len(pad) // 2 dims: ``pad`` is
+    (left, right) of the last dim, then of the one before, ... Modes: 'constant'
+    (with ``value``, default 0), 'reflect', 'replicate', 'circular'."""
+    pad = tuple(int(n) for n in pad)
+    if len(pad) % 2 or len(pad) // 2 > input.ndim:
+        raise ValueError(f"pad: needs an even number of sizes, at most 2 per dim of the "
+                         f"input ({input.ndim} dims), got {pad}")
+    if mode not in _PAD_MODES:
+        raise ValueError(f"pad: mode must be one of {_PAD_MODES}, got {mode!r}")
+    if mode != "constant" and value:
+        raise ValueError(f"pad: value= applies to mode='constant' only, not {mode!r}")
+    x = input
+    for i in range(len(pad) // 2):
+        x = _pad_dim(x, x.ndim - 1 - i, pad[2 * i], pad[2 * i + 1], mode,
+                     0 if value is None else value)
+    return x
+
+
+def _pad_dim(x, dim, before, after, mode, value):
+    n = x.shape[dim]
+    if before < 0 or after < 0:  # crop first
+        lo, hi = max(-before, 0), max(-after, 0)
+        if lo + hi > n:
+            raise ValueError(f"pad: cropping {lo} + {hi} from dim {dim} of size {n}")
+        x = x.narrow(dim, lo, n - lo - hi)
+        n = n - lo - hi
+        before, after = max(before, 0), max(after, 0)
+    if not (before or after):
         return x
-    from ..creation import rand
-
-    keep = (rand(*x.shape, device=x.device) >= p).to(x.dtype)
-    return x * keep * (1.0 / (1.0 - p))
-
-
-def embedding(indices, weight):
-    return weight[indices]
+    if mode != "constant":
+        limit = n - 1 if mode == "reflect" else n
+        if n == 0 or (mode != "replicate" and max(before, after) > limit):
+            raise ValueError(f"pad: {mode} padding of {(before, after)} needs dim {dim} "
+                             f"to be larger (its size is {n})")
+    parts = []
+    for side, k in (("before", before), ("after", after)):
+        if not k:
+            parts.append(None)
+            continue
+        if mode == "constant":
+            shape = list(x.shape)
+            shape[dim] = k
+            block = creation.full(tuple(shape), value, dtype=x.dtype, device=x.device)
+        elif mode == "replicate":
+            edge = x.narrow(dim, 0 if side == "before" else n - 1, 1)
+            shape = list(x.shape)
+            shape[dim] = k
+            block = edge.expand(*shape)
+        elif mode == "circular":
+            block = x.narrow(dim, n - k, k) if side == "before" else x.narrow(dim, 0, k)
+        else:  # reflect: mirror without repeating the edge
+            block = (x.narrow(dim, 1, k) if side == "before" else
+                     x.narrow(dim, n - 1 - k, k)).flip(dim)
+        parts.append(block)
+    pieces = [t for t in (parts[0], x, parts[1]) if t is not None]
+    return cat(pieces, dim)
 
 
 def rope_tables(seq_len, head_dim, base=10000.0, offset=0, device=None, dtype=None):
@@ -106,54 +280,87 @@ def apply_rope(x, cos, sin):
     return fused.RoPEFn.apply(x, cos, sin, False)
 
 
-def scaled_dot_product_attention(q, k, v, causal=False, scale=None):
-    """softmax(q @ k^T * scale) @ v over (..., seq, head_dim), fused forward and
-    backward; long sequences take a memory-blocked online-softmax path."""
+def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0,
+                                 is_causal=False, scale=None, *, causal=None):
+    """softmax(q @ k^T * scale + mask) @ v over (..., seq, head_dim), PyTorch's signature:
+    ``attn_mask`` is a bool tensor (True attends) or an additive float tensor broadcast to
+    (..., seq_q, seq_k); ``is_causal`` masks later keys (top-left aligned). Fused forward
+    and backward on both backends; long sequences take a memory-blocked online-softmax
+    (flash) path. ``causal=`` is the older name of ``is_causal``."""
+    q, k, v = query, key, value
+    if causal is not None:
+        is_causal = causal
     if q.shape[-1] != k.shape[-1] or k.shape[-2] != v.shape[-2]:
         raise ValueError(f"scaled_dot_product_attention: q {q.shape}, k {k.shape} and "
                          f"v {v.shape} do not fit: q and k need one head_dim, k and v one "
                          f"sequence length")
+    if attn_mask is not None and is_causal:
+        raise ValueError("scaled_dot_product_attention: give attn_mask or is_causal=True, "
+                         "not both (fold the causal mask into attn_mask)")
     q, k, v = cast_inputs("attention", q, k, v)
     _same("scaled_dot_product_attention", q, k, v)
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale)
-    return fused.AttentionFn.apply(q, k, v, bool(causal), scale)
+    if attn_mask is not None:
+        attn_mask = _attention_mask(attn_mask, q, k)
+    if dropout_p > 0.0:
+        # dropout on the probabilities needs them whole: the composed form
+        s = (q @ k.mT) * scale
+        if attn_mask is not None:
+            s = s.masked_fill(~attn_mask, -math.inf) if attn_mask.dtype.name == "bool" \
+                else s + attn_mask
+        if is_causal:
+            from ..creation import ones
+
+            keep = ones(s.shape[-2], s.shape[-1], dtype="bool", device=s.device).tril()
+            s = s.masked_fill(~keep, -math.inf)
+        return dropout(s.softmax(-1), dropout_p, True) @ v
+    return fused.AttentionFn.apply(q, k, v, bool(is_causal), scale, attn_mask)
 
 
-def mse_loss(x, target, reduction="mean"):
-    if x.shape != target.shape:
-        raise ValueError(f"mse_loss: input {x.shape} and target {target.shape} differ in "
-                         f"shape; reshape one so they match")
-    x, target = cast_inputs("loss", x, target)
-    if reduction == "mean":
-        return fused.MSELossFn.apply(x, target)
-    d = x - target
-    return _reduce(d * d, reduction, "mse_loss")
+def _attention_mask(mask, q, k):
+    if not isinstance(mask, Tensor):
+        raise TypeError(f"scaled_dot_product_attention: attn_mask must be a tensor, got "
+                        f"{type(mask).__name__}")
+    if mask.device is not q.device:
+        raise RuntimeError(f"scaled_dot_product_attention: attn_mask on {mask.device.type}, "
+                           f"q on {q.device.type}; move it with .to(...)")
+    scores = q.shape[:-1] + (k.shape[-2],)
+    from ..layout import broadcast_shapes
+
+    if broadcast_shapes(mask.shape, scores, op="scaled_dot_product_attention mask") \
+            != scores:
+        raise ValueError(f"scaled_dot_product_attention: attn_mask of shape {mask.shape} "
+                         f"does not broadcast to the scores' shape {scores}")
+    if mask.dtype.name != "bool" and mask.dtype is not q.dtype:
+        mask = mask.to(q.dtype)
+    return mask
 
 
-def l1_loss(x, target, reduction="mean"):
-    if x.shape != target.shape:
-        raise ValueError(f"l1_loss: input {x.shape} and target {target.shape} differ in "
-                         f"shape")
-    x, target = cast_inputs("loss", x, target)
-    return _reduce((x - target).abs(), reduction, "l1_loss")
+__all__ = ["linear", "rms_norm", "layer_norm", "gelu", "silu", "relu", "sigmoid", "tanh",
+           "softplus", "logsigmoid", "softmax", "log_softmax", "dropout", "embedding",
+           "one_hot", "normalize", "pad", "rope_tables", "apply_rope",
+           "scaled_dot_product_attention", "mse_loss", "l1_loss", "smooth_l1_loss",
+           "huber_loss", "nll_loss", "cross_entropy", "binary_cross_entropy_with_logits"]
+
+_MISSING = {
+    "conv1d": "linear (hx.nn.functional.linear); there are no convolutions",
+    "conv2d": "linear (hx.nn.functional.linear); there are no convolutions",
+    "max_pool2d": "amax over a reshaped tensor (x.amax(dim)); there is no pooling",
+    "avg_pool2d": "mean over a reshaped tensor (x.mean(dim)); there is no pooling",
+    "binary_cross_entropy": "binary_cross_entropy_with_logits (pass the logits)",
+    "kl_div": "cross_entropy with class-probability targets",
+    "leaky_relu": "relu or gelu",
+    "elu": "gelu or silu",
+    "hardtanh": "clamp (x.clamp(min, max))",
+    "batch_norm": "layer_norm or rms_norm",
+    "group_norm": "layer_norm or rms_norm",
+    "interpolate": "pad or indexing; there is no resampling",
+    "multi_head_attention_forward": "hx.nn.MultiHeadAttention or "
+                                    "scaled_dot_product_attention",
+}
 
 
-def cross_entropy(logits, target, reduction="mean"):
-    """logits (N, C) and integer class targets (N,)."""
-    if logits.ndim != 2 or target.ndim != 1 or target.shape[0] != logits.shape[0]:
-        raise ValueError(f"cross_entropy: expected logits (N, C) and targets (N,), got "
-                         f"{logits.shape} and {target.shape}")
-    (logits,) = cast_inputs("loss", logits)
-    logp = logits.log_softmax(-1)
-    picked = logp.gather(1, target.reshape(-1, 1)).reshape(-1)
-    return _reduce(-picked, reduction, "cross_entropy")
+def __getattr__(name):
+    from ..closest import missing_attribute
 
-
-def _reduce(x, reduction, op):
-    if reduction == "mean":
-        return x.mean()
-    if reduction == "sum":
-        return x.sum()
-    if reduction == "none":
-        return x
-    raise ValueError(f"{op}: reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
+    raise missing_attribute(__name__, name, globals(), _MISSING)

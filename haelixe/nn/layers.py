@@ -1,4 +1,4 @@
-"""Layers: Linear, norms, activations, Embedding, Dropout."""
+"""Layers: Linear, norms, activations, Embedding, Dropout, shape helpers."""
 
 from __future__ import annotations
 
@@ -51,17 +51,26 @@ class RMSNorm(Module):
 
 
 class LayerNorm(Module):
-    def __init__(self, dim: int, eps: float = 1e-5):
+    """Normalise over the trailing ``normalized_shape`` dims (an int is one dim), with
+    a learned scale (ones) and shift (zeros) unless ``elementwise_affine=False``;
+    ``bias=False`` keeps the scale only."""
+
+    def __init__(self, normalized_shape, eps: float = 1e-5, elementwise_affine: bool = True,
+                 bias: bool = True):
         super().__init__()
-        self.dim, self.eps = dim, eps
-        self.weight = Parameter(creation.ones(dim))
-        self.bias = Parameter(creation.zeros(dim))
+        shape = (normalized_shape,) if isinstance(normalized_shape, int) else \
+            tuple(normalized_shape)
+        self.normalized_shape, self.eps = shape, eps
+        self.elementwise_affine = elementwise_affine
+        self.weight = Parameter(creation.ones(*shape)) if elementwise_affine else None
+        self.bias = Parameter(creation.zeros(*shape)) if elementwise_affine and bias else None
 
     def forward(self, x):
-        return F.layer_norm(x, self.weight, self.bias, self.eps)
+        return F.layer_norm(x, self.normalized_shape, self.weight, self.bias, self.eps)
 
     def extra_repr(self) -> str:
-        return f"{self.dim}, eps={self.eps}"
+        return (f"{self.normalized_shape}, eps={self.eps}, "
+                f"elementwise_affine={self.elementwise_affine}")
 
 
 class GELU(Module):
@@ -76,36 +85,127 @@ class GELU(Module):
         return f"approximate={self.approximate!r}"
 
 
-class SiLU(Module):
+class _Pointwise(Module):
+    """An activation that is one Tensor method."""
+
+    method = ""
+
     def forward(self, x):
-        return x.silu()
+        return getattr(x, self.method)()
 
 
-class ReLU(Module):
+class SiLU(_Pointwise):
+    method = "silu"
+
+
+class ReLU(_Pointwise):
+    method = "relu"
+
+
+class Sigmoid(_Pointwise):
+    method = "sigmoid"
+
+
+class Tanh(_Pointwise):
+    method = "tanh"
+
+
+class Softplus(Module):
+    def __init__(self, beta: float = 1.0, threshold: float = 20.0):
+        super().__init__()
+        self.beta, self.threshold = beta, threshold
+
     def forward(self, x):
-        return x.relu()
+        return F.softplus(x, self.beta, self.threshold)
+
+    def extra_repr(self) -> str:
+        return f"beta={self.beta}, threshold={self.threshold}"
+
+
+class _OverDim(Module):
+    def __init__(self, dim=None):
+        super().__init__()
+        self.dim = dim
+
+    def _dim(self, x):
+        if self.dim is not None:
+            return self.dim
+        raise ValueError(f"{type(self).__name__}: pass dim= (the dim to normalise over); "
+                         f"for input of shape {x.shape} it is usually -1")
+
+    def extra_repr(self) -> str:
+        return f"dim={self.dim}"
+
+
+class Softmax(_OverDim):
+    def forward(self, x):
+        return x.softmax(self._dim(x))
+
+
+class LogSoftmax(_OverDim):
+    def forward(self, x):
+        return x.log_softmax(self._dim(x))
+
+
+class Identity(Module):
+    """Returns its input (any constructor arguments are ignored, as in PyTorch)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__()
+
+    def forward(self, x):
+        return x
+
+
+class Flatten(Module):
+    """Flatten dims start_dim..end_dim into one (by default all but the batch dim)."""
+
+    def __init__(self, start_dim: int = 1, end_dim: int = -1):
+        super().__init__()
+        self.start_dim, self.end_dim = start_dim, end_dim
+
+    def forward(self, x):
+        return x.flatten(self.start_dim, self.end_dim)
+
+    def extra_repr(self) -> str:
+        return f"start_dim={self.start_dim}, end_dim={self.end_dim}"
 
 
 class Embedding(Module):
-    def __init__(self, num_embeddings: int, embedding_dim: int):
+    """A (num_embeddings, embedding_dim) table, initialised N(0, 1) as in PyTorch; the
+    row ``padding_idx`` starts at zero and receives no gradient."""
+
+    def __init__(self, num_embeddings: int, embedding_dim: int, padding_idx=None):
         super().__init__()
+        if padding_idx is not None:
+            if not -num_embeddings <= padding_idx < num_embeddings:
+                raise ValueError(f"Embedding: padding_idx {padding_idx} is outside the "
+                                 f"{num_embeddings} embeddings")
+            padding_idx %= num_embeddings
         self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
+        self.padding_idx = padding_idx
         self.weight = Parameter(creation.randn(num_embeddings, embedding_dim))
+        if padding_idx is not None:
+            with no_grad():
+                self.weight[padding_idx].fill_(0.0)
 
     def forward(self, indices):
-        return F.embedding(indices, self.weight)
+        return F.embedding(indices, self.weight, self.padding_idx)
 
     def extra_repr(self) -> str:
-        return f"{self.num_embeddings}, {self.embedding_dim}"
+        pad = f", padding_idx={self.padding_idx}" if self.padding_idx is not None else ""
+        return f"{self.num_embeddings}, {self.embedding_dim}{pad}"
 
 
 class Dropout(Module):
-    def __init__(self, p: float = 0.5):
+    def __init__(self, p: float = 0.5, inplace: bool = False):
         super().__init__()
-        self.p = p
+        if not 0.0 <= p <= 1.0:
+            raise ValueError(f"Dropout: p must be in [0, 1], got {p}")
+        self.p, self.inplace = p, inplace
 
     def forward(self, x):
-        return F.dropout(x, self.p, self.training)
+        return F.dropout(x, self.p, self.training, self.inplace)
 
     def extra_repr(self) -> str:
-        return f"p={self.p}"
+        return f"p={self.p}, inplace={self.inplace}"

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 from collections import OrderedDict
+from typing import NamedTuple
 
+from .. import dtype as dtypes
 from ..autograd.mode import STATE, no_grad
+from ..device import Device, as_device
 from ..tensor import Tensor
 
 
@@ -14,17 +17,9 @@ class Parameter(Tensor):
     __slots__ = ()
 
     def __new__(cls, data: Tensor, requires_grad: bool = True):
-        p = object.__new__(cls)
-        src = data.detach()
-        p._data, p._storage, p._layout = src._data, src._storage, src._layout
-        p.shape, p.dtype, p.device = src.shape, src.dtype, src.device
-        p._requires_grad = False
-        p.grad = None
-        p.grad_fn = None
-        p._accumulator = None
+        p = data.detach()._alias(cls)
         p._base = None
         p._is_param = True
-        p.name = None
         if requires_grad:
             p.requires_grad_(True)
         return p
@@ -36,12 +31,22 @@ class Parameter(Tensor):
         return "Parameter containing:\n" + super().__repr__()
 
 
+class IncompatibleKeys(NamedTuple):
+    """What load_state_dict found: keys the model has that the state dict lacks, and
+    keys the state dict has that the model lacks."""
+
+    missing_keys: list
+    unexpected_keys: list
+
+
 class Module:
-    """Holds Parameters and sub-Modules as attributes, in the order they were set."""
+    """Holds Parameters, buffers and sub-Modules as attributes, in the order they were
+    set (PyTorch's shape: state_dict key names, .to(), train/eval, ...)."""
 
     def __init__(self):
         object.__setattr__(self, "_parameters", OrderedDict())
         object.__setattr__(self, "_buffers", OrderedDict())
+        object.__setattr__(self, "_non_persistent_buffers", set())
         object.__setattr__(self, "_modules", OrderedDict())
         object.__setattr__(self, "training", True)
 
@@ -49,12 +54,27 @@ class Module:
         if "_parameters" not in self.__dict__:
             raise AttributeError(f"{type(self).__name__}.__init__ must call "
                                  f"super().__init__() before assigning {name!r}")
+        if name in self._buffers and (value is None or (isinstance(value, Tensor)
+                                                        and not isinstance(value, Parameter))):
+            self._buffers[name] = value  # a buffer stays a buffer when reassigned
+            return
+        if name in self._parameters and not isinstance(value, Parameter):
+            if value is not None:
+                raise TypeError(f"cannot assign {type(value).__name__} as parameter "
+                                f"{name!r} of {type(self).__name__} (a Parameter or None "
+                                f"is expected); wrap it: nn.Parameter(t), or copy values "
+                                f"in with {name}.copy_(t) under hx.no_grad()")
+            self._parameters[name] = None
+            return
         for store in (self._parameters, self._buffers, self._modules):
             store.pop(name, None)
+        self._non_persistent_buffers.discard(name)
         if isinstance(value, Parameter):
+            self.__dict__.pop(name, None)
             self._parameters[name] = value
             value.name = value.name or name
         elif isinstance(value, Module):
+            self.__dict__.pop(name, None)
             self._modules[name] = value
         else:
             object.__setattr__(self, name, value)
@@ -70,12 +90,52 @@ class Module:
         for store in (self._parameters, self._buffers, self._modules):
             if name in store:
                 del store[name]
+                self._non_persistent_buffers.discard(name)
                 return
         object.__delattr__(self, name)
 
-    def register_buffer(self, name: str, value: Tensor) -> None:
-        """A tensor that belongs to the module's state but is not trained."""
-        self._buffers[name] = value
+    def _check_new_name(self, name, what):
+        if not isinstance(name, str) or not name or "." in name:
+            raise KeyError(f"{what} name must be a non-empty string without '.', got "
+                           f"{name!r}")
+        stores = {"parameter": self._parameters, "buffer": self._buffers,
+                  "module": self._modules}
+        if name in self.__dict__ or any(name in store for kind, store in stores.items()
+                                        if kind != what):
+            raise KeyError(f"attribute {name!r} already exists on {type(self).__name__}")
+
+    def register_buffer(self, name: str, tensor, persistent: bool = True) -> None:
+        """A tensor that belongs to the module's state but is not trained (it moves with
+        .to()). ``persistent=False`` keeps it out of state_dict; None reserves the name."""
+        if tensor is not None and not isinstance(tensor, Tensor):
+            raise TypeError(f"register_buffer({name!r}): expects a tensor or None, got "
+                            f"{type(tensor).__name__}")
+        if isinstance(tensor, Parameter):
+            raise TypeError(f"register_buffer({name!r}): got a Parameter; use "
+                            f"register_parameter or assign it as an attribute")
+        self._check_new_name(name, "buffer")
+        self._buffers[name] = tensor
+        if persistent:
+            self._non_persistent_buffers.discard(name)
+        else:
+            self._non_persistent_buffers.add(name)
+
+    def register_parameter(self, name: str, param) -> None:
+        self._register("register_parameter", self._parameters, name, param, Parameter)
+        if param is not None:
+            param.name = param.name or name
+
+    def add_module(self, name: str, module) -> None:
+        self._register("add_module", self._modules, name, module, Module)
+
+    def _register(self, op, store, name, value, cls):
+        if value is not None and not isinstance(value, cls):
+            raise TypeError(f"{op}({name!r}): expects a {cls.__name__} or None, got "
+                            f"{type(value).__name__}")
+        self._check_new_name(name, "parameter" if store is self._parameters else "module")
+        store[name] = value
+
+    register_module = add_module
 
     def __call__(self, *args, **kwargs):
         # the graph's nodes remember which module made them (graph pictures group them)
@@ -93,19 +153,23 @@ class Module:
     def named_modules(self, prefix: str = ""):
         yield prefix, self
         for name, m in self._modules.items():
-            yield from m.named_modules(f"{prefix}.{name}" if prefix else name)
+            if m is not None:
+                yield from m.named_modules(f"{prefix}.{name}" if prefix else name)
 
     def modules(self):
         for _, m in self.named_modules():
             yield m
 
     def named_children(self):
-        yield from self._modules.items()
+        yield from ((n, m) for n, m in self._modules.items() if m is not None)
 
     def children(self):
-        yield from self._modules.values()
+        for _, m in self.named_children():
+            yield m
 
     def named_parameters(self, prefix: str = "", recurse: bool = True):
+        """(name, parameter) pairs; a parameter shared by several modules (tied
+        weights) is listed once, under its first name."""
         seen = set()
         mods = self.named_modules(prefix) if recurse else [(prefix, self)]
         for mprefix, m in mods:
@@ -119,10 +183,19 @@ class Module:
         for _, p in self.named_parameters(recurse=recurse):
             yield p
 
-    def named_buffers(self):
-        for mprefix, m in self.named_modules():
+    def named_buffers(self, prefix: str = "", recurse: bool = True):
+        seen = set()
+        mods = self.named_modules(prefix) if recurse else [(prefix, self)]
+        for mprefix, m in mods:
             for name, b in m._buffers.items():
+                if b is None or id(b) in seen:
+                    continue
+                seen.add(id(b))
                 yield (f"{mprefix}.{name}" if mprefix else name), b
+
+    def buffers(self, recurse: bool = True):
+        for _, b in self.named_buffers(recurse=recurse):
+            yield b
 
     def apply(self, fn):
         for m in self.children():
@@ -131,39 +204,57 @@ class Module:
         return self
 
     # -- state ---------------------------------------------------------------------------
-    def state_dict(self) -> OrderedDict:
-        """name -> tensor (detached views of the live parameters and buffers)."""
-        out = OrderedDict()
-        for name, p in self.named_parameters():
-            out[name] = p.detach()
-        for name, b in self.named_buffers():
-            out[name] = b.detach()
+    def _state_items(self, prefix: str = ""):
+        """(key, tensor) of every parameter and persistent buffer under PyTorch's key
+        names, walking sub-modules without removing shared ones: a tied weight appears
+        under each name it has, as in a PyTorch state dict."""
+        for name, p in self._parameters.items():
+            if p is not None:
+                yield prefix + name, p
+        for name, b in self._buffers.items():
+            if b is not None and name not in self._non_persistent_buffers:
+                yield prefix + name, b
+        for name, m in self._modules.items():
+            if m is not None:
+                yield from m._state_items(f"{prefix}{name}.")
+
+    def state_dict(self, destination=None, prefix: str = "", keep_vars: bool = False):
+        """name -> tensor: detached views of the live parameters and persistent buffers
+        (the tensors themselves with keep_vars=True)."""
+        out = OrderedDict() if destination is None else destination
+        for key, t in self._state_items(prefix):
+            out[key] = t if keep_vars else t.detach()
         return out
 
-    def load_state_dict(self, state, strict: bool = True):
-        """Copy values into the existing parameters in place (their identity, and any
-        optimizer holding them, is kept)."""
-        own = dict(self.named_parameters())
-        own.update(self.named_buffers())
-        missing = [k for k in own if k not in state]
-        unexpected = [k for k in state if k not in own]
+    def load_state_dict(self, state_dict, strict: bool = True, assign: bool = False):
+        """Copy values (tensors or arrays) into the existing parameters and buffers in
+        place, keeping their identity (and any optimizer holding them). Everything is
+        checked before anything is written. Returns (missing_keys, unexpected_keys)."""
+        if assign:
+            raise NotImplementedError("load_state_dict(assign=True) is not supported: "
+                                      "values are always copied into the existing tensors")
+        own = dict(self._state_items())
+        missing = [k for k in own if k not in state_dict]
+        unexpected = [k for k in state_dict if k not in own]
         if strict and (missing or unexpected):
-            raise KeyError(f"load_state_dict: missing keys {missing}, unexpected keys "
-                           f"{unexpected}")
-        with no_grad():
-            for k, t in own.items():
-                if k not in state:
-                    continue
-                src = state[k]
-                if not isinstance(src, Tensor):
-                    from ..creation import tensor
+            raise KeyError(f"load_state_dict for {type(self).__name__}: missing keys "
+                           f"{missing}, unexpected keys {unexpected}")
+        from ..creation import tensor as to_tensor
 
-                    src = tensor(src)
-                if tuple(src.shape) != t.shape:
-                    raise ValueError(f"load_state_dict: {k} has shape {tuple(src.shape)} in "
-                                     f"the state dict but {t.shape} in the model")
-                t.copy_(src)
-        return missing, unexpected
+        sources = {}
+        for k, t in own.items():
+            if k not in state_dict:
+                continue
+            src = state_dict[k]
+            src = src if isinstance(src, Tensor) else to_tensor(src)
+            if tuple(src.shape) != t.shape:
+                raise ValueError(f"load_state_dict: {k} has shape {tuple(src.shape)} in "
+                                 f"the state dict but {t.shape} in the model")
+            sources[k] = src
+        with no_grad():
+            for k, src in sources.items():
+                own[k].copy_(src)
+        return IncompatibleKeys(missing, unexpected)
 
     def train(self, mode: bool = True):
         for m in self.modules():
@@ -185,20 +276,55 @@ class Module:
             if set_to_none:
                 p.grad = None
             else:
-                p.grad.zero_()
+                with no_grad():
+                    p.grad.zero_()
 
+    # -- device and dtype ----------------------------------------------------------------
     def to(self, *args, **kwargs):
-        """Move / cast every parameter and buffer in place (floating ones only for a
-        dtype), keeping Parameter identity as PyTorch does."""
-        for p in list(self.parameters()) + [b for _, b in self.named_buffers()]:
-            new = p.detach().to(*args, **kwargs) if p.dtype.is_floating_point else \
-                p.detach().to(*[a for a in args if not _is_dtype(a)],
-                              device=kwargs.get("device"))
-            if new is not p:
-                p._set_data(new)
-                if p.grad is not None:
-                    p.grad = None
+        """``to(device)``, ``to(dtype)``, ``to(device, dtype)``, ``to(tensor)`` or the
+        keywords device= / dtype=: move every parameter and buffer (integer ones too)
+        and cast the floating ones, in place, keeping Parameter identity as PyTorch
+        does. Gradients follow their parameters."""
+        device, dtype = _to_args("Module.to", args, kwargs)
+        if dtype is not None and not dtype.is_floating_point:
+            raise TypeError(f"Module.to: only floating dtypes can be given to a module, "
+                            f"got {dtype.name}; integer buffers keep their dtype")
+        return self._apply_to(device, dtype)
+
+    def _apply_to(self, device, dtype):
+        done = set()
+        for m in self.modules():
+            tensors = [*m._parameters.values(), *m._buffers.values()]
+            for t in tensors:
+                if t is None or id(t) in done:
+                    continue
+                done.add(id(t))
+                new = _converted(t.detach(), device, dtype)
+                if new is not None:
+                    t._set_data(new)
+                if t.grad is not None:
+                    g = _converted(t.grad, device, dtype)
+                    if g is not None:
+                        t.grad = g
         return self
+
+    def float(self):
+        return self._apply_to(None, dtypes.float32)
+
+    def double(self):
+        return self._apply_to(None, dtypes.float64)
+
+    def half(self):
+        return self._apply_to(None, dtypes.float16)
+
+    def bfloat16(self):
+        return self._apply_to(None, dtypes.bfloat16)
+
+    def cpu(self):
+        return self._apply_to(as_device("cpu"), None)
+
+    def gpu(self):
+        return self._apply_to(as_device("gpu"), None)
 
     def num_parameters(self) -> int:
         return sum(p.numel() for p in self.parameters())
@@ -218,10 +344,44 @@ class Module:
         return head + "\n" + "\n".join(lines) + "\n)"
 
 
-def _is_dtype(a) -> bool:
-    from ..dtype import DType
+def _to_args(op, args, kwargs):
+    """(device, dtype) from the arguments of a .to() call, through the one parser of
+    device and dtype names (haelixe.device.as_device, haelixe.dtype.as_dtype)."""
+    device, dtype = kwargs.pop("device", None), kwargs.pop("dtype", None)
+    kwargs.pop("non_blocking", None)  # a transfer hint; copies here are synchronous
+    if kwargs:
+        raise TypeError(f"{op}: unexpected keyword arguments {sorted(kwargs)}")
+    for a in args:
+        if isinstance(a, Tensor):
+            device, dtype = a.device, a.dtype
+        elif isinstance(a, Device):
+            device = a
+        elif isinstance(a, dtypes.DType):
+            dtype = a
+        elif isinstance(a, str):
+            try:
+                device = as_device(a)
+            except ValueError:
+                try:
+                    dtype = dtypes.as_dtype(a)
+                except TypeError:
+                    raise ValueError(f"{op}: {a!r} is neither a device ('cpu', 'gpu') nor "
+                                     f"a dtype ('float32', 'bfloat16', ...)") from None
+        else:
+            dtype = dtypes.as_dtype(a)
+    return (None if device is None else as_device(device),
+            None if dtype is None else dtypes.as_dtype(dtype))
 
-    return isinstance(a, DType) or (isinstance(a, str) and a not in ("cpu", "gpu"))
+
+def _converted(t, device, dtype):
+    """t moved to ``device`` and, when floating, cast to ``dtype``; None when nothing
+    changes."""
+    out = t
+    if device is not None and out.device is not device:
+        out = out.to(device)
+    if dtype is not None and out.dtype.is_floating_point and out.dtype is not dtype:
+        out = out.to(dtype)
+    return None if out is t else out
 
 
 class _ModuleSequence(Module):

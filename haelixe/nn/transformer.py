@@ -8,23 +8,32 @@ from .module import Module
 
 
 class RoPE(Module):
-    """Rotary position embedding, rotate-half convention, base 10000. The cos/sin tables
-    are cached per (length, offset, device, dtype)."""
+    """Rotary position embedding, rotate-half convention, base 10000.
+
+    The cos/sin tables are built once per (device, dtype) for positions 0..n-1 and each
+    call takes views of the rows it needs; a position past n rebuilds them at least
+    twice as long. Memory is bounded by twice the longest position seen, however many
+    calls (a decode loop asks for one new offset per token)."""
 
     def __init__(self, head_dim: int, base: float = 10000.0):
         super().__init__()
         if head_dim % 2:
             raise ValueError(f"RoPE: head_dim must be even, got {head_dim}")
         self.head_dim, self.base = head_dim, base
-        self._tables = {}
+        self._tables = {}  # (device type, dtype name) -> (cos, sin) for positions [0, n)
 
     def tables(self, seq_len, offset, device, dtype):
-        key = (seq_len, offset, device.type, dtype.name)
-        t = self._tables.get(key)
-        if t is None:
-            t = self._tables[key] = F.rope_tables(seq_len, self.head_dim, self.base, offset,
-                                                  device, dtype)
-        return t
+        if offset < 0:
+            raise ValueError(f"RoPE: offset must be >= 0, got {offset}")
+        need = offset + seq_len
+        key = (device.type, dtype.name)
+        cached = self._tables.get(key)
+        if cached is None or cached[0].shape[0] < need:
+            n = max(need, 2 * cached[0].shape[0]) if cached is not None else need
+            cached = self._tables[key] = F.rope_tables(n, self.head_dim, self.base, 0,
+                                                       device, dtype)
+        cos, sin = cached
+        return cos[offset:need], sin[offset:need]
 
     def forward(self, x, offset: int = 0):
         cos, sin = self.tables(x.shape[-2], offset, x.device, x.dtype)

@@ -1,9 +1,15 @@
-"""Copies and conversions: clone, dtype casts, device moves."""
+"""Copies and conversions: clone, dtype casts, device moves, and the Tensor methods for
+them (``to``, ``float()``, ``cpu()``, ``new_zeros``...)."""
 
 from __future__ import annotations
 
 from ..autograd.function import Function
-from ..device import backend_for
+from ..autograd.mode import no_grad
+from ..backends import backend_for
+from ..device import CPU, GPU, Device, as_device
+from ..dtype import as_dtype
+from ..tensor import Tensor
+from .registry import declare, tensor_method
 
 
 class Clone(Function):
@@ -37,8 +43,6 @@ def cast(x, dtype):
         return x
     if x._requires_grad and not dtype.is_floating_point:
         # Integer results carry no gradient; cut the graph rather than fail later.
-        from ..autograd.mode import no_grad
-
         with no_grad():
             return Cast.apply(x, dtype)
     return Cast.apply(x, dtype)
@@ -61,3 +65,114 @@ def to_device(x, device):
     if x.device is device:
         return x
     return ToDevice.apply(x, device)
+
+
+declare("clone")
+declare("to")
+
+
+def _is_device(a) -> bool:
+    if isinstance(a, Device):
+        return True
+    if isinstance(a, str):
+        try:
+            as_device(a)
+            return True
+        except ValueError:
+            return False
+    return False
+
+
+@tensor_method
+def to(self, *args, dtype=None, device=None, copy=False, non_blocking=False) -> Tensor:
+    """``to(dtype)``, ``to(device)``, ``to(device, dtype)``, ``to(other)`` or keywords;
+    returns self when nothing changes (unless copy=True)."""
+    for a in args:
+        if isinstance(a, Tensor):
+            device, dtype = a.device, a.dtype
+        elif _is_device(a):
+            device = a
+        else:
+            dtype = a
+    out = self
+    if device is not None and as_device(device) is not self.device:
+        out = to_device(out, as_device(device))
+    if dtype is not None and as_dtype(dtype) is not out.dtype:
+        out = cast(out, as_dtype(dtype))
+    if copy and out is self:
+        out = self.clone()
+    return out
+
+
+def _to_dtype(name):
+    def method(self) -> Tensor:
+        return self.to(dtype=name)
+
+    method.__name__ = name
+    method.__doc__ = f"This tensor as {name} (itself when it already is)."
+    return method
+
+
+for _method, _dtype in (("float", "float32"), ("double", "float64"), ("half", "float16"),
+                        ("bfloat16", "bfloat16"), ("long", "int64"), ("int", "int32"),
+                        ("bool", "bool")):
+    tensor_method(_to_dtype(_dtype), name=_method)
+
+
+@tensor_method
+def cpu(self) -> Tensor:
+    return self.to(CPU)
+
+
+@tensor_method
+def gpu(self) -> Tensor:
+    return self.to(GPU)
+
+
+@tensor_method
+def type_as(self, other: Tensor) -> Tensor:
+    return self.to(dtype=other.dtype)
+
+
+@tensor_method(function=True)
+def clone(self) -> Tensor:
+    return Clone.apply(self)
+
+
+@tensor_method
+def contiguous(self) -> Tensor:
+    return self if self.is_contiguous() else Clone.apply(self)
+
+
+@tensor_method
+def new_full(self, size, fill_value, dtype=None, device=None) -> Tensor:
+    size = (size,) if isinstance(size, int) else tuple(size)
+    dt = self.dtype if dtype is None else as_dtype(dtype)
+    dev = self.device if device is None else as_device(device)
+    return Tensor._wrap(backend_for(dev).full(size, fill_value, dt.np))
+
+
+@tensor_method
+def new_zeros(self, size, dtype=None, device=None) -> Tensor:
+    return self.new_full(size, 0, dtype, device)
+
+
+@tensor_method
+def new_ones(self, size, dtype=None, device=None) -> Tensor:
+    return self.new_full(size, 1, dtype, device)
+
+
+@tensor_method
+def new_empty(self, size, dtype=None, device=None) -> Tensor:
+    size = (size,) if isinstance(size, int) else tuple(size)
+    dt = self.dtype if dtype is None else as_dtype(dtype)
+    dev = self.device if device is None else as_device(device)
+    return Tensor._wrap(backend_for(dev).empty(size, dt.np))
+
+
+@tensor_method
+def new_tensor(self, data, dtype=None, device=None) -> Tensor:
+    from ..creation import tensor
+
+    return tensor(data, dtype=self.dtype if dtype is None else dtype,
+                  device=self.device if device is None else device)

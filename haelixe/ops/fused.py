@@ -10,6 +10,9 @@ from __future__ import annotations
 
 from ..autograd.function import Function
 from ..autograd.mode import STATE
+from ..tensor import Tensor
+from .elementwise import ACTIVATIONS
+from .registry import declare
 
 
 class LinearFn(Function):
@@ -20,7 +23,8 @@ class LinearFn(Function):
 
     @staticmethod
     def forward(ctx, x, w, b, activation):
-        y, pre = x._be.linear(x._data, w._data, None if b is None else b._data, activation)
+        act = None if activation is None else ACTIVATIONS[activation]
+        y, pre = x._be.linear(x._data, w._data, None if b is None else b._data, act)
         ctx.save_for_backward(x, w)
         ctx.pre = pre
         ctx.activation = activation
@@ -33,9 +37,9 @@ class LinearFn(Function):
     def backward(ctx, g):
         x, w = ctx.saved_tensors
         nx, nw, nb, _ = ctx.next
-        dx, dw, db = x._be.linear_backward(x._data, w._data, ctx.pre, g._data,
-                                           ctx.activation, ctx.has_bias and nb is not None,
-                                           nx is not None)
+        act = None if ctx.activation is None else ACTIVATIONS[ctx.activation]
+        dx, dw, db = x._be.linear_backward(x._data, w._data, ctx.pre, g._data, act,
+                                           ctx.has_bias and nb is not None, nx is not None)
         wrap = Tensor._wrap
         return (wrap(dx) if dx is not None else None, wrap(dw) if nw is not None else None,
                 wrap(db) if db is not None else None, None)
@@ -91,72 +95,67 @@ class RoPEFn(Function):
 
     @staticmethod
     def forward(ctx, x, cos, sin, inverse):
-        ctx.tables = (cos, sin)
+        ctx.save_for_backward(cos, sin)  # version-checked: edited tables would misrotate
         ctx.inverse = inverse
         return x._be.rope(x._data, cos._data, sin._data, inverse)
 
     @staticmethod
     def backward(ctx, g):
-        cos, sin = ctx.tables
+        cos, sin = ctx.saved_tensors
         return RoPEFn.apply(g, cos, sin, not ctx.inverse), None, None, None
 
 
 class AttentionFn(Function):
-    """softmax(q k^T * scale [+ causal mask]) v, keeping only the log-sum-exp."""
+    """softmax(q k^T * scale [+ mask]) v, keeping only the log-sum-exp (and the output,
+    saved like the inputs, so an in-place edit of it is caught at backward)."""
 
     label = "Attention"
     twice_differentiable = False
+    saves_output = True
 
     @staticmethod
-    def forward(ctx, q, k, v, causal, scale):
-        out, lse = q._be.attention(q._data, k._data, v._data, causal, scale)
-        ctx.save_for_backward(q, k, v)
-        ctx.out, ctx.lse = out, lse
+    def forward(ctx, q, k, v, causal, scale, mask):
+        out, lse = q._be.attention(q._data, k._data, v._data, causal, scale,
+                                   None if mask is None else mask._data)
+        ctx.save_for_backward(q, k, v, mask)
+        ctx.lse = lse
         ctx.causal, ctx.scale = causal, scale
         return out
 
     @staticmethod
     def backward(ctx, g):
-        q, k, v = ctx.saved_tensors
-        dq, dk, dv = q._be.attention_backward(q._data, k._data, v._data, ctx.out, ctx.lse,
-                                              g._data, ctx.causal, ctx.scale)
+        q, k, v, mask, out = ctx.saved_tensors
+        dq, dk, dv = q._be.attention_backward(
+            q._data, k._data, v._data, out._data, ctx.lse, g._data, ctx.causal, ctx.scale,
+            None if mask is None else mask._data)
         wrap = Tensor._wrap
         return (wrap(dq).sum_to(q.shape), wrap(dk).sum_to(k.shape), wrap(dv).sum_to(v.shape),
-                None, None)
+                None, None, None)
 
 
 class MSELossFn(Function):
-    """mean((x - y)^2); the gradient is scaled by the incoming one, so 10 * loss has ten
-    times the gradient (the reference ignored it)."""
+    """mean((x - y)^2) of two tensors of one shape; the gradient is scaled by the
+    incoming one, so 10 * loss has ten times the gradient (the reference ignored it)."""
 
     label = "MSELoss"
 
     @staticmethod
     def forward(ctx, x, y):
-        be = x._be
         ctx.save_for_backward(x, y)
-        n = 1
-        for d in x.shape:
-            n *= d
-        ctx.n = n
-        if hasattr(be, "mse_loss") and x.dtype is y.dtype:  # the GPU: one kernel
-            return be.mse_loss(x._data, y._data)
-        diff = be.sub(x._data, y._data)
-        sq = be.mul(diff, diff)
-        return be.mul(be.sum(sq, tuple(range(sq.ndim)), False), x.dtype.np.type(1.0 / n))
+        return x._be.mse_loss(x._data, y._data)
 
     @staticmethod
     def backward(ctx, g):
         x, y = ctx.saved_tensors
         nx, ny = ctx.next
-        fused = getattr(x._be, "mse_loss_backward", None)
-        if fused is not None and not STATE.grad_enabled and x.shape == y.shape \
-                and x.dtype is y.dtype is g.dtype:
-            dx = Tensor._wrap(fused(x._data, y._data, g._data))
-            return (dx if nx is not None else None, -dx if ny is not None else None)
-        d = (x - y) * (g * (2.0 / ctx.n))
-        return (d.sum_to(x.shape) if nx is not None else None,
-                (-d).sum_to(y.shape) if ny is not None else None)
+        if STATE.grad_enabled:  # create_graph: composed, so the gradient has a graph
+            n = x.numel()
+            dx = (x - y) * (g * (2.0 / n if n else float("nan")))
+        else:
+            dx = Tensor._wrap(x._be.mse_loss_backward(x._data, y._data, g._data))
+        return (dx if nx is not None else None, -dx if ny is not None else None)
 
 
-from ..tensor import Tensor  # noqa: E402
+for _name, _arity in (("linear", 3), ("rms_norm", 2), ("layer_norm", 3), ("rope", 1),
+                      ("scaled_dot_product_attention", 3), ("mse_loss", 2)):
+    declare(_name, arity=_arity, dtypes="float")

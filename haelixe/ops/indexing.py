@@ -8,8 +8,10 @@ import numpy as np
 
 from .. import layout
 from ..autograd.function import Function
-from ..dtype import bool_, promote_types
+from ..dtype import bool_, promote_types, result_type
+from ..tensor import Tensor
 from .convert import cast
+from .registry import declare, elementwise, function, tensor_method
 from .views import Slice
 
 # -- __getitem__ ---------------------------------------------------------------------------
@@ -113,61 +115,70 @@ def setitem(x, key, value):
 
 
 # -- where / masked_fill -------------------------------------------------------------------
-
-class Where(Function):
-    @staticmethod
-    def forward(ctx, cond, a, b):
-        ctx.cond = cond
-        ctx.shapes = (a.shape, b.shape)
-        return a._be.where(cond._data, a._data, b._data)
-
-    @staticmethod
-    def backward(ctx, g):
-        cond = ctx.cond
-        zero = g.new_zeros(())
-        sa, sb = ctx.shapes
-        na, nb = ctx.next[1], ctx.next[2]
-        ga = where(cond, g, zero).sum_to(sa) if na is not None else None
-        gb = where(cond, zero, g).sum_to(sb) if nb is not None else None
-        return None, ga, gb
+WHERE = elementwise(
+    "where", lambda m, c, a, b: m.where(c, a, b),
+    grad=(None, lambda m, g, c: m.where(c, g, 0.0), lambda m, g, c: m.where(c, 0.0, g)),
+    method=False, function=False, inplace=False, dtype_from=1)
 
 
-def where(cond, a, b):
-    from .elementwise import as_tensor_like
-
-    ref = a if isinstance(a, Tensor) else b if isinstance(b, Tensor) else cond
-    if not isinstance(cond, Tensor):
-        cond = as_tensor_like(cond, ref)
-    if cond.dtype is not bool_:
-        raise TypeError(f"where: condition must be bool, got {cond.dtype.name}; compare "
+@function
+def where(condition, input, other):  # noqa: A002 (PyTorch's argument names)
+    """Elements of ``input`` where ``condition`` holds, else of ``other``; either may be a
+    Python number. The condition is kept for backward (and version-checked)."""
+    tensors = [t for t in (condition, input, other) if isinstance(t, Tensor)]
+    if not tensors:
+        raise TypeError("where: expected at least one tensor among condition, input, other")
+    ref = tensors[0]
+    if not isinstance(condition, Tensor):
+        condition = _as_tensor(condition, ref)
+    if condition.dtype is not bool_:
+        raise TypeError(f"where: condition must be bool, got {condition.dtype.name}; compare "
                         f"first (x > 0)")
-    if not isinstance(a, Tensor):
-        a = as_tensor_like(a, b if isinstance(b, Tensor) else cond)
-    if not isinstance(b, Tensor):
-        b = as_tensor_like(b, a)
-    if a.dtype is not b.dtype:
-        dt = promote_types(a.dtype, b.dtype)
-        a, b = cast(a, dt), cast(b, dt)
-    for t in (a, b):
-        if t.device is not cond.device:
-            raise RuntimeError(f"where: tensors on {cond.device.type} (shape {cond.shape}) "
-                               f"and {t.device.type} (shape {t.shape}); move one with "
-                               f".to(...)")
-    layout.broadcast_shapes(cond.shape, a.shape, b.shape, op="where")
-    return Where.apply(cond, a, b)
+    dt = result_type(*((t.dtype, t.ndim == 0) if isinstance(t, Tensor) else t
+                       for t in (input, other)))
+    vals = []
+    for v in (input, other):
+        if not isinstance(v, Tensor):
+            v = _as_tensor(v, condition, dt)
+        elif v.dtype is not dt:
+            v = cast(v, dt)
+        if v.device is not condition.device:
+            raise RuntimeError(f"where: tensors on {condition.device.type} (shape "
+                               f"{condition.shape}) and {v.device.type} (shape {v.shape}); "
+                               f"move one with .to(...)")
+        vals.append(v)
+    layout.broadcast_shapes(condition.shape, vals[0].shape, vals[1].shape, op="where")
+    return WHERE.function_class.apply(condition, vals[0], vals[1])
 
 
+def _as_tensor(value, ref, dtype=None):
+    from ..creation import tensor
+
+    return tensor(value, dtype=dtype, device=ref.device)
+
+
+@tensor_method(name="where")
+def _where_method(self, condition, other):
+    return where(condition, self, other)
+
+
+@tensor_method(function=True)
 def masked_fill(x, mask, value):
-    from .elementwise import as_tensor_like
-
-    if isinstance(mask, Tensor) and mask.dtype is not bool_:
-        raise TypeError(f"masked_fill: mask must be bool, got {mask.dtype.name}")
+    if not isinstance(mask, Tensor) or mask.dtype is not bool_:
+        raise TypeError(f"masked_fill: mask must be a bool tensor, got "
+                        f"{getattr(mask, 'dtype', type(mask).__name__)}")
     shape = layout.broadcast_shapes(x.shape, mask.shape, op="masked_fill")
     if shape != x.shape:
         raise ValueError(f"masked_fill: mask of shape {mask.shape} must broadcast to the "
                          f"input's shape {x.shape}")
-    v = value if isinstance(value, Tensor) else as_tensor_like(value, x).to(x.dtype)
-    return where(mask, v, x)
+    if isinstance(value, Tensor):
+        if value.ndim:
+            raise ValueError(f"masked_fill: value must be a number or a 0-d tensor, got "
+                             f"shape {value.shape}")
+        value = cast(value, x.dtype)
+    else:
+        value = _as_tensor(value, x, x.dtype)
+    return where(mask, value, x)
 
 
 # -- gather --------------------------------------------------------------------------------
@@ -175,23 +186,27 @@ def masked_fill(x, mask, value):
 class Gather(Function):
     @staticmethod
     def forward(ctx, x, dim, index):
-        ctx.in_shape, ctx.dim, ctx.index = x.shape, dim, index
+        ctx.in_shape, ctx.dim = x.shape, dim
+        ctx.save_for_backward(index)  # version-checked: an edited index would misroute
         return x._be.gather(x._data, dim, index._data)
 
     @staticmethod
     def backward(ctx, g):
-        return ScatterAdd.apply(g, ctx.in_shape, ctx.dim, ctx.index), None, None
+        (index,) = ctx.saved_tensors
+        return ScatterAdd.apply(g, ctx.in_shape, ctx.dim, index), None, None
 
 
 class ScatterAdd(Function):
     @staticmethod
     def forward(ctx, g, shape, dim, index):
-        ctx.dim, ctx.index = dim, index
+        ctx.dim = dim
+        ctx.save_for_backward(index)
         return g._be.scatter_add(shape, dim, index._data, g._data)
 
     @staticmethod
     def backward(ctx, gg):
-        return Gather.apply(gg, ctx.dim, ctx.index), None, None, None
+        (index,) = ctx.saved_tensors
+        return Gather.apply(gg, ctx.dim, index), None, None, None
 
 
 def gather(x, dim, index):
@@ -270,4 +285,11 @@ def stack(tensors, dim=0):
     return cat([t.unsqueeze(dim) for t in tensors], dim)
 
 
-from ..tensor import Tensor  # noqa: E402
+# -- the Tensor methods -----------------------------------------------------------------------
+for _name, _arity in (("getitem", 1), ("gather", 1), ("cat", 2), ("stack", 2)):
+    declare(_name, arity=_arity, dtypes="any")
+Tensor.__getitem__ = getitem
+Tensor.__setitem__ = setitem
+tensor_method(gather, function=True)
+function(cat)
+function(stack)

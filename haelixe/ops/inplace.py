@@ -8,16 +8,12 @@ also keeps the old value for such backward formulas).
 
 from __future__ import annotations
 
-import numbers
-
-import numpy as np
-
 from .. import layout
 from ..autograd.mode import STATE
-from . import elementwise as ew
+from ..tensor import Tensor
+from . import registry
 from .convert import cast, to_device
-
-_UFUNC = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide}
+from .registry import tensor_method
 
 
 def _records_graph(x, other, op):
@@ -47,6 +43,7 @@ def _rebase(x, result, op):
     if result.shape != x.shape:
         raise RuntimeError(f"{op}: the result of shape {result.shape} does not fit the "
                            f"in-place target of shape {x.shape}")
+    x._storage.check_writable(op)
     x._be.copy_into(x._data, cast(result, x.dtype)._data)
     x._storage.version += 1
     x._storage.history += 1
@@ -55,20 +52,11 @@ def _rebase(x, result, op):
     return x
 
 
-def _raw_operand(x, other, op):
-    if isinstance(other, Tensor):
-        if other.device is not x.device:
-            raise RuntimeError(f"{op}: operand on {other.device.type} (shape {other.shape}), "
-                               f"target on {x.device.type} (shape {x.shape}); move the "
-                               f"operand with .to(...)")
-        shape = layout.broadcast_shapes(x.shape, other.shape, op=op)
-        if shape != x.shape:
-            raise RuntimeError(f"{op}: operand of shape {other.shape} does not broadcast to "
-                               f"the in-place target's shape {x.shape}")
-        return cast(other.detach(), x.dtype)._data
-    if isinstance(other, (numbers.Number, np.generic)):
-        return ew._scalar_raw(x._be, other, x.dtype)
-    return ew.as_tensor_like(other, x).to(x.dtype)._data
+def check_writable(x, op):
+    """Refuse in-place writes that would be wrong or fail below: into elements sharing
+    memory, or into read-only memory (a batch mapped from a file opened read-only)."""
+    _check_no_overlap(x, op)
+    x._storage.check_writable(op)
 
 
 def _check_no_overlap(x, op):
@@ -78,30 +66,40 @@ def _check_no_overlap(x, op):
                            f"would depend on write order; clone() it first")
 
 
-def apply(kind, x, other):
-    op = f"{kind}_"
-    if _records_graph(x, other, op):
-        return _rebase(x, getattr(ew, kind)(x.clone(), other), op)
-    _check_no_overlap(x, op)
-    o = _raw_operand(x, other, op)
-    if x.device.type == "cpu":
-        _UFUNC[kind](x._data, o, out=x._data, casting="unsafe")
-    else:
-        be = x._be
-        into = getattr(be, "binary_into", None)
-        if into is not None:  # one kernel reading and writing x
-            into(kind, x._data, o)
+def apply_elementwise(decl, x, args):
+    """``x.<op>_(*args)``: the op's result written into x's own memory."""
+    op = decl.name + "_"
+    others = args[:decl.arity - 1]
+    params = args[decl.arity - 1:]
+    if len(params) < len(decl.params):
+        params = params + tuple(decl.params.values())[len(params):]
+    cd = registry.inplace_result_dtype(decl, x, others)
+    if _records_graph(x, next((o for o in others if isinstance(o, Tensor)), None), op):
+        return _rebase(x, decl.apply(x.clone(), *others, *params), op)
+    check_writable(x, op)
+    raws = []
+    for o in others:
+        if isinstance(o, Tensor):
+            if o.device is not x.device:
+                if o.ndim:
+                    raise RuntimeError(f"{op}: operand on {o.device.type} (shape {o.shape}), "
+                                       f"target on {x.device.type} (shape {x.shape}); move "
+                                       f"the operand with .to(...)")
+                o = o.to(x.device)
+            shape = layout.broadcast_shapes(x.shape, o.shape, op=op)
+            if shape != x.shape:
+                raise RuntimeError(f"{op}: operand of shape {o.shape} does not broadcast to "
+                                   f"the in-place target's shape {x.shape}")
+            raws.append(cast(o.detach(), cd)._data)
         else:
-            be.copy_into(x._data, getattr(be, kind)(x._data, o))
-    x._storage.version += 1
-    return x
-
-
-def clamp_(x, lo=None, hi=None):
-    if _records_graph(x, None, "clamp_"):
-        return _rebase(x, x.clone().clamp(lo, hi), "clamp_")
-    _check_no_overlap(x, "clamp_")
-    x._be.copy_into(x._data, x._be.clamp(x._data, lo, hi))
+            raws.append(cd.np.type(registry._as_python(o)))
+    raws.extend(cd.np.type(p) for p in params)
+    be = x._be
+    if cd is x.dtype:
+        be.map_into(decl.kernel, x._data, raws)
+    else:  # computed wider than x (an int tensor += a long one): then written back
+        be.copy_into(x._data, be.map(decl.kernel, [be.cast(x._data, cd.np), *raws],
+                                     decl.out_dtype(cd).np))
     x._storage.version += 1
     return x
 
@@ -109,10 +107,10 @@ def clamp_(x, lo=None, hi=None):
 def fill_(x, value):
     if _records_graph(x, value, "fill_"):
         return _rebase(x, x.clone() * 0.0 + value, "fill_")
-    if x.device.type == "cpu":
-        x._data[...] = value
-    else:
-        x._be.copy_into(x._data, x.dtype.np.type(value))  # one fill, no 0-d buffer
+    check_writable(x, "fill_")
+    if isinstance(value, Tensor):
+        return copy_(x, value)
+    x._be.copy_into(x._data, x.dtype.np.type(value))  # one fill, no 0-d buffer
     x._storage.version += 1
     return x
 
@@ -122,13 +120,13 @@ def copy_(x, src, through=None):
     setitem went through: its autograd rules apply."""
     holder = x if through is None else through
     if not isinstance(src, Tensor):
-        src = ew.as_tensor_like(src, x)
+        src = as_tensor_like(src, x)
     if _records_graph(holder, src, "copy_"):
         if through is not None:
             raise RuntimeError(_SETITEM_RECORDING)
         return _rebase(x, to_device(cast(src, x.dtype), x.device).expand(x.shape) + 0.0,
                        "copy_")
-    _check_no_overlap(x, "copy_")
+    check_writable(x, "copy_")
     s = to_device(cast(src.detach(), x.dtype), x.device)
     layout.broadcast_shapes(x.shape, s.shape, op="copy_")
     x._be.copy_into(x._data, s._data)
@@ -147,4 +145,36 @@ def random_(x, kind, a, b):
     return copy_(x, Tensor._wrap(x._be.from_numpy(host.astype(x.dtype.np))))
 
 
-from ..tensor import Tensor  # noqa: E402
+def as_tensor_like(value, ref):
+    """``value`` (scalar, list, numpy array) as a tensor on ``ref``'s device."""
+    from ..creation import tensor
+
+    return tensor(value, device=ref.device)
+
+
+@tensor_method
+def zero_(x):
+    return fill_(x, 0)
+
+
+tensor_method(fill_, name="fill_")
+tensor_method(name="copy_")(lambda x, src: copy_(x, src))
+
+
+@tensor_method
+def normal_(x, mean=0.0, std=1.0):
+    return random_(x, "normal", mean, std)
+
+
+@tensor_method
+def uniform_(x, a=0.0, b=1.0):
+    return random_(x, "uniform", a, b)
+
+
+# x += y writes into x, as in PyTorch (every name holding x sees the change)
+for _dunder, _method in (("__iadd__", "add_"), ("__isub__", "sub_"), ("__imul__", "mul_"),
+                         ("__itruediv__", "div_"), ("__ipow__", "pow_"),
+                         ("__ifloordiv__", "floor_divide_"), ("__imod__", "remainder_"),
+                         ("__iand__", "bitwise_and_"), ("__ior__", "bitwise_or_"),
+                         ("__ixor__", "bitwise_xor_")):
+    setattr(Tensor, _dunder, (lambda m: lambda self, other: getattr(self, m)(other))(_method))

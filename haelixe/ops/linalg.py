@@ -6,7 +6,9 @@ from .. import layout
 from ..amp import cast_inputs
 from ..autograd.function import Function
 from ..autograd.mode import STATE
-from .elementwise import _promote_pair
+from ..dtype import promote_types
+from ..tensor import Tensor
+from .registry import declare, tensor_method
 
 
 class MatMul(Function):
@@ -27,11 +29,32 @@ class MatMul(Function):
         return ga, gb
 
 
-def matmul(a, b):
-    if not isinstance(b, Tensor):
-        from .elementwise import as_tensor_like
+def _promote_pair(op, a, b):
+    if a.device is not b.device:
+        raise RuntimeError(f"{op}: expected both tensors on the same device, got "
+                           f"{a.device.type} (shape {a.shape}) and {b.device.type} (shape "
+                           f"{b.shape}); move one with .to(...)")
+    if a.dtype is not b.dtype:
+        dt = promote_types(a.dtype, b.dtype)
+        a, b = a.to(dt), b.to(dt)
+    if not a.dtype.is_floating_point:
+        raise TypeError(f"{op}: integer and bool tensors are not multiplied here (dtype "
+                        f"{a.dtype.name}); convert with .float() first")
+    return a, b
 
-        b = as_tensor_like(b, a)
+
+def _as_tensor(b, a):
+    if isinstance(b, Tensor):
+        return b
+    from ..creation import tensor
+
+    return tensor(b, dtype=a.dtype, device=a.device)
+
+
+def matmul(a, b):
+    if not isinstance(a, Tensor):
+        raise TypeError(f"matmul: expected a Tensor, got {type(a).__name__}")
+    b = _as_tensor(b, a)
     if a.ndim == 0 or b.ndim == 0:
         raise ValueError(f"matmul: both operands need at least 1 dim, got shapes {a.shape} "
                          f"and {b.shape}; use * for scalars")
@@ -55,4 +78,19 @@ def matmul(a, b):
     return MatMul.apply(a, b)
 
 
-from ..tensor import Tensor  # noqa: E402
+def bmm(a, b):
+    """Batched matrix product of two 3-D tensors (b, n, m) @ (b, m, p)."""
+    if a.ndim != 3 or b.ndim != 3:
+        raise ValueError(f"bmm: expected 3-D tensors, got shapes {a.shape} and {b.shape}; "
+                         f"use matmul for other ranks")
+    if a.shape[0] != b.shape[0]:
+        raise ValueError(f"bmm: batch sizes {a.shape[0]} and {b.shape[0]} differ")
+    return matmul(a, b)
+
+
+declare("matmul", arity=2)
+declare("bmm", arity=2)
+tensor_method(matmul, function=True)
+tensor_method(bmm, function=True)
+Tensor.__matmul__ = matmul
+Tensor.__rmatmul__ = lambda self, other: matmul(_as_tensor(other, self), self)

@@ -1,19 +1,34 @@
-"""Reductions and the softmax family."""
+"""Reductions and the softmax family.
+
+Reductions follow PyTorch: integers and bools sum in int64; ``dim=None`` and ``dim=()``
+reduce every dim; a 0-d tensor accepts dim 0 and -1 (reducing nothing); ``max(dim)``
+gives (values, indices).
+"""
 
 from __future__ import annotations
 
+import math
 from collections import namedtuple
 
 from .. import layout
 from ..amp import cast_inputs
 from ..autograd.function import Function
 from ..autograd.mode import STATE
+from ..backends.base import Kernel
+from ..dtype import bool_, float32, int64
+from ..tensor import Tensor
+from .registry import declare, tensor_method
 
 MaxMin = namedtuple("MaxMin", ["values", "indices"])
 
 
 def _dims(x, dim, op):
-    if dim is None:
+    """The dims a reduction covers, normalised; () for a 0-d tensor."""
+    if x.ndim == 0:
+        for d in (dim if isinstance(dim, (tuple, list)) else () if dim is None else (dim,)):
+            layout.normalize_dim(d, 0, op)  # only 0 and -1 are valid
+        return ()
+    if dim is None or (isinstance(dim, (tuple, list)) and len(dim) == 0):
         return tuple(range(x.ndim))
     if isinstance(dim, int):
         dim = (dim,)
@@ -24,62 +39,68 @@ def _keep_shape(shape, dims):
     return tuple(1 if i in dims else n for i, n in enumerate(shape))
 
 
+def _unreduce(g, in_shape, dims):
+    """A reduction's gradient broadcast back over the reduced dims (a zero-stride view)."""
+    if g.ndim != len(in_shape):  # keepdim=False: put the reduced dims back as size 1
+        g = g.reshape(_keep_shape(in_shape, dims))
+    return g.expand(in_shape)
+
+
 class Sum(Function):
     @staticmethod
     def forward(ctx, x, dims, keepdim):
         ctx.in_shape, ctx.dims = x.shape, dims
+        if not dims:  # nothing to reduce (a 0-d tensor): a copy, as PyTorch gives
+            return x._be.copy(x._data)
         return x._be.sum(x._data, dims, keepdim)
 
     @staticmethod
     def backward(ctx, g):
-        if not STATE.grad_enabled:
-            # first order only: one zero-stride view of g, built directly
-            dims, strides, j = ctx.dims, [], 0
-            kept = g.ndim == len(ctx.in_shape)
-            for d in range(len(ctx.in_shape)):
-                if d in dims:
-                    strides.append(0)
-                    j += kept
-                else:
-                    strides.append(g.strides[j])
-                    j += 1
-            return g._view(ctx.in_shape, tuple(strides), g.offset), None, None
-        if g.ndim != len(ctx.in_shape):  # keepdim=False: put the summed dims back
-            if g.ndim:
-                g = g.reshape(_keep_shape(ctx.in_shape, ctx.dims))
-            # (a full reduction's 0-d gradient expands as it is: new dims lead)
-        return g.expand(ctx.in_shape), None, None
+        return _unreduce(g, ctx.in_shape, ctx.dims), None, None
 
 
-def sum(x, dim=None, keepdim=False):
+def sum(x, dim=None, keepdim=False, dtype=None):  # noqa: A001 (PyTorch's name)
+    if dtype is not None:
+        x = x.to(dtype)
     if STATE.autocast is not None:
         (x,) = cast_inputs("reduction", x)
-    if x.dtype.kind == "bool":
-        x = x.to("int64")
+    if not x.dtype.is_floating_point and x.dtype is not int64:
+        x = x.to(int64)  # ints and bools add up in int64, as PyTorch
     return Sum.apply(x, _dims(x, dim, "sum"), keepdim)
 
 
-def mean(x, dim=None, keepdim=False):
+def _count(x, dims) -> int:
+    return math.prod(x.shape[d] for d in dims)
+
+
+def mean(x, dim=None, keepdim=False, dtype=None):
+    if dtype is not None:
+        x = x.to(dtype)
     if not x.dtype.is_floating_point:
         raise TypeError(f"mean: input dtype {x.dtype.name} is not floating point; "
                         f"use .float() first")
     if STATE.autocast is not None:
         (x,) = cast_inputs("reduction", x)
     dims = _dims(x, dim, "mean")
-    n = 1
-    for d in dims:
-        n *= x.shape[d]
-    return Sum.apply(x, dims, keepdim) * (1.0 / n if n else float("nan"))
+    n = _count(x, dims)
+    return Sum.apply(x, dims, keepdim) * (1.0 / n if n else math.nan)
 
 
-def var(x, dim=None, keepdim=False, correction=1):
+def var(x, dim=None, keepdim=False, correction=1, unbiased=None):
+    if unbiased is not None:
+        correction = 1 if unbiased else 0
+    if not x.dtype.is_floating_point:
+        raise TypeError(f"var: input dtype {x.dtype.name} is not floating point; "
+                        f"use .float() first")
     dims = _dims(x, dim, "var")
-    n = 1
-    for d in dims:
-        n *= x.shape[d]
+    n = _count(x, dims)
     centered = x - mean(x, dims, keepdim=True)
-    return sum(centered * centered, dims, keepdim) * (1.0 / max(n - correction, 0)
-                                                       if n - correction > 0 else float("nan"))
+    dof = n - correction
+    return sum(centered * centered, dims, keepdim) * (1.0 / dof if dof > 0 else math.nan)
+
+
+def std(x, dim=None, keepdim=False, correction=1, unbiased=None):
+    return var(x, dim, keepdim, correction, unbiased).sqrt()
 
 
 class AMaxMin(Function):
@@ -89,49 +110,81 @@ class AMaxMin(Function):
     def forward(ctx, x, dims, kind):
         ctx.save_for_backward(x)
         ctx.dims, ctx.kind = dims, kind
+        if not dims:
+            return x._be.copy(x._data)
         return getattr(x._be, kind)(x._data, dims, True)
 
     @staticmethod
     def backward(ctx, g):
         (x,) = ctx.saved_tensors
+        if not ctx.dims:
+            return g, None, None
         xd = x.detach()
         m = Tensor._wrap(getattr(xd._be, ctx.kind)(xd._data, ctx.dims, True))
         hit = (xd == m).to(g.dtype)
         return g * hit / hit.sum(ctx.dims, keepdim=True), None, None
 
 
+def _check_nonempty(op, x, dims):
+    if any(x.shape[d] == 0 for d in dims) or (not dims and x.numel() == 0):
+        raise IndexError(f"{op}: cannot reduce over a dim of size 0 (input shape {x.shape}); "
+                         f"this reduction has no identity")
+
+
 def amax_amin(kind, x, dim=None, keepdim=False):
-    dims = _dims(x, dim, "amax" if kind == "max" else "amin")
-    if x.numel() == 0:
-        raise RuntimeError(f"{kind}: cannot reduce an empty tensor of shape {x.shape}")
+    op = "amax" if kind == "max" else "amin"
+    dims = _dims(x, dim, op)
+    _check_nonempty(op, x, dims)
     out = AMaxMin.apply(x, dims, kind)
-    if not keepdim:
+    if not keepdim and dims:
         out = out.reshape(tuple(n for i, n in enumerate(x.shape) if i not in dims))
     return out
 
 
 def max_min(kind, x, dim=None, keepdim=False):
     """torch.max: without dim the max of all elements; with dim a (values, indices)
-    pair, the gradient going to the position of the index."""
+    pair, the gradient going to the position of the index. With a tensor as the second
+    argument, the elementwise maximum."""
+    if isinstance(dim, Tensor):
+        return x.maximum(dim) if kind == "max" else x.minimum(dim)
     if dim is None:
         return amax_amin(kind, x, None, keepdim)
     if isinstance(dim, tuple):
         raise TypeError(f"{kind}(dim) takes one int dim; use amax for several")
+    if x.ndim == 0:
+        layout.normalize_dim(dim, 0, kind)
+        return MaxMin(x.clone(), Tensor._wrap(x._be.full((), 0, int64.np)))
     d = layout.normalize_dim(dim, x.ndim, kind)
-    indices = argmax(x if kind == "max" else -x.detach(), d, keepdim=True)
+    _check_nonempty(kind, x, (d,))
+    indices = (argmax if kind == "max" else argmin)(x, d, keepdim=True)
     values = x.gather(d, indices)
     if not keepdim:
         values, indices = values.squeeze(d), indices.squeeze(d)
     return MaxMin(values, indices)
 
 
-def argmax(x, dim=None, keepdim=False):
+def _arg(kind, x, dim, keepdim):
+    op = "argmax" if kind == "max" else "argmin"
+    kernel = getattr(x._be, op)
     if dim is None:
-        flat = x.reshape(-1)
-        return Tensor._wrap(x._be.argmax(flat._data, 0, False))
-    d = layout.normalize_dim(dim, x.ndim, "argmax")
-    raw = x._be.argmax(x.detach()._data, d, keepdim)
-    return Tensor._wrap(raw)
+        _check_nonempty(op, x, ())
+        raw = kernel(x.detach().reshape(-1)._data, 0, False)
+        out = Tensor._wrap(raw).to(int64)
+        return out.reshape((1,) * x.ndim) if keepdim else out
+    if x.ndim == 0:
+        layout.normalize_dim(dim, 0, op)
+        return Tensor._wrap(x._be.full((), 0, int64.np))
+    d = layout.normalize_dim(dim, x.ndim, op)
+    _check_nonempty(op, x, (d,))
+    return Tensor._wrap(kernel(x.detach()._data, d, keepdim)).to(int64)
+
+
+def argmax(x, dim=None, keepdim=False):
+    return _arg("max", x, dim, keepdim)
+
+
+def argmin(x, dim=None, keepdim=False):
+    return _arg("min", x, dim, keepdim)
 
 
 class Softmax(Function):
@@ -162,19 +215,53 @@ class LogSoftmax(Function):
         return g - p * g.sum(ctx.dim, keepdim=True), None
 
 
-def softmax(x, dim):
+def _softmax_input(x, op, dtype):
+    if dtype is not None:
+        x = x.to(dtype)
     if STATE.autocast is not None:
         (x,) = cast_inputs("softmax", x)
-    return Softmax.apply(x, layout.normalize_dim(dim, x.ndim, "softmax"))
+    if not x.dtype.is_floating_point:
+        raise TypeError(f"{op}: input dtype {x.dtype.name} is not floating point; pass "
+                        f"dtype=hx.float32 or use .float() first")
+    return x
 
 
-def log_softmax(x, dim):
-    if STATE.autocast is not None:
-        (x,) = cast_inputs("softmax", x)
-    return LogSoftmax.apply(x, layout.normalize_dim(dim, x.ndim, "log_softmax"))
+def softmax(x, dim, dtype=None):
+    x = _softmax_input(x, "softmax", dtype)
+    if x.ndim == 0:
+        layout.normalize_dim(dim, 0, "softmax")
+        return x * 0.0 + 1.0
+    d = layout.normalize_dim(dim, x.ndim, "softmax")
+    if x.numel() == 0:
+        return x.clone()
+    return Softmax.apply(x, d)
+
+
+def log_softmax(x, dim, dtype=None):
+    x = _softmax_input(x, "log_softmax", dtype)
+    if x.ndim == 0:
+        layout.normalize_dim(dim, 0, "log_softmax")
+        return x * 0.0
+    d = layout.normalize_dim(dim, x.ndim, "log_softmax")
+    if x.numel() == 0:
+        return x.clone()
+    return LogSoftmax.apply(x, d)
+
+
+def logsumexp(x, dim, keepdim=False):
+    dims = _dims(x, dim, "logsumexp")
+    if not x.dtype.is_floating_point:
+        x = x.to(float32)
+    m = x.detach().amax(dims, keepdim=True) if x.numel() else x.detach().sum(dims, True)
+    m = m.masked_fill(m.isinf(), 0.0)
+    out = (x - m).exp().sum(dims, keepdim=True).log() + m
+    return out if keepdim else out.reshape(tuple(n for i, n in enumerate(x.shape)
+                                                 if i not in dims))
 
 
 def sum_to(g, shape):
+    """Sum a broadcast result back to ``shape`` (the adjoint of expand)."""
+    shape = tuple(shape)
     if g.shape == shape:
         return g
     lead, keep = layout.reduced_dims(shape, g.shape)
@@ -188,4 +275,91 @@ def sum_to(g, shape):
     return out
 
 
-from ..tensor import Tensor  # noqa: E402
+def norm(x, p="fro", dim=None, keepdim=False):
+    """The p-norm over ``dim`` (all dims by default). p: a number, inf, -inf or 'fro'."""
+    if p in ("fro", None):
+        p = 2
+    if not x.dtype.is_floating_point:
+        raise TypeError(f"norm: input dtype {x.dtype.name} is not floating point")
+    a = x.abs()
+    if p == math.inf:
+        return a.amax(dim, keepdim)
+    if p == -math.inf:
+        return a.amin(dim, keepdim)
+    if p == 0:
+        return (a != 0).to(x.dtype).sum(dim, keepdim)
+    if p == 1:
+        return a.sum(dim, keepdim)
+    if p == 2:
+        return _Norm2.apply(x, _dims(x, dim, "norm"), keepdim)
+    return (a ** p).sum(dim, keepdim) ** (1.0 / p)
+
+
+class _Norm2(Function):
+    """sqrt(sum x^2): its gradient at 0 is 0 (as PyTorch's), not 0/0."""
+
+    label = "Norm"
+
+    @staticmethod
+    def forward(ctx, x, dims, keepdim):
+        ctx.save_for_backward(x)
+        ctx.dims, ctx.keepdim = dims, keepdim
+        be = x._be
+        sq = be.map(_SQUARE, [x._data], x.dtype.np)
+        s = be.sum(sq, dims, keepdim) if dims else sq
+        return be.map(_SQRT, [s], x.dtype.np)
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        n = _Norm2.apply(x, ctx.dims, True)
+        if not ctx.keepdim and ctx.dims:
+            g = g.reshape(_keep_shape(x.shape, ctx.dims))
+        safe = n.masked_fill(n == 0, 1.0)
+        return (g * x / safe).masked_fill(n == 0, 0.0), None, None
+
+
+def all_any(kind, x, dim=None, keepdim=False):
+    """Tensors (bool), with dim and keepdim, as PyTorch: empty all() is True."""
+    b = x if x.dtype is bool_ else (x != 0)
+    n = b.to(int64).sum(dim, keepdim)
+    if kind == "any":
+        return n > 0
+    return n == _count(b, _dims(b, dim, kind))
+
+
+# -- declarations and Tensor methods ------------------------------------------------------
+for _name in ("sum", "mean", "var", "std", "amax", "amin", "softmax", "log_softmax",
+              "logsumexp", "norm"):
+    declare(_name, dtypes="float")
+for _name in ("max", "min", "argmax", "argmin", "all", "any"):
+    declare(_name, differentiable=_name in ("max", "min"), dtypes="any")
+
+tensor_method(sum, name="sum", function=True)
+tensor_method(mean, function=True)
+tensor_method(var, function=True)
+tensor_method(std, function=True)
+tensor_method(argmax, function=True)
+tensor_method(argmin, function=True)
+tensor_method(softmax, function=True)
+tensor_method(log_softmax, function=True)
+tensor_method(logsumexp, function=True)
+tensor_method(norm, function=True)
+tensor_method(sum_to)
+
+
+def _reduction_method(impl, kind):
+    def method(x, dim=None, keepdim=False):
+        return impl(kind, x, dim, keepdim)
+
+    return method
+
+
+for _name, _impl, _kind in (("max", max_min, "max"), ("min", max_min, "min"),
+                            ("amax", amax_amin, "max"), ("amin", amax_amin, "min"),
+                            ("all", all_any, "all"), ("any", all_any, "any")):
+    tensor_method(_reduction_method(_impl, _kind), name=_name, function=True)
+
+
+_SQUARE = Kernel("square", lambda m, x: x * x, 1)
+_SQRT = Kernel("sqrt", lambda m, x: m.sqrt(x), 1)

@@ -9,6 +9,8 @@ import numpy as np
 
 from .. import layout
 from ..autograd.function import Function, SavedTensorError
+from ..tensor import Tensor
+from .registry import declare, tensor_method
 
 
 def _view_of(ctx, x, shape, strides, offset):
@@ -249,4 +251,121 @@ def as_strided(x, shape, strides, offset=None):
     return AsStrided.apply(x, tuple(shape), tuple(strides), offset)
 
 
-from ..tensor import Tensor  # noqa: E402
+# -- the Tensor methods -----------------------------------------------------------------------
+def _shape_args(args) -> tuple:
+    if len(args) == 1 and isinstance(args[0], (tuple, list)):
+        return tuple(args[0])
+    return tuple(args)
+
+
+for _name in ("view", "reshape", "permute", "transpose", "expand", "squeeze", "unsqueeze",
+              "flip", "narrow", "split", "chunk", "as_strided", "select", "unbind"):
+    declare(_name, differentiable=True, dtypes="any")
+
+
+@tensor_method(name="view")
+def _view_method(self, *shape):
+    return view(self, _shape_args(shape))
+
+
+@tensor_method(name="reshape", function=True)
+def _reshape_method(self, *shape):
+    return reshape(self, _shape_args(shape))
+
+
+@tensor_method
+def view_as(self, other):
+    return view(self, other.shape)
+
+
+@tensor_method
+def reshape_as(self, other):
+    return reshape(self, other.shape)
+
+
+tensor_method(flatten, function=True)
+
+
+@tensor_method
+def unflatten(self, dim, sizes):
+    dim = layout.normalize_dim(dim, self.ndim, "unflatten")
+    return reshape(self, self.shape[:dim] + tuple(sizes) + self.shape[dim + 1:])
+
+
+@tensor_method(name="permute", function=True)
+def _permute_method(self, *dims):
+    return permute(self, _shape_args(dims))
+
+
+@tensor_method(function=True)
+def transpose(self, dim0, dim1):
+    return permute(self, layout.transpose_dims(self.ndim, dim0, dim1))
+
+
+Tensor.swapaxes = Tensor.transpose
+
+
+@tensor_method
+def t(self):
+    if self.ndim > 2:
+        raise ValueError(f"t() expects a tensor with <= 2 dims, got shape {self.shape}; "
+                         f"use .mT or transpose(-2, -1)")
+    return self if self.ndim < 2 else self.transpose(0, 1)
+
+
+Tensor.T = property(lambda self: permute(self, tuple(range(self.ndim - 1, -1, -1))))
+
+
+def _mT(self):
+    if self.ndim < 2:
+        raise ValueError(f"mT needs at least 2 dims, got shape {self.shape}")
+    return self.transpose(-2, -1)
+
+
+Tensor.mT = property(_mT)
+
+
+@tensor_method(name="expand")
+def _expand_method(self, *shape):
+    return expand(self, _shape_args(shape))
+
+
+@tensor_method
+def expand_as(self, other):
+    return expand(self, other.shape)
+
+
+@tensor_method(function=True)
+def broadcast_to(self, shape):
+    return expand(self, tuple(shape))
+
+
+tensor_method(unsqueeze, function=True)
+tensor_method(squeeze, function=True)
+
+
+@tensor_method(name="flip", function=True)
+def _flip_method(self, *dims):
+    return flip(self, _shape_args(dims))
+
+
+tensor_method(narrow, function=True)
+tensor_method(split, function=True)
+tensor_method(chunk, function=True)
+
+
+@tensor_method(function=True)
+def unbind(self, dim=0):
+    dim = layout.normalize_dim(dim, self.ndim, "unbind")
+    return tuple(self.select(dim, i) for i in range(self.shape[dim]))
+
+
+@tensor_method(function=True)
+def select(self, dim, index):
+    dim = layout.normalize_dim(dim, self.ndim, "select")
+    return self[(slice(None),) * dim + (index,)]
+
+
+@tensor_method(name="as_strided", function=True)
+def _as_strided_method(self, size, stride, storage_offset=None):
+    return as_strided(self, tuple(size), tuple(stride), storage_offset)

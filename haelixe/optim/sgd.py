@@ -1,38 +1,64 @@
-"""SGD with momentum, Nesterov and (coupled, L2) weight decay, as PyTorch defines it."""
+"""SGD with momentum, dampening, Nesterov and (coupled, L2) weight decay, as PyTorch
+defines it."""
 
 from __future__ import annotations
 
 from .. import creation
 from ..memory import tagged
-from .optimizer import Optimizer
+from .optimizer import Optimizer, state_dtype, working_copies, write_back
 
 
 class SGD(Optimizer):
-    def __init__(self, params, lr, momentum=0.0, nesterov=False, weight_decay=0.0):
-        if nesterov and momentum <= 0:
-            raise ValueError("SGD: nesterov momentum needs momentum > 0")
-        super().__init__(params, dict(lr=lr, momentum=momentum, nesterov=nesterov,
-                                      weight_decay=weight_decay))
+    """d = g + weight_decay * p; buf = momentum * buf + (1 - dampening) * d (buf = d on
+    a parameter's first step); d = d + momentum * buf (Nesterov) or buf; p -= lr * d."""
 
-    def _init_state(self):
-        self.state = []
-        for group, fgs in zip(self.param_groups, self.flat_groups):
-            per = []
-            for fg in fgs:
-                buf = None
-                if group["momentum"]:
-                    with tagged("optimizer_state"):
-                        buf = creation.zeros(fg.data.numel(), dtype=fg.dtype, device=fg.device)
-                per.append(buf)
-            self.state.append(per)
+    def __init__(self, params, lr=1e-3, momentum=0.0, dampening=0.0, weight_decay=0.0,
+                 nesterov=False, *, maximize=False):
+        if lr < 0 or momentum < 0 or weight_decay < 0:
+            raise ValueError(f"SGD: lr, momentum and weight_decay must be >= 0, got lr={lr}"
+                             f", momentum={momentum}, weight_decay={weight_decay}")
+        if nesterov and (momentum <= 0 or dampening != 0):
+            raise ValueError("SGD: Nesterov momentum needs momentum > 0 and zero dampening")
+        super().__init__(params, dict(lr=lr, momentum=momentum, dampening=dampening,
+                                      weight_decay=weight_decay, nesterov=nesterov,
+                                      maximize=maximize))
 
-    def _update(self, group, fg, index):
-        buf = self.state[self.param_groups.index(group)][index]
-        fg.data._be.sgd_step(fg.data._data, fg.grad._data,
-                             None if buf is None else buf._data, group["lr"],
-                             group["momentum"], group["nesterov"], group["weight_decay"])
-        fg.data._storage.version += 1
+    def _init_state(self, group, fg):
+        if group["momentum"]:
+            self._momentum_buffer(fg)
 
-    def _state_tensors(self) -> dict:
-        return {f"group{gi}.flat{fi}.momentum": b for gi, per in enumerate(self.state)
-                for fi, b in enumerate(per) if b is not None}
+    @staticmethod
+    def _momentum_buffer(fg):
+        buf = fg.state.get("momentum")
+        if buf is None:
+            with tagged("optimizer_state"):
+                buf = fg.state["momentum"] = creation.zeros(
+                    fg.data.numel(), dtype=state_dtype(fg), device=fg.device)
+        return buf
+
+    def _steps_matter(self, group) -> bool:
+        # with dampening the first step differs (the buffer starts as d, undamped)
+        return bool(group["momentum"]) and group["dampening"] != 0
+
+    def _update(self, group, fg, start, stop, step):
+        lr, momentum, wd = group["lr"], group["momentum"], group["weight_decay"]
+        p, g = fg.part(fg.data, start, stop), fg.part(fg.grad, start, stop)
+        buf = fg.part(self._momentum_buffer(fg), start, stop) if momentum else None
+        pw, gw = working_copies(fg, p, g)
+        if group["dampening"] == 0 and not group["maximize"]:
+            # the common case: one fused kernel (buf starts at zero, so buf = d at first)
+            pw._be.sgd_step(pw._data, gw._data, None if buf is None else buf._data, lr,
+                            momentum, group["nesterov"], wd)
+            write_back(p, pw)
+            return
+        d = -gw if group["maximize"] else gw
+        if wd:
+            d = d + pw * wd
+        if momentum:
+            if step == 1:
+                buf.copy_(d)
+            else:
+                buf.mul_(momentum).add_(d * (1.0 - group["dampening"]))
+            d = d + buf * momentum if group["nesterov"] else buf
+        pw.sub_(d * lr)
+        write_back(p, pw)

@@ -15,7 +15,7 @@ import numpy as np
 
 from ...device import GPU
 from ...storage import Storage
-from ..base import BINARY, COMPARE, UNARY, Backend
+from ..base import Backend
 from . import attention as at
 from . import dtypes as gd
 from . import elementwise as ew
@@ -28,7 +28,7 @@ from .allocator import gpu_allocator
 from .array import GpuArray
 from .context import get_context
 from .dispatch import Dispatcher
-from .geometry import f32_bits, grid
+from .geometry import f32_bits, grid, reshape_view, swap_last2
 from .shaders import kernel
 
 __all__ = ["WGPU", "get_backend"]
@@ -38,6 +38,8 @@ class WGPU(Backend):
     """Kernels on the process's wgpu device (see the module docstring)."""
 
     name = "wgpu"
+    device = GPU
+    raw_type = GpuArray
 
     def __init__(self):
         self.context = get_context()
@@ -93,24 +95,6 @@ class WGPU(Backend):
         spec = kernel("fill.wgsl", "fill_words", [("out", "u32", "write")])
         self.dispatcher.dispatch(spec, [out.buffer], [words, *pair], grid(-(-words // 256)))
 
-    def arange(self, start, stop, step, dtype):
-        dt = gd.storage_dtype(np.dtype(dtype), "arange")
-        n = max(0, math.ceil((stop - start) / step))
-        out = self.empty((n,), dt)
-        if n == 0:
-            return out
-        if gd.kind(dt) in gd.FLOAT_KINDS:
-            body = "store_out(i, scalar_f(1) + f32(i) * scalar_f(2));"
-            scal = [f32_bits(start), f32_bits(step)]
-        elif gd.kind(dt) in gd.INT_KINDS:
-            body = "store_out(i, out_t(scalar_i(1) + i * scalar_i(2)));"
-            scal = [int(start), int(step)]
-        else:
-            raise TypeError("arange: bool is not an arange dtype")
-        spec = kernel("fill.wgsl", "arange", [("out", gd.kind(dt), "write")], BODY=body)
-        self.dispatcher.dispatch(spec, [out.buffer], [n, *scal], grid(-(-n // 256)))
-        return out
-
     def from_numpy(self, array, tag=None):
         """Upload a copy of ``array``. int64 is narrowed to int32 (OverflowError when a
         value does not fit); float64 raises TypeError: cast it to float32 first (WGSL has
@@ -135,8 +119,24 @@ class WGPU(Backend):
         flat = gd.from_words(raw, x.dtype, first, x.size)
         return flat.reshape(x.shape)
 
+    def adopt(self, raw):
+        return raw.storage, tuple(raw.strides), raw.offset
+
     def make_view(self, storage, shape, strides, offset):
         return GpuArray(storage, shape, strides, offset)
+
+    def reshape(self, x, shape):
+        v = reshape_view(x, tuple(shape))
+        return v if v is not None else reshape_view(self.copy(x), tuple(shape))
+
+    def mT(self, x):
+        return swap_last2(x)
+
+    def narrow(self, x, axis, start, length):
+        axis %= x.ndim
+        shape = list(x.shape)
+        shape[axis] = length
+        return x.view(tuple(shape), x.strides, x.offset + start * x.strides[axis])
 
     # -- layout --------------------------------------------------------------------------
     def copy(self, x):
@@ -149,32 +149,12 @@ class WGPU(Backend):
         return ew.cast(self, x, dtype)
 
     # -- elementwise ---------------------------------------------------------------------
-    def gelu(self, x, approximate="none"):
-        return ew.unary(self, "gelu_tanh" if approximate == "tanh" else "gelu", x)
+    def map(self, kernel, inputs, dtype):
+        """``kernel`` traced into one WGSL dispatch (see expr.py)."""
+        return ew.map_kernel(self, kernel, inputs, dtype)
 
-    # extras beyond the Backend contract, so that ops need no host round trip
-    def erf(self, x):
-        """Elementwise erf (float32 accurate to about 1e-7)."""
-        return ew.unary(self, "erf", x)
-
-    def gelu_grad(self, x, approximate="none"):
-        """d gelu(x) / dx, elementwise."""
-        return ew.unary(self, "gelu_tanh_deriv" if approximate == "tanh" else "gelu_deriv", x)
-
-    def binary_into(self, op, dst, src):
-        """In place ``dst = op(dst, src)`` (add, sub, mul, div, ...), one dispatch: the
-        in-place ops and gradient accumulation, without a temporary and a copy."""
-        ew.binary_into(self, op, dst, src)
-
-    def gelu_backward(self, x, gy, approximate="none"):
-        """gy * gelu'(x) in one kernel (GELU's backward)."""
-        return ew.gelu_backward(self, x, gy, approximate)
-
-    def where(self, cond, a, b):
-        return ew.where(self, cond, a, b)
-
-    def clamp(self, x, lo, hi):
-        return ew.clamp(self, x, lo, hi)
+    def map_into(self, kernel, dst, inputs):
+        ew.map_into(self, kernel, dst, inputs)
 
     # -- reductions ----------------------------------------------------------------------
     def sum(self, x, axes, keepdim=False):
@@ -249,7 +229,6 @@ class WGPU(Backend):
     def attention_backward(self, q, k, v, out, lse, gout, causal, scale, mask=None):
         return at.attention_backward(self, q, k, v, out, lse, gout, causal, scale, mask)
 
-    # extras: the mean squared error and its gradient in one dispatch each
     def mse_loss(self, x, y):
         """mean((x - y)^2) as a 0-d array (float sums in f32)."""
         return nn.mse_loss(self, x, y)
@@ -270,38 +249,6 @@ class WGPU(Backend):
         """g *= inv_scale in place, flag = 1 if g held an inf or NaN; False (nothing done)
         where g is not contiguous float32."""
         return op.unscale_and_check(self, g, inv_scale, flag)
-
-
-def _unary_method(op):
-    def method(self, x):
-        return ew.unary(self, op, x)
-    method.__name__ = op
-    method.__doc__ = f"Elementwise {op}."
-    return method
-
-
-def _binary_method(op):
-    def method(self, a, b):
-        return ew.binary(self, op, a, b)
-    method.__name__ = op
-    method.__doc__ = f"Elementwise {op} with broadcasting."
-    return method
-
-
-def _compare_method(op):
-    def method(self, a, b):
-        return ew.compare(self, op, a, b)
-    method.__name__ = op
-    method.__doc__ = f"Elementwise {op} with broadcasting, giving bool."
-    return method
-
-
-for _op in UNARY:
-    setattr(WGPU, _op, _unary_method(_op))
-for _op in BINARY:
-    setattr(WGPU, _op, _binary_method(_op))
-for _op in COMPARE:
-    setattr(WGPU, _op, _compare_method(_op))
 
 
 def _word_of(value, dt):

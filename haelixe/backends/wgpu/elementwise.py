@@ -1,8 +1,8 @@
-"""Elementwise kernels: unary, binary, compare, where, clamp, gelu, cast and copies.
+"""Elementwise kernels: any traced Kernel (``map``), casts and copies.
 
 All of them are one WGSL entry (``elementwise.wgsl: map``) specialised with an
-expression over the inputs ``x0, x1, x2`` (already converted to their compute type:
-f32 for float32/bfloat16, i32 for int32, u32 0/1 for bool).
+expression over the inputs ``x0, x1, x2``: a Kernel's function traced into WGSL (see
+expr.py), or a conversion for casts and copies.
 
 An input may be a scalar (a numpy scalar or 0-d numpy array, as the ops layer passes for
 ``x * 2.0``): its value travels in the metadata, so it costs no buffer and no fill
@@ -15,42 +15,9 @@ import numpy as np
 
 from . import dtypes as gd
 from . import pairs
+from .expr import trace
 from .geometry import N_SCALARS, broadcast_shapes, broadcast_strides, f32_bits, grid, meta_block
 from .shaders import kernel
-
-# -- expression tables -------------------------------------------------------------------
-# {x} / {a}, {b} are replaced by the operands; a missing entry means "not for this kind".
-UNARY_FLOAT = {
-    "neg": "-{x}", "abs": "abs({x})", "exp": "exp({x})", "log": "log({x})",
-    "sqrt": "sqrt({x})", "rsqrt": "(1.0 / sqrt({x}))", "tanh": "tanh_f32({x})",
-    "sigmoid": "sigmoid_f32({x})", "relu": "select({x}, 0.0, {x} < 0.0)",
-    "silu": "({x} * sigmoid_f32({x}))", "sin": "sin({x})", "cos": "cos({x})",
-    "sign": "sign({x})", "gelu": "gelu_erf({x})", "gelu_tanh": "gelu_tanh({x})",
-    "erf": "erf_f32({x})", "gelu_deriv": "gelu_erf_grad({x})",
-    "gelu_tanh_deriv": "gelu_tanh_grad({x})",
-}
-UNARY_INT = {"neg": "-{x}", "abs": "abs({x})", "sign": "sign({x})", "relu": "max({x}, 0)"}
-UNARY_BOOL = {"abs": "{x}"}
-
-BINARY_FLOAT = {
-    "add": "({a} + {b})", "sub": "({a} - {b})", "mul": "({a} * {b})", "div": "({a} / {b})",
-    "pow": "pow_f32({a}, {b})", "maximum": "nan_max({a}, {b})",
-    "minimum": "nan_min({a}, {b})",
-    "gelu_grad": "({b} * gelu_erf_grad({a}))", "gelu_tanh_grad": "({b} * gelu_tanh_grad({a}))",
-}
-BINARY_INT = {
-    "add": "({a} + {b})", "sub": "({a} - {b})", "mul": "({a} * {b})",
-    "maximum": "max({a}, {b})", "minimum": "min({a}, {b})",
-}
-# numpy on bools: + is or, * is and
-BINARY_BOOL = {"add": "max({a}, {b})", "mul": "({a} * {b})", "maximum": "max({a}, {b})",
-               "minimum": "min({a}, {b})"}
-COMPARE = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
-
-_TABLES_UNARY = {"f32": UNARY_FLOAT, "bf16": UNARY_FLOAT, "f16": UNARY_FLOAT,
-                 "i32": UNARY_INT, "i64": UNARY_INT, "bool": UNARY_BOOL}
-_TABLES_BINARY = {"f32": BINARY_FLOAT, "bf16": BINARY_FLOAT, "f16": BINARY_FLOAT,
-                  "i32": BINARY_INT, "i64": BINARY_INT, "bool": BINARY_BOOL}
 
 
 def convert(expr: str, src: str, dst: str) -> str:
@@ -61,6 +28,11 @@ def convert(expr: str, src: str, dst: str) -> str:
     if dst == "bool":
         return f"select(0u, 1u, {expr} != {s}())"
     return f"{d}({expr})"
+
+
+# the type a symbol of each storage kind has inside a traced expression
+_SYM_TYPE = {"f32": "f32", "bf16": "f32", "f16": "f32", "i32": "i32", "i64": "i64",
+             "bool": "bool"}
 
 
 # -- scalar operands ---------------------------------------------------------------------
@@ -92,10 +64,14 @@ def _scalar_word(v: np.generic) -> int:
 _SCALAR_LOAD = {"f32": "scalar_f({j})", "bf16": "scalar_f({j})", "f16": "scalar_f({j})",
                 "i32": "scalar_i({j})", "i64": "i64(scalar_i({j}))",
                 "bool": "u32(scalar_i({j}))"}
+# a load as the symbol type: bools become WGSL bool inside traced expressions
+_AS_SYM = {"f32": "{v}", "bf16": "{v}", "f16": "{v}", "i32": "{v}", "i64": "{v}",
+           "bool": "({v} != 0u)"}
 
 
 # -- the one launcher --------------------------------------------------------------------
-def run_map(be, out, inputs, expr: str, scalars=(), update: bool = False) -> None:
+def run_map(be, out, inputs, expr: str, scalars=(), update: bool = False, lib: str = "",
+            typed: bool = False) -> None:
     """Record ``out[...] = expr(inputs)``; ``out`` may be any strided view and every input
     (a GpuArray or a host scalar) is broadcast to ``out.shape``. ``scalars`` fill
     metadata slots 1.. (``scalar_f`` / ``scalar_i`` in ``expr``).
@@ -103,7 +79,9 @@ def run_map(be, out, inputs, expr: str, scalars=(), update: bool = False) -> Non
     ``update=True`` reads ``out`` itself as ``x0`` (``inputs`` are then x1, x2, ...): an
     in-place op in one dispatch. A buffer may not be bound for reading and writing in one
     dispatch, so inputs must not share out's storage, and bfloat16 (two per word) cannot
-    be updated this way."""
+    be updated this way. ``typed=True`` makes bool operands WGSL ``bool`` inside
+    ``expr`` (traced kernels); otherwise each is its compute type (u32 0/1 for bool).
+    ``lib`` holds WGSL helper functions the expression calls."""
     n = out.size
     if n == 0:
         return
@@ -112,146 +90,81 @@ def run_map(be, out, inputs, expr: str, scalars=(), update: bool = False) -> Non
     words = [n, *scalars]
     bindings = [("out", gd.kind(out.dtype), "rw" if update else "write")]
     buffers = [out.buffer]
-    loads = [("out", 0)] if update else []  # (binding, operand) per x0, x1, ...
+    loads = [("out", 0, gd.kind(out.dtype))] if update else []  # per x0, x1, ...
     for k, x in enumerate(inputs, start=int(update)):
         if is_scalar(x):
             x = as_scalar(x)
-            loads.append((_SCALAR_LOAD[gd.kind(x.dtype)].format(j=len(words)), None))
+            kind = gd.kind(x.dtype)
+            loads.append((_SCALAR_LOAD[kind].format(j=len(words)), None, kind))
             words.append(_scalar_word(x))
             continue
         ops.append((broadcast_strides(x, shape), x.offset))
         bindings.append((f"x{k}", gd.kind(x.dtype), "read"))
         buffers.append(x.buffer)
-        loads.append((f"x{k}", len(ops) - 1))
+        loads.append((f"x{k}", len(ops) - 1, gd.kind(x.dtype)))
     meta = meta_block(words, shape, ops, what="elementwise")
     if not update and pairs.eligible(out, meta):  # 16-bit output: a word per invocation
-        spec = kernel("elementwise.wgsl", "map_pairs", bindings,
-                      INPUTS=pairs.inputs_text(loads, meta, expr))
+        spec = kernel("elementwise.wgsl", "map_pairs", bindings, LIB=lib,
+                      INPUTS=pairs.inputs_text(loads, meta, expr,
+                                               _AS_SYM if typed else None))
         be.dispatcher.dispatch(spec, buffers, meta, grid(-(-n // 512)))
         return
     # one merged dim: the kernel without coordinates (index = offset + i * stride)
     flat = meta[N_SCALARS] <= 1
     index = "flat_at({k}, i)" if flat else "op_offset({k}, c)"
-    text = " ".join(f"let x{j} = {src};" if k is None else
-                    f"let x{j} = load_{src}({index.format(k=k)});"
-                    for j, (src, k) in enumerate(loads))
-    spec = kernel("elementwise.wgsl", "map_flat" if flat else "map", bindings, INPUTS=text,
-                  EXPR=expr)
+    lets = []
+    for j, (src, k, kind) in enumerate(loads):
+        value = src if k is None else f"load_{src}({index.format(k=k)})"
+        lets.append(f"let x{j} = {_AS_SYM[kind].format(v=value) if typed else value};")
+    spec = kernel("elementwise.wgsl", "map_flat" if flat else "map", bindings,
+                  INPUTS=" ".join(lets), EXPR=expr, LIB=lib)
     be.dispatcher.dispatch(spec, buffers, meta, grid(-(-n // 256)))
 
 
-def _op_error(op: str, dts, why: str = "") -> TypeError:
-    names = ", ".join(np.dtype(d).name for d in dts)
-    return TypeError(f"{op}: not available for dtype {names} on the GPU{why}")
-
-
-# -- families ----------------------------------------------------------------------------
-def unary(be, op: str, x):
-    """``op(x)``; float-only ops on int/bool inputs give float32 (as PyTorch)."""
-    k = gd.kind(x.dtype)
-    expr = _TABLES_UNARY[k].get(op)
-    out_dt = x.dtype
+# -- traced kernels ----------------------------------------------------------------------
+def _expression(kernel, types, out_kind: str) -> str:
+    """WGSL of ``kernel`` for inputs of these symbol types, stored as ``out_kind``
+    (cached on the kernel: one trace per combination)."""
+    cache = kernel.compiled.setdefault("wgpu", {})
+    key = (types, out_kind)
+    expr = cache.get(key)
     if expr is None:
-        if op not in UNARY_FLOAT or op in ("neg",):
-            raise _op_error(op, [x.dtype])
-        expr, out_dt = UNARY_FLOAT[op], gd.F32
-        arg = convert("x0", k, "f32")
-    else:
-        arg = "x0"
-    out = be.empty(x.shape, out_dt)
-    run_map(be, out, [x], expr.format(x=arg))
+        try:
+            traced = trace(kernel, types, _SYM_TYPE[out_kind])
+        except TypeError as e:
+            raise TypeError(f"{kernel.name}: not available on the GPU for these operand "
+                            f"types ({', '.join(types)}): {e}") from None
+        expr = f"select(0u, 1u, {traced})" if out_kind == "bool" else traced
+        cache[key] = expr
+    return expr
+
+
+def _sym_types(arrays) -> tuple:
+    return tuple(_SYM_TYPE[gd.kind(x.dtype)] for x in arrays)
+
+
+def map_kernel(be, kernel, inputs, dtype):
+    """A new array of ``dtype``: ``kernel`` over ``inputs`` (GpuArrays or host scalars),
+    broadcast together."""
+    inputs = [as_scalar(x) if is_scalar(x) else x for x in inputs]
+    dt = gd.storage_dtype(np.dtype(dtype), kernel.name)
+    shape = broadcast_shapes(*(x.shape for x in inputs if not is_scalar(x)))
+    out = be.empty(shape, dt)
+    expr = _expression(kernel, _sym_types(inputs), gd.kind(dt))
+    run_map(be, out, inputs, expr, lib=kernel.wgsl_lib, typed=True)
     return out
 
 
-def binary(be, op: str, a, b):
-    """``op(a, b)`` with numpy broadcasting; int division gives float32. Either operand
-    may be a host scalar of the other's dtype."""
-    a, b = (as_scalar(t) if is_scalar(t) else t for t in (a, b))
-    if a.dtype != b.dtype:
-        raise TypeError(f"{op}: dtypes {a.dtype} and {b.dtype} differ; the ops layer "
-                        f"promotes before calling the kernel")
-    k = gd.kind(a.dtype)
-    shape = broadcast_shapes(a.shape, b.shape)
-    expr = _TABLES_BINARY[k].get(op)
-    out_dt = a.dtype
-    xa, xb = "x0", "x1"
-    if expr is None:
-        if op not in ("div", "pow") or (op == "pow" and k == "bool"):
-            raise _op_error(op, [a.dtype, b.dtype])
-        expr, out_dt = BINARY_FLOAT[op], gd.F32
-        xa, xb = convert("x0", k, "f32"), convert("x1", k, "f32")
-        if op == "pow" and k in gd.INT_KINDS:
-            expr, out_dt, xa, xb = f"ipow_{k}({{a}}, {{b}})", a.dtype, "x0", "x1"
-    out = be.empty(shape, out_dt)
-    run_map(be, out, [a, b], expr.format(a=xa, b=xb))
-    return out
-
-
-def binary_into(be, op: str, dst, src) -> None:
-    """``dst = op(dst, src)`` in place: one dispatch, no temporary. ``src`` (a GpuArray
-    or host scalar) broadcasts to dst. Falls back to a temporary and a copy where one
-    kernel cannot do it: bfloat16 dst, src sharing dst's storage, mixed dtypes, int
-    division."""
-    src = as_scalar(src) if is_scalar(src) else src
-    k = gd.kind(dst.dtype)
-    expr = _TABLES_BINARY[k].get(op)
-    if expr is None or k in ("bf16", "f16") or src.dtype != dst.dtype or (
-            not is_scalar(src) and src.storage is dst.storage):
-        copy_into(be, dst, binary(be, op, dst, src))
+def map_into(be, kernel, dst, inputs) -> None:
+    """``dst = kernel(dst, *inputs)`` in place: one dispatch where it can (no 16-bit
+    target, no input sharing dst's buffer), else a temporary and a copy."""
+    inputs = [as_scalar(x) if is_scalar(x) else x for x in inputs]
+    if gd.kind(dst.dtype) in ("bf16", "f16") or any(
+            not is_scalar(x) and x.storage is dst.storage for x in inputs):
+        copy_into(be, dst, map_kernel(be, kernel, [dst, *inputs], dst.dtype))
         return
-    run_map(be, dst, [src], expr.format(a="x0", b="x1"), update=True)
-
-
-def gelu_backward(be, x, gy, approximate="none"):
-    """``gy * gelu'(x)`` (x and gy of one float dtype, gy broadcast to x's shape)."""
-    if gd.kind(x.dtype) not in gd.FLOAT_KINDS or gy.dtype != x.dtype:
-        raise TypeError(f"gelu_backward: needs x and gy of one float dtype, got {x.dtype} "
-                        f"and {gy.dtype}")
-    op = "gelu_tanh_grad" if approximate == "tanh" else "gelu_grad"
-    out = be.empty(x.shape, x.dtype)
-    run_map(be, out, [x, gy], BINARY_FLOAT[op].format(a="x0", b="x1"))
-    return out
-
-
-def compare(be, op: str, a, b):
-    a, b = (as_scalar(t) if is_scalar(t) else t for t in (a, b))
-    shape = broadcast_shapes(a.shape, b.shape)
-    out = be.empty(shape, gd.BOOL)
-    run_map(be, out, [a, b], f"select(0u, 1u, x0 {COMPARE[op]} x1)")
-    return out
-
-
-def where(be, cond, a, b):
-    a, b = (as_scalar(t) if is_scalar(t) else t for t in (a, b))
-    shape = broadcast_shapes(cond.shape, a.shape, b.shape)
-    out = be.empty(shape, a.dtype)
-    truth = f"(x0 != {gd.COMPUTE_TYPE[gd.kind(cond.dtype)]}())"
-    run_map(be, out, [cond, a, b], f"select(x2, x1, {truth})")
-    return out
-
-
-def clamp(be, x, lo, hi):
-    k = gd.kind(x.dtype)
-    if k == "bool":
-        raise _op_error("clamp", [x.dtype])
-    is_float = k in gd.FLOAT_KINDS
-
-    def enc(v):
-        return f32_bits(float(v)) if is_float else int(v)
-
-    get = "scalar_f({})" if is_float else "out_t(scalar_i({}))"
-    expr, scalars = "x0", []
-    if lo is not None:
-        scalars.append(enc(lo))
-        expr = f"max({expr}, {get.format(1)})"
-    if hi is not None:
-        scalars.append(enc(hi))
-        expr = f"min({expr}, {get.format(len(scalars))})"
-    if is_float:  # keep NaN as numpy's clip does
-        expr = f"select({expr}, x0, is_nan(x0))"
-    out = be.empty(x.shape, x.dtype)
-    run_map(be, out, [x], expr, scalars)
-    return out
+    expr = _expression(kernel, _sym_types([dst, *inputs]), gd.kind(dst.dtype))
+    run_map(be, dst, inputs, expr, update=True, lib=kernel.wgsl_lib, typed=True)
 
 
 def cast(be, x, dtype):

@@ -22,6 +22,7 @@ from typing import NamedTuple
 
 from . import dtypes as gd
 from .array import GpuArray
+from .expr import trace
 from .geometry import broadcast_shapes, broadcast_strides, grid, meta_block
 from .shaders import kernel
 
@@ -60,7 +61,6 @@ FILL_WORKGROUPS = 264
 MIN_SPLIT_K = 256
 MAX_SPLITS = 32
 
-_ACTIVATION = {None: None, "gelu": "gelu_erf({x})", "gelu_tanh": "gelu_tanh({x})"}
 _BIAS = "bias_at({n})"
 
 
@@ -110,11 +110,11 @@ def _emit(value: str, index: str, n: str, width: int, bias: bool, pre: bool, act
     s = "4" if width == 4 else ""
     if width == 4:
         b = "vec4<f32>(" + ", ".join(_BIAS.format(n=f"{n} + {q}") for q in range(4)) + ")"
-        y = ("vec4<f32>(" + ", ".join(act.format(x=f"p.{c}") for c in "xyzw") + ")"
+        y = ("vec4<f32>(" + ", ".join(act(f"p.{c}") for c in "xyzw") + ")"
              if act else "p")
     else:
         b = _BIAS.format(n=n)
-        y = act.format(x="p") if act else "p"
+        y = act("p") if act else "p"
     text = f"let p = {value}{' + ' + b if bias else ''};"
     if pre:
         text += f" store{s}_pre({index}, p);"
@@ -135,11 +135,12 @@ _ROWSUM_REDUCE = """if (n == 0) {
 def matmul(be, a, b, bias=None, activation=None, want_pre=False, want_row_sums=False,
            variant: Variant | None = None):
     """numpy.matmul of ``a`` and ``b`` (any strides), plus ``bias`` along the last output
-    dim and ``activation`` when given: "gelu", "gelu_tanh" or a WGSL f32 expression in
-    ``{x}``. Returns C, or (C, pre) when ``want_pre`` (pre = the output before the
-    activation), or (C, sums) when ``want_row_sums`` (sums = a summed over its last dim,
-    shape batch + (M,), computed by the same dispatch). ``variant`` overrides
-    :func:`choose` (tests reach every variant with it)."""
+    dim and ``activation`` when given: an Activation (its forward kernel is traced into
+    the epilogue) or a WGSL f32 expression in ``{x}``. Returns C, or (C, pre) when
+    ``want_pre`` (pre = the output before the activation), or (C, sums) when
+    ``want_row_sums`` (sums = a summed over its last dim, shape batch + (M,), computed by
+    the same dispatch). ``variant`` overrides :func:`choose` (tests reach every variant
+    with it)."""
     if want_pre and want_row_sums:
         raise ValueError("matmul: want_pre and want_row_sums do not combine")
     if a.ndim == 0 or b.ndim == 0:
@@ -167,7 +168,7 @@ def matmul(be, a, b, bias=None, activation=None, want_pre=False, want_row_sums=F
         be.copy_into(sums, be.sum(a, (a.ndim - 1,), False))
     if bias is not None and (bias.shape[-1:] != (N,) or bias.size != N):
         raise ValueError(f"matmul: bias of shape {bias.shape} does not match {N} outputs")
-    act = _ACTIVATION[activation] if activation in _ACTIVATION else activation
+    act = _epilogue(activation)
     if out.size:
         variant = variant or choose(M, N, K, nbatch)
         if nbatch * variant.splits > 65535:
@@ -254,6 +255,18 @@ def _run(be, a, b, bias, act, out, pre, sums, batch, variant: Variant) -> None:
                            (-(-N // tile.bn), -(-M // tile.bm), nbatch * splits))
     if splits > 1:
         _reduce(be, part, rparts, bias, act, out, pre, sums, batch, splits)
+
+
+def _epilogue(activation):
+    """The activation as a function of a WGSL f32 variable name, or None."""
+    if activation is None:
+        return None
+    if isinstance(activation, str):
+        return lambda x: activation.format(x=x)
+    if activation.forward.wgsl_lib:
+        raise ValueError(f"matmul: the activation {activation.name} needs WGSL helpers "
+                         f"of its own, which the fused epilogue cannot include")
+    return lambda x: trace(activation.forward, ("f32",), "f32", names=[x])
 
 
 def bias_operand(bias, batch):

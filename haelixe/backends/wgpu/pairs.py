@@ -31,13 +31,14 @@ def eligible(out, meta) -> bool:
     return offset % 2 == 0 and (stride == 1 or out.size == 1)
 
 
-def inputs_text(loads, meta, expr: str) -> str:
+def inputs_text(loads, meta, expr: str, as_sym=None) -> str:
     """WGSL defining ``p<j>`` (elements i and i + 1 of input j, a vec2) for each
-    (source, operand) of ``loads`` (a scalar expression when operand is None, else a
-    binding read through ``flat_at``; ``i1`` is i + 1 clamped to the last element), then
-    setting r.x and r.y to ``expr`` of the x and y lanes."""
+    (source, operand, kind) of ``loads`` (a scalar expression when operand is None, else
+    a binding read through ``flat_at``; ``i1`` is i + 1 clamped to the last element),
+    then setting r.x and r.y to ``expr`` of the x and y lanes. ``as_sym`` maps a kind to
+    the WGSL that turns a loaded lane ``{v}`` into the expression's operand type."""
     text = []
-    for j, (src, k) in enumerate(loads):
+    for j, (src, k, _) in enumerate(loads):
         if k is None:
             text.append(f"let p{j} = vec2({src});")
             continue
@@ -50,6 +51,8 @@ def inputs_text(loads, meta, expr: str) -> str:
             text.append(f"let p{j} = vec2(load_{src}(flat_at({k}, i)), "
                         f"load_{src}(flat_at({k}, i1)));")
     for lane in "xy":
-        lets = " ".join(f"let x{j} = p{j}.{lane};" for j in range(len(loads)))
+        lets = " ".join(
+            f"let x{j} = {(as_sym or {}).get(kind, '{v}').format(v=f'p{j}.{lane}')};"
+            for j, (_, _, kind) in enumerate(loads))
         text.append(f"{{ {lets} r.{lane} = {expr}; }}")
     return "\n    ".join(text)

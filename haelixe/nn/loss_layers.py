@@ -1,0 +1,81 @@
+"""Loss modules: the functional losses with their options held as attributes (class
+weights as buffers, so they follow .to() and appear in the state dict, as in PyTorch)."""
+
+from __future__ import annotations
+
+from ..tensor import Tensor
+from . import losses
+from .module import Module
+
+
+class _Loss(Module):
+    """Calls ``fn(input, target, reduction=..., **options)``; options that are tensors
+    (or None where a tensor may go) are buffers."""
+
+    fn = None
+    tensor_options = ("weight", "pos_weight")
+
+    def __init__(self, reduction: str = "mean", **options):
+        super().__init__()
+        losses._check_reduction(reduction, type(self).__name__)
+        self.reduction = reduction
+        self._options = tuple(options)
+        for name, value in options.items():
+            if name in self.tensor_options and (value is None or isinstance(value, Tensor)):
+                self.register_buffer(name, value)
+            else:
+                setattr(self, name, value)
+
+    def forward(self, input, target):
+        options = {name: getattr(self, name) for name in self._options}
+        return type(self).fn(input, target, reduction=self.reduction, **options)
+
+    def extra_repr(self) -> str:
+        shown = [f"{n}={getattr(self, n)!r}" for n in self._options
+                 if n not in self.tensor_options]
+        return ", ".join([f"reduction={self.reduction!r}", *shown])
+
+
+class MSELoss(_Loss):
+    fn = losses.mse_loss
+
+
+class L1Loss(_Loss):
+    fn = losses.l1_loss
+
+
+class SmoothL1Loss(_Loss):
+    fn = losses.smooth_l1_loss
+
+    def __init__(self, reduction: str = "mean", beta: float = 1.0):
+        super().__init__(reduction, beta=beta)
+
+
+class HuberLoss(_Loss):
+    fn = losses.huber_loss
+
+    def __init__(self, reduction: str = "mean", delta: float = 1.0):
+        super().__init__(reduction, delta=delta)
+
+
+class NLLLoss(_Loss):
+    fn = losses.nll_loss
+
+    def __init__(self, weight=None, ignore_index: int = -100, reduction: str = "mean"):
+        super().__init__(reduction, weight=weight, ignore_index=ignore_index)
+
+
+class CrossEntropyLoss(_Loss):
+    fn = losses.cross_entropy
+
+    def __init__(self, weight=None, ignore_index: int = -100, reduction: str = "mean",
+                 label_smoothing: float = 0.0):
+        super().__init__(reduction, weight=weight, ignore_index=ignore_index,
+                         label_smoothing=label_smoothing)
+
+
+class BCEWithLogitsLoss(_Loss):
+    fn = losses.binary_cross_entropy_with_logits
+
+    def __init__(self, weight=None, reduction: str = "mean", pos_weight=None):
+        super().__init__(reduction, weight=weight, pos_weight=pos_weight)

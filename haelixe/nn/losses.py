@@ -1,0 +1,236 @@
+"""Loss functions with PyTorch's signatures, composed from tensor ops (log_softmax,
+gather, where, ...) so that their gradients come from autograd, in numerically stable
+forms (log-softmax rather than log of softmax, log(1 + exp(-|x|)) rather than
+log(1 + exp(x)))."""
+
+from __future__ import annotations
+
+from ..amp import cast_inputs
+from ..ops import fused
+from ..ops.indexing import where
+from ..tensor import Tensor
+
+_REDUCTIONS = ("mean", "sum", "none")
+
+
+def _check_reduction(reduction, op):
+    if reduction not in _REDUCTIONS:
+        raise ValueError(f"{op}: reduction must be 'mean', 'sum' or 'none', got "
+                         f"{reduction!r}")
+
+
+def _reduce(x, reduction, op):
+    _check_reduction(reduction, op)
+    if reduction == "mean":
+        return x.mean()
+    if reduction == "sum":
+        return x.sum()
+    return x
+
+
+def _same_shape(x, target, op):
+    if not isinstance(target, Tensor):
+        raise TypeError(f"{op}: target must be a tensor, got {type(target).__name__}")
+    if x.shape != target.shape:
+        raise ValueError(f"{op}: input {x.shape} and target {target.shape} differ in "
+                         f"shape; reshape one so they match")
+
+
+# -- regression ------------------------------------------------------------------------
+
+def mse_loss(input, target, reduction="mean"):
+    _same_shape(input, target, "mse_loss")
+    _check_reduction(reduction, "mse_loss")
+    x, target = cast_inputs("loss", input, target)
+    if reduction == "mean":
+        return fused.MSELossFn.apply(x, target)
+    d = x - target
+    return _reduce(d * d, reduction, "mse_loss")
+
+
+def l1_loss(input, target, reduction="mean"):
+    _same_shape(input, target, "l1_loss")
+    x, target = cast_inputs("loss", input, target)
+    return _reduce((x - target).abs(), reduction, "l1_loss")
+
+
+def smooth_l1_loss(input, target, reduction="mean", beta=1.0):
+    """0.5 d^2 / beta where |d| < beta, |d| - 0.5 beta elsewhere (l1 when beta = 0)."""
+    _same_shape(input, target, "smooth_l1_loss")
+    if beta < 0:
+        raise ValueError(f"smooth_l1_loss: beta must be >= 0, got {beta}")
+    x, target = cast_inputs("loss", input, target)
+    d = (x - target).abs()
+    if beta == 0:
+        return _reduce(d, reduction, "smooth_l1_loss")
+    loss = where(d < beta, d * d * (0.5 / beta), d - 0.5 * beta)
+    return _reduce(loss, reduction, "smooth_l1_loss")
+
+
+def huber_loss(input, target, reduction="mean", delta=1.0):
+    """0.5 d^2 where |d| < delta, delta (|d| - 0.5 delta) elsewhere."""
+    _same_shape(input, target, "huber_loss")
+    if delta <= 0:
+        raise ValueError(f"huber_loss: delta must be > 0, got {delta}")
+    x, target = cast_inputs("loss", input, target)
+    d = (x - target).abs()
+    loss = where(d < delta, d * d * 0.5, (d - 0.5 * delta) * delta)
+    return _reduce(loss, reduction, "huber_loss")
+
+
+# -- classification ---------------------------------------------------------------------
+
+def _classes_last(input, target, op, probabilities=False):
+    """(M, C) scores and (M,) class targets (or (M, C) probabilities) from PyTorch's
+    layouts: (C,) with a 0-d target, (N, C) with (N,), (N, C, d1, ...) with
+    (N, d1, ...). Also returns the shape of the per-element loss."""
+    if input.ndim == 0:
+        raise ValueError(f"{op}: input must have a class dimension, got a 0-d tensor")
+    if input.ndim == 1:
+        batch = ()
+    else:
+        batch = (input.shape[0],) + input.shape[2:]
+    want = input.shape if probabilities else batch
+    if target.shape != want:
+        kind = "class probabilities" if probabilities else "class indices"
+        raise ValueError(f"{op}: input of shape {input.shape} (classes in dim "
+                         f"{0 if input.ndim == 1 else 1}) needs a target of {kind} with "
+                         f"shape {want}, got {target.shape}")
+    c = input.shape[0 if input.ndim == 1 else 1]
+    if input.ndim > 2:  # classes to the last dim, every other position a row
+        order = (0, *range(2, input.ndim), 1)
+        input = input.permute(*order)
+        if probabilities:
+            target = target.permute(*order)
+    rows = input.reshape(-1, c)
+    target = target.reshape(-1, c) if probabilities else target.reshape(-1)
+    return rows, target, batch
+
+
+def _check_classes(target, c, ignore_index, op):
+    if target.dtype.is_floating_point or target.dtype.name == "bool":
+        raise TypeError(f"{op}: class targets must be integers, got {target.dtype.name}; "
+                        f"for class probabilities pass a floating target of the input's "
+                        f"shape (cross_entropy)")
+    values = target.numpy()
+    bad = values[(values != ignore_index) & ((values < 0) | (values >= c))]
+    if bad.size:
+        raise IndexError(f"{op}: target {int(bad[0])} is out of bounds for {c} classes "
+                         f"(targets must lie in [0, {c}) or equal ignore_index="
+                         f"{ignore_index})")
+
+
+def _check_weight(weight, c, op):
+    if weight is not None and not isinstance(weight, Tensor):
+        raise TypeError(f"{op}: weight must be a tensor of per-class weights, got "
+                        f"{weight!r}; pass the reduction by keyword: {op}(input, target, "
+                        f"reduction=...)")
+    if weight is not None and (weight.ndim != 1 or weight.shape[0] != c):
+        raise ValueError(f"{op}: weight must have one entry per class ({c},), got "
+                         f"{weight.shape}")
+
+
+def _picked(logp, target, weight, ignore_index):
+    """Per-row -w[t] * logp[t] and the weights w[t] (0 where t is ignored)."""
+    valid = target != ignore_index
+    safe = where(valid, target, 0)
+    picked = logp.gather(1, safe.reshape(-1, 1)).reshape(-1)
+    w = valid.to(logp.dtype)
+    if weight is not None:
+        w = weight.to(logp.dtype)[safe] * w
+    return -picked * w, w, valid
+
+
+def _nll(logp, target, weight, ignore_index, reduction, batch):
+    loss, w, valid = _picked(logp, target, weight, ignore_index)
+    if reduction == "none":
+        return loss.reshape(batch), w, valid
+    if reduction == "sum":
+        return loss.sum(), w, valid
+    return loss.sum() / w.sum(), w, valid
+
+
+def nll_loss(input, target, weight=None, ignore_index=-100, reduction="mean"):
+    """Negative log-likelihood of log-probabilities ``input`` (classes in dim 1, or dim
+    0 unbatched) at the class indices ``target``; ``weight`` per class; targets equal
+    to ``ignore_index`` count nothing; 'mean' divides by the total weight of the rest."""
+    _check_reduction(reduction, "nll_loss")
+    (input,) = cast_inputs("loss", input)
+    logp, target, batch = _classes_last(input, target, "nll_loss")
+    c = logp.shape[1]
+    _check_weight(weight, c, "nll_loss")
+    _check_classes(target, c, ignore_index, "nll_loss")
+    return _nll(logp, target, weight, ignore_index, reduction, batch)[0]
+
+
+def cross_entropy(input, target, weight=None, ignore_index=-100, reduction="mean",
+                  label_smoothing=0.0):
+    """log_softmax over the classes (dim 1, or dim 0 unbatched), then nll_loss; or, with
+    a floating ``target`` of the input's shape, the cross-entropy against class
+    probabilities. ``label_smoothing`` mixes the target with the uniform distribution,
+    with PyTorch's normalisation for every reduction."""
+    _check_reduction(reduction, "cross_entropy")
+    if not 0.0 <= label_smoothing <= 1.0:
+        raise ValueError(f"cross_entropy: label_smoothing must be in [0, 1], got "
+                         f"{label_smoothing}")
+    (input,) = cast_inputs("loss", input)
+    probabilities = isinstance(target, Tensor) and target.dtype.is_floating_point
+    logits, target, batch = _classes_last(input, target, "cross_entropy", probabilities)
+    c = logits.shape[1]
+    _check_weight(weight, c, "cross_entropy")
+    logp = logits.log_softmax(-1)
+    if probabilities:
+        return _soft_cross_entropy(logp, target.to(logp.dtype), weight, reduction,
+                                   label_smoothing, batch)
+    _check_classes(target, c, ignore_index, "cross_entropy")
+    nll, w, valid = _nll(logp, target, weight, ignore_index, reduction, batch)
+    if label_smoothing == 0:
+        return nll
+    # the uniform part: -sum_c w_c logp_c per row, zero on ignored rows
+    smooth = -(logp * weight.to(logp.dtype)).sum(-1) if weight is not None else -logp.sum(-1)
+    smooth = smooth * valid.to(smooth.dtype)
+    if reduction == "none":
+        smooth = smooth.reshape(batch)
+    elif reduction == "sum":
+        smooth = smooth.sum()
+    elif weight is not None:
+        smooth = smooth.sum() / w.sum()
+    else:  # PyTorch averages this part over every row, ignored ones included
+        smooth = smooth.mean()
+    return nll * (1.0 - label_smoothing) + smooth * (label_smoothing / c)
+
+
+def _soft_cross_entropy(logp, target, weight, reduction, label_smoothing, batch):
+    c = logp.shape[1]
+    if label_smoothing > 0:
+        target = target * (1.0 - label_smoothing) + label_smoothing / c
+    terms = logp * target
+    if weight is not None:
+        terms = terms * weight.to(logp.dtype)
+    if reduction == "none":
+        return -terms.sum(-1).reshape(batch)
+    total = -terms.sum()
+    return total if reduction == "sum" else total / logp.shape[0]
+
+
+def binary_cross_entropy_with_logits(input, target, weight=None, reduction="mean",
+                                     pos_weight=None):
+    """-[pos_weight * t * log sigmoid(x) + (1 - t) * log(1 - sigmoid(x))], in the form
+    (1 - t) x + (1 + (pos_weight - 1) t) (log(1 + exp(-|x|)) + max(-x, 0)) that never
+    overflows; ``weight`` scales each element, ``pos_weight`` broadcasts over the last
+    (class) dim."""
+    _same_shape(input, target, "binary_cross_entropy_with_logits")
+    _check_reduction(reduction, "binary_cross_entropy_with_logits")
+    x, target = cast_inputs("loss", input, target.to(input.dtype))
+    softplus_neg = (-x.abs()).exp().add(1.0).log() + (-x).clamp(min=0.0)
+    if pos_weight is not None:
+        log_weight = (pos_weight.to(x.dtype) - 1.0) * target + 1.0
+        softplus_neg = log_weight * softplus_neg
+    loss = (1.0 - target) * x + softplus_neg
+    if weight is not None:
+        loss = loss * weight.to(x.dtype)
+    return _reduce(loss, reduction, "binary_cross_entropy_with_logits")
+
+
+__all__ = ["mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "nll_loss",
+           "cross_entropy", "binary_cross_entropy_with_logits"]

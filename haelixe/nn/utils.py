@@ -1,0 +1,94 @@
+"""Gradient clipping (PyTorch's torch.nn.utils names)."""
+
+from __future__ import annotations
+
+import math
+
+from .. import creation
+from ..autograd.mode import no_grad
+from ..ops.indexing import stack
+from ..tensor import Tensor
+
+
+def _grads(parameters) -> list:
+    if isinstance(parameters, Tensor):
+        parameters = [parameters]
+    return [p.grad for p in parameters if p.grad is not None]
+
+
+def _tiles(grads):
+    """The flat buffer the gradients exactly tile, or None. An optimizer's gradients are
+    views into one flat buffer each: one reduction and one scale over it then replace a
+    pair of ops per parameter."""
+    base = grads[0]._base
+    if base is None or base.ndim != 1 or not base.is_contiguous():
+        return None
+    spans = []
+    for g in grads:
+        if g._base is not base or not g.is_contiguous():
+            return None
+        spans.append((g.offset, g.offset + g.numel()))
+    spans.sort()
+    at = base.offset
+    for start, stop in spans:
+        if start != at:
+            return None
+        at = stop
+    return base if at == base.offset + base.numel() else None
+
+
+def _norm(t, norm_type: float):
+    """The p-norm of t's elements, accumulated in at least float32."""
+    if t.dtype.name in ("bfloat16", "float16"):
+        t = t.float()
+    if norm_type == math.inf:
+        return t.abs().amax()
+    if norm_type == 2.0:
+        return (t * t).sum().sqrt()
+    if norm_type == 1.0:
+        return t.abs().sum()
+    return (t.abs() ** norm_type).sum() ** (1.0 / norm_type)
+
+
+def _total_norm(buffers, norm_type: float):
+    """The norm over all ``buffers`` together, on the first one's device."""
+    dev = buffers[0].device
+    norms = [_norm(g, norm_type).to(dev) for g in buffers]
+    return norms[0] if len(norms) == 1 else _norm(stack(norms), norm_type)
+
+
+def clip_grad_norm_(parameters, max_norm: float, norm_type: float = 2.0,
+                    error_if_nonfinite: bool = False, foreach=None) -> Tensor:
+    """Scale the gradients of ``parameters`` in place so that their joint
+    ``norm_type``-norm is at most ``max_norm`` (by max_norm / (norm + 1e-6), as PyTorch).
+    Returns the norm before clipping, a 0-d tensor; 0 when no parameter has a gradient.
+    Everything stays on the gradients' device (no host round trip)."""
+    norm_type = float(norm_type)
+    grads = _grads(parameters)
+    if not grads:
+        return creation.tensor(0.0)
+    with no_grad():
+        flat = _tiles(grads)
+        buffers = [flat] if flat is not None else grads
+        total = _total_norm(buffers, norm_type)
+        if error_if_nonfinite and not math.isfinite(total.item()):
+            raise RuntimeError(
+                f"clip_grad_norm_: the total norm of order {norm_type} of the gradients is "
+                f"non-finite ({total.item()}), so it cannot be clipped; pass "
+                f"error_if_nonfinite=False to scale by it anyway")
+        coef = (float(max_norm) / (total + 1e-6)).clamp(max=1.0)
+        for g in buffers:
+            g.mul_(coef.to(g.device))
+    dtypes = {g.dtype for g in grads}
+    return total.to(dtypes.pop()) if len(dtypes) == 1 else total
+
+
+def clip_grad_value_(parameters, clip_value: float, foreach=None) -> None:
+    """Clamp every gradient of ``parameters`` into [-clip_value, clip_value] in place."""
+    clip_value = float(clip_value)
+    with no_grad():
+        for g in _grads(parameters):
+            g.clamp_(-clip_value, clip_value)
+
+
+__all__ = ["clip_grad_norm_", "clip_grad_value_"]

@@ -1,0 +1,451 @@
+"""The op registry: every op is declared once, and its pieces are made from the declaration.
+
+An elementwise op is one ``elementwise(...)`` call in its family's module:
+
+    elementwise("exp", lambda m, x: m.exp(x),          # the forward, over a namespace m
+                grad=lambda m, g, y: g * y,            # g * dy/dx, over the same m
+                dtypes="float", cpu=np.exp)            # dtype rule; optional numpy ufunc
+
+From it come: the Kernel every backend compiles (numpy on the CPU, a traced WGSL
+expression on the GPU), the autograd Function, the Tensor method (``x.exp()``), the
+in-place method (``x.exp_()``), the function form (``hx.exp(x)``) and the dunder
+operators it names. The gradient is written once over ``m`` too: a first-order backward
+runs it as one fused kernel on raw arrays (every op gets a one-kernel backward), while
+``create_graph=True`` runs it with Haelixe ops on tensors, so it has a graph of its own.
+A gradient function names what it reads by its parameter names: the forward's input
+names, ``y`` (the output) and the op's parameters.
+
+Other ops attach their methods with ``tensor_method`` and ``function``; every public op is
+listed in ``OPS`` (name -> declaration), which the differential tests read.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+import numbers
+
+import numpy as np
+
+from .. import layout
+from ..autograd.function import SINK, Function
+from ..autograd.mode import STATE
+from ..backends.base import Kernel
+from ..dtype import ALL, bool_, can_cast, default_float, promote_types, result_type
+from ..tensor import Tensor
+
+#: every declared op: name -> its declaration (an Elementwise, or an OpInfo for others)
+OPS: dict = {}
+#: the function forms: name -> callable, exported as ``haelixe.<name>``
+FUNCTIONS: dict = {}
+
+
+def tensor_method(fn=None, *, name: str | None = None, function: bool = False):
+    """Attach ``fn`` to Tensor as a method (and as ``hx.<name>`` when ``function``)."""
+
+    def attach(f):
+        n = name or f.__name__
+        setattr(Tensor, n, f)
+        if function:
+            FUNCTIONS[n] = f
+        return f
+
+    return attach(fn) if fn is not None else attach
+
+
+def function(fn=None, *, name: str | None = None):
+    """Register ``fn`` as the function form ``hx.<name>``."""
+
+    def register(f):
+        FUNCTIONS[name or f.__name__] = f
+        return f
+
+    return register(fn) if fn is not None else register
+
+
+class OpInfo:
+    """What the registry knows of an op that is not a table entry: its name, how many
+    tensor inputs it takes, and whether it is differentiable (for the tests)."""
+
+    def __init__(self, name, arity=1, differentiable=True, dtypes="float"):
+        self.name, self.arity = name, arity
+        self.differentiable, self.dtypes = differentiable, dtypes
+
+
+def declare(name, **kwargs) -> OpInfo:
+    info = OpInfo(name, **kwargs)
+    OPS[name] = info
+    return info
+
+
+# -- dtype rules -----------------------------------------------------------------------------
+def _compute_dtype(rule: str, dt, op: str):
+    """The dtype an op of ``rule`` computes in for inputs of ``dt`` (or a TypeError).
+
+    promote: as the inputs are (bool allowed only where ``bool_ok``); float: ints and
+    bools become the default float (exp, true division); float_only: floats only (gelu,
+    as PyTorch); integral: ints and bools only (bitwise ops)."""
+    if rule in ("promote", "compare"):
+        return dt
+    if rule == "float":
+        return dt if dt.is_floating_point else default_float
+    if rule == "float_only":
+        if dt.is_floating_point:
+            return dt
+        raise TypeError(f"{op}: not defined for {dt.name} tensors (as in PyTorch); "
+                        f"convert with .float() first")
+    if rule == "integral":
+        if not dt.is_floating_point:
+            return dt
+        raise TypeError(f"{op}: needs integer or bool tensors, got {dt.name}")
+    raise ValueError(f"unknown dtype rule {rule!r}")
+
+
+def _is_scalar(x) -> bool:
+    return isinstance(x, numbers.Number) or (isinstance(x, np.generic) and x.ndim == 0)
+
+
+def _as_python(x):
+    """A numpy scalar or 0-d array as the Python number it holds."""
+    return x.item() if isinstance(x, (np.generic, np.ndarray)) else x
+
+
+# -- elementwise declarations -----------------------------------------------------------------
+class Elementwise:
+    """One elementwise op: forward and gradient over a namespace, dtype rule, surfaces."""
+
+    def __init__(self, name, fn, grad=None, *, dtypes="promote", cpu=None, wgsl_lib="",
+                 params=None, bool_ok=True, method=True, function=True, inplace=True,
+                 dunders=(), label=None, dtype_from=0):
+        self.name = name
+        self.dtype_from = dtype_from  # the input whose dtype the op computes in
+        sig = list(inspect.signature(fn).parameters)[1:]
+        self.params = dict(params or {})
+        self.inputs = [n for n in sig if n not in self.params]
+        self.arity = len(self.inputs)
+        self.dtypes, self.bool_ok = dtypes, bool_ok
+        self.kernel = Kernel(name, fn, len(sig), cpu, wgsl_lib)
+        grads = grad if isinstance(grad, tuple) else (grad,)
+        self.differentiable = grad is not None
+        self.grads = [None if gf is None else _GradKernel(name, i, gf, sig)
+                      for i, gf in enumerate(grads)] if grad is not None else []
+        self.label = label or name.title().replace("_", "")
+        self.saves_output = any(g is not None and "y" in g.needs for g in self.grads)
+        self.function_class = _make_function(self)
+        OPS[name] = self
+        front = _make_front(self)
+        self.apply = front
+        if method:
+            setattr(Tensor, name, _as_method(front, self))
+        if function:
+            FUNCTIONS[name] = front
+        if inplace and self.dtypes != "compare":
+            setattr(Tensor, name + "_", _make_inplace(self))
+        for dunder in dunders:
+            setattr(Tensor, dunder, _make_dunder(front, dunder))
+
+    def compute_dtype(self, dt):
+        cd = _compute_dtype(self.dtypes, dt, self.name)
+        if cd is bool_ and not self.bool_ok:
+            raise TypeError(f"{self.name}: not supported on bool tensors (as in PyTorch); "
+                            f"use logical ops or convert with .int() first")
+        return cd
+
+    def out_dtype(self, compute):
+        return bool_ if self.dtypes == "compare" else compute
+
+    def __repr__(self) -> str:
+        return f"Elementwise({self.name!r}, inputs={self.inputs}, dtypes={self.dtypes!r})"
+
+
+def elementwise(name, fn, grad=None, **kwargs) -> Elementwise:
+    """Declare an elementwise op (see the module docstring)."""
+    return Elementwise(name, fn, grad, **kwargs)
+
+
+class _GradKernel:
+    """The gradient of one input: g * d out / d input, as a Kernel over what it reads."""
+
+    def __init__(self, op, i, fn, forward_sig):
+        self.fn = fn
+        self.needs = list(inspect.signature(fn).parameters)[2:]  # after m, g
+        unknown = [n for n in self.needs if n not in forward_sig and n != "y"]
+        if unknown:
+            raise ValueError(f"gradient {i} of {op} reads {unknown}, which are neither "
+                             f"inputs, parameters nor y")
+        self.kernel = Kernel(f"{op}_grad{i}", fn, 1 + len(self.needs))
+
+
+# -- the namespace derivatives see when they run on tensors (create_graph) -------------------
+_SCALAR_MATH = {
+    "exp": math.exp, "log": math.log, "log1p": math.log1p, "expm1": math.expm1,
+    "sqrt": math.sqrt, "rsqrt": lambda x: 1.0 / math.sqrt(x), "sin": math.sin,
+    "cos": math.cos, "tanh": math.tanh, "erf": math.erf, "abs": abs,
+    "sigmoid": lambda x: 1.0 / (1.0 + math.exp(-x)), "sign": lambda x: float(np.sign(x)),
+    "floor": math.floor, "ceil": math.ceil, "trunc": math.trunc, "round": round,
+    "where": lambda c, a, b: a if c else b, "maximum": max, "minimum": min,
+    "pow": lambda a, b: a ** b, "floor_divide": lambda a, b: a // b,
+    "remainder": lambda a, b: a % b, "isnan": math.isnan,
+}
+
+
+class TensorMath:
+    """Kernel functions run on tensors: every name becomes the Haelixe op of that name
+    (and plain math where every argument is a Python number)."""
+
+    def __getattr__(self, name):
+        fn = FUNCTIONS.get(name)
+        if fn is None:
+            raise AttributeError(f"no Haelixe op {name!r} for a derivative to call")
+        scalar = _SCALAR_MATH[name]
+
+        def call(*args):
+            if any(isinstance(a, Tensor) for a in args):
+                return fn(*args)
+            return scalar(*args)
+
+        return call
+
+
+TENSOR_MATH = TensorMath()
+
+
+# -- the generated Function ---------------------------------------------------------------------
+class ElementwiseFunction(Function):
+    """Base of the generated Functions. args: the inputs (tensors or Python numbers),
+    then the parameter values."""
+
+    decl: Elementwise = None
+    save_index: tuple = ()
+
+    @classmethod
+    def forward(cls, ctx, *args):
+        decl = cls.decl
+        ref = args[decl.dtype_from]
+        if not isinstance(ref, Tensor):
+            ref = next(a for a in args if isinstance(a, Tensor))
+        np_dt = ref.dtype.np
+        raws = [a._data if isinstance(a, Tensor) else np_dt.type(a) for a in args]
+        if ctx is not SINK and decl.differentiable:
+            # numbers and parameters by value; of tensors only what the gradient reads
+            ctx.args = [None if isinstance(a, Tensor) else a for a in args]
+            ctx.in_meta = [(a.shape, a.dtype) if isinstance(a, Tensor) else None
+                           for a in args[:decl.arity]]
+            ctx.save_for_backward(*[a if isinstance(a, Tensor) else None
+                                    for a in (args[i] for i in cls.save_index)])
+        return ref._be.map(decl.kernel, raws, decl.out_dtype(ref.dtype).np)
+
+    @classmethod
+    def backward(cls, ctx, g):
+        decl = cls.decl
+        saved = ctx.saved_tensors
+        values = dict(zip(decl.inputs, ctx.args[:decl.arity]))
+        values.update(zip(decl.params, ctx.args[decl.arity:]))
+        values.update((n, t) for n, t in zip(_saved_names(decl), saved) if t is not None)
+        first_order = not STATE.grad_enabled
+        if not first_order and "y" in values:
+            # the output with its history (this node), so the gradient has a graph
+            y = values["y"]._alias()
+            y.grad_fn, y._requires_grad = ctx, True
+            values["y"] = y
+        out = []
+        for i, nxt in enumerate(ctx.next):
+            gk = decl.grads[i] if i < len(decl.grads) else None
+            if nxt is None or gk is None or i >= decl.arity:
+                out.append(None)
+                continue
+            shape, dtype = ctx.in_meta[i]
+            if first_order:
+                np_dt = dtype.np
+                raws = [g._data] + [_raw(values[n], np_dt) for n in gk.needs]
+                gi = Tensor._wrap(g._be.map(gk.kernel, raws, np_dt))
+            else:
+                gi = gk.fn(TENSOR_MATH, g, *(_as_python(values[n]) for n in gk.needs))
+                if not isinstance(gi, Tensor):
+                    gi = g * 0 + gi
+            if gi.shape != shape:
+                gi = gi.sum_to(shape)
+            if gi.dtype is not dtype:
+                gi = gi.to(dtype)
+            out.append(gi)
+        return tuple(out)
+
+
+def _raw(v, np_dt):
+    return v._data if isinstance(v, Tensor) else np_dt.type(v)
+
+
+def _saved_names(decl):
+    names = [n for n in decl.inputs if any(g is not None and n in g.needs
+                                            for g in decl.grads)]
+    return names + (["y"] if decl.saves_output else [])
+
+
+def _make_function(decl) -> type:
+    names = _saved_names(decl)
+    return type(decl.label, (ElementwiseFunction,), {
+        "decl": decl, "label": decl.label, "__slots__": (),
+        "save_index": tuple(decl.inputs.index(n) for n in names if n != "y"),
+        "saves_output": "y" in names, "differentiable": decl.differentiable})
+
+
+# -- fronts: promotion, broadcasting, then the Function -------------------------------------
+def _make_front(decl):
+    apply = decl.function_class.apply
+    name = decl.name
+    nparams = len(decl.params)
+    defaults = tuple(decl.params.values())
+    fast = frozenset(dt for dt in _ALL_DTYPES if _fast_ok(decl, dt))
+
+    if decl.arity == 1:
+        def front(x, *params):
+            if x.__class__ is not Tensor and not isinstance(x, Tensor):
+                x = _as_operand(name, x, None)
+            if len(params) < nparams:
+                params = params + defaults[len(params):]
+            if x.dtype not in fast:
+                x = x.to(decl.compute_dtype(x.dtype))
+            return apply(x, *params)
+    else:
+        def front(*xs):
+            params = xs[decl.arity:]
+            xs = xs[:decl.arity]
+            if len(params) < nparams:
+                params = params + defaults[len(params):]
+            a = xs[0]
+            if decl.arity == 2:
+                b = xs[1]
+                if a.__class__ is Tensor and b.__class__ is Tensor and a.dtype is b.dtype \
+                        and a.device is b.device and a.dtype in fast:
+                    if a.shape != b.shape:
+                        layout.broadcast_shapes(a.shape, b.shape, op=name)
+                    return apply(a, b, *params)
+            return apply(*_prepare(decl, xs), *params)
+
+    front.__name__ = front.__qualname__ = name
+    front.__doc__ = f"Elementwise {name} (declared in the op registry)."
+    return front
+
+
+def _fast_ok(decl, dt) -> bool:
+    try:
+        return decl.compute_dtype(dt) is dt
+    except TypeError:
+        return False
+
+
+def _prepare(decl, xs):
+    """Operands promoted to one compute dtype on one device; Python numbers stay numbers
+    (they never widen a tensor: PyTorch's wrapped-number rule)."""
+    name = decl.name
+    ref = next((x for x in xs if isinstance(x, Tensor)), None)
+    if ref is None:
+        raise TypeError(f"{name}: expected at least one tensor operand, got "
+                        f"{', '.join(type(x).__name__ for x in xs)}")
+    ops = [_as_operand(name, x, ref) for x in xs]
+    tensors = [o for o in ops if isinstance(o, Tensor)]
+    device = _common_device(name, tensors)
+    rt = result_type(*((t.dtype, t.ndim == 0) if isinstance(t, Tensor) else _as_python(t)
+                       for t in ops))
+    cd = decl.compute_dtype(rt)
+    out = []
+    for o in ops:
+        if isinstance(o, Tensor):
+            if o.device is not device:
+                o = o.to(device)  # a CPU 0-d tensor with a GPU one, as PyTorch allows
+            if o.dtype is not cd:
+                o = o.to(cd)
+        else:
+            o = _as_python(o)
+        out.append(o)
+    shapes = [o.shape for o in out if isinstance(o, Tensor)]
+    if len(shapes) > 1:
+        layout.broadcast_shapes(*shapes, op=name)
+    return out
+
+
+def _as_operand(name, x, ref):
+    if isinstance(x, Tensor):
+        return x
+    if _is_scalar(x):
+        return x
+    if isinstance(x, np.ndarray) and x.ndim == 0:
+        return x.item()
+    if ref is None:
+        raise TypeError(f"{name}: expected a Tensor, got {type(x).__name__}; build one with "
+                        f"hx.tensor(...)")
+    from ..creation import tensor
+
+    try:
+        return tensor(x, device=ref.device)
+    except (TypeError, ValueError) as e:
+        raise TypeError(f"{name}: cannot use a {type(x).__name__} as an operand ({e})") \
+            from None
+
+
+def _common_device(name, tensors):
+    devices = {t.device for t in tensors if t.ndim > 0} or {t.device for t in tensors}
+    if len(devices) > 1:
+        desc = ", ".join(f"{t.device.type} (shape {t.shape})" for t in tensors)
+        raise RuntimeError(f"{name}: expected all tensors on one device, got {desc}; move "
+                           f"them with .to(...)")
+    return devices.pop()
+
+
+def _as_method(front, decl):
+    if decl.arity == 1:
+        return front
+
+    def method(self, *args):
+        return front(self, *args)
+
+    method.__name__ = method.__qualname__ = decl.name
+    method.__doc__ = front.__doc__
+    return method
+
+
+_REFLECTED = {"__radd__", "__rsub__", "__rmul__", "__rtruediv__", "__rpow__",
+              "__rfloordiv__", "__rmod__", "__rand__", "__ror__", "__rxor__",
+              "__rmatmul__"}
+
+
+def _make_dunder(front, dunder):
+    if dunder in _REFLECTED:
+        def op(self, other):
+            return front(other, self)
+    else:
+        def op(self, other=None):
+            return front(self) if other is None else front(self, other)
+    op.__name__ = dunder
+    return op
+
+
+# -- in-place variants ----------------------------------------------------------------------
+def _make_inplace(decl):
+    from . import inplace
+
+    def method(self, *args):
+        return inplace.apply_elementwise(decl, self, args)
+
+    method.__name__ = method.__qualname__ = decl.name + "_"
+    method.__doc__ = f"In-place {decl.name}: writes the result into this tensor's memory."
+    return method
+
+
+def inplace_result_dtype(decl, x, others):
+    """The dtype an in-place op computes in, refused when its result cannot be written
+    back into x (an int tensor cannot take a float result: PyTorch raises too)."""
+    rt = result_type((x.dtype, x.ndim == 0), *(
+        (o.dtype, o.ndim == 0) if isinstance(o, Tensor) else _as_python(o) for o in others))
+    if not rt.is_floating_point and x.dtype.is_floating_point:
+        rt = promote_types(rt, x.dtype)
+    cd = decl.compute_dtype(rt)
+    out = decl.out_dtype(cd)
+    if not can_cast(out, x.dtype):
+        raise RuntimeError(f"{decl.name}_: result type {out.name} can't be cast to the "
+                           f"desired output type {x.dtype.name} (shape {x.shape}); use the "
+                           f"out-of-place {decl.name} and convert explicitly")
+    return cd
+
+
+_ALL_DTYPES = ALL
