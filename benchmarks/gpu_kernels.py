@@ -35,6 +35,8 @@ LINEAR_SHAPES = [(m, k, n) for m in (2048, 8192)
                  for k, n in ((64, 64), (512, 512), (512, 1536), (512, 2048), (2048, 512),
                               (1024, 4096), (4096, 1024), (4096, 4096))]
 SMALL_LINEAR_SHAPES = [(64, 32, 48), (96, 40, 8)]
+QUICK_LINEAR_SHAPES = [(4096, 4096, 4096), (8192, 512, 1536), (8192, 2048, 512),
+                       (8192, 512, 512)]
 ATTENTION_SHAPES = [(8, 16, 4096, 64), (8, 16, 1024, 64), (4, 16, 4096, 128),
                     (16, 8, 512, 64)]
 SMALL_ATTENTION_SHAPES = [(1, 2, 40, 16)]
@@ -211,28 +213,33 @@ def bench_attention(b: Bench, shape, causal: bool) -> dict:
 
 
 # -- variant sweep -----------------------------------------------------------------------
-def sweep_matmul(b: Bench, shapes, out: list, save=lambda: None) -> list:
-    """Every tile (and split-K factor where K is long) on each shape; rows are appended
-    to ``out`` and ``save`` called after each (a run cut short keeps what it measured)."""
+def sweep_matmul(b: Bench, shapes, out: list, save=lambda: None, quick=False) -> list:
+    """Every tile (and split-K factor where K is long) on each shape (``quick``: the
+    chosen variant against the two largest tiles); rows are appended to ``out`` and
+    ``save`` called after each (a run cut short keeps what it measured)."""
     from haelixe.backends.wgpu import matmul as mm
 
     tiles = dict(mm.TILES)
-    for bk in (8, 32):
-        tiles[f"128x128k{bk}"] = mm.Tile(128, 128, 8, 8, bk)
+    tiles["128x128k32"] = mm.Tile(128, 128, 8, 8, 32)
     tiles["64x64k32"] = mm.Tile(64, 64, 4, 4, 32)
     tiles["128x64k32"] = mm.Tile(128, 64, 8, 4, 32)
     tiles["32x64"] = mm.Tile(32, 64, 4, 4, 16)
     for m, k, n in shapes:
-        for name, (run0, a, c) in linear_case(b, m, k, n).items():
+        for name, (run0, a, _) in linear_case(b, m, k, n).items():
             big_k = a.shape[1]
-            chosen = mm.choose(a.shape[0], c.shape[1], big_k, 1)
+            chosen = _chosen_variant(run0)
             row = {"M": m, "in": k, "out": n, "op": name, "chosen": _variant_name(chosen),
                    "times": {}}
-            variants = [(tn, mm.Variant(t)) for tn, t in tiles.items()]
-            variants += [(f"64x64/s{s}", mm.Variant(tiles["64x64"], s)) for s in (2, 4, 8, 16)
-                         if big_k // s >= 128]
-            variants += [(f"128x128/s{s}", mm.Variant(tiles["128x128"], s)) for s in (2, 4)
-                         if big_k // s >= 256]
+            if quick:
+                variants = [(row["chosen"], chosen)] + [
+                    (tn, mm.Variant(tiles[tn])) for tn in ("128x128", "128x128k8")
+                    if tn != row["chosen"]]
+            else:
+                variants = [(tn, mm.Variant(t)) for tn, t in tiles.items()]
+                variants += [(f"64x64/s{s}", mm.Variant(tiles["64x64"], s))
+                             for s in (2, 4, 8, 16) if big_k // s >= 128]
+                variants += [(f"128x128/s{s}", mm.Variant(tiles["128x128"], s))
+                             for s in (2, 4) if big_k // s >= 256]
             for vn, var in variants:
                 run = _with_variant(run0, var)
                 try:
@@ -246,6 +253,46 @@ def sweep_matmul(b: Bench, shapes, out: list, save=lambda: None) -> list:
                   f"{ok.get(row['chosen'], float('nan')) * 1e3:.3f} ms", flush=True)
             out.append(row)
             save()
+    return out
+
+
+def _chosen_variant(run):
+    """The variant matmul.choose picks for the matmul ``run`` makes."""
+    from haelixe.backends.wgpu import matmul as mm
+
+    seen, orig = [], mm.choose
+    mm.choose = lambda *args: seen.append(orig(*args)) or seen[-1]
+    try:
+        run()
+    finally:
+        mm.choose = orig
+    return seen[0]
+
+
+def sweep_f16(b: Bench, n: int, out: list, save=lambda: None) -> list:
+    """float16 matmul n^2: f16 arithmetic summing 1, 2, 4 or 8 K tiles before the f32
+    accumulators, against widening to f32 on load."""
+    from haelixe.backends.wgpu import matmul as mm
+
+    be = b.be
+    x, y = (be.from_numpy(b.randn(n, n).astype(np.float16)) for _ in range(2))
+    saved_flush, saved_features = mm.F16_FLUSH_TILES, be.context.features
+    row = {"n": n, "times": {}}
+    try:
+        for flush in (1, 2, 4, 8, 0):
+            mm.F16_FLUSH_TILES = flush or None
+            if not flush:
+                be.context.features = saved_features - {"shader-f16"}
+            name = f"f16 math, flush {flush}" if flush else "f32 math"
+            try:
+                row["times"][name] = b.hx_time(lambda: be.matmul(x, y))["median"]
+            except Exception as err:
+                row["times"][name] = repr(err)[:120]
+            print(f"  sweep f16 {n}^2 {name}: {row['times'][name]}", flush=True)
+    finally:
+        mm.F16_FLUSH_TILES, be.context.features = saved_flush, saved_features
+    out.append(row)
+    save()
     return out
 
 
@@ -271,8 +318,19 @@ def _with_variant(run, variant):
     return forced
 
 
-def sweep_attention(b: Bench, shapes, out: list, save=lambda: None) -> list:
-    """Plans (invocations per row, rows per workgroup, block) of each attention kernel."""
+QUICK_PLANS = {
+    64: {"attention_forward": [(1, 128, 32), (1, 128, 16)],
+         "attention_dq": [(1, 128, 16), (2, 128, 16), (2, 64, 16)],
+         "attention_dkdv": [(1, 128, 16), (2, 128, 16), (2, 64, 16)]},
+    128: {"attention_forward": [(1, 128, 16), (2, 128, 16), (2, 64, 16)],
+          "attention_dq": [(1, 128, 16), (2, 128, 16), (4, 64, 16)],
+          "attention_dkdv": [(1, 64, 16), (2, 128, 16), (2, 64, 16), (4, 64, 16)]},
+}
+
+
+def sweep_attention(b: Bench, shapes, out: list, save=lambda: None, quick=False) -> list:
+    """Plans (invocations per row, rows per workgroup, block) of each attention kernel
+    (``quick``: those of QUICK_PLANS)."""
     from haelixe.backends.wgpu import attention as at
 
     be = b.be
@@ -283,26 +341,26 @@ def sweep_attention(b: Bench, shapes, out: list, save=lambda: None) -> list:
         scale = 1.0 / math.sqrt(hd)
         o, lse = be.attention(q, k, v, False, scale)
         for entry in ("attention_forward", "attention_dq", "attention_dkdv"):
+            chosen = at.plan(entry, hd, hd, limit, seq, be.context.software)
             row = {"shape": list(shape), "entry": entry, "times": {},
-                   "chosen": tuple(at.plan(entry, hd, hd, limit, seq))}
-            for p in (1, 2, 4):
-                for bq in (64, 128):
-                    for bk in (16, 32):
-                        pl = at.Plan(p, bq, bk)
-                        if bq * p > 256 or (hd // 4) % p or \
-                                at._shared_bytes(entry, hd // 4, hd // 4, p, bq, bk) > limit:
-                            continue
-                        run = _attention_runner(be, entry, (q, k, v, o, lse, g), scale,
-                                                {entry: pl})
-                        try:
-                            row["times"][str(tuple(pl))] = b.hx_time(run)["median"]
-                        except Exception as err:
-                            row["times"][str(tuple(pl))] = repr(err)[:120]
+                   "chosen": f"{chosen.p},{chosen.bq},{chosen.bk}"}
+            candidates = QUICK_PLANS[hd][entry] if quick else [
+                (p, bq, bk) for p in (1, 2, 4) for bq in (64, 128) for bk in (16, 32)]
+            for p, bq, bk in candidates:
+                if bq * p > 256 or (hd // 4) % p or \
+                        at._shared_bytes(entry, hd // 4, hd // 4, p, bq, bk) > limit:
+                    continue
+                run = _attention_runner(be, entry, (q, k, v, o, lse, g), scale,
+                                        {entry: at.Plan(p, bq, bk)})
+                try:
+                    row["times"][f"{p},{bq},{bk}"] = b.hx_time(run)["median"]
+                except Exception as err:
+                    row["times"][f"{p},{bq},{bk}"] = repr(err)[:120]
             ok = {v: t for v, t in row["times"].items() if isinstance(t, float)}
             row["best"] = min(ok, key=ok.get) if ok else None
             print(f"  sweep attention {shape} {entry}: best {row['best']} "
                   f"{ok.get(row['best'], 0) * 1e3:.3f} ms; chosen {row['chosen']} "
-                  f"{ok.get(str(row['chosen']), float('nan')) * 1e3:.3f} ms", flush=True)
+                  f"{ok.get(row['chosen'], float('nan')) * 1e3:.3f} ms", flush=True)
             out.append(row)
             save()
     return out
@@ -333,6 +391,8 @@ def main(argv=None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--small", action="store_true", help="tiny sizes (software adapters)")
     ap.add_argument("--sweep", action="store_true", help="time every kernel variant")
+    ap.add_argument("--quick", action="store_true",
+                    help="with --sweep: the chosen variants against a few others")
     ap.add_argument("--skip", nargs="*", default=(),
                     choices=("matmul", "attention", "linear"), help="sections to leave out")
     ap.add_argument("--iters", type=int, default=None)
@@ -363,14 +423,15 @@ def main(argv=None) -> dict:
 
     if args.sweep:  # many variants: short rounds on a GPU that is already warm
         b.iters, b.repeats, b.warm_s = (1, 1, 0.0) if small else (3, 2, 0.0)
-        if "attention" not in args.skip:
-            sweep_attention(b, SMALL_ATTENTION_SHAPES if small else
-                            [ATTENTION_SHAPES[0], ATTENTION_SHAPES[2]],
-                            report.setdefault("sweep_attention", []), save)
         if "matmul" not in args.skip:
-            sweep_matmul(b, SMALL_LINEAR_SHAPES if small else
-                         [(4096, 4096, 4096)] + LINEAR_SHAPES,
-                         report.setdefault("sweep_matmul", []), save)
+            sweep_f16(b, 96 if small else 4096, report.setdefault("sweep_f16", []), save)
+            shapes = QUICK_LINEAR_SHAPES if args.quick else LINEAR_SHAPES
+            sweep_matmul(b, SMALL_LINEAR_SHAPES if small else shapes,
+                         report.setdefault("sweep_matmul", []), save, args.quick)
+        if "attention" not in args.skip:
+            sweep_attention(b, [(1, 2, 40, 64)] if small else
+                            [ATTENTION_SHAPES[0], (4, 16, 2048, 128)],
+                            report.setdefault("sweep_attention", []), save, args.quick)
     else:
         if "matmul" not in args.skip:
             n = 96 if small else 4096
@@ -397,8 +458,8 @@ def main(argv=None) -> dict:
             print(f"matmul f16 / f32 speed (haelixe): "
                   f"{f32['haelixe']['median'] / f16['haelixe']['median']:.2f}x")
         if "attention" not in args.skip:
-            if not small:  # 10-100 ms a call: fewer calls a round
-                b.iters, b.repeats = max(2, b.iters // 2), 3
+            if not small:  # 10-300 ms a call: fewer calls a round
+                b.iters, b.repeats = max(2, b.iters // 3), 3
             report["attention"] = []
             for shape in SMALL_ATTENTION_SHAPES if small else ATTENTION_SHAPES:
                 for causal in (False, True):
@@ -414,7 +475,9 @@ def main(argv=None) -> dict:
                                  f"rel err {r['rel_err']:.1e}")
                     print(line, flush=True)
         if "linear" not in args.skip:
-            b.warm_s = 0.1  # the GPU is warm by now
+            b.warm_s = 0.05  # the GPU is warm by now
+            if not small:
+                b.iters, b.repeats = 5, 3
             report["linear"] = bench_linear(b, SMALL_LINEAR_SHAPES if small else LINEAR_SHAPES)
             print_linear_table(report["linear"])
     report["dispatch_stats"] = be.stats()

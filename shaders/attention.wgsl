@@ -7,9 +7,10 @@
 // slice of DQ (DV) vec4s of its head-dim vectors in named registers (r<name><i>, from
 // `@unroll` lines: see shaders.py), never in arrays. P > 1 keeps long head dims in
 // registers: the slices' partial dot products are added up through workgroup memory,
-// once per block of keys. Keys (or queries) pass through workgroup memory in blocks of
-// BK; scores never exist whole: a block's BK scores sit in registers, and a running max
-// and sum rescale the partial output once per block (online softmax). Keys past the end
+// once per group of keys. Keys (or queries) pass through workgroup memory in blocks of
+// BK, taken KG at a time (KG unrolled: KG = BK on GPUs, smaller where the compiler is
+// slow); scores never exist whole: a group's KG scores sit in registers, and a running
+// max and sum rescale the partial output once per group (online softmax). Keys past the end
 // and masked keys count as -inf; a row with no visible key gives zeros (and zero
 // gradients), as PyTorch. Head dims not a multiple of 4 read as zero past their end.
 //
@@ -28,6 +29,7 @@ const DQ: i32 = ${DQ};
 const DV: i32 = ${DV};
 const BQ: i32 = ${BQ};
 const BK: i32 = ${BK};
+const KG: i32 = ${KG};  // keys (queries) a step of the inner loop takes, unrolled
 const NT: i32 = ${BQ} * ${P};
 
 var<private> SQ: i32;
@@ -59,14 +61,18 @@ fn masked(s: f32, qi: i32, kj: i32) -> f32 {
     return select(neg_inf(), x, seen);
 }
 
-// Partial sums of the P slices of a row, exchanged through workgroup memory.
+// Partial sums of the P slices of a row, exchanged through workgroup memory, laid out
+// [slot][j][invocation] (j < KG) so that neighbouring invocations touch neighbouring
+// words. Every invocation has read them before any writes them again: the exchange
+// ends with a barrier.
 var<workgroup> xs: array<f32, ${XS}>;
 fn slices_sum(slot: i32, j: i32) -> f32 {
+    let base = (slot * KG + j) * NT + row * P;
     var t = 0.0;
-    for (var p = 0; p < P; p++) { t += xs[((row * P + p) * ${NX} + slot) * BK + j]; }
+    for (var p = 0; p < P; p++) { t += xs[base + p]; }
     return t;
 }
-fn put_slice(slot: i32, j: i32, v: f32) { xs[((row * P + part) * ${NX} + slot) * BK + j] = v; }
+fn put_slice(slot: i32, j: i32, v: f32) { xs[(slot * KG + j) * NT + row * P + part] = v; }
 
 //! section: attention_forward attention_dq
 var<workgroup> k_tile: array<vec4<f32>, BK * D4>;
@@ -131,20 +137,22 @@ fn attention_forward(@builtin(workgroup_id) wid: vec3<u32>,
     for (var k0 = 0; k0 < k_stop; k0 += BK) {
         load_kv_block(k0, lid);
         workgroupBarrier();
-        @unroll(BK) var s#i = score(#i);
-        ${EXCHANGE_S}
-        @unroll(BK) s#i = masked(s#i, qi, k0 + #i);
-        var mb = m_run;
-        @unroll(BK) mb = max(mb, s#i);
-        // all masked so far: mb = -inf; p and alpha then come out 0, never NaN
-        let mref = select(mb, 0.0, mb == neg_inf());
-        let alpha = exp(m_run - mref);
-        l_run *= alpha;
-        @unroll(DV) ro#i *= alpha;
-        @unroll(BK) let p#i = exp(s#i - mref);
-        @unroll(BK) l_run += p#i;
-        @unroll(BK) accumulate(#i, p#i);
-        m_run = mb;
+        for (var jj = 0; jj < BK; jj += KG) {
+            @unroll(KG) var s#i = score(jj + #i);
+            ${EXCHANGE_S}
+            @unroll(KG) s#i = masked(s#i, qi, k0 + jj + #i);
+            var mb = m_run;
+            @unroll(KG) mb = max(mb, s#i);
+            // all masked so far: mb = -inf; p and alpha then come out 0, never NaN
+            let mref = select(mb, 0.0, mb == neg_inf());
+            let alpha = exp(m_run - mref);
+            l_run *= alpha;
+            @unroll(DV) ro#i *= alpha;
+            @unroll(KG) let p#i = exp(s#i - mref);
+            @unroll(KG) l_run += p#i;
+            @unroll(KG) accumulate(jj + #i, p#i);
+            m_run = mb;
+        }
         workgroupBarrier();
     }
     if (live) {
@@ -215,10 +223,12 @@ fn attention_dq(@builtin(workgroup_id) wid: vec3<u32>,
         workgroupBarrier();
         load_kv_block(k0, lid);
         workgroupBarrier();
-        @unroll(BK) var s#i = score(#i);
-        @unroll(BK) var g#i = dprob(#i);
-        ${EXCHANGE_SG}
-        @unroll(BK) accumulate(#i, exp(masked(s#i, qi, k0 + #i) - lref) * (g#i - delta));
+        for (var jj = 0; jj < BK; jj += KG) {
+            @unroll(KG) var s#i = score(jj + #i);
+            @unroll(KG) var g#i = dprob(jj + #i);
+            ${EXCHANGE_SG}
+            @unroll(KG) accumulate(jj + #i, exp(masked(s#i, qi, k0 + jj + #i) - lref) * (g#i - delta));
+        }
     }
     if (live) {
         let db = row_at(6, qi);
@@ -302,11 +312,13 @@ fn attention_dkdv(@builtin(workgroup_id) wid: vec3<u32>,
             delta_tile[lid] = dl;
         }
         workgroupBarrier();
-        @unroll(BK) var s#i = score(#i);
-        @unroll(BK) var g#i = dprob(#i);
-        ${EXCHANGE_SG}
-        @unroll(BK) let p#i = exp(masked(s#i, q0 + #i, kj) - lse_tile[#i]);
-        @unroll(BK) accumulate(#i, p#i, p#i * (g#i - delta_tile[#i]));
+        for (var jj = 0; jj < BK; jj += KG) {
+            @unroll(KG) var s#i = score(jj + #i);
+            @unroll(KG) var g#i = dprob(jj + #i);
+            ${EXCHANGE_SG}
+            @unroll(KG) let p#i = exp(masked(s#i, q0 + jj + #i, kj) - lse_tile[jj + #i]);
+            @unroll(KG) accumulate(jj + #i, p#i, p#i * (g#i - delta_tile[jj + #i]));
+        }
         workgroupBarrier();
     }
     if (live) {

@@ -43,7 +43,6 @@ const WY: i32 = ${WY};
 const NT: i32 = ${WX} * ${WY};
 const AM4: i32 = ${BM} / 4;
 const BN4: i32 = ${BN} / 4;
-const BK4: i32 = ${BK} / 4;
 
 // Sizes, strides and where this workgroup is, read once from the metadata into
 // per-invocation registers (a load from the metadata buffer inside the tile loop is one
@@ -95,17 +94,19 @@ fn fetch_a(r: i32, k0: i32) -> vec4<${TILE_T}> {
 }
 
 //! section: a_k4
+// Invocation v takes row v % BM and k quad v / BM: neighbours write neighbouring words of
+// the tile (no bank conflicts), each reading 16 contiguous bytes of its row.
 fn fetch_a(r: i32, k0: i32) -> vec4<${TILE_T}> {
     let v = tid + r * NT;
-    let m = m0 + v / BK4;
-    let k = k0 + 4 * (v % BK4);
+    let m = m0 + v % BM;
+    let k = k0 + 4 * (v / BM);
     if (m < M && k < k_end) { return ${LD4}_a(a_base + m * sam + k); }
     return vec4<${TILE_T}>();
 }
 fn put_a(r: i32, x: vec4<${TILE_T}>) {  // four k rows, one component each
     let v = tid + r * NT;
-    let ml = v / BK4;
-    let i = 4 * (v % BK4) * AM4 + ml / 4;
+    let ml = v % BM;
+    let i = 4 * (v / BM) * AM4 + ml / 4;
     let c = ml % 4;
     a_tile[i][c] = x.x;
     a_tile[i + AM4][c] = x.y;
@@ -140,15 +141,15 @@ fn fetch_b(r: i32, k0: i32) -> vec4<${TILE_T}> {
 //! section: b_k4
 fn fetch_b(r: i32, k0: i32) -> vec4<${TILE_T}> {
     let v = tid + r * NT;
-    let n = n0 + v / BK4;
-    let k = k0 + 4 * (v % BK4);
+    let n = n0 + v % BN;
+    let k = k0 + 4 * (v / BN);
     if (n < N && k < k_end) { return ${LD4}_b(b_base + n * sbn + k); }
     return vec4<${TILE_T}>();
 }
 fn put_b(r: i32, x: vec4<${TILE_T}>) {
     let v = tid + r * NT;
-    let nl = v / BK4;
-    let i = 4 * (v % BK4) * BN4 + nl / 4;
+    let nl = v % BN;
+    let i = 4 * (v / BN) * BN4 + nl / 4;
     let c = nl % 4;
     b_tile[i][c] = x.x;
     b_tile[i + BN4][c] = x.y;

@@ -84,8 +84,8 @@ def test_matmul_every_tile_load_and_split(be, tile, splits):
         b = rng.standard_normal((k, n)).astype(np.float32)
         bias = rng.standard_normal(n).astype(np.float32)
         ga, gb = _operand(be, a, la), _operand(be, b, lb)
-        y, pre = mm.matmul(be, ga, gb, bias=up(be, bias), activation=ACTIVATIONS["gelu"], want_pre=True,
-                           variant=variant)
+        y, pre = mm.matmul(be, ga, gb, bias=up(be, bias), activation=ACTIVATIONS["gelu"],
+                           want_pre=True, variant=variant)
         want = f64(a) @ f64(b) + bias
         gelu = 0.5 * want * (1 + np.vectorize(math.erf)(want / math.sqrt(2)))
         msg = f"{tile}/{splits} {m}x{k}x{n} {la} {lb}"
@@ -191,13 +191,15 @@ def check_attention(be, q, k, v, causal, scale, mask=None, plans=None, tol=2e-5,
                                    err_msg=name)
 
 
-@pytest.mark.parametrize("p,bq,bk", [(1, 16, 4), (2, 32, 8), (4, 16, 16), (2, 64, 16)])
-def test_attention_every_plan(be, p, bq, bk):
+@pytest.mark.parametrize("p,bq,bk,kg", [(1, 16, 4, 4), (2, 32, 8, 4), (4, 16, 16, 16),
+                                        (2, 64, 16, 8), (1, 32, 8, 0)])
+def test_attention_every_plan(be, p, bq, bk, kg):
     """Invocations per row (head-dim slices summed through workgroup memory), rows per
-    workgroup and block lengths, in all three kernels, on lengths that fit no block."""
+    workgroup, block lengths and unrolled steps, in all three kernels, on lengths that
+    fit no block."""
     from haelixe.backends.wgpu.attention import Plan
 
-    plan = Plan(p, bq, bk)
+    plan = Plan(p, bq, bk, kg)
     plans = dict.fromkeys(("attention_forward", "attention_dq", "attention_dkdv"), plan)
     rng = np.random.default_rng(p * bq + bk)
     for causal, (sq, sk) in ((False, (19, 23)), (True, (37, 30))):

@@ -2,8 +2,9 @@
 and the expression it builds is WGSL source.
 
 A symbol carries its WGSL text and its type: ``f32`` (float32, bfloat16 and float16
-compute in f32), ``i32``, ``i64`` (int64 on devices that store it as such) or ``bool``. Mixed operands convert as numpy would (an int
-meeting a float becomes f32; ``/`` is true division), so one function serves every dtype.
+compute in f32), ``i32``, ``i64`` (int64 on devices that store it as such) or ``bool``.
+Mixed operands convert as numpy would (an int meeting a float becomes f32; ``/`` is true
+division), so one function serves every dtype.
 """
 
 from __future__ import annotations

@@ -17,6 +17,7 @@ Variant choice (:func:`choose`):
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import NamedTuple
 
@@ -50,16 +51,21 @@ class Tile(NamedTuple):
 
 TILES = {
     "128x128": Tile(128, 128, 8, 8, 16),
+    "128x128k8": Tile(128, 128, 8, 8, 8),
     "128x64": Tile(128, 64, 8, 4, 16),
     "64x128": Tile(64, 128, 4, 8, 16),
     "64x64": Tile(64, 64, 4, 4, 16),
 }
-# Workgroups that keep a large GPU busy (an H200 has 132 multiprocessors, each holding
-# two of these workgroups); fewer than this and a smaller tile or split-K pays.
-FILL_WORKGROUPS = 264
-# split-K: slices of K at least this long, at most this many
-MIN_SPLIT_K = 256
-MAX_SPLITS = 32
+# Workgroups that fill a large GPU (an H200 has 132 multiprocessors, each holding two of
+# these workgroups): with fewer 128 x 128 tiles than this, a smaller tile or split-K pays.
+FULL_WAVE = 240
+# split-K only from this long a K, with 128 x 128 tiles while there are this many
+MIN_SPLIT_K = 2048
+MIN_TILES_FOR_BIG_SPLITS = 32
+MAX_SPLITS = 16
+# float16 operands with shader-f16: multiply in f16, summing this many K tiles in f16
+# before adding into the f32 accumulators (None: widen to f32 on load instead)
+F16_FLUSH_TILES = 4
 
 _BIAS = "bias_at({n})"
 
@@ -69,20 +75,32 @@ class Variant(NamedTuple):
     splits: int = 1
 
 
-def choose(M: int, N: int, K: int, nbatch: int) -> Variant:
-    """The tile and split-K factor for a (batch of) M x K @ K x N."""
+def choose(M: int, N: int, K: int, nbatch: int, a_mode: str = "a_gen") -> Variant:
+    """The tile and split-K factor for a (batch of) M x K @ K x N, from a sweep of every
+    variant over the Linear shapes on an H200 (benchmarks/gpu_kernels.py --sweep):
+
+    - 128 x 128 tiles wherever they make a full wave of workgroups (BK 8 when A is
+      contiguous along m, as in a weight gradient dY^T X);
+    - fewer tiles and a long K: split-K, 128 x 128 while there are a few dozen tiles,
+      else 64 x 64 split up to 16 ways (a small layer's weight gradient);
+    - fewer tiles and a short K: 128 x 64, or 64 x 64, whichever makes more workgroups
+      than a wave.
+    """
     def count(t):
         return -(-M // t.bm) * -(-N // t.bn) * nbatch
 
-    for name in ("128x128", "128x64", "64x128", "64x64"):
-        t = TILES[name]
-        if count(t) >= FILL_WORKGROUPS:
-            return Variant(t)
-    t = TILES["64x64"]
-    splits = min(MAX_SPLITS, -(-FILL_WORKGROUPS // count(t)), K // MIN_SPLIT_K)
-    if M * N >= 1 << 20 and K < 2048:  # large outputs with short K: splitting is a loss
-        splits = 1
-    return Variant(t, max(1, splits))
+    big = TILES["128x128k8" if a_mode == "a_m4" else "128x128"]
+    n_big = count(big)
+    if n_big >= FULL_WAVE:
+        return Variant(big)
+    if K >= MIN_SPLIT_K:
+        if n_big >= MIN_TILES_FOR_BIG_SPLITS:
+            return Variant(TILES["128x128"], max(2, min(8, round(256 / n_big))))
+        small = TILES["64x64"]
+        return Variant(small, max(1, min(MAX_SPLITS, -(-1024 // count(small)),
+                                         K // 256)))
+    medium = TILES["128x64"]
+    return Variant(medium if count(medium) >= FULL_WAVE else TILES["64x64"])
 
 
 def _batch_view(x: GpuArray) -> GpuArray:
@@ -102,6 +120,16 @@ def _vec4_mode(x: GpuArray, batch, inner: str, outer: str) -> str:
     if aligned and sc == 1 and cols % 4 == 0 and (rows == 1 or sr % 4 == 0):
         return inner
     return "gen"
+
+
+def _a_mode(a, batch) -> str:
+    return "a_" + _vec4_mode(a, batch, "k4", "m4")
+
+
+def _b_mode(b, batch) -> str:
+    bt = b.view(b.shape[:-2] + (b.shape[-1], b.shape[-2]),
+                b.strides[:-2] + (b.strides[-1], b.strides[-2]), b.offset)
+    return "b_" + _vec4_mode(bt, batch, "k4", "n4")
 
 
 def _emit(value: str, index: str, n: str, width: int, bias: bool, pre: bool, act) -> str:
@@ -168,15 +196,14 @@ def matmul(be, a, b, bias=None, activation=None, want_pre=False, want_row_sums=F
         be.copy_into(sums, be.sum(a, (a.ndim - 1,), False))
     if bias is not None and (bias.shape[-1:] != (N,) or bias.size != N):
         raise ValueError(f"matmul: bias of shape {bias.shape} does not match {N} outputs")
-    act = _epilogue(activation)
     if out.size:
-        variant = variant or choose(M, N, K, nbatch)
+        variant = variant or choose(M, N, K, nbatch, _a_mode(a, batch))
         if nbatch * variant.splits > 65535:
             if variant.splits == 1:
                 raise ValueError(f"matmul: {nbatch} batch matrices exceed one dispatch "
                                  f"(65535)")
             variant = Variant(variant.tile)
-        _run(be, a, b, bias, act, out, pre, sums, batch, variant)
+        _run(be, a, b, bias, activation, out, pre, sums, batch, variant)
     if squeeze:
         shape = tuple(n for i, n in enumerate(out.shape)
                       if i - out.ndim not in squeeze)
@@ -188,73 +215,81 @@ def matmul(be, a, b, bias=None, activation=None, want_pre=False, want_row_sums=F
     return (out, pre) if want_pre else out
 
 
-def _run(be, a, b, bias, act, out, pre, sums, batch, variant: Variant) -> None:
+def _run(be, a, b, bias, activation, out, pre, sums, batch, variant: Variant) -> None:
     (M, K), N = a.shape[-2:], b.shape[-1]
     nbatch = math.prod(batch)
     tile = variant.tile
     if not tile.valid():
         raise ValueError(f"matmul: tile {tile} is not a valid configuration")
     kind = gd.kind(a.dtype)
-    native = kind == "f16" and be.context.has("shader-f16")
+    flush = F16_FLUSH_TILES if kind == "f16" and be.context.has("shader-f16") else 0
     # k per split, a whole number of K tiles; splits recomputed from it
     ks = -(-max(K, 1) // variant.splits)
     ks = -(-ks // tile.bk) * tile.bk
     splits = max(1, -(-K // ks))
-    a_mode = "a_" + _vec4_mode(a, batch, "k4", "m4")
-    b_mode = "b_" + _vec4_mode(b.view(b.shape[:-2] + (b.shape[-1], b.shape[-2]),
-                                      b.strides[:-2] + (b.strides[-1], b.strides[-2]),
-                                      b.offset), batch, "k4", "n4")
-    width = 4 if N % 4 == 0 else 1
+    a_mode, b_mode = _a_mode(a, batch), _b_mode(b, batch)
     ops = [(broadcast_strides(_batch_view(a), batch), a.offset),
            (broadcast_strides(_batch_view(b), batch), b.offset),
            bias_operand(bias, batch)]
     meta = meta_block([M, N, K, a.strides[-2], a.strides[-1], b.strides[-2],
                        b.strides[-1], ks], batch, ops, what="matmul")
+    split = splits > 1
+    spec = _matmul_spec(kind, flush or 0, a_mode, b_mode, N % 4 == 0,
+                        None if bias is None or split else gd.kind(bias.dtype),
+                        pre is not None and not split, sums is not None, split, tile,
+                        activation if not split else None)
+    buffers = [a.buffer, b.buffer]
+    if split:  # raw partial sums, then matmul_reduce
+        part = be.empty((splits, nbatch, M, N), gd.F32)
+        rparts = be.empty((splits, nbatch, M), gd.F32) if sums is not None else None
+        buffers += [part.buffer] + ([rparts.buffer] if rparts is not None else [])
+    else:
+        buffers += [x.buffer for x in (out, bias, pre, sums) if x is not None]
+    be.dispatcher.dispatch(spec, buffers, meta,
+                           (-(-N // tile.bn), -(-M // tile.bm), nbatch * splits))
+    if split:
+        _reduce(be, part, rparts, bias, activation, out, pre, sums, batch, splits)
+
+
+@functools.lru_cache(maxsize=512)
+def _matmul_spec(kind, flush, a_mode, b_mode, vec_out, bias_kind, pre, sums, split, tile,
+                 activation):
+    """The KernelSpec of one matmul variant (built once: a dispatch only looks it up).
+    Bindings: a, b, c (the output, or split-K's f32 partials), then bias, pre and the row
+    sums where present. ``flush`` > 0: f16 arithmetic, summed in f16 over that many K
+    tiles."""
+    width = 4 if vec_out else 1
     bindings = [("a", kind, "read", 1 if a_mode == "a_gen" else 4),
                 ("b", kind, "read", 1 if b_mode == "b_gen" else 4)]
-    buffers = [a.buffer, b.buffer]
     sections = [a_mode, b_mode]
-    if splits > 1:  # raw partial sums, then matmul_reduce
-        part = be.empty((splits, nbatch, M, N), gd.F32)
+    if split:
         bindings.append(("c", "f32", "write", width))
-        buffers.append(part.buffer)
         emit4 = ("if (n < N) { store4_c(ci, v); }" if width == 4 else
                  "@unroll(4) if (n + #i < N) { store_c(ci + #i, v[#i]); }")
-        rparts = None
-        if sums is not None:
-            rparts = be.empty((splits, nbatch, M), gd.F32)
+        if sums:
             bindings.append(("rowsum", "f32", "write"))
-            buffers.append(rparts.buffer)
     else:
-        emit4 = _epilogue4(width, bias is not None, pre is not None, act)
+        emit4 = _epilogue4(width, bias_kind is not None, pre, _epilogue(activation))
         bindings.append(("c", kind, "write", width))
-        buffers.append(out.buffer)
-        if bias is not None:
-            bindings.append(("bias", gd.kind(bias.dtype), "read"))
-            buffers.append(bias.buffer)
+        if bias_kind is not None:
+            bindings.append(("bias", bias_kind, "read"))
             sections.append("bias")
-        if pre is not None:
+        if pre:
             bindings.append(("pre", kind, "write", width))
-            buffers.append(pre.buffer)
-        if sums is not None:
+        if sums:
             bindings.append(("rowsum", kind, "write"))
-            buffers.append(sums.buffer)
     rowsum = {"ROWSUM_ACC": "", "ROWSUM_STORE": ""}
-    if sums is not None:
+    if sums:
         rowsum = {"ROWSUM_ACC": "@unroll(AG) s#i += vec4<f32>(a#i);",
                   "ROWSUM_STORE": _ROWSUM_STORE}
         sections.append("rowsum")
-    f16 = _F16 if native else _F32
-    spec = kernel("matmul.wgsl", "matmul", bindings, enable=("f16",) if native else (),
+    f16 = _f16_params(flush) if flush else _F32
+    return kernel("matmul.wgsl", "matmul", bindings, enable=("f16",) if flush else (),
                   BM=tile.bm, BN=tile.bn, BK=tile.bk, WX=tile.bn // tile.tn,
                   WY=tile.bm // tile.tm, AG=tile.tm // 4, BG=tile.tn // 4,
                   LA=tile.bk * tile.bm // 4 // tile.threads,
                   LB=tile.bk * tile.bn // 4 // tile.threads,
                   EMIT4=emit4, SECTIONS=" ".join(sections), **rowsum, **f16)
-    be.dispatcher.dispatch(spec, buffers, meta,
-                           (-(-N // tile.bn), -(-M // tile.bm), nbatch * splits))
-    if splits > 1:
-        _reduce(be, part, rparts, bias, act, out, pre, sums, batch, splits)
 
 
 def _epilogue(activation):
@@ -285,36 +320,46 @@ def _epilogue4(width, bias, pre, act) -> str:
 
 _F32 = {"TILE_T": "f32", "LD": "load", "LD4": "load4", "ACC": "c", "DECL_H": "",
         "FLUSH_H": ""}
-_F16 = {"TILE_T": "f16", "LD": "loadh", "LD4": "load4h", "ACC": "h",
-        "DECL_H": "@unroll(AG) @unroll(4) @unroll(BG) var h#i#j_#k = vec4<f16>();",
-        "FLUSH_H": "@unroll(AG) @unroll(4) @unroll(BG) c#i#j_#k += vec4<f32>(h#i#j_#k);\n"
-                   "@unroll(AG) @unroll(4) @unroll(BG) h#i#j_#k = vec4<f16>();"}
 
 
-def _reduce(be, part, rparts, bias, act, out, pre, sums, batch, splits) -> None:
+def _f16_params(flush_tiles: int) -> dict:
+    """f16 tiles and h accumulators, added into the f32 ones every ``flush_tiles`` K
+    tiles (and after the last)."""
+    return {"TILE_T": "f16", "LD": "loadh", "LD4": "load4h", "ACC": "h",
+            "DECL_H": "@unroll(AG) @unroll(4) @unroll(BG) var h#i#j_#k = vec4<f16>();",
+            "FLUSH_H": f"if (((k0 - k_begin) / BK) % {flush_tiles} == {flush_tiles - 1} "
+                       f"|| k0 + BK >= k_end) {{\n"
+                       "@unroll(AG) @unroll(4) @unroll(BG) c#i#j_#k += vec4<f32>(h#i#j_#k);\n"
+                       "@unroll(AG) @unroll(4) @unroll(BG) h#i#j_#k = vec4<f16>();\n"
+                       "}"}
+
+
+def _reduce(be, part, rparts, bias, activation, out, pre, sums, batch, splits) -> None:
     """Sum split-K partials into ``out`` with the epilogue (and the row sums)."""
     M, N = out.shape[-2:]
     total = out.size
-    kind = gd.kind(out.dtype)
-    bindings = [("part", "f32", "read"), ("c", kind, "write")]
-    buffers = [part.buffer, out.buffer]
-    sections = []
-    if bias is not None:
-        bindings.append(("bias", gd.kind(bias.dtype), "read"))
-        buffers.append(bias.buffer)
-        sections.append("bias")
-    if pre is not None:
-        bindings.append(("pre", kind, "write"))
-        buffers.append(pre.buffer)
-    rowsum = ""
+    buffers = [part.buffer, out.buffer] + [x.buffer for x in (bias, pre) if x is not None]
     if sums is not None:
-        bindings += [("rpart", "f32", "read"), ("rowsum", gd.kind(sums.dtype), "write")]
         buffers += [rparts.buffer, sums.buffer]
-        rowsum = _ROWSUM_REDUCE
     dummy = ([0] * len(batch), 0)
     meta = meta_block([M, N, total, splits], batch, [dummy, dummy, bias_operand(bias, batch)],
                       what="matmul")
-    spec = kernel("matmul.wgsl", "matmul_reduce", bindings, SECTIONS=" ".join(sections),
-                  EMIT1=_emit("v", "ci", "n", 1, bias is not None, pre is not None, act),
-                  ROWSUM_REDUCE=rowsum)
+    spec = _reduce_spec(gd.kind(out.dtype), None if bias is None else gd.kind(bias.dtype),
+                        pre is not None, sums is not None, activation)
     be.dispatcher.dispatch(spec, buffers, meta, grid(-(-total // 256)))
+
+
+@functools.lru_cache(maxsize=128)
+def _reduce_spec(kind, bias_kind, pre, sums, activation):
+    bindings = [("part", "f32", "read"), ("c", kind, "write")]
+    if bias_kind is not None:
+        bindings.append(("bias", bias_kind, "read"))
+    if pre:
+        bindings.append(("pre", kind, "write"))
+    if sums:
+        bindings += [("rpart", "f32", "read"), ("rowsum", kind, "write")]
+    return kernel("matmul.wgsl", "matmul_reduce", bindings,
+                  SECTIONS="bias" if bias_kind is not None else "",
+                  EMIT1=_emit("v", "ci", "n", 1, bias_kind is not None, pre,
+                              _epilogue(activation)),
+                  ROWSUM_REDUCE=_ROWSUM_REDUCE if sums else "")

@@ -177,12 +177,13 @@ def prelude(bindings, native_f16: bool = False) -> str:
 
 
 _I64_HELPERS = """fn no_nan_i64(x: i64) -> bool { return false; }
+// a - (a / b) * b, not a % b: one driver (NVIDIA 580, Vulkan) takes % of i64 as unsigned
 fn floor_divide_i64(a: i64, b: i64) -> i64 {
     let q = a / b;
-    return select(q, q - 1li, (a % b != 0li) && ((a < 0li) != (b < 0li)));
+    return select(q, q - 1li, (a - q * b != 0li) && ((a < 0li) != (b < 0li)));
 }
 fn remainder_i64(a: i64, b: i64) -> i64 {
-    let r = a % b;
+    let r = a - (a / b) * b;
     return select(r, r + b, r != 0li && ((r < 0li) != (b < 0li)));
 }
 fn ipow_i64(a: i64, b: i64) -> i64 {
