@@ -191,7 +191,7 @@ def check_attention(be, q, k, v, causal, scale, mask=None, plans=None, tol=2e-5,
                                    err_msg=name)
 
 
-@pytest.mark.parametrize("p,bq,bk,kg", [(1, 16, 4, 4), (2, 32, 8, 4), (4, 16, 16, 16),
+@pytest.mark.parametrize("p,bq,bk,kg", [(1, 16, 4, 4), (2, 32, 8, 4), (4, 16, 16, 8),
                                         (2, 64, 16, 8), (1, 32, 8, 0)])
 def test_attention_every_plan(be, p, bq, bk, kg):
     """Invocations per row (head-dim slices summed through workgroup memory), rows per

@@ -126,13 +126,15 @@ def _putter(name: str, dim: int, aligned: bool) -> str:
 def plan(entry: str, dqk: int, dv: int, workgroup_bytes: int, n_rows: int,
          software: bool = False) -> Plan:
     """Invocations per row, rows per workgroup, block length and unrolled step for one
-    kernel. Software adapters step 4 keys at a time: LLVM compiles a fully unrolled block
-    of a 64-wide head in minutes."""
+    kernel. Software adapters take small slices and step 4 keys at a time: LLVM compiles
+    a fully unrolled block of a 64-wide head in minutes (and a 128-wide one held by one
+    invocation in 16 s, by four in 3)."""
     d4, v4 = -(-dqk // 4), -(-dv // 4)
     held = {"attention_forward": d4 + v4, "attention_dq": 2 * d4 + v4,
             "attention_dkdv": 2 * (d4 + v4)}[entry]
     p = 1
-    while held / p > REGISTER_VEC4 and d4 % (2 * p) == 0 and v4 % (2 * p) == 0:
+    limit = 8 if software else REGISTER_VEC4  # LLVM compiles small slices far faster
+    while held / p > limit and p < 4 and d4 % (2 * p) == 0 and v4 % (2 * p) == 0:
         p *= 2
     bq = max(16, min(128 if n_rows > 256 else 64, 256 // p))
     # the forward's key blocks: 32 amortise each barrier better (24.5 against 25.1 ms on
