@@ -30,6 +30,10 @@ const DV: i32 = ${DV};
 const BQ: i32 = ${BQ};
 const BK: i32 = ${BK};
 const KG: i32 = ${KG};  // keys (queries) a step of the inner loop takes, unrolled
+// GROUPS opens the loop over the block's groups: `for (var jj = 0; jj < BK; jj += KG) {`,
+// or `{ const jj = 0;` when one group is the whole block (KG = BK): every index is then a
+// constant, as a GPU compiler needs to keep the scores in registers (a loop there made the
+// forward 1.4x and, at KG = 32, 6x slower on an H200).
 const NT: i32 = ${BQ} * ${P};
 
 var<private> SQ: i32;
@@ -137,7 +141,7 @@ fn attention_forward(@builtin(workgroup_id) wid: vec3<u32>,
     for (var k0 = 0; k0 < k_stop; k0 += BK) {
         load_kv_block(k0, lid);
         workgroupBarrier();
-        for (var jj = 0; jj < BK; jj += KG) {
+        ${GROUPS}
             @unroll(KG) var s#i = score(jj + #i);
             ${EXCHANGE_S}
             @unroll(KG) s#i = masked(s#i, qi, k0 + jj + #i);
@@ -223,7 +227,7 @@ fn attention_dq(@builtin(workgroup_id) wid: vec3<u32>,
         workgroupBarrier();
         load_kv_block(k0, lid);
         workgroupBarrier();
-        for (var jj = 0; jj < BK; jj += KG) {
+        ${GROUPS}
             @unroll(KG) var s#i = score(jj + #i);
             @unroll(KG) var g#i = dprob(jj + #i);
             ${EXCHANGE_SG}
@@ -312,7 +316,7 @@ fn attention_dkdv(@builtin(workgroup_id) wid: vec3<u32>,
             delta_tile[lid] = dl;
         }
         workgroupBarrier();
-        for (var jj = 0; jj < BK; jj += KG) {
+        ${GROUPS}
             @unroll(KG) var s#i = score(jj + #i);
             @unroll(KG) var g#i = dprob(jj + #i);
             ${EXCHANGE_SG}

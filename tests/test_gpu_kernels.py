@@ -24,15 +24,19 @@ BF16 = ml_dtypes.bfloat16
 
 @pytest.fixture(params=["native", "fallback"])
 def f16_mode(request, be):
-    """Runs a test with float16 arithmetic (where the adapter has shader-f16) and with
-    the f32 fallback kernels."""
+    """Runs a test with float16 arithmetic (where the adapter has shader-f16; the matmul
+    summing two K tiles in f16) and with the f32 fallback kernels."""
+    from haelixe.backends.wgpu import matmul as mm
+
     if request.param == "native" and not be.context.has("shader-f16"):
         pytest.skip("the adapter has no shader-f16")
-    saved = be.context.features
+    saved, flush = be.context.features, mm.F16_FLUSH_TILES
     if request.param == "fallback":
         be.context.features = saved - {"shader-f16"}
+    else:
+        mm.F16_FLUSH_TILES = 2
     yield request.param
-    be.context.features = saved
+    be.context.features, mm.F16_FLUSH_TILES = saved, flush
 
 
 def up(be, a):

@@ -30,9 +30,9 @@ from .shaders import kernel
 MAX_HEAD_DIM = 128
 # vec4 registers per invocation for the head-dim vectors a kernel keeps (q and o in the
 # forward; q, dO and dq for dq; k, v, dk and dv for dk/dv) up to which one invocation
-# holds a whole row. On an H200 (head dim 64) one invocation per row beat two even where
-# the compiler spills (dk/dv: 64), the slices' exchange costing more than the spills.
-REGISTER_VEC4 = 64
+# holds a whole row. On an H200 (head dim 64) one invocation per row beat two in all
+# three kernels, even dk/dv's 64 vec4s; a 128-wide head's forward (64) takes two.
+REGISTER_VEC4 = {"attention_forward": 32, "attention_dq": 64, "attention_dkdv": 64}
 
 
 class Plan(NamedTuple):
@@ -133,13 +133,11 @@ def plan(entry: str, dqk: int, dv: int, workgroup_bytes: int, n_rows: int,
     held = {"attention_forward": d4 + v4, "attention_dq": 2 * d4 + v4,
             "attention_dkdv": 2 * (d4 + v4)}[entry]
     p = 1
-    limit = 8 if software else REGISTER_VEC4  # LLVM compiles small slices far faster
+    limit = 8 if software else REGISTER_VEC4[entry]  # LLVM compiles small slices faster
     while held / p > limit and p < 4 and d4 % (2 * p) == 0 and v4 % (2 * p) == 0:
         p *= 2
     bq = max(16, min(128 if n_rows > 256 else 64, 256 // p))
-    # the forward's key blocks: 32 amortise each barrier better (24.5 against 25.1 ms on
-    # an H200, (8, 16, 4096, 64)); backward kernels hold more and stay at 16
-    bk = 32 if entry == "attention_forward" and d4 + v4 <= 32 else 16
+    bk = 16
     while bk > 4 and _shared_bytes(entry, d4, v4, p, bq, bk) > workgroup_bytes:
         bk //= 2
     return Plan(p, bq, bk, 4 if software else bk)
@@ -203,6 +201,8 @@ def _dispatch(be, entry, lead, ops, arrays, bindings, scalars, n_rows, dqk, dv, 
         raise ValueError(f"attention: plan {pl}: the block must be a multiple of its step")
     spec = kernel("attention.wgsl", entry, full, D4=d4, V4=v4, DQ=d4 // pl.p, DV=v4 // pl.p,
                   P=pl.p, BQ=pl.bq, BK=pl.bk, KG=kg, NX=nx,
+                  GROUPS="{ const jj = 0;" if kg == pl.bk else
+                         "for (var jj = 0; jj < BK; jj += KG) {",
                   XS=pl.bq * pl.p * nx * kg if pl.p > 1 else pl.bq,
                   HELPERS="\n".join(helpers), MASK=add_mask,
                   EXCHANGE_S=_EXCHANGE[1] if pl.p > 1 else "",

@@ -63,9 +63,12 @@ FULL_WAVE = 240
 MIN_SPLIT_K = 2048
 MIN_TILES_FOR_BIG_SPLITS = 32
 MAX_SPLITS = 16
-# float16 operands with shader-f16: multiply in f16, summing this many K tiles in f16
-# before adding into the f32 accumulators (None: widen to f32 on load instead)
-F16_FLUSH_TILES = 4
+# float16 operands with shader-f16 may multiply in f16, summing this many K tiles in f16
+# before adding into the f32 accumulators; None widens them to f32 on load instead. On an
+# H200 (Vulkan, driver 580) f16 arithmetic ran 1.7x slower than f32 (4096^2: 8.3 ms at 4
+# tiles, 7.6 at 1, against 4.7 widened): the f16 -> f32 conversions cost as much as the
+# products save. So it is off by default (tests reach it by setting this).
+F16_FLUSH_TILES = None
 
 _BIAS = "bias_at({n})"
 
@@ -75,12 +78,14 @@ class Variant(NamedTuple):
     splits: int = 1
 
 
-def choose(M: int, N: int, K: int, nbatch: int, a_mode: str = "a_gen") -> Variant:
+def choose(M: int, N: int, K: int, nbatch: int, a_mode: str = "a_gen",
+           b_mode: str = "b_gen") -> Variant:
     """The tile and split-K factor for a (batch of) M x K @ K x N, from a sweep of every
     variant over the Linear shapes on an H200 (benchmarks/gpu_kernels.py --sweep):
 
     - 128 x 128 tiles wherever they make a full wave of workgroups (BK 8 when A is
-      contiguous along m, as in a weight gradient dY^T X);
+      contiguous along m, as in a weight gradient dY^T X, or B along k, as W^T in
+      x W^T);
     - fewer tiles and a long K: split-K, 128 x 128 while there are a few dozen tiles,
       else 64 x 64 split up to 16 ways (a small layer's weight gradient);
     - fewer tiles and a short K: 128 x 64, or 64 x 64, whichever makes more workgroups
@@ -89,7 +94,7 @@ def choose(M: int, N: int, K: int, nbatch: int, a_mode: str = "a_gen") -> Varian
     def count(t):
         return -(-M // t.bm) * -(-N // t.bn) * nbatch
 
-    big = TILES["128x128k8" if a_mode == "a_m4" else "128x128"]
+    big = TILES["128x128k8" if a_mode == "a_m4" or b_mode == "b_k4" else "128x128"]
     n_big = count(big)
     if n_big >= FULL_WAVE:
         return Variant(big)
@@ -197,7 +202,7 @@ def matmul(be, a, b, bias=None, activation=None, want_pre=False, want_row_sums=F
     if bias is not None and (bias.shape[-1:] != (N,) or bias.size != N):
         raise ValueError(f"matmul: bias of shape {bias.shape} does not match {N} outputs")
     if out.size:
-        variant = variant or choose(M, N, K, nbatch, _a_mode(a, batch))
+        variant = variant or choose(M, N, K, nbatch, _a_mode(a, batch), _b_mode(b, batch))
         if nbatch * variant.splits > 65535:
             if variant.splits == 1:
                 raise ValueError(f"matmul: {nbatch} batch matrices exceed one dispatch "
