@@ -42,7 +42,8 @@ def haelixe_stepper(batches, device="cpu"):
     return run
 
 
-def torch_stepper(batches, device="cpu"):
+def torch_denoiser(seq: int, device="cpu"):
+    """The denoiser and its AdamW in PyTorch: (model, optimizer)."""
     import torch
     from torch import nn
 
@@ -79,22 +80,35 @@ def torch_stepper(batches, device="cpu"):
             x = x + self.proj(o.transpose(1, 2).reshape(b, t, c))
             return x + self.fc2(torch.nn.functional.gelu(self.fc1(self.norm2(x))))
 
-    model = nn.Sequential(nn.Linear(1, 64), Block(64, 4, batches[0][0].shape[1]),
+    model = nn.Sequential(nn.Linear(1, 64), Block(64, 4, seq),
                           nn.RMSNorm(64, eps=1e-6), nn.Linear(64, 1)).to(device)
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.01)
+    return model, torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.01)
+
+
+def torch_stepper(batches, device="cpu"):
+    import torch
+
+    model, opt = torch_denoiser(batches[0][0].shape[1], device)
     data = [(torch.from_numpy(x).to(device), torch.from_numpy(y).to(device))
             for x, y in batches]
 
     def run(n):
         for i in range(n):
-            x, y = data[i % len(data)]
-            opt.zero_grad()
-            loss = torch.nn.functional.mse_loss(model(x), y)
-            loss.backward()
-            opt.step()
+            loss = torch_train_step(model, opt, *data[i % len(data)])
         return loss.item()
 
     return run
+
+
+def torch_train_step(model, opt, x, y):
+    """zero_grad, forward, MSE loss, backward, AdamW step; returns the loss tensor."""
+    import torch
+
+    opt.zero_grad()
+    loss = torch.nn.functional.mse_loss(model(x), y)
+    loss.backward()
+    opt.step()
+    return loss
 
 
 def main():

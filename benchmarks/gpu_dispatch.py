@@ -100,6 +100,15 @@ def kernel_times(step: Step, be, steps: int) -> list:
     return sorted(rows, key=lambda r: -r[2])
 
 
+def gpu_backend():
+    """(backend, adapter info) of the GPU, after printing which adapter it is."""
+    be = hx.Device.gpu().backend
+    info = be.info
+    print(f"adapter: {info['device']} ({info['backend']}, {info['adapter_type']}"
+          f"{', software' if info['software'] else ''})")
+    return be, info
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -110,10 +119,7 @@ def main(argv=None) -> int:
     p.add_argument("--json", action="store_true", help="end with one JSON line")
     args = p.parse_args(argv)
 
-    be = hx.Device.gpu().backend
-    info = be.info
-    print(f"adapter: {info['device']} ({info['backend']}, {info['adapter_type']}"
-          f"{', software' if info['software'] else ''})")
+    be, info = gpu_backend()
     step = Step(args.batch_size)
     for _ in range(args.warmup):  # compiles every pipeline, fills the allocator's bins
         step.record().item()

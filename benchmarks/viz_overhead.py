@@ -3,9 +3,10 @@ MemoryView attached vs without, side by side in one run.
 
 The two arms run in alternating rounds (so machine noise hits both alike) on the same
 seed and data; each round is a fresh ``haelixe.denoise.train`` of ``--steps`` steps. The
-attached arm calls ``dash.update`` every step (which also marks the memory timeline) and
-its MemoryView follows every allocator event; their closing redraw (``finish``) comes
-after the loop and is reported apart.
+attached arm calls ``dash.update`` every step (which also marks the memory timeline, and
+every ``--eval-every`` steps evaluates the held-out set through the denoiser's
+``dashboard_hooks``) and its MemoryView follows every allocator event; their closing
+redraw (``finish``) comes after the loop and is reported apart.
 
 Two figures:
 
@@ -35,7 +36,7 @@ import statistics
 import time
 
 import haelixe as hx
-from haelixe.denoise import train
+from haelixe.denoise import dashboard_hooks, train
 
 
 class Clock:
@@ -67,7 +68,7 @@ class Clock:
         return (len(self.times) - 1) / self.loop_s()
 
 
-def run_arm(attached: bool, steps: int, device: str) -> dict:
+def run_arm(attached: bool, steps: int, device: str, eval_every: int) -> dict:
     if not attached:
         clock = Clock()
         train(epochs=1, steps_per_epoch=steps, device=device, on_step=clock)
@@ -83,12 +84,13 @@ def run_arm(attached: bool, steps: int, device: str) -> dict:
 
     mem._on_event = timed_record
     mem.start()
-    dash = hx.viz.TrainingDashboard(total_steps=steps, memory=mem)
-    throttles = (dash.throttle, mem.throttle)
-    drawn = [t.redraws for t in throttles]
+    dash = hx.viz.TrainingDashboard(total_steps=steps, memory=mem, eval_every=eval_every,
+                                    **dashboard_hooks())
+    clocks = (dash.clock, mem.clock)
+    drawn = [t.redraws for t in clocks]
     clock = Clock(dash.update)
     r = train(epochs=1, steps_per_epoch=steps, device=device, on_step=clock)
-    redraws = sum(t.redraws - n for t, n in zip(throttles, drawn))
+    redraws = sum(t.redraws - n for t, n in zip(clocks, drawn))
     t0 = time.perf_counter()
     dash.finish(r["model"])
     mem.refresh()
@@ -100,15 +102,16 @@ def run_arm(attached: bool, steps: int, device: str) -> dict:
             "closing_s": closing, "redraws": redraws, "events": mem.timeline.last_seq}
 
 
-def bench(device: str, steps: int, rounds: int) -> dict:
-    print(f"\n== denoiser on {device}: {steps} steps per round, {rounds} rounds ==")
-    run_arm(False, min(steps, 20), device)  # warm-up: imports, kernels, caches
-    run_arm(True, min(steps, 20), device)
+def bench(device: str, steps: int, rounds: int, eval_every: int) -> dict:
+    print(f"\n== denoiser on {device}: {steps} steps per round, {rounds} rounds, held-out "
+          f"evaluation every {eval_every} steps ==")
+    run_arm(False, min(steps, 20), device, eval_every)  # warm-up: imports, kernels, caches
+    run_arm(True, min(steps, 20), device, eval_every)
     bare, live = [], []
     for k in range(rounds):
         order = (False, True) if k % 2 == 0 else (True, False)
         for attached in order:
-            r = run_arm(attached, steps, device)
+            r = run_arm(attached, steps, device, eval_every)
             (live if attached else bare).append(r)
             extra = ""
             if attached:
@@ -125,7 +128,7 @@ def bench(device: str, steps: int, rounds: int) -> dict:
           f"attached {max(r['wall'] for r in live):.1f} steps/s, ratio {best:.3f} "
           f"(medians: {med:.3f}; main-thread CPU time, best rounds: {cpu:.3f})")
     print(f"direct: {100 * inside:.2f}% of the attached loop runs widget code (recording, "
-          f"throttle checks, held-out evaluation, redraws), ratio {1 - inside:.3f}")
+          f"redraw-clock checks, held-out evaluation, redraws), ratio {1 - inside:.3f}")
     print(f"closing redraw after the loop: "
           f"{statistics.median(r['closing_s'] for r in live):.2f} s, once per run")
     return {"side_by_side": best, "median": med, "direct": 1 - inside}
@@ -138,13 +141,15 @@ def main(argv=None) -> int:
     p.add_argument("--gpu-steps", type=int, default=600,
                    help="steps per round on the GPU (fewer on a slow software adapter)")
     p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--eval-every", type=int, default=500,
+                   help="steps between held-out evaluations (the dashboard's interval)")
     p.add_argument("--device", choices=["cpu", "gpu", "both"], default="cpu")
     args = p.parse_args(argv)
     ratios = {}
     if args.device in ("cpu", "both"):
-        ratios["cpu"] = bench("cpu", args.steps, args.rounds)
+        ratios["cpu"] = bench("cpu", args.steps, args.rounds, args.eval_every)
     if args.device in ("gpu", "both"):
-        ratios["gpu"] = bench("gpu", args.gpu_steps, args.rounds)
+        ratios["gpu"] = bench("gpu", args.gpu_steps, args.rounds, args.eval_every)
     print("\nsteps/s ratio, attached / bare (goal: above 0.95): " + "; ".join(
         f"{d}: side by side {r['side_by_side']:.3f} (medians {r['median']:.3f}), direct "
         f"{r['direct']:.3f}"

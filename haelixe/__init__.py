@@ -8,7 +8,8 @@
 # The op modules attach the Tensor methods and list the function forms as they load.
 from . import autograd  # noqa: E402  (Tensor.backward, hooks)
 from . import dtype as _dtype_module
-from .autograd.mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
+from .autograd.mode import enable_grad, inference_mode, is_grad_enabled, no_grad, set_grad_enabled
+from .capture_replay import CaptureError, capture
 from .creation import (
     arange,
     as_tensor,
@@ -49,7 +50,7 @@ from .dtype import (
     int64,
     promote_types,
 )
-from .ops import convert, elementwise, fused, indexing, inplace, linalg, reduce, views  # noqa: E402,F401
+from .ops import convert, elementwise, fused, indexing, inplace, linalg, ordering, reduce, views  # noqa: E402,F401
 from .ops.registry import FUNCTIONS as _FUNCTIONS  # noqa: E402
 from .random import manual_seed
 from .tensor import Tensor
@@ -62,6 +63,8 @@ float = float32  # noqa: A001
 double = float64
 long = int64
 int = int32  # noqa: A001
+
+device = Device  # hx.device("cpu"), as torch.device
 
 __version__ = "0.1.0"
 
@@ -78,7 +81,11 @@ def __getattr__(name):
         return getattr(importlib.import_module(".memory", __name__), name)
     if name in ("save", "load"):
         return getattr(importlib.import_module(".serialization", __name__), name)
-    raise AttributeError(f"module 'haelixe' has no attribute {name!r}")
+    from .closest import missing_attribute
+
+    raise missing_attribute("haelixe", name, globals(), {
+        "cuda": "hx.Device.gpu() (the GPU is the device 'gpu')",
+        "compile": "nothing yet: Haelixe runs eagerly"})
 
 
 def allclose(a, b, rtol=1e-5, atol=1e-8):

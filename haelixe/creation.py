@@ -28,7 +28,7 @@ def _infer_dtype(data) -> dt.DType:
     numpy arrays keep their dtype."""
     if isinstance(data, np.ndarray):
         return dt.from_numpy(data.dtype)
-    arr = np.asarray(data)
+    arr = _host_array(data)
     if arr.dtype == np.bool_:
         return dt.bool_
     if arr.dtype.kind in "iu":
@@ -50,8 +50,21 @@ def tensor(data, dtype=None, device=None, requires_grad=False) -> Tensor:
             data = [x.tolist() if isinstance(x, Tensor) else x for x in data]
         dtype = _infer_dtype(data) if dtype is None else as_dtype(dtype)
         host = data
-    arr = np.array(host, dtype=dtype.np, copy=True, order="C")
-    return _finish(arr, device, requires_grad)
+    return _finish(_host_array(host, dtype.np), device, requires_grad)
+
+
+def _host_array(data, np_dtype=None):
+    """``data`` as a new C-ordered numpy array, with the package's own error for data
+    that is not rectangular or not numbers."""
+    try:
+        return np.array(data, dtype=np_dtype, copy=True, order="C")
+    except (ValueError, TypeError) as e:
+        if "inhomogeneous" in str(e) or "sequence" in str(e):
+            raise ValueError("tensor: the nested lists are ragged (rows of different "
+                             "lengths); every row of one level needs the same length, as "
+                             "a tensor is rectangular") from None
+        raise TypeError(f"tensor: cannot build a tensor from {type(data).__name__} "
+                        f"({e})") from None
 
 
 def as_tensor(data, dtype=None, device=None) -> Tensor:
@@ -146,10 +159,15 @@ def randn(*size, dtype=None, device=None, requires_grad=False) -> Tensor:
     return _finish(arr.astype(d.np, copy=False), device, requires_grad)
 
 
-def randint(low, high=None, size=(), dtype=None, device=None) -> Tensor:
+def randint(low, high=None, size=None, dtype=None, device=None) -> Tensor:
+    """Integers in [low, high); PyTorch's randint(high, size) form works too."""
+    if size is None and isinstance(high, (tuple, list)):
+        low, high, size = 0, low, high
     if high is None:
         low, high = 0, low
-    arr = generator().integers(low, high, size=tuple(size))
+    if high <= low:
+        raise ValueError(f"randint: high ({high}) must be greater than low ({low})")
+    arr = generator().integers(low, high, size=tuple(size or ()))
     return _finish(arr.astype(_dtype(dtype, dt.int64).np), device, False)
 
 

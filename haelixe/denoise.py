@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 
 import numpy as np
@@ -20,7 +19,7 @@ import numpy as np
 import haelixe as hx
 
 from . import nn
-from .data.sine import SineTask, baselines
+from .data.sine import SineTask, baselines, heldout_set
 from .nn import functional as F
 from .optim import AdamW, CosineAnnealing
 
@@ -61,6 +60,50 @@ def evaluate(model, noisy: np.ndarray, clean: np.ndarray, device, dtype="f32",
             n += pred.size
     model.train(was_training)
     return total / n
+
+
+def heldout(task: str = "random", batch_size: int | None = None,
+            data_path: str | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """The (noisy, clean) set ``train`` reports its held-out and baseline MSEs on: the
+    seed batch itself for the "seed" task, else the fixed held-out set."""
+    if task == "seed" and not data_path:
+        return SineTask("seed", batch_size).eval_set()
+    return heldout_set()
+
+
+def _device_of(model):
+    return next(iter(model.parameters())).device
+
+
+def dashboard_hooks(task: str = "random", dtype: str = "f32", batch_size: int | None = None,
+                    data_path: str | None = None, example: int = 0) -> dict:
+    """What a training dashboard needs to follow this app, as keyword arguments for
+    ``hx.viz.TrainingDashboard``: ``evaluate(model)`` (the held-out MSE, on the set
+    ``train`` reports on), ``sample(model)`` (one held-out sequence: noisy input, clean
+    target, prediction) and ``baseline``, the MSE of predicting the noisy input (train's
+    ``noise_mse``)."""
+    noisy, clean = heldout(task, batch_size, data_path)
+    k = example % len(noisy)
+
+    def evaluate_model(model) -> float:
+        return evaluate(model, noisy, clean, _device_of(model), dtype)
+
+    def sample(model) -> dict:
+        was_training = model.training
+        model.eval()
+        try:
+            with hx.no_grad(), _autocast(dtype):
+                x = hx.from_numpy(np.ascontiguousarray(noisy[k:k + 1])).to(_device_of(model))
+                pred = model(x).float().cpu().numpy().reshape(-1)
+        finally:
+            model.train(was_training)
+        return {"input": noisy[k].reshape(-1), "target": clean[k].reshape(-1),
+                "prediction": pred.astype(np.float64), "title": "held-out example",
+                "labels": ("noisy", "clean", "denoised")}
+
+    return {"evaluate": evaluate_model, "sample": sample,
+            "baseline": baselines(noisy, clean).predict_input,
+            "baseline_label": "noise", "loss_label": "loss (MSE)"}
 
 
 def train(task: str = "random", epochs: int = 100, steps_per_epoch: int = 50,
@@ -109,7 +152,7 @@ def train(task: str = "random", epochs: int = 100, steps_per_epoch: int = 50,
                     progress(step, total_steps, value)
             sched.step()
     elapsed = time.perf_counter() - start
-    eval_noisy, eval_clean = data.eval_set()
+    eval_noisy, eval_clean = heldout(task, batch_size, data_path)
     base = baselines(eval_noisy, eval_clean)
     return {
         "task": task,
@@ -143,25 +186,12 @@ def main(argv=None) -> int:
     p.add_argument("--json", action="store_true", help="end with one JSON line")
     args = p.parse_args(argv)
 
-    bar = None
-    try:
-        from tqdm import tqdm
+    from .progress import TerminalProgress
 
-        bar = tqdm(total=args.epochs * args.steps_per_epoch, unit="step",
-                   file=sys.stderr, mininterval=0.5)
-    except ImportError:
-        pass
-
-    def progress(step, total, loss):
-        if bar is not None:
-            bar.update(1)
-            if step % 50 == 0:
-                bar.set_postfix(loss=f"{loss:.4f}")
-
-    result = train(args.task, args.epochs, args.steps_per_epoch, args.device, args.dtype,
-                   args.batch_size, args.seed, progress=progress, data_path=args.data)
-    if bar is not None:
-        bar.close()
+    with TerminalProgress(args.epochs * args.steps_per_epoch) as bar:
+        result = train(args.task, args.epochs, args.steps_per_epoch, args.device,
+                       args.dtype, args.batch_size, args.seed, progress=bar.update,
+                       data_path=args.data)
     result.pop("model")
     print(f"task {result['task']} on {result['device']} ({result['dtype']}), "
           f"{result['steps']} steps")

@@ -7,7 +7,7 @@ class Device:
     """``Device.cpu()`` or ``Device.gpu()``; the strings "cpu" and "gpu" are accepted
     wherever a device is. Devices are interned, so ``is`` compares them."""
 
-    __slots__ = ("type",)
+    __slots__ = ("type", "_be")
     _interned: dict[str, Device] = {}
 
     def __new__(cls, type: str = "cpu"):
@@ -18,6 +18,7 @@ class Device:
         if dev is None:
             dev = object.__new__(cls)
             object.__setattr__(dev, "type", key)
+            object.__setattr__(dev, "_be", None)  # its backend, once loaded
             cls._interned[key] = dev
         return dev
 

@@ -218,16 +218,6 @@ def transpose_dims(ndim: int, d0: int, d1: int) -> tuple:
 
 # -- slicing -----------------------------------------------------------------------------
 
-def slice_dim(n: int, stride: int, start, stop, step) -> tuple[int, int, int]:
-    """Python slice semantics (negative steps too) on one dim of size ``n``.
-    Returns (new size, new stride, offset delta)."""
-    if step == 0:
-        raise ValueError("slice step cannot be zero")
-    start, stop, step = slice(start, stop, step).indices(n)
-    size = len(range(start, stop, step))
-    return size, stride * step, (start * stride if size else 0)
-
-
 def index(shape: Shape, strides: Strides, offset: int, key) -> tuple[Shape, Strides, int]:
     """Basic indexing: ints, slices (any step), None and Ellipsis. Advanced (array)
     indexing is not a view and is handled by the caller."""

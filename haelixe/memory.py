@@ -12,12 +12,17 @@ so with the default of 4 divisions at most 25% of a slab is rounding waste.
 Caching. Freed slabs stay in a free list per bin and are handed out again, so a training
 loop that allocates the same pattern every step stops calling the driver after step one.
 
+Private pools. A captured step (``hx.capture``) replays kernels that name fixed slabs, so
+those slabs must not serve anyone else between replays: a :class:`PrivatePool` (CUDA
+graphs' private memory pool) holds them until it is released.
+
 Deterministic reclamation. A :class:`Block` goes back to its bin's free list exactly when
 its last reference disappears (CPython's reference counting runs ``Block.__del__`` right
 then), never earlier. Tensor views and tensors saved for backward hold a Storage, which
 holds the Block, so a slab is never handed out twice while anything can still read it.
 
-This is a leaf module: it imports nothing else from haelixe and nothing from wgpu.
+This module imports nothing else from haelixe when it loads, and nothing from wgpu;
+:func:`get_allocator` starts a device's backend (through haelixe.device) on demand.
 """
 
 from __future__ import annotations
@@ -33,9 +38,9 @@ import numpy as np
 
 __all__ = [
     "MIN_BLOCK", "TAGS", "DEFAULT_TAG", "round_size", "bin_of", "bin_size",
-    "OutOfMemoryError", "MemoryEvent", "Block", "Allocator", "NumpyDriver",
+    "OutOfMemoryError", "MemoryEvent", "Block", "Allocator", "PrivatePool", "NumpyDriver",
     "tagged", "current_tag", "get_allocator", "register_allocator",
-    "memory_stats", "empty_cache", "reset_peak_stats",
+    "memory_stats", "empty_cache", "reset_peak_stats", "format_bytes",
 ]
 
 MIN_BLOCK = 512
@@ -219,6 +224,106 @@ class Block:
                 f"tag={self.tag!r}, device={self.allocator.device_name!r})")
 
 
+class PrivatePool:
+    """Slabs kept for one captured step only, as CUDA graphs' private memory pool.
+
+    While :meth:`routing` is active (on the thread that entered it), every block the
+    allocator hands out comes from this pool's free slabs when it has one of the bin, and
+    otherwise from the allocator as usual; either way the slab then belongs to the pool.
+    :meth:`reserve` adds a slab made before (a buffer the step reads that outlives it);
+    several pools may keep one slab (two captures reading the same parameters).
+    A slab of the pool never goes back to the shared cache: when its last block dies it
+    returns here, free for the pool alone, so a replay that names it finds it untouched.
+    A reserved slab coming back that way is listed in :attr:`lost` (its owner died).
+    :meth:`release` gives every slab back to the allocator; slabs still held by live
+    blocks return to the shared cache when those die.
+    """
+
+    def __init__(self, allocator: Allocator):
+        self.allocator = allocator
+        self.thread = None
+        self.released = False
+        self.lost: list = []  # reserved slabs whose last block died
+        self._free: dict[int, list] = {}  # bin -> free slabs of this pool
+        self._slabs: dict[int, object] = {}  # id(handle) -> handle, every slab kept
+        self._serial: dict[int, int] = {}  # id(handle) -> its latest allocation's number
+        self._reserved: set = set()  # ids of slabs made before the pool took them
+        self._count = 0
+
+    @contextmanager
+    def routing(self):
+        """Make new allocations of this thread join the pool inside the ``with`` block."""
+        self.thread = self.allocator._get_ident()
+        self.allocator._set_routing(self)
+        try:
+            yield self
+        finally:
+            self.allocator._set_routing(None)
+            self.thread = None
+
+    @contextmanager
+    def paused(self):
+        """Inside a :meth:`routing` block: let allocations use the shared cache again
+        for a while (work that is not part of what the pool serves)."""
+        self.allocator._set_routing(None)
+        try:
+            yield
+        finally:
+            self.allocator._set_routing(self)
+
+    def reserve(self, handle) -> None:
+        """Keep ``handle`` (a slab allocated before) for this pool from now on."""
+        if id(handle) not in self._slabs:
+            self._slabs[id(handle)] = handle
+            self._reserved.add(id(handle))
+            self.allocator._reserve(self, handle)
+
+    def serial(self, handle):
+        """Which allocation made while routing holds ``handle`` now (0, 1, ...), or
+        None for a slab the pool did not hand out."""
+        return self._serial.get(id(handle))
+
+    def held_ids(self) -> frozenset:
+        """ids of the slabs handed out while routing that live blocks still hold."""
+        free = {id(h) for handles in self._free.values() for h in handles}
+        return frozenset(k for k in self._serial if k not in free)
+
+    @property
+    def free_bytes(self) -> int:
+        return sum(bin_size(b, self.allocator.divisions) * len(h)
+                   for b, h in self._free.items())
+
+    def release(self) -> None:
+        """Give every slab back to the allocator (idempotent)."""
+        if not self.released:
+            self.released = True
+            self.allocator._release_pool(self)
+            self._free.clear()
+            self._slabs.clear()
+            self._reserved.clear()
+
+    # called by the allocator, under its lock
+    def _take(self, b: int):
+        free = self._free.get(b)
+        return free.pop() if free else None
+
+    def _adopt(self, handle) -> None:
+        self._slabs[id(handle)] = handle
+        self._serial[id(handle)] = self._count
+        self._count += 1
+
+    def _keep(self, handle, b: int) -> None:
+        self._free.setdefault(b, []).append(handle)
+
+    def _died(self, handle) -> None:
+        if id(handle) in self._reserved:
+            self.lost.append(handle)
+
+    def __repr__(self) -> str:
+        return (f"PrivatePool({self.allocator.device_name!r}, slabs={len(self._slabs)}, "
+                f"free_bytes={self.free_bytes}, released={self.released})")
+
+
 # -- drivers -----------------------------------------------------------------------------
 
 class NumpyDriver:
@@ -236,8 +341,23 @@ class NumpyDriver:
         pass  # dropping the last reference gives the memory back to numpy
 
 
+_UNITS = (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10))
+
+
+def format_bytes(n: float) -> str:
+    """A byte count in binary units, as the allocator counts: 1536 -> '1.5 KiB',
+    4194304 -> '4 MiB', 300 -> '300 B'. Every size Haelixe prints or draws uses it."""
+    n = float(n)
+    for unit, scale in _UNITS:
+        if abs(n) >= scale:
+            v = n / scale
+            return f"{v:.0f} {unit}" if v >= 100 or v == int(v) else f"{v:.1f} {unit}"
+    return f"{int(n)} B"
+
+
 def _fmt(n: int) -> str:
-    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+    """Exact bytes and the size in the same binary units, for error messages."""
+    for unit, scale in _UNITS:
         if n >= scale:
             return f"{n} bytes ({n / scale:.2f} {unit})"
     return f"{n} bytes"
@@ -273,6 +393,9 @@ class Allocator:
         self._by_tag = dict.fromkeys(TAGS, 0)
         self._allocated = self._requested = self._reserved = 0
         self._active = self._cached = 0
+        self._captured = self._captured_blocks = 0  # free slabs that pools keep for themselves
+        self._pools_of: dict = {}  # id(handle) -> the PrivatePools keeping that slab
+        self._routing = None  # the PrivatePool new allocations join (on its thread)
         self._peak_allocated = self._peak_reserved = 0
         self._hits = self._driver_allocs = self._driver_frees = 0
         self._num_allocs = self._num_frees = self._num_ooms = 0
@@ -338,9 +461,18 @@ class Allocator:
         tag = current_tag() if tag is None else _check_tag(tag)
         prev = self._enter()
         try:
-            cached = self._free.get(b)
-            if cached:
-                handle = cached.pop()
+            pool = self._routing
+            if pool is not None and pool.thread != self._get_ident():
+                pool = None
+            handle = pool._take(b) if pool is not None else None
+            if handle is not None:
+                st = self._bins[b]
+                self._captured -= size
+                self._captured_blocks -= 1
+                self._hits += 1
+                kind = "reuse"
+            elif self._free.get(b):
+                handle = self._free[b].pop()
                 st = self._bins[b]
                 st[1] -= 1
                 self._cached -= 1
@@ -352,6 +484,11 @@ class Allocator:
                 if st is None:
                     st = self._bins[b] = [0, 0, 0, 0]
                 kind = "alloc"
+            if pool is not None:
+                pool._adopt(handle)
+                pools = self._pools_of.setdefault(id(handle), [])
+                if pool not in pools:
+                    pools.append(pool)
             st[0] += 1
             st[2] += n
             st[3] += size
@@ -408,14 +545,22 @@ class Allocator:
             f"the cap (allocator.cap_bytes).")
 
     def _put_back(self, handle, size, requested, b, tag) -> None:
-        self._free.setdefault(b, []).append(handle)
         st = self._bins[b]
+        pools = self._pools_of.get(id(handle)) if self._pools_of else None
+        if not pools:
+            self._free.setdefault(b, []).append(handle)
+            st[1] += 1
+            self._cached += 1
+        else:  # kept free for the pools that name it only
+            pools[0]._keep(handle, b)
+            for pool in pools:
+                pool._died(handle)
+            self._captured += size
+            self._captured_blocks += 1
         st[0] -= 1
-        st[1] += 1
         st[2] -= requested
         st[3] -= size
         self._active -= 1
-        self._cached += 1
         self._num_frees += 1
         self._allocated -= size
         self._requested -= requested
@@ -438,6 +583,51 @@ class Allocator:
                 if self._emitting:
                     self._emit("release", size, 0, b, None)
         return released
+
+    # -- private pools ---------------------------------------------------------------
+    def private_pool(self) -> PrivatePool:
+        """A new, empty :class:`PrivatePool` of this allocator."""
+        return PrivatePool(self)
+
+    def _set_routing(self, pool) -> None:
+        with self._lock:
+            if pool is not None and self._routing is not None:
+                raise RuntimeError(f"{self.device_name}: a private pool is already taking "
+                                   f"this allocator's new blocks (one capture at a time)")
+            self._routing = pool
+
+    def _reserve(self, pool, handle) -> None:
+        with self._lock:
+            pools = self._pools_of.setdefault(id(handle), [])
+            if pool not in pools:
+                pools.append(pool)
+
+    def _release_pool(self, pool) -> None:
+        prev = self._enter()
+        try:
+            if self._routing is pool:
+                self._routing = None
+            for key in pool._slabs:
+                pools = self._pools_of.get(key)
+                if pools is not None and pool in pools:
+                    pools.remove(pool)
+                    if not pools:
+                        del self._pools_of[key]
+            for b, handles in pool._free.items():
+                size = bin_size(b, self.divisions)
+                st = self._bins[b]
+                for handle in handles:
+                    others = self._pools_of.get(id(handle))
+                    if others:  # another pool names it too: still kept
+                        others[0]._keep(handle, b)
+                        continue
+                    self._free.setdefault(b, []).append(handle)
+                    st[1] += 1
+                    self._cached += 1
+                    self._captured -= size
+                    self._captured_blocks -= 1
+        finally:
+            self._exit(prev)
 
     def empty_cache(self) -> int:
         """Give every cached (unused) slab back to the driver; returns the bytes freed.
@@ -508,7 +698,9 @@ class Allocator:
     def stats(self) -> dict:
         """Counters named like PyTorch's ``memory_stats`` where they fit (bytes unless
         named otherwise); ``bins`` maps bin size -> per-bin counts of bins in use or
-        cached; ``by_tag`` maps tag -> allocated bytes."""
+        cached; ``by_tag`` maps tag -> allocated bytes; ``captured_bytes`` and
+        ``captured_blocks`` count the free slabs private pools keep (reserved, not
+        cached: no other tensor gets them)."""
         prev = self._enter()
         try:
             bins = {
@@ -523,9 +715,11 @@ class Allocator:
                 "allocated_bytes": self._allocated,
                 "requested_bytes": self._requested,
                 "reserved_bytes": self._reserved,
-                "cached_bytes": self._reserved - self._allocated,
+                "cached_bytes": self._reserved - self._allocated - self._captured,
+                "captured_bytes": self._captured,
                 "active_blocks": self._active,
                 "cached_blocks": self._cached,
+                "captured_blocks": self._captured_blocks,
                 "peak_allocated_bytes": self._peak_allocated,
                 "peak_reserved_bytes": self._peak_reserved,
                 "cache_hits": self._hits,
@@ -581,9 +775,22 @@ def register_allocator(device_type, allocator: Allocator):
     return prev
 
 
+def _start_device(key: str) -> None:
+    """Start the backend of a device Haelixe knows, which registers its allocator."""
+    from .device import Device  # lazily: the device layer starts backends on demand
+
+    try:
+        dev = Device(key)
+    except ValueError:
+        return  # not a device Haelixe runs; only register_allocator can add one
+    dev.backend  # noqa: B018 - starting the backend is the point
+
+
 def get_allocator(device="cpu") -> Allocator:
-    """The allocator of ``device`` ("cpu", "gpu" or a Device); the CPU one is created on
-    first use with :class:`NumpyDriver`."""
+    """The allocator of ``device`` ("cpu", "gpu" or a Device). The CPU one is created on
+    first use with :class:`NumpyDriver`; the GPU one comes with the GPU backend, which
+    this starts when it is not running yet (so a memory picture may open before the
+    first GPU tensor)."""
     key = _device_type(device)
     alloc = _registry.get(key)
     if alloc is None:
@@ -591,6 +798,9 @@ def get_allocator(device="cpu") -> Allocator:
             alloc = _registry.get(key)
             if alloc is None and key == "cpu":
                 alloc = _registry["cpu"] = Allocator("cpu", NumpyDriver())
+        if alloc is None:
+            _start_device(key)
+            alloc = _registry.get(key)
         if alloc is None:
             raise RuntimeError(
                 f"no allocator registered for device {key!r}; the backend installs one when "
@@ -600,8 +810,17 @@ def get_allocator(device="cpu") -> Allocator:
 
 
 def memory_stats(device="cpu") -> dict:
-    """``get_allocator(device).stats()``."""
-    return get_allocator(device).stats()
+    """``get_allocator(device).stats()``, and whether tensors of the device allocate
+    through it (``tensors_use_allocator``). On the CPU they do not: each CPU tensor owns
+    numpy memory (a Python-level pool on every op costs more than it saves), so the CPU
+    counters cover only memory taken with ``get_allocator("cpu").allocate(...)``."""
+    stats = get_allocator(device).stats()
+    on_cpu = _device_type(device) == "cpu"
+    stats["tensors_use_allocator"] = not on_cpu
+    if on_cpu:
+        stats["note"] = ("CPU tensors are allocated by numpy, not by this allocator; these "
+                         "counters cover only get_allocator('cpu').allocate(...)")
+    return stats
 
 
 def empty_cache(device="cpu") -> int:

@@ -31,11 +31,6 @@ class Storage:
         """Capacity in elements."""
         return self.nbytes // self.dtype.itemsize
 
-    @property
-    def block(self):
-        """The allocator block this buffer came from (None for numpy-owned memory)."""
-        return None if self.device.type == "cpu" else self.data
-
     def __repr__(self) -> str:
         return (f"Storage(device={self.device.type}, dtype={self.dtype.name}, "
                 f"nbytes={self.nbytes}, id=0x{id(self):x})")

@@ -19,6 +19,7 @@ import numpy as np
 
 from . import layout
 from .backends import backend_for, backend_of
+from .closest import missing_attribute
 from .device import CPU
 from .dtype import _BY_NP as _DTYPE_OF_NP
 from .storage import Storage
@@ -147,7 +148,7 @@ class Tensor:
 
     @property
     def _be(self):
-        return backend_for(self.device)
+        return self.device._be or backend_for(self.device)
 
     # -- autograd slot -------------------------------------------------------------------
     @property
@@ -259,3 +260,22 @@ class Tensor:
         return int(self.item())
 
     __hash__ = object.__hash__
+
+    def __getattr__(self, name):
+        # only reached for a name Tensor lacks: say what is closest (protocol probes such
+        # as numpy's __array_interface__ get the plain error at once)
+        if name.startswith("_"):
+            raise AttributeError(f"'Tensor' object has no attribute {name!r}")
+        raise missing_attribute("haelixe.Tensor", name, vars_of_tensor(), _TENSOR_HINTS)
+
+
+def vars_of_tensor() -> dict:
+    return {n: getattr(Tensor, n, None) for n in dir(Tensor)}
+
+
+#: PyTorch names Haelixe spells otherwise
+_TENSOR_HINTS = {
+    "cuda": "hx.Tensor.gpu() (the GPU is the device 'gpu')",
+    "is_cuda": "t.device.type == 'gpu'",
+    "unique": "np.unique(t.numpy()) for now (no unique op on tensors)",
+}

@@ -1,7 +1,17 @@
-"""nbval runs every lab; lab 04 needs a wgpu adapter (a software one will do). Where the
+"""nbval runs every lab, the instructor's versions (outputs compared) and the learner's
+(run without error); lab 04 needs a wgpu adapter (a software one will do). Where the
 machine has none, its cells are skipped with the reason and the fix instead of failing."""
 
+import os
+
 import pytest
+
+# The labs' matrices are small (a 64-wide model): BLAS threads buy nothing there, and on a
+# machine whose cores are busy (the rest of the suite, a neighbour) they spin against each
+# other and slow a lab several times over (lab 05: 62 s against 9 s on two busy cores).
+# The notebook kernels nbval starts inherit this; a value set by the caller wins.
+for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")
 
 
 def _missing_adapter():

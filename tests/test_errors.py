@@ -140,3 +140,33 @@ def test_argument_errors():
         hx.ones(2, 2).gather(0, hx.tensor([[0, 0, 0]]))
     with pytest.raises(RuntimeError, match="ambiguous"):
         bool(hx.ones(2))
+
+
+def test_float_edge_cases_are_silent_like_pytorch():
+    """log(0), 0/0, overflow: inf and NaN with no numpy RuntimeWarning naming Haelixe's
+    files, even where warnings are errors; a user's own numpy code still warns."""
+    import subprocess
+    import sys
+
+    code = ("import haelixe as hx, numpy as np\n"
+            "x = hx.tensor([0.0, -1.0, 1e30])\n"
+            "y = (x.log(), x / 0.0, x * x * x, x.sqrt(), hx.tensor([0.0]).log().exp())\n"
+            "try:\n"
+            "    np.log(np.zeros(1))  # the user's own numpy: still an error here\n"
+            "    raise SystemExit('no warning for user code')\n"
+            "except RuntimeWarning:\n"
+            "    pass\n")
+    r = subprocess.run([sys.executable, "-W", "error::RuntimeWarning", "-c", code],
+                       capture_output=True, text=True)
+    assert r.returncode == 0 and not r.stderr, r.stderr
+
+
+def test_missing_names_point_at_the_closest_thing():
+    x = hx.zeros(2)
+    with pytest.raises(AttributeError, match=r"hx.Tensor has no sofmax; the closest is "
+                                             r"hx.Tensor.softmax"):
+        _ = x.sofmax
+    with pytest.raises(AttributeError, match=r"the closest is hx.Tensor.gpu\(\)"):
+        x.cuda()
+    with pytest.raises(AttributeError, match=r"hx has no sofmax; the closest is hx.softmax"):
+        _ = hx.sofmax

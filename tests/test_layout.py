@@ -278,17 +278,6 @@ def test_index_refuses_out_of_range_and_too_many():
         layout.index((2, 3), (3, 1), 0, (slice(None, None, 0),))
 
 
-@SETTINGS
-@given(st.integers(0, 8), st.integers(-3, 6), st.integers(-8, 8), st.integers(-9, 9),
-       st.integers(-3, 3).filter(bool))
-def test_slice_dim_matches_python_ranges(n, stride, start, stop, step):
-    size, new_stride, delta = layout.slice_dim(n, stride, start, stop, step)
-    idx = list(range(n))[start:stop:step]
-    assert size == len(idx)
-    assert new_stride == stride * step
-    if idx:
-        assert delta == idx[0] * stride
-
 
 @SETTINGS
 @given(layouts(nonempty_shapes.filter(bool)), st.data())

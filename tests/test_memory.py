@@ -390,3 +390,57 @@ def test_live_block_at_interpreter_exit_is_silent():
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                        timeout=60)
     assert r.returncode == 0 and r.stderr == "", r.stderr
+
+
+# -- private pools (hx.capture) ----------------------------------------------------------
+def test_a_private_pool_keeps_its_slabs_from_other_allocations():
+    a = make()
+    outside = a.allocate(1000)
+    pool = a.private_pool()
+    with pool.routing():
+        x = a.allocate(3000)
+        slab = x.handle
+        assert pool.serial(slab) == 0
+        del x  # freed while routing: back to the pool, not to the shared cache
+        y = a.allocate(3000)  # the pool's own free slab serves its next block
+        assert y.handle is slab and pool.serial(slab) == 1
+        del y
+    pool.reserve(outside.handle)
+    s = a.stats()
+    assert (s["captured_bytes"], s["captured_blocks"], s["cached_blocks"]) == (3072, 1, 0)
+    assert s["cached_bytes"] == 0 and s["reserved_bytes"] == 3072 + 1024
+    assert a.allocate(3000).handle is not slab  # no one else gets it
+    outside_slab = outside.handle
+    del outside  # a reserved slab whose owner died: kept, and listed as lost
+    assert [id(h) for h in pool.lost] == [id(outside_slab)]
+    assert a.stats()["captured_bytes"] == 3072 + 1024
+    pool.release()
+    s = a.stats()
+    assert (s["captured_bytes"], s["captured_blocks"]) == (0, 0)
+    assert a.allocate(3000).handle is slab  # cached again: served to anyone
+    assert a.allocate(1000).handle is outside_slab
+
+
+def test_a_slab_two_pools_keep_stays_kept_until_both_are_released():
+    a = make()
+    w = a.allocate(2000)
+    first, second = a.private_pool(), a.private_pool()
+    first.reserve(w.handle)
+    second.reserve(w.handle)
+    slab = w.handle
+    del w
+    assert first.lost and second.lost  # both are told its owner died
+    first.release()
+    assert a.stats()["captured_blocks"] == 1  # the second still keeps it
+    assert a.allocate(2000).handle is not slab
+    second.release()
+    assert a.stats()["captured_blocks"] == 0
+    assert a.allocate(2000).handle is slab
+
+
+def test_only_one_pool_routes_at_a_time():
+    a = make()
+    with a.private_pool().routing():
+        with pytest.raises(RuntimeError, match="already taking"):
+            with a.private_pool().routing():
+                pass

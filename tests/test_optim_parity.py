@@ -56,8 +56,10 @@ def _loss(params, x):
         (params["refrozen"] * params["refrozen"]).sum() * 0.3
 
 
-def _run(lib, device, opt_name, layout, set_to_none, steps=6):
+def _run(lib, device, opt_name, layout, set_to_none, steps=6, capturable=False):
     cls, kwargs = OPTIMIZERS[opt_name]
+    if capturable:
+        kwargs = {**kwargs, "capturable": True}
     init = _initial()
     x_np = np.random.default_rng(1).standard_normal((5, 3)).astype(np.float32)
     if lib == "torch":
@@ -111,6 +113,24 @@ def test_item2_optimizers_equal_pytorch_step_for_step(opt_name, layout, set_to_n
 def test_item2_optimizers_equal_pytorch_on_gpu(be, opt_name, set_to_none):
     want = _run("torch", None, opt_name, "three", set_to_none)
     got = _run("hx", "gpu", opt_name, "three", set_to_none)
+    _compare(got, want, rtol=1e-4, atol=2e-5)
+
+
+# capturable=True (step counts and lr on the device, bias corrections in float32) follows
+# PyTorch as closely, with the masks that change the per-parameter counts above
+@pytest.mark.parametrize("layout", ["one", "three"])
+@pytest.mark.parametrize("opt_name", sorted(OPTIMIZERS))
+def test_capturable_optimizers_equal_pytorch_step_for_step(opt_name, layout):
+    want = _run("torch", None, opt_name, layout, True)
+    got = _run("hx", "cpu", opt_name, layout, True, capturable=True)
+    _compare(got, want, rtol=2e-5, atol=2e-6)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("opt_name", sorted(OPTIMIZERS))
+def test_capturable_optimizers_equal_pytorch_on_gpu(be, opt_name):
+    want = _run("torch", None, opt_name, "three", False)
+    got = _run("hx", "gpu", opt_name, "three", False, capturable=True)
     _compare(got, want, rtol=1e-4, atol=2e-5)
 
 
@@ -238,13 +258,15 @@ def test_item3_sgd_on_bf16_gpu_weights(be, momentum):
 
 
 # -- state dicts -------------------------------------------------------------------------------
-def test_state_dict_keeps_per_parameter_steps():
-    def train(opt, ps, rounds):
-        for used in rounds:
-            opt.zero_grad()
-            sum((ps[i] ** 2).sum() for i in used).backward()
-            opt.step()
+def train(opt, ps, rounds):
+    """One step per round, with a gradient for the parameters the round lists."""
+    for used in rounds:
+        opt.zero_grad()
+        sum((ps[i] ** 2).sum() for i in used).backward()
+        opt.step()
 
+
+def test_state_dict_keeps_per_parameter_steps():
     ps = [hx.full((2,), float(i + 1), requires_grad=True) for i in range(3)]
     opt = hx.optim.Adam(ps, lr=0.1)
     train(opt, ps, [[0], [0, 1], [0]])  # parameter 2 never stepped, 1 once
@@ -257,6 +279,27 @@ def test_state_dict_keeps_per_parameter_steps():
     train(opt2, qs, [[0, 1, 2]] * 2)
     for p, q in zip(ps, qs):
         np.testing.assert_array_equal(p.detach().numpy(), q.detach().numpy())
+
+
+def test_capturable_state_dict_restores_the_device_counts_and_lr():
+    ps = [hx.full((2,), float(i + 1), requires_grad=True) for i in range(3)]
+    opt = hx.optim.AdamW(ps, lr=0.1, capturable=True)
+    train(opt, ps, [[0], [0, 1], [0]])
+    saved = opt.state_dict()
+    np.testing.assert_array_equal(opt.flat_groups[0][0].device_steps.numpy(), [3, 1, 0])
+    qs = [p.detach().clone().requires_grad_() for p in ps]
+    opt2 = hx.optim.AdamW(qs, lr=0.5, capturable=True)
+    opt2.load_state_dict(saved)  # the counts and the lr of the state dict reach the device
+    fg = opt2.flat_groups[0][0]
+    np.testing.assert_array_equal(fg.device_steps.numpy(), [3, 1, 0])
+    assert fg.device_lr.item() == pytest.approx(0.1)
+    train(opt, ps, [[0, 1, 2]] * 2)
+    train(opt2, qs, [[0, 1, 2]] * 2)
+    for p, q in zip(ps, qs):
+        np.testing.assert_array_equal(p.detach().numpy(), q.detach().numpy())
+    opt.set_lr(0.01)  # a new lr reaches the device on the next step
+    train(opt, ps, [[0]])
+    assert opt.flat_groups[0][0].device_lr.item() == pytest.approx(0.01)
 
 
 def test_load_state_dict_checks_before_changing_anything():

@@ -78,7 +78,7 @@ def test_widget_selects_edits_and_compares():
     x = hx.arange(12).float().reshape(3, 4)
     view = LayoutView(x)
     assert view.select((2, 1)) == 9
-    assert 'data-selected-position="9"' in view._svg.value
+    assert 'data-selected-position="9"' in view.picture.html.value
     view._sliders[1].value = 3  # a slider move selects too
     assert view.selected == (2, 3)
     assert view.apply("2, 2", "(1, 4)", "1")
@@ -98,4 +98,49 @@ def test_nd_shows_the_selected_slice():
     y = hx.arange(2 * 3 * 2 * 4).float().reshape(2, 3, 2, 4)
     view = LayoutView(y, name="y")
     view.select((1, 0, 1, 2))
-    assert "y[1, 0, :, :]" in view._svg.value and "y[1, 2, :, :]" in view._svg.value
+    assert "y[1, 0, :, :]" in view.picture.html.value and "y[1, 2, :, :]" in view.picture.html.value
+
+
+def _title(view):
+    root = ET.fromstring(view.to_svg())
+    return next(t.text for t in root.iter(f"{NS}text") if (t.text or "").startswith("layout"))
+
+
+def test_title_follows_as_strided_and_reset():
+    x = hx.arange(12).float().reshape(3, 4)
+    xt = x.T
+    view = LayoutView(xt, name="x.T")
+    assert _title(view) == "layout of x.T"
+    assert view.apply("2, 2", "1, 4", "1")
+    assert _title(view) == "layout of x.T.as_strided((2, 2), (1, 4), 1)"
+    assert "x.T.as_strided((2, 2), (1, 4), 1)" in view._message.value
+    assert not view.apply("3, 4", "4, 2", "0")  # refused: the title keeps the last view
+    assert _title(view) == "layout of x.T.as_strided((2, 2), (1, 4), 1)"
+    view.reset()
+    assert _title(view) == "layout of x.T" and view.tensor is xt
+
+
+def test_pictures_fit_the_page_and_wide_compositions_wrap():
+    x = hx.arange(12).float().reshape(3, 4)
+    view = LayoutView(x)
+    root = ET.fromstring(view.to_svg())
+    assert root.get("viewBox") == f"0 0 {root.get('width')} {root.get('height')}"
+    page = view.picture.html.value
+    assert "width:100%" in page and f"max-width:{root.get('width')}px" in page
+    editor = view.widget.children[2]
+    assert editor.layout.flex_flow == "row wrap"  # the editor wraps, never hides
+    cmp = LayoutView.compare(x, x.T, x[0:1].expand(3, 4))
+    assert cmp.widget.layout.flex_flow == "row wrap"
+    assert all(p.layout.flex.startswith("1 1 ") for p in cmp.widget.children)
+    html = cmp._repr_mimebundle_()["text/html"]
+    assert html.count("<img") == 3 and "flex-wrap:wrap" in html
+    assert repr(cmp).startswith("LayoutCompare of v0, v1, v2")
+    assert repr(view).startswith("LayoutView of x: shape (3, 4), strides (4, 1)")
+
+
+def test_compare_saves_one_svg(tmp_path):
+    x = hx.arange(6).float().reshape(2, 3)
+    cmp = LayoutView.compare(x, x.T)
+    cmp.save_svg(tmp_path / "c.svg")
+    root = ET.fromstring((tmp_path / "c.svg").read_text().split("\n", 1)[1])
+    assert [s.get("class") for s in root.findall(f"{NS}svg")] == ["hx-layout", "hx-layout"]

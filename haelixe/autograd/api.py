@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import weakref
 
-from ..creation import full, tensor, zeros_like
+from ..creation import tensor, zeros_like
 from ..tensor import Tensor
 from .engine import accumulate_into_leaf, run_backward
 from .function import _edge
@@ -30,7 +30,7 @@ def _roots(tensors, grad_tensors, op):
                     f"{op}: grad can be implicitly created only for scalar outputs, but the "
                     f"output has shape {t.shape}; pass gradient= (a tensor of that shape), "
                     f"or reduce first (.sum() / .mean())")
-            g = full(t.shape, 1, dtype=t.dtype, device=t.device)
+            g = Tensor._wrap(t._be.full(t.shape, 1, t.dtype.np))
         elif not isinstance(g, Tensor):
             g = tensor(g, dtype=t.dtype, device=t.device)
         if g.shape != t.shape:

@@ -60,6 +60,16 @@ class no_grad(_GradMode):
     enabled = False
 
 
+class inference_mode(_GradMode):
+    """As no_grad (PyTorch's inference_mode is no_grad with extra checks on the
+    tensors made inside; Haelixe records nothing either way)."""
+
+    enabled = False
+
+    def __init__(self, mode: bool = True):
+        self.enabled = not mode
+
+
 class enable_grad(_GradMode):
     enabled = True
 

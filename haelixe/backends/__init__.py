@@ -44,6 +44,7 @@ def _load(device: Device):
 
 def register(device: Device, backend) -> None:
     _BY_DEVICE[device] = backend
+    object.__setattr__(device, "_be", backend)  # the tensor's fast path to its backend
     _BY_RAW_TYPE[backend.raw_type] = backend
 
 

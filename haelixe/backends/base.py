@@ -60,9 +60,9 @@ def kernel(name: str, arity: int, cpu=None, wgsl_lib: str = ""):
 
 
 # -- kernels the composed defaults below use ----------------------------------------------
-K_SUB = Kernel("sub", lambda m, a, b: a - b, 2)
-K_MUL = Kernel("mul", lambda m, a, b: a * b, 2)
-K_DIV = Kernel("div", lambda m, a, b: a / b, 2)
+K_SUB = Kernel("sub", lambda m, a, b: a - b, 2, cpu=np.subtract)
+K_MUL = Kernel("mul", lambda m, a, b: a * b, 2, cpu=np.multiply)
+K_DIV = Kernel("div", lambda m, a, b: a / b, 2, cpu=np.divide)
 K_SQUARE = Kernel("square", lambda m, x: x * x, 1)
 K_EXP_SHIFTED = Kernel("exp_shifted", lambda m, x, mx: m.exp(x - mx), 2)
 K_LOG_SOFTMAX = Kernel("log_softmax_finish", lambda m, x, mx, s: x - mx - m.log(s), 3)
@@ -80,6 +80,11 @@ K_ADAMW_V = Kernel("adam_v", lambda m, v, g, b2: v * b2 + g * g * (1.0 - b2), 3)
 K_ADAMW_P = Kernel(
     "adamw_p", lambda m, p, mo, v, decay, lr_bc1, inv_sqrt_bc2, eps:
     p * decay - lr_bc1 * mo / (m.sqrt(v) * inv_sqrt_bc2 + eps), 7)
+# capturable AdamW: lr and the step count t read from 1-element arrays on the device
+K_ADAMW_P_CAPTURABLE = Kernel(
+    "adamw_p_capturable", lambda m, p, mo, v, lr, t, b1, b2, eps, wd:
+    p * (1.0 - lr * wd) - lr / (1.0 - m.pow(b1, t)) * mo
+    / (m.sqrt(v) / m.sqrt(1.0 - m.pow(b2, t)) + eps), 9)
 K_SGD_D = Kernel("sgd_d", lambda m, g, p, wd: g + p * wd, 3)
 K_SGD_BUF = Kernel("sgd_buf", lambda m, buf, d, mom: buf * mom + d, 3)
 K_SGD_P = Kernel("sgd_p", lambda m, p, d, lr: p - d * lr, 3)
@@ -200,6 +205,57 @@ class Backend:
     def index_add(self, shape, key, values):
         """Zeros of ``shape`` with ``values`` added at ``[key]``, repeats accumulating."""
         raise NotImplementedError
+
+    # -- composed: ordering, scans, scatter --------------------------------------------
+    def sort(self, x, axis, descending, stable):
+        """(values, int64 indices) sorted along ``axis``. The default sorts on the host
+        (a read-back and an upload): correct everywhere, fast nowhere special."""
+        host = self.to_numpy(x)
+        key = -host if descending and host.dtype != np.bool_ else host
+        if descending and host.dtype == np.bool_:
+            key = ~host
+        idx = np.argsort(key, axis=axis, kind="stable" if stable or descending else None)
+        return (self.from_numpy(np.take_along_axis(host, idx, axis)),
+                self.from_numpy(idx.astype(np.int64)))
+
+    def cumsum(self, x, axis):
+        """Inclusive prefix sums along ``axis``: log2(n) passes of shifted adds."""
+        out = self.copy(x)
+        n, shift = x.shape[axis], 1
+        while shift < n:
+            head = self.copy(self.narrow(out, axis, 0, n - shift))
+            tail = self.narrow(out, axis, shift, n - shift)
+            self.map_into(K_ADD, tail, [head])
+            shift *= 2
+        return out
+
+    def scatter(self, x, axis, index, src):
+        """A copy of ``x`` with ``src`` written at ``index`` along ``axis`` (where an
+        index repeats, this default adds the values; PyTorch leaves it unspecified)."""
+        if np.ndim(src) == 0 and not hasattr(src, "offset"):  # a host scalar
+            src = self.full(index.shape, src, x.dtype)
+        hit = self.scatter_add(x.shape, axis, index, self.full(index.shape, 1, x.dtype))
+        put = self.scatter_add(x.shape, axis, index, src)
+        return self.map(_K_SCATTER, [hit, put, x], x.dtype)
+
+    def index_put(self, x, key, values):
+        """In place ``x[key] = values`` (numpy's advanced indexing; ``values`` broadcast
+        to the indexed shape). Where an index repeats, this default adds the values."""
+        shape = self.take(x, key).shape
+        full = self.copy(self.map(K_ADD, [self.full(shape, 0, x.dtype), values], x.dtype))
+        hit = self.index_add(x.shape, key, self.full(shape, 1, x.dtype))
+        put = self.index_add(x.shape, key, full)
+        self.copy_into(x, self.map(_K_SCATTER, [hit, put, x], x.dtype))
+
+    def multinomial(self, probs, num_samples, replacement, rng):
+        """int64 samples of category indices, one row per row of ``probs`` (2-D),
+        drawn on the host with ``rng`` (a numpy Generator)."""
+        p = self.to_numpy(probs).astype(np.float64)
+        out = np.empty((p.shape[0], num_samples), np.int64)
+        for r in range(p.shape[0]):
+            out[r] = rng.choice(p.shape[1], num_samples, replace=replacement,
+                                p=p[r] / p[r].sum())
+        return self.from_numpy(out)
 
     # -- conveniences for custom Functions: one map each ---------------------------------
     def add(self, a, b):
@@ -353,12 +409,36 @@ class Backend:
 
     def sgd_step(self, p, g, buf, lr, momentum, nesterov, weight_decay):
         """buf may be None when momentum == 0."""
+        self.sgd_step_capturable(p, g, buf, p.dtype.type(lr), momentum, nesterov,
+                                 weight_decay)
+
+    # capturable forms: what changes from step to step is read from 1-element arrays on
+    # the device, so a captured step replays with the current values (hx.capture)
+    def adamw_step_capturable(self, p, g, m, v, lr, step, beta1, beta2, eps, weight_decay):
+        """adamw_step with ``lr`` and ``step`` (the count, this step included) read from
+        1-element arrays; the bias corrections are computed in p's dtype."""
+        t = p.dtype.type
+        self.map_into(K_ADAMW_M, m, [g, t(beta1)])
+        self.map_into(K_ADAMW_V, v, [g, t(beta2)])
+        self.map_into(K_ADAMW_P_CAPTURABLE, p, [m, v, lr, step, t(beta1), t(beta2), t(eps),
+                                                t(weight_decay)])
+
+    def sgd_step_capturable(self, p, g, buf, lr, momentum, nesterov, weight_decay):
+        """sgd_step with ``lr`` read from a 1-element array (or a host scalar)."""
         t = p.dtype.type
         d = self.map(K_SGD_D, [g, p, t(weight_decay)], p.dtype) if weight_decay else g
         if momentum:
             self.map_into(K_SGD_BUF, buf, [d, t(momentum)])
             d = self.map(K_NESTEROV, [d, buf, t(momentum)], p.dtype) if nesterov else buf
-        self.map_into(K_SGD_P, p, [d, t(lr)])
+        self.map_into(K_SGD_P, p, [d, lr])
+
+    # -- capture (hx.capture) -------------------------------------------------------------
+    def new_graph(self):
+        """A recorder and replayer of this backend's launches for one captured step (see
+        graph.py); the default records nothing and replays by running the step again."""
+        from .graph import EagerGraph
+
+        return EagerGraph(self)
 
     # -- helpers for the defaults --------------------------------------------------------
     def _row_mean(self, x):
@@ -386,10 +466,11 @@ class Backend:
         return s
 
 
-K_ADD = Kernel("add", lambda m, a, b: a + b, 2)
+K_ADD = Kernel("add", lambda m, a, b: a + b, 2, cpu=np.add)
 _K_NEG = Kernel("neg", lambda m, x: -x, 1)
 _K_NOT = Kernel("not", lambda m, x: x == 0, 1)
 _K_EXP = Kernel("exp", lambda m, x: m.exp(x), 1)
+_K_SCATTER = Kernel("scatter_pick", lambda m, hit, put, x: m.where(hit > 0, put, x), 3)
 
 
 def _dtype_of(a, b):

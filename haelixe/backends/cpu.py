@@ -28,6 +28,8 @@ def erf(x: np.ndarray) -> np.ndarray:
     digit; elsewhere Abramowitz & Stegun 7.1.26 (absolute error < 1.5e-7, about float32
     resolution), evaluated in place to keep temporaries few."""
     x = np.asarray(x)
+    if x.ndim == 0:
+        return erf(x.reshape(1)).reshape(())
     if x.dtype == np.float64:
         return _exact_erf(x).astype(np.float64)
     a = np.abs(x)
@@ -118,21 +120,23 @@ def _matmul(a, b):
 
 def _compile(kernel: Kernel):
     """The numpy callable of ``kernel``: its ufunc where it names one, else its function
-    over the numpy namespace, run in float32 for 16-bit inputs (numpy has no 16-bit
-    arithmetic of its own worth the name, and PyTorch also rounds once at the end)."""
-    if kernel.cpu is not None:
-        f = kernel.cpu
-    else:
+    over the numpy namespace."""
+    f = kernel.cpu
+    if f is None:
         fn = kernel.fn
 
         def f(*xs):
-            if any(getattr(x, "dtype", None) in _LOW for x in xs):
-                xs = [x.astype(np.float32) if getattr(x, "dtype", None) in _LOW else x
-                      for x in xs]
             return fn(_MATH, *xs)
 
     kernel.compiled["cpu"] = f
     return f
+
+
+def _in_f32(f, xs):
+    """``f`` on 16-bit inputs computed in float32 (numpy has no 16-bit arithmetic worth
+    the name, and PyTorch also rounds once at the end)."""
+    return f(*(x.astype(np.float32) if getattr(x, "dtype", None) in _LOW else x
+               for x in xs))
 
 
 _DOT_SUM_MAX = 1 << 16
@@ -153,17 +157,19 @@ class CPUBackend(Backend):
     # -- elementwise ---------------------------------------------------------------------
     def map(self, kernel, inputs, dtype):
         f = kernel.compiled.get("cpu") or _compile(kernel)
-        out = f(*inputs)
+        out = f(*inputs) if dtype not in _LOW or kernel.cpu is not None else \
+            _in_f32(f, inputs)
         if out.__class__ is not np.ndarray:
             out = np.asarray(out)
-        return out if out.dtype == dtype else out.astype(dtype)
+        odt = out.dtype
+        return out if odt is dtype or odt == dtype else out.astype(dtype)
 
     def map_into(self, kernel, dst, inputs):
         f = kernel.compiled.get("cpu") or _compile(kernel)
-        if kernel.cpu is not None and dst.dtype not in _LOW:  # a ufunc writes in place
+        if isinstance(kernel.cpu, np.ufunc) and dst.dtype not in _LOW:  # writes in place
             f(dst, *inputs, out=dst, casting="unsafe")
         else:
-            np.copyto(dst, f(dst, *inputs), casting="unsafe")
+            np.copyto(dst, self.map(kernel, [dst, *inputs], dst.dtype), casting="unsafe")
 
     # -- creation and transfer -----------------------------------------------------------
     def empty(self, shape, dtype, tag=None):
@@ -186,6 +192,8 @@ class CPUBackend(Backend):
 
     def make_view(self, storage, shape, strides, offset):
         isz = storage.dtype.itemsize
+        if 0 in shape:  # no element to reach: numpy would still check the offset
+            return np.ndarray(shape, storage.dtype.np, buffer=storage.data[:0])
         return np.ndarray(shape, storage.dtype.np, buffer=storage.data, offset=offset * isz,
                           strides=tuple(s * isz for s in strides))
 
@@ -252,6 +260,24 @@ class CPUBackend(Backend):
         shifted -= np.log(np.exp(shifted).sum(axis=axis, keepdims=True))
         return shifted
 
+    # -- ordering, scans, scatter ----------------------------------------------------------
+    def sort(self, x, axis, descending, stable):
+        key = (~x if x.dtype == np.bool_ else -x) if descending else x
+        idx = np.argsort(key, axis=axis, kind="stable" if stable or descending else None)
+        return np.take_along_axis(x, idx, axis), idx
+
+    def cumsum(self, x, axis):
+        if x.dtype in _LOW:
+            return np.cumsum(x, axis=axis, dtype=np.float32).astype(x.dtype)
+        return np.cumsum(x, axis=axis, dtype=x.dtype)
+
+    def scatter(self, x, axis, index, src):
+        out = np.array(x, copy=True)
+        x_view = out[tuple(slice(0, n) if d != axis else slice(None)
+                           for d, n in enumerate(index.shape))]
+        np.put_along_axis(x_view, index, np.broadcast_to(src, index.shape), axis)
+        return out
+
     # -- indexing ------------------------------------------------------------------------
     def gather(self, x, axis, index):
         # torch.gather reads only index.shape of x along the other dims (numpy would
@@ -269,6 +295,9 @@ class CPUBackend(Backend):
 
     def take(self, x, key):
         return np.array(x[key], copy=True)
+
+    def index_put(self, x, key, values):
+        x[key] = values
 
     def index_add(self, shape, key, values):
         out = np.zeros(shape, values.dtype)
@@ -413,6 +442,9 @@ def storage_for(array: np.ndarray, device, dtype) -> tuple[Storage, tuple, int]:
     root = array
     while isinstance(root.base, np.ndarray):
         root = root.base
+    if not root.flags.c_contiguous and _dense_in_some_order(root) and \
+            root.dtype == array.dtype:
+        root = root.ravel(order="K")  # a view: a Fortran-ordered (or permuted) dense root
     if root.flags.c_contiguous and all(s % isz == 0 for s in array.strides):
         start = array.__array_interface__["data"][0] - root.__array_interface__["data"][0]
         if start % isz == 0:

@@ -32,13 +32,18 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None, activation=Non
         raise ValueError(f"linear: activation must be None, 'gelu' or 'gelu_tanh', got "
                          f"{activation!r}")
     x, weight, bias = cast_inputs("linear", x, weight, bias)
-    _same("linear", x, weight, bias)
+    _same("linear", x, weight, bias, ints=activation is None)
     return fused.LinearFn.apply(x, weight, bias, activation)
 
 
-def _same(op, *ts):
+def _same(op, *ts, ints=False):
+    """One device and one dtype for every tensor of a fused op: floating (and integer
+    where ``ints``, as PyTorch's linear takes them)."""
     ts = [t for t in ts if t is not None]
     ref = ts[0]
+    if not ref.dtype.is_floating_point and not (ints and ref.dtype.kind == "int"):
+        raise TypeError(f"{op}: not defined for {ref.dtype.name} tensors (as in PyTorch); "
+                        f"convert with .float() first")
     for t in ts[1:]:
         if t.device is not ref.device:
             raise RuntimeError(f"{op}: tensors on {ref.device.type} and {t.device.type}; "

@@ -40,6 +40,9 @@ def _same_shape(x, target, op):
 
 def mse_loss(input, target, reduction="mean"):
     _same_shape(input, target, "mse_loss")
+    if not input.dtype.is_floating_point:
+        raise TypeError(f"mse_loss: not defined for {input.dtype.name} inputs (as in "
+                        f"PyTorch); convert with .float() first")
     _check_reduction(reduction, "mse_loss")
     x, target = cast_inputs("loss", input, target)
     if reduction == "mean":

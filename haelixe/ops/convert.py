@@ -144,30 +144,38 @@ def contiguous(self) -> Tensor:
     return self if self.is_contiguous() else Clone.apply(self)
 
 
+def _new_size(size) -> tuple:
+    """new_zeros(2, 3), new_zeros((2, 3)) and new_zeros([2, 3]) alike, as PyTorch."""
+    if len(size) == 1 and not isinstance(size[0], int):
+        return tuple(size[0])
+    return tuple(size)
+
+
 @tensor_method
-def new_full(self, size, fill_value, dtype=None, device=None) -> Tensor:
+def new_full(self, size, fill_value, dtype=None, device=None, requires_grad=False) -> Tensor:
     size = (size,) if isinstance(size, int) else tuple(size)
     dt = self.dtype if dtype is None else as_dtype(dtype)
     dev = self.device if device is None else as_device(device)
-    return Tensor._wrap(backend_for(dev).full(size, fill_value, dt.np))
+    out = Tensor._wrap(backend_for(dev).full(size, fill_value, dt.np))
+    return out.requires_grad_() if requires_grad else out
 
 
 @tensor_method
-def new_zeros(self, size, dtype=None, device=None) -> Tensor:
-    return self.new_full(size, 0, dtype, device)
+def new_zeros(self, *size, dtype=None, device=None, requires_grad=False) -> Tensor:
+    return self.new_full(_new_size(size), 0, dtype, device, requires_grad)
 
 
 @tensor_method
-def new_ones(self, size, dtype=None, device=None) -> Tensor:
-    return self.new_full(size, 1, dtype, device)
+def new_ones(self, *size, dtype=None, device=None, requires_grad=False) -> Tensor:
+    return self.new_full(_new_size(size), 1, dtype, device, requires_grad)
 
 
 @tensor_method
-def new_empty(self, size, dtype=None, device=None) -> Tensor:
-    size = (size,) if isinstance(size, int) else tuple(size)
+def new_empty(self, *size, dtype=None, device=None, requires_grad=False) -> Tensor:
     dt = self.dtype if dtype is None else as_dtype(dtype)
     dev = self.device if device is None else as_device(device)
-    return Tensor._wrap(backend_for(dev).empty(size, dt.np))
+    out = Tensor._wrap(backend_for(dev).empty(_new_size(size), dt.np))
+    return out.requires_grad_() if requires_grad else out
 
 
 @tensor_method

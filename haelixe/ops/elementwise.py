@@ -31,7 +31,8 @@ def _sign_cpu(x):
 ADD = elementwise("add", lambda m, a, b: a + b, grad=(lambda m, g: g, lambda m, g: g),
                   cpu=np.add, dunders=("__add__", "__radd__"))
 SUB = elementwise("sub", lambda m, a, b: a - b, grad=(lambda m, g: g, lambda m, g: -g),
-                  cpu=np.subtract, bool_ok=False, dunders=("__sub__", "__rsub__"))
+                  cpu=np.subtract, bool_ok=False, bool_operands=False,
+                  dunders=("__sub__", "__rsub__"))
 MUL = elementwise("mul", lambda m, a, b: a * b,
                   grad=(lambda m, g, b: g * b, lambda m, g, a: g * a),
                   cpu=np.multiply, dunders=("__mul__", "__rmul__"))
@@ -60,7 +61,7 @@ elementwise("logaddexp",
             lambda m, a, b: m.where(a == b, a + math.log(2.0),
                                     m.maximum(a, b) + m.log1p(m.exp(-m.abs(a - b)))),
             grad=(lambda m, g, a, y: g * m.exp(a - y), lambda m, g, b, y: g * m.exp(b - y)),
-            dtypes="float")
+            dtypes="float_only")
 
 # -- comparisons and logic (no gradient) -------------------------------------------------------
 for _name, _fn, _ufunc, _dunder in (
@@ -97,7 +98,7 @@ elementwise("abs", lambda m, x: m.abs(x), grad=lambda m, g, x: g * m.sign(x), cp
             bool_ok=False, dunders=("__abs__",))
 elementwise("sign", lambda m, x: m.sign(x), grad=lambda m, g: g * 0.0, cpu=_sign_cpu)
 elementwise("square", lambda m, x: x * x, grad=lambda m, g, x: g * 2.0 * x, cpu=np.square,
-            bool_ok=False)
+            dtypes="bool_to_int")
 elementwise("reciprocal", lambda m, x: 1.0 / x, grad=lambda m, g, y: -g * y * y,
             dtypes="float", cpu=np.reciprocal)
 elementwise("exp", lambda m, x: m.exp(x), grad=lambda m, g, y: g * y, dtypes="float",
@@ -124,9 +125,10 @@ elementwise("sigmoid", lambda m, x: m.sigmoid(x), grad=lambda m, g, y: g * y * (
             dtypes="float")
 elementwise("erf", lambda m, x: m.erf(x),
             grad=lambda m, g, x: g * _TWO_OVER_SQRT_PI * m.exp(-x * x), dtypes="float")
-for _name in ("floor", "ceil", "round", "trunc"):
+for _name, _ufunc in (("floor", np.floor), ("ceil", np.ceil), ("round", np.rint),
+                      ("trunc", np.trunc)):  # (rint: round half to even, as PyTorch)
     elementwise(_name, (lambda f: lambda m, x: getattr(m, f)(x))(_name),
-                grad=lambda m, g: g * 0.0, cpu=getattr(np, _name), bool_ok=False)
+                grad=lambda m, g: g * 0.0, cpu=_ufunc, bool_ok=False)
 
 # -- activations ------------------------------------------------------------------------------
 elementwise("relu", lambda m, x: m.maximum(x, 0), grad=lambda m, g, x: g * (x > 0),
@@ -181,19 +183,20 @@ def gelu(x, approximate="none"):
 
 
 # -- clamp: bounds may be numbers or tensors ------------------------------------------------
-CLAMP = elementwise(
+CLAMP = elementwise(  # (bounds that cross: the upper one wins, as in PyTorch)
     "clamp3", lambda m, x, lo, hi: m.minimum(m.maximum(x, lo), hi),
     grad=(lambda m, g, x, lo, hi: g * ((x >= lo) & (x <= hi)),
-          lambda m, g, x, lo: g * (lo > x), lambda m, g, x, hi: g * (x > hi)),
+          lambda m, g, x, lo, hi: g * ((x < lo) & (lo < hi)),
+          lambda m, g, x, lo, hi: g * ((x > hi) | (hi < lo))),
     bool_ok=False, method=False, function=False, inplace=False, label="Clamp")
 CLAMP_MIN = elementwise(
     "clamp_min", lambda m, x, lo: m.maximum(x, lo),
     grad=(lambda m, g, x, lo: g * (x >= lo), lambda m, g, x, lo: g * (lo > x)),
-    bool_ok=False)
+    bool_ok=True)
 CLAMP_MAX = elementwise(
     "clamp_max", lambda m, x, hi: m.minimum(x, hi),
     grad=(lambda m, g, x, hi: g * (x <= hi), lambda m, g, x, hi: g * (x > hi)),
-    bool_ok=False)
+    bool_ok=True)
 
 
 @tensor_method(function=True)

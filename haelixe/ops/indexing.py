@@ -36,11 +36,33 @@ def _normalize_key(key):
     return tuple(out)
 
 
+def _key_dims(ndim, key):
+    """The first dim of x each key entry addresses (None for None and Ellipsis)."""
+    consumed = [0 if k is None or k is Ellipsis else
+                (np.ndim(k) if _is_bool_array(k) else 1) for k in key]
+    dims, d = [], 0
+    for k, n in zip(key, consumed):
+        if k is Ellipsis:
+            d = ndim - sum(consumed[key.index(k) + 1:])
+            dims.append(None)
+            continue
+        dims.append(None if k is None else d)
+        d += n
+    return dims
+
+
+def _is_bool_array(k) -> bool:
+    dt = getattr(k, "dtype", None)
+    return dt is bool_ or (isinstance(dt, np.dtype) and dt == np.bool_)
+
+
 def _raw_key(x, key):
-    """The key with array entries turned into raw arrays on x's device."""
+    """The key with array entries as raw arrays on x's device, checked against x's
+    shape first (numpy's own messages, or a GPU read out of bounds, never reach the
+    user)."""
     be = x._be
     out = []
-    for k in key:
+    for k, d in zip(key, _key_dims(x.ndim, key)):
         if _is_basic(k):
             out.append(k)
             continue
@@ -52,14 +74,21 @@ def _raw_key(x, key):
         else:
             arr = np.asarray(k)
         if arr.dtype == np.bool_:
-            out.append(be.from_numpy(arr) if be.name != "cpu" else arr)
-            continue
-        if arr.dtype.kind not in "iu":
+            want = x.shape[d:d + arr.ndim]
+            if arr.shape != want:
+                raise IndexError(f"indexing: a bool mask of shape {arr.shape} does not match "
+                                 f"the dims {d}..{d + arr.ndim - 1} of the tensor, of shape "
+                                 f"{want} (tensor shape {x.shape})")
+        elif arr.dtype.kind not in "iu":
             raise IndexError(f"indexing: index arrays must be integer or bool, got "
                              f"{arr.dtype}")
-        if be.name != "cpu":
-            arr = arr.astype(np.int32)
-        out.append(be.from_numpy(arr) if be.name != "cpu" else arr)
+        elif arr.size:
+            n = x.shape[d]
+            lo, hi = int(arr.min()), int(arr.max())
+            if lo < -n or hi >= n:
+                raise IndexError(f"indexing: index {hi if hi >= n else lo} is out of bounds "
+                                 f"for dim {d} of size {n} (tensor shape {x.shape})")
+        out.append(be.from_numpy(arr))
     return tuple(out)
 
 
@@ -68,14 +97,16 @@ class Take(Function):
     repeated indices accumulate."""
 
     @staticmethod
-    def forward(ctx, x, key):
+    def forward(ctx, x, key, key_tensors=()):
         ctx.in_shape = x.shape
         ctx.key = key
+        ctx.save_for_backward(*key_tensors)  # version-checked: an edited key would misroute
         return x._be.take(x._data, key)
 
     @staticmethod
     def backward(ctx, g):
-        return IndexAdd.apply(g, ctx.in_shape, ctx.key), None
+        _ = ctx.saved_tensors  # the version check of the key tensors
+        return IndexAdd.apply(g, ctx.in_shape, ctx.key), None, None
 
 
 class IndexAdd(Function):
@@ -93,7 +124,7 @@ def getitem(x, key):
     key = _normalize_key(key)
     if all(_is_basic(k) for k in key):
         return Slice.apply(x, key)
-    return Take.apply(x, _raw_key(x, key))
+    return Take.apply(x, _raw_key(x, key), tuple(k for k in key if isinstance(k, Tensor)))
 
 
 def setitem(x, key, value):
@@ -106,11 +137,13 @@ def setitem(x, key, value):
         return
     if _records_graph(x, value, "setitem"):  # as the basic-index path refuses it
         raise RuntimeError(_SETITEM_RECORDING)
-    if x.device.type != "cpu":
-        raise NotImplementedError("setitem with array indices is CPU-only; use where() "
-                                  "or index a CPU copy")
-    v = value._be.to_numpy(value._data) if isinstance(value, Tensor) else value
-    x._data[_raw_key(x, key)] = v
+    x._storage.check_writable("setitem")
+    raw = _raw_key(x, key)
+    if not isinstance(value, Tensor):
+        value = _as_tensor(value, x, x.dtype)
+    if value.device is not x.device:
+        value = value.to(x.device)
+    x._be.index_put(x._data, raw, cast(value.detach(), x.dtype)._data)
     x._storage.version += 1
 
 
@@ -151,6 +184,9 @@ def where(condition, input, other):  # noqa: A002 (PyTorch's argument names)
     return WHERE.function_class.apply(condition, vals[0], vals[1])
 
 
+WHERE.apply = where  # the condition stays bool: not the registry's promoting front
+
+
 def _as_tensor(value, ref, dtype=None):
     from ..creation import tensor
 
@@ -179,6 +215,12 @@ def masked_fill(x, mask, value):
     else:
         value = _as_tensor(value, x, x.dtype)
     return where(mask, value, x)
+
+
+@tensor_method(name="masked_fill_")
+def masked_fill_(x, mask, value):
+    """In place: ``value`` where ``mask`` is True."""
+    return x.copy_(masked_fill(x, mask, value))
 
 
 # -- gather --------------------------------------------------------------------------------
@@ -220,6 +262,138 @@ def gather(x, dim, index):
         raise ValueError(f"gather: index of shape {index.shape} is larger than the input "
                          f"of shape {x.shape} outside dim {dim}")
     return Gather.apply(x, dim, index)
+
+
+# -- scatter, index_select, index_add, tril / triu ----------------------------------------
+
+def _check_index(op, x, dim, index):
+    if not isinstance(index, Tensor) or index.dtype.is_floating_point or index.dtype is bool_:
+        raise TypeError(f"{op}: index must be an integer tensor, got "
+                        f"{getattr(index, 'dtype', type(index).__name__)}")
+    if index.device is not x.device:
+        raise RuntimeError(f"{op}: index on {index.device.type}, input on {x.device.type}; "
+                           f"move the index with .to(...)")
+    n = x.shape[dim] if x.ndim else 1
+    if index.numel():
+        lo, hi = int(index.min()), int(index.max())
+        if lo < -n or hi >= n:
+            raise IndexError(f"{op}: index {hi if hi >= n else lo} is out of bounds for dim "
+                             f"{dim} of size {n} (input shape {x.shape})")
+
+
+class Scatter(Function):
+    """A copy of x with src written at index along dim; x's gradient is zero where it
+    was overwritten, src's is gathered back."""
+
+    @staticmethod
+    def forward(ctx, x, dim, index, src):
+        ctx.dim = dim
+        ctx.save_for_backward(index)
+        raw_src = src._data if isinstance(src, Tensor) else x.dtype.np.type(src)
+        return x._be.scatter(x._data, dim, index._data, raw_src)
+
+    @staticmethod
+    def backward(ctx, g):
+        (index,) = ctx.saved_tensors
+        keep = Scatter.apply(g.detach() * 0.0 + 1.0, ctx.dim, index, 0.0)
+        gsrc = g.gather(ctx.dim, index) if ctx.next[3] is not None else None
+        return g * keep, None, None, gsrc
+
+
+@tensor_method(function=True)
+def scatter(x, dim, index, src=None, value=None):
+    """``out[index[i][j]][j] = src[i][j]`` (dim 0); ``src`` may be a number (``value``)."""
+    src = value if src is None else src
+    d = layout.normalize_dim(dim, x.ndim, "scatter")
+    _check_index("scatter", x, d, index)
+    if isinstance(src, Tensor):
+        src = cast(src, x.dtype)
+        src = src[tuple(slice(0, n) for n in index.shape)]
+    return Scatter.apply(x, d, index, src)
+
+
+@tensor_method(function=True)
+def scatter_add(x, dim, index, src):
+    """``out = x``, then ``out[index[i][j]][j] += src[i][j]`` (dim 0); repeats add up."""
+    d = layout.normalize_dim(dim, x.ndim, "scatter_add")
+    _check_index("scatter_add", x, d, index)
+    src = cast(src, x.dtype)[tuple(slice(0, n) for n in index.shape)]
+    return x + ScatterAdd.apply(src, x.shape, d, index)
+
+
+@tensor_method(name="scatter_")
+def scatter_(x, dim, index, src=None, value=None):
+    """In place: :func:`scatter` written into ``x``."""
+    return x.copy_(scatter(x, dim, index, src, value))
+
+
+@tensor_method(name="scatter_add_")
+def scatter_add_(x, dim, index, src):
+    """In place: :func:`scatter_add` written into ``x``."""
+    return x.copy_(scatter_add(x, dim, index, src))
+
+
+@tensor_method(function=True)
+def index_select(x, dim, index):
+    """The entries of ``index`` (1-D) along ``dim``: a copy; the gradient adds back."""
+    d = layout.normalize_dim(dim, x.ndim, "index_select")
+    if index.ndim > 1:
+        raise IndexError(f"index_select: index must be 0-D or 1-D, got shape {index.shape}")
+    _check_index("index_select", x, d, index)
+    return x[(slice(None),) * d + (index.reshape(-1),)]
+
+
+@tensor_method(name="index_add_")
+def index_add_(x, dim, index, source, alpha=1):
+    """In place: ``x[..., index[i], ...] += alpha * source[..., i, ...]`` along ``dim``,
+    repeated indices accumulating."""
+    d = layout.normalize_dim(dim, x.ndim, "index_add_")
+    _check_index("index_add_", x, d, index)
+    key = _raw_key(x, (slice(None),) * d + (index.reshape(-1),))
+    src = cast(source, x.dtype) * alpha if alpha != 1 else cast(source, x.dtype)
+    return x.add_(IndexAdd.apply(src, x.shape, key))
+
+
+@tensor_method(function=True)
+def index_add(x, dim, index, source, alpha=1):
+    return index_add_(x.clone(), dim, index, source, alpha)
+
+
+def _triangle(op, x, diagonal, lower):
+    if x.ndim < 2:
+        raise RuntimeError(f"{op}: input needs at least 2 dims, got shape {x.shape}")
+    from ..creation import tensor
+
+    n, m = x.shape[-2:]
+    drop = ~np.tril(np.ones((n, m), bool), diagonal) if lower else \
+        ~np.triu(np.ones((n, m), bool), diagonal)
+    return masked_fill(x, tensor(drop, device=x.device), 0)
+
+
+@tensor_method(function=True)
+def tril(x, diagonal=0):
+    return _triangle("tril", x, diagonal, True)
+
+
+@tensor_method(function=True)
+def triu(x, diagonal=0):
+    return _triangle("triu", x, diagonal, False)
+
+
+@tensor_method(function=True)
+def nonzero(x, as_tuple=False):
+    """The indices of the non-zero elements: an (n, ndim) int64 tensor, or one 1-D
+    tensor per dim with ``as_tuple`` (read on the host: the count decides the shape)."""
+    from ..creation import tensor
+
+    idx = np.nonzero(x.detach()._be.to_numpy(x._data).reshape(x.shape))
+    if as_tuple:
+        return tuple(tensor(i.astype(np.int64), device=x.device) for i in idx)
+    stacked = np.stack(idx, axis=1) if idx else np.zeros((0, 0), np.int64)
+    return tensor(stacked.astype(np.int64), device=x.device)
+
+
+declare("nonzero", differentiable=False, dtypes="any")
 
 
 # -- cat / stack ---------------------------------------------------------------------------
@@ -286,7 +460,9 @@ def stack(tensors, dim=0):
 
 
 # -- the Tensor methods -----------------------------------------------------------------------
-for _name, _arity in (("getitem", 1), ("gather", 1), ("cat", 2), ("stack", 2)):
+for _name, _arity in (("getitem", 1), ("gather", 1), ("cat", 2), ("stack", 2),
+                      ("scatter", 2), ("scatter_add", 2), ("index_select", 1),
+                      ("index_add", 2), ("tril", 1), ("triu", 1)):
     declare(_name, arity=_arity, dtypes="any")
 Tensor.__getitem__ = getitem
 Tensor.__setitem__ = setitem

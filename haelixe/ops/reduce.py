@@ -40,10 +40,33 @@ def _keep_shape(shape, dims):
 
 
 def _unreduce(g, in_shape, dims):
-    """A reduction's gradient broadcast back over the reduced dims (a zero-stride view)."""
-    if g.ndim != len(in_shape):  # keepdim=False: put the reduced dims back as size 1
-        g = g.reshape(_keep_shape(in_shape, dims))
-    return g.expand(in_shape)
+    """A reduction's gradient broadcast back over the reduced dims: one zero-stride view."""
+    return Unreduce.apply(g, tuple(in_shape), dims)
+
+
+class Unreduce(Function):
+    """The adjoint of a sum over ``dims``: ``g`` seen over ``shape`` with stride 0 along
+    the reduced dims (whether or not they were kept). Its own backward sums again."""
+
+    label = "Expand"
+
+    @staticmethod
+    def forward(ctx, g, shape, dims):
+        kept = g.ndim == len(shape)
+        ctx.dims, ctx.kept = dims, kept
+        strides, j, gs = [], 0, g.strides
+        for d in range(len(shape)):
+            if d in dims:
+                strides.append(0)
+                j += kept
+            else:
+                strides.append(gs[j])
+                j += 1
+        return g._view(shape, tuple(strides), g.offset)
+
+    @staticmethod
+    def backward(ctx, gg):
+        return Sum.apply(gg, ctx.dims, ctx.kept), None, None
 
 
 class Sum(Function):
@@ -156,7 +179,8 @@ def max_min(kind, x, dim=None, keepdim=False):
         return MaxMin(x.clone(), Tensor._wrap(x._be.full((), 0, int64.np)))
     d = layout.normalize_dim(dim, x.ndim, kind)
     _check_nonempty(kind, x, (d,))
-    indices = (argmax if kind == "max" else argmin)(x, d, keepdim=True)
+    key = x.int() if x.dtype is bool_ else x  # (argmax refuses bools; max does not)
+    indices = (argmax if kind == "max" else argmin)(key, d, keepdim=True)
     values = x.gather(d, indices)
     if not keepdim:
         values, indices = values.squeeze(d), indices.squeeze(d)
@@ -165,6 +189,9 @@ def max_min(kind, x, dim=None, keepdim=False):
 
 def _arg(kind, x, dim, keepdim):
     op = "argmax" if kind == "max" else "argmin"
+    if x.dtype is bool_:
+        raise TypeError(f"{op}: does not support bool input (as in PyTorch); use .int() "
+                        f"or .nonzero-style masks")
     kernel = getattr(x._be, op)
     if dim is None:
         _check_nonempty(op, x, ())
@@ -188,31 +215,23 @@ def argmin(x, dim=None, keepdim=False):
 
 
 class Softmax(Function):
+    """softmax, or log_softmax where ``log``; the backward needs only the probabilities,
+    recomputed from the saved input."""
+
     @staticmethod
-    def forward(ctx, x, dim):
-        ctx.dim = dim
+    def forward(ctx, x, dim, log):
+        ctx.dim, ctx.log = dim, log
+        ctx.label = "LogSoftmax" if log else "Softmax"
         ctx.save_for_backward(x)
-        return x._be.softmax(x._data, dim)
-
-    @staticmethod
-    def backward(ctx, g):
-        (x,) = ctx.saved_tensors
-        y = softmax(x, ctx.dim)
-        return y * (g - (g * y).sum(ctx.dim, keepdim=True)), None
-
-
-class LogSoftmax(Function):
-    @staticmethod
-    def forward(ctx, x, dim):
-        ctx.dim = dim
-        ctx.save_for_backward(x)
-        return x._be.log_softmax(x._data, dim)
+        return (x._be.log_softmax if log else x._be.softmax)(x._data, dim)
 
     @staticmethod
     def backward(ctx, g):
         (x,) = ctx.saved_tensors
         p = softmax(x, ctx.dim)
-        return g - p * g.sum(ctx.dim, keepdim=True), None
+        if ctx.log:
+            return g - p * g.sum(ctx.dim, keepdim=True), None, None
+        return p * (g - (g * p).sum(ctx.dim, keepdim=True)), None, None
 
 
 def _softmax_input(x, op, dtype):
@@ -234,7 +253,7 @@ def softmax(x, dim, dtype=None):
     d = layout.normalize_dim(dim, x.ndim, "softmax")
     if x.numel() == 0:
         return x.clone()
-    return Softmax.apply(x, d)
+    return Softmax.apply(x, d, False)
 
 
 def log_softmax(x, dim, dtype=None):
@@ -245,7 +264,7 @@ def log_softmax(x, dim, dtype=None):
     d = layout.normalize_dim(dim, x.ndim, "log_softmax")
     if x.numel() == 0:
         return x.clone()
-    return LogSoftmax.apply(x, d)
+    return Softmax.apply(x, d, True)
 
 
 def logsumexp(x, dim, keepdim=False):
@@ -328,6 +347,34 @@ def all_any(kind, x, dim=None, keepdim=False):
     return n == _count(b, _dims(b, dim, kind))
 
 
+def prod(x, dim=None, keepdim=False, dtype=None):
+    """The product over ``dim`` (all elements by default): the last running product, so
+    its gradient is cumprod's, exact where entries are zero."""
+    if dtype is not None:
+        x = x.to(dtype)
+    elif not x.dtype.is_floating_point and x.dtype is not int64:
+        x = x.to(int64)
+    if dim is None:
+        out = prod(x.reshape(-1), 0)
+        return out.reshape((1,) * x.ndim) if keepdim else out
+    if x.ndim == 0:
+        layout.normalize_dim(dim, 0, "prod")
+        return x.clone()
+    d = layout.normalize_dim(dim, x.ndim, "prod")
+    n = x.shape[d]
+    if n == 0:
+        shape = tuple(1 if i == d else s for i, s in enumerate(x.shape))
+        out = x.new_ones(shape)
+    else:
+        out = x.cumprod(d).narrow(d, n - 1, 1)
+    return out if keepdim else out.squeeze(d)
+
+
+def equal(a, b) -> bool:
+    """True when both have one shape and equal elements (torch.equal)."""
+    return a.shape == b.shape and bool((a == b).all())
+
+
 # -- declarations and Tensor methods ------------------------------------------------------
 for _name in ("sum", "mean", "var", "std", "amax", "amin", "softmax", "log_softmax",
               "logsumexp", "norm"):
@@ -346,6 +393,9 @@ tensor_method(log_softmax, function=True)
 tensor_method(logsumexp, function=True)
 tensor_method(norm, function=True)
 tensor_method(sum_to)
+tensor_method(prod, function=True)
+tensor_method(equal, function=True)
+declare("prod", dtypes="any")
 
 
 def _reduction_method(impl, kind):

@@ -31,7 +31,7 @@ from .. import layout
 from ..autograd.function import SINK, Function
 from ..autograd.mode import STATE
 from ..backends.base import Kernel
-from ..dtype import ALL, bool_, can_cast, default_float, promote_types, result_type
+from ..dtype import ALL, bool_, can_cast, default_float, int64, promote_types, result_type
 from ..tensor import Tensor
 
 #: every declared op: name -> its declaration (an Elementwise, or an OpInfo for others)
@@ -87,6 +87,8 @@ def _compute_dtype(rule: str, dt, op: str):
     as PyTorch); integral: ints and bools only (bitwise ops)."""
     if rule in ("promote", "compare"):
         return dt
+    if rule == "bool_to_int":  # x * x of a bool is an int, as PyTorch's square
+        return int64 if dt is bool_ else dt
     if rule == "float":
         return dt if dt.is_floating_point else default_float
     if rule == "float_only":
@@ -116,8 +118,9 @@ class Elementwise:
 
     def __init__(self, name, fn, grad=None, *, dtypes="promote", cpu=None, wgsl_lib="",
                  params=None, bool_ok=True, method=True, function=True, inplace=True,
-                 dunders=(), label=None, dtype_from=0):
+                 dunders=(), label=None, dtype_from=0, bool_operands=True):
         self.name = name
+        self.bool_operands = bool_operands  # False: no bool tensor operand at all (sub)
         self.dtype_from = dtype_from  # the input whose dtype the op computes in
         sig = list(inspect.signature(fn).parameters)[1:]
         self.params = dict(params or {})
@@ -217,6 +220,7 @@ class ElementwiseFunction(Function):
 
     decl: Elementwise = None
     save_index: tuple = ()
+    plans: list = []
 
     @classmethod
     def forward(cls, ctx, *args):
@@ -239,11 +243,36 @@ class ElementwiseFunction(Function):
     def backward(cls, ctx, g):
         decl = cls.decl
         saved = ctx.saved_tensors
-        values = dict(zip(decl.inputs, ctx.args[:decl.arity]))
-        values.update(zip(decl.params, ctx.args[decl.arity:]))
+        args = ctx.args
+        if STATE.grad_enabled:
+            return cls._backward_with_graph(ctx, g, saved, args)
+        out = []
+        for i, nxt in enumerate(ctx.next):
+            plan = cls.plans[i] if i < decl.arity else None
+            if nxt is None or plan is None:
+                out.append(None)
+                continue
+            kernel, sources = plan
+            shape, dtype = ctx.in_meta[i]
+            np_dt = dtype.np
+            raws = [g._data]
+            for j, k in sources:  # a saved tensor, or (None there) the number in args
+                t = saved[j] if j is not None else None
+                raws.append(t._data if t is not None else np_dt.type(args[k]))
+            gi = Tensor._wrap(g._be.map(kernel, raws, np_dt))
+            if gi.shape != shape:
+                gi = gi.sum_to(shape)
+            out.append(gi if gi.dtype is dtype else gi.to(dtype))
+        return tuple(out)
+
+    @classmethod
+    def _backward_with_graph(cls, ctx, g, saved, args):
+        """create_graph: the gradient functions run with Haelixe ops on tensors."""
+        decl = cls.decl
+        values = dict(zip(decl.inputs, args[:decl.arity]))
+        values.update(zip(decl.params, args[decl.arity:]))
         values.update((n, t) for n, t in zip(_saved_names(decl), saved) if t is not None)
-        first_order = not STATE.grad_enabled
-        if not first_order and "y" in values:
+        if "y" in values:
             # the output with its history (this node), so the gradient has a graph
             y = values["y"]._alias()
             y.grad_fn, y._requires_grad = ctx, True
@@ -255,24 +284,36 @@ class ElementwiseFunction(Function):
                 out.append(None)
                 continue
             shape, dtype = ctx.in_meta[i]
-            if first_order:
-                np_dt = dtype.np
-                raws = [g._data] + [_raw(values[n], np_dt) for n in gk.needs]
-                gi = Tensor._wrap(g._be.map(gk.kernel, raws, np_dt))
-            else:
-                gi = gk.fn(TENSOR_MATH, g, *(_as_python(values[n]) for n in gk.needs))
-                if not isinstance(gi, Tensor):
-                    gi = g * 0 + gi
+            vals = [_as_python(values[n]) for n in gk.needs]
+            gi = gk.fn(TENSOR_MATH, g, *vals)
+            if not isinstance(gi, Tensor):
+                gi = g * 0 + gi
+            if not gi._requires_grad:
+                # a gradient made of comparisons (relu: g * (x > 0)) still depends on x,
+                # with derivative zero: say so, so the next order has a graph
+                for v in vals:
+                    if isinstance(v, Tensor) and v._requires_grad:
+                        gi = gi + v * 0.0
+                        break
             if gi.shape != shape:
                 gi = gi.sum_to(shape)
-            if gi.dtype is not dtype:
-                gi = gi.to(dtype)
-            out.append(gi)
+            out.append(gi if gi.dtype is dtype else gi.to(dtype))
         return tuple(out)
 
 
-def _raw(v, np_dt):
-    return v._data if isinstance(v, Tensor) else np_dt.type(v)
+def _plans(decl, names):
+    """Per input: its gradient kernel and where each value it reads comes from, as
+    (index into the saved tensors or None, index into ctx.args or None)."""
+    order = list(decl.inputs) + list(decl.params)
+    plans = []
+    for gk in decl.grads + [None] * (decl.arity - len(decl.grads)):
+        if gk is None:
+            plans.append(None)
+            continue
+        sources = [(names.index(n) if n in names else None,
+                    order.index(n) if n in order else None) for n in gk.needs]
+        plans.append((gk.kernel, sources))
+    return plans
 
 
 def _saved_names(decl):
@@ -286,7 +327,8 @@ def _make_function(decl) -> type:
     return type(decl.label, (ElementwiseFunction,), {
         "decl": decl, "label": decl.label, "__slots__": (),
         "save_index": tuple(decl.inputs.index(n) for n in names if n != "y"),
-        "saves_output": "y" in names, "differentiable": decl.differentiable})
+        "saves_output": "y" in names, "differentiable": decl.differentiable,
+        "plans": _plans(decl, names)})
 
 
 # -- fronts: promotion, broadcasting, then the Function -------------------------------------
@@ -344,6 +386,9 @@ def _prepare(decl, xs):
                         f"{', '.join(type(x).__name__ for x in xs)}")
     ops = [_as_operand(name, x, ref) for x in xs]
     tensors = [o for o in ops if isinstance(o, Tensor)]
+    if not decl.bool_operands and any(t.dtype is bool_ for t in tensors):
+        raise TypeError(f"{name}: not supported with a bool tensor operand (as in PyTorch); "
+                        f"to invert a mask use ~ or logical_not()")
     device = _common_device(name, tensors)
     rt = result_type(*((t.dtype, t.ndim == 0) if isinstance(t, Tensor) else _as_python(t)
                        for t in ops))

@@ -259,7 +259,7 @@ def _shape_args(args) -> tuple:
 
 
 for _name in ("view", "reshape", "permute", "transpose", "expand", "squeeze", "unsqueeze",
-              "flip", "narrow", "split", "chunk", "as_strided", "select", "unbind"):
+              "flip", "narrow", "split", "chunk", "as_strided", "select", "unbind", "repeat"):
     declare(_name, differentiable=True, dtypes="any")
 
 
@@ -340,6 +340,20 @@ def broadcast_to(self, shape):
     return expand(self, tuple(shape))
 
 
+@tensor_method(name="repeat")
+def _repeat_method(self, *sizes):
+    """Tile: dim i repeated sizes[i] times, extra leading sizes adding dims (PyTorch's
+    Tensor.repeat). A copy, made by reshaping an expanded view; backward sums the tiles."""
+    sizes = _shape_args(sizes)
+    if len(sizes) < self.ndim or any(s < 0 for s in sizes):
+        raise RuntimeError(f"repeat: sizes {sizes} for a tensor of shape {self.shape}; give "
+                           f"one non-negative count per dim (more add leading dims)")
+    shape = (1,) * (len(sizes) - self.ndim) + self.shape
+    tiles = expand(reshape(self, tuple(d for n in shape for d in (1, n))),
+                   tuple(d for s, n in zip(sizes, shape) for d in (s, n)))
+    return reshape(tiles, tuple(s * n for s, n in zip(sizes, shape)))
+
+
 tensor_method(unsqueeze, function=True)
 tensor_method(squeeze, function=True)
 
@@ -364,6 +378,43 @@ def unbind(self, dim=0):
 def select(self, dim, index):
     dim = layout.normalize_dim(dim, self.ndim, "select")
     return self[(slice(None),) * dim + (index,)]
+
+
+@tensor_method(function=True)
+def diagonal(self, offset=0, dim1=0, dim2=1):
+    """The diagonal of dims (dim1, dim2) as a view (a new last dim), as torch.diagonal."""
+    d1 = layout.normalize_dim(dim1, self.ndim, "diagonal")
+    d2 = layout.normalize_dim(dim2, self.ndim, "diagonal")
+    if d1 == d2:
+        raise ValueError(f"diagonal: dim1 and dim2 must differ, got {dim1} and {dim2}")
+    n1, n2 = self.shape[d1], self.shape[d2]
+    s1, s2 = self.strides[d1], self.strides[d2]
+    start = self.offset + (offset * s2 if offset >= 0 else -offset * s1)
+    length = max(0, min(n1 - max(-offset, 0), n2 - max(offset, 0)))
+    keep = [i for i in range(self.ndim) if i not in (d1, d2)]
+    shape = tuple(self.shape[i] for i in keep) + (length,)
+    strides = tuple(self.strides[i] for i in keep) + (s1 + s2,)
+    return DiagonalView.apply(self, shape, strides, start if length else self.offset)
+
+
+class DiagonalView(Function):
+    """A diagonal over the input's storage; its gradient fills the diagonal of zeros."""
+
+    label = "Diagonal"
+
+    @staticmethod
+    def forward(ctx, x, shape, strides, offset):
+        ctx.in_layout = (x.shape, x.strides, x.offset)
+        ctx.out_layout = (shape, strides, offset)
+        return _view_of(ctx, x, shape, strides, offset)
+
+    @staticmethod
+    def backward(ctx, g):
+        _check_history(ctx)
+        return AsStrided.backward(ctx, g)
+
+
+declare("diagonal", dtypes="any")
 
 
 @tensor_method(name="as_strided", function=True)

@@ -21,11 +21,16 @@ class Adam(Optimizer):
     moments and the update live in F32 and the parameter receives the rounded result, so
     updates smaller than half a BF16 ulp accumulate instead of vanishing.
     stochastic_rounding=True rounds that write-back stochastically instead.
+
+    capturable=True keeps the step counts and the learning rate on the device (the
+    counts advance by a kernel, the bias corrections are computed by the update kernel
+    in float32, as PyTorch's capturable Adam), so the step can be captured (hx.capture)
+    and replayed under a scheduler. Stochastic rounding draws on the host: it cannot.
     """
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0,
                  amsgrad=False, *, maximize=False, decoupled_weight_decay=False,
-                 master_weights=False, stochastic_rounding=False):
+                 master_weights=False, stochastic_rounding=False, capturable=False):
         name = type(self).__name__
         if lr < 0 or eps < 0 or weight_decay < 0:
             raise ValueError(f"{name}: lr, eps and weight_decay must be >= 0, got lr={lr}, "
@@ -37,7 +42,8 @@ class Adam(Optimizer):
         super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps,
                                       weight_decay=weight_decay, amsgrad=amsgrad,
                                       maximize=maximize,
-                                      decoupled_weight_decay=decoupled_weight_decay))
+                                      decoupled_weight_decay=decoupled_weight_decay,
+                                      capturable=capturable))
 
     def _init_state(self, group, fg):
         n, dt, dev = fg.data.numel(), state_dtype(fg), fg.device
@@ -66,9 +72,16 @@ class Adam(Optimizer):
             gw = -gw
         if wd and not decoupled:
             gw = gw + pw * wd
+        if group["capturable"]:  # lr and the count (one more, by a kernel) on the device
+            lr, step = fg.device_lr, fg.device_step_of(start, stop)
         if not group["amsgrad"]:
-            pw._be.adamw_step(pw._data, gw._data, m._data, v._data, lr, b1, b2, eps,
-                              wd if decoupled else 0.0, step)
+            if group["capturable"]:
+                pw._be.adamw_step_capturable(pw._data, gw._data, m._data, v._data, lr._data,
+                                             step._data, b1, b2, eps,
+                                             wd if decoupled else 0.0)
+            else:
+                pw._be.adamw_step(pw._data, gw._data, m._data, v._data, lr, b1, b2, eps,
+                                  wd if decoupled else 0.0, step)
             write_back(p, pw, self.stochastic_rounding)
             return
         # AMSGrad: the denominator uses the running maximum of v (no fused kernel)
@@ -81,7 +94,10 @@ class Adam(Optimizer):
         m.mul_(b1).add_(gw * (1.0 - b1))
         v.mul_(b2).add_(gw * gw * (1.0 - b2))
         vmax.copy_(vmax.maximum(v))
-        denom = vmax.sqrt() * (1.0 / math.sqrt(1.0 - b2 ** step)) + eps
+        if group["capturable"]:  # the same formulas on device tensors
+            denom = vmax.sqrt() / (1.0 - b2 ** step).sqrt() + eps
+        else:
+            denom = vmax.sqrt() * (1.0 / math.sqrt(1.0 - b2 ** step)) + eps
         pw.sub_(m / denom * (lr / (1.0 - b1 ** step)))
         write_back(p, pw, self.stochastic_rounding)
 
@@ -91,7 +107,7 @@ class AdamW(Adam):
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01,
                  amsgrad=False, *, maximize=False, master_weights=False,
-                 stochastic_rounding=False):
+                 stochastic_rounding=False, capturable=False):
         super().__init__(params, lr, betas, eps, weight_decay, amsgrad, maximize=maximize,
                          decoupled_weight_decay=True, master_weights=master_weights,
-                         stochastic_rounding=stochastic_rounding)
+                         stochastic_rounding=stochastic_rounding, capturable=capturable)

@@ -33,6 +33,10 @@ class FlatGroup:
         self.bounds = []  # (start, stop) of each parameter in the flat buffers
         self.steps = [0] * len(self.params)  # PyTorch's per-parameter state["step"]
         self.state = {}  # name -> flat tensor, laid out as ``data``
+        # capturable optimizers: step counts and learning rate on the device (see
+        # make_capturable); None otherwise
+        self.device_steps = self.device_lr = None
+        self.device_lr_value = None  # the lr last written into device_lr
         total = sum(self.sizes)
         with no_grad():
             with tagged("parameter"):
@@ -53,9 +57,59 @@ class FlatGroup:
                 self.grad_views.append(gv)
                 self.bounds.append((start, start + n))
                 start += n
+        # run bounds -> parameter indices (the first / last parameter at that offset, so
+        # a run covers the empty parameters inside it too)
+        self._index_of_start, self._index_of_stop = {}, {}
+        for i, (a, b) in enumerate(self.bounds):
+            self._index_of_start.setdefault(a, i)
+            self._index_of_stop[b] = i
 
     def __len__(self) -> int:
         return len(self.params)
+
+    def make_capturable(self, lr: float) -> None:
+        """Keep a copy of the step counts and the learning rate on the device, read by
+        the capturable kernels: a captured step's replay then uses the current values
+        (the counts advance by a kernel inside the step; the learning rate is written
+        by :meth:`sync_lr` before the step)."""
+        if self.device_steps is not None:
+            return
+        dt = "float32" if self.dtype.name in ("bfloat16", "float16") else self.dtype.name
+        with no_grad(), tagged("optimizer_state"):
+            self.device_steps = creation.tensor([float(n) for n in self.steps], dtype=dt,
+                                                device=self.device)
+            self.device_lr = creation.full((1,), lr, dtype=dt, device=self.device)
+        self.device_lr_value = lr
+
+    def sync_lr(self, lr: float) -> None:
+        """Write ``lr`` into the device copy when it changed (a scheduler stepped)."""
+        if lr != self.device_lr_value:
+            with no_grad():
+                self.device_lr.fill_(lr)
+            self.device_lr_value = lr
+
+    def sync_device_steps(self) -> None:
+        """Copy the host step counts to the device (after loading a state dict)."""
+        if self.device_steps is not None:
+            with no_grad():
+                self.device_steps.copy_(creation.tensor(
+                    [float(n) for n in self.steps], dtype=self.device_steps.dtype,
+                    device=self.device))
+
+    def device_step_of(self, start: int, stop: int):
+        """Count a step on the device for the parameters stored in [start, stop) (equal
+        counts: one run of :meth:`runs`) and return their count as a 1-element view."""
+        i0 = self._index_of_start[start]
+        i1 = self._index_of_stop[stop] + 1
+        self.device_steps[i0:i1].add_(1.0)
+        return self.device_steps[i0:i0 + 1]
+
+    def advance(self, mask) -> None:
+        """Count a step on the host for every masked parameter (what :meth:`runs` does
+        while iterating; a replay of a captured step calls this instead)."""
+        for i, on in enumerate(mask):
+            if on:
+                self.steps[i] += 1
 
     def sync(self) -> list:
         """Which parameters step (their grad is not None), after bringing back any

@@ -12,6 +12,7 @@ import math
 import types
 from bisect import bisect_right
 
+from .. import capture_replay as replay
 from .optimizer import Optimizer
 
 
@@ -54,6 +55,7 @@ class LRScheduler:
         return self._last_lr
 
     def step(self, epoch: int | None = None) -> None:
+        replay.outside_only(f"{type(self).__name__}.step()")
         self._step_count += 1
         self._update_lr(epoch)
 
@@ -236,6 +238,7 @@ class SequentialLR(LRScheduler):
         self._last_lr = first.get_last_lr()
 
     def step(self) -> None:
+        replay.outside_only("SequentialLR.step()")
         self.last_epoch += 1
         idx = bisect_right(self._milestones, self.last_epoch)
         scheduler = self._schedulers[idx]

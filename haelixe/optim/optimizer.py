@@ -3,6 +3,9 @@ state dicts."""
 
 from __future__ import annotations
 
+import functools
+
+from .. import capture_replay as replay
 from ..autograd.mode import enable_grad, no_grad
 from ..tensor import Tensor
 from .flat import FlatGroup, group_by_device_dtype
@@ -63,6 +66,8 @@ class Optimizer:
         self.flat_groups.append(fgs)
         for fg in fgs:
             self._init_state(group, fg)
+            if group.get("capturable"):
+                fg.make_capturable(group["lr"])
 
     def _init_state(self, group: dict, fg: FlatGroup) -> None:
         """Create the optimizer's flat state tensors in ``fg.state``."""
@@ -75,6 +80,7 @@ class Optimizer:
                 fg.zero_grad(set_to_none)
 
     def set_lr(self, lr: float) -> None:
+        replay.outside_only(f"{type(self).__name__}.set_lr()")
         for g in self.param_groups:
             g["lr"] = lr
 
@@ -89,15 +95,31 @@ class Optimizer:
         if closure is not None:
             with enable_grad():
                 loss = closure()
+        recording = replay.recording()
         self.step_count += 1
         with no_grad():
             for group, fgs in zip(self.param_groups, self.flat_groups):
+                capturable = group.get("capturable", False)
+                if recording and not capturable:
+                    raise replay.CaptureError(
+                        f"{type(self).__name__}.step() inside a captured step: its step "
+                        f"count and learning rate are host values a replay would freeze. "
+                        f"Build it with capturable=True (they then live on the device) "
+                        f"and step learning-rate schedulers outside the captured "
+                        f"function.")
                 by_step = self._steps_matter(group)
                 for fg in fgs:
                     mask = fg.sync()
+                    if capturable:  # a changed lr reaches the device before every step
+                        replay.every_call(functools.partial(_sync_lr, fg, group))
                     for start, stop, step in fg.runs(mask, by_step):
                         self._update(group, fg, start, stop, step)
+                    replay.on_replay(functools.partial(fg.advance, mask))
+        replay.on_replay(self._count_step)
         return loss
+
+    def _count_step(self) -> None:
+        self.step_count += 1
 
     def _steps_matter(self, group: dict) -> bool:
         """True when the update depends on the per-parameter step count, so that only
@@ -154,12 +176,22 @@ class Optimizer:
             g.update({k: v for k, v in saved.items() if k != "params"})
         for fg, c in counts:
             fg.steps = c
+        for g, fgs in zip(self.param_groups, self.flat_groups):
+            for fg in fgs:
+                if g.get("capturable"):
+                    fg.make_capturable(g["lr"])
+                    fg.sync_device_steps()
+                    fg.sync_lr(g["lr"])
         with no_grad():
             for k, t in own.items():
                 t.copy_(state["state"][k])
 
 
 # -- shared by the optimizers' updates ----------------------------------------------------
+def _sync_lr(fg: FlatGroup, group: dict) -> None:
+    fg.sync_lr(group["lr"])
+
+
 LOW_PRECISION = ("bfloat16", "float16")
 
 

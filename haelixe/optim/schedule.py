@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import math
 
+from .. import capture_replay as replay
+
 
 class CosineAnnealing:
     """lr(step) = lr_min + 0.5 * (lr_max - lr_min) * (1 + cos(pi * step / total)).
@@ -31,6 +33,7 @@ class CosineAnnealing:
         return self.lr_min + 0.5 * (self.lr_max - self.lr_min) * (1.0 + math.cos(math.pi * t))
 
     def step(self) -> float:
+        replay.outside_only("CosineAnnealing.step()")
         self.last_step += 1
         lr = self.lr(self.last_step)
         self.optimizer.set_lr(lr)

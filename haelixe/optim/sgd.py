@@ -10,10 +10,13 @@ from .optimizer import Optimizer, state_dtype, working_copies, write_back
 
 class SGD(Optimizer):
     """d = g + weight_decay * p; buf = momentum * buf + (1 - dampening) * d (buf = d on
-    a parameter's first step); d = d + momentum * buf (Nesterov) or buf; p -= lr * d."""
+    a parameter's first step); d = d + momentum * buf (Nesterov) or buf; p -= lr * d.
+
+    capturable=True reads the learning rate from a device copy (updated when it changes),
+    so the step can be captured (hx.capture) and replayed under a scheduler."""
 
     def __init__(self, params, lr=1e-3, momentum=0.0, dampening=0.0, weight_decay=0.0,
-                 nesterov=False, *, maximize=False):
+                 nesterov=False, *, maximize=False, capturable=False):
         if lr < 0 or momentum < 0 or weight_decay < 0:
             raise ValueError(f"SGD: lr, momentum and weight_decay must be >= 0, got lr={lr}"
                              f", momentum={momentum}, weight_decay={weight_decay}")
@@ -21,7 +24,7 @@ class SGD(Optimizer):
             raise ValueError("SGD: Nesterov momentum needs momentum > 0 and zero dampening")
         super().__init__(params, dict(lr=lr, momentum=momentum, dampening=dampening,
                                       weight_decay=weight_decay, nesterov=nesterov,
-                                      maximize=maximize))
+                                      maximize=maximize, capturable=capturable))
 
     def _init_state(self, group, fg):
         if group["momentum"]:
@@ -45,10 +48,16 @@ class SGD(Optimizer):
         p, g = fg.part(fg.data, start, stop), fg.part(fg.grad, start, stop)
         buf = fg.part(self._momentum_buffer(fg), start, stop) if momentum else None
         pw, gw = working_copies(fg, p, g)
+        lr_t = fg.device_lr if group["capturable"] else None
         if group["dampening"] == 0 and not group["maximize"]:
             # the common case: one fused kernel (buf starts at zero, so buf = d at first)
-            pw._be.sgd_step(pw._data, gw._data, None if buf is None else buf._data, lr,
-                            momentum, group["nesterov"], wd)
+            raw_buf = None if buf is None else buf._data
+            if lr_t is None:
+                pw._be.sgd_step(pw._data, gw._data, raw_buf, lr, momentum, group["nesterov"],
+                                wd)
+            else:
+                pw._be.sgd_step_capturable(pw._data, gw._data, raw_buf, lr_t._data, momentum,
+                                           group["nesterov"], wd)
             write_back(p, pw)
             return
         d = -gw if group["maximize"] else gw
@@ -60,5 +69,5 @@ class SGD(Optimizer):
             else:
                 buf.mul_(momentum).add_(d * (1.0 - group["dampening"]))
             d = d + buf * momentum if group["nesterov"] else buf
-        pw.sub_(d * lr)
+        pw.sub_(d * (lr if lr_t is None else lr_t))
         write_back(p, pw)

@@ -5,8 +5,8 @@ storage of ``storage_size`` elements: every grid cell shows the storage position
 every storage cell the logical index that lands on it (or "×N" when a zero stride makes N
 elements share it), and a selected element is traced to its cell with the sum
 ``offset + Σ stride·index``. Widget part: :class:`LayoutView` adds index sliders, editable
-shape/strides/offset through ``as_strided`` and side-by-side comparison of views of one
-storage.
+shape/strides/offset through ``as_strided`` and linked comparison of views of one storage
+(:class:`LayoutCompare`).
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import numpy as np
 
 from .. import layout as L
 from . import svg
+from .display import LiveWidget, Picture, flex_row
 
 __all__ = ["element_positions", "position_formula", "render_layout_svg", "LayoutView",
            "LayoutCompare"]
@@ -295,16 +296,17 @@ def _parse_ints(text: str, what: str) -> tuple:
             from None
 
 
-class LayoutView:
+class LayoutView(LiveWidget):
     """A tensor's layout as a notebook widget.
 
         hx.viz.LayoutView(x)                    # grid, buffer strip, index sliders
-        hx.viz.LayoutView.compare(x, x.T)       # two views of one storage side by side
+        hx.viz.LayoutView.compare(x, x.T)       # views of one storage, linked
 
     The sliders pick an element (for more than three dims the leading sliders choose
     the slice drawn). The shape / strides / offset boxes build a new view of the same
-    storage through ``as_strided``; a layout reaching outside the storage is refused with
-    the engine's message. ``on_select(index, position)`` callbacks run on every pick.
+    storage through ``as_strided`` (the title then names it so); a layout reaching
+    outside the storage is refused with the engine's message. ``on_select(index,
+    position)`` callbacks run on every pick.
     """
 
     def __init__(self, tensor, name: str = "x"):
@@ -312,37 +314,50 @@ class LayoutView:
 
         self.base = tensor
         self.tensor = tensor
+        self.base_name = name
         self.name = name
         self.highlight: set = set()
         self.selected = None
         self._callbacks = []
-        self._svg = w.HTML()
-        self._sliders_box = w.VBox()
-        self._shape_in = w.Text(description="shape", layout=w.Layout(width="200px"))
-        self._strides_in = w.Text(description="strides", layout=w.Layout(width="200px"))
-        self._offset_in = w.Text(description="offset", layout=w.Layout(width="140px"))
+        self.picture = Picture()
+        self._sliders_box = w.VBox(layout=w.Layout(flex="1 1 320px", max_width="440px"))
+        self._shape_in = w.Text(description="shape", layout=w.Layout(width="190px"))
+        self._strides_in = w.Text(description="strides", layout=w.Layout(width="190px"))
+        self._offset_in = w.Text(description="offset", layout=w.Layout(width="130px"))
         self._apply = w.Button(description="as_strided", button_style="primary",
-                               tooltip="make this view of the same storage")
-        self._reset = w.Button(description="reset")
+                               tooltip="make this view of the same storage",
+                               layout=w.Layout(width="auto"))
+        self._reset = w.Button(description="reset", layout=w.Layout(width="auto"))
         self._message = w.HTML()
         self._apply.on_click(lambda _: self.apply(self._shape_in.value,
                                                   self._strides_in.value,
                                                   self._offset_in.value))
-        self._reset.on_click(lambda _: self.set_tensor(self.base))
-        editor = w.HBox([self._shape_in, self._strides_in, self._offset_in, self._apply,
-                         self._reset])
-        self.widget = w.VBox([self._sliders_box, self._svg, editor, self._message])
+        self._reset.on_click(lambda _: self.reset())
+        editor = flex_row([self._shape_in, self._strides_in, self._offset_in, self._apply,
+                           self._reset])
+        editor.add_class("hx-layout-editor")
+        self.widget = w.VBox([flex_row([self._sliders_box, *self.picture.controls]),
+                              self.picture.html, editor, self._message],
+                             layout=w.Layout(width="100%"))
+        self.widget.add_class("hx-layout-view")
         self.set_tensor(tensor)
 
-    def _repr_mimebundle_(self, **kwargs):
-        return self.widget._repr_mimebundle_(**kwargs)
+    def __repr__(self) -> str:
+        t = self.tensor
+        return (f"LayoutView of {self.name}: shape {tuple(t.shape)}, strides "
+                f"{tuple(t.strides)}, offset {t.offset}, over a storage of "
+                f"{t.storage.size} elements. Display it in a notebook for the picture, or "
+                f"write it with .save_svg('layout.svg').")
 
     # -- state -------------------------------------------------------------------------
-    def set_tensor(self, tensor) -> None:
-        """Show another view (of any storage); the selection starts at the first element."""
+    def set_tensor(self, tensor, name: str | None = None) -> None:
+        """Show another view (of any storage), named ``name`` (default: the name it had);
+        the selection starts at the first element."""
         import ipywidgets as w
 
         self.tensor = tensor
+        if name is not None:
+            self.name = name
         self._shape_in.value = ", ".join(map(str, tensor.shape))
         self._strides_in.value = ", ".join(map(str, tensor.strides))
         self._offset_in.value = str(tensor.offset)
@@ -350,13 +365,18 @@ class LayoutView:
         sliders = []
         for d, n in enumerate(tensor.shape):
             s = w.IntSlider(value=0, min=0, max=max(n - 1, 0), description=f"index {d}",
-                            disabled=n <= 1, continuous_update=True)
+                            disabled=n <= 1, continuous_update=True,
+                            layout=w.Layout(width="100%"))
             s.observe(self._on_slider, names="value")
             sliders.append(s)
         self._sliders = sliders
         self._sliders_box.children = sliders
         self.selected = tuple(0 for _ in tensor.shape) if tensor.numel() else None
         self.refresh()
+
+    def reset(self) -> None:
+        """Back to the tensor the view was made with, under its name."""
+        self.set_tensor(self.base, self.base_name)
 
     def _on_slider(self, _change) -> None:
         self.select(tuple(s.value for s in self._sliders))
@@ -379,7 +399,8 @@ class LayoutView:
 
     def apply(self, shape, strides, offset) -> bool:
         """Replace the view with ``base.as_strided(shape, strides, offset)`` (strings or
-        tuples). Returns False, showing why, when the engine refuses."""
+        tuples); the title then names the new view. Returns False, showing why, when
+        the engine refuses."""
         try:
             if isinstance(shape, str):
                 shape = _parse_ints(shape, "shape")
@@ -392,10 +413,11 @@ class LayoutView:
             self._message.value = (f'<div style="color:#c23b36;font:12px monospace;'
                                    f'white-space:pre-wrap">refused: {svg.esc(e)}</div>')
             return False
-        self.set_tensor(view)  # self.base is kept: later edits start from it again
-        self._message.value = (f'<div style="color:#2f8f5b;font:12px sans-serif">'
-                               f'{self.name} = base.as_strided({tuple(shape)}, '
-                               f'{tuple(strides)}, {offset})</div>')
+        call = f"as_strided({tuple(shape)}, {tuple(strides)}, {offset})"
+        # self.base is kept: later edits start from it again
+        self.set_tensor(view, f"{self.base_name}.{call}")
+        self._message.value = (f'<div style="color:#2f8f5b;font:12px sans-serif;'
+                               f'overflow-wrap:anywhere">{svg.esc(self.name)}</div>')
         return True
 
     # -- drawing -----------------------------------------------------------------------
@@ -411,22 +433,27 @@ class LayoutView:
                                  self.selected, name=self.name,
                                  highlight_positions=self.highlight, values=self._values())
 
-    def save_svg(self, path) -> None:
-        with open(path, "w", encoding="utf-8") as f:
-            f.write('<?xml version="1.0" encoding="UTF-8"?>\n' + self.to_svg())
-
     def refresh(self) -> None:
-        self._svg.value = self.to_svg()
+        self.picture.show(self.to_svg())
 
     @staticmethod
     def compare(*tensors, names=None) -> LayoutCompare:
-        """Views side by side; picking an element in one outlines, in the others, every
-        element that reads the same storage cell (when they share a storage)."""
+        """Views side by side (one above the other when the page is narrow); picking an
+        element in one outlines, in the others, every element that reads the same
+        storage cell (when they share a storage)."""
         return LayoutCompare(tensors, names)
 
 
-class LayoutCompare:
-    """Several :class:`LayoutView` side by side, linked through their storage."""
+#: the width each view of a LayoutCompare asks for: two fit side by side on a wide
+#: page, and they stack on a laptop's notebook column
+COMPARE_BASIS = 460
+
+
+class LayoutCompare(LiveWidget):
+    """Several :class:`LayoutView` side by side, linked through their storage; they wrap
+    onto the next line when the output area is narrower than they need."""
+
+    static_basis = COMPARE_BASIS
 
     def __init__(self, tensors, names=None):
         import ipywidgets as w
@@ -436,13 +463,19 @@ class LayoutCompare:
         self.views = [LayoutView(t, n) for t, n in zip(tensors, names)]
         for v in self.views:
             v.on_select(lambda index, pos, src=v: self._link(src, pos))
-        box = w.Layout(overflow="auto", border="1px solid #e4e7eb", padding="4px")
-        self.widget = w.HBox([w.Box([v.widget], layout=box) for v in self.views])
+        panels = []
+        for v in self.views:
+            panel = w.Box([v.widget], layout=w.Layout(border="1px solid #e4e7eb",
+                                                      padding="4px"))
+            panels.append(panel)
+        self.widget = flex_row(panels, f"{COMPARE_BASIS}px")
+        self.widget.add_class("hx-layout-compare")
         if self.views and self.views[0].selected is not None:
             self.views[0].select(self.views[0].selected)
 
-    def _repr_mimebundle_(self, **kwargs):
-        return self.widget._repr_mimebundle_(**kwargs)
+    def __repr__(self) -> str:
+        return ("LayoutCompare of " + ", ".join(v.name for v in self.views)
+                + ". Display it in a notebook for the pictures.")
 
     def _link(self, src, pos) -> None:
         for v in self.views:
@@ -453,3 +486,10 @@ class LayoutCompare:
 
     def to_svg(self) -> list[str]:
         return [v.to_svg() for v in self.views]
+
+    def static_svgs(self) -> list[str]:
+        return self.to_svg()
+
+    def standalone_svg(self) -> str:
+        """The views side by side in one SVG (what :meth:`save_svg` writes)."""
+        return svg.side_by_side(self.to_svg(), "hx-layout-compare")

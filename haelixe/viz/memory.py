@@ -3,8 +3,10 @@
 Pure part: :class:`MemoryTimeline` turns :class:`haelixe.memory.MemoryEvent` records
 into a bounded series (allocated bytes by tag, reserved bytes), and
 :func:`render_memory_svg` draws ``Allocator.stats()`` and a timeline. Widget part:
-:class:`MemoryView` subscribes to an allocator; its callback only records numbers and
-the picture is redrawn at most every ``interval`` seconds (see :mod:`.throttle`).
+:class:`MemoryView` subscribes to an allocator (through :mod:`haelixe.memory`'s public
+API: ``get_allocator``, ``stats``, ``events``, ``subscribe``); its callback only records
+numbers and the picture is redrawn on the redraw clock (see :mod:`.clock`). Sizes are in
+binary units, as Haelixe prints them (:func:`haelixe.memory.format_bytes`).
 
 Bin bars use one linear scale, written on the root as ``data-bin-scale`` (pixels per
 byte): a bin's requested, rounding-waste and cached segments are ``bytes * scale`` tall,
@@ -16,16 +18,18 @@ from __future__ import annotations
 
 import math
 
+from ..memory import TAGS
 from . import svg
-from .throttle import Throttle
+from .clock import RedrawClock
+from .display import LiveWidget, Picture, flex_row
 
 __all__ = ["TAGS", "MemoryTimeline", "bin_segments", "render_memory_svg", "MemoryView"]
 
-TAGS = ("parameter", "gradient", "optimizer_state", "activation", "temporary")
 _TAG_INDEX = {t: k for k, t in enumerate(TAGS)}
 
 WIDTH = 780
 BIN_AREA_H = 150  # pixels for the tallest bin
+_LABEL_ROOM = 16  # above the tallest bin, for its "in use+cached" label
 TIMELINE_H = 150
 _M = 18  # outer margin
 _AXIS_W = 64  # room for byte labels left of the plots
@@ -177,16 +181,20 @@ def _bins_panel(segs, x, y, w) -> tuple[str, float]:
     tallest = max((s["requested"] + s["waste"] + s["cached_bytes"] for s in segs),
                   default=0)
     scale = BIN_AREA_H / tallest if tallest else 0.0
-    parts = [svg.text(x - _AXIS_W + 4, y - 8, "bins: bytes per size class (in use + cached "
-                      "slabs above each bar)", 11, svg.MUTED)]
-    base = y + BIN_AREA_H
+    parts = [svg.text(x - _AXIS_W + 4, y - 24, "bins: bytes per size class; above each "
+                      "bar, slabs in use + cached", 11, svg.MUTED)]
+    leg, _ = svg.legend(x - _AXIS_W + 4, y - 6, [("requested", svg.REQUESTED, None),
+                                                 ("rounding waste", svg.WASTE, None),
+                                                 ("cached", svg.CACHED, None)])
+    parts.append(svg.group(leg, class_="legend"))
+    base = y + _LABEL_ROOM + BIN_AREA_H
     for v in _nice_ticks(tallest, 3):
         ty = base - v * scale
         parts.append(svg.line(x, ty, x + w, ty, svg.RULE))
         parts.append(svg.text(x - 6, ty + 4, svg.fmt_bytes(v), 10, svg.FAINT,
                               anchor="end"))
     if not segs:
-        parts.append(svg.text(x + w / 2, y + BIN_AREA_H / 2, "no slabs yet", 12,
+        parts.append(svg.text(x + w / 2, base - BIN_AREA_H / 2, "no slabs yet", 12,
                               svg.FAINT, anchor="middle"))
         return "".join(parts), scale
     slot = w / len(segs)
@@ -206,7 +214,7 @@ def _bins_panel(segs, x, y, w) -> tuple[str, float]:
                f"{s['cached']} cached; requested {s['requested']} B, waste {s['waste']} B, "
                f"cached {s['cached_bytes']} B")
         bar.append(svg.text(bx + bw / 2, top - 4, f"{s['in_use']}+{s['cached']}", 9,
-                            svg.MUTED, anchor="middle"))
+                            svg.MUTED, anchor="middle", class_="bin-label"))
         lx, ly = bx + bw / 2, base + 12
         if rotate:
             bar.append(svg.text(lx, ly, svg.fmt_bytes(s["size"]), 9.5, svg.MUTED,
@@ -265,12 +273,14 @@ def _timeline_panel(series, steps, peak, x, y, w) -> str:
         parts.append(svg.text(x + w - 2, py(peak) - 4, f"peak allocated "
                               f"{svg.fmt_bytes(peak)}", 10, svg.WASTE, anchor="end"))
     shown = [(q, st) for q, st in steps if s0 <= q <= s1]
-    every = max(1, len(shown) // 10)
-    for k, (q, st) in enumerate(shown):
+    labelled = math.inf  # x of the last label drawn: newest first, labels keep clear
+    for q, st in reversed(shown):
         parts.append(svg.line(px(q), y + h, px(q), y + h + 4, svg.MUTED))
-        if k % every == 0:
-            parts.append(svg.text(px(q), y + h + 14, f"step {st}", 9.5, svg.MUTED,
-                                  anchor="middle"))
+        label = f"step {st}"
+        if labelled - px(q) > svg.text_width(label, 9.5) + 8:
+            labelled = px(q)
+            parts.append(svg.text(px(q), y + h + 14, label, 9.5, svg.MUTED,
+                                  anchor="middle", class_="step-label"))
     parts.append(svg.line(x, y + h, x + w, y + h, svg.MUTED))
     parts.append(svg.text(x + w, y + h + (28 if shown else 14), f"events {s0}..{s1}", 9.5,
                           svg.FAINT, anchor="end"))
@@ -297,14 +307,10 @@ def render_memory_svg(stats: dict, timeline=None, *, title: str | None = None) -
                               svg.MUTED))
     y = _M + 82
     parts.append(_tag_bar(stats, _M, y, WIDTH - 2 * _M))
-    y += 70
+    y += 86
     bins, scale = _bins_panel(bin_segments(stats), x, y, w)
     parts.append(bins)
-    leg, _ = svg.legend(x + w - 300, y - 8, [("requested", svg.REQUESTED, None),
-                                             ("rounding waste", svg.WASTE, None),
-                                             ("cached", svg.CACHED, None)])
-    parts.append(leg)
-    y += BIN_AREA_H + 62
+    y += _LABEL_ROOM + BIN_AREA_H + 62
     parts.append(_timeline_panel(series, steps, stats.get("peak_allocated_bytes", 0), x, y,
                                  w))
     height = y + TIMELINE_H + 40
@@ -314,65 +320,63 @@ def render_memory_svg(stats: dict, timeline=None, *, title: str | None = None) -
 
 # -- the widget --------------------------------------------------------------------------
 
-def _resolve_allocator(device):
-    from .. import memory
-
-    if isinstance(device, memory.Allocator):
-        return device
-    try:
-        return memory.get_allocator(device)
-    except RuntimeError:
-        if getattr(device, "type", device) not in ("gpu", "wgpu", "cuda"):
-            raise
-        # The GPU allocator appears with the backend; start it rather than fail.
-        from ..backends.wgpu.allocator import gpu_allocator
-
-        return gpu_allocator()
-
-
-class MemoryView:
+class MemoryView(LiveWidget):
     """A live picture of one allocator: bins, totals, tag split and a timeline.
 
         mem = hx.viz.MemoryView("gpu")      # or "cpu", or an Allocator
         mem                                 # display; it follows allocations live
         ... training ...; mem.mark_step(step)
+        mem.refresh()                       # the final picture (also for the saved page)
         mem.close()
 
-    The subscriber records numbers only; the SVG is redrawn when the
-    :class:`~haelixe.viz.throttle.Throttle` allows (at most every ``interval`` seconds
-    and within ``budget`` of the wall time), and on :meth:`refresh`.
+    The subscriber records numbers only; the SVG is redrawn on the
+    :class:`~haelixe.viz.clock.RedrawClock` (at most every ``interval`` seconds, at
+    least once a second while events come), and on :meth:`refresh`.
     """
 
-    def __init__(self, device="gpu", *, interval: float = 0.25, budget: float = 0.01,
-                 live: bool = True, max_points: int = 800):
+    def __init__(self, device="gpu", *, interval: float = 0.25, live: bool = True,
+                 max_points: int = 800):
         import ipywidgets as w
 
-        self.allocator = _resolve_allocator(device)
+        from .. import memory
+
+        self.allocator = device if isinstance(device, memory.Allocator) else \
+            memory.get_allocator(device)
         st = self.allocator.stats()
         last = self.allocator.events(last=1)
         self.timeline = MemoryTimeline(st["by_tag"], last[0].seq if last else 0,
                                        st["reserved_bytes"], max_points)
-        self.throttle = Throttle(interval, budget)
+        self.clock = RedrawClock(interval)
         self._countdown = 1
         self._unsubscribe = None
-        self._svg = w.HTML()
+        self.picture = Picture()
         self._live = w.ToggleButton(value=live, description="live", icon="circle",
-                                    tooltip="follow allocations as they happen")
-        self._refresh_btn = w.Button(description="refresh", icon="refresh")
+                                    tooltip="follow allocations as they happen",
+                                    layout=w.Layout(width="auto"))
+        self._refresh_btn = w.Button(description="refresh", icon="refresh",
+                                     layout=w.Layout(width="auto"))
         self._empty_btn = w.Button(description="empty cache",
-                                   tooltip="give cached slabs back to the driver")
+                                   tooltip="give cached slabs back to the driver",
+                                   layout=w.Layout(width="auto"))
         self._live.observe(lambda ch: self.start() if ch["new"] else self.stop(),
                            names="value")
         self._refresh_btn.on_click(lambda _: self.refresh())
         self._empty_btn.on_click(lambda _: (self.allocator.empty_cache(), self.refresh()))
-        self.widget = w.VBox([w.HBox([self._live, self._refresh_btn, self._empty_btn]),
-                              self._svg])
+        self.widget = w.VBox([flex_row([self._live, self._refresh_btn, self._empty_btn,
+                                        *self.picture.controls]), self.picture.html],
+                             layout=w.Layout(width="100%"))
+        self.widget.add_class("hx-memory-view")
         if live:
             self.start()
-        self.refresh()
+        self._redraw()
 
-    def _repr_mimebundle_(self, **kwargs):
-        return self.widget._repr_mimebundle_(**kwargs)
+    def __repr__(self) -> str:
+        st = self.allocator.stats()
+        return (f"MemoryView of the {st['device']} allocator: allocated "
+                f"{svg.fmt_bytes(st['allocated_bytes'])}, reserved "
+                f"{svg.fmt_bytes(st['reserved_bytes'])} in {len(st['bins'])} bins; "
+                f"{self.timeline.last_seq} events. Display it in a notebook for the "
+                f"picture, or write it with .save_svg('memory.svg').")
 
     _CHECK_EVERY = 32  # events between looks at the clock (reading it costs more)
 
@@ -386,8 +390,8 @@ class MemoryView:
         self._countdown = self._CHECK_EVERY
         if tl.needs_resync:
             tl.resync(self.allocator.stats()["by_tag"])
-        if self.throttle.due():
-            self.refresh()
+        if self.clock.due():
+            self._redraw()
 
     def start(self) -> None:
         """Follow the allocator's events (the default)."""
@@ -417,14 +421,9 @@ class MemoryView:
             tl.resync(self.allocator.stats()["by_tag"])
         return render_memory_svg(self.allocator.stats(), tl)
 
-    def save_svg(self, path) -> None:
-        with open(path, "w", encoding="utf-8") as f:
-            f.write('<?xml version="1.0" encoding="UTF-8"?>\n' + self.to_svg())
-
     def refresh(self) -> None:
-        """Redraw now."""
-        with self.throttle.timing():
-            self._svg.value = self.to_svg()
+        """Redraw now, and bring the saved page's static picture up to date."""
+        self._settle()
 
     def close(self) -> None:
         """Unsubscribe and close the widgets."""

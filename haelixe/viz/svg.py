@@ -26,12 +26,19 @@ ACCENT_FILL = "#ffe8a3"
 KIND_COLORS = {
     "op": ("#dde8f7", "#4a78b5"),
     "leaf": ("#d8f0e2", "#2f8f5b"),
-    "parameter": ("#fde8c4", "#c27812"),
+    "parameter": ("#efe6d0", "#7a5c1e"),  # olive brown: far from ACCENT's orange
     "output": ("#f8d7d6", "#c23b36"),
     "saved": ("#ebe0f7", "#7b4fb3"),
-    "group": ("#dcf1ef", "#2b8a80"),  # a collapsed module
+    "group": ("#d5f3f8", "#15aabf"),  # a collapsed module
 }
 CAST_COLOR = "#d6336c"
+
+# Line series, as the labs' matplotlib plots draw them: the noisy input as grey dots,
+# the clean target in blue, the model's prediction as a dashed red line.
+SERIES_INPUT = "#b0b7c3"
+SERIES_TARGET = "#2f6fde"
+SERIES_PREDICTION = "#e5484d"
+SERIES_RAW = "#a9c4f5"  # a noisy per-step curve under its smoothed SERIES_TARGET line
 
 # Allocation tags, in the allocator's order (haelixe.memory.TAGS).
 TAG_COLORS = {
@@ -117,6 +124,19 @@ def document(width, height, body: str, cls: str, **attrs) -> str:
             + _attrs(attrs) + f'>{rect(0, 0, width, height, WHITE)}{body}</svg>')
 
 
+def side_by_side(svgs, cls: str, gap: float = 16) -> str:
+    """Several SVG documents in one, left to right, tops aligned."""
+    import re
+
+    parts, x, height = [], 0.0, 0.0
+    for s in svgs:
+        m = re.match(r'<svg\b[^>]*?\swidth="([\d.]+)"\sheight="([\d.]+)"', s)
+        w, h = float(m.group(1)), float(m.group(2))
+        parts.append(s.replace("<svg ", f'<svg x="{num(x)}" y="0" ', 1))
+        x, height = x + w + gap, max(height, h)
+    return document(max(x - gap, 0), height, "".join(parts), cls)
+
+
 def text_width(s: str, size: float, mono: bool = False, bold: bool = False) -> float:
     """Approximate rendered width, enough to size boxes around labels."""
     return len(s) * size * (0.61 if mono else 0.62 if bold else 0.56)
@@ -135,23 +155,25 @@ def wrap(s: str, width: float, size: float) -> list[str]:
 
 
 def legend(x, y, items, size=11, swatch=11, gap=16) -> tuple[str, float]:
-    """A one-row legend of ``(label, fill, stroke)`` items; returns (svg, width)."""
+    """A one-row legend of ``(label, fill, stroke)`` items, or ``(label, draw)`` where
+    ``draw(x, y, size)`` returns the swatch's SVG; returns (svg, width)."""
     parts, cx = [], x
-    for label, fill, stroke in items:
-        parts.append(rect(cx, y - swatch + 2, swatch, swatch, fill, stroke, rx=2))
+    for label, *look in items:
+        if callable(look[0]):
+            parts.append(look[0](cx, y - swatch + 2, swatch))
+        else:
+            parts.append(rect(cx, y - swatch + 2, swatch, swatch, look[0], look[1], rx=2))
         parts.append(text(cx + swatch + 5, y, label, size, MUTED))
         cx += swatch + 5 + text_width(label, size) + gap
     return "".join(parts), cx - x - gap
 
 
 def fmt_bytes(n: float) -> str:
-    """1536 -> '1.5 KiB' (binary units, as the allocator counts)."""
-    n = float(n)
-    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if abs(n) >= scale:
-            v = n / scale
-            return f"{v:.0f} {unit}" if v >= 100 or v == int(v) else f"{v:.1f} {unit}"
-    return f"{int(n)} B"
+    """1536 -> '1.5 KiB': :func:`haelixe.memory.format_bytes`, so pictures use the units
+    Haelixe prints."""
+    from ..memory import format_bytes
+
+    return format_bytes(n)
 
 
 def fmt_shape(shape) -> str:

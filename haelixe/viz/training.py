@@ -1,16 +1,20 @@
-"""TrainingDashboard: loss (train and held-out), learning rate, and the denoiser's
-prediction against the clean and noisy signal, live during training.
+"""TrainingDashboard: loss (per step, smoothed, held-out), learning rate, a sample of
+the model's output and the latest text sample, live while training runs.
 
-Pure part: :class:`TrainingHistory` holds the numbers and :func:`render_training_figure`
-draws them as a matplotlib Figure (no pyplot, so nothing global changes and it works
-headless). Widget part: :class:`TrainingDashboard.update` records one step (cheap) and,
-when the :class:`~haelixe.viz.throttle.Throttle` allows, evaluates the held-out set,
-predicts one example and redraws into an ``ipywidgets.Image``.
+Pure part: :class:`TrainingHistory` holds the numbers and :func:`render_training_panels`
+draws them as SVG panels (loss, learning rate, sample, text). Widget part:
+:meth:`TrainingDashboard.update` records one step (cheap); at a fixed step interval it
+asks the caller's ``evaluate(model)`` for the held-out loss and ``sample(model)`` for a
+prediction, and it redraws on the redraw clock: at most every ``interval`` seconds and
+at least once a second while steps come, however fast the machine is.
+
+The dashboard knows nothing of the model or the task: what to evaluate, what to sample
+and the baseline to beat come from the caller (``haelixe.denoise.dashboard_hooks()``
+gives the denoiser's).
 """
 
 from __future__ import annotations
 
-import io
 import time
 import weakref
 from dataclasses import dataclass, field
@@ -18,13 +22,16 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import svg
-from .throttle import Throttle
+from .chart import Axes, dot_swatch, line_swatch
+from .clock import RedrawClock
+from .display import LiveWidget, Picture
 
-__all__ = ["TrainingHistory", "render_training_figure", "TrainingDashboard"]
+__all__ = ["TrainingHistory", "render_training_panels", "render_training_svg",
+           "TrainingDashboard"]
 
-_TRAIN, _SMOOTH, _HELD = "#9cc3ea", "#1f4e8c", svg.WASTE
-_LR, _CLEAN, _NOISY, _PRED = svg.TAG_COLORS["optimizer_state"], "#2f8f5b", "#9aa5b1", \
-    svg.WASTE
+PANEL_H = 250
+LOSS_W, LR_W, SAMPLE_W, TEXT_W = 430, 300, 400, 560
+_SMOOTH = 0.05  # weight of the newest loss in the smoothed curve
 
 
 @dataclass
@@ -33,193 +40,220 @@ class TrainingHistory:
 
     steps: list = field(default_factory=list)
     loss: list = field(default_factory=list)
+    smooth: list = field(default_factory=list)  # bias-corrected moving average of loss
     lr: list = field(default_factory=list)
     heldout_steps: list = field(default_factory=list)
     heldout: list = field(default_factory=list)
-    baseline: float | None = None  # held-out MSE of predicting the noisy input
+    baseline: float | None = None  # a loss to beat (e.g. predicting the noisy input)
+    baseline_label: str = "baseline"
+    loss_label: str = "loss"
     total_steps: int | None = None
     lr_plan: object = None  # optional (steps, lrs): the planned schedule, drawn dashed
-    prediction: dict | None = None  # {"step", "noisy", "clean", "pred"} 1-D arrays
+    sample: dict | None = None  # {"step", "input", "target", "prediction", ...}
+    texts: list = field(default_factory=list)  # [(step, text)], newest last
+    _acc: float = field(default=0.0, repr=False)
+    _weight: float = field(default=0.0, repr=False)
 
     def record(self, step: int, loss: float, lr: float) -> None:
         self.steps.append(step)
         self.loss.append(loss)
         self.lr.append(lr)
+        self._acc = (1 - _SMOOTH) * self._acc + _SMOOTH * loss
+        self._weight = (1 - _SMOOTH) * self._weight + _SMOOTH
+        self.smooth.append(self._acc / self._weight)
+
+    def record_heldout(self, step: int, value: float) -> None:
+        if not self.heldout_steps or self.heldout_steps[-1] != step:
+            self.heldout_steps.append(step)
+            self.heldout.append(float(value))
+
+    def record_text(self, step: int, text: str, keep: int = 4) -> None:
+        self.texts.append((int(step), str(text)))
+        del self.texts[:-keep]
 
 
-def _smooth(values, alpha: float = 0.05) -> np.ndarray:
-    """Exponential moving average, bias-corrected so the start is not pulled to 0."""
-    v = np.asarray(values, dtype=np.float64)
-    out, acc, w = np.empty_like(v), 0.0, 0.0
-    for k, x in enumerate(v):
-        acc = (1 - alpha) * acc + alpha * x
-        w = (1 - alpha) * w + alpha
-        out[k] = acc / w
-    return out
+# -- drawing -----------------------------------------------------------------------------
+
+def _xmax(h) -> float:
+    return max(h.total_steps or 0, h.steps[-1] if h.steps else 1, 1)
 
 
-def _thin(x, y, limit: int = 3000):
-    """Every k-th point, so drawing stays fast on long runs."""
-    k = max(1, len(x) // limit)
-    return x[::k], y[::k]
+def _loss_panel(h) -> str:
+    vals = [v for v in (*h.loss, *h.heldout, h.baseline) if v is not None and v > 0]
+    lo, hi = (min(vals) / 1.3, max(vals) * 1.3) if vals else (1e-3, 1.0)
+    ax = Axes(LOSS_W, PANEL_H, (0, _xmax(h)), (lo, hi), log=True, title=h.loss_label,
+              xlabel="step")
+    legend = [("train", line_swatch(svg.SERIES_RAW, width=1)),
+              ("smoothed", line_swatch(svg.SERIES_TARGET)),
+              ("held-out", line_swatch(svg.SERIES_PREDICTION, width=1.6))]
+    if h.baseline is not None:
+        legend.append((h.baseline_label, line_swatch(svg.MUTED, "4 3", 1)))
+    parts = [ax.frame(legend)]
+    if h.steps:
+        parts.append(ax.line(h.steps, h.loss, svg.SERIES_RAW, 0.9, cls="train"))
+        parts.append(ax.line(h.steps, h.smooth, svg.SERIES_TARGET, 1.8, cls="smooth"))
+    else:
+        parts.append(ax.message("waiting for the first step"))
+    parts.append(ax.hline(h.baseline, svg.MUTED, cls="baseline"))
+    if h.heldout:
+        parts.append(ax.line(h.heldout_steps, h.heldout, svg.SERIES_PREDICTION, 1.6,
+                             cls="heldout"))
+        parts.append(ax.dots(h.heldout_steps, h.heldout, svg.SERIES_PREDICTION, 2.8,
+                             cls="heldout-points"))
+    return svg.document(LOSS_W, PANEL_H, "".join(parts), "hx-training hx-training-loss",
+                        data_step=h.steps[-1] if h.steps else 0,
+                        data_heldout_points=len(h.heldout))
 
 
-def _style(ax, title: str) -> None:
-    ax.set_title(title, fontsize=10.5, loc="left", color=svg.INK, fontweight="bold")
-    for side in ("top", "right"):
-        ax.spines[side].set_visible(False)
-    for side in ("left", "bottom"):
-        ax.spines[side].set_color("#c0c7cf")
-    ax.tick_params(labelsize=8.5, colors=svg.MUTED)
-    ax.grid(True, color=svg.RULE, linewidth=0.7)
-    ax.set_axisbelow(True)
+def _lr_panel(h) -> str:
+    plan = h.lr_plan
+    lrs = list(h.lr) + (list(plan[1]) if plan is not None else [])
+    ax = Axes(LR_W, PANEL_H, (0, _xmax(h)), (0, max(lrs, default=1e-3) * 1.1 or 1),
+              title="learning rate", xlabel="step")
+    legend = [("used", line_swatch(svg.SERIES_TARGET))]
+    if plan is not None:
+        legend.append(("planned", line_swatch(svg.FAINT, "4 3", 1.2)))
+    parts = [ax.frame(legend)]
+    if plan is not None:
+        parts.append(ax.line(plan[0], plan[1], svg.FAINT, 1.2, dash="4 3", cls="plan"))
+    if h.steps:
+        parts.append(ax.line(h.steps, h.lr, svg.SERIES_TARGET, 1.8, cls="lr"))
+    return svg.document(LR_W, PANEL_H, "".join(parts), "hx-training hx-training-lr")
 
 
-def _build(fig):
-    axes = fig.subplots(1, 3, gridspec_kw={"width_ratios": [1.35, 1, 1.2]})
-    a_loss, a_lr, a_pred = axes
-    art = {"axes": axes}
-    _style(a_loss, "loss (MSE)")
-    a_loss.set_yscale("log")
-    a_loss.set_xlabel("step", fontsize=9, color=svg.MUTED)
-    art["train"], = a_loss.plot([], [], color=_TRAIN, lw=0.8, label="train")
-    art["smooth"], = a_loss.plot([], [], color=_SMOOTH, lw=1.8, label="train (smoothed)")
-    art["held"], = a_loss.plot([], [], color=_HELD, lw=1.6, marker="o", ms=3.5,
-                               label="held-out")
-    art["base"] = a_loss.axhline(np.nan, color=svg.MUTED, lw=1, ls="--",
-                                 label="predict noisy input")
-    a_loss.legend(fontsize=8, frameon=False, loc="upper right")
-    _style(a_lr, "learning rate")
-    a_lr.set_xlabel("step", fontsize=9, color=svg.MUTED)
-    art["plan"], = a_lr.plot([], [], color=_LR, lw=1, ls="--", alpha=0.6, label="planned")
-    art["lr"], = a_lr.plot([], [], color=_LR, lw=1.8, label="used")
-    a_lr.ticklabel_format(axis="y", style="sci", scilimits=(-2, 3))
-    a_lr.yaxis.get_offset_text().set_fontsize(8)
-    _style(a_pred, "held-out example")
-    a_pred.set_xlabel("position in sequence", fontsize=9, color=svg.MUTED)
-    art["noisy"], = a_pred.plot([], [], ls="none", marker="o", ms=3, color=_NOISY,
-                                label="noisy input")
-    art["clean"], = a_pred.plot([], [], color=_CLEAN, lw=1.6, label="clean")
-    art["pred"], = a_pred.plot([], [], color=_PRED, lw=1.8, label="prediction")
-    a_pred.legend(fontsize=8, frameon=False, loc="upper right", ncols=3)
-    fig._hx_artists = art
-    return art
+def _sample_panel(h) -> str:
+    s = h.sample
+    if s is None:
+        ax = Axes(SAMPLE_W, PANEL_H, (0, 1), (0, 1), title="sample", xlabel="position")
+        body = ax.frame() + ax.message("a sample comes with the first evaluation")
+        return svg.document(SAMPLE_W, PANEL_H, body, "hx-training hx-training-sample")
+    labels = s.get("labels", ("input", "target", "prediction"))
+    series = [np.asarray(s[k], dtype=np.float64).reshape(-1)
+              for k in ("input", "target", "prediction") if s.get(k) is not None]
+    vals = np.concatenate(series) if series else np.zeros(1)
+    pad = 0.08 * (vals.max() - vals.min() + 1e-9)
+    n = max(len(a) for a in series) if series else 1
+    ax = Axes(SAMPLE_W, PANEL_H, (0, n - 1), (vals.min() - pad, vals.max() + pad),
+              title=f"{s.get('title', 'sample')} (step {s['step']})", xlabel="position")
+    legend = [(labels[0], dot_swatch(svg.SERIES_INPUT)),
+              (labels[1], line_swatch(svg.SERIES_TARGET, width=2)),
+              (labels[2], line_swatch(svg.SERIES_PREDICTION, "6 4", 2))]
+    parts = [ax.frame(legend)]
+    if s.get("input") is not None:
+        a = np.asarray(s["input"], dtype=np.float64).reshape(-1)
+        parts.append(ax.dots(np.arange(len(a)), a, svg.SERIES_INPUT, 2.4, cls="input"))
+    if s.get("target") is not None:
+        a = np.asarray(s["target"], dtype=np.float64).reshape(-1)
+        parts.append(ax.line(np.arange(len(a)), a, svg.SERIES_TARGET, 2, cls="target"))
+    if s.get("prediction") is not None:
+        a = np.asarray(s["prediction"], dtype=np.float64).reshape(-1)
+        parts.append(ax.line(np.arange(len(a)), a, svg.SERIES_PREDICTION, 2, dash="6 4",
+                             cls="prediction"))
+    return svg.document(SAMPLE_W, PANEL_H, "".join(parts), "hx-training hx-training-sample")
 
 
-def render_training_figure(history: TrainingHistory, fig=None):
-    """Draw ``history`` as a matplotlib Figure of three panels: loss (log scale: train,
-    its moving average, held-out points, the predict-the-noisy-input line), learning
-    rate (used, and planned when known) and one held-out prediction. Pass the Figure of
-    an earlier call as ``fig`` to update it in place (faster than building anew)."""
-    from matplotlib.figure import Figure
-
-    if fig is None:
-        # Fixed margins: a layout engine would re-measure every label on every redraw.
-        fig = Figure(figsize=(11.5, 3.3), dpi=96)
-        fig.subplots_adjust(left=0.055, right=0.99, bottom=0.15, top=0.9, wspace=0.2)
-    art = getattr(fig, "_hx_artists", None) or _build(fig)
-    a_loss, a_lr, a_pred = art["axes"]
-    h = history
-    steps = np.asarray(h.steps, dtype=np.float64)
-    xmax = max(h.total_steps or 0, steps[-1] if len(steps) else 1, 1)
-    if len(steps):
-        loss = np.asarray(h.loss, dtype=np.float64)
-        art["train"].set_data(*_thin(steps, loss))
-        art["smooth"].set_data(*_thin(steps, _smooth(loss)))
-        art["lr"].set_data(*_thin(steps, np.asarray(h.lr, dtype=np.float64)))
-    art["held"].set_data(h.heldout_steps, h.heldout)
-    art["base"].set_ydata([h.baseline if h.baseline is not None else np.nan] * 2)
-    if h.lr_plan is not None:
-        art["plan"].set_data(*h.lr_plan)
-    ys = [v for v in (*h.loss, *h.heldout, h.baseline) if v is not None and v > 0]
-    if ys:
-        lo, hi = min(ys), max(ys)
-        a_loss.set_ylim(lo / 1.3, hi * 1.3)
-    for ax in (a_loss, a_lr):
-        ax.set_xlim(0, xmax)
-    lrs = list(h.lr) + (list(h.lr_plan[1]) if h.lr_plan is not None else [])
-    if lrs:
-        a_lr.set_ylim(0, max(lrs) * 1.1 or 1)
-    p = h.prediction
-    if p is not None:
-        t = np.arange(len(p["clean"]))
-        art["noisy"].set_data(t, p["noisy"])
-        art["clean"].set_data(t, p["clean"])
-        art["pred"].set_data(t, p["pred"])
-        vals = np.concatenate([p["noisy"], p["clean"], p["pred"]])
-        pad = 0.35 * (vals.max() - vals.min() + 1e-9)
-        a_pred.set_xlim(-0.5, len(t) - 0.5)
-        a_pred.set_ylim(vals.min() - 0.1 * pad, vals.max() + pad)
-        a_pred.set_title(f"held-out example (step {p['step']})", fontsize=10.5, loc="left",
-                         color=svg.INK, fontweight="bold")
-    return fig
+def _text_panel(h) -> str:
+    """The text samples, newest first, wrapped in a monospace block."""
+    size, line_h = 11, 15
+    per_line = int((TEXT_W - 24) / (size * 0.61))
+    parts = [svg.text(12, 18, "text samples", 12.5, svg.INK, weight="600",
+                      class_="hx-chart-title")]
+    y = 40
+    for step, text in reversed(h.texts):
+        parts.append(svg.text(12, y, f"step {step}", 10, svg.MUTED))
+        y += line_h
+        for raw in text.splitlines() or [""]:
+            for k in range(0, max(len(raw), 1), per_line):
+                if y > PANEL_H - 8:
+                    break
+                parts.append(svg.text(12, y, raw[k:k + per_line], size, svg.INK, svg.MONO,
+                                      xml_space="preserve", class_="hx-text-sample"))
+                y += line_h
+        y += 6
+        if y > PANEL_H - 8:
+            break
+    return svg.document(TEXT_W, PANEL_H, "".join(parts), "hx-training hx-training-text")
 
 
-def _figure_png(fig) -> bytes:
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
+def render_training_panels(history: TrainingHistory, *, sample: bool = True) -> list[str]:
+    """The dashboard as SVG panels: loss (log scale: per step, smoothed, held-out points
+    at their steps, the baseline), learning rate (used; planned when known), the latest
+    sample (when ``sample``) and the latest text samples (when there are any)."""
+    panels = [_loss_panel(history), _lr_panel(history)]
+    if sample:
+        panels.append(_sample_panel(history))
+    if history.texts:
+        panels.append(_text_panel(history))
+    return panels
 
-    canvas = fig.canvas if isinstance(fig.canvas, FigureCanvasAgg) else FigureCanvasAgg(fig)
-    buf = io.BytesIO()
-    canvas.print_png(buf)
-    return buf.getvalue()
+
+def render_training_svg(history: TrainingHistory, *, sample: bool = True) -> str:
+    """The panels side by side in one SVG (for saving)."""
+    return svg.side_by_side(render_training_panels(history, sample=sample), "hx-training")
 
 
-class TrainingDashboard:
-    """Live training curves for the denoiser, one call per step.
+# -- the widget --------------------------------------------------------------------------
 
-        dash = hx.viz.TrainingDashboard(total_steps=3000)
+class TrainingDashboard(LiveWidget):
+    """Live training curves, one call per step.
+
+        dash = hx.viz.TrainingDashboard(total_steps=600, **hx.denoise.dashboard_hooks())
         dash                                            # display it
         hx.denoise.train(..., on_step=dash.update)      # or dash(step, loss, lr, model)
         dash.finish()
 
-    ``update`` records the step; every redraw (throttled to ``interval`` seconds and to
-    ``budget`` of the wall time, evaluation included) also measures the held-out MSE and
-    predicts one held-out sequence. heldout: (noisy, clean) arrays, None for the first
-    ``heldout_size`` sequences of the sine task's held-out set, or False for none.
-    lr_plan: (steps, lrs) of the planned schedule. memory: a MemoryView whose timeline
-    gets a mark per step.
+    ``update`` records the step. Every ``eval_every`` steps (default: a twelfth of
+    ``total_steps``) it calls ``evaluate(model)`` for a point of the held-out curve and
+    ``sample(model)`` for the sample panel (a dict of 1-D arrays "input", "target",
+    "prediction", with optional "labels" and "title"). ``baseline`` is a loss to beat,
+    drawn as a line and reported as given (``baseline_label`` names it). ``show_text``
+    shows a text sample (a language model's output). ``lr_plan``: (steps, lrs) of the
+    planned schedule. ``memory``: a MemoryView whose timeline gets a mark per step.
+    ``now``: the time source (seconds), replaceable for tests.
     """
 
-    def __init__(self, total_steps: int | None = None, *, heldout=None,
-                 heldout_size: int = 64, example: int = 0, lr_plan=None, dtype: str = "f32",
-                 interval: float = 0.5, budget: float = 0.02, memory=None):
+    static_basis = LR_W
+
+    def __init__(self, total_steps: int | None = None, *, evaluate=None, sample=None,
+                 baseline: float | None = None, baseline_label: str = "baseline",
+                 loss_label: str = "loss", eval_every: int | None = None, lr_plan=None,
+                 memory=None, interval: float = 0.25, now=time.perf_counter):
         import ipywidgets as w
 
-        if heldout is None:
-            from ..data.sine import heldout_set
-
-            noisy, clean = heldout_set()
-            heldout = (noisy[:heldout_size], clean[:heldout_size])
-        self.heldout = heldout if heldout is not False else None
-        self.example = example
-        self.dtype = dtype
+        self.evaluate_fn = evaluate
+        self.sample_fn = sample
+        self.eval_every = int(eval_every or (max(1, total_steps // 12) if total_steps
+                                             else 100))
         self.memory = memory
-        self.history = TrainingHistory(total_steps=total_steps, lr_plan=lr_plan)
-        if self.heldout is not None:
-            noisy, clean = self.heldout
-            self.history.baseline = float(np.mean((noisy.astype(np.float64) - clean) ** 2))
-        self.throttle = Throttle(interval, budget)
+        self.history = TrainingHistory(total_steps=total_steps, lr_plan=lr_plan,
+                                       baseline=None if baseline is None else
+                                       float(baseline), baseline_label=baseline_label,
+                                       loss_label=loss_label)
+        self.now = now
+        self.clock = RedrawClock(interval, now=now)
         self._model = None
-        self._fig = None
         self._t0 = None
-        self._image = w.Image(format="png", layout=w.Layout(max_width="100%"))
-        self._status = w.HTML()
-        self.widget = w.VBox([self._status, self._image])
-        # Draw the empty axes now. The first draw pays for loading fonts; the second
-        # measures a redraw, doubled as the first estimate because a redraw in training
-        # also evaluates the model and draws more points.
-        self._fig = render_training_figure(self.history)
-        self._image.value = _figure_png(self._fig)
-        self.refresh()
-        self.throttle.last_cost *= 2
+        self._last_eval = None
+        self.picture = Picture()
+        self._status = w.HTML(layout=w.Layout(width="100%"))
+        self.widget = w.VBox([self._status, *self.picture.controls, self.picture.html],
+                             layout=w.Layout(width="100%"))
+        self.widget.add_class("hx-training-dashboard")
+        self._redraw()
 
-    def _repr_mimebundle_(self, **kwargs):
-        return self.widget._repr_mimebundle_(**kwargs)
+    def __repr__(self) -> str:
+        h = self.history
+        if not h.steps:
+            return "TrainingDashboard, waiting for the first step."
+        return (f"TrainingDashboard at {self._status_parts()[0]}: "
+                + " · ".join(self._status_parts()[1:]) + ".")
 
+    # -- recording ---------------------------------------------------------------------
     def update(self, step: int, loss: float, lr: float, model=None) -> None:
-        """Record one training step; redraw when the throttle allows."""
-        if self._t0 is None:
-            self._t0 = time.perf_counter()
+        """Record one training step; evaluate on the step interval; redraw when due."""
+        if self._t0 is None:  # the first step shows at once
+            self._t0 = self.now()
+            self.clock.restart()
         self.history.record(int(step), float(loss), float(lr))
         if model is not None and (self._model is None or self._model() is not model):
             # Weakly: a dashboard left displayed must not keep a finished model's
@@ -227,75 +261,94 @@ class TrainingDashboard:
             self._model = weakref.ref(model)
         if self.memory is not None:
             self.memory.mark_step(step)
-        if self.throttle.due():
-            self.refresh()
+        if int(step) % self.eval_every == 0:
+            self.evaluate(model)
+        if self.clock.due():
+            self._redraw()
 
     __call__ = update  # so the dashboard itself can be passed as on_step
 
+    def show_text(self, step: int, text: str) -> None:
+        """Show a text sample (say, what a language model writes at ``step``); the
+        panel keeps the latest few."""
+        self.history.record_text(step, text)
+        if self.clock.due():
+            self._redraw()
+
     def evaluate(self, model=None) -> None:
-        """Measure the held-out MSE and predict the example sequence now."""
+        """Call ``evaluate`` and ``sample`` on the model now (at the latest step)."""
         model = model or (self._model() if self._model is not None else None)
-        if model is None or self.heldout is None or not self.history.steps:
+        h = self.history
+        if model is None or not h.steps or self._last_eval == h.steps[-1]:
             return
-        from ..denoise import evaluate
+        step = h.steps[-1]
+        self._last_eval = step
+        if self.evaluate_fn is not None:
+            h.record_heldout(step, float(self.evaluate_fn(model)))
+        if self.sample_fn is not None:
+            h.sample = {"step": step, **self.sample_fn(model)}
 
-        noisy, clean = self.heldout
-        device = next(iter(model.parameters())).device
-        step = self.history.steps[-1]
-        if not self.history.heldout_steps or self.history.heldout_steps[-1] != step:
-            self.history.heldout_steps.append(step)
-            self.history.heldout.append(evaluate(model, noisy, clean, device, self.dtype))
-        self.history.prediction = {"step": step, **self._predict(model, device)}
+    # -- drawing -----------------------------------------------------------------------
+    def panels(self) -> list[str]:
+        return render_training_panels(self.history, sample=self.sample_fn is not None
+                                      or self.history.sample is not None)
 
-    def _predict(self, model, device) -> dict:
-        import haelixe as hx
+    def to_svg(self) -> str:
+        return svg.side_by_side(self.panels(), "hx-training")
 
-        noisy, clean = self.heldout
-        k = self.example % len(noisy)
-        was_training = model.training
-        model.eval()
-        try:
-            with hx.no_grad():
-                x = hx.from_numpy(np.ascontiguousarray(noisy[k:k + 1])).to(device)
-                pred = model(x).float().cpu().numpy().reshape(-1)
-        finally:
-            model.train(was_training)
-        return {"noisy": noisy[k].reshape(-1), "clean": clean[k].reshape(-1),
-                "pred": pred.astype(np.float64)}
+    def static_svgs(self) -> list[str]:
+        return self.panels()
 
-    def figure(self):
-        """The current picture as a new matplotlib Figure (pure; for tests and export)."""
-        return render_training_figure(self.history)
+    def static_extra_html(self) -> str:
+        return self.status_html()
+
+    def _status_parts(self) -> list[str]:
+        h = self.history
+        # three significant digits: what a notebook's "{:.4f}" prints for these losses
+        parts = [f"step {h.steps[-1]}" + (f"/{h.total_steps}" if h.total_steps else ""),
+                 f"loss {h.loss[-1]:.3g}"]
+        if h.heldout:
+            parts.append(f"held-out {h.heldout[-1]:.3g} (step {h.heldout_steps[-1]})")
+        if h.baseline is not None:
+            parts.append(f"{h.baseline_label} {h.baseline:.3g}")
+        parts.append(f"lr {h.lr[-1]:.3g}")
+        if self._t0 is not None and len(h.steps) > 1:
+            elapsed = max(self.now() - self._t0, 1e-9)
+            rate = (len(h.steps) - 1) / elapsed
+            parts.append(f"{rate:.1f} steps/s · {elapsed:.0f} s")
+            if h.total_steps and rate > 0 and h.steps[-1] < h.total_steps:
+                parts.append(f"about {(h.total_steps - h.steps[-1]) / rate:.0f} s left")
+        return parts
 
     def status_html(self) -> str:
         h = self.history
         if not h.steps:
-            return '<span style="color:#616e7c;font:12px sans-serif">waiting for step 1'
-        parts = [f"step {h.steps[-1]}" + (f"/{h.total_steps}" if h.total_steps else ""),
-                 f"loss {h.loss[-1]:.4g}"]
-        if h.heldout:
-            parts.append(f"held-out {h.heldout[-1]:.4g}")
-        if h.baseline is not None:
-            parts.append(f"noise {h.baseline:.4g}")
-        parts.append(f"lr {h.lr[-1]:.3g}")
-        if self._t0 is not None and len(h.steps) > 1:
-            rate = (len(h.steps) - 1) / max(time.perf_counter() - self._t0, 1e-9)
-            parts.append(f"{rate:.1f} steps/s")
-        return (f'<span style="font:12px sans-serif;color:#1f2933">{" · ".join(parts)}'
-                f'</span>')
+            text = "waiting for the first step"
+            done = 0.0
+        else:
+            text = " · ".join(self._status_parts())
+            done = min(h.steps[-1] / h.total_steps, 1.0) if h.total_steps else 0.0
+        bar = ""
+        if h.total_steps:
+            bar = (f'<div style="height:4px;background:{svg.RULE};border-radius:2px;'
+                   f'margin-top:3px;max-width:100%"><div class="hx-training-progress" '
+                   f'style="height:4px;width:{100 * done:.1f}%;background:'
+                   f'{svg.SERIES_TARGET};border-radius:2px"></div></div>')
+        return (f'<div class="hx-training-status" style="font:12px {svg.SANS};'
+                f'color:{svg.INK};max-width:100%">{svg.esc(text)}{bar}</div>')
+
+    def _draw(self) -> None:
+        self.picture.show(self.panels())
+        self._status.value = self.status_html()
 
     def refresh(self, model=None) -> None:
-        """Evaluate and redraw now (not throttled)."""
-        with self.throttle.timing():
+        """Redraw now (evaluating first when ``model`` is given)."""
+        if model is not None:
             self.evaluate(model)
-            self._fig = render_training_figure(self.history, self._fig)
-            self._image.value = _figure_png(self._fig)
-            self._status.value = self.status_html()
+        self._redraw()
 
     def finish(self, model=None) -> None:
-        """The final redraw after the last step (throttling may have skipped it)."""
-        self.refresh(model)
-
-    def save_png(self, path) -> None:
-        with open(path, "wb") as f:
-            f.write(_figure_png(self.figure()))
+        """After the last step: evaluate there (unless done), redraw, and bring the saved
+        page's static picture up to date."""
+        self.evaluate(model)
+        self._settle()

@@ -29,6 +29,7 @@ from .array import GpuArray
 from .context import get_context
 from .dispatch import Dispatcher
 from .geometry import f32_bits, grid, reshape_view, swap_last2
+from .graph import WgpuGraph
 from .shaders import kernel
 
 __all__ = ["WGPU", "get_backend"]
@@ -59,6 +60,10 @@ class WGPU(Backend):
 
     def reset_stats(self) -> None:
         self.dispatcher.reset_stats()
+
+    def new_graph(self):
+        """A recorder and replayer of one captured step (hx.capture; see graph.py)."""
+        return WgpuGraph(self)
 
     def synchronize(self) -> None:
         """Submit recorded work and wait for the GPU to finish it (for timing)."""

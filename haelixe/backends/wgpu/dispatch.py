@@ -13,6 +13,12 @@ buffer is created per dispatch (driver allocations are slow, on software adapter
 all), and no bind group either once a step has run: they are cached by their buffers
 (see ``bindings.py``).
 
+Read-backs copy into a reusable mappable staging buffer at the end of the pending
+commands, so a ``loss.item()`` is one submit and one wait. A captured step (``graph.py``)
+is encoded from its recording by :meth:`Dispatcher.replay` into the same command buffer
+as any pending work, and may leave copies of its small outputs already staged, so a
+read-back after it maps them without another submit.
+
 Ordering rules that keep recycled buffers safe: commands in one encoder run in order, so a
 block freed and handed out again within a batch is fine. ``queue.write_buffer`` however
 runs *before* the next submitted command buffer, so uploads flush recorded work first;
@@ -30,9 +36,11 @@ import numpy as np
 from .bindings import BindGroupCache, layout_entries
 from .shaders import KernelSpec
 
+_get_ident = threading.get_ident
 DEFAULT_MAX_PENDING = int(os.environ.get("HAELIXE_GPU_MAX_PENDING", "256"))
 META_RING_BYTES = 1 << 20
 META_WINDOW_INTS = 256  # what one dispatch's metadata may use (the largest needs ~110)
+STAGING_KEPT_BYTES = 1 << 24  # read-backs up to this size reuse their staging buffer
 
 
 class Dispatcher:
@@ -47,6 +55,7 @@ class Dispatcher:
         self.max_pending = max_pending
         align = context.limits.get("min-storage-buffer-offset-alignment", 256)
         self.align_ints = max(align, 16) // 4
+        self._map_usage = wgpu.BufferUsage.MAP_READ | wgpu.BufferUsage.COPY_DST
         self._meta_host = np.zeros(META_RING_BYTES // 4, np.int32)
         self._meta_used = 0  # ints
         self._meta_buf = self.device.create_buffer(
@@ -59,9 +68,14 @@ class Dispatcher:
         self._pass = None
         self._pending = 0
         self._lock = threading.RLock()
+        self._staging: dict[int, object] = {}  # size -> a mappable buffer for read-backs
+        self._staged: dict[int, tuple] = {}  # id(buffer) -> (staging, first, end): copies
+        #: the Recording of a step being captured (graph.py), told of every command its
+        #: thread (``recording.thread``) issues
+        self.recording = None
         self.counters = dict.fromkeys(
             ("dispatches", "submits", "bind_groups", "pipelines_compiled", "uploads",
-             "upload_bytes", "downloads", "download_bytes"), 0)
+             "upload_bytes", "downloads", "download_bytes", "replays"), 0)
 
     # -- pipelines ---------------------------------------------------------------------
     def pipeline(self, spec: KernelSpec):
@@ -106,14 +120,83 @@ class Dispatcher:
             before = self._groups.created
             group = self._groups.get(layout, buffers)
             self.counters["bind_groups"] += self._groups.created - before
-            if self._pass is None:
-                self._encoder = self.device.create_command_encoder()
-                self._pass = self._encoder.begin_compute_pass()
-            self._pass.set_pipeline(pipe)
-            self._pass.set_bind_group(0, group, [start * 4])
-            self._pass.dispatch_workgroups(*grid)
+            if self._staged:
+                self._unstage_written(spec, buffers)
+            cpass = self._pass or self._begin_pass()
+            cpass.set_pipeline(pipe)
+            cpass.set_bind_group(0, group, [start * 4])
+            cpass.dispatch_workgroups(*grid)
             self._pending += 1
             self.counters["dispatches"] += 1
+            if self.recording is not None and self.recording.thread == _get_ident():
+                self.recording.on_dispatch(spec, pipe, layout, buffers, meta, grid)
+
+    def _begin_pass(self):
+        if self._encoder is None:
+            self._encoder = self.device.create_command_encoder()
+        self._pass = self._encoder.begin_compute_pass()
+        return self._pass
+
+    def encode_copy(self, src, src_offset: int, dst, dst_offset: int, nbytes: int) -> None:
+        """Record a buffer-to-buffer copy after the pending dispatches (in order)."""
+        with self._lock:
+            if self._pass is not None:
+                self._pass.end()
+                self._pass = None
+            if self._encoder is None:
+                self._encoder = self.device.create_command_encoder()
+            self._encoder.copy_buffer_to_buffer(src, src_offset, dst, dst_offset, nbytes)
+            self._staged.pop(id(dst), None)
+
+    def replay(self, ops, stage=()) -> None:
+        """Encode a captured step's commands after the pending work and submit them all.
+
+        ``ops`` holds ``(pipeline, bind group, [metadata offset], grid)`` per dispatch and
+        ``(None, src, src_offset, dst, dst_offset, nbytes)`` per copy; ``stage`` holds
+        ``(buffer, first, end, staging)``: copies of small outputs, so a read-back of them
+        right after maps ``staging`` without another submit.
+        """
+        with self._lock:
+            if self.recording is not None and self.recording.thread == _get_ident():
+                self.recording.on_replay()
+            if self._staged:
+                self._staged.clear()  # the step may write any of them
+            cpass = self._pass or self._begin_pass()
+            last = None
+            dispatches = 0
+            for op in ops:
+                pipe = op[0]
+                if pipe is None:
+                    cpass.end()
+                    self._encoder.copy_buffer_to_buffer(*op[1:])
+                    cpass = self._encoder.begin_compute_pass()
+                    last = None
+                    continue
+                if pipe is not last:
+                    cpass.set_pipeline(pipe)
+                    last = pipe
+                cpass.set_bind_group(0, op[1], op[2])
+                cpass.dispatch_workgroups(*op[3])
+                dispatches += 1
+            self._pass = cpass
+            for buffer, first, end, staging in stage:
+                self.encode_copy(buffer, first, staging, 0, end - first)
+            self._pending += dispatches
+            self.counters["dispatches"] += dispatches
+            self.counters["replays"] += 1
+            self.flush()
+            for buffer, first, end, staging in stage:
+                self._staged[id(buffer)] = (staging, first, end)
+
+    def unstage(self, buffer) -> None:
+        """Forget a staged copy of ``buffer`` (its staging buffer is going away)."""
+        with self._lock:
+            self._staged.pop(id(buffer), None)
+
+    def _unstage_written(self, spec, buffers) -> None:
+        for binding, buf in zip(spec.bindings, buffers):
+            if binding.access != "read":
+                self._staged.pop(id(buf), None)
 
     @property
     def pending(self) -> int:
@@ -123,11 +206,13 @@ class Dispatcher:
     def flush(self) -> None:
         """Submit everything recorded so far (one submit)."""
         with self._lock:
-            if self._pass is None:
+            if self._encoder is None:
                 return
-            self._pass.end()
+            if self._pass is not None:
+                self._pass.end()
             commands = self._encoder.finish()
-            self.queue.write_buffer(self._meta_buf, 0, self._meta_host[:self._meta_used])
+            if self._meta_used:
+                self.queue.write_buffer(self._meta_buf, 0, self._meta_host[:self._meta_used])
             self.queue.submit([commands])
             self._pass = self._encoder = None
             self._pending = 0
@@ -140,22 +225,48 @@ class Dispatcher:
         with self._lock:
             self.flush()
             self._groups.forget(buffer)
+            self._staged.pop(id(buffer), None)
 
     # -- transfers -----------------------------------------------------------------------
     def upload(self, buffer, words: np.ndarray, byte_offset: int = 0) -> None:
         """Copy host words into ``buffer`` (after any recorded work that may read it)."""
-        self.flush()
-        self.queue.write_buffer(buffer, byte_offset, words)
-        self.counters["uploads"] += 1
-        self.counters["upload_bytes"] += words.nbytes
+        with self._lock:
+            if self.recording is not None and self.recording.thread == _get_ident():
+                self.recording.on_upload(buffer, words, byte_offset)
+            self.flush()
+            self.queue.write_buffer(buffer, byte_offset, words)
+            self._staged.pop(id(buffer), None)
+            self.counters["uploads"] += 1
+            self.counters["upload_bytes"] += words.nbytes
 
     def download(self, buffer, byte_offset: int, nbytes: int) -> memoryview:
-        """Submit recorded work and read ``nbytes`` of ``buffer`` back to the host."""
-        self.flush()
-        data = self.queue.read_buffer(buffer, byte_offset, nbytes)
-        self.counters["downloads"] += 1
-        self.counters["download_bytes"] += nbytes
-        return data
+        """Read ``nbytes`` of ``buffer`` back to the host: one copy into a mappable
+        buffer after the recorded work, one submit, one wait (or only the wait, when a
+        replay already staged these bytes)."""
+        with self._lock:
+            if self.recording is not None and self.recording.thread == _get_ident():
+                self.recording.on_download(nbytes)
+            self.counters["downloads"] += 1
+            self.counters["download_bytes"] += nbytes
+            hit = self._staged.get(id(buffer))
+            if hit is not None and hit[1] <= byte_offset and byte_offset + nbytes <= hit[2]:
+                return _read_mapped(hit[0], byte_offset - hit[1], nbytes)
+            size = max(256, 1 << (nbytes - 1).bit_length())
+            staging = self._staging.get(size)
+            if staging is None:
+                staging = self.device.create_buffer(size=size, usage=self._map_usage)
+                if size <= STAGING_KEPT_BYTES:
+                    self._staging[size] = staging
+            self.encode_copy(buffer, byte_offset, staging, 0, nbytes)
+            self.flush()
+            data = _read_mapped(staging, 0, nbytes)
+            if size > STAGING_KEPT_BYTES:
+                staging.destroy()
+            return data
+
+    def staging_buffer(self, nbytes: int):
+        """A new mappable buffer a replay copies outputs into (see :meth:`replay`)."""
+        return self.device.create_buffer(size=max(nbytes, 4), usage=self._map_usage)
 
     def synchronize(self) -> None:
         """Submit recorded work and wait until the GPU has finished it."""
@@ -171,3 +282,13 @@ class Dispatcher:
         for k in self.counters:
             if k != "pipelines_compiled":
                 self.counters[k] = 0
+
+
+def _read_mapped(staging, first: int, nbytes: int) -> memoryview:
+    """Wait for the GPU to fill ``staging`` and copy ``nbytes`` from ``first`` out."""
+    end = first + nbytes  # mapped from 0: map offsets must be multiples of 8
+    staging.map_async("READ_NOSYNC", 0, end).sync_wait()
+    try:
+        return staging.read_mapped(0, end)[first:]
+    finally:
+        staging.unmap()

@@ -29,18 +29,13 @@ from typing import NamedTuple
 
 from .dtypes import COMPUTE_TYPE
 
-_REPO_SHADERS = Path(__file__).resolve().parents[3] / "shaders"
+_PACKAGE = Path(__file__).resolve().parents[2]  # haelixe/
 
 
 def shader_dir() -> Path:
     """The installed wheel's ``haelixe/shaders``, else the repository's ``shaders/``."""
-    import haelixe
-
-    for root in getattr(haelixe, "__path__", []):
-        p = Path(root) / "shaders"
-        if (p / "common.wgsl").is_file():
-            return p
-    return _REPO_SHADERS
+    wheel = _PACKAGE / "shaders"
+    return wheel if (wheel / "common.wgsl").is_file() else _PACKAGE.parent / "shaders"
 
 
 @functools.cache

@@ -1,0 +1,115 @@
+"""What a backend offers ``hx.capture``: a *graph* records the kernel launches of one
+call of a step and replays them later without running its Python.
+
+``Backend.new_graph()`` returns one graph per captured signature. The front end
+(``haelixe/capture_replay.py``) drives it:
+
+- ``load(dst, value)``: copy an argument (a raw array of the backend, or a numpy array)
+  into the static input array ``dst``, before every call;
+- ``with recording(inputs):`` around a call that runs eagerly and is recorded
+  (``inputs`` are the static input arrays); ``paused()`` inside it runs work that is not
+  part of the step (host-side bookkeeping the front end repeats before each replay);
+- ``finish(outputs)`` after the second recording: compares it with the first, raises
+  :class:`CaptureError` naming the op where they differ, and prepares the replay;
+- ``replay(run, static_outputs, prelude)``: run the step once more and return its
+  outputs: either ``run()`` (the step's Python, eagerly) or ``prelude()`` (the host-side
+  bookkeeping the step registered) then the recorded work, returning ``static_outputs()``;
+- ``release()``: give back everything the graph keeps; ``stats``: what a replay holds.
+
+:class:`EagerGraph` is the default: it records nothing and "replays" by running the step
+again. That is what the CPU uses: numpy kernels carry no launch cost to save, and a
+replay of the Python-level calls would save little more than the Python it skips.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from pathlib import Path
+
+__all__ = ["CaptureError", "EagerGraph", "where"]
+
+_PACKAGE = str(Path(__file__).resolve().parents[1])
+_BACKENDS = str(Path(__file__).resolve().parent)
+
+
+class CaptureError(RuntimeError):
+    """A step cannot be captured (or replayed) as written; the message says where and
+    how to fix it."""
+
+
+class EagerGraph:
+    """The default graph: every call, replays included, runs the step eagerly."""
+
+    def __init__(self, backend):
+        self.backend = backend
+
+    def load(self, dst, value) -> None:
+        be = self.backend
+        be.copy_into(dst, value if isinstance(value, be.raw_type) else be.from_numpy(value))
+
+    @contextlib.contextmanager
+    def recording(self, inputs):
+        yield None
+
+    @contextlib.contextmanager
+    def paused(self):
+        yield
+
+    def finish(self, outputs) -> None:
+        pass
+
+    def replay(self, run, static_outputs, prelude):
+        return run()
+
+    def release(self) -> None:
+        pass
+
+    @property
+    def stats(self) -> dict:
+        """What a replay holds: nothing here."""
+        return {"dispatches": 0, "copies": 0, "staged_outputs": 0, "pool_free_bytes": 0}
+
+
+def where(skip: int = 0) -> str:
+    """Where the running code was called from, for error messages: the last calls inside
+    Haelixe outside its backends (the op or optimizer at work) and the user's line, e.g.
+    ``Optimizer.step -> Adam._update (haelixe/optim/adam.py:78), at train.py:20 in
+    train_step``. ``skip`` more frames of the caller's are left out."""
+    frame = sys._getframe(1 + skip)
+    chain = []  # innermost first
+    while frame is not None:
+        path = frame.f_code.co_filename
+        if not path.startswith(_PACKAGE):
+            break  # the user's code
+        if not path.startswith(_BACKENDS) and frame.f_code.co_name not in _WRAPPERS:
+            chain.append(frame)
+        frame = frame.f_back
+    parts = []
+    if chain:
+        names = [_name(f) for f in reversed(chain[:3])]
+        parts.append(f"{' -> '.join(names)} ({_short(chain[0])})")
+    if frame is not None:
+        parts.append(f"at {Path(frame.f_code.co_filename).name}:{frame.f_lineno} in "
+                     f"{frame.f_code.co_name}")
+    return ", ".join(parts) or "in the captured function"
+
+
+# generic call layers that name no op
+_WRAPPERS = {"op", "front", "method", "wrapper", "__call__", "_call_impl", "apply",
+             "<lambda>"}
+
+
+def _name(frame) -> str:
+    code = frame.f_code
+    name = getattr(code, "co_qualname", code.co_name)
+    owner = frame.f_locals.get("cls")  # a classmethod of a generated op class
+    if isinstance(owner, type) and "." in name:
+        name = f"{owner.__name__}.{code.co_name}"
+    return name
+
+
+def _short(frame) -> str:
+    path = Path(frame.f_code.co_filename)
+    rel = path.relative_to(Path(_PACKAGE).parent)
+    return f"{rel.as_posix()}:{frame.f_lineno}"

@@ -1,0 +1,156 @@
+"""Order and scans: sort, argsort, topk, multinomial, cumsum, cumprod.
+
+Sorted values reach their gradient through gather (the indices say where each value came
+from); cumsum's gradient is the reverse cumsum of the incoming one.
+"""
+
+from __future__ import annotations
+
+from collections import namedtuple
+
+from .. import layout
+from ..autograd.function import Function
+from ..dtype import int64
+from ..random import generator as default_generator
+from ..tensor import Tensor
+from .indexing import cat
+from .registry import declare, tensor_method
+
+SortResult = namedtuple("SortResult", ["values", "indices"])
+
+
+def _indices(x, dim, descending, stable, op):
+    d = layout.normalize_dim(dim, x.ndim, op)
+    if x.ndim == 0:
+        return d, Tensor._wrap(x._be.full((), 0, int64.np))
+    _, idx = x._be.sort(x.detach()._data, d, descending, stable)
+    return d, Tensor._wrap(idx).to(int64)
+
+
+@tensor_method(function=True)
+def sort(x, dim=-1, descending=False, stable=False):
+    """(values, indices) along ``dim``; ties keep their order when ``stable``."""
+    d, idx = _indices(x, dim, descending, stable, "sort")
+    return SortResult(x.gather(d, idx) if x.ndim else x.clone(), idx)
+
+
+@tensor_method(function=True)
+def argsort(x, dim=-1, descending=False, stable=False):
+    return _indices(x, dim, descending, stable, "argsort")[1]
+
+
+@tensor_method(function=True)
+def topk(x, k, dim=-1, largest=True, sorted=True):  # noqa: A002 (PyTorch's name)
+    """The ``k`` largest (or smallest) entries along ``dim`` and their indices."""
+    if x.dtype.kind == "bool":
+        raise TypeError("topk: does not support bool tensors (as in PyTorch); use .int()")
+    d = layout.normalize_dim(dim, x.ndim, "topk")
+    n = x.shape[d] if x.ndim else 1
+    if not 0 <= k <= n:
+        raise RuntimeError(f"topk: k ({k}) must be between 0 and the size of dim {dim} "
+                           f"({n}), input shape {x.shape}")
+    d, idx = _indices(x, dim, largest, True, "topk")
+    if x.ndim:
+        idx = idx.narrow(d, 0, k)
+    return SortResult(x.gather(d, idx) if x.ndim else x.clone(), idx)
+
+
+@tensor_method(function=True)
+def multinomial(probs, num_samples, replacement=False, generator=None):
+    """Category indices drawn from the rows of ``probs`` (non-negative weights, 1-D or
+    2-D), with or without replacement; hx.manual_seed makes the draws repeatable."""
+    if probs.ndim not in (1, 2):
+        raise RuntimeError(f"multinomial: probs must be 1-D or 2-D, got shape {probs.shape}")
+    p2 = probs.reshape(1, -1) if probs.ndim == 1 else probs
+    if not replacement and num_samples > p2.shape[1]:
+        raise RuntimeError(f"multinomial: cannot draw {num_samples} samples without "
+                           f"replacement from {p2.shape[1]} categories; pass "
+                           f"replacement=True")
+    host = p2.detach().cpu().numpy()
+    if (host < 0).any() or not (host.sum(axis=1) > 0).all() or not (host == host).all():
+        raise RuntimeError("multinomial: probabilities must be finite, non-negative and "
+                           "not all zero in a row")
+    if not replacement:
+        nonzero = (host > 0).sum(axis=1)
+        if (nonzero < num_samples).any():
+            raise RuntimeError(f"multinomial: a row has fewer than {num_samples} categories "
+                               f"with non-zero probability; pass replacement=True")
+    raw = probs._be.multinomial(p2.detach()._data, num_samples, replacement,
+                                generator or default_generator())
+    out = Tensor._wrap(raw).to(int64)
+    return out.reshape(num_samples) if probs.ndim == 1 else out
+
+
+class CumSum(Function):
+    @staticmethod
+    def forward(ctx, x, dim):
+        ctx.dim = dim
+        return x._be.cumsum(x._data, dim)
+
+    @staticmethod
+    def backward(ctx, g):
+        d = ctx.dim
+        return cumsum(g.flip(d), d).flip(d), None
+
+
+@tensor_method(function=True)
+def cumsum(x, dim, dtype=None):
+    if dtype is not None:
+        x = x.to(dtype)
+    elif not x.dtype.is_floating_point and x.dtype is not int64:
+        x = x.to(int64)  # ints and bools add up in int64, as PyTorch
+    if x.ndim == 0:
+        layout.normalize_dim(dim, 0, "cumsum")
+        return x.clone()
+    return CumSum.apply(x, layout.normalize_dim(dim, x.ndim, "cumsum"))
+
+
+@tensor_method(function=True)
+def cumprod(x, dim, dtype=None):
+    """Running products; the gradient is exact where some entries are zero too."""
+    if dtype is not None:
+        x = x.to(dtype)
+    elif not x.dtype.is_floating_point and x.dtype is not int64:
+        x = x.to(int64)
+    if x.ndim == 0:
+        layout.normalize_dim(dim, 0, "cumprod")
+        return x.clone()
+    d = layout.normalize_dim(dim, x.ndim, "cumprod")
+    if x.dtype.is_floating_point:
+        return _CumProd.apply(x, d)
+    return Tensor._wrap(x._be.from_numpy(x.cpu().numpy().cumprod(axis=d))).to(x.device)
+
+
+class _CumProd(Function):
+    """y_j = prod_{k<=j} x_k, computed on the host (no backend has a product scan; a
+    scan of logs would lose zeros and signs)."""
+
+    label = "CumProd"
+
+    @staticmethod
+    def forward(ctx, x, dim):
+        ctx.save_for_backward(x)
+        ctx.dim = dim
+        host = x._be.to_numpy(x._data)
+        return x._be.from_numpy(host.cumprod(axis=dim).astype(host.dtype))
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        d = ctx.dim
+        n = x.shape[d]
+        # dx_i = sum_{j >= i} g_j * prod_{k <= j, k != i} x_k, one column i at a time
+        # (exact with zeros, unlike dividing y by x)
+        cols = []
+        for i in range(n):
+            xi = x.narrow(d, i, 1)
+            ones = xi * 0.0 + 1.0
+            parts = [x.narrow(d, 0, i), ones, x.narrow(d, i + 1, n - i - 1)]
+            y_wo = cumprod(cat([p for p in parts if p.shape[d]], d), d)
+            cols.append((g.narrow(d, i, n - i) * y_wo.narrow(d, i, n - i)).sum(d, True))
+        return cat(cols, d), None
+
+
+for _name in ("sort", "argsort", "topk", "multinomial", "cumsum", "cumprod"):
+    declare(_name, differentiable=_name in ("sort", "topk", "cumsum", "cumprod"),
+            dtypes="any")

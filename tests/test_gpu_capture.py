@@ -1,0 +1,563 @@
+"""hx.capture on the GPU: a replayed training step equals eager mode bit for bit (the
+denoiser, an MLP with AdamW and a cosine schedule), costs one submit, keeps its buffers
+from other tensors, gives them back when released, captures again for new shapes, and
+refuses, naming the op and the fix, the steps a replay would get wrong."""
+
+from __future__ import annotations
+
+import gc
+
+import numpy as np
+import pytest
+
+import haelixe as hx
+from haelixe import nn
+from haelixe.data.sine import SineTask
+from haelixe.denoise import Denoiser
+from haelixe.memory import get_allocator, round_size
+from haelixe.nn import functional as F
+from haelixe.optim import SGD, Adam, AdamW, CosineAnnealing, clip_grad_norm_, lr_scheduler
+
+pytestmark = pytest.mark.gpu
+
+
+@pytest.fixture(scope="module", autouse=True)
+def gpu(be):
+    return be
+
+
+# -- training runs, eager and captured ------------------------------------------------------
+def _train(model, opt, batches, captured: bool, on_call=None, between=None, warmup=1):
+    """Losses, parameters and optimizer state after one step per batch; the captured
+    run gets host batches (uploaded into the static inputs), the eager one GPU tensors."""
+    calls = []
+
+    def train_step(x, y):
+        calls.append(1)
+        opt.zero_grad(set_to_none=False)
+        loss = F.mse_loss(model(x).float(), y)
+        loss.backward()
+        opt.step()
+        return loss
+
+    step = hx.capture(train_step, device="gpu", warmup=warmup) if captured else train_step
+    losses = []
+    for i, (x, y) in enumerate(batches):
+        if captured:
+            loss = step(x, y)
+        else:
+            loss = step(hx.from_numpy(x).to("gpu"), hx.from_numpy(y).to("gpu"))
+        losses.append(loss.item())
+        if on_call is not None:
+            on_call(i)
+        if between is not None:
+            between(i)
+    state = {k: t.numpy() for k, t in opt.state_dict()["state"].items()}
+    params = [p.detach().numpy() for p in model.parameters()]
+    return losses, params, state, len(calls), step
+
+
+def _assert_identical(eager, replayed):
+    assert eager[0] == replayed[0]  # float for float: bit-identical losses
+    for a, b in zip(eager[1], replayed[1]):
+        np.testing.assert_array_equal(a, b)
+    assert eager[2].keys() == replayed[2].keys()
+    for k in eager[2]:
+        np.testing.assert_array_equal(eager[2][k], replayed[2][k])
+
+
+def _denoiser_run(captured: bool, steps=9):
+    hx.manual_seed(0)
+    model = Denoiser().to("gpu")
+    opt = AdamW(model.parameters(), lr=1e-3, weight_decay=0.01, capturable=True)
+    sched = CosineAnnealing(opt, total=4, lr_max=1e-3, lr_min=5e-5)
+    data = SineTask("random", 4, 0)
+    batches = [data.batch() for _ in range(steps)]
+    out = _train(model, opt, batches, captured,
+                 on_call=lambda i: sched.step() if i % 2 else None)
+    return out, opt
+
+
+def test_gpu_denoiser_replay_equals_eager_bit_for_bit():
+    (eager, opt_e), (replayed, opt_r) = _denoiser_run(False), _denoiser_run(True)
+    _assert_identical(eager, replayed)
+    assert replayed[3] == 3  # warm-up + two recorded calls: the rest ran no Python
+    assert replayed[4].captured == 1
+    # the host's step counts advanced with the replays (state dicts, schedulers)
+    assert opt_r.step_count == opt_e.step_count == 9
+    assert opt_r.state_dict()["param_steps"] == opt_e.state_dict()["param_steps"]
+
+
+def test_gpu_bf16_autocast_master_weights_and_clipping_replay_bit_for_bit():
+    def run(captured):
+        hx.manual_seed(0)
+        model = Denoiser().to("gpu").to(hx.bfloat16)
+        opt = AdamW(model.parameters(), lr=1e-3, weight_decay=0.01, master_weights=True,
+                    capturable=True)
+        data = SineTask("random", 4, 0)
+
+        def train_step(x, y):
+            opt.zero_grad(set_to_none=False)
+            with hx.autocast(dtype=hx.bfloat16):
+                loss = F.mse_loss(model(x).float(), y)
+            loss.backward()
+            norm = clip_grad_norm_(model.parameters(), 0.5)
+            opt.step()
+            return loss, norm
+
+        step = hx.capture(train_step, device="gpu") if captured else train_step
+        values = []
+        for _ in range(6):
+            noisy, clean = data.batch()
+            if not captured:
+                noisy, clean = hx.from_numpy(noisy).to("gpu"), hx.from_numpy(clean).to("gpu")
+            loss, norm = step(noisy, clean)
+            values.append((loss.item(), norm.item()))
+        return values, [p.detach().float().numpy() for p in model.parameters()]
+
+    (ve, pe), (vr, pr) = run(False), run(True)
+    assert ve == vr
+    for a, b in zip(pe, pr):
+        np.testing.assert_array_equal(a, b)
+
+
+def _mlp(seed=0):
+    hx.manual_seed(seed)
+    return nn.Sequential(nn.Linear(6, 32), nn.GELU(), nn.Linear(32, 32), nn.GELU(),
+                         nn.Linear(32, 3)).to("gpu")
+
+
+def _batches(n, batch=8, seed=1):
+    rng = np.random.default_rng(seed)
+    return [(rng.standard_normal((batch, 6)).astype(np.float32),
+             rng.standard_normal((batch, 3)).astype(np.float32)) for _ in range(n)]
+
+
+OPTIMIZERS = {
+    "adamw": lambda ps: AdamW(ps, lr=3e-3, weight_decay=0.05, capturable=True),
+    "adam_amsgrad_l2": lambda ps: Adam(ps, lr=3e-3, weight_decay=0.01, amsgrad=True,
+                                       capturable=True),
+    "sgd_nesterov": lambda ps: SGD(ps, lr=0.05, momentum=0.9, nesterov=True,
+                                   weight_decay=0.01, capturable=True),
+    "sgd_dampening_maximize": lambda ps: SGD(ps, lr=0.01, momentum=0.5, dampening=0.2,
+                                             maximize=True, capturable=True),
+}
+
+
+@pytest.mark.parametrize("name", sorted(OPTIMIZERS))
+def test_gpu_mlp_with_a_cosine_schedule_replays_bit_for_bit(name):
+    def run(captured):
+        model = _mlp()
+        opt = OPTIMIZERS[name](model.parameters())
+        sched = lr_scheduler.CosineAnnealingLR(opt, T_max=6, eta_min=1e-4)
+        return _train(model, opt, _batches(10), captured, on_call=lambda i: sched.step())
+
+    eager, replayed = run(False), run(True)
+    _assert_identical(eager, replayed)
+    assert replayed[3] == 3
+
+
+def test_gpu_arguments_on_the_gpu_are_copied_into_the_static_inputs():
+    model = _mlp()
+    opt = AdamW(model.parameters(), lr=1e-2, capturable=True)
+
+    def train_step(x, y):
+        opt.zero_grad()
+        loss = F.mse_loss(model(x), y)
+        loss.backward()
+        opt.step()
+        return loss, model(x)
+
+    step = hx.capture(train_step)
+    ref_model = _mlp()
+    ref_opt = AdamW(ref_model.parameters(), lr=1e-2, capturable=True)
+    for x, y in _batches(6):
+        xg, yg = hx.from_numpy(x).to("gpu"), hx.from_numpy(y).to("gpu")
+        strided = hx.from_numpy(np.ascontiguousarray(x.T)).to("gpu").T  # read through strides
+        loss, pred = step(strided, yg)
+        ref_opt.zero_grad()
+        ref_loss = F.mse_loss(ref_model(xg), yg)
+        ref_loss.backward()
+        ref_opt.step()
+        assert loss.item() == ref_loss.item()
+        np.testing.assert_array_equal(pred.numpy(), ref_model(xg).detach().numpy())
+        assert isinstance(pred, hx.Tensor) and not pred.requires_grad
+
+
+# -- what a replay costs ------------------------------------------------------------------
+def test_gpu_a_replayed_step_is_one_submit_and_its_loss_read_needs_no_other(be):
+    hx.manual_seed(0)
+    model = Denoiser().to("gpu")
+    opt = AdamW(model.parameters(), lr=1e-3, capturable=True)
+    data = SineTask("random", 4, 0)
+
+    def train_step(x, y):
+        opt.zero_grad(set_to_none=False)
+        loss = F.mse_loss(model(x).float(), y)
+        loss.backward()
+        opt.step()
+        return loss
+
+    step = hx.capture(train_step, device="gpu")
+    eager_dispatches = []
+    for i in range(6):
+        noisy, clean = data.batch()
+        be.reset_stats()
+        loss = step(noisy, clean)
+        value = loss.item()
+        s = be.stats()
+        if i < 3:
+            eager_dispatches.append(s["dispatches"])
+            continue
+        assert np.isfinite(value)
+        assert s["replays"] == 1 and s["submits"] == 1  # the read-back added no submit
+        assert s["downloads"] == 1 and s["uploads"] == 2  # the two host batches
+        assert s["bind_groups"] == 0 and s["pending"] == 0
+        assert s["dispatches"] == eager_dispatches[-1]  # the recorded step's kernels
+    graph = step.graph_stats()[0]
+    assert graph["dispatches"] == eager_dispatches[-1] and graph["staged_outputs"] == 1
+
+
+def test_gpu_a_staged_loss_edited_in_place_reads_the_new_value():
+    w = hx.randn(5, 4, device="gpu")
+
+    def f(x):
+        return (x @ w).sum()
+
+    step = hx.capture(f, device="gpu")
+    x = np.ones((3, 5), np.float32)
+    for _ in range(4):
+        out = step(x)
+    want = float((x @ w.numpy()).sum(dtype=np.float32))
+    assert out.item() == pytest.approx(want, rel=1e-6)
+    out.mul_(2.0)  # a kernel writes the output after the replay staged it
+    assert out.item() == pytest.approx(2 * want, rel=1e-6)
+
+
+def test_gpu_an_eager_read_back_is_one_submit(be):
+    x = hx.randn(64, device="gpu")
+    y = (x * 2.0 + 1.0).exp()
+    be.reset_stats()
+    y.sum().item()
+    s = be.stats()
+    assert (s["submits"], s["downloads"]) == (1, 1)
+
+
+# -- memory --------------------------------------------------------------------------------
+def _counting_step(shape=(37, 41)):
+    w = hx.randn(*shape, device="gpu")
+
+    def f(x):
+        h = (x @ w).tanh()
+        return (h * h).mean(), h.sum(0)
+
+    return hx.capture(f, device="gpu"), w
+
+
+def test_gpu_the_replay_keeps_its_buffers_from_other_tensors():
+    step, w = _counting_step()
+    x = np.random.default_rng(0).standard_normal((29, 37)).astype(np.float32)
+    for _ in range(4):
+        loss, col = step(x)
+    want_loss, want_col = loss.item(), col.numpy()
+    # tensors of every size the step allocates, made and written between replays: none
+    # may land in a buffer the replay names
+    sizes = [(29, 41), (29, 41), (29, 41), (41,), (1,), (29, 37)]
+    clutter = [hx.full(s, 7.0, device="gpu") for s in sizes for _ in range(3)]
+    hx.empty_cache("gpu")  # destroys the cached slabs, never the replay's
+    loss, col = step(x)
+    assert loss.item() == want_loss
+    np.testing.assert_array_equal(col.numpy(), want_col)
+    for c in clutter:
+        assert float(c.min().item()) == 7.0 == float(c.max().item())
+
+
+def test_gpu_release_gives_the_buffers_back():
+    gc.collect()
+    alloc = get_allocator("gpu")
+    before = alloc.stats()
+    step, w = _counting_step((53, 47))
+    x = np.ones((31, 53), np.float32)
+    for _ in range(4):
+        out = step(x)
+    del out
+    held = alloc.stats()
+    assert held["captured_bytes"] > before["captured_bytes"]  # intermediates kept free
+    assert held["allocated_bytes"] > before["allocated_bytes"]  # inputs, outputs, w
+    step.release()
+    gc.collect()
+    after = alloc.stats()
+    assert after["captured_bytes"] == before["captured_bytes"]
+    # only w is left (the step's closure holds it); the freed slabs are cached again
+    assert after["allocated_bytes"] == before["allocated_bytes"] + round_size(53 * 47 * 4)
+    assert after["cached_bytes"] >= held["captured_bytes"]
+    del step, w
+    gc.collect()
+    assert alloc.stats()["allocated_bytes"] == before["allocated_bytes"]
+    # a fresh capture computes the right thing
+    step2, w2 = _counting_step((53, 47))
+    for _ in range(4):
+        loss, _ = step2(x)
+    h = np.tanh(x @ w2.numpy())
+    assert loss.item() == pytest.approx(float((h * h).mean()), rel=1e-5)
+
+
+def test_gpu_a_dropped_capture_is_released_by_the_garbage_collector():
+    gc.collect()
+    alloc = get_allocator("gpu")
+    before = alloc.stats()["captured_bytes"]
+    step, w = _counting_step((43, 59))
+    for _ in range(4):
+        step(np.ones((7, 43), np.float32))
+    assert alloc.stats()["captured_bytes"] > before
+    del step
+    gc.collect()
+    assert alloc.stats()["captured_bytes"] == before
+
+
+def test_gpu_an_object_capturing_its_own_method_is_collected():
+    class Trainer:
+        def __init__(self):
+            self.w = hx.randn(8, 4, device="gpu")
+            self.step = hx.capture(self.train_step, device="gpu")
+
+        def train_step(self, x):
+            return (x @ self.w).sum()
+
+    gc.collect()
+    alloc = get_allocator("gpu")
+    before = alloc.stats()
+    trainer = Trainer()
+    for _ in range(4):
+        trainer.step(X)
+    assert alloc.stats()["captured_bytes"] > before["captured_bytes"]
+    del trainer  # a cycle through the bound method: the garbage collector frees it
+    gc.collect()
+    after = alloc.stats()
+    assert after["captured_bytes"] == before["captured_bytes"]
+    assert after["allocated_bytes"] == before["allocated_bytes"]
+
+
+# -- signatures -----------------------------------------------------------------------------
+def test_gpu_new_shapes_capture_again():
+    w = hx.randn(6, 3, device="gpu")
+    calls = []
+
+    def f(x):
+        calls.append(x.shape)
+        return (x @ w).relu().sum(0)
+
+    step = hx.capture(f, device="gpu")
+    rng = np.random.default_rng(0)
+    for n in [4, 4, 4, 4, 9, 9, 9, 9, 4, 9, 4]:
+        x = rng.standard_normal((n, 6)).astype(np.float32)
+        got = step(x).numpy()
+        np.testing.assert_allclose(got, np.maximum(x @ w.numpy(), 0).sum(0), rtol=1e-5,
+                                   atol=1e-6)
+    assert step.captured == 2
+    assert calls.count((4, 6)) == 3 and calls.count((9, 6)) == 3
+    step.release()
+    assert step.captured == 0
+
+
+# -- what cannot be captured ----------------------------------------------------------------
+def _model_and_opt(capturable=True, dropout=0.0):
+    hx.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 16), nn.GELU(), nn.Dropout(dropout),
+                          nn.Linear(16, 4)).to("gpu")
+    return model, AdamW(model.parameters(), lr=1e-2, capturable=capturable)
+
+
+X = np.ones((4, 8), np.float32)
+Y = np.zeros((4, 4), np.float32)
+
+
+def _call(fn, *args, times=4, **kwargs):
+    step = hx.capture(fn, **kwargs)
+    for _ in range(times):
+        step(*args)
+    return step
+
+
+def _train_step(model, opt, extra=None):
+    def train_step(x, y):
+        opt.zero_grad()
+        loss = F.mse_loss(model(x), y)
+        loss.backward()
+        opt.step()
+        if extra is not None:
+            extra(loss)
+        return loss
+
+    return train_step
+
+
+@pytest.mark.parametrize("read", [lambda t: t.item(), lambda t: t.numpy(),
+                                  lambda t: print(t), lambda t: float(t)],
+                         ids=["item", "numpy", "print", "float"])
+def test_gpu_a_read_back_inside_the_step_is_refused(read):
+    model, opt = _model_and_opt()
+    with pytest.raises(hx.CaptureError, match=r"read-back .* inside a captured step .*"
+                       r"test_gpu_capture.py:\d+ in .*loss.item\(\)"):
+        _call(_train_step(model, opt, extra=lambda loss: read(loss.detach())), X, Y,
+              device="gpu")
+
+
+def test_gpu_an_optimizer_without_capturable_is_refused():
+    model, opt = _model_and_opt(capturable=False)
+    with pytest.raises(hx.CaptureError, match=r"AdamW.step\(\) inside a captured step.*"
+                       r"capturable=True"):
+        _call(_train_step(model, opt), X, Y, device="gpu")
+
+
+@pytest.mark.parametrize("where", ["scheduler", "set_lr"])
+def test_gpu_a_scheduler_stepped_inside_the_step_is_refused(where):
+    model, opt = _model_and_opt()
+    sched = lr_scheduler.StepLR(opt, 2)
+    act = (lambda loss: sched.step()) if where == "scheduler" else \
+        (lambda loss: opt.set_lr(0.5))
+    name = "StepLR.step()" if where == "scheduler" else "AdamW.set_lr()"
+    with pytest.raises(hx.CaptureError, match=rf"{name.replace('(', '.').replace(')', '.')}"
+                       r" inside a captured step.*outside the captured function"):
+        _call(_train_step(model, opt, extra=act), X, Y, device="gpu")
+
+
+def test_gpu_host_randomness_inside_the_step_is_refused():
+    model, opt = _model_and_opt(dropout=0.5)
+    with pytest.raises(hx.CaptureError, match=r"upload of \d+ bytes inside the step .*"
+                       r"dropout.* in train_step.*randomness"):
+        _call(_train_step(model, opt), X, Y, device="gpu")
+
+
+def test_gpu_a_changing_python_number_is_refused():
+    scale = [1.0]
+    w = hx.randn(8, 4, device="gpu")
+
+    def f(x):
+        scale[0] *= 2
+        return (x @ w * scale[0]).sum()
+
+    with pytest.raises(hx.CaptureError, match=r"kernel elementwise:\w+ .*Mul.forward.* "
+                       r"in f\) got other values.*scalar operand 1 differs \(4 and 8"):
+        _call(f, X, device="gpu")
+
+
+def test_gpu_data_read_through_a_closure_is_refused():
+    w = hx.randn(8, 4, device="gpu")
+    box = {}
+
+    def f(y):
+        return ((box["x"] @ w) - y).abs().sum()
+
+    step = hx.capture(f, device="gpu")
+    with pytest.raises(hx.CaptureError, match=r"(different tensor created outside the "
+                       r"function|freed since the capture).*as an argument"):
+        for i in range(5):
+            box["x"] = hx.from_numpy(X + i).to("gpu")
+            step(Y)
+
+
+def test_gpu_state_replaced_instead_of_updated_is_refused():
+    state = {"h": hx.zeros(4, 8, device="gpu")}
+
+    def f(x):
+        state["h"] = state["h"] * 0.5 + x
+        return state["h"].sum()
+
+    with pytest.raises(hx.CaptureError, match=r"reads a tensor the previous call created.*"
+                       r"in place"):
+        _call(f, X, device="gpu")
+
+
+def test_gpu_state_updated_in_place_replays():
+    state = hx.zeros(4, 8, device="gpu")
+
+    def f(x):
+        state.mul_(0.5).add_(x)
+        return state.sum()
+
+    step = hx.capture(f, device="gpu")
+    h = np.zeros((4, 8), np.float32)
+    for i in range(6):
+        got = step(X * i).item()
+        h = h * np.float32(0.5) + X * i
+        assert got == pytest.approx(float(h.sum()), rel=1e-6)
+
+
+def test_gpu_a_cpu_tensor_mixed_in_is_refused():
+    def f(x, y):
+        return (x - y.to("gpu")).sum()
+
+    with pytest.raises(hx.CaptureError, match=r"argument 1 is host data \(a CPU tensor\).*"
+                       r"device='gpu'"):
+        _call(f, hx.ones(3, device="gpu"), hx.ones(3))
+
+
+def test_gpu_a_cpu_tensor_moved_inside_the_step_is_refused_when_it_changes():
+    host = [np.zeros(3, np.float32)]
+
+    def f(x):
+        host[0] = host[0] + 1
+        return (x - hx.from_numpy(host[0]).to("gpu")).sum()
+
+    with pytest.raises(hx.CaptureError, match=r"upload of 12 bytes .*CPU tensor moved to "
+                       r"the GPU"):
+        _call(f, np.ones(3, np.float32), device="gpu")
+
+
+def test_gpu_a_constant_moved_inside_the_step_is_baked():
+    def f(x):
+        return (x * hx.tensor([1.0, 2.0, 3.0], device="gpu")).sum()
+
+    step = hx.capture(f, device="gpu")
+    for i in range(5):
+        assert step(np.full(3, float(i), np.float32)).item() == 6.0 * i
+    assert step.graph_stats()[0]["copies"] == 1
+
+
+@pytest.mark.parametrize("ret, msg", [
+    (lambda loss: 3.0, r"returns tensors .* got a float"),
+    (lambda loss: loss.cpu(), r"returned a tensor on cpu .*\.cpu\(\) after the call"),
+])
+def test_gpu_outputs_must_be_device_tensors(ret, msg):
+    w = hx.randn(8, 4, device="gpu")
+    with pytest.raises(hx.CaptureError, match=msg):
+        _call(lambda x: ret((x @ w).sum()), X, device="gpu")
+
+
+def test_gpu_nested_captures_and_grad_arguments_are_refused():
+    w = hx.randn(8, 4, device="gpu")
+    inner = hx.capture(lambda x: (x @ w).sum(), device="gpu")
+    with pytest.raises(hx.CaptureError, match="inside another captured function"):
+        _call(lambda x: inner(x) * 2.0, X, device="gpu")
+    with pytest.raises(hx.CaptureError, match=r"argument 0 requires grad.*detach"):
+        hx.capture(lambda x: x.sum())(hx.ones(3, device="gpu", requires_grad=True))
+
+
+def test_gpu_a_freed_outside_tensor_stops_the_replay():
+    w = [hx.randn(8, 4, device="gpu")]
+
+    def f(x):
+        return (x @ w[0]).sum()
+
+    step = _call(f, X, device="gpu")
+    w[0] = hx.randn(8, 4, device="gpu")  # the one the replay reads dies
+    with pytest.raises(hx.CaptureError, match=r"freed since the capture \(first read by "
+                                              r"kernel matmul"):
+        step(X)
+    step.release()
+    assert step(X).item() == pytest.approx(float((X @ w[0].numpy()).sum()), rel=1e-5)
+
+
+def test_gpu_a_step_whose_work_changes_is_refused():
+    w = hx.randn(8, 4, device="gpu")
+    n = [0]
+
+    def f(x):
+        n[0] += 1
+        y = x @ w
+        return y.exp().sum() if n[0] % 2 else y.sum()
+
+    with pytest.raises(hx.CaptureError, match=r"two calls of the step launched different "
+                       r"work.*warmup="):
+        _call(f, X, device="gpu")

@@ -1,0 +1,440 @@
+"""Every elementwise op of the registry against PyTorch, found by name: forward values and
+result dtypes over seven dtypes, edge shapes (0-d, 0-size, size-1, broadcast) and five
+layouts, float64 gradients (and gradcheck), in-place variants, and the GPU against the CPU.
+
+An op declared in haelixe/ops is picked up here with no edit, provided PyTorch has a
+function of the same name (or TORCH_NAME says which). hypothesis drives shapes and
+layouts with a fixed seed; HAELIXE_OPINFO_EXAMPLES raises the example count locally.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import haelixe as hx
+from haelixe.ops.registry import OPS, Elementwise
+
+torch = pytest.importorskip("torch")
+F = torch.nn.functional
+
+EXAMPLES = int(os.environ.get("HAELIXE_OPINFO_EXAMPLES", "12"))
+SETTINGS = settings(max_examples=EXAMPLES, derandomize=True, deadline=None,
+                    suppress_health_check=list(HealthCheck))
+
+#: registry name -> the PyTorch callable (when it is not torch.<name>)
+TORCH_NAME = {
+    "gelu_erf": F.gelu, "gelu_tanh": lambda x: F.gelu(x, approximate="tanh"),
+    "softplus": F.softplus, "hardtanh": F.hardtanh, "leaky_relu": F.leaky_relu,
+    "silu": F.silu, "clamp3": torch.clamp, "where": torch.where,
+}
+#: inputs that keep the op in its domain (positive for logs and roots, nonzero divisors
+#: for the integer divisions PyTorch refuses by zero)
+POSITIVE = {"log", "log2", "log1p", "sqrt", "rsqrt", "pow", "floor_divide", "remainder"}
+ELEMENTWISE = {n: d for n, d in OPS.items() if isinstance(d, Elementwise)}
+DTYPES = ["float32", "float64", "bfloat16", "float16", "int32", "int64", "bool"]
+FLOATS = ("float32", "float64", "bfloat16", "float16")
+
+
+def torch_fn(name):
+    return TORCH_NAME.get(name) or getattr(torch, name)
+
+
+def hx_fn(name):
+    return ELEMENTWISE[name].apply
+
+
+def values(shape, dtype, seed, positive=False):
+    r = np.random.default_rng(seed)
+    if dtype == "bool":
+        return r.random(shape) > 0.5
+    if dtype.startswith("int"):
+        v = r.integers(1 if positive else -4, 5, shape)
+        return v.astype(dtype)
+    v = r.standard_normal(shape) * 1.5
+    if positive:
+        v = np.abs(v) + 0.2
+    return v.astype(np.float32).astype(np.float64)  # exactly representable in f32
+
+
+def to_hx(a, dtype, device="cpu"):
+    return hx.tensor(a, dtype=dtype, device=device)
+
+
+def to_torch(a, dtype):
+    return torch.tensor(np.asarray(a), dtype=getattr(torch, dtype))
+
+
+def tensor_only(e) -> bool:
+    """PyTorch refused a Python number where its signature asks for a Tensor (maximum,
+    logaddexp...): a signature restriction, not a semantic one; Haelixe accepts it."""
+    return isinstance(e, TypeError) and "must be Tensor" in str(e)
+
+
+def compare(got, want, dtype, what):
+    if isinstance(want, Exception):
+        assert isinstance(got, Exception), f"{what}: PyTorch raises {want!r}, Haelixe gave {got}"
+        return
+    assert not isinstance(got, Exception), f"{what}: Haelixe raised {got!r}"
+    assert got.dtype.name == str(want.dtype).replace("torch.", ""), \
+        f"{what}: dtype {got.dtype.name}, PyTorch {want.dtype}"
+    g = got.detach().cpu().float().numpy() if got.dtype.is_floating_point else \
+        got.detach().cpu().numpy()
+    w = want.detach().float().numpy() if want.dtype.is_floating_point else want.numpy()
+    tol = {"bfloat16": 2e-2, "float16": 2e-3, "float32": 2e-5}.get(got.dtype.name, 1e-9)
+    np.testing.assert_allclose(g.astype(np.float64), w.astype(np.float64), rtol=tol,
+                               atol=tol, err_msg=what, equal_nan=True)
+
+
+def run(f, *args):
+    try:
+        return f(*args)
+    except Exception as e:  # noqa: BLE001 (both sides' errors are compared, not raised)
+        return e
+
+
+def inputs(name, dtype, shapes, seed=0):
+    positive = name in POSITIVE
+    if name == "where":
+        return [values(shapes[0], "bool", seed)] + [
+            values(s, dtype, seed + i + 1) for i, s in enumerate(shapes[1:])]
+    return [values(s, dtype, seed + i, positive) for i, s in enumerate(shapes)]
+
+
+def dtypes_of(name, dtype, n):
+    return ["bool" if name == "where" and i == 0 else dtype for i in range(n)]
+
+
+# -- forward over dtypes and edge shapes ------------------------------------------------------
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("name", sorted(ELEMENTWISE))
+def test_forward_matches_pytorch_on_every_dtype(name, dtype):
+    decl = ELEMENTWISE[name]
+    for shapes in ([(3, 4)] * decl.arity, [()] * decl.arity, [(0, 3)] * decl.arity,
+                   [(4, 1)] + [(3,)] * (decl.arity - 1)):
+        arrays = inputs(name, dtype, shapes)
+        dts = dtypes_of(name, dtype, len(arrays))
+        want = run(torch_fn(name), *(to_torch(a, d) for a, d in zip(arrays, dts)))
+        ins = [to_hx(a, d) for a, d in zip(arrays, dts)]
+        got = run(hx_fn(name), *ins)
+        compare(got, want, dtype, f"{name} {dtype} {shapes}")
+        if not isinstance(got, Exception):  # out of place: a buffer of its own
+            assert all(got.storage is not t.storage for t in ins), name
+
+
+# -- mixed dtypes, 0-d tensors and Python numbers: PyTorch's result types --------------------
+#: where Haelixe differs on purpose, with why
+KNOWN = {
+    # PyTorch's pow of two bool tensors raises, as Haelixe's does; a bool tensor to the
+    # power of Python's True slips through PyTorch's scalar path
+    ("pow", ("bool", True)),
+    # clamping a bool tensor by a Python bool: PyTorch's scalar kernels lack bool, its
+    # tensor-bound ones have it; Haelixe takes both
+    ("clamp_min", ("bool", True)), ("clamp_max", ("bool", True)),
+}
+MIXED = [("int32", "float32"), ("bool", "int64"), ("float16", "float64-0d"),
+         ("int32", "float64-0d"), ("bfloat16", "float16"), ("float32", 2.5), ("int64", 3),
+         ("int32", 1.5), ("bool", True), ("float32-0d", "int64")]
+
+
+@pytest.mark.parametrize("pair", MIXED, ids=str)
+@pytest.mark.parametrize("name", sorted(n for n, d in ELEMENTWISE.items()
+                                        if d.arity == 2 and n != "where"))
+def test_mixed_operands_promote_as_pytorch(name, pair):
+    def operand(spec, seed, lib):
+        if not isinstance(spec, str):
+            return spec
+        dtype, _, zero = spec.partition("-")
+        a = values(() if zero else (2, 3), dtype, seed, name in POSITIVE)
+        return to_torch(a, dtype) if lib == "torch" else to_hx(a, dtype)
+
+    want = run(torch_fn(name), *(operand(s, i, "torch") for i, s in enumerate(pair)))
+    if tensor_only(want) or (name, pair) in KNOWN:
+        return
+    got = run(hx_fn(name), *(operand(s, i, "hx") for i, s in enumerate(pair)))
+    ref = [p for p in pair if isinstance(p, str)][0].partition("-")[0]
+    compare(got, want, ref if isinstance(want, Exception) else
+            str(want.dtype).replace("torch.", ""), f"{name}{pair}")
+
+
+# -- layouts (hypothesis) ---------------------------------------------------------------------
+LAYOUTS = {
+    "contiguous": lambda t: t,
+    "transposed": lambda t: t.transpose(0, 1),
+    "stepped": lambda t: t[::2],
+    "flipped": lambda t: t.flip(0),
+    "expanded": lambda t: t[:1].expand(t.shape[0], *t.shape[1:]),
+}
+
+
+def _base_shape(layout, shape):
+    return (shape[1], shape[0]) if layout == "transposed" else \
+        (2 * shape[0],) + shape[1:] if layout == "stepped" else shape
+
+
+@SETTINGS
+@given(name=st.sampled_from(sorted(ELEMENTWISE)), layout=st.sampled_from(sorted(LAYOUTS)),
+       rows=st.integers(1, 5), cols=st.integers(1, 4), seed=st.integers(0, 100))
+def test_forward_on_strided_layouts(name, layout, rows, cols, seed):
+    decl = ELEMENTWISE[name]
+    dtype = "float32" if decl.dtypes != "integral" else "int32"
+    base = _base_shape(layout, (rows, cols))
+    arrays = inputs(name, dtype, [base] * decl.arity, seed)
+    dts = dtypes_of(name, dtype, len(arrays))
+    view = LAYOUTS[layout]
+    want = run(torch_fn(name), *(view(to_torch(a, d)) for a, d in zip(arrays, dts)))
+    got = run(hx_fn(name), *(view(to_hx(a, d)) for a, d in zip(arrays, dts)))
+    compare(got, want, dtype, f"{name} {layout}")
+
+
+# -- gradients ----------------------------------------------------------------------------------
+DIFFERENTIABLE = sorted(n for n, d in ELEMENTWISE.items() if d.differentiable)
+
+
+@pytest.mark.parametrize("name", DIFFERENTIABLE)
+def test_float64_gradients_match_pytorch(name):
+    decl = ELEMENTWISE[name]
+    shapes = [(3, 4)] + [(4,)] * (decl.arity - 1)  # broadcast: gradients sum back
+    arrays = inputs(name, "float64", shapes, seed=3)
+    dts = dtypes_of(name, "float64", len(arrays))
+    tt = [to_torch(a, d).requires_grad_(d != "bool") for a, d in zip(arrays, dts)]
+    ht = [to_hx(a, d).requires_grad_(d != "bool") for a, d in zip(arrays, dts)]
+    gy = np.random.default_rng(9).standard_normal((3, 4))
+    torch_fn(name)(*tt).backward(torch.tensor(gy))
+    hx_fn(name)(*ht).backward(hx.tensor(gy))
+    for i, (a, b) in enumerate(zip(ht, tt)):
+        if b.grad is not None:
+            np.testing.assert_allclose(a.grad.numpy(), b.grad.numpy(), rtol=1e-10,
+                                       atol=1e-12, err_msg=f"{name} input {i}")
+
+
+@pytest.mark.parametrize("name", DIFFERENTIABLE)
+def test_gradcheck_and_second_derivatives(name):
+    decl = ELEMENTWISE[name]
+    arrays = inputs(name, "float64", [(2, 3)] * decl.arity, seed=5)
+    dts = dtypes_of(name, "float64", len(arrays))
+    xs = [to_hx(a, d) for a, d in zip(arrays, dts)]
+    fixed = {i: x for i, x in enumerate(xs) if dts[i] == "bool"}
+    free = [x.requires_grad_() for i, x in enumerate(xs) if i not in fixed]
+
+    def f(*args):  # the bool inputs (where's condition) held fixed
+        it = iter(args)
+        return hx_fn(name)(*(fixed[i] if i in fixed else next(it) for i in range(len(xs))))
+
+    assert hx.autograd.gradcheck(f, free, name=name)
+    assert hx.autograd.gradgradcheck(f, free, name=name)
+
+
+# -- in-place variants ----------------------------------------------------------------------------
+@pytest.mark.parametrize("dtype", ["float32", "int32", "bool"])
+@pytest.mark.parametrize("name", sorted(n for n, d in ELEMENTWISE.items()
+                                        if hasattr(hx.Tensor, n + "_") and n != "clamp3"))
+def test_in_place_variants_match_pytorch(name, dtype):
+    decl = ELEMENTWISE[name]
+    arrays = inputs(name, dtype, [(3, 4)] + [(4,)] * (decl.arity - 1))
+    for other in ("same", 1.5):  # a float operand into an int tensor must be refused
+        ta = [to_torch(a, dtype) for a in arrays]
+        ha = [to_hx(a, dtype) for a in arrays]
+        if other != "same" and decl.arity == 2:
+            ta[1], ha[1] = other, other
+        t_alias, h_alias = ta[0], ha[0]
+        if not hasattr(torch.Tensor, name + "_"):
+            continue  # an in-place form PyTorch does not have
+        want = run(getattr(torch.Tensor, name + "_"), *ta)
+        got = run(getattr(hx.Tensor, name + "_"), *ha)
+        if isinstance(want, Exception):
+            assert isinstance(got, Exception), f"{name}_ {dtype}: PyTorch raises {want!r}"
+            continue
+        assert got is ha[0]
+        compare(h_alias, t_alias, dtype, f"{name}_ {dtype} (alias sees the write)")
+
+
+# -- the GPU (software adapter in CI) against the CPU ---------------------------------------------
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", sorted(ELEMENTWISE))
+def test_gpu_equals_cpu(be, name):
+    decl = ELEMENTWISE[name]
+    dtype = "float32" if decl.dtypes != "integral" else "int32"
+    arrays = inputs(name, dtype, [(5, 7)] + [(7,)] * (decl.arity - 1), seed=2)
+    dts = dtypes_of(name, dtype, len(arrays))
+    cpu = hx_fn(name)(*(to_hx(a, d) for a, d in zip(arrays, dts)))
+    gpu = hx_fn(name)(*(to_hx(a, d, "gpu") for a, d in zip(arrays, dts)))
+    assert gpu.device.type == "gpu" and gpu.dtype is cpu.dtype
+    np.testing.assert_allclose(gpu.cpu().numpy().astype(np.float64),
+                               cpu.numpy().astype(np.float64), rtol=3e-6, atol=3e-6,
+                               err_msg=name)
+    if decl.differentiable:
+        xs_c = [to_hx(a, d).requires_grad_(d != "bool") for a, d in zip(arrays, dts)]
+        xs_g = [to_hx(a, d, "gpu").requires_grad_(d != "bool") for a, d in zip(arrays, dts)]
+        hx_fn(name)(*xs_c).sum().backward()
+        hx_fn(name)(*xs_g).sum().backward()
+        for c, g in zip(xs_c, xs_g):
+            if c.grad is not None:
+                np.testing.assert_allclose(g.grad.cpu().numpy(), c.grad.numpy(), rtol=3e-5,
+                                           atol=3e-5, err_msg=f"{name} gradient")
+
+
+# -- every other op of the registry, by name -----------------------------------------------------
+def _first(out):
+    return out[0] if isinstance(out, (tuple, list)) else out
+
+
+#: name -> (haelixe, PyTorch) callables over one input tensor of shape (4, 6); an op the
+#: registry lists without an entry here fails test_every_registered_op_has_a_spec
+OTHER = {
+    "sum": (lambda x: x.sum(1), lambda x: x.sum(1)),
+    "mean": (lambda x: x.mean(0, keepdim=True), lambda x: x.mean(0, keepdim=True)),
+    "var": (lambda x: x.var(1), lambda x: x.var(1)),
+    "std": (lambda x: x.std(), lambda x: x.std()),
+    "amax": (lambda x: x.amax(1), lambda x: x.amax(1)),
+    "amin": (lambda x: x.amin((0, 1)), lambda x: x.amin((0, 1))),
+    "max": (lambda x: x.max(1).values, lambda x: x.max(1).values),
+    "min": (lambda x: x.min(0, keepdim=True).values, lambda x: x.min(0, keepdim=True).values),
+    "argmax": (lambda x: x.argmax(1), lambda x: x.argmax(1)),
+    "argmin": (lambda x: x.argmin(), lambda x: x.argmin()),
+    "all": (lambda x: x.all(1), lambda x: x.all(1)),
+    "any": (lambda x: x.any(0), lambda x: x.any(0)),
+    "softmax": (lambda x: x.softmax(1), lambda x: x.softmax(1)),
+    "log_softmax": (lambda x: x.log_softmax(0), lambda x: x.log_softmax(0)),
+    "logsumexp": (lambda x: x.logsumexp(1), lambda x: x.logsumexp(1)),
+    "norm": (lambda x: x.norm(dim=1), lambda x: x.norm(dim=1)),
+    "cumsum": (lambda x: x.cumsum(1), lambda x: x.cumsum(1)),
+    "cumprod": (lambda x: x.cumprod(0), lambda x: x.cumprod(0)),
+    "sort": (lambda x: x.sort(1).values, lambda x: x.sort(1).values),
+    "argsort": (lambda x: x.argsort(dim=0, stable=True),
+                lambda x: x.argsort(dim=0, stable=True)),
+    "topk": (lambda x: x.topk(2).values, lambda x: x.topk(2).values),
+    "view": (lambda x: x.view(6, 4), lambda x: x.view(6, 4)),
+    "reshape": (lambda x: x.reshape(3, -1), lambda x: x.reshape(3, -1)),
+    "permute": (lambda x: x.permute(1, 0), lambda x: x.permute(1, 0)),
+    "transpose": (lambda x: x.transpose(0, 1), lambda x: x.transpose(0, 1)),
+    "expand": (lambda x: x[:1].expand(3, 6), lambda x: x[:1].expand(3, 6)),
+    "squeeze": (lambda x: x[:1].squeeze(0), lambda x: x[:1].squeeze(0)),
+    "unsqueeze": (lambda x: x.unsqueeze(1), lambda x: x.unsqueeze(1)),
+    "flip": (lambda x: x.flip(0, 1), lambda x: x.flip(0, 1)),
+    "repeat": (lambda x: x.repeat(2, 1, 3), lambda x: x.repeat(2, 1, 3)),
+    "narrow": (lambda x: x.narrow(1, 2, 3), lambda x: x.narrow(1, 2, 3)),
+    "split": (lambda x: x.split(4, 1)[1], lambda x: x.split(4, 1)[1]),
+    "chunk": (lambda x: x.chunk(3, 1)[2], lambda x: x.chunk(3, 1)[2]),
+    "select": (lambda x: x.select(1, 2), lambda x: x.select(1, 2)),
+    "unbind": (lambda x: x.unbind(0)[3], lambda x: x.unbind(0)[3]),
+    "as_strided": (lambda x: x.as_strided((3, 2), (2, 1), 1),
+                   lambda x: x.as_strided((3, 2), (2, 1), 1)),
+    "getitem": (lambda x: x[1:, ::2], lambda x: x[1:, ::2]),
+    "gather": (lambda x: x.gather(1, _idx(x, [[0, 5], [1, 1], [2, 0], [3, 4]])),
+               lambda x: x.gather(1, torch.tensor([[0, 5], [1, 1], [2, 0], [3, 4]]))),
+    "scatter": (lambda x: x.scatter(0, _idx(x, [[1, 0, 3, 2, 0, 1]]), 7),
+                lambda x: x.scatter(0, torch.tensor([[1, 0, 3, 2, 0, 1]]), 7)),
+    "scatter_add": (lambda x: x.scatter_add(1, _idx(x, [[0, 0]] * 4), x[:, :2]),
+                    lambda x: x.scatter_add(1, torch.tensor([[0, 0]] * 4), x[:, :2])),
+    "index_select": (lambda x: x.index_select(0, _idx(x, [3, 1])),
+                     lambda x: x.index_select(0, torch.tensor([3, 1]))),
+    "index_add": (lambda x: x.index_add(1, _idx(x, [0, 0, 5]), x[:, :3]),
+                  lambda x: x.index_add(1, torch.tensor([0, 0, 5]), x[:, :3])),
+    "tril": (lambda x: x.tril(1), lambda x: x.tril(1)),
+    "triu": (lambda x: x.triu(-1), lambda x: x.triu(-1)),
+    "cat": (lambda x: hx.cat([x, x[:1]]), lambda x: torch.cat([x, x[:1]])),
+    "stack": (lambda x: hx.stack([x, x], 1), lambda x: torch.stack([x, x], 1)),
+    "clone": (lambda x: x.clone(), lambda x: x.clone()),
+    "to": (lambda x: x.to(hx.bfloat16), lambda x: x.to(torch.bfloat16)),
+    "matmul": (lambda x: x @ x.mT, lambda x: x @ x.mT),
+    "bmm": (lambda x: hx.bmm(x[None], x.mT[None]), lambda x: torch.bmm(x[None], x.mT[None])),
+    "einsum": (lambda x: hx.einsum("ij,kj->ik", x, x), lambda x: torch.einsum("ij,kj->ik", x, x)),
+    "linear": (lambda x: hx.nn.functional.linear(x, x[:3]), lambda x: F.linear(x, x[:3])),
+    "layer_norm": (lambda x: hx.nn.functional.layer_norm(x, (6,)),
+                   lambda x: F.layer_norm(x, (6,))),
+    "rms_norm": (lambda x: hx.nn.functional.rms_norm(x, eps=1e-6),
+                 lambda x: F.rms_norm(x, (6,), eps=1e-6)),
+    "mse_loss": (lambda x: hx.nn.functional.mse_loss(x, x.flip(0)),
+                 lambda x: F.mse_loss(x, x.flip(0))),
+    "scaled_dot_product_attention": (
+        lambda x: hx.nn.functional.scaled_dot_product_attention(x[None], x[None], x[None]),
+        lambda x: F.scaled_dot_product_attention(x[None], x[None], x[None])),
+    "rope": (lambda x: hx.nn.functional.apply_rope(x, *hx.nn.functional.rope_tables(
+        4, 6, dtype=x.dtype, device=x.device)), None),
+    "prod": (lambda x: x.prod(1), lambda x: x.prod(1)),
+    "diagonal": (lambda x: x.diagonal(1), lambda x: x.diagonal(1)),
+    "nonzero": (lambda x: (x > 0).nonzero(), lambda x: (x > 0).nonzero()),
+    "multinomial": (None, None),  # random: tests/test_ops_api.py checks its distribution
+}
+
+
+def _idx(x, values):
+    return hx.tensor(values, device=x.device)
+
+
+def test_every_registered_op_has_a_spec():
+    missing = sorted(n for n in OPS if n not in ELEMENTWISE and n not in OTHER)
+    assert not missing, f"ops with no differential spec (add them to OTHER): {missing}"
+
+
+def _rope_ref(x):
+    h = x.shape[-1] // 2
+    inv = 10000.0 ** (-np.arange(0, 6, 2) / 6)
+    ang = np.arange(4)[:, None] * inv[None, :]
+    cos, sin = (torch.tensor(f(ang), dtype=x.dtype) for f in (np.cos, np.sin))
+    x1, x2 = x[..., :h], x[..., h:]
+    return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], -1)
+
+
+OTHER["rope"] = (OTHER["rope"][0], _rope_ref)
+SPEC_OPS = sorted(n for n, (f, _) in OTHER.items() if f is not None)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("name", SPEC_OPS)
+def test_other_ops_forward_on_every_dtype(name, dtype):
+    fh, ft = OTHER[name]
+    a = values((4, 6), dtype, 11)
+    want = run(ft, to_torch(a, dtype))
+    if tensor_only(want):
+        return
+    got = run(fh, to_hx(a, dtype))
+    compare(_first(got), _first(want), dtype, f"{name} {dtype}")
+
+
+@SETTINGS
+@given(name=st.sampled_from(SPEC_OPS), layout=st.sampled_from(sorted(LAYOUTS)),
+       seed=st.integers(0, 100))
+def test_other_ops_on_strided_layouts(name, layout, seed):
+    fh, ft = OTHER[name]
+    a = values(_base_shape(layout, (4, 6)), "float64", seed)
+    view = LAYOUTS[layout]
+    want = run(ft, view(to_torch(a, "float64")))
+    got = run(fh, view(to_hx(a, "float64")))
+    compare(_first(got), _first(want), "float64", f"{name} {layout}")
+
+
+# (not `to`: its spec rounds to bfloat16, whose gradient is rounded too)
+DIFF_OTHER = [n for n in SPEC_OPS
+              if n not in ("argmax", "argmin", "all", "any", "argsort", "to", "nonzero")]
+
+
+@pytest.mark.parametrize("name", DIFF_OTHER)
+def test_other_ops_float64_gradients_match_pytorch(name):
+    fh, ft = OTHER[name]
+    a = values((4, 6), "float64", 13)
+    t = to_torch(a, "float64").requires_grad_()
+    h = to_hx(a, "float64").requires_grad_()
+    tout, hout = _first(ft(t)), _first(fh(h))
+    gy = np.random.default_rng(1).standard_normal(tuple(tout.shape))
+    tout.backward(torch.tensor(gy))
+    hout.backward(hx.tensor(gy))
+    np.testing.assert_allclose(h.grad.numpy(), t.grad.numpy(), rtol=1e-9, atol=1e-12,
+                               err_msg=name)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", SPEC_OPS)
+def test_other_ops_gpu_equals_cpu(be, name):
+    fh, _ = OTHER[name]
+    a = values((4, 6), "float32", 17)
+    cpu = _first(fh(to_hx(a, "float32")))
+    gpu = _first(fh(to_hx(a, "float32", "gpu")))
+    assert gpu.device.type == "gpu" and gpu.shape == cpu.shape
+    np.testing.assert_allclose(gpu.cpu().float().numpy(), cpu.float().numpy(), rtol=3e-5,
+                               atol=3e-5, err_msg=name)
