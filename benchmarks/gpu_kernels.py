@@ -246,14 +246,19 @@ def sweep_matmul(b: Bench, shapes, out: list, save=lambda: None, quick=False) ->
                     row["times"][vn] = b.hx_time(run)["median"]
                 except Exception as err:  # a variant the adapter refuses: note, go on
                     row["times"][vn] = repr(err)[:120]
-            ok = {v: t for v, t in row["times"].items() if isinstance(t, float)}
-            row["best"] = min(ok, key=ok.get) if ok else None
-            print(f"  sweep M={m} in={k} out={n} {name:3s}: best {row['best']} "
-                  f"{ok.get(row['best'], 0) * 1e3:.3f} ms, chosen {row['chosen']} "
-                  f"{ok.get(row['chosen'], float('nan')) * 1e3:.3f} ms", flush=True)
-            out.append(row)
-            save()
+            _finish(row, f"M={m} in={k} out={n} {name:3s}", out, save)
     return out
+
+
+def _finish(row, label, out, save) -> None:
+    """Note the fastest variant of a sweep row, print it beside the chosen one, keep it."""
+    ok = {v: t for v, t in row["times"].items() if isinstance(t, float)}
+    row["best"] = min(ok, key=ok.get) if ok else None
+    print(f"  sweep {label}: best {row['best']} {ok.get(row['best'], 0) * 1e3:.3f} ms; "
+          f"chosen {row['chosen']} {ok.get(row['chosen'], float('nan')) * 1e3:.3f} ms",
+          flush=True)
+    out.append(row)
+    save()
 
 
 def _chosen_variant(run):
@@ -356,13 +361,7 @@ def sweep_attention(b: Bench, shapes, out: list, save=lambda: None, quick=False)
                     row["times"][f"{p},{bq},{bk}"] = b.hx_time(run)["median"]
                 except Exception as err:
                     row["times"][f"{p},{bq},{bk}"] = repr(err)[:120]
-            ok = {v: t for v, t in row["times"].items() if isinstance(t, float)}
-            row["best"] = min(ok, key=ok.get) if ok else None
-            print(f"  sweep attention {shape} {entry}: best {row['best']} "
-                  f"{ok.get(row['best'], 0) * 1e3:.3f} ms; chosen {row['chosen']} "
-                  f"{ok.get(row['chosen'], float('nan')) * 1e3:.3f} ms", flush=True)
-            out.append(row)
-            save()
+            _finish(row, f"attention {shape} {entry}", out, save)
     return out
 
 

@@ -26,10 +26,13 @@ from pathlib import Path
 
 import numpy as np
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 try:
     import haelixe  # noqa: F401
 except ImportError:  # run from a checkout without installing
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from torch_twins import rope_and_block  # a neighbour in benchmarks/
 
 import haelixe as hx
 from haelixe import nn
@@ -54,16 +57,9 @@ def haelixe_model(cfg):
                            for _ in range(cfg["blocks"])])
 
 
-def haelixe_stepper(model, batches, dtype):
-    """run(n) -> last loss: n training steps, loss.item() each."""
-    model = model.to("gpu")
-    if dtype == "bf16":
-        model = model.to(hx.bfloat16)
-    opt = AdamW(model.parameters(), lr=LR, weight_decay=WEIGHT_DECAY,
-                master_weights=dtype == "bf16")
-    scaler = hx.amp.GradScaler() if dtype == "f16" else None
-    low = {"bf16": hx.bfloat16, "f16": hx.float16}.get(dtype)
-    data = [(hx.from_numpy(x).to("gpu"), hx.from_numpy(y).to("gpu")) for x, y in batches]
+def stepper(data, step):
+    """run(n) -> the n losses: ``step(x, y)`` (one training step, returning the loss as
+    a float: loss.item() every step) over the batches in turn."""
     state = {"i": 0}
 
     def run(n):
@@ -71,60 +67,47 @@ def haelixe_stepper(model, batches, dtype):
         for _ in range(n):
             x, y = data[state["i"] % len(data)]
             state["i"] += 1
-            opt.zero_grad()
-            with hx.autocast(dtype=low or hx.bfloat16, enabled=low is not None):
-                loss = F.mse_loss(model(x), y)
-            if scaler is not None:
-                scaler.scale(loss).backward()
-                scaler.step(opt)
-                scaler.update()
-            else:
-                loss.backward()
-                opt.step()
-            losses.append(loss.item())
+            losses.append(step(x, y))
         return losses
 
     return run
+
+
+def haelixe_stepper(model, batches, dtype):
+    model = model.to("gpu")
+    if dtype == "bf16":
+        model = model.to(hx.bfloat16)
+    opt = AdamW(model.parameters(), lr=LR, weight_decay=WEIGHT_DECAY,
+                master_weights=dtype == "bf16")
+    scaler = hx.amp.GradScaler() if dtype == "f16" else None
+    low = {"bf16": hx.bfloat16, "f16": hx.float16}.get(dtype)
+
+    def step(x, y):
+        opt.zero_grad()
+        with hx.autocast(dtype=low or hx.bfloat16, enabled=low is not None):
+            loss = F.mse_loss(model(x), y)
+        _backward_and_step(loss, opt, scaler)
+        return loss.item()
+
+    return stepper([(hx.from_numpy(x).to("gpu"), hx.from_numpy(y).to("gpu"))
+                    for x, y in batches], step)
+
+
+def _backward_and_step(loss, opt, scaler):
+    if scaler is None:
+        loss.backward()
+        opt.step()
+        return
+    scaler.scale(loss).backward()
+    scaler.step(opt)
+    scaler.update()
 
 
 def torch_stepper(hmodel, batches, dtype, cfg, device):
     import torch
     from torch import nn as tnn
 
-    class RoPE(tnn.Module):
-        def __init__(self, head_dim, seq):
-            super().__init__()
-            inv = 10000.0 ** (-torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim)
-            ang = torch.arange(seq, dtype=torch.float64)[:, None] * inv[None, :]
-            self.register_buffer("cos", ang.cos().float())
-            self.register_buffer("sin", ang.sin().float())
-
-        def forward(self, x):
-            h = x.shape[-1] // 2
-            x1, x2 = x[..., :h], x[..., h:]
-            cos, sin = self.cos.to(x.dtype), self.sin.to(x.dtype)
-            return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], -1)
-
-    class Block(tnn.Module):
-        """haelixe.nn.TransformerBlock, layer for layer."""
-
-        def __init__(self, dim, heads, seq):
-            super().__init__()
-            self.heads, self.hd = heads, dim // heads
-            self.norm1, self.norm2 = tnn.RMSNorm(dim, eps=1e-6), tnn.RMSNorm(dim, eps=1e-6)
-            self.qkv, self.proj = tnn.Linear(dim, 3 * dim), tnn.Linear(dim, dim)
-            self.fc1, self.fc2 = tnn.Linear(dim, 4 * dim), tnn.Linear(4 * dim, dim)
-            self.rope = RoPE(self.hd, seq)
-
-        def forward(self, x):
-            b, t, c = x.shape
-            qkv = self.qkv(self.norm1(x)).reshape(b, t, 3, self.heads, self.hd)
-            q, k, v = qkv.permute(2, 0, 3, 1, 4)
-            q, k = self.rope(q), self.rope(k)
-            o = torch.nn.functional.scaled_dot_product_attention(q, k, v)
-            x = x + self.proj(o.transpose(1, 2).reshape(b, t, c))
-            return x + self.fc2(torch.nn.functional.gelu(self.fc1(self.norm2(x))))
-
+    _, Block = rope_and_block()
     model = tnn.Sequential(*[Block(cfg["dim"], cfg["heads"], cfg["seq"])
                              for _ in range(cfg["blocks"])])
     # the same starting weights: haelixe's "0.attn.qkv.weight" is torch's "0.qkv.weight"
@@ -137,30 +120,17 @@ def torch_stepper(hmodel, batches, dtype, cfg, device):
     opt = torch.optim.AdamW(model.parameters(), lr=LR, weight_decay=WEIGHT_DECAY)
     low = {"bf16": torch.bfloat16, "f16": torch.float16}.get(dtype)
     scaler = torch.amp.GradScaler(device) if dtype == "f16" else None
-    data = [(torch.from_numpy(x).to(device), torch.from_numpy(y).to(device))
-            for x, y in batches]
-    state = {"i": 0}
 
-    def run(n):
-        losses = []
-        for _ in range(n):
-            x, y = data[state["i"] % len(data)]
-            state["i"] += 1
-            opt.zero_grad()
-            with torch.autocast(device_type=device, dtype=low or torch.bfloat16,
-                                enabled=low is not None):
-                loss = torch.nn.functional.mse_loss(model(x).float(), y)
-            if scaler is not None:
-                scaler.scale(loss).backward()
-                scaler.step(opt)
-                scaler.update()
-            else:
-                loss.backward()
-                opt.step()
-            losses.append(loss.item())
-        return losses
+    def step(x, y):
+        opt.zero_grad()
+        with torch.autocast(device_type=device, dtype=low or torch.bfloat16,
+                            enabled=low is not None):
+            loss = torch.nn.functional.mse_loss(model(x).float(), y)
+        _backward_and_step(loss, opt, scaler)
+        return loss.item()
 
-    return run
+    return stepper([(torch.from_numpy(x).to(device), torch.from_numpy(y).to(device))
+                    for x, y in batches], step)
 
 
 def torch_device(small: bool):

@@ -28,6 +28,17 @@ __all__ = ["GradScaler"]
 _READY, _UNSCALED, _STEPPED = "ready", "unscaled", "stepped"
 
 
+def _getter_setter(attr: str, cast):
+    """PyTorch's get_x() / set_x(value) pair for the attribute ``attr``."""
+    def get(self):
+        return getattr(self, attr)
+
+    def set_(self, value) -> None:
+        setattr(self, attr, cast(value))
+
+    return get, set_
+
+
 class GradScaler:
     """``scale(outputs)``, ``unscale_(optimizer)``, ``step(optimizer)``,
     ``update(new_scale=None)``, ``get_scale()``, ``state_dict()`` / ``load_state_dict``,
@@ -133,23 +144,9 @@ class GradScaler:
     def get_scale(self) -> float:
         return self._scale if self._enabled else 1.0
 
-    def get_growth_factor(self) -> float:
-        return self._growth_factor
-
-    def set_growth_factor(self, new_factor: float) -> None:
-        self._growth_factor = float(new_factor)
-
-    def get_backoff_factor(self) -> float:
-        return self._backoff_factor
-
-    def set_backoff_factor(self, new_factor: float) -> None:
-        self._backoff_factor = float(new_factor)
-
-    def get_growth_interval(self) -> int:
-        return self._growth_interval
-
-    def set_growth_interval(self, new_interval: int) -> None:
-        self._growth_interval = int(new_interval)
+    get_growth_factor, set_growth_factor = _getter_setter("_growth_factor", float)
+    get_backoff_factor, set_backoff_factor = _getter_setter("_backoff_factor", float)
+    get_growth_interval, set_growth_interval = _getter_setter("_growth_interval", int)
 
     def is_enabled(self) -> bool:
         return self._enabled

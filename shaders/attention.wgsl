@@ -20,7 +20,9 @@
 // slot and its query stride in metadata[4].
 // metadata: [0] SQ, [1] SK, [2] causal, [3] scale (f32 bits), [4] mask query stride.
 // Placeholders: HELPERS (row loads and stores, made by attention.py), MASK (adds the
-// user mask to score `s` of query qi and key kj, or nothing).
+// user mask to score `s` of query qi and key kj, or nothing), DOTS (score(j), dprob(j):
+// this invocation's slice of registers dotted with row j of a tile; accumulate(j, x),
+// add_dv, add_dk: x times row j of a tile added into a slice of registers).
 
 const D4: i32 = ${D4};
 const V4: i32 = ${V4};
@@ -103,23 +105,21 @@ fn key_end(q0: i32) -> i32 {
     return select(SK, min(SK, q0 + BQ), causal);
 }
 
+@unroll(DQ) var<private> rq#i: vec4<f32>;
+
+// This invocation's slice of query row qi, times scale, into rq (zeros past the end).
+fn load_q_slice(qi: i32) {
+    if (qi < SQ) {
+        let qb = row_at(0, qi);
+        @unroll(DQ) rq#i = scalar_f(3) * get_q(qb, 4 * (part * DQ + #i));
+    }
+}
+
 //! section: attention_forward
 var<private> m_run: f32;
 var<private> l_run: f32;
-@unroll(DQ) var<private> rq#i: vec4<f32>;
 @unroll(DV) var<private> ro#i: vec4<f32>;
-
-fn score(j: i32) -> f32 {
-    let kb = j * D4 + part * DQ;
-    var d = vec4<f32>();
-    @unroll(DQ) d = fma(rq#i, k_tile[kb + #i], d);
-    return hsum(d);
-}
-
-fn accumulate(j: i32, p: f32) {
-    let vb = j * V4 + part * DV;
-    @unroll(DV) ro#i = fma(vec4<f32>(p), v_tile[vb + #i], ro#i);
-}
+${DOTS}
 
 // operands: 0 q, 1 k, 2 v, 3 out, 4 lse (f32), 5 mask
 @compute @workgroup_size(${BQ} * ${P})
@@ -129,12 +129,7 @@ fn attention_forward(@builtin(workgroup_id) wid: vec3<u32>,
     let lid = i32(lidu);
     let q0 = i32(wid.x) * BQ;
     let qi = q0 + row;
-    let live = qi < SQ;
-    let scale = scalar_f(3);
-    if (live) {
-        let qb = row_at(0, qi);
-        @unroll(DQ) rq#i = scale * get_q(qb, 4 * (part * DQ + #i));
-    }
+    load_q_slice(qi);
     m_run = neg_inf();
     l_run = 0.0;
     let k_stop = key_end(q0);
@@ -159,7 +154,7 @@ fn attention_forward(@builtin(workgroup_id) wid: vec3<u32>,
         }
         workgroupBarrier();
     }
-    if (live) {
+    if (qi < SQ) {
         let ob = row_at(3, qi);
         let inv = select(1.0 / l_run, 0.0, l_run == 0.0);
         @unroll(DV) put_out(ob, 4 * (part * DV + #i), ro#i * inv);
@@ -170,26 +165,9 @@ fn attention_forward(@builtin(workgroup_id) wid: vec3<u32>,
 }
 
 //! section: attention_dq
-@unroll(DQ) var<private> rq#i: vec4<f32>;
 @unroll(DV) var<private> rg#i: vec4<f32>;
 @unroll(DQ) var<private> rdq#i: vec4<f32>;
-
-fn score(j: i32) -> f32 {
-    let kb = j * D4 + part * DQ;
-    var d = vec4<f32>();
-    @unroll(DQ) d = fma(rq#i, k_tile[kb + #i], d);
-    return hsum(d);
-}
-fn dprob(j: i32) -> f32 {
-    let vb = j * V4 + part * DV;
-    var d = vec4<f32>();
-    @unroll(DV) d = fma(rg#i, v_tile[vb + #i], d);
-    return hsum(d);
-}
-fn accumulate(j: i32, ds: f32) {
-    let kb = j * D4 + part * DQ;
-    @unroll(DQ) rdq#i = fma(vec4<f32>(ds), k_tile[kb + #i], rdq#i);
-}
+${DOTS}
 
 // operands: 0 q, 1 k, 2 v, 3 out, 4 lse, 5 gout, 6 dq, 7 delta (f32, written here for
 // attention_dkdv), 8 mask. P = exp(s - lse), dS = P * (dO . v - delta), dQ = scale * dS K,
@@ -203,11 +181,10 @@ fn attention_dq(@builtin(workgroup_id) wid: vec3<u32>,
     let qi = q0 + row;
     let live = qi < SQ;
     let scale = scalar_f(3);
+    load_q_slice(qi);
     var lse = 0.0;
     var dl = 0.0;
     if (live) {
-        let qb = row_at(0, qi);
-        @unroll(DQ) rq#i = scale * get_q(qb, 4 * (part * DQ + #i));
         let gb = row_at(5, qi);
         let ob = row_at(3, qi);
         var d = vec4<f32>();
@@ -251,24 +228,7 @@ var<workgroup> go_tile: array<vec4<f32>, BK * V4>;
 var<workgroup> lse_tile: array<f32, BK>;
 var<workgroup> delta_tile: array<f32, BK>;
 
-fn score(i: i32) -> f32 {
-    let qb = i * D4 + part * DQ;
-    var d = vec4<f32>();
-    @unroll(DQ) d = fma(q_tile[qb + #i], rk#i, d);
-    return hsum(d);
-}
-fn dprob(i: i32) -> f32 {
-    let gb = i * V4 + part * DV;
-    var d = vec4<f32>();
-    @unroll(DV) d = fma(go_tile[gb + #i], rv#i, d);
-    return hsum(d);
-}
-fn accumulate(i: i32, p: f32, ds: f32) {
-    let qb = i * D4 + part * DQ;
-    let gb = i * V4 + part * DV;
-    @unroll(DV) rdv#i = fma(vec4<f32>(p), go_tile[gb + #i], rdv#i);
-    @unroll(DQ) rdk#i = fma(vec4<f32>(ds), q_tile[qb + #i], rdk#i);
-}
+${DOTS}
 
 // One row per key. operands: 0 q, 1 k, 2 v, 3 (unused), 4 lse, 5 gout, 6 dk, 7 delta,
 // 8 dv, 9 mask. dV = P^T dO, dK = scale * dS^T Q, with blocks of BK queries in
@@ -321,7 +281,8 @@ fn attention_dkdv(@builtin(workgroup_id) wid: vec3<u32>,
             @unroll(KG) var g#i = dprob(jj + #i);
             ${EXCHANGE_SG}
             @unroll(KG) let p#i = exp(masked(s#i, q0 + jj + #i, kj) - lse_tile[jj + #i]);
-            @unroll(KG) accumulate(jj + #i, p#i, p#i * (g#i - delta_tile[jj + #i]));
+            @unroll(KG) add_dv(jj + #i, p#i);
+            @unroll(KG) add_dk(jj + #i, p#i * (g#i - delta_tile[jj + #i]));
         }
         workgroupBarrier();
     }

@@ -10,11 +10,11 @@
 // arithmetic (double buffering through registers).
 //
 // How a tile is fetched depends on the operand's layout (a section per variant,
-// chosen by matmul.py):
-//   a_m4 / b_n4   contiguous along m / n: vec4 loads that land in the tile as they are
-//   a_k4 / b_k4   contiguous along k (x W^T's W, a row-major A): vec4 loads along k,
+// chosen by matmul.py; written for A, and renamed for B):
+//   a_m4 (b_n4)   contiguous along m / n: vec4 loads that land in the tile as they are
+//   a_k4 (b_k4)   contiguous along k (x W^T's W, a row-major A): vec4 loads along k,
 //                 spread over four k rows of the tile
-//   a_gen / b_gen any strides: scalar loads, each bounds-checked
+//   a_gen (b_gen) any strides: scalar loads, each bounds-checked
 // so transposed and sliced operands need no copy. Rows, columns and k past M, N and the
 // split's end read as zero and are not written.
 //
@@ -47,18 +47,11 @@ const BN4: i32 = ${BN} / 4;
 // Sizes, strides and where this workgroup is, read once from the metadata into
 // per-invocation registers (a load from the metadata buffer inside the tile loop is one
 // the compiler cannot always hoist).
-var<private> M: i32;
-var<private> N: i32;
-var<private> K: i32;
-var<private> sam: i32;
-var<private> sak: i32;
-var<private> sbk: i32;
-var<private> sbn: i32;
-var<private> a_base: i32;
-var<private> b_base: i32;
-var<private> m0: i32;
-var<private> n0: i32;
-var<private> k_end: i32;
+var<private> M: i32;  var<private> N: i32;  var<private> K: i32;
+var<private> sam: i32;  var<private> sak: i32;  var<private> sbk: i32;  var<private> sbn: i32;
+var<private> a_base: i32;  var<private> b_base: i32;  // where this batch's A and B start
+var<private> m0: i32;  var<private> n0: i32;  // this workgroup's tile
+var<private> k_end: i32;  // the end of this split's K
 var<private> tid: i32;
 
 fn nbatch_of(nwg: vec3<u32>) -> i32 {
@@ -68,6 +61,9 @@ fn nbatch_of(nwg: vec3<u32>) -> i32 {
 
 var<workgroup> a_tile: array<vec4<${TILE_T}>, BK * BM / 4>;
 var<workgroup> b_tile: array<vec4<${TILE_T}>, BK * BN / 4>;
+
+// B's loaders are these with B's names (matmul.py writes them into B_LOADERS): b_tile,
+// fetch_b, put_b, b_at, b_base, n for m, N, n0, BN, BN4, sbn / sbk for sam / sak.
 
 //! section: a_m4 a_gen
 fn put_a(r: i32, x: vec4<${TILE_T}>) { a_tile[tid + r * NT] = x; }
@@ -114,49 +110,6 @@ fn put_a(r: i32, x: vec4<${TILE_T}>) {  // four k rows, one component each
     a_tile[i + 3 * AM4][c] = x.w;
 }
 
-//! section: b_n4 b_gen
-fn put_b(r: i32, x: vec4<${TILE_T}>) { b_tile[tid + r * NT] = x; }
-
-//! section: b_n4
-fn fetch_b(r: i32, k0: i32) -> vec4<${TILE_T}> {
-    let v = tid + r * NT;
-    let n = n0 + 4 * (v % BN4);
-    let k = k0 + v / BN4;
-    if (n < N && k < k_end) { return ${LD4}_b(b_base + n + k * sbk); }
-    return vec4<${TILE_T}>();
-}
-
-//! section: b_gen
-fn b_at(k: i32, n: i32) -> ${TILE_T} {
-    if (n < N && k < k_end) { return ${LD}_b(b_base + k * sbk + n * sbn); }
-    return ${TILE_T}();
-}
-fn fetch_b(r: i32, k0: i32) -> vec4<${TILE_T}> {
-    let v = tid + r * NT;
-    let n = n0 + 4 * (v % BN4);
-    let k = k0 + v / BN4;
-    return vec4<${TILE_T}>(b_at(k, n), b_at(k, n + 1), b_at(k, n + 2), b_at(k, n + 3));
-}
-
-//! section: b_k4
-fn fetch_b(r: i32, k0: i32) -> vec4<${TILE_T}> {
-    let v = tid + r * NT;
-    let n = n0 + v % BN;
-    let k = k0 + 4 * (v / BN);
-    if (n < N && k < k_end) { return ${LD4}_b(b_base + n * sbn + k); }
-    return vec4<${TILE_T}>();
-}
-fn put_b(r: i32, x: vec4<${TILE_T}>) {
-    let v = tid + r * NT;
-    let nl = v % BN;
-    let i = 4 * (v / BN) * BN4 + nl / 4;
-    let c = nl % 4;
-    b_tile[i][c] = x.x;
-    b_tile[i + BN4][c] = x.y;
-    b_tile[i + 2 * BN4][c] = x.z;
-    b_tile[i + 3 * BN4][c] = x.w;
-}
-
 //! section: bias
 fn bias_at(n: i32) -> f32 {
     return f32(load_bias(metadata[OPS_BASE + 2 * OP_STRIDE] + n * op_extra(2)));
@@ -166,6 +119,8 @@ fn bias_at(n: i32) -> f32 {
 fn rowsum_store(z: i32, m: i32, v: f32) { if (m < M) { store_rowsum(z * M + m, v); } }
 
 //! section: matmul
+${B_LOADERS}
+
 fn emit4(z: i32, m: i32, n: i32, v: vec4<f32>) {
     if (m < M) {
         let ci = (z * M + m) * N + n;

@@ -28,17 +28,12 @@ def _devices():
 BAD_STEPS = {1, 2, 5}
 
 
-def _torch_run(w0, b0, xs, steps, **kw):
-    lin = torch.nn.Linear(3, 2)
-    with torch.no_grad():
-        lin.weight.copy_(torch.from_numpy(w0))
-        lin.bias.copy_(torch.from_numpy(b0))
-    opt = torch.optim.SGD(lin.parameters(), lr=0.1, momentum=0.9)
-    scaler = torch.amp.GradScaler("cpu", **kw)
+def _run(lib, lin, opt, scaler, xs, to_device, weight):
+    """Scaled steps with inf in the loss at BAD_STEPS: (scales, weights) after each."""
     scales, params = [], []
-    for i in range(steps):
+    for i, x in enumerate(xs):
         opt.zero_grad()
-        loss = (lin(torch.from_numpy(xs[i])) ** 2).mean()
+        loss = (lin(to_device(lib.from_numpy(x))) ** 2).mean()
         if i in BAD_STEPS:
             loss = loss * float("inf")
         scaler.scale(loss).backward()
@@ -46,31 +41,29 @@ def _torch_run(w0, b0, xs, steps, **kw):
         scaler.step(opt)
         scaler.update()
         scales.append(scaler.get_scale())
-        params.append(lin.weight.detach().numpy().copy())
+        params.append(weight(lin))
     return scales, params, scaler.state_dict()
 
 
-def _haelixe_run(w0, b0, xs, steps, device, **kw):
+def _torch_run(w0, b0, xs, **kw):
+    lin = torch.nn.Linear(3, 2)
+    with torch.no_grad():
+        lin.weight.copy_(torch.from_numpy(w0))
+        lin.bias.copy_(torch.from_numpy(b0))
+    opt = torch.optim.SGD(lin.parameters(), lr=0.1, momentum=0.9)
+    return _run(torch, lin, opt, torch.amp.GradScaler("cpu", **kw), xs, lambda t: t,
+                lambda m: m.weight.detach().numpy().copy())
+
+
+def _haelixe_run(w0, b0, xs, device, **kw):
     lin = nn.Linear(3, 2)
     with hx.no_grad():
         lin.weight.copy_(hx.from_numpy(w0))
         lin.bias.copy_(hx.from_numpy(b0))
     lin = lin.to(device)
     opt = SGD(lin.parameters(), lr=0.1, momentum=0.9)
-    scaler = hx.amp.GradScaler(device, **kw)
-    scales, params = [], []
-    for i in range(steps):
-        opt.zero_grad()
-        loss = (lin(hx.from_numpy(xs[i]).to(device)) ** 2).mean()
-        if i in BAD_STEPS:
-            loss = loss * float("inf")
-        scaler.scale(loss).backward()
-        scaler.unscale_(opt)
-        scaler.step(opt)
-        scaler.update()
-        scales.append(scaler.get_scale())
-        params.append(lin.weight.detach().to("cpu").numpy().copy())
-    return scales, params, scaler.state_dict()
+    return _run(hx, lin, opt, hx.amp.GradScaler(device, **kw), xs,
+                lambda t: t.to(device), lambda m: m.weight.detach().to("cpu").numpy().copy())
 
 
 @pytest.mark.parametrize("device", _devices())
@@ -80,8 +73,8 @@ def test_grad_scaler_matches_torch_step_for_step(device):
     b0 = rng.standard_normal(2).astype(np.float32)
     xs = [rng.standard_normal((4, 3)).astype(np.float32) for _ in range(9)]
     kw = dict(init_scale=2.0 ** 10, growth_interval=2)
-    ts, tp, tstate = _torch_run(w0, b0, xs, 9, **kw)
-    hs, hp, hstate = _haelixe_run(w0, b0, xs, 9, device, **kw)
+    ts, tp, tstate = _torch_run(w0, b0, xs, **kw)
+    hs, hp, hstate = _haelixe_run(w0, b0, xs, device, **kw)
     assert hs == ts  # backoff at the bad steps, growth after two clean ones
     for i, (a, b) in enumerate(zip(hp, tp)):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6, err_msg=f"step {i}")

@@ -99,6 +99,38 @@ def _mask_operand(mask, lead, sq, sk):
     return (strides[:-2], mask.offset, strides[-1]), strides[-2], add
 
 
+# per kernel: dot products (name, registers, tile, vec4s per tile row, per slice) and
+# accumulations into registers (the same fields)
+_DOTS = {
+    "attention_forward": ([("score", "rq", "k_tile", "D4", "DQ")],
+                          [("accumulate", "ro", "v_tile", "V4", "DV")]),
+    "attention_dq": ([("score", "rq", "k_tile", "D4", "DQ"),
+                      ("dprob", "rg", "v_tile", "V4", "DV")],
+                     [("accumulate", "rdq", "k_tile", "D4", "DQ")]),
+    "attention_dkdv": ([("score", "rk", "q_tile", "D4", "DQ"),
+                        ("dprob", "rv", "go_tile", "V4", "DV")],
+                       [("add_dv", "rdv", "go_tile", "V4", "DV"),
+                        ("add_dk", "rdk", "q_tile", "D4", "DQ")]),
+}
+
+
+def _dots(entry: str) -> str:
+    """The kernel's score / dprob (a register slice dotted with row j of a tile) and
+    accumulate / add_dv / add_dk (x times row j of a tile added into a slice)."""
+    dots, axpys = _DOTS[entry]
+    out = []
+    for name, regs, tile, row, per in dots:
+        out.append(f"fn {name}(j: i32) -> f32 {{\n    let b = j * {row} + part * {per};\n"
+                   f"    var d = vec4<f32>();\n"
+                   f"    @unroll({per}) d = fma({regs}#i, {tile}[b + #i], d);\n"
+                   f"    return hsum(d);\n}}")
+    for name, regs, tile, row, per in axpys:
+        out.append(f"fn {name}(j: i32, x: f32) {{\n    let b = j * {row} + part * {per};\n"
+                   f"    @unroll({per}) {regs}#i = fma(vec4<f32>(x), {tile}[b + #i], "
+                   f"{regs}#i);\n}}")
+    return "\n".join(out)
+
+
 _MASK_AT = """fn mask_at(qi: i32, kj: i32) -> i32 {
     return op_offset(${MASK_OP}, bc) + qi * metadata[4] + kj * op_extra(${MASK_OP});
 }"""
@@ -204,7 +236,7 @@ def _dispatch(be, entry, lead, ops, arrays, bindings, scalars, n_rows, dqk, dv, 
                   GROUPS="{ const jj = 0;" if kg == pl.bk else
                          "for (var jj = 0; jj < BK; jj += KG) {",
                   XS=pl.bq * pl.p * nx * kg if pl.p > 1 else pl.bq,
-                  HELPERS="\n".join(helpers), MASK=add_mask,
+                  HELPERS="\n".join(helpers), MASK=add_mask, DOTS=_dots(entry),
                   EXCHANGE_S=_EXCHANGE[1] if pl.p > 1 else "",
                   EXCHANGE_SG=_EXCHANGE[2] if pl.p > 1 else "")
     be.dispatcher.dispatch(spec, [a.buffer for a in arrays], meta,

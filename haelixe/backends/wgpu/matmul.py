@@ -19,13 +19,15 @@ from __future__ import annotations
 
 import functools
 import math
+import re
+from string import Template
 from typing import NamedTuple
 
 from . import dtypes as gd
 from .array import GpuArray
 from .expr import trace
 from .geometry import broadcast_shapes, broadcast_strides, grid, meta_block
-from .shaders import kernel
+from .shaders import kernel, only_sections, read_shader
 
 
 class Tile(NamedTuple):
@@ -266,7 +268,7 @@ def _matmul_spec(kind, flush, a_mode, b_mode, vec_out, bias_kind, pre, sums, spl
     width = 4 if vec_out else 1
     bindings = [("a", kind, "read", 1 if a_mode == "a_gen" else 4),
                 ("b", kind, "read", 1 if b_mode == "b_gen" else 4)]
-    sections = [a_mode, b_mode]
+    sections = [a_mode]
     if split:
         bindings.append(("c", "f32", "write", width))
         emit4 = ("if (n < N) { store4_c(ci, v); }" if width == 4 else
@@ -289,12 +291,32 @@ def _matmul_spec(kind, flush, a_mode, b_mode, vec_out, bias_kind, pre, sums, spl
                   "ROWSUM_STORE": _ROWSUM_STORE}
         sections.append("rowsum")
     f16 = _f16_params(flush) if flush else _F32
+    loaders = _b_loaders(b_mode, f16["TILE_T"], f16["LD"], f16["LD4"])
     return kernel("matmul.wgsl", "matmul", bindings, enable=("f16",) if flush else (),
+                  B_LOADERS=loaders,
                   BM=tile.bm, BN=tile.bn, BK=tile.bk, WX=tile.bn // tile.tn,
                   WY=tile.bm // tile.tm, AG=tile.tm // 4, BG=tile.tn // 4,
                   LA=tile.bk * tile.bm // 4 // tile.threads,
                   LB=tile.bk * tile.bn // 4 // tile.threads,
                   EMIT4=emit4, SECTIONS=" ".join(sections), **rowsum, **f16)
+
+
+# A's tile loaders (matmul.wgsl) with B's names: they are one text for both operands
+_B_NAMES = {"a_tile": "b_tile", "fetch_a": "fetch_b", "put_a": "put_b", "a_at": "b_at",
+            "a_base": "b_base", "AM4": "BN4", "BM": "BN", "M": "N", "m0": "n0", "m": "n",
+            "ml": "nl", "sam": "sbn", "sak": "sbk"}
+_B_RENAME = re.compile(r"\b(" + "|".join(_B_NAMES) + r")\b")
+
+
+@functools.lru_cache(maxsize=32)
+def _b_loaders(b_mode: str, tile_t: str, ld: str, ld4: str) -> str:
+    """fetch_b / put_b (and b_at) for B's layout: the loaders of A's equivalent section
+    with B's names, placeholders filled."""
+    section = {"b_n4": "a_m4", "b_k4": "a_k4", "b_gen": "a_gen"}[b_mode]
+    text = "\n".join(line for line in only_sections(read_shader("matmul.wgsl"), {section})
+                     .splitlines() if not line.lstrip().startswith("//"))
+    text = _B_RENAME.sub(lambda m: _B_NAMES[m.group(1)], text).replace("}_a(", "}_b(")
+    return Template(text).substitute(TILE_T=tile_t, LD=ld, LD4=ld4)
 
 
 def _epilogue(activation):

@@ -232,9 +232,11 @@ def rope(be, x, cos, sin, inverse=False):
                       merge=False, what="rope")
     bindings = [("out", gd.kind(out.dtype), "write"), ("x", gd.kind(x.dtype), "read"),
                 ("cos", gd.kind(cos.dtype), "read"), ("sin", gd.kind(sin.dtype), "read")]
-    pairs = d % 4 == 0  # (out is fresh and contiguous)
-    spec = kernel("rope.wgsl", "rope_pairs" if pairs else "rope", bindings,
-                  SIGN="-1.0" if inverse else "1.0")
+    unit = 2 if d % 4 == 0 else 1  # pairs: out is fresh and contiguous
+    store = ("store2_out(op_offset(0, c), vec2<f32>(rotated(c, 0), rotated(c, 1)));"
+             if unit == 2 else "store_out(op_offset(0, c), rotated(c, 0));")
+    spec = kernel("rope.wgsl", "rope", bindings, SIGN="-1.0" if inverse else "1.0",
+                  UNIT=unit, STORE=store)
     be.dispatcher.dispatch(spec, [out.buffer, x.buffer, cos.buffer, sin.buffer], meta,
-                           grid(-(-n // (512 if pairs else 256))))
+                           grid(-(-n // (256 * unit))))
     return out

@@ -139,6 +139,12 @@ def _expand(stmt: str, params: dict, level: int) -> list:
     return out
 
 
+def only_sections(text: str, keys) -> str:
+    """The sections of ``text`` that name one of ``keys``, without what precedes the first
+    section marker."""
+    return select_sections("//! section:\n" + text, keys)
+
+
 def select_sections(text: str, keys) -> str:
     """The lines of ``text`` that an entry needs: everything before the first
     ``//! section: name ...`` marker, then each section that names one of ``keys`` (the
@@ -222,30 +228,25 @@ def _accessors(slot: int, b: Binding, native_f16: bool = False) -> list[str]:
     ct = "u32" if kind == "u32" else COMPUTE_TYPE[kind]
     st = {"f32": "f32", "i32": "i32", "i64": "i64", "bool": "u32", "u32": "u32"}[kind]
     mode = "read" if access == "read" else "read_write"
-    out = [f"alias {name}_t = {ct};"]
+    if width == 4 and kind == "i64":
+        raise TypeError("int64 buffers are read one element at a time")
+    # width 4: vec4 words, element i a component, and load4 / store4; else elements, and
+    # load2 / store2 (elements i and i + 1)
     if width == 4:
-        if kind == "i64":
-            raise TypeError("int64 buffers are read one element at a time")
-        out.append(f"{at} var<storage, {mode}> {buf}: array<vec4<{st}>>;")
-        elem = f"{buf}[u32(i) >> 2u][u32(i) & 3u]"
-        if access in ("read", "rw"):
-            out.append(f"fn load_{name}(i: i32) -> {ct} {{ return {ct}({elem}); }}")
-            out.append(f"fn load4_{name}(i: i32) -> vec4<{ct}> {{ "
-                       f"return vec4<{ct}>({buf}[u32(i) >> 2u]); }}")
-        if access in ("write", "rw"):
-            out.append(f"fn store_{name}(i: i32, v: {ct}) {{ {elem} = {st}(v); }}")
-            out.append(f"fn store4_{name}(i: i32, v: vec4<{ct}>) {{ "
-                       f"{buf}[u32(i) >> 2u] = vec4<{st}>(v); }}")
-        return out
-    out.append(f"{at} var<storage, {mode}> {buf}: array<{st}>;")
+        decl, elem, n = f"array<vec4<{st}>>", f"{buf}[u32(i) >> 2u][u32(i) & 3u]", 4
+        wide_load = f"vec4<{ct}>({buf}[u32(i) >> 2u])"
+        wide_store = f"{buf}[u32(i) >> 2u] = vec4<{st}>(v);"
+    else:
+        decl, elem, n = f"array<{st}>", f"{buf}[i]", 2
+        wide_load = f"vec2<{ct}>({buf}[i], {buf}[i + 1])"
+        wide_store = f"{buf}[i] = v.x; {buf}[i + 1] = v.y;"
+    out = [f"alias {name}_t = {ct};", f"{at} var<storage, {mode}> {buf}: {decl};"]
     if access in ("read", "rw"):
-        out.append(f"fn load_{name}(i: i32) -> {ct} {{ return {buf}[i]; }}")
-        out.append(f"fn load2_{name}(i: i32) -> vec2<{ct}> {{ "
-                   f"return vec2<{ct}>({buf}[i], {buf}[i + 1]); }}")
+        out += [f"fn load_{name}(i: i32) -> {ct} {{ return {ct}({elem}); }}",
+                f"fn load{n}_{name}(i: i32) -> vec{n}<{ct}> {{ return {wide_load}; }}"]
     if access in ("write", "rw"):
-        out.append(f"fn store_{name}(i: i32, v: {ct}) {{ {buf}[i] = v; }}")
-        out.append(f"fn store2_{name}(i: i32, v: vec2<{ct}>) {{ "
-                   f"{buf}[i] = v.x; {buf}[i + 1] = v.y; }}")
+        out += [f"fn store_{name}(i: i32, v: {ct}) {{ {elem} = {st}(v); }}",
+                f"fn store{n}_{name}(i: i32, v: vec{n}<{ct}>) {{ {wide_store} }}"]
     return out
 
 
