@@ -146,7 +146,7 @@ def _sym_types(arrays) -> tuple:
 def map_kernel(be, kernel, inputs, dtype):
     """A new array of ``dtype``: ``kernel`` over ``inputs`` (GpuArrays or host scalars),
     broadcast together."""
-    inputs = [as_scalar(x) if is_scalar(x) else x for x in inputs]
+    inputs = [_operand(be, x) for x in inputs]
     dt = gd.storage_dtype(np.dtype(dtype), kernel.name)
     shape = broadcast_shapes(*(x.shape for x in inputs if not is_scalar(x)))
     out = be.empty(shape, dt)
@@ -155,10 +155,20 @@ def map_kernel(be, kernel, inputs, dtype):
     return out
 
 
+def _operand(be, x):
+    """A host scalar as metadata, except an int64 one on an int64 device: that is
+    uploaded as one element (a 32-bit metadata word widened in the kernel divided
+    wrongly on lavapipe)."""
+    if not is_scalar(x):
+        return x
+    x = as_scalar(x)
+    return be.from_numpy(np.asarray(x)) if gd.kind(x.dtype) == "i64" else x
+
+
 def map_into(be, kernel, dst, inputs) -> None:
     """``dst = kernel(dst, *inputs)`` in place: one dispatch where it can (no 16-bit
     target, no input sharing dst's buffer), else a temporary and a copy."""
-    inputs = [as_scalar(x) if is_scalar(x) else x for x in inputs]
+    inputs = [_operand(be, x) for x in inputs]
     if gd.kind(dst.dtype) in ("bf16", "f16") or any(
             not is_scalar(x) and x.storage is dst.storage for x in inputs):
         copy_into(be, dst, map_kernel(be, kernel, [dst, *inputs], dst.dtype))
