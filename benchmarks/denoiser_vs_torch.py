@@ -17,6 +17,7 @@ import time
 
 import numpy as np
 from neighbour import busy_neighbour, load_note, median, median_range
+from torch_twins import rope_and_block  # a neighbour in benchmarks/
 
 import haelixe as hx
 from haelixe.data.sine import random_batch
@@ -49,38 +50,7 @@ def torch_denoiser(seq: int, device="cpu"):
     from torch import nn
 
     torch.manual_seed(0)
-
-    class RoPE(nn.Module):
-        def __init__(self, head_dim, seq):
-            super().__init__()
-            inv = 10000.0 ** (-torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim)
-            ang = torch.arange(seq, dtype=torch.float64)[:, None] * inv[None, :]
-            self.register_buffer("cos", ang.cos().float())
-            self.register_buffer("sin", ang.sin().float())
-
-        def forward(self, x):
-            h = x.shape[-1] // 2
-            x1, x2 = x[..., :h], x[..., h:]
-            return torch.cat([x1 * self.cos - x2 * self.sin, x2 * self.cos + x1 * self.sin], -1)
-
-    class Block(nn.Module):
-        def __init__(self, dim, heads, seq):
-            super().__init__()
-            self.heads, self.hd = heads, dim // heads
-            self.norm1, self.norm2 = nn.RMSNorm(dim, eps=1e-6), nn.RMSNorm(dim, eps=1e-6)
-            self.qkv, self.proj = nn.Linear(dim, 3 * dim), nn.Linear(dim, dim)
-            self.fc1, self.fc2 = nn.Linear(dim, 4 * dim), nn.Linear(4 * dim, dim)
-            self.rope = RoPE(self.hd, seq)
-
-        def forward(self, x):
-            b, t, c = x.shape
-            qkv = self.qkv(self.norm1(x)).reshape(b, t, 3, self.heads, self.hd)
-            q, k, v = qkv.permute(2, 0, 3, 1, 4)
-            q, k = self.rope(q), self.rope(k)
-            o = torch.nn.functional.scaled_dot_product_attention(q, k, v)
-            x = x + self.proj(o.transpose(1, 2).reshape(b, t, c))
-            return x + self.fc2(torch.nn.functional.gelu(self.fc1(self.norm2(x))))
-
+    _, Block = rope_and_block()
     model = nn.Sequential(nn.Linear(1, 64), Block(64, 4, seq),
                           nn.RMSNorm(64, eps=1e-6), nn.Linear(64, 1)).to(device)
     return model, torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.01)

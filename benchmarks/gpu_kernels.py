@@ -1,11 +1,16 @@
-"""GPU kernel timings: fp32 matmul and flash attention on whatever adapter wgpu finds,
-side by side with PyTorch (CUDA, TF32 off) when it is installed, and numpy for matmul.
+"""GPU kernel timings on whatever adapter wgpu finds, side by side with PyTorch (CUDA, TF32
+off) when it is installed: matmul 4096^2 in fp32 and f16, flash attention forward and
+forward + backward against scaled_dot_product_attention, and the three matmuls of a
+Linear layer (y = x W^T, dX = dY W, dW = dY^T X) over the shapes models use.
 
-    python benchmarks/gpu_kernels.py                  # sizes picked for the adapter
-    python benchmarks/gpu_kernels.py --n 2048 --attn 4 8 1024 64 --causal
+    python benchmarks/gpu_kernels.py                # full sizes (a real GPU)
+    python benchmarks/gpu_kernels.py --small        # tiny sizes: a smoke test on lavapipe
+    python benchmarks/gpu_kernels.py --sweep --out sweep.json
+                                                    # every kernel variant per shape
 
-Default sizes: 4096 x 4096 matmul and attention batch 8, heads 16, seq 4096, head_dim 64
-on a real GPU; 256 and (1, 2, 256, 64) on a software adapter (llvmpipe / lavapipe).
+Each number is the median over ``--repeats`` timed rounds (each round the mean of
+``--iters`` calls after a warm-up), with the range of the rounds in brackets; ratios
+are PyTorch's time over Haelixe's (above 1: Haelixe is faster).
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -24,21 +30,40 @@ try:
 except ImportError:  # run from a checkout without installing
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+# (M, in, out) of the Linear table: M = batch x sequence
+LINEAR_SHAPES = [(m, k, n) for m in (2048, 8192)
+                 for k, n in ((64, 64), (512, 512), (512, 1536), (512, 2048), (2048, 512),
+                              (1024, 4096), (4096, 1024), (4096, 4096))]
+SMALL_LINEAR_SHAPES = [(64, 32, 48), (96, 40, 8)]
+QUICK_LINEAR_SHAPES = [(4096, 4096, 4096), (8192, 512, 1536), (8192, 2048, 512),
+                       (8192, 512, 512)]
+ATTENTION_SHAPES = [(8, 16, 4096, 64), (8, 16, 1024, 64), (4, 16, 4096, 128),
+                    (16, 8, 512, 64)]
+SMALL_ATTENTION_SHAPES = [(1, 2, 40, 16)]
 
-def timed(run, sync, iters: int, warm_s: float = 0.5) -> float:
-    """Seconds per call of ``run``, synchronised around, after calling it for at least
-    ``warm_s`` seconds (an idle GPU needs that long to raise its clocks)."""
+
+# -- timing ------------------------------------------------------------------------------
+def timed(run, sync, iters: int, repeats: int, warm_s: float = 0.3) -> dict:
+    """Seconds per call of ``run``: median, min and max over ``repeats`` rounds of
+    ``iters`` calls, after calling it for ``warm_s`` seconds (clocks up, caches warm)."""
     t0 = time.perf_counter()
     while True:
         run()
         sync()
         if time.perf_counter() - t0 > warm_s:
             break
-    t0 = time.perf_counter()
-    for _ in range(iters):
-        run()
-    sync()
-    return (time.perf_counter() - t0) / iters
+    rounds = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        for _ in range(iters):
+            run()
+        sync()
+        rounds.append((time.perf_counter() - t0) / iters)
+    return {"median": statistics.median(rounds), "min": min(rounds), "max": max(rounds)}
+
+
+def fmt_ms(t: dict) -> str:
+    return f"{t['median'] * 1e3:.3f} [{t['min'] * 1e3:.3f}-{t['max'] * 1e3:.3f}] ms"
 
 
 def torch_cuda():
@@ -54,107 +79,409 @@ def torch_cuda():
     return torch
 
 
-def bench_matmul(be, torch, n: int, iters: int) -> dict:
-    rng = np.random.default_rng(0)
-    a = rng.standard_normal((n, n), dtype=np.float32)
-    b = rng.standard_normal((n, n), dtype=np.float32)
-    ga, gb = be.from_numpy(a), be.from_numpy(b)
+def rel_err(got, ref) -> float:
+    got, ref = np.asarray(got, np.float64), np.asarray(ref, np.float64)
+    return float(np.linalg.norm(got - ref) / max(np.linalg.norm(ref), 1e-30))
+
+
+class Bench:
+    """Shared state: backend, torch (or None), timing settings, results."""
+
+    def __init__(self, be, torch, iters, repeats, warm_s=0.3):
+        self.be, self.torch, self.iters, self.repeats = be, torch, iters, repeats
+        self.warm_s = warm_s
+        self.rng = np.random.default_rng(0)
+
+    def hx_time(self, run):
+        return timed(run, self.be.synchronize, self.iters, self.repeats, self.warm_s)
+
+    def torch_time(self, run):
+        return timed(run, self.torch.cuda.synchronize, self.iters, self.repeats, self.warm_s)
+
+    def randn(self, *shape):
+        return self.rng.standard_normal(shape, dtype=np.float32)
+
+
+# -- matmul ------------------------------------------------------------------------------
+def bench_matmul(b: Bench, n: int, dtype: str) -> dict:
+    be, torch = b.be, b.torch
+    a, m = b.randn(n, n), b.randn(n, n)
+    np_dt = np.float16 if dtype == "f16" else np.float32
+    ga, gm = be.from_numpy(a.astype(np_dt)), be.from_numpy(m.astype(np_dt))
     flops = 2.0 * n ** 3
-    res = {"n": n}
-    # correctness on the timed inputs, against float64
-    got = be.to_numpy(be.matmul(ga, gb))
-    ref = a.astype(np.float64) @ b.astype(np.float64)
-    res["max_rel_err"] = float(np.abs(got - ref).max() / np.abs(ref).max())
-    t = timed(lambda: be.matmul(ga, gb), be.synchronize, iters)
-    res["haelixe_ms"] = t * 1e3
-    res["haelixe_tflops"] = flops / t / 1e12
-    t = timed(lambda: a @ b, lambda: None, max(1, iters // 4), warm_s=0.0)
-    res["numpy_ms"] = t * 1e3
-    res["speedup_vs_numpy"] = res["numpy_ms"] / res["haelixe_ms"]
+    res = {"n": n, "dtype": dtype}
+    ref = a.astype(np_dt).astype(np.float64) @ m.astype(np_dt).astype(np.float64)
+    res["rel_err"] = rel_err(be.to_numpy(be.matmul(ga, gm)), ref)
+    t = b.hx_time(lambda: be.matmul(ga, gm))
+    res["haelixe"] = t
+    res["haelixe_tflops"] = flops / t["median"] / 1e12
     if torch is not None:
-        ta, tb = torch.from_numpy(a).cuda(), torch.from_numpy(b).cuda()
-        t = timed(lambda: ta @ tb, torch.cuda.synchronize, iters)
-        res["torch_ms"] = t * 1e3
-        res["torch_tflops"] = flops / t / 1e12
-        res["haelixe_over_torch_time"] = res["haelixe_ms"] / res["torch_ms"]
+        tdt = torch.float16 if dtype == "f16" else torch.float32
+        ta, tm = (torch.from_numpy(x).cuda().to(tdt) for x in (a, m))
+        t = b.torch_time(lambda: ta @ tm)
+        res["torch"] = t
+        res["torch_tflops"] = flops / t["median"] / 1e12
+        res["ratio"] = res["torch"]["median"] / res["haelixe"]["median"]
     return res
 
 
-def bench_attention(be, torch, shape, causal: bool, iters: int) -> dict:
+def linear_case(b: Bench, m, k, n):
+    """The three matmuls of a Linear (in k, out n) on m rows, as Haelixe reads them
+    (strided views, no copies): y = x W^T, dX = dY W, dW = dY^T X."""
+    from haelixe.backends.wgpu.geometry import swap_last2
+
+    be = b.be
+    x, w, gy = b.randn(m, k), b.randn(n, k), b.randn(m, n)
+    gx, gw, ggy = be.from_numpy(x), be.from_numpy(w), be.from_numpy(gy)
+    return {
+        "fwd": (lambda: be.matmul(gx, swap_last2(gw)), x, w.T),
+        "dX": (lambda: be.matmul(ggy, gw), gy, w),
+        "dW": (lambda: be.matmul(swap_last2(ggy), gx), gy.T, x),
+    }
+
+
+def bench_linear(b: Bench, shapes) -> list:
+    torch = b.torch
+    rows = []
+    for m, k, n in shapes:
+        for name, (run, a, c) in linear_case(b, m, k, n).items():
+            flops = 2.0 * a.shape[0] * a.shape[1] * c.shape[1]
+            row = {"M": m, "in": k, "out": n, "op": name}
+            got = b.be.to_numpy(run())
+            row["rel_err"] = rel_err(got, a.astype(np.float64) @ c.astype(np.float64))
+            row["haelixe"] = b.hx_time(run)
+            row["haelixe_tflops"] = flops / row["haelixe"]["median"] / 1e12
+            if torch is not None:
+                ta, tc = (torch.from_numpy(np.ascontiguousarray(t)).cuda() for t in (a, c))
+                if name == "fwd":  # torch reads W^T as a view too
+                    tc = torch.from_numpy(c.T.copy()).cuda().T
+                elif name == "dW":
+                    ta = torch.from_numpy(a.T.copy()).cuda().T
+                row["torch"] = b.torch_time(lambda ta=ta, tc=tc: ta @ tc)
+                row["ratio"] = row["torch"]["median"] / row["haelixe"]["median"]
+            rows.append(row)
+    return rows
+
+
+# -- attention ---------------------------------------------------------------------------
+def attention_flops(shape, causal) -> float:
+    """Forward flops: two matmuls over the (visible half of the) score matrix."""
     bsz, heads, seq, hd = shape
-    rng = np.random.default_rng(1)
-    q, k, v = (rng.standard_normal((bsz, heads, seq, hd), dtype=np.float32)
-               for _ in range(3))
+    return 4.0 * bsz * heads * seq * seq * hd * (0.5 if causal else 1.0)
+
+
+def bench_attention(b: Bench, shape, causal: bool) -> dict:
+    be, torch = b.be, b.torch
+    bsz, heads, seq, hd = shape
+    q, k, v, g = (b.randn(bsz, heads, seq, hd) for _ in range(4))
     scale = 1.0 / math.sqrt(hd)
-    gq, gk, gv = (be.from_numpy(t) for t in (q, k, v))
-    # causal attention does about half the work
-    flops = 4.0 * bsz * heads * seq * seq * hd * (0.5 if causal else 1.0)
+    gq, gk, gv, gg = (be.from_numpy(t) for t in (q, k, v, g))
     res = {"shape": list(shape), "causal": causal}
-    t = timed(lambda: be.attention(gq, gk, gv, causal, scale), be.synchronize, iters)
-    res["haelixe_ms"] = t * 1e3
-    res["haelixe_tflops"] = flops / t / 1e12
+
+    def fwd():
+        return be.attention(gq, gk, gv, causal, scale)
+
+    def fwd_bwd():
+        out, lse = be.attention(gq, gk, gv, causal, scale)
+        return be.attention_backward(gq, gk, gv, out, lse, gg, causal, scale)
+
+    res["haelixe_fwd"] = b.hx_time(fwd)
+    res["haelixe_fwd_bwd"] = b.hx_time(fwd_bwd)
+    res["haelixe_fwd_tflops"] = attention_flops(shape, causal) / res["haelixe_fwd"]["median"] / 1e12
     if torch is not None:
         import torch.nn.functional as F
 
-        tq, tk, tv = (torch.from_numpy(x).cuda() for x in (q, k, v))
-        out = be.to_numpy(be.attention(gq, gk, gv, causal, scale)[0])
+        tq, tk, tv, tg = (torch.from_numpy(x).cuda().requires_grad_() for x in (q, k, v, g))
+        out, _ = fwd()
         ref = F.scaled_dot_product_attention(tq, tk, tv, is_causal=causal, scale=scale)
-        res["max_abs_err_vs_torch"] = float(np.abs(out - ref.cpu().numpy()).max())
-        t = timed(lambda: F.scaled_dot_product_attention(tq, tk, tv, is_causal=causal,
-                                                         scale=scale),
-                  torch.cuda.synchronize, iters)
-        res["torch_ms"] = t * 1e3
-        res["torch_tflops"] = flops / t / 1e12
-        res["haelixe_over_torch_time"] = res["haelixe_ms"] / res["torch_ms"]
+        res["rel_err"] = rel_err(be.to_numpy(out), ref.detach().cpu().numpy())
+
+        def tfwd():
+            with torch.no_grad():
+                return F.scaled_dot_product_attention(tq, tk, tv, is_causal=causal,
+                                                      scale=scale)
+
+        def tfwd_bwd():
+            o = F.scaled_dot_product_attention(tq, tk, tv, is_causal=causal, scale=scale)
+            return torch.autograd.grad(o, (tq, tk, tv), tg)
+
+        res["torch_fwd"] = b.torch_time(tfwd)
+        res["torch_fwd_bwd"] = b.torch_time(tfwd_bwd)
+        res["ratio_fwd"] = res["torch_fwd"]["median"] / res["haelixe_fwd"]["median"]
+        res["ratio_fwd_bwd"] = res["torch_fwd_bwd"]["median"] / res["haelixe_fwd_bwd"]["median"]
     return res
+
+
+# -- variant sweep -----------------------------------------------------------------------
+def sweep_matmul(b: Bench, shapes, out: list, save=lambda: None, quick=False) -> list:
+    """Every tile (and split-K factor where K is long) on each shape (``quick``: the
+    chosen variant against the two largest tiles); rows are appended to ``out`` and
+    ``save`` called after each (a run cut short keeps what it measured)."""
+    from haelixe.backends.wgpu import matmul as mm
+
+    tiles = dict(mm.TILES)
+    tiles["128x128k32"] = mm.Tile(128, 128, 8, 8, 32)
+    tiles["64x64k32"] = mm.Tile(64, 64, 4, 4, 32)
+    tiles["128x64k32"] = mm.Tile(128, 64, 8, 4, 32)
+    tiles["32x64"] = mm.Tile(32, 64, 4, 4, 16)
+    for m, k, n in shapes:
+        for name, (run0, a, _) in linear_case(b, m, k, n).items():
+            big_k = a.shape[1]
+            chosen = _chosen_variant(run0)
+            row = {"M": m, "in": k, "out": n, "op": name, "chosen": _variant_name(chosen),
+                   "times": {}}
+            if quick:
+                variants = [(row["chosen"], chosen)] + [
+                    (tn, mm.Variant(tiles[tn])) for tn in ("128x128", "128x128k8")
+                    if tn != row["chosen"]]
+            else:
+                variants = [(tn, mm.Variant(t)) for tn, t in tiles.items()]
+                variants += [(f"64x64/s{s}", mm.Variant(tiles["64x64"], s))
+                             for s in (2, 4, 8, 16) if big_k // s >= 128]
+                variants += [(f"128x128/s{s}", mm.Variant(tiles["128x128"], s))
+                             for s in (2, 4) if big_k // s >= 256]
+            for vn, var in variants:
+                run = _with_variant(run0, var)
+                try:
+                    row["times"][vn] = b.hx_time(run)["median"]
+                except Exception as err:  # a variant the adapter refuses: note, go on
+                    row["times"][vn] = repr(err)[:120]
+            _finish(row, f"M={m} in={k} out={n} {name:3s}", out, save)
+    return out
+
+
+def _finish(row, label, out, save) -> None:
+    """Note the fastest variant of a sweep row, print it beside the chosen one, keep it."""
+    ok = {v: t for v, t in row["times"].items() if isinstance(t, float)}
+    row["best"] = min(ok, key=ok.get) if ok else None
+    print(f"  sweep {label}: best {row['best']} {ok.get(row['best'], 0) * 1e3:.3f} ms; "
+          f"chosen {row['chosen']} {ok.get(row['chosen'], float('nan')) * 1e3:.3f} ms",
+          flush=True)
+    out.append(row)
+    save()
+
+
+def _chosen_variant(run):
+    """The variant matmul.choose picks for the matmul ``run`` makes."""
+    from haelixe.backends.wgpu import matmul as mm
+
+    seen, orig = [], mm.choose
+    mm.choose = lambda *args: seen.append(orig(*args)) or seen[-1]
+    try:
+        run()
+    finally:
+        mm.choose = orig
+    return seen[0]
+
+
+def sweep_f16(b: Bench, n: int, out: list, save=lambda: None) -> list:
+    """float16 matmul n^2: f16 arithmetic summing 1, 2, 4 or 8 K tiles before the f32
+    accumulators, against widening to f32 on load."""
+    from haelixe.backends.wgpu import matmul as mm
+
+    be = b.be
+    x, y = (be.from_numpy(b.randn(n, n).astype(np.float16)) for _ in range(2))
+    saved_flush, saved_features = mm.F16_FLUSH_TILES, be.context.features
+    row = {"n": n, "times": {}}
+    try:
+        for flush in (1, 2, 4, 8, 0):
+            mm.F16_FLUSH_TILES = flush or None
+            if not flush:
+                be.context.features = saved_features - {"shader-f16"}
+            name = f"f16 math, flush {flush}" if flush else "f32 math"
+            try:
+                row["times"][name] = b.hx_time(lambda: be.matmul(x, y))["median"]
+            except Exception as err:
+                row["times"][name] = repr(err)[:120]
+            print(f"  sweep f16 {n}^2 {name}: {row['times'][name]}", flush=True)
+    finally:
+        mm.F16_FLUSH_TILES, be.context.features = saved_flush, saved_features
+    out.append(row)
+    save()
+    return out
+
+
+def _variant_name(v) -> str:
+    from haelixe.backends.wgpu import matmul as mm
+
+    names = {t: n for n, t in mm.TILES.items()}
+    base = names.get(v.tile, str(tuple(v.tile)))
+    return base if v.splits == 1 else f"{base}/s{v.splits}"
+
+
+def _with_variant(run, variant):
+    """``run`` with every matmul it makes forced to ``variant``."""
+    from haelixe.backends.wgpu import matmul as mm
+
+    def forced():
+        orig = mm.choose
+        mm.choose = lambda *a: variant
+        try:
+            return run()
+        finally:
+            mm.choose = orig
+    return forced
+
+
+QUICK_PLANS = {
+    64: {"attention_forward": [(1, 128, 32), (1, 128, 16)],
+         "attention_dq": [(1, 128, 16), (2, 128, 16), (2, 64, 16)],
+         "attention_dkdv": [(1, 128, 16), (2, 128, 16), (2, 64, 16)]},
+    128: {"attention_forward": [(1, 128, 16), (2, 128, 16), (2, 64, 16)],
+          "attention_dq": [(1, 128, 16), (2, 128, 16), (4, 64, 16)],
+          "attention_dkdv": [(1, 64, 16), (2, 128, 16), (2, 64, 16), (4, 64, 16)]},
+}
+
+
+def sweep_attention(b: Bench, shapes, out: list, save=lambda: None, quick=False) -> list:
+    """Plans (invocations per row, rows per workgroup, block) of each attention kernel
+    (``quick``: those of QUICK_PLANS)."""
+    from haelixe.backends.wgpu import attention as at
+
+    be = b.be
+    limit = be.context.limits.get("max-compute-workgroup-storage-size", 16384)
+    for shape in shapes:
+        bsz, heads, seq, hd = shape
+        q, k, v, g = (be.from_numpy(b.randn(bsz, heads, seq, hd)) for _ in range(4))
+        scale = 1.0 / math.sqrt(hd)
+        o, lse = be.attention(q, k, v, False, scale)
+        for entry in ("attention_forward", "attention_dq", "attention_dkdv"):
+            chosen = at.plan(entry, hd, hd, limit, seq, be.context.software)
+            row = {"shape": list(shape), "entry": entry, "times": {},
+                   "chosen": f"{chosen.p},{chosen.bq},{chosen.bk}"}
+            candidates = QUICK_PLANS[hd][entry] if quick else [
+                (p, bq, bk) for p in (1, 2, 4) for bq in (64, 128) for bk in (16, 32)]
+            for p, bq, bk in candidates:
+                if bq * p > 256 or (hd // 4) % p or \
+                        at._shared_bytes(entry, hd // 4, hd // 4, p, bq, bk) > limit:
+                    continue
+                run = _attention_runner(be, entry, (q, k, v, o, lse, g), scale,
+                                        {entry: at.Plan(p, bq, bk)})
+                try:
+                    row["times"][f"{p},{bq},{bk}"] = b.hx_time(run)["median"]
+                except Exception as err:
+                    row["times"][f"{p},{bq},{bk}"] = repr(err)[:120]
+            _finish(row, f"attention {shape} {entry}", out, save)
+    return out
+
+
+def _attention_runner(be, entry, arrays, scale, plans):
+    from haelixe.backends.wgpu import attention as at
+
+    q, k, v, o, lse, g = arrays
+    if entry == "attention_forward":
+        return lambda: at.attention(be, q, k, v, False, scale, plans=plans)
+    return lambda: at.attention_backward(be, q, k, v, o, lse, g, False, scale, plans=plans)
+
+
+# -- report ------------------------------------------------------------------------------
+def print_linear_table(rows):
+    print("\nLinear matmuls (fp32): time per call, median [range]; ratio = torch / haelixe")
+    print(f"{'M':>5} {'in':>5} {'out':>5} {'op':>3} | {'haelixe':>30} {'TFLOP/s':>7} | "
+          f"{'torch':>30} | {'ratio':>5} | rel err")
+    for r in rows:
+        t = fmt_ms(r["torch"]) if "torch" in r else "-"
+        ratio = f"{r['ratio']:.2f}" if "ratio" in r else "-"
+        print(f"{r['M']:>5} {r['in']:>5} {r['out']:>5} {r['op']:>3} | {fmt_ms(r['haelixe']):>30}"
+              f" {r['haelixe_tflops']:>7.2f} | {t:>30} | {ratio:>5} | {r['rel_err']:.1e}")
 
 
 def main(argv=None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--n", type=int, default=None, help="matmul size (n x n @ n x n)")
-    ap.add_argument("--attn", type=int, nargs=4, metavar=("B", "H", "S", "D"), default=None)
-    ap.add_argument("--causal", action="store_true")
+    ap.add_argument("--small", action="store_true", help="tiny sizes (software adapters)")
+    ap.add_argument("--sweep", action="store_true", help="time every kernel variant")
+    ap.add_argument("--quick", action="store_true",
+                    help="with --sweep: the chosen variants against a few others")
+    ap.add_argument("--skip", nargs="*", default=(),
+                    choices=("matmul", "attention", "linear"), help="sections to leave out")
     ap.add_argument("--iters", type=int, default=None)
-    ap.add_argument("--json", action="store_true", help="print one JSON object at the end")
+    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--out", default=None, help="write the results as JSON here")
     args = ap.parse_args(argv)
 
     from haelixe.backends.wgpu.backend import get_backend
 
     be = get_backend()
     info = be.info
-    soft = info["software"]
     print(f"adapter: {info['device']} | backend {info['backend']} | type "
-          f"{info['adapter_type']}{' (software)' if soft else ''} | vendor {info['vendor']}")
+          f"{info['adapter_type']}{' (software)' if info['software'] else ''} | features "
+          f"{sorted(be.context.features)}", flush=True)
     torch = torch_cuda()
     if torch is not None:
         print(f"torch {torch.__version__} on {torch.cuda.get_device_name()} (TF32 off)")
     else:
-        print("torch with CUDA not available: Haelixe (and numpy for matmul) only")
-    n = args.n or (256 if soft else 4096)
-    shape = tuple(args.attn) if args.attn else ((1, 2, 256, 64) if soft else (8, 16, 4096, 64))
-    iters = args.iters or (3 if soft else 10)
-
+        print("torch with CUDA not available: Haelixe only")
+    small = args.small
+    b = Bench(be, torch, args.iters or (2 if small else 10), 2 if small else args.repeats)
     report = {"adapter": {k: info[k] for k in ("device", "backend", "adapter_type",
-                                               "software")}}
-    report["matmul"] = mm = bench_matmul(be, torch, n, iters)
-    line = (f"matmul {n}x{n} fp32: haelixe {mm['haelixe_ms']:.2f} ms "
-            f"({mm['haelixe_tflops']:.2f} TFLOP/s, rel err {mm['max_rel_err']:.1e}) | numpy "
-            f"{mm['numpy_ms']:.2f} ms (x{mm['speedup_vs_numpy']:.2f})")
-    if "torch_ms" in mm:
-        line += (f" | torch {mm['torch_ms']:.2f} ms ({mm['torch_tflops']:.2f} TFLOP/s), "
-                 f"haelixe/torch time = {mm['haelixe_over_torch_time']:.2f}")
-    print(line)
-    report["attention"] = at = bench_attention(be, torch, shape, args.causal, iters)
-    line = (f"flash attention {shape} causal={args.causal} fp32: haelixe "
-            f"{at['haelixe_ms']:.2f} ms ({at['haelixe_tflops']:.2f} TFLOP/s)")
-    if "torch_ms" in at:
-        line += (f" | torch sdpa {at['torch_ms']:.2f} ms ({at['torch_tflops']:.2f} TFLOP/s),"
-                 f" haelixe/torch time = {at['haelixe_over_torch_time']:.2f}, max |diff| "
-                 f"{at['max_abs_err_vs_torch']:.1e}")
-    print(line)
+                                               "software")},
+              "features": sorted(be.context.features)}
+    def save():
+        if args.out:
+            Path(args.out).write_text(json.dumps(report, indent=1, default=str))
+
+    if args.sweep:  # many variants: short rounds on a GPU that is already warm
+        b.iters, b.repeats, b.warm_s = (1, 1, 0.0) if small else (3, 2, 0.0)
+        if "matmul" not in args.skip:
+            sweep_f16(b, 96 if small else 4096, report.setdefault("sweep_f16", []), save)
+            shapes = QUICK_LINEAR_SHAPES if args.quick else LINEAR_SHAPES
+            sweep_matmul(b, SMALL_LINEAR_SHAPES if small else shapes,
+                         report.setdefault("sweep_matmul", []), save, args.quick)
+        if "attention" not in args.skip:
+            sweep_attention(b, [(1, 2, 40, 64)] if small else
+                            [ATTENTION_SHAPES[0], (4, 16, 2048, 128)],
+                            report.setdefault("sweep_attention", []), save, args.quick)
+    else:
+        if "matmul" not in args.skip:
+            n = 96 if small else 4096
+            report["matmul"] = []
+            for dt in ("f32", "f16", "f16 (f16 math)"):
+                if dt == "f16 (f16 math)":  # products in f16, summed over 4 K tiles
+                    from haelixe.backends.wgpu import matmul as mm
+
+                    if not be.context.has("shader-f16"):
+                        continue
+                    saved, mm.F16_FLUSH_TILES = mm.F16_FLUSH_TILES, 4
+                    r = bench_matmul(b, n, "f16")
+                    mm.F16_FLUSH_TILES = saved
+                    r["dtype"] = dt
+                else:
+                    r = bench_matmul(b, n, dt)
+                report["matmul"].append(r)
+                line = (f"matmul {n}^2 {dt}: haelixe {fmt_ms(r['haelixe'])} "
+                        f"({r['haelixe_tflops']:.1f} TFLOP/s, rel err {r['rel_err']:.1e})")
+                if "torch" in r:
+                    line += (f" | torch {fmt_ms(r['torch'])} ({r['torch_tflops']:.1f} "
+                             f"TFLOP/s) | ratio {r['ratio']:.2f}")
+                print(line, flush=True)
+            f32, f16 = report["matmul"][:2]
+            print(f"matmul f16 / f32 speed (haelixe): "
+                  f"{f32['haelixe']['median'] / f16['haelixe']['median']:.2f}x")
+        if "attention" not in args.skip:
+            if not small:  # 10-300 ms a call: fewer calls a round
+                b.iters, b.repeats = max(2, b.iters // 3), 3
+            report["attention"] = []
+            for shape in SMALL_ATTENTION_SHAPES if small else ATTENTION_SHAPES:
+                for causal in (False, True):
+                    r = bench_attention(b, shape, causal)
+                    report["attention"].append(r)
+                    line = (f"attention {tuple(shape)} causal={causal}: haelixe fwd "
+                            f"{fmt_ms(r['haelixe_fwd'])} ({r['haelixe_fwd_tflops']:.1f} "
+                            f"TFLOP/s), fwd+bwd {fmt_ms(r['haelixe_fwd_bwd'])}")
+                    if "torch_fwd" in r:
+                        line += (f" | torch fwd {fmt_ms(r['torch_fwd'])}, fwd+bwd "
+                                 f"{fmt_ms(r['torch_fwd_bwd'])} | ratio fwd "
+                                 f"{r['ratio_fwd']:.2f}, fwd+bwd {r['ratio_fwd_bwd']:.2f}, "
+                                 f"rel err {r['rel_err']:.1e}")
+                    print(line, flush=True)
+        if "linear" not in args.skip:
+            b.warm_s = 0.05  # the GPU is warm by now
+            if not small:
+                b.iters, b.repeats = 5, 3
+            report["linear"] = bench_linear(b, SMALL_LINEAR_SHAPES if small else LINEAR_SHAPES)
+            print_linear_table(report["linear"])
     report["dispatch_stats"] = be.stats()
-    if args.json:
-        print(json.dumps(report))
+    save()
     return report
 
 

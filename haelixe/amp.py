@@ -1,20 +1,24 @@
-"""BF16 mixed precision: autocast at the compute boundary, rounding, memory accounting.
+"""Mixed precision: autocast at the compute boundary, rounding, memory accounting, and
+(``GradScaler``, from amp_scaler.py) dynamic loss scaling for float16.
 
-Weights live in bfloat16 to halve memory and bandwidth. Inside ``hx.autocast`` each op
+Weights live in bfloat16 (or float16) to halve memory and bandwidth. Inside ``hx.autocast`` each op
 follows one policy row (every cast it makes is a Cast node in the autograd graph, so the
 graph widget shows where precision changes):
 
 ==========================================  ===============  ========  =========
 op                                          reads            computes  returns
 ==========================================  ===============  ========  =========
-matmul, Linear (+GELU), attention           BF16 (cast in)   F32       BF16
+matmul, Linear (+GELU), attention           low (cast in)    F32       low
 RMSNorm, LayerNorm, softmax, log_softmax    F32 (cast in)    F32       F32
 sum, mean, var, losses (mse, l1, x-entropy) F32 (cast in)    F32       F32
 elementwise (+, *, gelu, rope...)           as given         as given  promoted
 ==========================================  ===============  ========  =========
 
-The BF16-reading kernels upcast to F32 inside the kernel (numpy BLAS and WGSL have no
-BF16 arithmetic), accumulate in F32 and round the result once, to nearest even.
+"low" is the autocast dtype, bfloat16 or float16. The BF16-reading kernels upcast to F32
+inside the kernel (numpy BLAS and WGSL have no BF16 arithmetic), accumulate in F32 and
+round the result once, to nearest even. Float16 kernels on a GPU with the shader-f16
+feature multiply in f16 and accumulate in F32. Under float16 autocast, scale the loss
+with ``GradScaler`` so small gradients do not underflow.
 Gradients flow back through each Cast in the dtype of the tensor it came from, so a BF16
 parameter receives a BF16 gradient; ``AdamW(master_weights=True)`` keeps the F32 copy.
 """
@@ -104,3 +108,6 @@ def memory_report(model=None, optimizer=None) -> dict:
             add("optimizer_state", t)
     report["total"] = sum(sum(d.values()) for d in report.values() if isinstance(d, dict))
     return report
+
+
+from .amp_scaler import GradScaler  # noqa: E402, F401  (hx.amp.GradScaler, as torch.amp)

@@ -72,6 +72,30 @@ fn bf16_bits(x: f32) -> u32 {
     return (b + 0x7fffu + ((b >> 16u) & 1u)) >> 16u;
 }
 
+fn bf16_pair(word: u32) -> vec2<f32> {
+    return vec2<f32>(bitcast<f32>(word << 16u), bitcast<f32>(word & 0xffff0000u));
+}
+fn bf16_pack(v: vec2<f32>) -> u32 { return bf16_bits(v.x) | (bf16_bits(v.y) << 16u); }
+
+// float32 -> float16 bits, round to nearest even (overflow to inf, NaN to sign | 0x7e00,
+// subnormals rounded exactly, as numpy's cast). Written out rather than left to f16() or
+// pack2x16float, whose rounding WGSL leaves to the implementation.
+fn f16_bits(x: f32) -> u32 {
+    let b = bitcast<u32>(x);
+    let sign = (b >> 16u) & 0x8000u;
+    let a = b & 0x7fffffffu;
+    if (a > 0x7f800000u) { return sign | 0x7e00u; }
+    if (a >= 0x477ff000u) { return sign | 0x7c00u; }  // 65520 and up round to inf
+    if (a >= 0x38800000u) {  // normal in f16: rebias the exponent, round 13 bits away
+        let m = a - 0x38000000u;
+        return sign | ((m + 0xfffu + ((m >> 13u) & 1u)) >> 13u);
+    }
+    // subnormal in f16: a multiple of 2^-24 (round() rounds half to even; 1024 is the
+    // smallest normal's bit pattern)
+    return sign | u32(round(bitcast<f32>(a) * 16777216.0));
+}
+fn f16_pack(v: vec2<f32>) -> u32 { return f16_bits(v.x) | (f16_bits(v.y) << 16u); }
+
 fn nan_max(a: f32, b: f32) -> f32 {
     if (is_nan(a) || is_nan(b)) { return nan_f32(); }
     return max(a, b);

@@ -17,7 +17,7 @@ fn map(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3
     store_out(op_offset(0, c), ${EXPR});
 }
 
-//! section: map_flat
+//! section: map_flat map_pairs
 ${LIB}
 // The same when the iteration space merges to one dim (every operand walks it with one
 // stride, as contiguous ones do): no coordinates to take apart, an index is
@@ -27,6 +27,8 @@ fn flat_at(k: i32, i: i32) -> i32 {
     return metadata[base] + i * metadata[base + 2];
 }
 
+//! section: map_flat
+
 @compute @workgroup_size(256)
 fn map_flat(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
             @builtin(local_invocation_index) lid: u32) {
@@ -34,4 +36,24 @@ fn map_flat(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg:
     if (i >= metadata[0]) { return; }
     ${INPUTS}
     store_out(flat_at(0, i), ${EXPR});
+}
+
+//! section: map_pairs
+// A 16-bit output walked contiguously from an even element: invocation w computes
+// elements i = 2w and i + 1 (${INPUTS} defines the vec2 inputs p0, p1, ... and sets
+// r.x and r.y) and writes them as one word; a last odd element alone.
+@compute @workgroup_size(256)
+fn map_pairs(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+             @builtin(local_invocation_index) lid: u32) {
+    let i = 2 * flat_id(wid, nwg, lid, 256u);
+    let n = metadata[0];
+    if (i >= n) { return; }
+    let i1 = min(i + 1, n - 1);
+    var r: vec2<f32>;
+    ${INPUTS}
+    if (i + 1 < n) {
+        store2_out(flat_at(0, i), r);
+    } else {
+        store_out(flat_at(0, i), r.x);
+    }
 }

@@ -7,7 +7,8 @@
 
 //! section: mse_loss
 @compute @workgroup_size(${WG})
-fn mse_loss(@builtin(local_invocation_index) lid: u32) {
+fn mse_loss(@builtin(local_invocation_index) lid: u32${SG_ARGS}) {
+    ${SG_SET}
     var acc = 0.0;
     for (var i = i32(lid); i < metadata[0]; i += i32(WG)) {
         let c = coords(i);

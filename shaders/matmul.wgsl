@@ -1,154 +1,201 @@
 // matmul.wgsl: C[z, m, n] = sum_k A[z, m, k] * B[z, k, n], then an epilogue.
 //
-// A workgroup of 16 x 16 invocations computes a 128 x 128 tile of C; each invocation
-// keeps an 8 x 8 block in sixteen vec4 registers (rows 4ty..4ty+3 and 64+4ty..; columns
-// likewise), stepping K by 16 through workgroup memory, the next tile's loads issued
-// into registers before the current tile is consumed (double buffering). Named
-// registers rather than an array keep the accumulators out of local memory on every
-// compiler. A and B are read
-// through their strides, so transposed or sliced operands need no copy; rows, columns and
-// k past M, N, K read as zero and are not written.
+// A workgroup of WX x WY invocations computes a BM x BN tile of C; each invocation keeps
+// a TM x TN block in named vec4 registers c<i><j>_<k> (row 4 * (i * WY + ty) + j of the
+// tile, columns 4 * (k * WX + tx) ..+3), never in an array (arrays indexed in loops land
+// in slow local memory on some compilers). K is stepped BK at a time through workgroup
+// memory, A's tile stored k-major ([k][m / 4]) and B's ([k][n / 4]), so the inner loop
+// reads one vec4 per TM / 4 rows and TN / 4 columns and does TM * TN / 4 vec4 FMAs. The
+// next tile's global loads are issued into registers before the current tile's
+// arithmetic (double buffering through registers).
+//
+// How a tile is fetched depends on the operand's layout (a section per variant,
+// chosen by matmul.py; written for A, and renamed for B):
+//   a_m4 (b_n4)   contiguous along m / n: vec4 loads that land in the tile as they are
+//   a_k4 (b_k4)   contiguous along k (x W^T's W, a row-major A): vec4 loads along k,
+//                 spread over four k rows of the tile
+//   a_gen (b_gen) any strides: scalar loads, each bounds-checked
+// so transposed and sliced operands need no copy. Rows, columns and k past M, N and the
+// split's end read as zero and are not written.
+//
+// Split-K: grid z = batch x splits; split s sums k in [s * KS, min(K, (s + 1) * KS)) and
+// writes raw f32 partial sums (splits, batch, M, N) that matmul_reduce adds up and runs
+// the epilogue on; it gives small M x N with long K enough workgroups to fill a GPU.
 //
 // metadata scalars: [0] M, [1] N, [2] K, [3] A stride along m, [4] A along k,
-// [5] B along k, [6] B along n. Iteration space = the (broadcast) batch dims, one per
-// grid z; operand 0 = A, 1 = B (their batch strides), 2 = bias (offset; its stride along
-// n in the extra slot). C is written contiguously as (batch, M, N).
-// ${EPILOGUE} stores `v` (the f32 dot product) for output (m, n) at flat index `ci`.
-// The ROWSUM_ACC / ROWSUM_STORE placeholders (empty unless asked for) also sum each row
-// of A over k into `rowsum` (batch, M): a linear layer's bias gradient comes out of its
-// weight gradient's matmul, with no reduction dispatch of its own.
+// [5] B along k, [6] B along n, [7] KS (k per split, a multiple of BK). Iteration space =
+// the (broadcast) batch dims; operand 0 = A, 1 = B (their batch strides), 2 = bias
+// (offset; its stride along n in the extra slot). C is written contiguously as
+// (batch, M, N).
+// ${EMIT4} stores the vec4 `v` of outputs (m, n..n+3) from flat index `ci`; ${EMIT1}
+// stores one output `v` at (m, n) (matmul_reduce). ${ROWSUM_ACC} / ${ROWSUM_STORE}
+// (empty unless asked for) also sum each row of A over k into `rowsum` (batch, M): a
+// linear layer's bias gradient comes out of its weight gradient's matmul.
+// With ${TILE_T} = f16 (the shader-f16 feature) tiles hold f16 and products are summed in
+// f16 over one tile's BK steps (h registers), then added into the f32 accumulators.
 
-const BM: i32 = 128;
-const BN: i32 = 128;
-const BK: i32 = 16;
+//! section: matmul
+const BM: i32 = ${BM};
+const BN: i32 = ${BN};
+const BK: i32 = ${BK};
+const WX: i32 = ${WX};
+const WY: i32 = ${WY};
+const NT: i32 = ${WX} * ${WY};
+const AM4: i32 = ${BM} / 4;
+const BN4: i32 = ${BN} / 4;
 
-var<workgroup> a_tile: array<vec4<f32>, 512>;  // [k][m / 4], BK * BM / 4
-var<workgroup> b_tile: array<vec4<f32>, 512>;  // [k][n / 4], BK * BN / 4
+// Sizes, strides and where this workgroup is, read once from the metadata into
+// per-invocation registers (a load from the metadata buffer inside the tile loop is one
+// the compiler cannot always hoist).
+var<private> M: i32;  var<private> N: i32;  var<private> K: i32;
+var<private> sam: i32;  var<private> sak: i32;  var<private> sbk: i32;  var<private> sbn: i32;
+var<private> a_base: i32;  var<private> b_base: i32;  // where this batch's A and B start
+var<private> m0: i32;  var<private> n0: i32;  // this workgroup's tile
+var<private> k_end: i32;  // the end of this split's K
+var<private> tid: i32;
 
-// Sizes and strides come in as arguments (read once from the metadata): a load from the
-// metadata buffer inside the tile loop is one the compiler cannot hoist on its own.
-fn a_at(base: i32, m: i32, k: i32, M: i32, K: i32, sm: i32, sk: i32) -> f32 {
-    if (m < M && k < K) {
-        return f32(load_a(base + m * sm + k * sk));
-    }
-    return 0.0;
+fn nbatch_of(nwg: vec3<u32>) -> i32 {
+    let splits = max(1, (metadata[2] + metadata[7] - 1) / metadata[7]);
+    return i32(nwg.z) / splits;
 }
 
-fn b_at(base: i32, k: i32, n: i32, K: i32, N: i32, sk: i32, sn: i32) -> f32 {
-    if (k < K && n < N) {
-        return f32(load_b(base + k * sk + n * sn));
-    }
-    return 0.0;
+var<workgroup> a_tile: array<vec4<${TILE_T}>, BK * BM / 4>;
+var<workgroup> b_tile: array<vec4<${TILE_T}>, BK * BN / 4>;
+
+// B's loaders are these with B's names (matmul.py writes them into B_LOADERS): b_tile,
+// fetch_b, put_b, b_at, b_base, n for m, N, n0, BN, BN4, sbn / sbk for sam / sak.
+
+//! section: a_m4 a_gen
+fn put_a(r: i32, x: vec4<${TILE_T}>) { a_tile[tid + r * NT] = x; }
+
+//! section: a_m4
+fn fetch_a(r: i32, k0: i32) -> vec4<${TILE_T}> {
+    let v = tid + r * NT;
+    let m = m0 + 4 * (v % AM4);
+    let k = k0 + v / AM4;
+    if (m < M && k < k_end) { return ${LD4}_a(a_base + m + k * sak); }
+    return vec4<${TILE_T}>();
 }
 
-// four consecutive rows of A at one k / four consecutive columns of B at one k
-fn a4(base: i32, m: i32, k: i32, M: i32, K: i32, sm: i32, sk: i32) -> vec4<f32> {
-    return vec4<f32>(a_at(base, m, k, M, K, sm, sk), a_at(base, m + 1, k, M, K, sm, sk),
-                     a_at(base, m + 2, k, M, K, sm, sk), a_at(base, m + 3, k, M, K, sm, sk));
+//! section: a_gen
+fn a_at(m: i32, k: i32) -> ${TILE_T} {
+    if (m < M && k < k_end) { return ${LD}_a(a_base + m * sam + k * sak); }
+    return ${TILE_T}();
+}
+fn fetch_a(r: i32, k0: i32) -> vec4<${TILE_T}> {
+    let v = tid + r * NT;
+    let m = m0 + 4 * (v % AM4);
+    let k = k0 + v / AM4;
+    return vec4<${TILE_T}>(a_at(m, k), a_at(m + 1, k), a_at(m + 2, k), a_at(m + 3, k));
 }
 
-fn b4(base: i32, k: i32, n: i32, K: i32, N: i32, sk: i32, sn: i32) -> vec4<f32> {
-    return vec4<f32>(b_at(base, k, n, K, N, sk, sn), b_at(base, k, n + 1, K, N, sk, sn),
-                     b_at(base, k, n + 2, K, N, sk, sn), b_at(base, k, n + 3, K, N, sk, sn));
+//! section: a_k4
+// Invocation v takes row v % BM and k quad v / BM: neighbours write neighbouring words of
+// the tile (no bank conflicts), each reading 16 contiguous bytes of its row.
+fn fetch_a(r: i32, k0: i32) -> vec4<${TILE_T}> {
+    let v = tid + r * NT;
+    let m = m0 + v % BM;
+    let k = k0 + 4 * (v / BM);
+    if (m < M && k < k_end) { return ${LD4}_a(a_base + m * sam + k); }
+    return vec4<${TILE_T}>();
+}
+fn put_a(r: i32, x: vec4<${TILE_T}>) {  // four k rows, one component each
+    let v = tid + r * NT;
+    let ml = v % BM;
+    let i = 4 * (v / BM) * AM4 + ml / 4;
+    let c = ml % 4;
+    a_tile[i][c] = x.x;
+    a_tile[i + AM4][c] = x.y;
+    a_tile[i + 2 * AM4][c] = x.z;
+    a_tile[i + 3 * AM4][c] = x.w;
 }
 
-fn emit(z: i32, m: i32, n: i32, v: f32) {
-    let M = metadata[0];
-    let N = metadata[1];
-    if (m < M && n < N) {
-        let ci = (z * M + m) * N + n;
-        ${EPILOGUE}
-    }
+//! section: bias
+fn bias_at(n: i32) -> f32 {
+    return f32(load_bias(metadata[OPS_BASE + 2 * OP_STRIDE] + n * op_extra(2)));
 }
+
+//! section: rowsum
+fn rowsum_store(z: i32, m: i32, v: f32) { if (m < M) { store_rowsum(z * M + m, v); } }
+
+//! section: matmul
+${B_LOADERS}
 
 fn emit4(z: i32, m: i32, n: i32, v: vec4<f32>) {
-    emit(z, m, n, v.x);
-    emit(z, m, n + 1, v.y);
-    emit(z, m, n + 2, v.z);
-    emit(z, m, n + 3, v.w);
+    if (m < M) {
+        let ci = (z * M + m) * N + n;
+        ${EMIT4}
+    }
 }
 
-@compute @workgroup_size(16, 16)
+@compute @workgroup_size(${WX}, ${WY})
 fn matmul(@builtin(workgroup_id) wid: vec3<u32>,
-          @builtin(local_invocation_id) lid: vec3<u32>) {
-    let M = metadata[0];
-    let N = metadata[1];
-    let K = metadata[2];
-    let sam = metadata[3];
-    let sak = metadata[4];
-    let sbk = metadata[5];
-    let sbn = metadata[6];
-    let z = i32(wid.z);
+          @builtin(local_invocation_id) lid: vec3<u32>,
+          @builtin(num_workgroups) nwg: vec3<u32>) {
+    M = metadata[0];
+    N = metadata[1];
+    K = metadata[2];
+    sam = metadata[3];
+    sak = metadata[4];
+    sbk = metadata[5];
+    sbn = metadata[6];
+    let ks = metadata[7];
+    let splits = max(1, (K + ks - 1) / ks);
+    let z = i32(wid.z) / splits;
+    let split = i32(wid.z) % splits;
     let bc = coords(z);
-    let a_base = op_offset(0, bc);
-    let b_base = op_offset(1, bc);
-    let m0 = i32(wid.y) * BM;
-    let n0 = i32(wid.x) * BN;
+    a_base = op_offset(0, bc);
+    b_base = op_offset(1, bc);
+    m0 = i32(wid.y) * BM;
+    n0 = i32(wid.x) * BN;
+    let k_begin = split * ks;
+    k_end = min(K, k_begin + ks);
     let tx = i32(lid.x);
     let ty = i32(lid.y);
-    // tile loading: invocation t fills vec4 (t % 32) of rows t / 32 and t / 32 + 8
-    let tid = ty * 16 + tx;
-    let lk = tid / 32;
-    let l4 = (tid % 32) * 4;
+    tid = ty * WX + tx;
 
-    var c0a = vec4<f32>(); var c0b = vec4<f32>();
-    var c1a = vec4<f32>(); var c1b = vec4<f32>();
-    var c2a = vec4<f32>(); var c2b = vec4<f32>();
-    var c3a = vec4<f32>(); var c3b = vec4<f32>();
-    var c4a = vec4<f32>(); var c4b = vec4<f32>();
-    var c5a = vec4<f32>(); var c5b = vec4<f32>();
-    var c6a = vec4<f32>(); var c6b = vec4<f32>();
-    var c7a = vec4<f32>(); var c7b = vec4<f32>();
-    var s0 = vec4<f32>(); var s1 = vec4<f32>();  // row sums of A (rows ma.., mb..)
+    @unroll(AG) @unroll(4) @unroll(BG) var c#i#j_#k = vec4<f32>();
+    ${DECL_H}
+    @unroll(AG) var s#i = vec4<f32>();  // row sums of A (${ROWSUM_ACC} only)
 
-    // Double buffering through registers: the next tile's global loads are issued
-    // before the current tile's arithmetic, so their latency hides behind it.
-    let gm = m0 + l4;
-    let gn = n0 + l4;
-    var ra0 = a4(a_base, gm, lk, M, K, sam, sak);
-    var ra1 = a4(a_base, gm, lk + 8, M, K, sam, sak);
-    var rb0 = b4(b_base, lk, gn, K, N, sbk, sbn);
-    var rb1 = b4(b_base, lk + 8, gn, K, N, sbk, sbn);
-    for (var k0 = 0; k0 < K; k0 += BK) {
-        a_tile[tid] = ra0;
-        a_tile[tid + 256] = ra1;
-        b_tile[tid] = rb0;
-        b_tile[tid + 256] = rb1;
+    @unroll(LA) var ra#i = fetch_a(#i, k_begin);
+    @unroll(LB) var rb#i = fetch_b(#i, k_begin);
+    for (var k0 = k_begin; k0 < k_end; k0 += BK) {
+        @unroll(LA) put_a(#i, ra#i);
+        @unroll(LB) put_b(#i, rb#i);
         workgroupBarrier();
-        let nk = k0 + BK + lk;
-        ra0 = a4(a_base, gm, nk, M, K, sam, sak);
-        ra1 = a4(a_base, gm, nk + 8, M, K, sam, sak);
-        rb0 = b4(b_base, nk, gn, K, N, sbk, sbn);
-        rb1 = b4(b_base, nk + 8, gn, K, N, sbk, sbn);
+        @unroll(LA) ra#i = fetch_a(#i, k0 + BK);
+        @unroll(LB) rb#i = fetch_b(#i, k0 + BK);
         for (var kk = 0; kk < BK; kk++) {
-            let a0 = a_tile[kk * 32 + ty];
-            let a1 = a_tile[kk * 32 + 16 + ty];
-            let b0 = b_tile[kk * 32 + tx];
-            let b1 = b_tile[kk * 32 + 16 + tx];
+            @unroll(AG) let a#i = a_tile[kk * AM4 + #i * WY + ty];
+            @unroll(BG) let b#i = b_tile[kk * BN4 + #i * WX + tx];
             ${ROWSUM_ACC}
-            c0a = fma(vec4<f32>(a0.x), b0, c0a); c0b = fma(vec4<f32>(a0.x), b1, c0b);
-            c1a = fma(vec4<f32>(a0.y), b0, c1a); c1b = fma(vec4<f32>(a0.y), b1, c1b);
-            c2a = fma(vec4<f32>(a0.z), b0, c2a); c2b = fma(vec4<f32>(a0.z), b1, c2b);
-            c3a = fma(vec4<f32>(a0.w), b0, c3a); c3b = fma(vec4<f32>(a0.w), b1, c3b);
-            c4a = fma(vec4<f32>(a1.x), b0, c4a); c4b = fma(vec4<f32>(a1.x), b1, c4b);
-            c5a = fma(vec4<f32>(a1.y), b0, c5a); c5b = fma(vec4<f32>(a1.y), b1, c5b);
-            c6a = fma(vec4<f32>(a1.z), b0, c6a); c6b = fma(vec4<f32>(a1.z), b1, c6b);
-            c7a = fma(vec4<f32>(a1.w), b0, c7a); c7b = fma(vec4<f32>(a1.w), b1, c7b);
+            @unroll(AG) @unroll(4) @unroll(BG) ${ACC}#i#j_#k = fma(vec4<${TILE_T}>(a#i[#j]), b#k, ${ACC}#i#j_#k);
         }
+        ${FLUSH_H}
         workgroupBarrier();
     }
 
-    let ma = m0 + 4 * ty;
-    let mb = m0 + 64 + 4 * ty;
-    let na = n0 + 4 * tx;
-    let nb = n0 + 64 + 4 * tx;
-    emit4(z, ma, na, c0a); emit4(z, ma, nb, c0b);
-    emit4(z, ma + 1, na, c1a); emit4(z, ma + 1, nb, c1b);
-    emit4(z, ma + 2, na, c2a); emit4(z, ma + 2, nb, c2b);
-    emit4(z, ma + 3, na, c3a); emit4(z, ma + 3, nb, c3b);
-    emit4(z, mb, na, c4a); emit4(z, mb, nb, c4b);
-    emit4(z, mb + 1, na, c5a); emit4(z, mb + 1, nb, c5b);
-    emit4(z, mb + 2, na, c6a); emit4(z, mb + 2, nb, c6b);
-    emit4(z, mb + 3, na, c7a); emit4(z, mb + 3, nb, c7b);
+    let zo = select(z, split * nbatch_of(nwg) + z, splits > 1);
+    @unroll(AG) @unroll(4) @unroll(BG) emit4(zo, m0 + 4 * (#i * WY + ty) + #j, n0 + 4 * (#k * WX + tx), c#i#j_#k);
     ${ROWSUM_STORE}
+}
+
+//! section: matmul_reduce
+// One invocation per output element of (batch, M, N): the sum of the splits' partial
+// sums (operand `part`, (splits, batch, M, N)), then the epilogue; the invocations of
+// column 0 also add up the row sums' partials (splits, batch, M) when asked for.
+// metadata: [0] M, [1] N, [2] batch x M x N, [3] splits; operand 2 = bias as above.
+@compute @workgroup_size(256)
+fn matmul_reduce(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+                 @builtin(local_invocation_index) lid: u32) {
+    let ci = flat_id(wid, nwg, lid, 256u);
+    let total = metadata[2];
+    if (ci >= total) { return; }
+    let N = metadata[1];
+    let n = ci % N;
+    var v = 0.0;
+    for (var s = 0; s < metadata[3]; s++) { v += load_part(s * total + ci); }
+    ${EMIT1}
+    ${ROWSUM_REDUCE}
 }

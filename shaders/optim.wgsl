@@ -52,3 +52,17 @@ fn sgd_momentum(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) 
     let step = select(buf, d + scalar_f(2) * buf, metadata[4] != 0);
     store_p(at(0, i), load_p(at(0, i)) - scalar_f(1) * step);
 }
+
+//! section: unscale_check
+// GradScaler: g *= inv_scale in place; flag = 1 if any element of g is inf or NaN (every
+// invocation that sees one writes the same 1, so the race is harmless).
+// operands: 0 g, 1 flag. metadata: [0] n, [1] inv_scale
+@compute @workgroup_size(256)
+fn unscale_check(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+                 @builtin(local_invocation_index) lid: u32) {
+    let i = flat_id(wid, nwg, lid, 256u);
+    if (i >= metadata[0]) { return; }
+    let g = load_g(at(0, i));
+    if ((bitcast<u32>(g) & 0x7f800000u) == 0x7f800000u) { store_flag(at(1, 0), 1.0); }
+    store_g(at(0, i), g * scalar_f(1));
+}

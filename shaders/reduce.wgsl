@@ -4,7 +4,7 @@
 // x over the kept dims. The reduced dims follow at RED = OPS_BASE + OP_STRIDE:
 // [ndim, shape[MAXD], strides of x[MAXD]]. metadata[0] = outputs, [1] = reduced length.
 // ${ACC_T} is the accumulator type, ${INIT} its identity, ${COMBINE} the body of
-// combine(a, b). argmax gives the int32 index of the first maximum (the first NaN if any;
+// combine(a, b). argmax gives the index of the first maximum (the first NaN if any;
 // ${ISNAN}(v) marks NaNs).
 
 const RED: i32 = OPS_BASE + OP_STRIDE;
@@ -96,7 +96,7 @@ fn argmax_rows(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) n
         }
         workgroupBarrier();
     }
-    if (lid == 0u) { store_out(o, part_i[0]); }
+    if (lid == 0u) { store_out(o, out_t(part_i[0])); }
 }
 
 //! section: argmax_threads
@@ -112,5 +112,5 @@ fn argmax_threads(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups
         let v = load_x(base + red_offset(r));
         if (arg_better(best, bi, v, r)) { best = v; bi = r; }
     }
-    store_out(o, bi);
+    store_out(o, out_t(bi));
 }

@@ -6,28 +6,31 @@
 // Iteration space = x's shape, unmerged; operand 0 = out, 1 = x.
 // metadata: [0] n, [1] D, [2..4] cos offset / seq stride / column stride, [5..7] sin's.
 
-@compute @workgroup_size(256)
-fn rope(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
-        @builtin(local_invocation_index) lid: u32) {
-    let i = flat_id(wid, nwg, lid, 256u);
-    if (i >= metadata[0]) { return; }
-    var c = coords(i);
+// The rotated value of element (coordinates c) + t along the last dim.
+fn rotated(c: array<i32, 8>, t: i32) -> f32 {
     let nd = metadata[8];
     let s = c[nd - 2];
-    let d = c[nd - 1];
+    let d = c[nd - 1] + t;
     let h = metadata[1] / 2;
     let first = d < h;
     let k = select(d - h, d, first);
     let cs = f32(load_cos(metadata[2] + s * metadata[3] + k * metadata[4]));
     let sn = ${SIGN} * f32(load_sin(metadata[5] + s * metadata[6] + k * metadata[7]));
-    let xo = op_offset(1, c);
     let ds = metadata[OPS_BASE + OP_STRIDE + 2 + nd - 1];  // x's stride along the last dim
+    let xo = op_offset(1, c) + t * ds;
     let x = f32(load_x(xo));
-    var v: f32;
-    if (first) {
-        v = x * cs - f32(load_x(xo + h * ds)) * sn;
-    } else {
-        v = x * cs + f32(load_x(xo - h * ds)) * sn;
-    }
-    store_out(op_offset(0, c), v);
+    let partner = f32(load_x(select(xo - h * ds, xo + h * ds, first)));
+    return select(x * cs + partner * sn, x * cs - partner * sn, first);
+}
+
+// One element per invocation (UNIT 1), or two, (d, d + 1) with d even (UNIT 2: when D is
+// a multiple of 4 a pair never straddles the halves, and a 16-bit out contiguous from an
+// even element takes them as one word, without atomics); STORE writes them.
+@compute @workgroup_size(256)
+fn rope(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+        @builtin(local_invocation_index) lid: u32) {
+    let i = flat_id(wid, nwg, lid, 256u) * ${UNIT};
+    if (i >= metadata[0]) { return; }
+    var c = coords(i);
+    ${STORE}
 }

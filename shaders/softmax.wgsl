@@ -7,7 +7,8 @@
 
 @compute @workgroup_size(${WG})
 fn softmax(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
-           @builtin(local_invocation_index) lid: u32) {
+           @builtin(local_invocation_index) lid: u32${SG_ARGS}) {
+    ${SG_SET}
     let row = flat_group(wid, nwg);
     if (row >= metadata[0]) { return; }
     let len = metadata[1];

@@ -19,7 +19,7 @@ LAYERS = [
     ("tensor", ["tensor"]),
     ("creation", ["creation"]),
     ("autograd", ["autograd"]),
-    ("amp", ["amp"]),
+    ("amp", ["amp", "amp_scaler"]),
     ("ops", ["ops"]),
     ("library", ["nn", "optim", "data", "serialization", "capture_replay"]),
     ("widgets", ["viz"]),

@@ -366,12 +366,12 @@ def test_attention_output_is_sequence_major(be):
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("sq,sk", [(300, 20), (20, 300)])
 def test_attention_row_block_variants(be, sq, sk, causal):
-    """Both rows-per-workgroup variants (64 up to 256 rows, 128 beyond) in each of the
+    """Both rows-per-workgroup plans (64 up to 256 rows, 128 beyond) in each of the
     three kernels: the forward and dq take theirs from the query length, dk/dv from the
     key length; lengths that are not multiples of the blocks."""
-    from haelixe.backends.wgpu.attention import _rows_per_group
+    from haelixe.backends.wgpu.attention import plan
 
-    assert {_rows_per_group(sq), _rows_per_group(sk)} == {64, 128}
+    assert {plan("attention_forward", 16, 12, 1 << 15, n).bq for n in (sq, sk)} == {64, 128}
     rng = np.random.default_rng(sq + causal)
     q = rng.standard_normal((2, sq, 16)).astype(np.float32)
     k = rng.standard_normal((2, sk, 16)).astype(np.float32)

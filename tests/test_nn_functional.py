@@ -247,7 +247,7 @@ def test_one_hot(device):
     t = hx.tensor([[0, 3], [2, 1]], device=device)
     got = F.one_hot(t, 5)
     assert got.shape == (2, 2, 5)
-    assert got.dtype is (hx.int64 if device == "cpu" else hx.int32)  # GPU integers: int32
+    assert got.dtype is hx.int64  # as PyTorch, on the GPU too (int64 stays int64)
     np.testing.assert_array_equal(got.numpy(), TF.one_hot(torch.tensor([[0, 3], [2, 1]]),
                                                           5).numpy())
     assert F.one_hot(hx.tensor([1, 4])).shape == (2, 5)  # num_classes inferred

@@ -284,7 +284,7 @@ def dtype_promotion_and_conversion(L):
 @idiom(cpu_only=True)
 def float64_and_float16_conversions(L):
     f = L.tensor(np.array([0.5, 1.5, 2.5], np.float32))
-    m = L.nn.Linear(3, 2)
+    m = fill(L, L.nn.Linear(3, 2))
     return (f.half().dtype, (f.half() + f).dtype, m.half().weight.dtype,
             m(f.half()).dtype, f.to(L.torch.float64).dtype, f.double().sum().item(),
             (f.double() + f).dtype,

@@ -1,26 +1,45 @@
-"""Flash attention on the GPU: forward (out, lse) and backward (dq, dk, dv).
+"""Flash attention on the GPU: forward (out, lse) and backward (dq, dk, dv), with the
+causal mask and an optional user mask (PyTorch's ``attn_mask``: boolean, True = attend,
+or float, added to the scores), broadcast over (batch..., q, k).
 
 q, k, v are (..., seq, head_dim) with any batch and sequence strides; a head dim that is
-not contiguous is copied first (the kernels read rows as contiguous runs). Leading dims
-broadcast between q, k and v. ``lse`` is float32 whatever the input dtype: backward
-recomputes probabilities as exp(s - lse), where a rounded lse would show.
+not contiguous is copied first (the kernels read rows as contiguous runs, as vec4 loads
+where rows are 4-aligned). Leading dims broadcast between q, k and v. ``lse`` is float32
+whatever the input dtype: backward recomputes probabilities as exp(s - lse), where a
+rounded lse would show. A row whose keys are all masked gives zeros and lse = -inf (and
+zero gradients), as PyTorch.
 
 The output of (..., heads, seq, head_dim) inputs is stored sequence-major, as
 (..., seq, heads, head_dim) viewed back (PyTorch's flash attention does the same): the
 ``o.transpose(-3, -2).reshape(..., seq, heads * head_dim)`` that follows in multi-head
 attention is then a view, not a copy.
+
+Each kernel gives P invocations to a row, each holding a 1/P slice of the head dim in
+registers (:func:`plan`): long head dims stay in registers instead of spilling.
 """
 
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 from . import dtypes as gd
 from .geometry import broadcast_shapes, broadcast_strides, f32_bits, meta_block, permute
 from .shaders import kernel
 
 MAX_HEAD_DIM = 128
-BLOCK_KEYS = 16
+# vec4 registers per invocation for the head-dim vectors a kernel keeps (q and o in the
+# forward; q, dO and dq for dq; k, v, dk and dv for dk/dv) up to which one invocation
+# holds a whole row. On an H200 (head dim 64) one invocation per row beat two in all
+# three kernels, even dk/dv's 64 vec4s; a 128-wide head's forward (64) takes two.
+REGISTER_VEC4 = {"attention_forward": 32, "attention_dq": 64, "attention_dkdv": 64}
+
+
+class Plan(NamedTuple):
+    p: int   # invocations per row
+    bq: int  # rows per workgroup
+    bk: int  # keys (queries) per block through workgroup memory
+    kg: int = 0  # of which an inner step takes (unrolled); 0: all bk
 
 
 def _rows_contiguous(be, x):
@@ -31,8 +50,9 @@ def _check(q, k, v):
     for name, t in (("q", q), ("k", k), ("v", v)):
         if t.ndim < 2:
             raise ValueError(f"attention: {name} must be (..., seq, head_dim), got {t.shape}")
-        if gd.kind(t.dtype) not in ("f32", "bf16"):
-            raise TypeError(f"attention: {name} must be float32 or bfloat16, got {t.dtype}")
+        if gd.kind(t.dtype) not in gd.FLOAT_KINDS:
+            raise TypeError(f"attention: {name} must be float32, bfloat16 or float16, got "
+                            f"{t.dtype}")
     if q.shape[-1] != k.shape[-1] or k.shape[-2] != v.shape[-2]:
         raise ValueError(f"attention: q {q.shape}, k {k.shape}, v {v.shape} do not fit")
     if max(q.shape[-1], v.shape[-1]) > MAX_HEAD_DIM:
@@ -53,22 +73,174 @@ def _stat_operand(s, lead):
     return (broadcast_strides(batch, lead), s.offset, s.strides[-1])
 
 
-def _rows_per_group(n: int) -> int:
-    """Rows (invocations) per workgroup: 128 amortises each K/V block best on long
-    sequences (about 15 TFLOP/s forward against 12 with 64 on an H200); short ones waste
-    fewer idle invocations with 64 (and compile one variant fewer)."""
-    return 64 if n <= 256 else 128
+def _aligned(x, lead) -> bool:
+    """Whether every row of x starts at a multiple of 4 and holds a multiple of 4
+    elements, so that rows read and write as vec4s."""
+    strides, offset, seq = _operand(x, lead)
+    return (x.shape[-1] % 4 == 0 and offset % 4 == 0 and seq % 4 == 0
+            and all(s % 4 == 0 for s in strides))
 
 
-def _dispatch(be, entry, lead, ops, arrays, bindings, scalars, n_rows, dqk, dv, bq):
+def _mask_operand(mask, lead, sq, sk):
+    """(operand, query stride, WGSL adding it to score x) of a user mask."""
+    kind = gd.kind(mask.dtype)
+    if kind not in gd.FLOAT_KINDS + ("bool",):
+        raise TypeError(f"attention: mask must be bool (True = attend) or float (added to "
+                        f"the scores), got {mask.dtype}")
+    full = tuple(lead) + (sq, sk)
+    try:
+        strides = broadcast_strides(mask, full)
+    except ValueError:
+        raise ValueError(f"attention: mask of shape {mask.shape} does not broadcast to "
+                         f"(batch..., q, k) = {full}") from None
+    at = "mask_at(min(qi, SQ - 1), min(kj, SK - 1))"
+    add = (f"x = select(neg_inf(), x, load_mask({at}) != 0u);" if kind == "bool" else
+           f"x += load_mask({at});")
+    return (strides[:-2], mask.offset, strides[-1]), strides[-2], add
+
+
+# per kernel: dot products (name, registers, tile, vec4s per tile row, per slice) and
+# accumulations into registers (the same fields)
+_DOTS = {
+    "attention_forward": ([("score", "rq", "k_tile", "D4", "DQ")],
+                          [("accumulate", "ro", "v_tile", "V4", "DV")]),
+    "attention_dq": ([("score", "rq", "k_tile", "D4", "DQ"),
+                      ("dprob", "rg", "v_tile", "V4", "DV")],
+                     [("accumulate", "rdq", "k_tile", "D4", "DQ")]),
+    "attention_dkdv": ([("score", "rk", "q_tile", "D4", "DQ"),
+                        ("dprob", "rv", "go_tile", "V4", "DV")],
+                       [("add_dv", "rdv", "go_tile", "V4", "DV"),
+                        ("add_dk", "rdk", "q_tile", "D4", "DQ")]),
+}
+
+
+def _dots(entry: str) -> str:
+    """The kernel's score / dprob (a register slice dotted with row j of a tile) and
+    accumulate / add_dv / add_dk (x times row j of a tile added into a slice)."""
+    dots, axpys = _DOTS[entry]
+    out = []
+    for name, regs, tile, row, per in dots:
+        out.append(f"fn {name}(j: i32) -> f32 {{\n    let b = j * {row} + part * {per};\n"
+                   f"    var d = vec4<f32>();\n"
+                   f"    @unroll({per}) d = fma({regs}#i, {tile}[b + #i], d);\n"
+                   f"    return hsum(d);\n}}")
+    for name, regs, tile, row, per in axpys:
+        out.append(f"fn {name}(j: i32, x: f32) {{\n    let b = j * {row} + part * {per};\n"
+                   f"    @unroll({per}) {regs}#i = fma(vec4<f32>(x), {tile}[b + #i], "
+                   f"{regs}#i);\n}}")
+    return "\n".join(out)
+
+
+_MASK_AT = """fn mask_at(qi: i32, kj: i32) -> i32 {
+    return op_offset(${MASK_OP}, bc) + qi * metadata[4] + kj * op_extra(${MASK_OP});
+}"""
+
+
+def _getter(name: str, dim: int, aligned: bool) -> str:
+    """``get_<name>(r, c)``: elements c..c+3 of the row at r (zero past ``dim``)."""
+    if aligned:
+        return f"fn get_{name}(r: i32, c: i32) -> vec4<f32> {{ return load4_{name}(r + c); }}"
+    return (f"fn get_{name}(r: i32, c: i32) -> vec4<f32> {{\n"
+            f"    var v = vec4<f32>();\n"
+            f"    for (var t = 0; t < 4; t++) {{ if (c + t < {dim}) "
+            f"{{ v[t] = f32(load_{name}(r + c + t)); }} }}\n"
+            f"    return v;\n}}")
+
+
+def _putter(name: str, dim: int, aligned: bool) -> str:
+    if aligned:
+        return f"fn put_{name}(r: i32, c: i32, v: vec4<f32>) {{ store4_{name}(r + c, v); }}"
+    return (f"fn put_{name}(r: i32, c: i32, v: vec4<f32>) {{\n"
+            f"    for (var t = 0; t < 4; t++) {{ if (c + t < {dim}) "
+            f"{{ store_{name}(r + c + t, v[t]); }} }}\n}}")
+
+
+def plan(entry: str, dqk: int, dv: int, workgroup_bytes: int, n_rows: int,
+         software: bool = False) -> Plan:
+    """Invocations per row, rows per workgroup, block length and unrolled step for one
+    kernel. Software adapters take small slices and step 4 keys at a time: LLVM compiles
+    a fully unrolled block of a 64-wide head in minutes (and a 128-wide one held by one
+    invocation in 16 s, by four in 3)."""
+    d4, v4 = -(-dqk // 4), -(-dv // 4)
+    held = {"attention_forward": d4 + v4, "attention_dq": 2 * d4 + v4,
+            "attention_dkdv": 2 * (d4 + v4)}[entry]
+    p = 1
+    limit = 8 if software else REGISTER_VEC4[entry]  # LLVM compiles small slices faster
+    while held / p > limit and p < 4 and d4 % (2 * p) == 0 and v4 % (2 * p) == 0:
+        p *= 2
+    bq = max(16, min(128 if n_rows > 256 else 64, 256 // p))
+    bk = 16
+    while bk > 4 and _shared_bytes(entry, d4, v4, p, bq, bk) > workgroup_bytes:
+        bk //= 2
+    return Plan(p, bq, bk, 4 if software else bk)
+
+
+def _slots(entry: str) -> int:
+    return 1 if entry == "attention_forward" else 2
+
+
+def _shared_bytes(entry, d4, v4, p, bq, bk) -> int:
+    tiles = 16 * bk * (d4 + v4) + (8 * bk if entry == "attention_dkdv" else 0)
+    return tiles + 4 * bq * (p * _slots(entry) * bk if p > 1 else 1)
+
+
+_EXCHANGE = {
+    1: """@unroll(KG) put_slice(0, #i, s#i);
+        workgroupBarrier();
+        @unroll(KG) s#i = slices_sum(0, #i);
+        workgroupBarrier();""",
+    2: """@unroll(KG) put_slice(0, #i, s#i);
+        @unroll(KG) put_slice(1, #i, g#i);
+        workgroupBarrier();
+        @unroll(KG) s#i = slices_sum(0, #i);
+        @unroll(KG) g#i = slices_sum(1, #i);
+        workgroupBarrier();""",
+}
+
+
+def _dispatch(be, entry, lead, ops, arrays, bindings, scalars, n_rows, dqk, dv, mask,
+              plan_: Plan | None):
     nbatch = math.prod(lead)
     if nbatch > 65535:
         raise ValueError(f"attention: {nbatch} batch-heads exceed one dispatch (65535)")
+    limit = be.context.limits.get("max-compute-workgroup-storage-size", 16384)
+    pl = plan_ or plan(entry, dqk, dv, limit, n_rows, be.context.software)
+    ops, arrays, bindings = list(ops), list(arrays), list(bindings)
+    helpers, add_mask = [], ""
+    if mask is not None:
+        operand, q_stride, add_mask = _mask_operand(mask, lead, scalars[0], scalars[1])
+        scalars = scalars + [q_stride]
+        ops.append(operand)
+        arrays.append(mask)
+        bindings.append(("mask", gd.kind(mask.dtype), "read"))
+        helpers.append(_MASK_AT.replace("${MASK_OP}", str(len(ops) - 1)))
+    dims = {"q": dqk, "k": dqk, "dq": dqk, "dk": dqk}
+    full = []
+    for (name, kind, access), a in zip(bindings, arrays):
+        if name in ("lse", "delta", "mask"):
+            full.append((name, kind, access))
+            continue
+        aligned = _aligned(a, lead)
+        full.append((name, kind, access, 4 if aligned else 1))
+        dim = dims.get(name, dv)
+        helpers.append(_getter(name, dim, aligned) if access == "read" else
+                       _putter(name, dim, aligned))
+    nx = _slots(entry)
     meta = meta_block(scalars, lead, ops, what="attention")
-    spec = kernel("attention.wgsl", entry, bindings, DQK=dqk, DV=dv, D4=-(-dqk // 4),
-                  V4=-(-dv // 4), BQ=bq, BK=BLOCK_KEYS)
+    d4, v4 = -(-dqk // 4), -(-dv // 4)
+    kg = pl.kg or pl.bk
+    if pl.bk % kg:
+        raise ValueError(f"attention: plan {pl}: the block must be a multiple of its step")
+    spec = kernel("attention.wgsl", entry, full, D4=d4, V4=v4, DQ=d4 // pl.p, DV=v4 // pl.p,
+                  P=pl.p, BQ=pl.bq, BK=pl.bk, KG=kg, NX=nx,
+                  GROUPS="{ const jj = 0;" if kg == pl.bk else
+                         "for (var jj = 0; jj < BK; jj += KG) {",
+                  XS=pl.bq * pl.p * nx * kg if pl.p > 1 else pl.bq,
+                  HELPERS="\n".join(helpers), MASK=add_mask, DOTS=_dots(entry),
+                  EXCHANGE_S=_EXCHANGE[1] if pl.p > 1 else "",
+                  EXCHANGE_SG=_EXCHANGE[2] if pl.p > 1 else "")
     be.dispatcher.dispatch(spec, [a.buffer for a in arrays], meta,
-                           (-(-n_rows // bq), nbatch, 1))
+                           (-(-n_rows // pl.bq), nbatch, 1))
 
 
 def _sequence_major(be, lead, seq, d, dtype):
@@ -80,8 +252,9 @@ def _sequence_major(be, lead, seq, d, dtype):
     return permute(base, list(range(n - 1)) + [n, n - 1, n + 1])
 
 
-def attention(be, q, k, v, causal, scale):
-    """(out, lse) of softmax(q k^T * scale [causal]) v."""
+def attention(be, q, k, v, causal, scale, mask=None, plans=None):
+    """(out, lse) of softmax(q k^T * scale [+ mask] [causal]) v. ``plans`` maps kernel
+    entries to a :class:`Plan` that overrides :func:`plan` (tests reach every variant)."""
     lead = _check(q, k, v)
     q, k, v = (_rows_contiguous(be, t) for t in (q, k, v))
     sq, sk, dqk, dv = q.shape[-2], k.shape[-2], q.shape[-1], v.shape[-1]
@@ -89,18 +262,18 @@ def attention(be, q, k, v, causal, scale):
     lse = be.empty(lead + (sq,), gd.F32)
     if out.size == 0:
         return out, lse
-    kind = gd.kind(q.dtype)
-    bindings = [("q", kind, "read"), ("k", gd.kind(k.dtype), "read"),
-                ("v", gd.kind(v.dtype), "read"), ("out", kind, "write"), ("lse", "f32", "write")]
+    bindings = [("q", gd.kind(q.dtype), "read"), ("k", gd.kind(k.dtype), "read"),
+                ("v", gd.kind(v.dtype), "read"), ("out", gd.kind(q.dtype), "write"),
+                ("lse", "f32", "write")]
     ops = [_operand(q, lead), _operand(k, lead), _operand(v, lead), _operand(out, lead),
            _stat_operand(lse, lead)]
-    bq = _rows_per_group(sq)
     _dispatch(be, "attention_forward", lead, ops, [q, k, v, out, lse], bindings,
-              [sq, sk, int(bool(causal)), f32_bits(scale)], sq, dqk, dv, bq)
+              [sq, sk, int(bool(causal)), f32_bits(scale)], sq, dqk, dv, mask,
+              (plans or {}).get("attention_forward"))
     return out, lse
 
 
-def attention_backward(be, q, k, v, out, lse, gout, causal, scale):
+def attention_backward(be, q, k, v, out, lse, gout, causal, scale, mask=None, plans=None):
     """(dq, dk, dv), recomputing probabilities from ``lse``: one kernel per query row
     (dq, and delta = rowsum(dO * O)), one per key row (dk, dv)."""
     lead = _check(q, k, v)
@@ -114,12 +287,12 @@ def attention_backward(be, q, k, v, out, lse, gout, causal, scale):
     delta = be.empty(lead + (sq,), gd.F32)
     if dq.size == 0 and dk.size == 0:
         return dq, dk, dvv
+    plans = plans or {}
     scalars = [sq, sk, int(bool(causal)), f32_bits(scale)]
     base = [("q", gd.kind(q.dtype), "read"), ("k", gd.kind(k.dtype), "read"),
             ("v", gd.kind(v.dtype), "read")]
     qkv_ops = [_operand(q, lead), _operand(k, lead), _operand(v, lead)]
     if sq:
-        bq = _rows_per_group(sq)
         _dispatch(be, "attention_dq", lead,
                   qkv_ops + [_operand(out, lead), _stat_operand(lse, lead),
                              _operand(gout, lead), _operand(dq, lead),
@@ -128,9 +301,12 @@ def attention_backward(be, q, k, v, out, lse, gout, causal, scale):
                   base + [("out", gd.kind(out.dtype), "read"), ("lse", "f32", "read"),
                           ("gout", gd.kind(gout.dtype), "read"),
                           ("dq", gd.kind(dq.dtype), "write"), ("delta", "f32", "write")],
-                  scalars, sq, dqk, dv, bq)
+                  scalars, sq, dqk, dv, mask, plans.get("attention_dq"))
     if sk:
-        bk = _rows_per_group(sk)
+        if not sq:  # no query: delta was never written, and dk = dv = 0
+            be.copy_into(dk, gd.F32.type(0))
+            be.copy_into(dvv, gd.F32.type(0))
+            return dq, dk, dvv
         _dispatch(be, "attention_dkdv", lead,
                   qkv_ops + [([0] * len(lead), 0, 0), _stat_operand(lse, lead),
                              _operand(gout, lead), _operand(dk, lead),
@@ -139,5 +315,5 @@ def attention_backward(be, q, k, v, out, lse, gout, causal, scale):
                   base + [("lse", "f32", "read"), ("gout", gd.kind(gout.dtype), "read"),
                           ("dk", gd.kind(dk.dtype), "write"), ("delta", "f32", "read"),
                           ("dv", gd.kind(dvv.dtype), "write")],
-                  scalars, sk, dqk, dv, bk)
+                  scalars, sk, dqk, dv, mask, plans.get("attention_dkdv"))
     return dq, dk, dvv

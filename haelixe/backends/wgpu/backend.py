@@ -91,12 +91,14 @@ class WGPU(Backend):
         self._fill_words(out, _word_of(value, out.dtype))
         return out
 
-    def _fill_words(self, out, word: int) -> None:
+    def _fill_words(self, out, word) -> None:
+        """Fill with one word, or a (even, odd) pair of words (64-bit elements)."""
         words = gd.nbytes_physical(out.dtype, out.size) // 4
         if words == 0:
             return
+        pair = word if isinstance(word, tuple) else (word, word)
         spec = kernel("fill.wgsl", "fill_words", [("out", "u32", "write")])
-        self.dispatcher.dispatch(spec, [out.buffer], [words, word], grid(-(-words // 256)))
+        self.dispatcher.dispatch(spec, [out.buffer], [words, *pair], grid(-(-words // 256)))
 
     def from_numpy(self, array, tag=None):
         """Upload a copy of ``array``. int64 is narrowed to int32 (OverflowError when a
@@ -117,11 +119,9 @@ class WGPU(Backend):
             return np.empty(x.shape, x.dtype)
         if not x.is_contiguous():
             x = self.copy(x)
-        per_word = 2 if x.dtype == gd.BF16 else 1
-        w0 = x.offset // per_word
-        w1 = -(-(x.offset + x.size) // per_word)
-        raw = self.dispatcher.download(x.buffer, 4 * w0, 4 * (w1 - w0))
-        flat = gd.from_words(raw, x.dtype, x.offset - w0 * per_word, x.size)
+        start, nbytes, first = gd.word_span(x.dtype, x.offset, x.size)
+        raw = self.dispatcher.download(x.buffer, start, nbytes)
+        flat = gd.from_words(raw, x.dtype, first, x.size)
         return flat.reshape(x.shape)
 
     def adopt(self, raw):
@@ -227,16 +227,12 @@ class WGPU(Backend):
         return nn.rope(self, x, cos, sin, inverse)
 
     def attention(self, q, k, v, causal, scale, mask=None):
-        """Flash attention: (out, lse); lse is float32."""
-        if mask is not None:  # the flash kernels take no mask yet: composed from primitives
-            return Backend.attention(self, q, k, v, causal, scale, mask)
-        return at.attention(self, q, k, v, causal, scale)
+        """Flash attention: (out, lse); lse is float32. ``mask``: None, bool (True =
+        attend) or float (added to the scores), broadcast to (batch..., q, k)."""
+        return at.attention(self, q, k, v, causal, scale, mask)
 
     def attention_backward(self, q, k, v, out, lse, gout, causal, scale, mask=None):
-        if mask is not None:
-            return Backend.attention_backward(self, q, k, v, out, lse, gout, causal, scale,
-                                              mask)
-        return at.attention_backward(self, q, k, v, out, lse, gout, causal, scale)
+        return at.attention_backward(self, q, k, v, out, lse, gout, causal, scale, mask)
 
     def mse_loss(self, x, y):
         """mean((x - y)^2) as a 0-d array (float sums in f32)."""
@@ -253,17 +249,28 @@ class WGPU(Backend):
     def sgd_step(self, p, g, buf, lr, momentum, nesterov, weight_decay):
         op.sgd_step(self, p, g, buf, lr, momentum, nesterov, weight_decay)
 
+    # extra: GradScaler's unscale and inf / NaN check in one pass
+    def unscale_and_check(self, g, inv_scale, flag):
+        """g *= inv_scale in place, flag = 1 if g held an inf or NaN; False (nothing done)
+        where g is not contiguous float32."""
+        return op.unscale_and_check(self, g, inv_scale, flag)
 
-def _word_of(value, dt) -> int:
-    """The 32-bit word (as int32) that fills a buffer of ``dt`` with ``value``."""
+
+def _word_of(value, dt):
+    """The 32-bit word (as int32) that fills a buffer of ``dt`` with ``value``, or the
+    (low, high) pair of words of a 64-bit element."""
     k = gd.kind(dt)
     if k == "f32":
         return f32_bits(float(value))
-    if k == "bf16":
-        h = int(np.array(float(value), np.float32).astype(ml_dtypes.bfloat16).view(np.uint16))
+    if k in ("bf16", "f16"):
+        half = ml_dtypes.bfloat16 if k == "bf16" else np.float16
+        h = int(np.array(float(value), np.float32).astype(half).view(np.uint16))
         return int(np.array(h | (h << 16), np.uint32).view(np.int32))
     if k == "i32":
-        return int(np.array(value).astype(np.int32))
+        return int(gd.narrow(np.array(value, dt), "fill").astype(np.int32))
+    if k == "i64":
+        lo, hi = np.array(value, np.int64).reshape(1).view(np.int32)
+        return int(lo), int(hi)
     return 1 if value else 0
 
 

@@ -28,6 +28,14 @@ _REQUIRED_LIMITS = {
     "max-compute-workgroup-size-x": 256,
     "max-compute-workgroup-storage-size": 32768,  # attention with head_dim 128
 }
+# Optional features the kernels use where the adapter has them, each with a fallback:
+#   shader-f16    float16 arithmetic (matmul, Linear and attention in packed f16)
+#   shader-int64  int64 tensors stored as int64 (otherwise narrowed to int32 words)
+#   subgroup      subgroup reductions in the row kernels
+OPTIONAL_FEATURES = ("shader-f16", "shader-int64", "subgroup")
+# HAELIXE_GPU_DISABLE="shader-f16,subgroup" (or "all") leaves features unused, to run and
+# test the fallbacks on an adapter that has them.
+DISABLE_ENV = "HAELIXE_GPU_DISABLE"
 _SOFTWARE_NAMES = ("llvmpipe", "lavapipe", "swiftshader", "softpipe", "basic render", "warp")
 _TYPE_RANK = {"DiscreteGPU": 3, "IntegratedGPU": 2, "VirtualGPU": 1, "Unknown": 1, "CPU": 0}
 _NATIVE_BACKENDS = ("Vulkan", "Metal", "D3D12", "DX12")
@@ -52,6 +60,15 @@ class GpuContext:
         self.queue = device.queue
         self.limits = dict(device.limits)
         self.info = _describe(adapter, device)
+        #: the optional features (OPTIONAL_FEATURES) that kernels may use; kernels read
+        #: it when they are specialised, so a test may narrow it to reach a fallback.
+        #: Storage formats are fixed at start: :attr:`int64_native` does not follow it.
+        self.features = frozenset(f for f in OPTIONAL_FEATURES if f in self.info["features"])
+        self.int64_native = "shader-int64" in self.features
+
+    def has(self, feature: str) -> bool:
+        """Whether kernels may use the optional ``feature`` on this device."""
+        return feature in self.features
 
     @property
     def software(self) -> bool:
@@ -142,8 +159,21 @@ def _create_context() -> GpuContext:
             f"the adapter {adapter.info.get('device')!r} is too limited for Haelixe's "
             f"kernels (limit: (has, needs) = {missing}); use device=\"cpu\"")
     required = {k: limits[k] for k in _WANTED_LIMITS if k in limits}
-    device = adapter.request_device_sync(required_limits=required)
+    device = adapter.request_device_sync(required_limits=required,
+                                         required_features=_features_to_request(adapter))
     return GpuContext(adapter, device)
+
+
+def disabled_features() -> set:
+    """The optional features that ``HAELIXE_GPU_DISABLE`` switches off."""
+    names = {n.strip() for n in os.environ.get(DISABLE_ENV, "").split(",") if n.strip()}
+    return set(OPTIONAL_FEATURES) if "all" in names else names
+
+
+def _features_to_request(adapter) -> list:
+    have = {str(f) for f in adapter.features}
+    off = disabled_features()
+    return [f for f in OPTIONAL_FEATURES if f in have and f not in off]
 
 
 def _adapter_rank(adapter) -> tuple:

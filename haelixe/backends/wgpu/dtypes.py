@@ -1,15 +1,17 @@
-"""Which dtypes live on the GPU and how their elements are laid out in 32-bit words.
+"""Which dtypes live on the GPU and how their elements are laid out in words.
 
-WGSL has 32-bit scalars only (f16 is an optional feature, 64-bit types do not exist):
-
-- float32, int32: one word per element.
+- float32, int32: one 32-bit word per element.
 - bool: one u32 (0 or 1) per element.
-- bfloat16: two elements per u32 (element 2w in the low half of word w, as in memory on a
-  little-endian host), widened to f32 on load, rounded to nearest even on store.
+- bfloat16, float16: two elements per u32 (element 2w in the low half of word w, as in
+  memory on a little-endian host). Kernels widen them to f32 on load and round to nearest
+  even on store; with the adapter's ``shader-f16`` feature, float16 kernels may also read
+  the same words as WGSL ``f16`` and compute in it.
+- int64: with the ``shader-int64`` feature, one 64-bit ``i64`` per element. Without it
+  WGSL has no 64-bit integer: the values are stored as int32 words (range-checked on the
+  way in, an OverflowError otherwise) while the array keeps reporting int64, so a round
+  trip GPU -> CPU gives int64 back. Arithmetic then wraps at 32 bits.
 
-int64 has no WGSL type either: integer tensors live on the GPU as int32 (JAX does the same
-without x64), so ``hx.tensor([0, 2], device="gpu")`` (int64 by default) gives an int32
-tensor. Narrowing is exact or an OverflowError; float64 is refused rather than rounded.
+float64 is refused rather than rounded (a silent loss of digits).
 """
 
 from __future__ import annotations
@@ -20,16 +22,29 @@ import numpy as np
 from ... import dtype as hdt
 
 F32 = np.dtype(np.float32)
+F16 = np.dtype(np.float16)
 I32 = np.dtype(np.int32)
 BOOL = np.dtype(np.bool_)
 I64 = np.dtype(np.int64)
 BF16 = np.dtype(ml_dtypes.bfloat16)
-SUPPORTED = (F32, BF16, I32, BOOL)
+SUPPORTED = (F32, BF16, F16, I32, I64, BOOL)
+#: dtypes stored two per 32-bit word
+PACKED = (BF16, F16)
 
-# short names used in shader specialisation
-KIND = {F32: "f32", BF16: "bf16", I32: "i32", BOOL: "bool"}
-# the WGSL type a kernel computes in for each storage dtype
-COMPUTE_TYPE = {"f32": "f32", "bf16": "f32", "i32": "i32", "bool": "u32"}
+# short names used in shader specialisation (int64 depends on the device: see kind())
+KIND = {F32: "f32", BF16: "bf16", F16: "f16", I32: "i32", BOOL: "bool"}
+# the WGSL type a kernel computes in for each storage kind
+COMPUTE_TYPE = {"f32": "f32", "bf16": "f32", "f16": "f32", "i32": "i32", "i64": "i64",
+                "bool": "u32"}
+FLOAT_KINDS = ("f32", "bf16", "f16")
+INT_KINDS = ("i32", "i64")
+
+
+def int64_native() -> bool:
+    """Whether int64 is stored as 64-bit words (the device has ``shader-int64``)."""
+    from .context import get_context
+
+    return get_context().int64_native
 
 
 def check_dtype(dt, what: str = "a GPU array") -> np.dtype:
@@ -37,43 +52,74 @@ def check_dtype(dt, what: str = "a GPU array") -> np.dtype:
     dt = hdt.as_dtype(dt).np if not isinstance(dt, np.dtype) else dt
     if dt in SUPPORTED:
         return dt
-    fix = {"float64": "float32", "int64": "int32", "float16": "float32 or bfloat16"}
-    hint = fix.get(dt.name)
-    hint = f"cast to {hint} first (e.g. .astype(np.{hint.split()[0]}))" if hint else \
-        "use float32, bfloat16, int32 or bool"
+    hint = "float32" if dt.name == "float64" else None
+    hint = f"cast to {hint} first (e.g. .astype(np.{hint}))" if hint else \
+        "use float32, bfloat16, float16, int32, int64 or bool"
     raise TypeError(f"{what}: dtype {dt.name} is not available on the GPU (WGSL has no "
                     f"{dt.name}); {hint}")
 
 
 def storage_dtype(dt, what: str = "a GPU array") -> np.dtype:
-    """The dtype a tensor of ``dt`` is stored as on the GPU: int64 narrows to int32, the
-    supported dtypes stay, others raise (see :func:`check_dtype`)."""
-    dt = hdt.as_dtype(dt).np if not isinstance(dt, np.dtype) else dt
-    return I32 if dt == I64 else check_dtype(dt, what)
+    """The dtype a GPU array of ``dt`` reports (every supported dtype is kept; others
+    raise, see :func:`check_dtype`)."""
+    return check_dtype(dt, what)
 
 
 def narrow(a: np.ndarray, what: str = "from_numpy") -> np.ndarray:
-    """``a`` with int64 narrowed to int32 (range-checked); other dtypes as they are."""
-    if a.dtype != I64:
+    """``a`` unchanged, after checking that int64 values fit the int32 words they are
+    stored in when the device has no 64-bit integers (OverflowError otherwise)."""
+    if a.dtype != I64 or int64_native():
         return a
     info = np.iinfo(np.int32)
     if a.size and (a.max() > info.max or a.min() < info.min):
         raise OverflowError(
-            f"{what}: int64 values in [{a.min()}, {a.max()}] do not fit int32, the GPU's "
-            f"integer type (WGSL has no int64); keep this tensor on the CPU or rescale it")
-    return a.astype(np.int32)
+            f"{what}: int64 values in [{a.min()}, {a.max()}] do not fit int32, which this "
+            f"GPU stores int64 tensors in (its adapter lacks the shader-int64 feature); "
+            f"keep this tensor on the CPU or rescale it")
+    return a
 
 
 def kind(dt) -> str:
-    """'f32', 'bf16', 'i32' or 'bool'."""
-    return KIND[np.dtype(dt)]
+    """'f32', 'bf16', 'f16', 'i32', 'i64' or 'bool' (int64 is 'i32' where it is stored
+    as int32 words)."""
+    dt = np.dtype(dt)
+    if dt == I64:
+        return "i64" if int64_native() else "i32"
+    return KIND[dt]
+
+
+def is_float(dt) -> bool:
+    return np.dtype(dt) in (F32, BF16, F16)
+
+
+def per_word(dt) -> int:
+    """Elements per 32-bit word (2 for 16-bit floats), or -2 for 64-bit words (two words
+    per element)."""
+    dt = np.dtype(dt)
+    if dt in PACKED:
+        return 2
+    if dt == I64 and int64_native():
+        return -2
+    return 1
 
 
 def nbytes_physical(dt, n: int) -> int:
     """Bytes a buffer needs for ``n`` elements of ``dt`` (whole words)."""
-    if np.dtype(dt) == BF16:
+    k = per_word(dt)
+    if k == 2:
         return 4 * ((n + 1) // 2)
-    return 4 * n
+    return 8 * n if k == -2 else 4 * n
+
+
+def word_span(dt, first: int, n: int) -> tuple:
+    """(byte offset, byte count, element offset inside the span) of the whole words that
+    hold elements ``first .. first + n`` of an array of ``dt``."""
+    k = per_word(dt)
+    if k == -2:
+        return 8 * first, 8 * n, 0
+    w0 = first // k
+    w1 = -(-(first + n) // k)
+    return 4 * w0, 4 * (w1 - w0), first - w0 * k
 
 
 def to_words(a: np.ndarray) -> np.ndarray:
@@ -81,11 +127,13 @@ def to_words(a: np.ndarray) -> np.ndarray:
     dt = a.dtype
     if dt == BOOL:
         return a.reshape(-1).astype(np.uint32)
-    if dt == BF16:
+    if dt in PACKED:
         bits = a.reshape(-1).view(np.uint16)
         if bits.size % 2:
             bits = np.concatenate([bits, np.zeros(1, np.uint16)])
         return bits.view(np.uint32)
+    if dt == I64 and not int64_native():
+        return narrow(a).reshape(-1).astype(np.int32).view(np.uint32)
     return a.reshape(-1).view(np.uint32)
 
 
@@ -94,10 +142,14 @@ def from_words(words: bytes | memoryview, dt, first: int, n: int) -> np.ndarray:
     the start of ``words``)."""
     dt = np.dtype(dt)
     raw = np.frombuffer(words, np.uint32)
-    if dt == BF16:
-        return raw.view(np.uint16)[first:first + n].view(BF16).copy()
+    if dt in PACKED:
+        return raw.view(np.uint16)[first:first + n].view(dt).copy()
     if dt == BOOL:
         return raw[first:first + n] != 0
+    if dt == I64:
+        if int64_native():
+            return raw.view(np.int64)[first:first + n].copy()
+        return raw[first:first + n].view(np.int32).astype(np.int64)
     return raw[first:first + n].view(dt).copy()
 
 

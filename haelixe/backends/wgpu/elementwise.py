@@ -14,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import dtypes as gd
+from . import pairs
 from .expr import trace
 from .geometry import N_SCALARS, broadcast_shapes, broadcast_strides, f32_bits, grid, meta_block
 from .shaders import kernel
@@ -30,7 +31,8 @@ def convert(expr: str, src: str, dst: str) -> str:
 
 
 # the type a symbol of each storage kind has inside a traced expression
-_SYM_TYPE = {"f32": "f32", "bf16": "f32", "i32": "i32", "bool": "bool"}
+_SYM_TYPE = {"f32": "f32", "bf16": "f32", "f16": "f32", "i32": "i32", "i64": "i64",
+             "bool": "bool"}
 
 
 # -- scalar operands ---------------------------------------------------------------------
@@ -51,15 +53,20 @@ def as_scalar(x) -> np.generic:
 def _scalar_word(v: np.generic) -> int:
     """The metadata int holding scalar ``v`` (float bits for float32 / bfloat16)."""
     k = gd.kind(v.dtype)
-    if k in ("f32", "bf16"):
+    if k in gd.FLOAT_KINDS:
         return f32_bits(float(v))
+    if not -2**31 <= int(v) < 2**31:
+        raise OverflowError(f"elementwise: the scalar operand {int(v)} does not fit int32; "
+                            f"pass it as a tensor")
     return int(v)
 
 
-_SCALAR_LOAD = {"f32": "scalar_f({j})", "bf16": "scalar_f({j})", "i32": "scalar_i({j})",
+_SCALAR_LOAD = {"f32": "scalar_f({j})", "bf16": "scalar_f({j})", "f16": "scalar_f({j})",
+                "i32": "scalar_i({j})", "i64": "i64(scalar_i({j}))",
                 "bool": "u32(scalar_i({j}))"}
 # a load as the symbol type: bools become WGSL bool inside traced expressions
-_AS_SYM = {"f32": "{v}", "bf16": "{v}", "i32": "{v}", "bool": "({v} != 0u)"}
+_AS_SYM = {"f32": "{v}", "bf16": "{v}", "f16": "{v}", "i32": "{v}", "i64": "{v}",
+           "bool": "({v} != 0u)"}
 
 
 # -- the one launcher --------------------------------------------------------------------
@@ -96,6 +103,12 @@ def run_map(be, out, inputs, expr: str, scalars=(), update: bool = False, lib: s
         buffers.append(x.buffer)
         loads.append((f"x{k}", len(ops) - 1, gd.kind(x.dtype)))
     meta = meta_block(words, shape, ops, what="elementwise")
+    if not update and pairs.eligible(out, meta):  # 16-bit output: a word per invocation
+        spec = kernel("elementwise.wgsl", "map_pairs", bindings, LIB=lib,
+                      INPUTS=pairs.inputs_text(loads, meta, expr,
+                                               _AS_SYM if typed else None))
+        be.dispatcher.dispatch(spec, buffers, meta, grid(-(-n // 512)))
+        return
     # one merged dim: the kernel without coordinates (index = offset + i * stride)
     flat = meta[N_SCALARS] <= 1
     index = "flat_at({k}, i)" if flat else "op_offset({k}, c)"
@@ -133,7 +146,7 @@ def _sym_types(arrays) -> tuple:
 def map_kernel(be, kernel, inputs, dtype):
     """A new array of ``dtype``: ``kernel`` over ``inputs`` (GpuArrays or host scalars),
     broadcast together."""
-    inputs = [as_scalar(x) if is_scalar(x) else x for x in inputs]
+    inputs = [_operand(be, x) for x in inputs]
     dt = gd.storage_dtype(np.dtype(dtype), kernel.name)
     shape = broadcast_shapes(*(x.shape for x in inputs if not is_scalar(x)))
     out = be.empty(shape, dt)
@@ -142,11 +155,21 @@ def map_kernel(be, kernel, inputs, dtype):
     return out
 
 
+def _operand(be, x):
+    """A host scalar as metadata, except an int64 one on an int64 device: that is
+    uploaded as one element (a 32-bit metadata word widened in the kernel divided
+    wrongly on lavapipe)."""
+    if not is_scalar(x):
+        return x
+    x = as_scalar(x)
+    return be.from_numpy(np.asarray(x)) if gd.kind(x.dtype) == "i64" else x
+
+
 def map_into(be, kernel, dst, inputs) -> None:
-    """``dst = kernel(dst, *inputs)`` in place: one dispatch where it can (no bfloat16
+    """``dst = kernel(dst, *inputs)`` in place: one dispatch where it can (no 16-bit
     target, no input sharing dst's buffer), else a temporary and a copy."""
-    inputs = [as_scalar(x) if is_scalar(x) else x for x in inputs]
-    if gd.kind(dst.dtype) == "bf16" or any(
+    inputs = [_operand(be, x) for x in inputs]
+    if gd.kind(dst.dtype) in ("bf16", "f16") or any(
             not is_scalar(x) and x.storage is dst.storage for x in inputs):
         copy_into(be, dst, map_kernel(be, kernel, [dst, *inputs], dst.dtype))
         return

@@ -2,8 +2,9 @@
 and the expression it builds is WGSL source.
 
 A symbol carries its WGSL text and its type: ``f32`` (float32, bfloat16 and float16
-compute in f32), ``i32`` or ``bool``. Mixed operands convert as numpy would (an int
-meeting a float becomes f32; ``/`` is true division), so one function serves every dtype.
+compute in f32), ``i32``, ``i64`` (int64 on devices that store it as such) or ``bool``.
+Mixed operands convert as numpy would (an int meeting a float becomes f32; ``/`` is true
+division), so one function serves every dtype.
 """
 
 from __future__ import annotations
@@ -103,7 +104,7 @@ def _unify(a, b):
         return (a if not (tb == "float" and ta != "f32") else as_f32(a)), _lit_as(b, ta)
     if ta == tb:
         return a, b
-    t = "f32" if "f32" in (ta, tb) else "i32"
+    t = "f32" if "f32" in (ta, tb) else "i64" if "i64" in (ta, tb) else "i32"
     return convert(a, t), convert(b, t)
 
 
@@ -162,7 +163,7 @@ def _call2(name, a, b):
     a, b = _unify(a, b)
     if a.type == "bool":
         a, b = convert(a, "i32"), convert(b, "i32")
-    suffix = "f32" if a.type == "f32" else "i32"
+    suffix = a.type if a.type in ("f32", "i64") else "i32"
     return Sym(f"{name}_{suffix}({a.code}, {b.code})", a.type)
 
 
@@ -215,8 +216,9 @@ class WgslMath:
     @staticmethod
     def pow(a, b):
         a, b = _unify(a, b)
-        if a.type == "i32":
-            return Sym(f"ipow({a.code}, {b.code})", "i32")
+        if a.type in ("i32", "i64"):
+            return Sym(f"ipow{'_i64' if a.type == 'i64' else ''}({a.code}, {b.code})",
+                       a.type)
         a, b = as_f32(a), as_f32(b)
         return Sym(f"pow_f32({a.code}, {b.code})", "f32")
 

@@ -25,9 +25,11 @@ def as_index(be, idx):
     """An int32 GpuArray from a GpuArray or anything numpy turns into integers (int64
     index arrays are narrowed here, with a range check)."""
     if isinstance(idx, GpuArray):
-        if idx.dtype != gd.I32:
-            raise TypeError(f"indexing: GPU index arrays must be int32, got {idx.dtype}")
-        return idx
+        if idx.dtype not in (gd.I32, gd.I64):
+            raise TypeError(f"indexing: GPU index arrays must be int32 or int64, got "
+                            f"{idx.dtype}")
+        # int64 stored as int32 words reads as it is; 64-bit words are narrowed
+        return idx if gd.kind(idx.dtype) == "i32" else be.cast(idx, gd.I32)
     a = np.asarray(idx)
     if a.dtype.kind not in "iu":
         raise IndexError(f"indexing: index arrays must be integers, got {a.dtype}")

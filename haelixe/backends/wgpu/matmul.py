@@ -1,37 +1,181 @@
-"""Tiled, batched matmul with an optional fused bias + GELU epilogue (linear layers)."""
+"""Tiled, batched matmul with a fused epilogue (bias, activation, row sums), its
+variants chosen by shape and operand layout (see shaders/matmul.wgsl).
+
+Variant choice (:func:`choose`):
+
+- tile: the largest of 128x128 (8x8 per invocation), 128x64 / 64x128 and 64x64 that
+  still gives enough workgroups to fill the device; small matrices take small tiles.
+- split-K: when even 64x64 tiles leave most of the device idle and K is long (a weight
+  gradient dW = dY^T X of a small Linear over a large batch), K is cut into slices that
+  run side by side and one more dispatch sums them.
+- loads: vec4 where an operand is contiguous along m/n or along k and 4-aligned, scalar
+  bounds-checked loads otherwise (any strides, no copies).
+- f16: with the adapter's ``shader-f16`` feature, float16 operands are multiplied in f16
+  (vec4<f16> FMAs summed over one K tile, then added into f32 accumulators); without
+  it they are widened to f32 on load.
+"""
 
 from __future__ import annotations
 
+import functools
 import math
+import re
+from string import Template
+from typing import NamedTuple
 
 from . import dtypes as gd
 from .array import GpuArray
 from .expr import trace
-from .geometry import broadcast_shapes, broadcast_strides, meta_block
-from .shaders import kernel
+from .geometry import broadcast_shapes, broadcast_strides, grid, meta_block
+from .shaders import kernel, only_sections, read_shader
 
-TILE = 128
-# the first column of workgroups writes the row sums of A, one invocation per 8 rows
-_ROWSUM_STORE = """if (wid.x == 0u && tx == 0) {
-        let M = metadata[0];
-        for (var i = 0; i < 4; i++) {
-            if (ma + i < M) { store_rowsum(z * M + ma + i, s0[i]); }
-            if (mb + i < M) { store_rowsum(z * M + mb + i, s1[i]); }
-        }
-    }"""
+
+class Tile(NamedTuple):
+    """A BM x BN tile of C computed by (BN / TN) x (BM / TM) invocations, K in steps of
+    BK."""
+
+    bm: int
+    bn: int
+    tm: int
+    tn: int
+    bk: int
+
+    @property
+    def threads(self) -> int:
+        return (self.bm // self.tm) * (self.bn // self.tn)
+
+    def valid(self) -> bool:
+        t = self.threads
+        return (self.tm % 4 == 0 and self.tn % 4 == 0 and self.bk % 4 == 0
+                and (self.bk * self.bm // 4) % t == 0 and (self.bk * self.bn // 4) % t == 0
+                and t <= 256)
+
+
+TILES = {
+    "128x128": Tile(128, 128, 8, 8, 16),
+    "128x128k8": Tile(128, 128, 8, 8, 8),
+    "128x64": Tile(128, 64, 8, 4, 16),
+    "64x128": Tile(64, 128, 4, 8, 16),
+    "64x64": Tile(64, 64, 4, 4, 16),
+}
+# Workgroups that fill a large GPU (an H200 has 132 multiprocessors, each holding two of
+# these workgroups): with fewer 128 x 128 tiles than this, a smaller tile or split-K pays.
+FULL_WAVE = 240
+# split-K only from this long a K, with 128 x 128 tiles while there are this many
+MIN_SPLIT_K = 2048
+MIN_TILES_FOR_BIG_SPLITS = 32
+MAX_SPLITS = 16
+# float16 operands with shader-f16 may multiply in f16, summing this many K tiles in f16
+# before adding into the f32 accumulators; None widens them to f32 on load instead. On an
+# H200 (Vulkan, driver 580) f16 arithmetic ran 1.7x slower than f32 (4096^2: 8.3 ms at 4
+# tiles, 7.6 at 1, against 4.7 widened): the f16 -> f32 conversions cost as much as the
+# products save. So it is off by default (tests reach it by setting this).
+F16_FLUSH_TILES = None
+
+_BIAS = "bias_at({n})"
+
+
+class Variant(NamedTuple):
+    tile: Tile
+    splits: int = 1
+
+
+def choose(M: int, N: int, K: int, nbatch: int, a_mode: str = "a_gen",
+           b_mode: str = "b_gen") -> Variant:
+    """The tile and split-K factor for a (batch of) M x K @ K x N, from a sweep of every
+    variant over the Linear shapes on an H200 (benchmarks/gpu_kernels.py --sweep):
+
+    - 128 x 128 tiles wherever they make a full wave of workgroups (BK 8 when A is
+      contiguous along m, as in a weight gradient dY^T X, or B along k, as W^T in
+      x W^T);
+    - fewer tiles and a long K: split-K, 128 x 128 while there are a few dozen tiles,
+      else 64 x 64 split up to 16 ways (a small layer's weight gradient);
+    - fewer tiles and a short K: 128 x 64, or 64 x 64, whichever makes more workgroups
+      than a wave.
+    """
+    def count(t):
+        return -(-M // t.bm) * -(-N // t.bn) * nbatch
+
+    big = TILES["128x128k8" if a_mode == "a_m4" or b_mode == "b_k4" else "128x128"]
+    n_big = count(big)
+    if n_big >= FULL_WAVE:
+        return Variant(big)
+    if K >= MIN_SPLIT_K:
+        if n_big >= MIN_TILES_FOR_BIG_SPLITS:
+            return Variant(TILES["128x128"], max(2, min(8, round(256 / n_big))))
+        small = TILES["64x64"]
+        return Variant(small, max(1, min(MAX_SPLITS, -(-1024 // count(small)),
+                                         K // 256)))
+    medium = TILES["128x64"]
+    return Variant(medium if count(medium) >= FULL_WAVE else TILES["64x64"])
 
 
 def _batch_view(x: GpuArray) -> GpuArray:
     return x.view(x.shape[:-2], x.strides[:-2], x.offset)
 
 
-def matmul(be, a, b, bias=None, activation=None, want_pre=False, want_row_sums=False):
+def _vec4_mode(x: GpuArray, batch, inner: str, outer: str) -> str:
+    """How to fetch the tile of a (..., R, C) operand: ``outer`` ("m4" / "n4") when it is
+    contiguous along R, ``inner`` ("k4") along C, with every index a multiple of 4 so
+    that vec4 loads are aligned; "gen" otherwise."""
+    rows, cols = x.shape[-2:]
+    sr, sc = x.strides[-2:]
+    bstrides = broadcast_strides(_batch_view(x), batch)
+    aligned = x.offset % 4 == 0 and all(s % 4 == 0 for s in bstrides)
+    if aligned and sr == 1 and rows % 4 == 0 and (cols == 1 or sc % 4 == 0):
+        return outer
+    if aligned and sc == 1 and cols % 4 == 0 and (rows == 1 or sr % 4 == 0):
+        return inner
+    return "gen"
+
+
+def _a_mode(a, batch) -> str:
+    return "a_" + _vec4_mode(a, batch, "k4", "m4")
+
+
+def _b_mode(b, batch) -> str:
+    bt = b.view(b.shape[:-2] + (b.shape[-1], b.shape[-2]),
+                b.strides[:-2] + (b.strides[-1], b.strides[-2]), b.offset)
+    return "b_" + _vec4_mode(bt, batch, "k4", "n4")
+
+
+def _emit(value: str, index: str, n: str, width: int, bias: bool, pre: bool, act) -> str:
+    """WGSL storing ``value`` (a vec4 when width is 4) as outputs from flat index
+    ``index`` at column ``n``: bias, then pre (when kept), then the activation."""
+    s = "4" if width == 4 else ""
+    if width == 4:
+        b = "vec4<f32>(" + ", ".join(_BIAS.format(n=f"{n} + {q}") for q in range(4)) + ")"
+        y = ("vec4<f32>(" + ", ".join(act(f"p.{c}") for c in "xyzw") + ")"
+             if act else "p")
+    else:
+        b = _BIAS.format(n=n)
+        y = act("p") if act else "p"
+    text = f"let p = {value}{' + ' + b if bias else ''};"
+    if pre:
+        text += f" store{s}_pre({index}, p);"
+    return text + f" store{s}_c({index}, {y});"
+
+
+_ROWSUM_STORE = """if (wid.x == 0u && tx == 0) {
+        @unroll(AG) @unroll(4) rowsum_store(zo, m0 + 4 * (#i * WY + ty) + #j, s#i[#j]);
+    }"""
+_ROWSUM_REDUCE = """if (n == 0) {
+        let r = ci / N;
+        var t = 0.0;
+        for (var s = 0; s < metadata[3]; s++) { t += load_rpart(s * (total / N) + r); }
+        store_rowsum(r, t);
+    }"""
+
+
+def matmul(be, a, b, bias=None, activation=None, want_pre=False, want_row_sums=False,
+           variant: Variant | None = None):
     """numpy.matmul of ``a`` and ``b`` (any strides), plus ``bias`` along the last output
-    dim and ``activation`` (an Activation: its forward kernel is traced into the
-    epilogue) when given. Returns C, or (C, pre) when
+    dim and ``activation`` when given: an Activation (its forward kernel is traced into
+    the epilogue) or a WGSL f32 expression in ``{x}``. Returns C, or (C, pre) when
     ``want_pre`` (pre = the output before the activation), or (C, sums) when
     ``want_row_sums`` (sums = a summed over its last dim, shape batch + (M,), computed by
-    the same dispatch)."""
+    the same dispatch). ``variant`` overrides :func:`choose` (tests reach every variant
+    with it)."""
     if want_pre and want_row_sums:
         raise ValueError("matmul: want_pre and want_row_sums do not combine")
     if a.ndim == 0 or b.ndim == 0:
@@ -43,55 +187,30 @@ def matmul(be, a, b, bias=None, activation=None, want_pre=False, want_row_sums=F
     if b.ndim == 1:
         b = b.view((b.shape[0], 1), (b.strides[0], 0), b.offset)
         squeeze.append(-1)
-    if a.dtype != b.dtype or gd.kind(a.dtype) not in ("f32", "bf16"):
-        raise TypeError(f"matmul: needs float32 or bfloat16 operands of one dtype, got "
-                        f"{a.dtype} and {b.dtype}")
+    if a.dtype != b.dtype or gd.kind(a.dtype) not in gd.FLOAT_KINDS:
+        raise TypeError(f"matmul: needs float32, bfloat16 or float16 operands of one "
+                        f"dtype, got {a.dtype} and {b.dtype}")
     (M, K), (K2, N) = a.shape[-2:], b.shape[-2:]
     if K != K2:
         raise ValueError(f"matmul: shapes {a.shape} and {b.shape} do not align "
                          f"({K} != {K2})")
     batch = broadcast_shapes(a.shape[:-2], b.shape[:-2])
     nbatch = math.prod(batch)
-    if nbatch > 65535:
-        raise ValueError(f"matmul: {nbatch} batch matrices exceed one dispatch (65535)")
-    kind = gd.kind(a.dtype)
     out = be.empty(batch + (M, N), a.dtype)
     pre = be.empty(out.shape, a.dtype) if want_pre else None
     sums = be.empty(batch + (M,), a.dtype) if want_row_sums else None
     if sums is not None and out.size == 0 and sums.size:  # N == 0: no tile to do it
         be.copy_into(sums, be.sum(a, (a.ndim - 1,), False))
+    if bias is not None and (bias.shape[-1:] != (N,) or bias.size != N):
+        raise ValueError(f"matmul: bias of shape {bias.shape} does not match {N} outputs")
     if out.size:
-        ops = [(broadcast_strides(_batch_view(a), batch), a.offset),
-               (broadcast_strides(_batch_view(b), batch), b.offset)]
-        bindings = [("c", kind, "write"), ("a", kind, "read"), ("b", kind, "read")]
-        buffers = [out.buffer, a.buffer, b.buffer]
-        value = "v"
-        if bias is not None:
-            if bias.shape[-1:] != (N,) or bias.size != N:
-                raise ValueError(f"matmul: bias of shape {bias.shape} does not match {N} "
-                                 f"outputs")
-            ops.append(([0] * len(batch), bias.offset, bias.strides[-1]))
-            bindings.append(("bias", gd.kind(bias.dtype), "read"))
-            buffers.append(bias.buffer)
-            value = ("(v + f32(load_bias(metadata[OPS_BASE + 2 * OP_STRIDE] "
-                     "+ n * op_extra(2))))")
-        epilogue = f"let p = {value};"
-        if pre is not None:
-            bindings.append(("pre", kind, "write"))
-            buffers.append(pre.buffer)
-            epilogue += " store_pre(ci, p);"
-        act = "p" if activation is None else _epilogue(activation)
-        epilogue += f" store_c(ci, {act});"
-        rowsum = {"ROWSUM_ACC": "", "ROWSUM_STORE": ""}
-        if sums is not None:
-            bindings.append(("rowsum", kind, "write"))
-            buffers.append(sums.buffer)
-            rowsum = {"ROWSUM_ACC": "s0 += a0; s1 += a1;", "ROWSUM_STORE": _ROWSUM_STORE}
-        meta = meta_block([M, N, K, a.strides[-2], a.strides[-1], b.strides[-2],
-                           b.strides[-1]], batch, ops, what="matmul")
-        spec = kernel("matmul.wgsl", "matmul", bindings, EPILOGUE=epilogue, **rowsum)
-        be.dispatcher.dispatch(spec, buffers, meta,
-                               (-(-N // TILE), -(-M // TILE), max(nbatch, 1)))
+        variant = variant or choose(M, N, K, nbatch, _a_mode(a, batch), _b_mode(b, batch))
+        if nbatch * variant.splits > 65535:
+            if variant.splits == 1:
+                raise ValueError(f"matmul: {nbatch} batch matrices exceed one dispatch "
+                                 f"(65535)")
+            variant = Variant(variant.tile)
+        _run(be, a, b, bias, activation, out, pre, sums, batch, variant)
     if squeeze:
         shape = tuple(n for i, n in enumerate(out.shape)
                       if i - out.ndim not in squeeze)
@@ -103,9 +222,171 @@ def matmul(be, a, b, bias=None, activation=None, want_pre=False, want_row_sums=F
     return (out, pre) if want_pre else out
 
 
-def _epilogue(activation) -> str:
-    """The activation's forward kernel as WGSL over the f32 value ``p``."""
+def _run(be, a, b, bias, activation, out, pre, sums, batch, variant: Variant) -> None:
+    (M, K), N = a.shape[-2:], b.shape[-1]
+    nbatch = math.prod(batch)
+    tile = variant.tile
+    if not tile.valid():
+        raise ValueError(f"matmul: tile {tile} is not a valid configuration")
+    kind = gd.kind(a.dtype)
+    flush = F16_FLUSH_TILES if kind == "f16" and be.context.has("shader-f16") else 0
+    # k per split, a whole number of K tiles; splits recomputed from it
+    ks = -(-max(K, 1) // variant.splits)
+    ks = -(-ks // tile.bk) * tile.bk
+    splits = max(1, -(-K // ks))
+    a_mode, b_mode = _a_mode(a, batch), _b_mode(b, batch)
+    ops = [(broadcast_strides(_batch_view(a), batch), a.offset),
+           (broadcast_strides(_batch_view(b), batch), b.offset),
+           bias_operand(bias, batch)]
+    meta = meta_block([M, N, K, a.strides[-2], a.strides[-1], b.strides[-2],
+                       b.strides[-1], ks], batch, ops, what="matmul")
+    split = splits > 1
+    spec = _matmul_spec(kind, flush or 0, a_mode, b_mode, N % 4 == 0,
+                        None if bias is None or split else gd.kind(bias.dtype),
+                        pre is not None and not split, sums is not None, split, tile,
+                        activation if not split else None)
+    buffers = [a.buffer, b.buffer]
+    if split:  # raw partial sums, then matmul_reduce
+        part = be.empty((splits, nbatch, M, N), gd.F32)
+        rparts = be.empty((splits, nbatch, M), gd.F32) if sums is not None else None
+        buffers += [part.buffer] + ([rparts.buffer] if rparts is not None else [])
+    else:
+        buffers += [x.buffer for x in (out, bias, pre, sums) if x is not None]
+    be.dispatcher.dispatch(spec, buffers, meta,
+                           (-(-N // tile.bn), -(-M // tile.bm), nbatch * splits))
+    if split:
+        _reduce(be, part, rparts, bias, activation, out, pre, sums, batch, splits)
+
+
+@functools.lru_cache(maxsize=512)
+def _matmul_spec(kind, flush, a_mode, b_mode, vec_out, bias_kind, pre, sums, split, tile,
+                 activation):
+    """The KernelSpec of one matmul variant (built once: a dispatch only looks it up).
+    Bindings: a, b, c (the output, or split-K's f32 partials), then bias, pre and the row
+    sums where present. ``flush`` > 0: f16 arithmetic, summed in f16 over that many K
+    tiles."""
+    width = 4 if vec_out else 1
+    bindings = [("a", kind, "read", 1 if a_mode == "a_gen" else 4),
+                ("b", kind, "read", 1 if b_mode == "b_gen" else 4)]
+    sections = [a_mode]
+    if split:
+        bindings.append(("c", "f32", "write", width))
+        emit4 = ("if (n < N) { store4_c(ci, v); }" if width == 4 else
+                 "@unroll(4) if (n + #i < N) { store_c(ci + #i, v[#i]); }")
+        if sums:
+            bindings.append(("rowsum", "f32", "write"))
+    else:
+        emit4 = _epilogue4(width, bias_kind is not None, pre, _epilogue(activation))
+        bindings.append(("c", kind, "write", width))
+        if bias_kind is not None:
+            bindings.append(("bias", bias_kind, "read"))
+            sections.append("bias")
+        if pre:
+            bindings.append(("pre", kind, "write", width))
+        if sums:
+            bindings.append(("rowsum", kind, "write"))
+    rowsum = {"ROWSUM_ACC": "", "ROWSUM_STORE": ""}
+    if sums:
+        rowsum = {"ROWSUM_ACC": "@unroll(AG) s#i += vec4<f32>(a#i);",
+                  "ROWSUM_STORE": _ROWSUM_STORE}
+        sections.append("rowsum")
+    f16 = _f16_params(flush) if flush else _F32
+    loaders = _b_loaders(b_mode, f16["TILE_T"], f16["LD"], f16["LD4"])
+    return kernel("matmul.wgsl", "matmul", bindings, enable=("f16",) if flush else (),
+                  B_LOADERS=loaders,
+                  BM=tile.bm, BN=tile.bn, BK=tile.bk, WX=tile.bn // tile.tn,
+                  WY=tile.bm // tile.tm, AG=tile.tm // 4, BG=tile.tn // 4,
+                  LA=tile.bk * tile.bm // 4 // tile.threads,
+                  LB=tile.bk * tile.bn // 4 // tile.threads,
+                  EMIT4=emit4, SECTIONS=" ".join(sections), **rowsum, **f16)
+
+
+# A's tile loaders (matmul.wgsl) with B's names: they are one text for both operands
+_B_NAMES = {"a_tile": "b_tile", "fetch_a": "fetch_b", "put_a": "put_b", "a_at": "b_at",
+            "a_base": "b_base", "AM4": "BN4", "BM": "BN", "M": "N", "m0": "n0", "m": "n",
+            "ml": "nl", "sam": "sbn", "sak": "sbk"}
+_B_RENAME = re.compile(r"\b(" + "|".join(_B_NAMES) + r")\b")
+
+
+@functools.lru_cache(maxsize=32)
+def _b_loaders(b_mode: str, tile_t: str, ld: str, ld4: str) -> str:
+    """fetch_b / put_b (and b_at) for B's layout: the loaders of A's equivalent section
+    with B's names, placeholders filled."""
+    section = {"b_n4": "a_m4", "b_k4": "a_k4", "b_gen": "a_gen"}[b_mode]
+    text = "\n".join(line for line in only_sections(read_shader("matmul.wgsl"), {section})
+                     .splitlines() if not line.lstrip().startswith("//"))
+    text = _B_RENAME.sub(lambda m: _B_NAMES[m.group(1)], text).replace("}_a(", "}_b(")
+    return Template(text).substitute(TILE_T=tile_t, LD=ld, LD4=ld4)
+
+
+def _epilogue(activation):
+    """The activation as a function of a WGSL f32 variable name, or None."""
+    if activation is None:
+        return None
+    if isinstance(activation, str):
+        return lambda x: activation.format(x=x)
     if activation.forward.wgsl_lib:
         raise ValueError(f"matmul: the activation {activation.name} needs WGSL helpers "
                          f"of its own, which the fused epilogue cannot include")
-    return trace(activation.forward, ("f32",), "f32", names=["p"])
+    return lambda x: trace(activation.forward, ("f32",), "f32", names=[x])
+
+
+def bias_operand(bias, batch):
+    """Metadata operand of the bias: its offset and its stride along n (extra slot)."""
+    if bias is None:
+        return ([0] * len(batch), 0)
+    return ([0] * len(batch), bias.offset, bias.strides[-1])
+
+
+def _epilogue4(width, bias, pre, act) -> str:
+    if width == 4:
+        return "if (n < N) { " + _emit("v", "ci", "n", 4, bias, pre, act) + " }"
+    return ("@unroll(4) if (n + #i < N) { "
+            + _emit("v[#i]", "ci + #i", "n + #i", 1, bias, pre, act) + " }")
+
+
+_F32 = {"TILE_T": "f32", "LD": "load", "LD4": "load4", "ACC": "c", "DECL_H": "",
+        "FLUSH_H": ""}
+
+
+def _f16_params(flush_tiles: int) -> dict:
+    """f16 tiles and h accumulators, added into the f32 ones every ``flush_tiles`` K
+    tiles (and after the last)."""
+    return {"TILE_T": "f16", "LD": "loadh", "LD4": "load4h", "ACC": "h",
+            "DECL_H": "@unroll(AG) @unroll(4) @unroll(BG) var h#i#j_#k = vec4<f16>();",
+            "FLUSH_H": f"if (((k0 - k_begin) / BK) % {flush_tiles} == {flush_tiles - 1} "
+                       f"|| k0 + BK >= k_end) {{\n"
+                       "@unroll(AG) @unroll(4) @unroll(BG) c#i#j_#k += vec4<f32>(h#i#j_#k);\n"
+                       "@unroll(AG) @unroll(4) @unroll(BG) h#i#j_#k = vec4<f16>();\n"
+                       "}"}
+
+
+def _reduce(be, part, rparts, bias, activation, out, pre, sums, batch, splits) -> None:
+    """Sum split-K partials into ``out`` with the epilogue (and the row sums)."""
+    M, N = out.shape[-2:]
+    total = out.size
+    buffers = [part.buffer, out.buffer] + [x.buffer for x in (bias, pre) if x is not None]
+    if sums is not None:
+        buffers += [rparts.buffer, sums.buffer]
+    dummy = ([0] * len(batch), 0)
+    meta = meta_block([M, N, total, splits], batch, [dummy, dummy, bias_operand(bias, batch)],
+                      what="matmul")
+    spec = _reduce_spec(gd.kind(out.dtype), None if bias is None else gd.kind(bias.dtype),
+                        pre is not None, sums is not None, activation)
+    be.dispatcher.dispatch(spec, buffers, meta, grid(-(-total // 256)))
+
+
+@functools.lru_cache(maxsize=128)
+def _reduce_spec(kind, bias_kind, pre, sums, activation):
+    bindings = [("part", "f32", "read"), ("c", kind, "write")]
+    if bias_kind is not None:
+        bindings.append(("bias", bias_kind, "read"))
+    if pre:
+        bindings.append(("pre", kind, "write"))
+    if sums:
+        bindings += [("rpart", "f32", "read"), ("rowsum", kind, "write")]
+    return kernel("matmul.wgsl", "matmul_reduce", bindings,
+                  SECTIONS="bias" if bias_kind is not None else "",
+                  EMIT1=_emit("v", "ci", "n", 1, bias_kind is not None, pre,
+                              _epilogue(activation)),
+                  ROWSUM_REDUCE=_ROWSUM_REDUCE if sums else "")

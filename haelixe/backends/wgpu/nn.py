@@ -7,7 +7,7 @@ from . import dtypes as gd
 from . import matmul as mm
 from .elementwise import map_kernel, run_map
 from .geometry import f32_bits, grid, meta_block, reshape_view, swap_last2
-from .reduce import workgroup_size
+from .reduce import row_reduction
 from .shaders import kernel
 
 
@@ -47,41 +47,82 @@ def linear_backward(be, x, w, pre, gy, activation, need_bias, need_input=True):
 
 
 # -- normalisation -----------------------------------------------------------------------
-def _row_operands(x, ops):
-    """Metadata operands for row kernels over x's leading dims: (array or None, kind),
-    kind 'row' (walks the last dim), 'col' (a (D,) vector) or 'stat' (one per row)."""
+def _row_operand(x, a, kind):
+    """Metadata operand of a row kernel over x's leading dims: ``kind`` 'row' (walks the
+    last dim), 'col' (a (D,) vector) or 'stat' (one per row); None gives a dummy."""
     lead = x.ndim - 1
+    if a is None:
+        return ([0] * lead, 0, 0)
+    if kind == "row":
+        return (a.strides[:-1], a.offset, a.strides[-1])
+    if kind == "col":
+        return ([0] * lead, a.offset, a.strides[-1])
+    return (a.strides[:lead], a.offset, 0)  # per-row statistic shaped x.shape[:-1] + (1,)
+
+
+def _pairs_aligned(a) -> bool:
+    """Whether each row of ``a`` is contiguous and starts at an even element."""
+    return (a.strides[-1] == 1 and a.offset % 2 == 0
+            and all(s % 2 == 0 for n, s in zip(a.shape[:-1], a.strides[:-1]) if n > 1))
+
+
+def _unit_helpers(operands, unit) -> str:
+    """ld_<name> / st_<name> of every row and column operand (see norm.wgsl)."""
     out = []
-    for a, kind in ops:
-        if a is None:
-            out.append(([0] * lead, 0, 0))
-        elif kind == "row":
-            out.append((a.strides[:-1], a.offset, a.strides[-1]))
-        elif kind == "col":
-            out.append(([0] * lead, a.offset, a.strides[-1]))
-        else:  # per-row statistic shaped x.shape[:-1] + (1,)
-            out.append((a.strides[:lead], a.offset, 0))
-    return out
+    for k, (name, a, kind, access) in enumerate(operands):
+        if a is None or kind == "stat":
+            continue
+        sig = "(c: array<i32, 8>, u: i32"
+        if access == "write":
+            body = (f"store2_{name}(col({k}, c, 2 * u), v);" if unit == 2 else
+                    f"store_{name}(col({k}, c, u), v.x);")
+            out.append(f"fn st_{name}{sig}, v: vec2<f32>) {{ {body} }}")
+            continue
+        if unit == 1:
+            body = f"return vec2<f32>(f32(load_{name}(col({k}, c, u))), 0.0);"
+        elif _pairs_aligned(a):
+            body = f"return vec2<f32>(load2_{name}(col({k}, c, 2 * u)));"
+        else:
+            body = (f"let j = col({k}, c, 2 * u); return vec2<f32>(f32(load_{name}(j)), "
+                    f"f32(load_{name}(j + op_extra({k}))));")
+        out.append(f"fn ld_{name}{sig}) -> vec2<f32> {{ {body} }}")
+    return "\n".join(out)
 
 
-def _run_rows(be, entry, x, ops, bindings, scalars, **params):
+def _run_rows(be, entry, x, operands, scalars, **params):
+    """One workgroup per row of x. ``operands``: (name, array or None, kind, access) in
+    the kernel's operand order (see norm.wgsl)."""
     rows = x.size // x.shape[-1] if x.shape[-1] else 0
     if rows == 0:
         return
     d = x.shape[-1]
-    meta = meta_block([rows, d, *scalars], x.shape[:-1], _row_operands(x, ops), what=entry)
-    spec = kernel("norm.wgsl", entry, [(n, gd.kind(a.dtype), acc) for n, a, acc in bindings],
-                  WG=workgroup_size(d), **params)
-    be.dispatcher.dispatch(spec, [a.buffer for _, a, _ in bindings], meta, grid(rows))
+    written = [a for _, a, kind, access in operands
+               if a is not None and access == "write" and kind == "row"]
+    unit = 2 if d % 2 == 0 and all(_pairs_aligned(a) for a in written) else 1
+    meta = meta_block([rows, d, *scalars], x.shape[:-1],
+                      [_row_operand(x, a, kind) for _, a, kind, _ in operands], what=entry)
+    live = [(n, a, acc) for n, a, _, acc in operands if a is not None]
+    spec = kernel("norm.wgsl", entry, [(n, gd.kind(a.dtype), acc) for n, a, acc in live],
+                  **row_reduction(be, -(-d // unit)), UNIT=unit,
+                  LANE_Y="1.0" if unit == 2 else "0.0",
+                  HELPERS=_unit_helpers(operands, unit), **params)
+    be.dispatcher.dispatch(spec, [a.buffer for _, a, _ in live], meta, grid(rows))
 
 
-def _weight(w, operand):
-    return "1.0" if w is None else f"f32(load_w(col({operand}, c, j)))"
+def _weight(w):
+    return "vec2<f32>(1.0)" if w is None else "ld_w(c, u)"
 
 
 def _float(x, what):
-    if gd.kind(x.dtype) not in ("f32", "bf16"):
+    if gd.kind(x.dtype) not in gd.FLOAT_KINDS:
         raise TypeError(f"{what}: needs a float dtype, got {x.dtype}")
+
+
+def _dw_rows(be, x, w):
+    """The per-row products gy * xhat (f32) whose column sums are the weight gradient."""
+    if w is None:
+        return None
+    return be.empty((x.size // max(x.shape[-1], 1), x.shape[-1]), gd.F32)
 
 
 def rmsnorm(be, x, w, eps):
@@ -89,36 +130,23 @@ def rmsnorm(be, x, w, eps):
     _float(x, "rmsnorm")
     y = be.empty(x.shape, x.dtype)
     rstd = be.empty(x.shape[:-1] + (1,), x.dtype)
-    bindings = [("y", y, "write"), ("x", x, "read")]
-    if w is not None:
-        bindings.append(("w", w, "read"))
-    bindings.append(("rstd", rstd, "write"))
-    _run_rows(be, "rmsnorm", x, [(y, "row"), (x, "row"), (w, "col"), (rstd, "stat")],
-              bindings, [f32_bits(eps)], W=_weight(w, 2))
+    _run_rows(be, "rmsnorm", x, [("y", y, "row", "write"), ("x", x, "row", "read"),
+                                 ("w", w, "col", "read"), ("rstd", rstd, "stat", "write")],
+              [f32_bits(eps)], W=_weight(w))
     return y, rstd
 
 
 def rmsnorm_backward(be, x, w, rstd, gy):
     """(dx, dw); dw is None when w is None."""
     dx = be.empty(x.shape, x.dtype)
-    rows = be.empty((x.size // max(x.shape[-1], 1), x.shape[-1]), gd.F32) \
-        if w is not None else None
-    bindings = [("dx", dx, "write"), ("x", x, "read")]
-    if w is not None:
-        bindings.append(("w", w, "read"))
-    bindings += [("rstd", rstd, "read"), ("gy", gy, "read")]
-    store = ""
-    if rows is not None:
-        bindings.append(("dw", rows, "write"))
-        store = "store_dw(col(5, c, j), gyv * xhat);"
-    rows_view = None if rows is None else rows.view(x.shape, None, 0)
+    rows = _dw_rows(be, x, w)
     _run_rows(be, "rmsnorm_backward", x,
-              [(dx, "row"), (x, "row"), (w, "col"), (rstd, "stat"), (gy, "row"),
-               (rows_view, "row")], bindings, [], W=_weight(w, 2), STORE_DW=store)
-    dw = None
-    if w is not None:
-        dw = _sum_rows(be, rows, w.dtype)
-    return dx, dw
+              [("dx", dx, "row", "write"), ("x", x, "row", "read"), ("w", w, "col", "read"),
+               ("rstd", rstd, "stat", "read"), ("gy", gy, "row", "read"),
+               ("dw", None if rows is None else rows.view(x.shape, None, 0), "row",
+                "write")],
+              [], W=_weight(w), STORE_DW="" if w is None else "st_dw(c, u, gyv * xhat);")
+    return dx, None if w is None else _sum_rows(be, rows, w.dtype)
 
 
 def _sum_rows(be, rows, dtype):
@@ -133,37 +161,25 @@ def layernorm(be, x, w, b, eps):
     stat_shape = x.shape[:-1] + (1,)
     mean = be.empty(stat_shape, x.dtype)
     rstd = be.empty(stat_shape, x.dtype)
-    bindings = [("y", y, "write"), ("x", x, "read")]
-    if w is not None:
-        bindings.append(("w", w, "read"))
-    bindings += [("mean", mean, "write"), ("rstd", rstd, "write")]
-    if b is not None:
-        bindings.append(("b", b, "read"))
-    bias = "0.0" if b is None else "f32(load_b(col(5, c, j)))"
-    _run_rows(be, "layernorm", x, [(y, "row"), (x, "row"), (w, "col"), (mean, "stat"),
-                                   (rstd, "stat"), (b, "col")],
-              bindings, [f32_bits(eps)], W=_weight(w, 2), B=bias)
+    _run_rows(be, "layernorm", x,
+              [("y", y, "row", "write"), ("x", x, "row", "read"), ("w", w, "col", "read"),
+               ("mean", mean, "stat", "write"), ("rstd", rstd, "stat", "write"),
+               ("b", b, "col", "read")],
+              [f32_bits(eps)], W=_weight(w), B="vec2<f32>(0.0)" if b is None else "ld_b(c, u)")
     return y, mean, rstd
 
 
 def layernorm_backward(be, x, w, mean, rstd, gy):
     """(dx, dw, db); dw is None when w is None; db = gy summed over rows."""
     dx = be.empty(x.shape, x.dtype)
-    rows = be.empty((x.size // max(x.shape[-1], 1), x.shape[-1]), gd.F32) \
-        if w is not None else None
-    bindings = [("dx", dx, "write"), ("x", x, "read")]
-    if w is not None:
-        bindings.append(("w", w, "read"))
-    bindings += [("mean", mean, "read"), ("rstd", rstd, "read"), ("gy", gy, "read")]
-    store = ""
-    if rows is not None:
-        bindings.append(("dw", rows, "write"))
-        store = "store_dw(col(6, c, j), gyv * xhat);"
-    rows_view = None if rows is None else rows.view(x.shape, None, 0)
+    rows = _dw_rows(be, x, w)
     _run_rows(be, "layernorm_backward", x,
-              [(dx, "row"), (x, "row"), (w, "col"), (mean, "stat"), (rstd, "stat"),
-               (gy, "row"), (rows_view, "row")], bindings, [], W=_weight(w, 2),
-              STORE_DW=store)
+              [("dx", dx, "row", "write"), ("x", x, "row", "read"), ("w", w, "col", "read"),
+               ("mean", mean, "stat", "read"), ("rstd", rstd, "stat", "read"),
+               ("gy", gy, "row", "read"),
+               ("dw", None if rows is None else rows.view(x.shape, None, 0), "row",
+                "write")],
+              [], W=_weight(w), STORE_DW="" if w is None else "st_dw(c, u, gyv * xhat);")
     dw = None if w is None else _sum_rows(be, rows, w.dtype)
     g2 = _rows(be, gy, x.shape[-1])
     db = be.sum(g2, (0,), False)
@@ -183,7 +199,7 @@ def mse_loss(be, x, y):
                       [(x.strides, x.offset), (y.strides, y.offset)], what="mse_loss")
     k = gd.kind(x.dtype)
     spec = kernel("loss.wgsl", "mse_loss", [("out", k, "write"), ("x", k, "read"),
-                                            ("y", k, "read")], WG=256)
+                                            ("y", k, "read")], **row_reduction(be, 1 << 20))
     be.dispatcher.dispatch(spec, [out.buffer, x.buffer, y.buffer], meta, (1, 1, 1))
     return out
 
@@ -216,7 +232,11 @@ def rope(be, x, cos, sin, inverse=False):
                       merge=False, what="rope")
     bindings = [("out", gd.kind(out.dtype), "write"), ("x", gd.kind(x.dtype), "read"),
                 ("cos", gd.kind(cos.dtype), "read"), ("sin", gd.kind(sin.dtype), "read")]
-    spec = kernel("rope.wgsl", "rope", bindings, SIGN="-1.0" if inverse else "1.0")
+    unit = 2 if d % 4 == 0 else 1  # pairs: out is fresh and contiguous
+    store = ("store2_out(op_offset(0, c), vec2<f32>(rotated(c, 0), rotated(c, 1)));"
+             if unit == 2 else "store_out(op_offset(0, c), rotated(c, 0));")
+    spec = kernel("rope.wgsl", "rope", bindings, SIGN="-1.0" if inverse else "1.0",
+                  UNIT=unit, STORE=store)
     be.dispatcher.dispatch(spec, [out.buffer, x.buffer, cos.buffer, sin.buffer], meta,
-                           grid(-(-n // 256)))
+                           grid(-(-n // (256 * unit))))
     return out

@@ -54,3 +54,20 @@ def sgd_step(be, p, g, buf, lr, momentum, nesterov, weight_decay):
         _step(be, "sgd_momentum", [p, g, buf], ["p", "g", "buf"], scalars)
     else:
         _step(be, "sgd", [p, g], ["p", "g"], scalars)
+
+
+def unscale_and_check(be, g, inv_scale, flag) -> bool:
+    """GradScaler's unscale: g *= inv_scale in place and flag (a 0-d float32) = 1 when g
+    held an inf or NaN, in one pass. False (nothing done) unless g is contiguous
+    float32: the caller then composes it."""
+    if g.dtype != gd.F32 or (g.ndim and not g.is_contiguous()) or flag.dtype != gd.F32:
+        return False
+    n = g.size
+    if n:
+        meta = meta_block([n, f32_bits(inv_scale)], (n,), [((1,), g.offset),
+                                                           ((0,), flag.offset)],
+                          what="unscale_check")
+        spec = kernel("optim.wgsl", "unscale_check", [("g", "f32", "rw"),
+                                                      ("flag", "f32", "write")])
+        be.dispatcher.dispatch(spec, [g.buffer, flag.buffer], meta, grid(-(-n // 256)))
+    return True

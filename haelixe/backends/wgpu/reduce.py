@@ -12,22 +12,37 @@ from .shaders import kernel
 _INIT = {
     "f32": {"sum": "0.0", "max": "neg_inf()", "min": "pos_inf()"},
     "i32": {"sum": "0", "max": "i32(-2147483647 - 1)", "min": "2147483647"},
+    "i64": {"sum": "0li", "max": "(-9223372036854775807li - 1li)", "min": "9223372036854775807li"},
     "u32": {"sum": "0u", "max": "0u", "min": "1u"},
 }
 _COMBINE = {
     "f32": {"sum": "return a + b;", "max": "return nan_max(a, b);",
             "min": "return nan_min(a, b);"},
     "i32": {"sum": "return a + b;", "max": "return max(a, b);", "min": "return min(a, b);"},
+    "i64": {"sum": "return a + b;", "max": "return max(a, b);", "min": "return min(a, b);"},
     # bool: numpy's add.reduce on bools is "any"
     "u32": {"sum": "return max(a, b);", "max": "return max(a, b);",
             "min": "return min(a, b);"},
 }
-_ISNAN = {"f32": "is_nan", "i32": "no_nan_i32", "u32": "no_nan_u32"}
+_ISNAN = {"f32": "is_nan", "i32": "no_nan_i32", "i64": "no_nan_i64", "u32": "no_nan_u32"}
 
 
 def workgroup_size(length: int) -> int:
     """Invocations per row: enough to cover short rows, 256 for long ones."""
     return 32 if length <= 64 else 64 if length <= 512 else 256
+
+
+def row_reduction(be, length: int) -> dict:
+    """Params of a kernel built on rows.wgsl for rows of ``length``: its workgroup size
+    and how it reduces a row (subgroup operations where the adapter has them)."""
+    if be.context.has("subgroup"):
+        return {"WG": workgroup_size(length), "SECTIONS": "rows_subgroup",
+                "SG_ARGS": ", @builtin(subgroup_id) sg_id: u32, "
+                           "@builtin(num_subgroups) sg_n: u32, "
+                           "@builtin(subgroup_invocation_id) sg_inv: u32",
+                "SG_SET": "sg_index = sg_id; sg_count = sg_n; sg_lane = sg_inv;"}
+    return {"WG": workgroup_size(length), "SECTIONS": "rows_tree", "SG_ARGS": "",
+            "SG_SET": ""}
 
 
 def _reduce_meta(x, axes, n_out):
@@ -82,11 +97,12 @@ def reduce(be, op: str, x, axes, keepdim: bool):
 
 
 def argmax(be, x, axis, keepdim: bool):
-    """Index (int32) of the first maximum along ``axis`` (None: over the flattened x)."""
+    """Index (int64, as PyTorch) of the first maximum along ``axis`` (None: over the
+    flattened x)."""
     axes = tuple(range(x.ndim)) if axis is None else (axis,)
     shape = _out_shape(x, axes, keepdim) if axis is not None else \
         ((1,) * x.ndim if keepdim else ())
-    out = be.empty(shape, gd.I32)
+    out = be.empty(shape, gd.I64)
     n_out = out.size
     if n_out == 0:
         return out
@@ -98,7 +114,7 @@ def argmax(be, x, axis, keepdim: bool):
     per_thread = length <= 16 and n_out > 1
     wg = 64 if per_thread else workgroup_size(length)
     spec = kernel("reduce.wgsl", "argmax_threads" if per_thread else "argmax_rows",
-                  [("out", "i32", "write"), ("x", k, "read")],
+                  [("out", gd.kind(gd.I64), "write"), ("x", k, "read")],
                   WG=wg, ACC_T=ct, INIT=_INIT[ct]["max"], ISNAN=_ISNAN[ct])
     groups = -(-n_out // wg) if per_thread else n_out
     be.dispatcher.dispatch(spec, [out.buffer, x.buffer], meta, grid(groups))
@@ -116,7 +132,7 @@ def row_meta(x, out, axis, scalars):
 
 
 def softmax(be, x, axis, log: bool = False):
-    if gd.kind(x.dtype) not in ("f32", "bf16"):
+    if gd.kind(x.dtype) not in gd.FLOAT_KINDS:
         raise TypeError(f"softmax: needs a float dtype, got {x.dtype}")
     out = be.empty(x.shape, x.dtype)
     if x.size == 0:
@@ -126,6 +142,6 @@ def softmax(be, x, axis, log: bool = False):
     meta = row_meta(x, out, axis, [rows, length])
     k = gd.kind(x.dtype)
     spec = kernel("softmax.wgsl", "softmax", [("out", k, "write"), ("x", k, "read")],
-                  WG=workgroup_size(length), LOG="true" if log else "false")
+                  LOG="true" if log else "false", **row_reduction(be, length))
     be.dispatcher.dispatch(spec, [out.buffer, x.buffer], meta, grid(rows))
     return out

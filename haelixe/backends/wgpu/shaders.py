@@ -7,15 +7,17 @@ turns it into a module:
     generated prelude               binding 0 ``metadata: array<i32>``, then one buffer per
                                     binding with typed accessors (below)
     ``//! include: x.wgsl`` files   helpers shared by a few families (rows.wgsl)
-    the family file                 only the ``//! section:`` parts the entry needs, with
-                                    ``${NAME}`` placeholders filled from ``params`` and
+    the family file                 only the ``//! section:`` parts the entry needs
+    then                            ``${NAME}`` placeholders filled from ``params`` and
                                     ``@unroll(NAME)`` lines repeated (see :func:`unroll`)
 
 For a binding named ``x`` the prelude defines ``alias x_t`` (the type kernels compute in:
-f32 for float32/bfloat16, i32 for int32, u32 0/1 for bool) and, by access mode,
-``load_x(i: i32) -> x_t``, ``store_x(i: i32, v: x_t)`` or ``add_x(i: i32, v: x_t)``
-(an atomic accumulate). ``i`` is an element index, so bfloat16's two-per-word packing is
-invisible to kernels.
+f32 for the float dtypes, i32 / i64 for int32 / int64, u32 0/1 for bool) and, by access
+mode, ``load_x(i: i32) -> x_t``, ``store_x(i: i32, v: x_t)`` or ``add_x(i: i32, v: x_t)``
+(an atomic accumulate). ``i`` is an element index, so the two-per-word packing of
+bfloat16 and float16 is invisible to kernels. ``load2_x`` / ``store2_x`` move elements
+i and i + 1 (i even): one word of a 16-bit dtype, which a kernel that writes whole words
+stores without atomics; bindings of width 4 add ``load4_x`` / ``store4_x``.
 """
 
 from __future__ import annotations
@@ -46,52 +48,69 @@ def read_shader(name: str) -> str:
 
 
 class Binding(NamedTuple):
-    """One buffer of a kernel: its WGSL name, element kind and access mode.
+    """One buffer of a kernel: its WGSL name, element kind, access mode and width.
 
-    kind: 'f32' | 'bf16' | 'i32' | 'bool' | 'u32' (raw words).
+    kind: 'f32' | 'bf16' | 'f16' | 'i32' | 'i64' | 'bool' | 'u32' (raw words).
     access: 'read' | 'write' | 'rw' | 'atomic_add'.
+    width: 1, or 4 to also get ``load4_x`` / ``store4_x`` (four elements from index i,
+    a multiple of 4) through 16-byte (8 for 16-bit kinds) words.
     """
 
     name: str
     kind: str
     access: str = "read"
+    width: int = 1
 
 
 class KernelSpec(NamedTuple):
-    """Everything that makes one compute pipeline; hashable, so it keys the cache."""
+    """Everything that makes one compute pipeline; hashable, so it keys the cache.
+    ``enable`` lists WGSL extensions the module turns on ("f16"); with "f16", float16
+    bindings are read and written as WGSL ``f16``."""
 
     file: str
     entry: str
     bindings: tuple
     params: tuple = ()
+    enable: tuple = ()
 
     def source(self) -> str:
-        return module_source(self.file, self.entry, self.bindings, self.params)
+        return module_source(self.file, self.entry, self.bindings, self.params, self.enable)
 
 
-def kernel(file: str, entry: str, bindings, **params) -> KernelSpec:
-    """A :class:`KernelSpec`; ``bindings`` are (name, kind, access) triples."""
+def kernel(file: str, entry: str, bindings, enable=(), **params) -> KernelSpec:
+    """A :class:`KernelSpec`; ``bindings`` are (name, kind, access[, width]) tuples."""
     return KernelSpec(file, entry, tuple(Binding(*b) for b in bindings),
-                      tuple(sorted((k, str(v)) for k, v in params.items())))
+                      tuple(sorted((k, str(v)) for k, v in params.items())), tuple(enable))
 
 
 @functools.lru_cache(maxsize=512)
-def module_source(file: str, entry: str, bindings: tuple, params: tuple) -> str:
+def module_source(file: str, entry: str, bindings: tuple, params: tuple,
+                  enable: tuple = ()) -> str:
     """common.wgsl + prelude + included files + the parts of ``file`` that ``entry``
     needs, with ``${NAME}`` placeholders filled from ``params``."""
     text = read_shader(file)
-    parts = [read_shader("common.wgsl"), prelude(bindings)]
+    parts = [f"enable {e};" for e in enable]
+    parts += [read_shader("common.wgsl"), prelude(bindings, "f16" in enable)]
+    keys = {entry, *dict(params).get("SECTIONS", "").split()}
     for line in text.splitlines():
         if line.startswith("//! include:"):
-            parts.append(read_shader(line.split(":", 1)[1].strip()))
-    parts.append(select_sections(text, entry))
-    source = unroll("\n".join(parts), dict(params))
-    return Template(source).safe_substitute(dict(params))
+            parts.append(select_sections(read_shader(line.split(":", 1)[1].strip()), keys))
+    parts.append(select_sections(text, keys))
+    values = dict(params)
+    # comments keep their placeholders: a multi-line value would end them early
+    source = "\n".join(line if line.lstrip().startswith("//") else
+                       Template(line).safe_substitute(values)
+                       for line in "\n".join(parts).splitlines())
+    return unroll(source, values)
+
+
+_PLACEHOLDERS = ("#i", "#j", "#k")
 
 
 def unroll(text: str, params: dict) -> str:
-    """Expand ``@unroll(NAME) statement`` lines into ``params[NAME]`` copies of the
-    statement with ``#i`` replaced by 0, 1, ...
+    """Expand ``@unroll(N) statement`` lines into N copies of the statement with ``#i``
+    replaced by 0, 1, ...; N is a number or the name of a param. The statement may be
+    another ``@unroll``, whose copies number ``#j`` (and a third level ``#k``).
 
     Kernels use it for per-invocation registers (``var q#i = vec4<f32>();``): WGSL arrays
     in function memory that are indexed in loops end up in slow local memory on some
@@ -100,85 +119,222 @@ def unroll(text: str, params: dict) -> str:
     for line in text.splitlines():
         stripped = line.lstrip()
         if stripped.startswith("@unroll("):
-            name, stmt = stripped[len("@unroll("):].split(")", 1)
             indent = line[:len(line) - len(stripped)]
-            out.extend(indent + stmt.strip().replace("#i", str(i))
-                       for i in range(int(params[name])))
+            out.extend(indent + stmt for stmt in _expand(stripped, params, 0))
         else:
             out.append(line)
     return "\n".join(out)
 
 
-def select_sections(text: str, entry: str) -> str:
-    """The lines of ``text`` that ``entry`` needs: everything before the first
-    ``//! section: name ...`` marker, then each section whose names include ``entry``.
+def _expand(stmt: str, params: dict, level: int) -> list:
+    if not stmt.startswith("@unroll("):
+        return [stmt]
+    name, rest = stmt[len("@unroll("):].split(")", 1)
+    name = name.strip()
+    count = int(name) if name.isdigit() else int(params[name])
+    out = []
+    for i in range(count):
+        out.extend(_expand(rest.strip().replace(_PLACEHOLDERS[level], str(i)), params,
+                           level + 1))
+    return out
+
+
+def only_sections(text: str, keys) -> str:
+    """The sections of ``text`` that name one of ``keys``, without what precedes the first
+    section marker."""
+    return select_sections("//! section:\n" + text, keys)
+
+
+def select_sections(text: str, keys) -> str:
+    """The lines of ``text`` that an entry needs: everything before the first
+    ``//! section: name ...`` marker, then each section that names one of ``keys`` (the
+    entry, plus the names in the ``SECTIONS`` param: variants of a helper).
 
     Entries of one family may bind different buffers; compiling only their own sections
     keeps the module valid for the bindings the spec declares."""
+    keys = {keys} if isinstance(keys, str) else set(keys)
     keep, out = True, []
     for line in text.splitlines():
         if line.startswith("//! section:"):
-            keep = entry in line.split(":", 1)[1].split()
+            keep = bool(keys.intersection(line.split(":", 1)[1].split()))
             continue
         if keep:
             out.append(line)
     return "\n".join(out)
 
 
-def prelude(bindings) -> str:
+def prelude(bindings, native_f16: bool = False) -> str:
     lines = ["@group(0) @binding(0) var<storage, read> metadata: array<i32>;"]
+    if native_f16:  # exact rounding (f16() leaves it to the implementation)
+        lines += ["fn to_f16(v: f32) -> f16 { return f16(unpack2x16float(f16_bits(v)).x); }",
+                  "fn to_f16x4(v: vec4<f32>) -> vec4<f16> {",
+                  "    return vec4<f16>(to_f16(v.x), to_f16(v.y), to_f16(v.z), to_f16(v.w));",
+                  "}"]
     for slot, b in enumerate(bindings, start=1):
-        lines.extend(_accessors(slot, Binding(*b)))
+        lines.extend(_accessors(slot, Binding(*b), native_f16))
+    if any(Binding(*b).kind == "i64" for b in bindings):
+        lines.append(_I64_HELPERS)  # i64 may appear only in modules of int64 devices
     return "\n".join(lines) + "\n"
 
 
-def _accessors(slot: int, b: Binding) -> list[str]:
-    name, kind, access = b
-    ct = "u32" if kind == "u32" else COMPUTE_TYPE[kind]
+_I64_HELPERS = """fn no_nan_i64(x: i64) -> bool { return false; }
+// a - (a / b) * b, not a % b: one driver (NVIDIA 580, Vulkan) takes % of i64 as unsigned
+fn floor_divide_i64(a: i64, b: i64) -> i64 {
+    let q = a / b;
+    return select(q, q - 1li, (a - q * b != 0li) && ((a < 0li) != (b < 0li)));
+}
+fn remainder_i64(a: i64, b: i64) -> i64 {
+    let r = a - (a / b) * b;
+    return select(r, r + b, r != 0li && ((r < 0li) != (b < 0li)));
+}
+fn ipow_i64(a: i64, b: i64) -> i64 {
+    if (b < 0li) {
+        if (a == 1li) { return 1li; }
+        if (a == -1li) { return select(1li, -1li, (b & 1li) == 1li); }
+        return 0li;
+    }
+    var r = 1li;
+    var base = a;
+    var e = b;
+    loop {
+        if (e == 0li) { break; }
+        if ((e & 1li) == 1li) { r *= base; }
+        base *= base;
+        e = e >> 1u;
+    }
+    return r;
+}"""
+
+
+# -- accessors ---------------------------------------------------------------------------
+# Packed 16-bit floats: two elements per u32. Reads widen them to f32; writes go through
+# atomics (an element shares its word with a neighbour another invocation may write),
+# except store2/store4, which write whole words (pairs from an even index).
+_UNPACK = {"bf16": "bf16_pair", "f16": "unpack2x16float"}
+_PACK = {"bf16": "bf16_pack", "f16": "f16_pack"}
+_BITS = {"bf16": "bf16_bits", "f16": "f16_bits"}
+
+
+def _accessors(slot: int, b: Binding, native_f16: bool = False) -> list[str]:
+    name, kind, access, width = b
     at = f"@group(0) @binding({slot})"
     buf = f"{name}_buf"
-    out = [f"alias {name}_t = {ct};"]
-    mode = "read" if access == "read" else "read_write"
     if access == "atomic_add":
-        if kind == "f32":
-            out += [f"{at} var<storage, read_write> {buf}: array<atomic<u32>>;",
-                    f"fn add_{name}(i: i32, v: f32) {{",
-                    f"    var old = atomicLoad(&{buf}[i]);",
-                    "    loop {",
-                    f"        let r = atomicCompareExchangeWeak(&{buf}[i], old, "
-                    "bitcast<u32>(bitcast<f32>(old) + v));",
-                    "        if (r.exchanged) { break; }",
-                    "        old = r.old_value;",
-                    "    }",
-                    "}"]
-        elif kind == "i32":
-            out += [f"{at} var<storage, read_write> {buf}: array<atomic<i32>>;",
-                    f"fn add_{name}(i: i32, v: i32) {{ atomicAdd(&{buf}[i], v); }}"]
-        else:
-            raise TypeError(f"atomic accumulation into {kind} is not supported")
-        return out
-    if kind == "bf16":
-        if access == "read":
-            out += [f"{at} var<storage, read> {buf}: array<u32>;",
-                    f"fn load_{name}(i: i32) -> f32 {{ return bf16_at({buf}[u32(i) >> 1u], "
-                    "u32(i) & 1u); }"]
-        elif access == "write":
-            # two elements share a word: atomics keep neighbours written by other
-            # invocations intact
-            out += [f"{at} var<storage, read_write> {buf}: array<atomic<u32>>;",
-                    f"fn store_{name}(i: i32, v: f32) {{",
-                    "    let w = u32(i) >> 1u;",
-                    "    let sh = (u32(i) & 1u) * 16u;",
-                    f"    atomicAnd(&{buf}[w], ~(0xffffu << sh));",
-                    f"    atomicOr(&{buf}[w], bf16_bits(v) << sh);",
-                    "}"]
-        else:
-            raise TypeError("bfloat16 buffers are read or written by a kernel, not both")
-        return out
-    st = {"f32": "f32", "i32": "i32", "bool": "u32", "u32": "u32"}[kind]
-    out.append(f"{at} var<storage, {mode}> {buf}: array<{st}>;")
+        return _atomic_accessors(at, buf, name, kind)
+    if kind == "f16" and native_f16:
+        return _native_f16_accessors(at, buf, name, access, width)
+    if kind in _UNPACK:
+        return _packed_accessors(at, buf, name, kind, access, width)
+    ct = "u32" if kind == "u32" else COMPUTE_TYPE[kind]
+    st = {"f32": "f32", "i32": "i32", "i64": "i64", "bool": "u32", "u32": "u32"}[kind]
+    mode = "read" if access == "read" else "read_write"
+    if width == 4 and kind == "i64":
+        raise TypeError("int64 buffers are read one element at a time")
+    # width 4: vec4 words, element i a component, and load4 / store4; else elements, and
+    # load2 / store2 (elements i and i + 1)
+    if width == 4:
+        decl, elem, n = f"array<vec4<{st}>>", f"{buf}[u32(i) >> 2u][u32(i) & 3u]", 4
+        wide_load = f"vec4<{ct}>({buf}[u32(i) >> 2u])"
+        wide_store = f"{buf}[u32(i) >> 2u] = vec4<{st}>(v);"
+    else:
+        decl, elem, n = f"array<{st}>", f"{buf}[i]", 2
+        wide_load = f"vec2<{ct}>({buf}[i], {buf}[i + 1])"
+        wide_store = f"{buf}[i] = v.x; {buf}[i + 1] = v.y;"
+    out = [f"alias {name}_t = {ct};", f"{at} var<storage, {mode}> {buf}: {decl};"]
     if access in ("read", "rw"):
-        out.append(f"fn load_{name}(i: i32) -> {ct} {{ return {buf}[i]; }}")
+        out += [f"fn load_{name}(i: i32) -> {ct} {{ return {ct}({elem}); }}",
+                f"fn load{n}_{name}(i: i32) -> vec{n}<{ct}> {{ return {wide_load}; }}"]
     if access in ("write", "rw"):
-        out.append(f"fn store_{name}(i: i32, v: {ct}) {{ {buf}[i] = v; }}")
+        out += [f"fn store_{name}(i: i32, v: {ct}) {{ {elem} = {st}(v); }}",
+                f"fn store{n}_{name}(i: i32, v: vec{n}<{ct}>) {{ {wide_store} }}"]
+    return out
+
+
+def _atomic_accessors(at, buf, name, kind) -> list[str]:
+    ct = COMPUTE_TYPE.get(kind, "u32")
+    out = [f"alias {name}_t = {ct};"]
+    if kind == "f32":
+        return out + [f"{at} var<storage, read_write> {buf}: array<atomic<u32>>;",
+                      f"fn add_{name}(i: i32, v: f32) {{",
+                      f"    var old = atomicLoad(&{buf}[i]);",
+                      "    loop {",
+                      f"        let r = atomicCompareExchangeWeak(&{buf}[i], old, "
+                      "bitcast<u32>(bitcast<f32>(old) + v));",
+                      "        if (r.exchanged) { break; }",
+                      "        old = r.old_value;",
+                      "    }",
+                      "}"]
+    if kind == "i32":
+        return out + [f"{at} var<storage, read_write> {buf}: array<atomic<i32>>;",
+                      f"fn add_{name}(i: i32, v: i32) {{ atomicAdd(&{buf}[i], v); }}"]
+    raise TypeError(f"atomic accumulation into {kind} is not supported")
+
+
+def _packed_accessors(at, buf, name, kind, access, width) -> list[str]:
+    out = [f"alias {name}_t = f32;"]
+    unpack, pack, bits = _UNPACK[kind], _PACK[kind], _BITS[kind]
+    if access == "read":
+        if width == 4:
+            out += [f"{at} var<storage, read> {buf}: array<vec2<u32>>;",
+                    f"fn {name}_word(w: u32) -> u32 {{ return {buf}[w >> 1u][w & 1u]; }}",
+                    f"fn load4_{name}(i: i32) -> vec4<f32> {{ let w = {buf}[u32(i) >> 2u]; "
+                    f"return vec4<f32>({unpack}(w.x), {unpack}(w.y)); }}"]
+        else:
+            out += [f"{at} var<storage, read> {buf}: array<u32>;",
+                    f"fn {name}_word(w: u32) -> u32 {{ return {buf}[w]; }}"]
+        out += [f"fn load_{name}(i: i32) -> f32 {{ "
+                f"return {unpack}({name}_word(u32(i) >> 1u))[u32(i) & 1u]; }}",
+                f"fn load2_{name}(i: i32) -> vec2<f32> {{ "
+                f"return {unpack}({name}_word(u32(i) >> 1u)); }}"]
+        return out
+    if access != "write":
+        raise TypeError(f"{kind} buffers are read or written by a kernel, not both")
+    return out + [
+        f"{at} var<storage, read_write> {buf}: array<atomic<u32>>;",
+        f"fn store_{name}(i: i32, v: f32) {{",
+        "    let w = u32(i) >> 1u;",
+        "    let sh = (u32(i) & 1u) * 16u;",
+        f"    atomicAnd(&{buf}[w], ~(0xffffu << sh));",
+        f"    atomicOr(&{buf}[w], {bits}(v) << sh);",
+        "}",
+        f"fn store2_{name}(i: i32, v: vec2<f32>) {{ "
+        f"atomicStore(&{buf}[u32(i) >> 1u], {pack}(v)); }}",
+        f"fn store4_{name}(i: i32, v: vec4<f32>) {{",
+        "    let w = u32(i) >> 1u;",
+        f"    atomicStore(&{buf}[w], {pack}(v.xy));",
+        f"    atomicStore(&{buf}[w + 1u], {pack}(v.zw));",
+        "}"]
+
+
+def _native_f16_accessors(at, buf, name, access, width) -> list[str]:
+    """float16 as WGSL f16 (the ``f16`` extension): 16-bit loads and stores, no atomics.
+    ``load_x`` still widens to f32; ``loadh_x`` / ``load4h_x`` give f16 values."""
+    mode = "read" if access == "read" else "read_write"
+    out = [f"alias {name}_t = f32;"]
+    if width == 4:
+        out.append(f"{at} var<storage, {mode}> {buf}: array<vec4<f16>>;")
+        elem = f"{buf}[u32(i) >> 2u][u32(i) & 3u]"
+        if access in ("read", "rw"):
+            out += [f"fn load4h_{name}(i: i32) -> vec4<f16> {{ return {buf}[u32(i) >> 2u]; }}",
+                    f"fn load4_{name}(i: i32) -> vec4<f32> {{ "
+                    f"return vec4<f32>({buf}[u32(i) >> 2u]); }}"]
+        if access in ("write", "rw"):
+            out += [f"fn store4_{name}(i: i32, v: vec4<f32>) {{ "
+                    f"{buf}[u32(i) >> 2u] = to_f16x4(v); }}"]
+    else:
+        out.append(f"{at} var<storage, {mode}> {buf}: array<f16>;")
+        elem = f"{buf}[i]"
+        if access in ("read", "rw"):
+            out.append(f"fn load2_{name}(i: i32) -> vec2<f32> {{ "
+                       f"return vec2<f32>(f32({buf}[i]), f32({buf}[i + 1])); }}")
+        if access in ("write", "rw"):
+            out += [f"fn store2_{name}(i: i32, v: vec2<f32>) {{ "
+                    f"{buf}[i] = to_f16(v.x); {buf}[i + 1] = to_f16(v.y); }}",
+                    f"fn store4_{name}(i: i32, v: vec4<f32>) {{ store2_{name}(i, v.xy); "
+                    f"store2_{name}(i + 2, v.zw); }}"]
+    if access in ("read", "rw"):
+        out += [f"fn loadh_{name}(i: i32) -> f16 {{ return {elem}; }}",
+                f"fn load_{name}(i: i32) -> f32 {{ return f32({elem}); }}"]
+    if access in ("write", "rw"):
+        out.append(f"fn store_{name}(i: i32, v: f32) {{ {elem} = to_f16(v); }}")
     return out

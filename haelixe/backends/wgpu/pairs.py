@@ -1,0 +1,58 @@
+"""Elementwise kernels over pairs: each invocation computes elements 2w and 2w + 1, so a
+bfloat16 / float16 output (two elements per 32-bit word) is written a whole word at a
+time, with no atomics, and packed inputs are read a word at a time: half the bytes of
+float32 become half the time.
+
+:func:`eligible` says when ``run_map`` may take this path (a 16-bit output that its
+flattened iteration walks contiguously from an even element); :func:`inputs_text` writes
+the loads of the ``map_pairs`` entry of ``elementwise.wgsl``.
+"""
+
+from __future__ import annotations
+
+from . import dtypes as gd
+from .geometry import N_SCALARS, OP_STRIDE, OPS_BASE
+
+PACKED_KINDS = ("bf16", "f16")
+
+
+def _flat(meta, k: int) -> tuple:
+    """(offset, stride) of operand k in a flattened (one-dim) metadata block."""
+    base = OPS_BASE + k * OP_STRIDE
+    return meta[base], meta[base + 2]
+
+
+def eligible(out, meta) -> bool:
+    """Whether ``out`` (operand 0 of ``meta``, which merged to one dim) is a 16-bit dtype
+    walked with stride 1 from an even element."""
+    if gd.kind(out.dtype) not in PACKED_KINDS or meta[N_SCALARS] > 1:
+        return False
+    offset, stride = _flat(meta, 0)
+    return offset % 2 == 0 and (stride == 1 or out.size == 1)
+
+
+def inputs_text(loads, meta, expr: str, as_sym=None) -> str:
+    """WGSL defining ``p<j>`` (elements i and i + 1 of input j, a vec2) for each
+    (source, operand, kind) of ``loads`` (a scalar expression when operand is None, else
+    a binding read through ``flat_at``; ``i1`` is i + 1 clamped to the last element),
+    then setting r.x and r.y to ``expr`` of the x and y lanes. ``as_sym`` maps a kind to
+    the WGSL that turns a loaded lane ``{v}`` into the expression's operand type."""
+    text = []
+    for j, (src, k, _) in enumerate(loads):
+        if k is None:
+            text.append(f"let p{j} = vec2({src});")
+            continue
+        offset, stride = _flat(meta, k)
+        if stride == 0:
+            text.append(f"let p{j} = vec2(load_{src}(flat_at({k}, i)));")
+        elif stride == 1 and offset % 2 == 0:
+            text.append(f"let p{j} = load2_{src}(flat_at({k}, i));")
+        else:
+            text.append(f"let p{j} = vec2(load_{src}(flat_at({k}, i)), "
+                        f"load_{src}(flat_at({k}, i1)));")
+    for lane in "xy":
+        lets = " ".join(
+            f"let x{j} = {(as_sym or {}).get(kind, '{v}').format(v=f'p{j}.{lane}')};"
+            for j, (_, _, kind) in enumerate(loads))
+        text.append(f"{{ {lets} r.{lane} = {expr}; }}")
+    return "\n    ".join(text)

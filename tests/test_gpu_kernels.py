@@ -1,0 +1,421 @@
+"""Every kernel variant the GPU backend chooses by shape, layout, dtype or adapter
+feature, forced one by one on small and ragged sizes and checked against numpy: matmul
+tiles / loads / split-K / f16 compute, attention plans and masks, 16-bit outputs written
+a word at a time, float16 and int64 storage, GradScaler's unscale kernel. Each feature
+path also runs with the feature switched off (the fallback adapters without it take)."""
+
+from __future__ import annotations
+
+import math
+import os
+import subprocess
+import sys
+import textwrap
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+from haelixe.backends.wgpu.geometry import swap_last2
+from haelixe.ops.elementwise import ACTIVATIONS
+
+BF16 = ml_dtypes.bfloat16
+
+
+@pytest.fixture(params=["native", "fallback"])
+def f16_mode(request, be):
+    """Runs a test with float16 arithmetic (where the adapter has shader-f16; the matmul
+    summing two K tiles in f16) and with the f32 fallback kernels."""
+    from haelixe.backends.wgpu import matmul as mm
+
+    if request.param == "native" and not be.context.has("shader-f16"):
+        pytest.skip("the adapter has no shader-f16")
+    saved, flush = be.context.features, mm.F16_FLUSH_TILES
+    if request.param == "fallback":
+        be.context.features = saved - {"shader-f16"}
+    else:
+        mm.F16_FLUSH_TILES = 2
+    yield request.param
+    be.context.features, mm.F16_FLUSH_TILES = saved, flush
+
+
+def up(be, a):
+    return be.from_numpy(np.ascontiguousarray(a))
+
+
+def f64(a):
+    return np.asarray(a).astype(np.float64)
+
+
+def rel(got, want):
+    got, want = f64(got), f64(want)
+    return np.linalg.norm(got - want) / max(np.linalg.norm(want), 1e-30)
+
+
+# -- matmul --------------------------------------------------------------------------------
+def _operand(be, a, layout):
+    """a (R, C) as a GPU view: 'row' contiguous, 'col' transposed storage, 'sliced' a
+    strided slice (scalar loads), 'odd' an odd offset (scalar loads)."""
+    if layout == "row":
+        return up(be, a)
+    if layout == "col":
+        return swap_last2(up(be, a.T))
+    if layout == "sliced":
+        big = np.zeros((a.shape[0], 2 * a.shape[1]), a.dtype)
+        big[:, ::2] = a
+        g = up(be, big)
+        return g.view(a.shape, (g.strides[0], 2), 0)
+    flat = np.concatenate([np.zeros(1, a.dtype), a.reshape(-1)])
+    g = up(be, flat)
+    return g.view(a.shape, (a.shape[1], 1), 1)
+
+
+MATMUL_VARIANTS = [("128x128", 1), ("128x64", 1), ("64x128", 1), ("64x64", 1),
+                   ("64x64", 3), ("128x128", 2)]
+
+
+@pytest.mark.parametrize("tile,splits", MATMUL_VARIANTS)
+def test_matmul_every_tile_load_and_split(be, tile, splits):
+    """Each tile, with and without split-K, over the loads each operand layout takes
+    (vec4 along m/n, vec4 along k, scalar), ragged sizes, bias + GELU + pre, row sums."""
+    from haelixe.backends.wgpu import matmul as mm
+
+    rng = np.random.default_rng(len(tile) + splits)
+    variant = mm.Variant(mm.TILES[tile], splits)
+    for (m, k, n), la, lb in [((70, 52, 36), "row", "col"), ((33, 40, 68), "col", "row"),
+                              ((20, 17, 9), "sliced", "odd"), ((64, 64, 64), "row", "row")]:
+        a = rng.standard_normal((m, k)).astype(np.float32)
+        b = rng.standard_normal((k, n)).astype(np.float32)
+        bias = rng.standard_normal(n).astype(np.float32)
+        ga, gb = _operand(be, a, la), _operand(be, b, lb)
+        y, pre = mm.matmul(be, ga, gb, bias=up(be, bias), activation=ACTIVATIONS["gelu"],
+                           want_pre=True, variant=variant)
+        want = f64(a) @ f64(b) + bias
+        gelu = 0.5 * want * (1 + np.vectorize(math.erf)(want / math.sqrt(2)))
+        msg = f"{tile}/{splits} {m}x{k}x{n} {la} {lb}"
+        assert rel(be.to_numpy(pre), want) < 1e-5, msg
+        assert rel(be.to_numpy(y), gelu) < 1e-5, msg
+        c, sums = mm.matmul(be, ga, gb, want_row_sums=True, variant=variant)
+        assert rel(be.to_numpy(c), f64(a) @ f64(b)) < 1e-5, msg
+        np.testing.assert_allclose(be.to_numpy(sums), a.sum(1), rtol=1e-4, atol=1e-4,
+                                   err_msg=msg)
+
+
+def test_matmul_activation_as_a_wgsl_expression_and_batches(be):
+    from haelixe.backends.wgpu import matmul as mm
+
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal((3, 1, 9, 12)).astype(np.float32)
+    b = rng.standard_normal((2, 12, 8)).astype(np.float32)  # batch dims broadcast
+    for variant in (None, mm.Variant(mm.TILES["64x64"], 2)):
+        got = mm.matmul(be, up(be, a), up(be, b), activation="max({x}, 0.0)",
+                        variant=variant)
+        want = np.maximum(f64(a) @ f64(b), 0)
+        assert got.shape == (3, 2, 9, 8)
+        assert rel(be.to_numpy(got), want) < 1e-5
+
+
+def test_matmul_choice_by_shape():
+    from haelixe.backends.wgpu import matmul as mm
+
+    assert mm.choose(4096, 4096, 4096, 1) == mm.Variant(mm.TILES["128x128"])
+    small_out = mm.choose(64, 64, 8192, 1)  # a small Linear's weight gradient
+    assert small_out.splits > 1 and small_out.tile == mm.TILES["64x64"]
+    assert mm.choose(8, 8, 8, 1).splits == 1  # short K: no split
+    assert all(t.valid() for t in mm.TILES.values())
+
+
+@pytest.mark.parametrize("dtype", ["f16", "bf16"])
+def test_matmul_16bit(be, dtype, f16_mode):
+    from haelixe.backends.wgpu import matmul as mm
+
+    np_dt = np.float16 if dtype == "f16" else BF16
+    rng = np.random.default_rng(4)
+    for (m, k, n), variant in [((37, 24, 20), None), ((64, 40, 12), None),
+                               ((16, 300, 8), mm.Variant(mm.TILES["64x64"], 2))]:
+        a = rng.standard_normal((m, k)).astype(np_dt)
+        b = rng.standard_normal((n, k)).astype(np_dt)
+        bias = rng.standard_normal(n).astype(np_dt)
+        got, sums = mm.matmul(be, up(be, a), swap_last2(up(be, b)), want_row_sums=True,
+                              variant=variant)
+        assert got.dtype == np_dt
+        assert rel(be.to_numpy(got), f64(a) @ f64(b).T) < 4e-3
+        assert rel(be.to_numpy(sums), f64(a).sum(1)) < 4e-3
+        y = mm.matmul(be, up(be, a), swap_last2(up(be, b)), bias=up(be, bias),
+                      activation=ACTIVATIONS["gelu_tanh"], variant=variant)
+        pre = f64(a) @ f64(b).T + f64(bias)
+        want = 0.5 * pre * (1 + np.tanh(0.7978845608 * (pre + 0.044715 * pre ** 3)))
+        assert rel(be.to_numpy(y), want) < 4e-3
+
+
+# -- attention ----------------------------------------------------------------------------
+def attention_ref(q, k, v, causal, scale, mask=None):
+    """(out, lse, p) in float64, PyTorch's semantics for masks: rows with no visible key
+    give zeros."""
+    q, k, v = f64(q), f64(k), f64(v)
+    s = q @ np.swapaxes(k, -1, -2) * scale
+    if mask is not None:
+        s = np.where(mask, s, -np.inf) if mask.dtype == bool else s + f64(mask)
+    if causal:
+        sq, sk = s.shape[-2:]
+        s = np.where(np.arange(sk)[None, :] > np.arange(sq)[:, None], -np.inf, s)
+    m = s.max(-1, keepdims=True)
+    dead = ~np.isfinite(m)
+    e = np.exp(s - np.where(dead, 0, m))
+    l_ = np.where(dead, 1, e.sum(-1, keepdims=True))
+    p = np.where(dead, 0, e / l_)
+    return p @ v, np.where(dead[..., 0], -np.inf, (m + np.log(l_))[..., 0]), p
+
+
+def attention_grads_ref(q, k, v, causal, scale, gout, mask=None):
+    out, _, p = attention_ref(q, k, v, causal, scale, mask)
+    q, k, v, g = f64(q), f64(k), f64(v), f64(gout)
+    dv = np.swapaxes(p, -1, -2) @ g
+    dp = g @ np.swapaxes(v, -1, -2)
+    ds = p * (dp - (g * out).sum(-1, keepdims=True)) * scale
+    return ds @ k, np.swapaxes(ds, -1, -2) @ q, dv
+
+
+def check_attention(be, q, k, v, causal, scale, mask=None, plans=None, tol=2e-5, dt=None):
+    from haelixe.backends.wgpu import attention as at
+
+    dt = dt or np.float32
+    cast = [t.astype(dt) for t in (q, k, v)]
+    gmask = None if mask is None else up(be, mask)
+    out, lse = at.attention(be, *(up(be, t) for t in cast), causal, scale, gmask, plans)
+    want, lse_ref, _ = attention_ref(*cast, causal, scale, mask)
+    np.testing.assert_allclose(f64(be.to_numpy(out)), want, atol=tol, rtol=tol)
+    np.testing.assert_allclose(be.to_numpy(lse), lse_ref, atol=tol, rtol=tol)
+    g = np.random.default_rng(0).standard_normal(want.shape).astype(dt)
+    grads = at.attention_backward(be, *(up(be, t) for t in cast), out, lse, up(be, g),
+                                  causal, scale, gmask, plans)
+    for name, got, ref in zip(("dq", "dk", "dv"), grads,
+                              attention_grads_ref(*cast, causal, scale, g, mask)):
+        np.testing.assert_allclose(f64(be.to_numpy(got)), ref, atol=4 * tol, rtol=4 * tol,
+                                   err_msg=name)
+
+
+@pytest.mark.parametrize("p,bq,bk,kg", [(1, 16, 4, 4), (2, 32, 8, 4), (4, 16, 16, 8),
+                                        (2, 64, 16, 8), (1, 32, 8, 0)])
+def test_attention_every_plan(be, p, bq, bk, kg):
+    """Invocations per row (head-dim slices summed through workgroup memory), rows per
+    workgroup, block lengths and unrolled steps, in all three kernels, on lengths that
+    fit no block."""
+    from haelixe.backends.wgpu.attention import Plan
+
+    plan = Plan(p, bq, bk, kg)
+    plans = dict.fromkeys(("attention_forward", "attention_dq", "attention_dkdv"), plan)
+    rng = np.random.default_rng(p * bq + bk)
+    for causal, (sq, sk) in ((False, (19, 23)), (True, (37, 30))):
+        q = rng.standard_normal((2, sq, 16)).astype(np.float32)
+        k = rng.standard_normal((2, sk, 16)).astype(np.float32)
+        v = rng.standard_normal((2, sk, 16)).astype(np.float32)
+        check_attention(be, q, k, v, causal, 0.3, plans=plans)
+
+
+def test_attention_masks_bool_and_float_broadcast(be):
+    rng = np.random.default_rng(5)
+    q = rng.standard_normal((2, 3, 9, 8)).astype(np.float32)
+    k = rng.standard_normal((2, 3, 11, 8)).astype(np.float32)
+    v = rng.standard_normal((2, 3, 11, 8)).astype(np.float32)
+    keep = rng.random((9, 11)) > 0.4
+    keep[4] = False  # a row with no visible key: zeros, zero gradients
+    check_attention(be, q, k, v, False, 0.35, mask=keep)
+    check_attention(be, q, k, v, True, 0.35, mask=keep[None, None])  # with causal
+    per_batch = rng.standard_normal((2, 1, 1, 11)).astype(np.float32)  # padding-style
+    per_batch[1, 0, 0, 7:] = -np.inf
+    check_attention(be, q, k, v, False, 0.35, mask=per_batch)
+    check_attention(be, q, k, v, False, 0.35, mask=rng.standard_normal((3, 9, 1))
+                    .astype(np.float32))
+
+
+def test_attention_mask_errors(be):
+    q = up(be, np.zeros((2, 5, 4), np.float32))
+    with pytest.raises(ValueError, match=r"mask of shape \(4, 5\) does not broadcast"):
+        be.attention(q, q, q, False, 1.0, up(be, np.ones((4, 5), bool)))
+    with pytest.raises(TypeError, match="mask must be bool"):
+        be.attention(q, q, q, False, 1.0, up(be, np.ones((5, 5), np.int32)))
+
+
+@pytest.mark.parametrize("dtype", ["f16", "bf16"])
+def test_attention_16bit_inputs(be, dtype, f16_mode):
+    rng = np.random.default_rng(6)
+    q, k, v = (rng.standard_normal((2, 13, 16)).astype(np.float32) for _ in range(3))
+    check_attention(be, q, k, v, True, 0.25, tol=2e-2,
+                    dt=np.float16 if dtype == "f16" else BF16)
+
+
+# -- 16-bit outputs a word at a time ---------------------------------------------------------
+@pytest.mark.parametrize("np_dt", [BF16, np.float16], ids=["bf16", "f16"])
+def test_pairs_elementwise_exact(be, np_dt):
+    """Outputs written as words: odd lengths (the last element alone), views starting at
+    an odd element (the element path), strided, broadcast and scalar inputs."""
+    rng = np.random.default_rng(7)
+    a = rng.standard_normal(21).astype(np.float32)
+    b = rng.standard_normal(21).astype(np.float32)
+    ga, gb = up(be, a.astype(np_dt)), up(be, b.astype(np_dt))
+    want = (a.astype(np_dt).astype(np.float32) * b.astype(np_dt).astype(np.float32))
+    np.testing.assert_array_equal(be.to_numpy(be.mul(ga, gb)), want.astype(np_dt))
+    half = ga.view((10,), (2,), 1)  # odd start, stride 2
+    np.testing.assert_array_equal(be.to_numpy(be.exp(half)),
+                                  np.exp(a.astype(np_dt)[1::2].astype(np.float32))
+                                  .astype(np_dt))
+    row = up(be, a[:7].astype(np_dt))
+    grid = be.add(up(be, np.zeros((3, 7), np_dt)), row)  # broadcast input
+    np.testing.assert_array_equal(be.to_numpy(grid), np.tile(a[:7].astype(np_dt), (3, 1)))
+    dst = up(be, np.zeros(9, np_dt))
+    inner = dst.view((7,), (1,), 1)  # odd offset into a word
+    be.copy_into(inner, up(be, a[:7]))
+    np.testing.assert_array_equal(be.to_numpy(dst)[1:8], a[:7].astype(np_dt))
+    assert be.to_numpy(dst)[0] == 0 and be.to_numpy(dst)[8] == 0
+    x = be.mul(ga, np.dtype(np_dt).type(3.0))  # scalar operand
+    np.testing.assert_array_equal(be.to_numpy(x),
+                                  (a.astype(np_dt).astype(np.float32) * 3).astype(np_dt))
+
+
+def test_f16_storage_and_casts_are_bit_exact(be):
+    specials = np.array([0.0, -0.0, 1e-8, 3e-8, 6e-8, 1e-7, 2.98e-8, 6.1e-5, 6.09e-5,
+                         65504, 65519, 65520, 1e6, -1e6, np.inf, -np.inf, np.nan, 1 / 3,
+                         1 + 2 ** -11, 1 + 3 * 2 ** -11], np.float32)
+    x = np.concatenate([specials, np.random.default_rng(8).standard_normal(301)
+                        .astype(np.float32) * 300])
+    with np.errstate(over="ignore"):  # numpy's cast overflows to inf, as the kernel
+        want = x.astype(np.float16)
+    got = be.to_numpy(be.cast(up(be, x), np.float16))
+    np.testing.assert_array_equal(got.view(np.uint16), want.view(np.uint16))
+    back = be.to_numpy(be.cast(up(be, want), np.float32))
+    np.testing.assert_array_equal(back, want.astype(np.float32))
+    np.testing.assert_array_equal(be.to_numpy(be.full((5,), 1.5, np.float16)),
+                                  np.full(5, 1.5, np.float16))
+
+
+def test_norms_in_units_of_two_and_one(be):
+    """Even rows walk pairs (words of a 16-bit dtype), odd rows and strided outputs single
+    elements; both against numpy."""
+    rng = np.random.default_rng(9)
+    for d in (10, 7):
+        x = rng.standard_normal((5, d)).astype(np.float32)
+        w = rng.standard_normal(d).astype(np.float32)
+        for np_dt, tol in ((np.float32, 1e-5), (BF16, 2e-2), (np.float16, 3e-3)):
+            xx, ww = x.astype(np_dt), w.astype(np_dt)
+            y, _ = be.rmsnorm(up(be, xx), up(be, ww), 1e-6)
+            want = f64(xx) / np.sqrt((f64(xx) ** 2).mean(1, keepdims=True) + 1e-6) * f64(ww)
+            np.testing.assert_allclose(f64(be.to_numpy(y)), want, rtol=tol, atol=tol)
+            y, _, _ = be.layernorm(up(be, xx), up(be, ww), up(be, ww), 1e-5)
+            xc = f64(xx) - f64(xx).mean(1, keepdims=True)
+            want = xc / np.sqrt((xc ** 2).mean(1, keepdims=True) + 1e-5) * f64(ww) + f64(ww)
+            np.testing.assert_allclose(f64(be.to_numpy(y)), want, rtol=tol, atol=tol)
+
+
+def test_rope_pairs_and_single_elements(be):
+    rng = np.random.default_rng(10)
+    for d in (8, 6):  # pairs when D % 4 == 0
+        x = rng.standard_normal((2, 5, d)).astype(np.float32)
+        ang = rng.standard_normal((5, d // 2))
+        cos, sin = np.cos(ang).astype(np.float32), np.sin(ang).astype(np.float32)
+        h = d // 2
+        want = np.concatenate([x[..., :h] * cos - x[..., h:] * sin,
+                               x[..., h:] * cos + x[..., :h] * sin], -1)
+        for np_dt, tol in ((np.float32, 1e-6), (BF16, 2e-2)):
+            got = be.rope(up(be, x.astype(np_dt)), up(be, cos), up(be, sin))
+            np.testing.assert_allclose(f64(be.to_numpy(got)), want, rtol=tol, atol=tol)
+
+
+# -- int64 -------------------------------------------------------------------------------------
+def test_int64_stays_int64(be):
+    import haelixe as hx
+
+    big = np.array([3, -2, 5_000_000_000, -7, 0], np.int64)
+    if not be.context.int64_native:
+        pytest.skip("the adapter stores int64 as int32 (tested in a subprocess below)")
+    g = up(be, big)
+    assert g.dtype == np.int64
+    np.testing.assert_array_equal(be.to_numpy(g), big)
+    np.testing.assert_array_equal(be.to_numpy(be.sum(g, (0,))), big.sum())
+    np.testing.assert_array_equal(be.to_numpy(be.max(g, (0,))), big.max())
+    np.testing.assert_array_equal(be.to_numpy(be.full((3,), -5_000_000_000, np.int64)),
+                                  np.full(3, -5_000_000_000))
+    np.testing.assert_array_equal(be.to_numpy(be.cast(g, np.float32)),
+                                  big.astype(np.float32))
+    t = hx.tensor(big, device="gpu")
+    assert t.dtype is hx.int64
+    for got, want in (((t + t), big + big), ((t * 3), big * 3), ((t > 1), big > 1),
+                      ((t // 2), big // 2), ((t % 3), big % 3), ((t ** 2), big ** 2),
+                      (t.abs(), np.abs(big)), (hx.maximum(t, t * 0), np.maximum(big, 0))):
+        np.testing.assert_array_equal(got.to("cpu").numpy(), want)
+    back = (t - 1).to("cpu")
+    assert back.dtype is hx.int64 and back.numpy().tolist() == (big - 1).tolist()
+    am = hx.tensor([[1.0, 5.0, 2.0]], device="gpu").argmax(1)
+    assert am.dtype is hx.int64 and am.to("cpu").numpy().tolist() == [1]
+    x = hx.arange(6, dtype=hx.float32, device="gpu")
+    idx = hx.tensor([4, 0], device="gpu")
+    assert x[idx].to("cpu").numpy().tolist() == [4.0, 0.0]
+
+
+def test_int64_without_shader_int64_is_narrowed_but_reported():
+    """Without the feature int64 lives in int32 words: the dtype stays int64 both ways,
+    values past int32 are refused with an OverflowError."""
+    code = textwrap.dedent("""
+        import numpy as np
+        from haelixe.backends.wgpu.backend import get_backend
+        be = get_backend()
+        assert not be.context.int64_native
+        g = be.from_numpy(np.array([3, -2, 2**31 - 1], np.int64))
+        assert g.dtype == np.int64
+        back = be.to_numpy(be.add(g, be.from_numpy(np.array([1, 1, 0], np.int64))))
+        assert back.dtype == np.int64 and back.tolist() == [4, -1, 2**31 - 1], back
+        assert be.argmax(be.from_numpy(np.ones((2, 3), np.float32)), 1).dtype == np.int64
+        try:
+            be.from_numpy(np.array([2**31], np.int64))
+        except OverflowError as err:
+            assert "shader-int64" in str(err)
+        else:
+            raise AssertionError("no OverflowError")
+        print("ok")
+    """)
+    env = dict(os.environ, HAELIXE_GPU_DISABLE="shader-int64")
+    res = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                         text=True, timeout=120)
+    if "GpuUnavailableError" in res.stderr:
+        pytest.skip("no wgpu adapter")
+    assert res.returncode == 0 and "ok" in res.stdout, res.stderr[-2000:]
+
+
+# -- GradScaler's kernel ---------------------------------------------------------------------
+def test_unscale_and_check_kernel(be):
+    g = up(be, np.array([2.0, -4.0, 6.0], np.float32))
+    flag = up(be, np.zeros((), np.float32))
+    assert be.unscale_and_check(g, 0.5, flag)
+    np.testing.assert_array_equal(be.to_numpy(g), [1.0, -2.0, 3.0])
+    assert be.to_numpy(flag) == 0.0
+    for bad in (np.inf, -np.inf, np.nan):
+        g = up(be, np.array([1.0, bad, 3.0], np.float32))
+        assert be.unscale_and_check(g, 0.5, flag) and be.to_numpy(flag) == 1.0
+        flag = up(be, np.zeros((), np.float32))
+    assert not be.unscale_and_check(up(be, np.ones(2, BF16)), 0.5, flag)  # composed path
+
+
+# -- row reductions: subgroups and the workgroup-memory tree ---------------------------------
+@pytest.mark.parametrize("subgroups", [True, False], ids=["subgroup", "tree"])
+def test_row_reductions_with_and_without_subgroups(be, subgroups):
+    if subgroups and not be.context.has("subgroup"):
+        pytest.skip("the adapter has no subgroups")
+    saved = be.context.features
+    if not subgroups:
+        be.context.features = saved - {"subgroup"}
+    try:
+        rng = np.random.default_rng(11)
+        for n in (5, 40, 300, 700):  # 32, 64 and 256 invocations a row
+            x = rng.standard_normal((3, n)).astype(np.float32)
+            x[2, n // 2] = np.nan  # NaN wins the max
+            got = be.to_numpy(be.softmax(up(be, x), 1))
+            e = np.exp(x[:2] - x[:2].max(1, keepdims=True))
+            np.testing.assert_allclose(got[:2], e / e.sum(1, keepdims=True), atol=1e-6)
+            assert np.isnan(got[2]).all()
+            y, _ = be.rmsnorm(up(be, x[:2]), None, 1e-6)
+            want = f64(x[:2]) / np.sqrt((f64(x[:2]) ** 2).mean(1, keepdims=True) + 1e-6)
+            np.testing.assert_allclose(be.to_numpy(y), want, atol=1e-5)
+            mse = be.to_numpy(be.mse_loss(up(be, x[:2]), up(be, x[:2] * 0.5)))
+            np.testing.assert_allclose(mse, ((f64(x[:2]) * 0.5) ** 2).mean(), rtol=1e-5)
+    finally:
+        be.context.features = saved
