@@ -201,22 +201,23 @@ def rmsnorm_backward_rows(x, w, rstd, gy, dx, dw):
 
 @njit(**ROWS)
 def layernorm_rows(x, w, b, eps, y, mean, rstd):
+    """Statistics in the input's dtype, as PyTorch's CPU kernel keeps them (a gradient
+    that cancels to ~0 then carries PyTorch's rounding, not a more exact one)."""
     rows, n = x.shape
     for r in range(rows):
-        s = 0.0
+        s = typed(x, 0.0)
         for j in range(n):
-            s += np.float64(x[r, j])
-        mu = s / n
-        ss = 0.0
+            s += x[r, j]
+        mu = s / typed(x, n)
+        ss = typed(x, 0.0)
         for j in range(n):
-            d = np.float64(x[r, j]) - mu
+            d = x[r, j] - mu
             ss += d * d
-        inv = 1.0 / math.sqrt(ss / n + eps)
+        inv = typed(x, 1.0) / math.sqrt(ss / typed(x, n) + typed(x, eps))
         mean[r] = mu
         rstd[r] = inv
-        m, i = typed(x, mu), typed(x, inv)
         for j in range(n):
-            y[r, j] = (x[r, j] - m) * i * w[j] + b[j]
+            y[r, j] = (x[r, j] - mu) * inv * w[j] + b[j]
 
 
 @njit(**ROWS)
@@ -224,16 +225,16 @@ def layernorm_backward_rows(x, w, mean, rstd, gy, dx, dw, db):
     rows, n = x.shape
     for r in range(rows):
         m, inv = mean[r], rstd[r]
-        s1 = 0.0
-        s2 = 0.0
+        s1 = typed(x, 0.0)
+        s2 = typed(x, 0.0)
         for j in range(n):
             xh = (x[r, j] - m) * inv
             gx = gy[r, j] * w[j]
-            s1 += np.float64(gx)
-            s2 += np.float64(gx) * np.float64(xh)
+            s1 += gx
+            s2 += gx * xh
             dw[j] += np.float64(gy[r, j]) * np.float64(xh)
             db[j] += np.float64(gy[r, j])
-        m1, m2 = typed(x, s1 / n), typed(x, s2 / n)
+        m1, m2 = s1 / typed(x, n), s2 / typed(x, n)
         for j in range(n):
             xh = (x[r, j] - m) * inv
             dx[r, j] = inv * (gy[r, j] * w[j] - m1 - xh * m2)
