@@ -423,10 +423,12 @@ def test_dispatches_are_batched_into_few_submits(be):
     for _ in range(200):
         y = run(be, "add", y, x)
     s = be.stats()
-    assert s["dispatches"] == 200 and s["submits"] <= 1
+    # one submit per max_pending dispatches: the GPU starts while the host records more
+    batches = -(-200 // be.dispatcher.max_pending)
+    assert s["dispatches"] == 200 and s["submits"] <= batches
     np.testing.assert_array_equal(be.to_numpy(y), np.full(64, 201, np.float32))
     s = be.stats()
-    assert s["submits"] <= 2 and s["downloads"] == 1
+    assert s["submits"] <= batches + 1 and s["downloads"] == 1
 
 
 def test_bind_groups_are_reused_and_dropped_with_their_buffers(be):

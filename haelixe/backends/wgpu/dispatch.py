@@ -37,7 +37,9 @@ from .bindings import BindGroupCache, layout_entries
 from .shaders import KernelSpec
 
 _get_ident = threading.get_ident
-DEFAULT_MAX_PENDING = int(os.environ.get("HAELIXE_GPU_MAX_PENDING", "256"))
+# submit every 32 dispatches: the GPU starts on a step while Python records the rest
+# (the 6-block transformer on an H200: 8.9 steps/s at 256, 14.0 at 32)
+DEFAULT_MAX_PENDING = int(os.environ.get("HAELIXE_GPU_MAX_PENDING", "32"))
 META_RING_BYTES = 1 << 20
 META_WINDOW_INTS = 256  # what one dispatch's metadata may use (the largest needs ~110)
 STAGING_KEPT_BYTES = 1 << 24  # read-backs up to this size reuse their staging buffer
