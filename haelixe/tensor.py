@@ -57,6 +57,8 @@ class Tensor:
     @staticmethod
     def _wrap(raw) -> Tensor:
         """A fresh tensor owning the raw array an op just produced."""
+        if raw.__class__ is not np.ndarray and isinstance(raw, np.generic):
+            raw = np.asarray(raw)  # the numpy scalar of a full reduction
         if raw.__class__ is np.ndarray and raw.flags.c_contiguous:  # the common case
             dtype = _DTYPE_OF_NP[raw.dtype]
             return _new(Tensor)._init(raw, Storage(raw, CPU, dtype, raw.nbytes), None,

@@ -160,13 +160,15 @@ class Function(Node):
     @classmethod
     def apply(cls, *args):
         """Run forward; record the node when some Tensor argument requires grad."""
+        state = STATE  # (one lookup: the state lives per thread)
         requires = False
-        if STATE.grad_enabled and cls.differentiable:
+        if state.grad_enabled and cls.differentiable:
             for a in args:
                 if isinstance(a, Tensor) and a._requires_grad:
                     requires = True
                     break
-        if not requires and not STATE.anomaly:
+        anomaly = state.anomaly
+        if not requires and not anomaly:
             # Nothing to record (inference, no_grad, a first-order backward): forward
             # writes its ctx attributes into a sink instead of a node nobody keeps.
             raw = cls.forward(SINK, *args)
@@ -175,7 +177,7 @@ class Function(Node):
         raw = cls.forward(ctx, *args)
         # Views return a Tensor over their input's storage; other ops a raw array.
         out = raw if raw.__class__ is Tensor else Tensor._wrap(raw)
-        if STATE.anomaly:
+        if anomaly:
             _check_finite(out, f"forward of {ctx.name}")
         if requires:
             ctx.next = [_edge(a) if isinstance(a, Tensor) else None for a in args]
@@ -184,9 +186,10 @@ class Function(Node):
             ctx.meta = (out.shape, out.dtype, out.device)
             if cls.saves_output:
                 ctx.save_for_backward(*ctx.saved, out._alias())
-            if STATE.modules:
-                ctx.module = STATE.modules[-1]
-            if STATE.anomaly:
+            modules = state.modules
+            if modules:
+                ctx.module = modules[-1]
+            if anomaly:
                 ctx.trace = traceback.format_stack()[:-1]
         return out
 

@@ -110,7 +110,7 @@ class NumpyMath:
 
 _MATH = NumpyMath
 _LOW = (np.dtype(ml_dtypes.bfloat16), np.dtype(np.float16))
-_LOW_SET = frozenset(_LOW)
+_LOW_SET = frozenset(_LOW)  # (a hash lookup: no dtype comparisons on every op)
 
 
 def _low(x) -> bool:
@@ -258,7 +258,7 @@ class CPUBackend(Backend):
     # -- elementwise ---------------------------------------------------------------------
     def map(self, kernel, inputs, dtype):
         f = kernel.compiled.get("cpu") or _compile(kernel)
-        out = f(*inputs) if dtype not in _LOW or kernel.cpu is not None else \
+        out = f(*inputs) if dtype not in _LOW_SET or kernel.cpu is not None else \
             _in_f32(f, inputs)
         if out.__class__ is not np.ndarray:
             out = np.asarray(out)
@@ -269,7 +269,7 @@ class CPUBackend(Backend):
         if "cpu" not in kernel.compiled:
             _compile(kernel)
         inplace = kernel.compiled["cpu_inplace"]
-        if inplace is not None and dst.dtype not in _LOW:  # writes in place
+        if inplace is not None and dst.dtype not in _LOW_SET:  # writes in place
             inplace(dst, *inputs, out=dst, casting="unsafe")
         else:
             np.copyto(dst, self.map(kernel, [dst, *inputs], dst.dtype), casting="unsafe")

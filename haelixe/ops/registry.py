@@ -222,22 +222,8 @@ class ElementwiseFunction(Function):
     save_index: tuple = ()
     plans: list = []
 
-    @classmethod
-    def forward(cls, ctx, *args):
-        decl = cls.decl
-        ref = args[decl.dtype_from]
-        if not isinstance(ref, Tensor):
-            ref = next(a for a in args if isinstance(a, Tensor))
-        np_dt = ref.dtype.np
-        raws = [a._data if isinstance(a, Tensor) else np_dt.type(a) for a in args]
-        if ctx is not SINK and decl.differentiable:
-            # numbers and parameters by value; of tensors only what the gradient reads
-            ctx.args = [None if isinstance(a, Tensor) else a for a in args]
-            ctx.in_meta = [(a.shape, a.dtype) if isinstance(a, Tensor) else None
-                           for a in args[:decl.arity]]
-            ctx.save_for_backward(*[a if isinstance(a, Tensor) else None
-                                    for a in (args[i] for i in cls.save_index)])
-        return ref._be.map(decl.kernel, raws, decl.out_dtype(ref.dtype).np)
+    forward = None  # made per op by _make_forward
+
 
     @classmethod
     def backward(cls, ctx, g):
@@ -322,9 +308,68 @@ def _saved_names(decl):
     return names + (["y"] if decl.saves_output else [])
 
 
+def _make_forward(decl, save_index):
+    """The op's forward, with what it needs bound once (it runs on every call)."""
+    kernel, arity, dfrom = decl.kernel, decl.arity, decl.dtype_from
+    compare, record = decl.dtypes == "compare", decl.differentiable
+    bool_np = bool_.np
+
+    def remember(ctx, args):
+        # numbers and parameters by value; of tensors only what the gradient reads
+        ctx.args = [None if isinstance(a, Tensor) else a for a in args]
+        ctx.in_meta = [(a.shape, a.dtype) if isinstance(a, Tensor) else None
+                       for a in args[:arity]]
+        ctx.save_for_backward(*[a if isinstance(a, Tensor) else None
+                                for a in (args[i] for i in save_index)])
+
+    if arity == 2 and not decl.params and dfrom == 0:
+        save_a, save_b = 0 in save_index, 1 in save_index
+
+        def forward(ctx, a, b):  # (no list built: x + y is the hottest path there is)
+            ta, tb = isinstance(a, Tensor), isinstance(b, Tensor)
+            ref = a if ta else b
+            np_dt = ref.dtype.np
+            ra = a._data if ta else np_dt.type(a)
+            rb = b._data if tb else np_dt.type(b)
+            if record and ctx is not SINK:
+                ctx.args = (None if ta else a, None if tb else b)
+                ctx.in_meta = ((a.shape, a.dtype) if ta else None,
+                               (b.shape, b.dtype) if tb else None)
+                if save_a and save_b:
+                    ctx.save_for_backward(a if ta else None, b if tb else None)
+                elif save_a or save_b:
+                    t, is_t = (a, ta) if save_a else (b, tb)
+                    ctx.save_for_backward(t if is_t else None)
+            return ref._be.map(kernel, (ra, rb), bool_np if compare else np_dt)
+    elif arity == 1 and not decl.params:
+        def forward(ctx, x):
+            if record and ctx is not SINK:
+                remember(ctx, (x,))
+            return x._be.map(kernel, (x._data,), bool_np if compare else x.dtype.np)
+    else:
+        def forward(ctx, *args):
+            ref = args[dfrom]
+            if not isinstance(ref, Tensor):
+                ref = next(a for a in args if isinstance(a, Tensor))
+            np_dt = ref.dtype.np
+            raws = [a._data if isinstance(a, Tensor) else np_dt.type(a) for a in args]
+            if record and ctx is not SINK:
+                remember(ctx, args)
+            return ref._be.map(kernel, raws, bool_np if compare else np_dt)
+
+    # tracebacks and capture errors name the op (Mul.forward), not this factory
+    qualname = f"{decl.label}.forward"
+    forward.__qualname__ = qualname
+    if hasattr(forward.__code__, "co_qualname"):  # Python 3.11+
+        forward.__code__ = forward.__code__.replace(co_qualname=qualname)
+    return staticmethod(forward)
+
+
 def _make_function(decl) -> type:
     names = _saved_names(decl)
+    save_index = tuple(decl.inputs.index(n) for n in names if n != "y")
     return type(decl.label, (ElementwiseFunction,), {
+        "forward": _make_forward(decl, save_index),
         "decl": decl, "label": decl.label, "__slots__": (),
         "save_index": tuple(decl.inputs.index(n) for n in names if n != "y"),
         "saves_output": "y" in names, "differentiable": decl.differentiable,
@@ -348,6 +393,14 @@ def _make_front(decl):
             if x.dtype not in fast:
                 x = x.to(decl.compute_dtype(x.dtype))
             return apply(x, *params)
+    elif decl.arity == 2 and not nparams:
+        def front(a, b):  # the hot path of x + y, x * 2.0 ...: no promotion to do
+            if a.__class__ is Tensor and b.__class__ is Tensor and a.dtype is b.dtype \
+                    and a.device is b.device and a.dtype in fast:
+                if a.shape != b.shape:
+                    layout.broadcast_shapes(a.shape, b.shape, op=name)
+                return apply(a, b)
+            return apply(*_prepare(decl, (a, b)))
     else:
         def front(*xs):
             params = xs[decl.arity:]
@@ -455,6 +508,8 @@ _REFLECTED = {"__radd__", "__rsub__", "__rmul__", "__rtruediv__", "__rpow__",
 
 
 def _make_dunder(front, dunder):
+    if dunder not in _REFLECTED and dunder not in ("__neg__", "__abs__", "__invert__"):
+        return front  # x.__mul__(y) is front(x, y): no extra call
     if dunder in _REFLECTED:
         def op(self, other):
             return front(other, self)
