@@ -177,6 +177,20 @@ class _GradKernel:
             raise ValueError(f"gradient {i} of {op} reads {unknown}, which are neither "
                              f"inputs, parameters nor y")
         self.kernel = Kernel(f"{op}_grad{i}", fn, 1 + len(self.needs))
+        # g passed through unchanged (add's, sub's first): no kernel, no copy
+        self.identity = not self.needs and _returns_its_argument(fn)
+
+
+def _returns_its_argument(fn) -> bool:
+    marker = _Marker()
+    try:
+        return fn(None, marker) is marker
+    except TypeError:  # it computes with g (-g, g * 0.0): a real kernel
+        return False
+
+
+class _Marker:
+    __slots__ = ()
 
 
 # -- the namespace derivatives see when they run on tensors (create_graph) -------------------
@@ -240,12 +254,15 @@ class ElementwiseFunction(Function):
                 continue
             kernel, sources = plan
             shape, dtype = ctx.in_meta[i]
-            np_dt = dtype.np
-            raws = [g._data]
-            for j, k in sources:  # a saved tensor, or (None there) the number in args
-                t = saved[j] if j is not None else None
-                raws.append(t._data if t is not None else np_dt.type(args[k]))
-            gi = Tensor._wrap(g._be.map(kernel, raws, np_dt))
+            if kernel is None:
+                gi = g
+            else:
+                np_dt = dtype.np
+                raws = [g._data]
+                for j, k in sources:  # a saved tensor, or (None there) a number in args
+                    t = saved[j] if j is not None else None
+                    raws.append(t._data if t is not None else np_dt.type(args[k]))
+                gi = Tensor._wrap(g._be.map(kernel, raws, np_dt))
             if gi.shape != shape:
                 gi = gi.sum_to(shape)
             out.append(gi if gi.dtype is dtype else gi.to(dtype))
@@ -298,7 +315,7 @@ def _plans(decl, names):
             continue
         sources = [(names.index(n) if n in names else None,
                     order.index(n) if n in order else None) for n in gk.needs]
-        plans.append((gk.kernel, sources))
+        plans.append((None if gk.identity else gk.kernel, sources))
     return plans
 
 
