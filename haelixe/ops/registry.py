@@ -412,11 +412,17 @@ def _make_front(decl):
             return apply(x, *params)
     elif decl.arity == 2 and not nparams:
         def front(a, b):  # the hot path of x + y, x * 2.0 ...: no promotion to do
-            if a.__class__ is Tensor and b.__class__ is Tensor and a.dtype is b.dtype \
-                    and a.device is b.device and a.dtype in fast:
-                if a.shape != b.shape:
-                    layout.broadcast_shapes(a.shape, b.shape, op=name)
-                return apply(a, b)
+            ca, cb = a.__class__, b.__class__
+            if ca is Tensor:
+                if cb is Tensor:
+                    if a.dtype is b.dtype and a.device is b.device and a.dtype in fast:
+                        if a.shape != b.shape:
+                            layout.broadcast_shapes(a.shape, b.shape, op=name)
+                        return apply(a, b)
+                elif a.dtype in fast and _keeps_dtype(a.dtype, cb):
+                    return apply(a, b)  # a Python number that cannot widen the tensor
+            elif cb is Tensor and b.dtype in fast and _keeps_dtype(b.dtype, ca):
+                return apply(a, b)  # 2.0 - x
             return apply(*_prepare(decl, (a, b)))
     else:
         def front(*xs):
@@ -437,6 +443,14 @@ def _make_front(decl):
     front.__name__ = front.__qualname__ = name
     front.__doc__ = f"Elementwise {name} (declared in the op registry)."
     return front
+
+
+def _keeps_dtype(dt, number_type) -> bool:
+    """A Python number of this type leaves a tensor of ``dt`` its dtype (PyTorch's
+    wrapped-number rule: a float changes only an int or bool tensor, an int a bool)."""
+    if number_type is float:
+        return dt.is_floating_point
+    return number_type is int and dt.kind != "bool"
 
 
 def _fast_ok(decl, dt) -> bool:
