@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-import torch
 
 import haelixe as hx
 from haelixe import nn
 from haelixe.optim import SGD
+
+torch = pytest.importorskip("torch")
 
 
 def _devices():
