@@ -6,6 +6,7 @@ from __future__ import annotations
 from ..autograd.function import Function
 from ..autograd.mode import no_grad
 from ..backends import backend_for
+from ..creation import tensor
 from ..device import CPU, GPU, Device, as_device
 from ..dtype import as_dtype
 from ..tensor import Tensor
@@ -36,6 +37,14 @@ class Cast(Function):
     @staticmethod
     def backward(ctx, g):
         return cast(g, ctx.src), None
+
+
+def as_tensor_like(value, ref, dtype=None):
+    """``value`` (a tensor, number, list or numpy array) as a tensor on ``ref``'s device
+    (a tensor passes through as it is)."""
+    if isinstance(value, Tensor):
+        return value
+    return tensor(value, dtype=dtype, device=ref.device)
 
 
 def cast(x, dtype):
@@ -180,7 +189,5 @@ def new_empty(self, *size, dtype=None, device=None, requires_grad=False) -> Tens
 
 @tensor_method
 def new_tensor(self, data, dtype=None, device=None) -> Tensor:
-    from ..creation import tensor
-
     return tensor(data, dtype=self.dtype if dtype is None else dtype,
                   device=self.device if device is None else device)

@@ -10,7 +10,7 @@ from .. import layout
 from ..autograd.function import Function
 from ..dtype import bool_, promote_types, result_type
 from ..tensor import Tensor
-from .convert import cast
+from .convert import as_tensor_like, cast
 from .registry import declare, elementwise, function, tensor_method
 from .views import Slice
 
@@ -140,7 +140,7 @@ def setitem(x, key, value):
     x._storage.check_writable("setitem")
     raw = _raw_key(x, key)
     if not isinstance(value, Tensor):
-        value = _as_tensor(value, x, x.dtype)
+        value = as_tensor_like(value, x, x.dtype)
     if value.device is not x.device:
         value = value.to(x.device)
     x._be.index_put(x._data, raw, cast(value.detach(), x.dtype)._data)
@@ -163,7 +163,7 @@ def where(condition, input, other):  # noqa: A002 (PyTorch's argument names)
         raise TypeError("where: expected at least one tensor among condition, input, other")
     ref = tensors[0]
     if not isinstance(condition, Tensor):
-        condition = _as_tensor(condition, ref)
+        condition = as_tensor_like(condition, ref)
     if condition.dtype is not bool_:
         raise TypeError(f"where: condition must be bool, got {condition.dtype.name}; compare "
                         f"first (x > 0)")
@@ -172,7 +172,7 @@ def where(condition, input, other):  # noqa: A002 (PyTorch's argument names)
     vals = []
     for v in (input, other):
         if not isinstance(v, Tensor):
-            v = _as_tensor(v, condition, dt)
+            v = as_tensor_like(v, condition, dt)
         elif v.dtype is not dt:
             v = cast(v, dt)
         if v.device is not condition.device:
@@ -185,12 +185,6 @@ def where(condition, input, other):  # noqa: A002 (PyTorch's argument names)
 
 
 WHERE.apply = where  # the condition stays bool: not the registry's promoting front
-
-
-def _as_tensor(value, ref, dtype=None):
-    from ..creation import tensor
-
-    return tensor(value, dtype=dtype, device=ref.device)
 
 
 @tensor_method(name="where")
@@ -213,7 +207,7 @@ def masked_fill(x, mask, value):
                              f"shape {value.shape}")
         value = cast(value, x.dtype)
     else:
-        value = _as_tensor(value, x, x.dtype)
+        value = as_tensor_like(value, x, x.dtype)
     return where(mask, value, x)
 
 
@@ -362,12 +356,10 @@ def index_add(x, dim, index, source, alpha=1):
 def _triangle(op, x, diagonal, lower):
     if x.ndim < 2:
         raise RuntimeError(f"{op}: input needs at least 2 dims, got shape {x.shape}")
-    from ..creation import tensor
-
     n, m = x.shape[-2:]
     drop = ~np.tril(np.ones((n, m), bool), diagonal) if lower else \
         ~np.triu(np.ones((n, m), bool), diagonal)
-    return masked_fill(x, tensor(drop, device=x.device), 0)
+    return masked_fill(x, as_tensor_like(drop, x), 0)
 
 
 @tensor_method(function=True)
@@ -384,13 +376,11 @@ def triu(x, diagonal=0):
 def nonzero(x, as_tuple=False):
     """The indices of the non-zero elements: an (n, ndim) int64 tensor, or one 1-D
     tensor per dim with ``as_tuple`` (read on the host: the count decides the shape)."""
-    from ..creation import tensor
-
     idx = np.nonzero(x.detach()._be.to_numpy(x._data).reshape(x.shape))
     if as_tuple:
-        return tuple(tensor(i.astype(np.int64), device=x.device) for i in idx)
+        return tuple(as_tensor_like(i.astype(np.int64), x) for i in idx)
     stacked = np.stack(idx, axis=1) if idx else np.zeros((0, 0), np.int64)
-    return tensor(stacked.astype(np.int64), device=x.device)
+    return as_tensor_like(stacked.astype(np.int64), x)
 
 
 declare("nonzero", differentiable=False, dtypes="any")

@@ -12,7 +12,7 @@ from .. import layout
 from ..autograd.mode import STATE
 from ..tensor import Tensor
 from . import registry
-from .convert import cast, to_device
+from .convert import as_tensor_like, cast, to_device
 from .registry import tensor_method
 
 
@@ -143,13 +143,6 @@ def random_(x, kind, a, b):
     else:
         host = gen.uniform(a, b, x.shape)
     return copy_(x, Tensor._wrap(x._be.from_numpy(host.astype(x.dtype.np))))
-
-
-def as_tensor_like(value, ref):
-    """``value`` (scalar, list, numpy array) as a tensor on ``ref``'s device."""
-    from ..creation import tensor
-
-    return tensor(value, device=ref.device)
 
 
 @tensor_method

@@ -8,6 +8,7 @@ from ..autograd.function import Function
 from ..autograd.mode import STATE
 from ..dtype import promote_types
 from ..tensor import Tensor
+from .convert import as_tensor_like
 from .registry import declare, function, tensor_method
 
 
@@ -43,18 +44,10 @@ def _promote_pair(op, a, b):
     return a, b
 
 
-def _as_tensor(b, a):
-    if isinstance(b, Tensor):
-        return b
-    from ..creation import tensor
-
-    return tensor(b, dtype=a.dtype, device=a.device)
-
-
 def matmul(a, b):
     if not isinstance(a, Tensor):
         raise TypeError(f"matmul: expected a Tensor, got {type(a).__name__}")
-    b = _as_tensor(b, a)
+    b = as_tensor_like(b, a, a.dtype)
     if a.ndim == 0 or b.ndim == 0:
         raise ValueError(f"matmul: both operands need at least 1 dim, got shapes {a.shape} "
                          f"and {b.shape}; use * for scalars")
@@ -157,4 +150,4 @@ declare("bmm", arity=2)
 tensor_method(matmul, function=True)
 tensor_method(bmm, function=True)
 Tensor.__matmul__ = matmul
-Tensor.__rmatmul__ = lambda self, other: matmul(_as_tensor(other, self), self)
+Tensor.__rmatmul__ = lambda self, other: matmul(as_tensor_like(other, self, self.dtype), self)
