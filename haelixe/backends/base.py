@@ -54,11 +54,6 @@ class Kernel:
         return f"Kernel({self.name!r}, arity={self.arity})"
 
 
-def kernel(name: str, arity: int, cpu=None, wgsl_lib: str = ""):
-    """Decorator: ``@kernel("name", 2)`` over ``def f(m, a, b)`` makes a Kernel."""
-    return lambda fn: Kernel(name, fn, arity, cpu, wgsl_lib)
-
-
 # -- kernels the composed defaults below use ----------------------------------------------
 K_SUB = Kernel("sub", lambda m, a, b: a - b, 2, cpu=np.subtract)
 K_MUL = Kernel("mul", lambda m, a, b: a * b, 2, cpu=np.multiply)
