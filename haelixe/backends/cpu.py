@@ -266,9 +266,11 @@ class CPUBackend(Backend):
         return out if odt is dtype or odt == dtype else out.astype(dtype)
 
     def map_into(self, kernel, dst, inputs):
-        if "cpu" not in kernel.compiled:
+        compiled = kernel.compiled
+        inplace = compiled.get("cpu_inplace")
+        if inplace is None and "cpu" not in compiled:
             _compile(kernel)
-        inplace = kernel.compiled["cpu_inplace"]
+            inplace = compiled["cpu_inplace"]
         if inplace is not None and dst.dtype not in _LOW_SET:  # writes in place
             inplace(dst, *inputs, out=dst, casting="unsafe")
         else:
@@ -298,7 +300,7 @@ class CPUBackend(Backend):
         if 0 in shape:  # no element to reach: numpy would still check the offset
             return np.ndarray(shape, storage.dtype.np, buffer=storage.data[:0])
         return np.ndarray(shape, storage.dtype.np, buffer=storage.data, offset=offset * isz,
-                          strides=tuple(s * isz for s in strides))
+                          strides=[s * isz for s in strides])  # (a list: no generator)
 
     # -- layout --------------------------------------------------------------------------
     def reshape(self, x, shape):
