@@ -4,10 +4,12 @@
 // a TM x TN block in named vec4 registers c<i><j>_<k> (row 4 * (i * WY + ty) + j of the
 // tile, columns 4 * (k * WX + tx) ..+3), never in an array (arrays indexed in loops land
 // in slow local memory on some compilers). K is stepped BK at a time through workgroup
-// memory, A's tile stored k-major ([k][m / 4]) and B's ([k][n / 4]), so the inner loop
-// reads one vec4 per TM / 4 rows and TN / 4 columns and does TM * TN / 4 vec4 FMAs. The
-// next tile's global loads are issued into registers before the current tile's
-// arithmetic (double buffering through registers).
+// memory, A's tile stored k-major ([k][m / 4]) and B's ([k][n / 4]), so a step of k
+// (mac) reads one vec4 per TM / 4 rows and TN / 4 columns and does TM * TN / 4 vec4
+// FMAs. The next tile's global loads are issued into registers before the current
+// tile's arithmetic, and with STAGES = 2 they land in the other half of the tiles, so
+// one barrier per tile suffices (STAGES = 1: two, the tiles half the size). ${MAC}
+// runs mac over the tile's BK steps: unrolled (constant tile indices) or as a loop.
 //
 // How a tile is fetched depends on the operand's layout (a section per variant,
 // chosen by matmul.py; written for A, and renamed for B):
@@ -43,6 +45,9 @@ const WY: i32 = ${WY};
 const NT: i32 = ${WX} * ${WY};
 const AM4: i32 = ${BM} / 4;
 const BN4: i32 = ${BN} / 4;
+const STAGES: i32 = ${STAGES};
+const SA: i32 = ${BK} * ${BM} / 4;  // vec4s of one stage of A's tile
+const SB: i32 = ${BK} * ${BN} / 4;
 
 // Sizes, strides and where this workgroup is, read once from the metadata into
 // per-invocation registers (a load from the metadata buffer inside the tile loop is one
@@ -59,14 +64,21 @@ fn nbatch_of(nwg: vec3<u32>) -> i32 {
     return i32(nwg.z) / splits;
 }
 
-var<workgroup> a_tile: array<vec4<${TILE_T}>, BK * BM / 4>;
-var<workgroup> b_tile: array<vec4<${TILE_T}>, BK * BN / 4>;
+var<workgroup> a_tile: array<vec4<${TILE_T}>, STAGES * SA>;
+var<workgroup> b_tile: array<vec4<${TILE_T}>, STAGES * SB>;
+
+// The register block, (f16) its partial sums and A's row sums (ROWSUM_ACC): private, so
+// that mac can add into them; inlined, they stay in registers.
+@unroll(AG) @unroll(4) @unroll(BG) var<private> c#i#j_#k: vec4<f32>;
+${DECL_H}
+@unroll(AG) var<private> rs#i: vec4<f32>;
 
 // B's loaders are these with B's names (matmul.py writes them into B_LOADERS): b_tile,
 // fetch_b, put_b, b_at, b_base, n for m, N, n0, BN, BN4, sbn / sbk for sam / sak.
+// put_a(at, r, x) stores fetch_a's x into the stage of the tile that starts at `at`.
 
 //! section: a_m4 a_gen
-fn put_a(r: i32, x: vec4<${TILE_T}>) { a_tile[tid + r * NT] = x; }
+fn put_a(at: i32, r: i32, x: vec4<${TILE_T}>) { a_tile[at + tid + r * NT] = x; }
 
 //! section: a_m4
 fn fetch_a(r: i32, k0: i32) -> vec4<${TILE_T}> {
@@ -99,10 +111,10 @@ fn fetch_a(r: i32, k0: i32) -> vec4<${TILE_T}> {
     if (m < M && k < k_end) { return ${LD4}_a(a_base + m * sam + k); }
     return vec4<${TILE_T}>();
 }
-fn put_a(r: i32, x: vec4<${TILE_T}>) {  // four k rows, one component each
+fn put_a(at: i32, r: i32, x: vec4<${TILE_T}>) {  // four k rows, one component each
     let v = tid + r * NT;
     let ml = v % BM;
-    let i = 4 * (v / BM) * AM4 + ml / 4;
+    let i = at + 4 * (v / BM) * AM4 + ml / 4;
     let c = ml % 4;
     a_tile[i][c] = x.x;
     a_tile[i + AM4][c] = x.y;
@@ -120,6 +132,15 @@ fn rowsum_store(z: i32, m: i32, v: f32) { if (m < M) { store_rowsum(z * M + m, v
 
 //! section: matmul
 ${B_LOADERS}
+
+// One step of k: the vec4s of A's tile from index at_a (this invocation's rows, WY
+// apart) times those of B's from at_b (its columns, WX apart), into the register block.
+fn mac(at_a: i32, at_b: i32) {
+    @unroll(AG) let a#i = a_tile[at_a + #i * WY];
+    @unroll(BG) let b#i = b_tile[at_b + #i * WX];
+    ${ROWSUM_ACC}
+    @unroll(AG) @unroll(4) @unroll(BG) ${ACC}#i#j_#k = fma(vec4<${TILE_T}>(a#i[#j]), b#k, ${ACC}#i#j_#k);
+}
 
 fn emit4(z: i32, m: i32, n: i32, v: vec4<f32>) {
     if (m < M) {
@@ -154,25 +175,23 @@ fn matmul(@builtin(workgroup_id) wid: vec3<u32>,
     let ty = i32(lid.y);
     tid = ty * WX + tx;
 
-    @unroll(AG) @unroll(4) @unroll(BG) var c#i#j_#k = vec4<f32>();
-    ${DECL_H}
-    @unroll(AG) var s#i = vec4<f32>();  // row sums of A (${ROWSUM_ACC} only)
-
     @unroll(LA) var ra#i = fetch_a(#i, k_begin);
     @unroll(LB) var rb#i = fetch_b(#i, k_begin);
+    @unroll(LA) put_a(0, #i, ra#i);
+    @unroll(LB) put_b(0, #i, rb#i);
+    workgroupBarrier();
+    var st = 0;  // the stage the arithmetic reads
     for (var k0 = k_begin; k0 < k_end; k0 += BK) {
-        @unroll(LA) put_a(#i, ra#i);
-        @unroll(LB) put_b(#i, rb#i);
-        workgroupBarrier();
         @unroll(LA) ra#i = fetch_a(#i, k0 + BK);
         @unroll(LB) rb#i = fetch_b(#i, k0 + BK);
-        for (var kk = 0; kk < BK; kk++) {
-            @unroll(AG) let a#i = a_tile[kk * AM4 + #i * WY + ty];
-            @unroll(BG) let b#i = b_tile[kk * BN4 + #i * WX + tx];
-            ${ROWSUM_ACC}
-            @unroll(AG) @unroll(4) @unroll(BG) ${ACC}#i#j_#k = fma(vec4<${TILE_T}>(a#i[#j]), b#k, ${ACC}#i#j_#k);
-        }
+        let at_a = st * SA + ty;
+        let at_b = st * SB + tx;
+        ${MAC}
         ${FLUSH_H}
+        st = (st + 1) % STAGES;
+        if (STAGES == 1) { workgroupBarrier(); }  // all done reading the one stage
+        @unroll(LA) put_a(st * SA, #i, ra#i);
+        @unroll(LB) put_b(st * SB, #i, rb#i);
         workgroupBarrier();
     }
 

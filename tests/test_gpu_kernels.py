@@ -213,7 +213,18 @@ def test_attention_every_plan(be, p, bq, bk, kg):
         check_attention(be, q, k, v, causal, 0.3, plans=plans)
 
 
-def test_attention_masks_bool_and_float_broadcast(be):
+@pytest.fixture(params=["flash", "matmuls"])
+def attention_way(request):
+    """Runs a test with the flash kernels and with attention through matmuls (scores
+    materialised), whatever way the shapes would take."""
+    from haelixe.backends.wgpu import attention as at
+
+    saved, at.MATMUL_PATH = at.MATMUL_PATH, request.param == "matmuls"
+    yield request.param
+    at.MATMUL_PATH = saved
+
+
+def test_attention_masks_bool_and_float_broadcast(be, attention_way):
     rng = np.random.default_rng(5)
     q = rng.standard_normal((2, 3, 9, 8)).astype(np.float32)
     k = rng.standard_normal((2, 3, 11, 8)).astype(np.float32)
@@ -227,6 +238,38 @@ def test_attention_masks_bool_and_float_broadcast(be):
     check_attention(be, q, k, v, False, 0.35, mask=per_batch)
     check_attention(be, q, k, v, False, 0.35, mask=rng.standard_normal((3, 9, 1))
                     .astype(np.float32))
+
+
+def test_attention_by_matmuls_layouts_and_broadcasts(be, attention_way):
+    """Strided q, k, v (views of one qkv tensor, as multi-head attention makes them),
+    ragged lengths, causal with more keys than queries, k and v broadcast over a batch
+    dim, and v broadcast further than q and k (the matmul way then takes flash's)."""
+    rng = np.random.default_rng(8)
+    qkv = rng.standard_normal((2, 21, 3, 2, 12)).astype(np.float32)  # (b, t, 3, h, d)
+    gqkv = up(be, qkv)
+    views = [gqkv.view((2, 2, 21, 12), (gqkv.strides[0], gqkv.strides[3], gqkv.strides[1],
+                                         1), i * gqkv.strides[2]) for i in range(3)]
+    q, k, v = (np.ascontiguousarray(qkv[:, :, i].transpose(0, 2, 1, 3)) for i in range(3))
+    from haelixe.backends.wgpu import attention as at
+
+    out, lse = at.attention(be, *views, False, 0.3)
+    want, lse_ref, _ = attention_ref(q, k, v, False, 0.3)
+    np.testing.assert_allclose(f64(be.to_numpy(out)), want, atol=2e-5, rtol=2e-5)
+    np.testing.assert_allclose(be.to_numpy(lse), lse_ref, atol=2e-5, rtol=2e-5)
+    g = rng.standard_normal(want.shape).astype(np.float32)
+    for got, ref in zip(at.attention_backward(be, *views, out, lse, up(be, g), False, 0.3),
+                        attention_grads_ref(q, k, v, False, 0.3, g)):
+        np.testing.assert_allclose(f64(be.to_numpy(got)), ref, atol=8e-5, rtol=8e-5)
+    q = rng.standard_normal((2, 3, 7, 8)).astype(np.float32)
+    k = rng.standard_normal((1, 3, 13, 8)).astype(np.float32)
+    v = rng.standard_normal((1, 3, 13, 4)).astype(np.float32)
+    check_attention(be, q, k, v, True, 0.5)
+    v2 = rng.standard_normal((2, 3, 13, 4)).astype(np.float32)
+    out, lse = at.attention(be, up(be, q[:1]), up(be, k), up(be, v2), False, 0.5)
+    want, lse_ref, _ = attention_ref(q[:1], k, v2, False, 0.5)
+    np.testing.assert_allclose(f64(be.to_numpy(out)), want, atol=2e-5, rtol=2e-5)
+    np.testing.assert_allclose(be.to_numpy(lse), np.broadcast_to(lse_ref, (2, 3, 7)),
+                               atol=2e-5, rtol=2e-5)
 
 
 def test_attention_mask_errors(be):

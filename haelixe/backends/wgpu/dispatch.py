@@ -85,10 +85,11 @@ class Dispatcher:
         hit = self._pipelines.get(spec)
         if hit is None:
             src = spec.source()
-            module = self._modules.get(src)
+            module = self._modules.get((src, spec.checks))
             if module is None:
-                module = self.device.create_shader_module(code=src, label=spec.file)
-                self._modules[src] = module
+                module = (self.device.create_shader_module(code=src, label=spec.file)
+                          if spec.checks else _unchecked_module(self.device, src, spec.file))
+                self._modules[(src, spec.checks)] = module
             # an explicit layout: binding 0 takes a dynamic offset, which "auto" cannot
             label = f"{spec.file}:{spec.entry}"
             group_layout = self.device.create_bind_group_layout(
@@ -284,6 +285,30 @@ class Dispatcher:
         for k in self.counters:
             if k != "pipelines_compiled":
                 self.counters[k] = 0
+
+
+def _unchecked_module(device, src: str, label: str):
+    """A WGSL module compiled without wgpu's runtime checks (see KernelSpec.checks):
+    wgpu-native's wgpuDeviceCreateShaderModuleTrusted, which wgpu-py does not wrap. Where
+    that is missing (another wgpu build), the checked module."""
+    try:
+        from wgpu.backends.wgpu_native import _api
+        from wgpu.backends.wgpu_native._ffi import ffi, lib
+        create = _api.libf.wgpuDeviceCreateShaderModuleTrusted  # raises WGSL errors
+    except (ImportError, AttributeError):
+        return device.create_shader_module(code=src, label=label)
+    code, name = src.encode(), label.encode()
+    code_c, name_c = ffi.new("char[]", code), ffi.new("char[]", name)
+    source = ffi.new("WGPUShaderSourceWGSL *")
+    source.chain.sType = lib.WGPUSType_ShaderSourceWGSL
+    source.code.data, source.code.length = code_c, len(code)
+    desc = ffi.new("WGPUShaderModuleDescriptor *")
+    desc.nextInChain = ffi.cast("WGPUChainedStruct *", source)
+    desc.label.data, desc.label.length = name_c, len(name)
+    handle = create(device._internal, desc, lib.WGPUShaderRuntimeChecks_None)
+    if handle == ffi.NULL:
+        raise RuntimeError(f"{label}: shader module creation failed")
+    return _api.GPUShaderModule(label, handle, device)
 
 
 def _read_mapped(staging, first: int, nbytes: int) -> memoryview:

@@ -32,23 +32,29 @@ from .shaders import kernel, only_sections, read_shader
 
 class Tile(NamedTuple):
     """A BM x BN tile of C computed by (BN / TN) x (BM / TM) invocations, K in steps of
-    BK."""
+    BK through ``stages`` copies of the tiles in workgroup memory (2: one barrier per
+    step), the BK steps ``unrolled`` or looped over."""
 
     bm: int
     bn: int
     tm: int
     tn: int
     bk: int
+    stages: int = 2
+    unrolled: bool = True
 
     @property
     def threads(self) -> int:
         return (self.bm // self.tm) * (self.bn // self.tn)
 
+    def shared_bytes(self, elem_bytes: int = 4) -> int:
+        return self.stages * self.bk * (self.bm + self.bn) * elem_bytes
+
     def valid(self) -> bool:
         t = self.threads
         return (self.tm % 4 == 0 and self.tn % 4 == 0 and self.bk % 4 == 0
                 and (self.bk * self.bm // 4) % t == 0 and (self.bk * self.bn // 4) % t == 0
-                and t <= 256)
+                and t <= 256 and self.stages in (1, 2))
 
 
 TILES = {
@@ -71,6 +77,10 @@ MAX_SPLITS = 16
 # tiles, 7.6 at 1, against 4.7 widened): the f16 -> f32 conversions cost as much as the
 # products save. So it is off by default (tests reach it by setting this).
 F16_FLUSH_TILES = None
+# The matmul kernels index only in bounds (every global access is guarded, every tile
+# index is below its size by construction), so they compile without wgpu's runtime
+# checks: its index clamps keep the compiler from folding the tile offsets.
+RUNTIME_CHECKS = False
 
 _BIAS = "bias_at({n})"
 
@@ -157,7 +167,7 @@ def _emit(value: str, index: str, n: str, width: int, bias: bool, pre: bool, act
 
 
 _ROWSUM_STORE = """if (wid.x == 0u && tx == 0) {
-        @unroll(AG) @unroll(4) rowsum_store(zo, m0 + 4 * (#i * WY + ty) + #j, s#i[#j]);
+        @unroll(AG) @unroll(4) rowsum_store(zo, m0 + 4 * (#i * WY + ty) + #j, rs#i[#j]);
     }"""
 _ROWSUM_REDUCE = """if (n == 0) {
         let r = ci / N;
@@ -204,7 +214,10 @@ def matmul(be, a, b, bias=None, activation=None, want_pre=False, want_row_sums=F
     if bias is not None and (bias.shape[-1:] != (N,) or bias.size != N):
         raise ValueError(f"matmul: bias of shape {bias.shape} does not match {N} outputs")
     if out.size:
-        variant = variant or choose(M, N, K, nbatch, _a_mode(a, batch), _b_mode(b, batch))
+        if variant is None:
+            variant = choose(M, N, K, nbatch, _a_mode(a, batch), _b_mode(b, batch))
+            if be.context.software:  # LLVM compiles unrolled steps slowly; loops run as fast
+                variant = variant._replace(tile=variant.tile._replace(unrolled=False))
         if nbatch * variant.splits > 65535:
             if variant.splits == 1:
                 raise ValueError(f"matmul: {nbatch} batch matrices exceed one dispatch "
@@ -244,7 +257,7 @@ def _run(be, a, b, bias, activation, out, pre, sums, batch, variant: Variant) ->
     spec = _matmul_spec(kind, flush or 0, a_mode, b_mode, N % 4 == 0,
                         None if bias is None or split else gd.kind(bias.dtype),
                         pre is not None and not split, sums is not None, split, tile,
-                        activation if not split else None)
+                        activation if not split else None, RUNTIME_CHECKS)
     buffers = [a.buffer, b.buffer]
     if split:  # raw partial sums, then matmul_reduce
         part = be.empty((splits, nbatch, M, N), gd.F32)
@@ -260,7 +273,7 @@ def _run(be, a, b, bias, activation, out, pre, sums, batch, variant: Variant) ->
 
 @functools.lru_cache(maxsize=512)
 def _matmul_spec(kind, flush, a_mode, b_mode, vec_out, bias_kind, pre, sums, split, tile,
-                 activation):
+                 activation, checks=True):
     """The KernelSpec of one matmul variant (built once: a dispatch only looks it up).
     Bindings: a, b, c (the output, or split-K's f32 partials), then bias, pre and the row
     sums where present. ``flush`` > 0: f16 arithmetic, summed in f16 over that many K
@@ -287,18 +300,23 @@ def _matmul_spec(kind, flush, a_mode, b_mode, vec_out, bias_kind, pre, sums, spl
             bindings.append(("rowsum", kind, "write"))
     rowsum = {"ROWSUM_ACC": "", "ROWSUM_STORE": ""}
     if sums:
-        rowsum = {"ROWSUM_ACC": "@unroll(AG) s#i += vec4<f32>(a#i);",
+        rowsum = {"ROWSUM_ACC": "@unroll(AG) rs#i += vec4<f32>(a#i);",
                   "ROWSUM_STORE": _ROWSUM_STORE}
         sections.append("rowsum")
     f16 = _f16_params(flush) if flush else _F32
     loaders = _b_loaders(b_mode, f16["TILE_T"], f16["LD"], f16["LD4"])
     return kernel("matmul.wgsl", "matmul", bindings, enable=("f16",) if flush else (),
-                  B_LOADERS=loaders,
+                  checks=checks, B_LOADERS=loaders, STAGES=tile.stages,
+                  MAC=_MAC_UNROLLED if tile.unrolled else _MAC_LOOP,
                   BM=tile.bm, BN=tile.bn, BK=tile.bk, WX=tile.bn // tile.tn,
                   WY=tile.bm // tile.tm, AG=tile.tm // 4, BG=tile.tn // 4,
                   LA=tile.bk * tile.bm // 4 // tile.threads,
                   LB=tile.bk * tile.bn // 4 // tile.threads,
                   EMIT4=emit4, SECTIONS=" ".join(sections), **rowsum, **f16)
+
+
+_MAC_UNROLLED = "@unroll(BK) mac(at_a + #i * AM4, at_b + #i * BN4);"
+_MAC_LOOP = "for (var kk = 0; kk < BK; kk++) { mac(at_a + kk * AM4, at_b + kk * BN4); }"
 
 
 # A's tile loaders (matmul.wgsl) with B's names: they are one text for both operands
@@ -353,7 +371,7 @@ def _f16_params(flush_tiles: int) -> dict:
     """f16 tiles and h accumulators, added into the f32 ones every ``flush_tiles`` K
     tiles (and after the last)."""
     return {"TILE_T": "f16", "LD": "loadh", "LD4": "load4h", "ACC": "h",
-            "DECL_H": "@unroll(AG) @unroll(4) @unroll(BG) var h#i#j_#k = vec4<f16>();",
+            "DECL_H": "@unroll(AG) @unroll(4) @unroll(BG) var<private> h#i#j_#k: vec4<f16>;",
             "FLUSH_H": f"if (((k0 - k_begin) / BK) % {flush_tiles} == {flush_tiles - 1} "
                        f"|| k0 + BK >= k_end) {{\n"
                        "@unroll(AG) @unroll(4) @unroll(BG) c#i#j_#k += vec4<f32>(h#i#j_#k);\n"

@@ -65,22 +65,27 @@ class Binding(NamedTuple):
 class KernelSpec(NamedTuple):
     """Everything that makes one compute pipeline; hashable, so it keys the cache.
     ``enable`` lists WGSL extensions the module turns on ("f16"); with "f16", float16
-    bindings are read and written as WGSL ``f16``."""
+    bindings are read and written as WGSL ``f16``. ``checks`` False compiles the module
+    without wgpu's runtime checks (an index clamp on every workgroup-array and vector
+    access, a counter in every loop): only for kernels whose every index stays in bounds
+    and every loop ends by construction, as an out-of-bounds access is then undefined."""
 
     file: str
     entry: str
     bindings: tuple
     params: tuple = ()
     enable: tuple = ()
+    checks: bool = True
 
     def source(self) -> str:
         return module_source(self.file, self.entry, self.bindings, self.params, self.enable)
 
 
-def kernel(file: str, entry: str, bindings, enable=(), **params) -> KernelSpec:
+def kernel(file: str, entry: str, bindings, enable=(), checks=True, **params) -> KernelSpec:
     """A :class:`KernelSpec`; ``bindings`` are (name, kind, access[, width]) tuples."""
     return KernelSpec(file, entry, tuple(Binding(*b) for b in bindings),
-                      tuple(sorted((k, str(v)) for k, v in params.items())), tuple(enable))
+                      tuple(sorted((k, str(v)) for k, v in params.items())), tuple(enable),
+                      bool(checks))
 
 
 @functools.lru_cache(maxsize=512)
@@ -104,13 +109,13 @@ def module_source(file: str, entry: str, bindings: tuple, params: tuple,
     return unroll(source, values)
 
 
-_PLACEHOLDERS = ("#i", "#j", "#k")
+_PLACEHOLDERS = ("#i", "#j", "#k", "#l")
 
 
 def unroll(text: str, params: dict) -> str:
     """Expand ``@unroll(N) statement`` lines into N copies of the statement with ``#i``
     replaced by 0, 1, ...; N is a number or the name of a param. The statement may be
-    another ``@unroll``, whose copies number ``#j`` (and a third level ``#k``).
+    another ``@unroll``, whose copies number ``#j`` (and deeper levels ``#k``, ``#l``).
 
     Kernels use it for per-invocation registers (``var q#i = vec4<f32>();``): WGSL arrays
     in function memory that are indexed in loops end up in slow local memory on some

@@ -1,0 +1,79 @@
+// scores.wgsl: the row-wise steps of attention through matmuls (attention.py takes that
+// way for short sequences, where whole score matrices are small): the scores S = q k^T
+// come from the matmul kernel, these kernels turn them into probabilities (forward) or
+// into the scores' gradient (backward), in place, one workgroup per query row.
+//! include: rows.wgsl
+//
+// Iteration space = the batch dims + (SQ,): one row per query. Operand 0 = S (row of
+// SK scores, extra = its stride along keys), 1 = lse (one per row), 2 = dP (backward),
+// 3 = the user mask (extra = its stride along keys). metadata: [0] rows, [1] SK,
+// [2] causal, [3] scale (f32 bits), [4] SQ.
+// ${MASK} adds the user mask to score `x` of key `kj` (row coordinates `c`), or nothing.
+// Scores are scaled, masked (-inf) and, for a row with no visible key, give P = 0 and
+// lse = -inf, as the flash kernels (attention.wgsl) do.
+
+var<private> SK: i32;
+var<private> causal: bool;
+var<private> qi: i32;   // this row's query
+var<private> c: array<i32, 8>;
+
+fn setup(row: i32) {
+    SK = metadata[1];
+    causal = metadata[2] != 0;
+    qi = row % metadata[4];
+    c = coords(row);
+}
+
+fn at(k: i32, kj: i32) -> i32 { return op_offset(k, c) + kj * op_extra(k); }
+
+// Score of key kj after the scale and the masks (-inf where not visible).
+fn score(kj: i32) -> f32 {
+    var x = load_s(at(0, kj)) * scalar_f(3);
+    ${MASK}
+    return select(x, neg_inf(), causal && kj > qi);
+}
+
+//! section: scores_softmax
+// S -> P = softmax(scale * S + mask) in place, and lse.
+@compute @workgroup_size(${WG})
+fn scores_softmax(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+                  @builtin(local_invocation_index) lid: u32${SG_ARGS}) {
+    ${SG_SET}
+    let row = flat_group(wid, nwg);
+    if (row >= metadata[0]) { return; }
+    setup(row);
+    var m = neg_inf();
+    for (var j = i32(lid); j < SK; j += i32(WG)) { m = nan_max(m, score(j)); }
+    m = row_max(lid, m);
+    let mref = select(m, 0.0, m == neg_inf());  // all masked: every p is 0, never NaN
+    var l = 0.0;
+    for (var j = i32(lid); j < SK; j += i32(WG)) { l += exp(score(j) - mref); }
+    l = row_sum(lid, l);
+    let inv = select(1.0 / l, 0.0, l == 0.0);
+    // each invocation rewrites only the scores it read: no barrier needed before
+    for (var j = i32(lid); j < SK; j += i32(WG)) { store_s(at(0, j), exp(score(j) - mref) * inv); }
+    if (lid == 0u) { store_lse(op_offset(1, c), select(mref + log(l), neg_inf(), l == 0.0)); }
+}
+
+//! section: scores_backward
+// S -> P (recomputed from lse) and dP -> dS * scale, in place, where dS = P * (dP -
+// delta) and delta = sum_j P_j dP_j (= dO . O, the row's share of the softmax gradient).
+@compute @workgroup_size(${WG})
+fn scores_backward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+                   @builtin(local_invocation_index) lid: u32${SG_ARGS}) {
+    ${SG_SET}
+    let row = flat_group(wid, nwg);
+    if (row >= metadata[0]) { return; }
+    setup(row);
+    let lse = load_lse(op_offset(1, c));
+    let lref = select(lse, pos_inf(), lse == neg_inf());  // a row that saw no key: P = 0
+    var d = 0.0;
+    for (var j = i32(lid); j < SK; j += i32(WG)) { d += exp(score(j) - lref) * load_dp(at(2, j)); }
+    let delta = row_sum(lid, d);
+    let scale = scalar_f(3);
+    for (var j = i32(lid); j < SK; j += i32(WG)) {
+        let p = exp(score(j) - lref);
+        store_dp(at(2, j), p * (load_dp(at(2, j)) - delta) * scale);
+        store_s(at(0, j), p);
+    }
+}
