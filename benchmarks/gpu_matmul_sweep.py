@@ -104,8 +104,6 @@ def sweep_alu(be, small: bool) -> dict:
     """Operations per second of each kind (lanes x FMAs, or conversions)."""
     import wgpu
 
-    from haelixe.backends.wgpu.dispatch import _unchecked_module
-
     if not be.context.has("shader-f16"):
         print("  no shader-f16: arithmetic rates skipped")
         return {}
@@ -118,38 +116,44 @@ def sweep_alu(be, small: bool) -> dict:
     res = {}
     for kind, (_, lanes, _) in _ALU_KINDS.items():
         try:
-            module = _unchecked_module(dev, alu_source(kind), kind)
-            pipe = dev.create_compute_pipeline(layout="auto",
-                                               compute={"module": module, "entry_point": "main"})
-            group = dev.create_bind_group(layout=pipe.get_bind_group_layout(0), entries=[
-                {"binding": 0, "resource": {"buffer": out}},
-                {"binding": 1, "resource": {"buffer": n_buf}}])
-
-            def run():
-                enc = dev.create_command_encoder()
-                cp = enc.begin_compute_pass()
-                cp.set_pipeline(pipe)
-                cp.set_bind_group(0, group)
-                cp.dispatch_workgroups(threads // 256)
-                cp.end()
-                dev.queue.submit([enc.finish()])
-                be.synchronize()
-
-            run()
-            ts = []
-            for _ in range(5):
-                t0 = time.perf_counter()
-                run()
-                ts.append(time.perf_counter() - t0)
-            t = sorted(ts)[2]
-            ops = threads * iters * CHAINS * UNROLL * lanes
-            res[kind] = ops / t / 1e12
+            t = _alu_time(be, dev, kind, out, n_buf, threads // 256)
+            res[kind] = threads * iters * CHAINS * UNROLL * lanes / t / 1e12
             print(f"  {kind:>22}: {res[kind]:8.2f} T lane-ops/s ({t * 1e3:.3f} ms)",
                   flush=True)
         except Exception as err:
             res[kind] = repr(err)[:160]
             print(f"  {kind:>22}: failed {res[kind]}", flush=True)
     return res
+
+
+def _alu_time(be, dev, kind, out, n_buf, groups) -> float:
+    """Median seconds of one dispatch of the ``kind`` kernel over ``groups`` workgroups."""
+    from haelixe.backends.wgpu.dispatch import _unchecked_module
+
+    module = _unchecked_module(dev, alu_source(kind), kind)
+    pipe = dev.create_compute_pipeline(layout="auto",
+                                       compute={"module": module, "entry_point": "main"})
+    group = dev.create_bind_group(layout=pipe.get_bind_group_layout(0), entries=[
+        {"binding": 0, "resource": {"buffer": out}},
+        {"binding": 1, "resource": {"buffer": n_buf}}])
+
+    def run():
+        enc = dev.create_command_encoder()
+        cp = enc.begin_compute_pass()
+        cp.set_pipeline(pipe)
+        cp.set_bind_group(0, group)
+        cp.dispatch_workgroups(groups)
+        cp.end()
+        dev.queue.submit([enc.finish()])
+        be.synchronize()
+
+    run()
+    ts = []
+    for _ in range(5):
+        t0 = time.perf_counter()
+        run()
+        ts.append(time.perf_counter() - t0)
+    return sorted(ts)[2]
 
 
 # -- 2. / 3. matmul 4096^2 -----------------------------------------------------------------
@@ -261,7 +265,8 @@ def sweep_f16(b: Bench, n: int, best_tile, checks: bool, report: dict, small: bo
                 mm.F16_FLUSH_TILES = flush or None
                 be.context.features = (saved_features if flush
                                        else saved_features - {"shader-f16"})
-                name = f"{vname(tile, 1, checks)} {'f16 flush %d' % flush if flush else 'f32 math'}"
+                name = (f"{vname(tile, 1, checks)} "
+                        f"{f'f16 flush {flush}' if flush else 'f32 math'}")
                 try:
                     t, out = time_matmul(b, ga, gc, mm.Variant(tile), checks)
                     err = rel_err(be.to_numpy(out), ref)
@@ -319,52 +324,58 @@ def sweep_linears(b: Bench, shapes, candidates, checks: bool, report: dict):
 def sweep_attention(b: Bench, shapes, report: dict):
     from haelixe.backends.wgpu import attention as at
 
-    be, torch = b.be, b.torch
     rows = report.setdefault("attention", [])
     for shape in shapes:
-        q, k, v, g = (b.randn(*shape) for _ in range(4))
-        gq, gk, gv, gg = (be.from_numpy(t) for t in (q, k, v, g))
-        scale = 1.0 / math.sqrt(shape[-1])
-        row = {"shape": list(shape)}
-        outs = {}
-        for way in ("flash", "matmuls"):
-            saved, at.MATMUL_PATH = at.MATMUL_PATH, way == "matmuls"
-            try:
-                def fwd():
-                    return at.attention(be, gq, gk, gv, False, scale)
-
-                def fwd_bwd():
-                    out, lse = fwd()
-                    return at.attention_backward(be, gq, gk, gv, out, lse, gg, False, scale)
-
-                outs[way] = be.to_numpy(fwd()[0])
-                row[f"{way}_fwd"] = b.hx_time(fwd)["median"] * 1e3
-                row[f"{way}_fwd_bwd"] = b.hx_time(fwd_bwd)["median"] * 1e3
-            except Exception as e:
-                row[f"{way}_error"] = repr(e)[:200]
-            finally:
-                at.MATMUL_PATH = saved
-        if len(outs) == 2:
-            row["rel_diff"] = rel_err(outs["matmuls"], outs["flash"])
-        if torch is not None:
-            import torch.nn.functional as tF
-
-            tq, tk, tv, tg = (torch.from_numpy(x).cuda().requires_grad_() for x in (q, k, v, g))
-
-            def tfwd():
-                with torch.no_grad():
-                    return tF.scaled_dot_product_attention(tq, tk, tv, scale=scale)
-
-            def tfwd_bwd():
-                o = tF.scaled_dot_product_attention(tq, tk, tv, scale=scale)
-                return torch.autograd.grad(o, (tq, tk, tv), tg)
-
-            row["torch_fwd"] = b.torch_time(tfwd)["median"] * 1e3
-            row["torch_fwd_bwd"] = b.torch_time(tfwd_bwd)["median"] * 1e3
+        row = _attention_row(b, at, shape)
         rows.append(row)
         print(f"  attention {tuple(shape)}: " + ", ".join(
             f"{k} {v:.3f}" if isinstance(v, float) else f"{k} {v}"
             for k, v in row.items() if k != "shape"), flush=True)
+
+
+def _attention_row(b: Bench, at, shape) -> dict:
+    be, torch = b.be, b.torch
+    q, k, v, g = (b.randn(*shape) for _ in range(4))
+    gq, gk, gv, gg = (be.from_numpy(t) for t in (q, k, v, g))
+    scale = 1.0 / math.sqrt(shape[-1])
+    row = {"shape": list(shape)}
+
+    def fwd():
+        return at.attention(be, gq, gk, gv, False, scale)
+
+    def fwd_bwd():
+        out, lse = fwd()
+        return at.attention_backward(be, gq, gk, gv, out, lse, gg, False, scale)
+
+    outs = {}
+    for way in ("flash", "matmuls"):
+        saved, at.MATMUL_PATH = at.MATMUL_PATH, way == "matmuls"
+        try:
+            outs[way] = be.to_numpy(fwd()[0])
+            row[f"{way}_fwd"] = b.hx_time(fwd)["median"] * 1e3
+            row[f"{way}_fwd_bwd"] = b.hx_time(fwd_bwd)["median"] * 1e3
+        except Exception as e:
+            row[f"{way}_error"] = repr(e)[:200]
+        finally:
+            at.MATMUL_PATH = saved
+    if len(outs) == 2:
+        row["rel_diff"] = rel_err(outs["matmuls"], outs["flash"])
+    if torch is not None:
+        import torch.nn.functional as tF
+
+        tq, tk, tv, tg = (torch.from_numpy(x).cuda().requires_grad_() for x in (q, k, v, g))
+
+        def tfwd():
+            with torch.no_grad():
+                return tF.scaled_dot_product_attention(tq, tk, tv, scale=scale)
+
+        def tfwd_bwd():
+            o = tF.scaled_dot_product_attention(tq, tk, tv, scale=scale)
+            return torch.autograd.grad(o, (tq, tk, tv), tg)
+
+        row["torch_fwd"] = b.torch_time(tfwd)["median"] * 1e3
+        row["torch_fwd_bwd"] = b.torch_time(tfwd_bwd)["median"] * 1e3
+    return row
 
 
 def main(argv=None) -> dict:

@@ -101,27 +101,14 @@ def kernel_table(be, graph, repeats: int) -> list:
     return sorted(((k, counts[k], totals[k]) for k in totals), key=lambda r: -r[2])
 
 
-def main(argv=None) -> dict:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--small", action="store_true")
-    ap.add_argument("--steps", type=int, default=None)
-    ap.add_argument("--repeats", type=int, default=None, help="runs of each kernel")
-    ap.add_argument("--top", type=int, default=40, help="kernels listed")
-    args = ap.parse_args(argv)
-    cfg = SMALL if args.small else FULL
-    steps = args.steps or (2 if args.small else 5)
-    repeats = args.repeats or (2 if args.small else 10)
-    be = hx.Device.gpu().backend
-    print(f"adapter: {be.info['device']}; model {cfg}", flush=True)
-    x, y = (hx.from_numpy(t).to("gpu") for t in make_batches(cfg, 1)[0])
-    report = {}
-
+def measure_eager(be, cfg, x, y, steps: int) -> dict:
+    """Eager step time; host recording and device time of a step recorded whole."""
     model = haelixe_model(cfg).to("gpu")
     opt = AdamW(model.parameters(), lr=LR, weight_decay=WEIGHT_DECAY)
     eager = train_step_of(model, opt)
     for _ in range(2):
         eager(x, y).item()
-    report["eager_ms"] = median_ms(lambda: eager(x, y).item(), steps)
+    report = {"eager_ms": median_ms(lambda: eager(x, y).item(), steps)}
     d = be.dispatcher
     saved = d.max_pending
     d.max_pending = 1 << 30  # record the whole step before anything is submitted
@@ -142,7 +129,25 @@ def main(argv=None) -> dict:
     be.reset_stats()
     eager(x, y).item()
     report["dispatches"] = be.stats()["dispatches"]
-    del model, opt, eager
+    return report
+
+
+def main(argv=None) -> dict:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--small", action="store_true")
+    ap.add_argument("--steps", type=int, default=None)
+    ap.add_argument("--repeats", type=int, default=None, help="runs of each kernel")
+    ap.add_argument("--top", type=int, default=40, help="kernels listed")
+    args = ap.parse_args(argv)
+    cfg = SMALL if args.small else FULL
+    steps = args.steps or (2 if args.small else 5)
+    repeats = args.repeats or (2 if args.small else 10)
+    be = hx.Device.gpu().backend
+    print(f"adapter: {be.info['device']}; model {cfg}", flush=True)
+    x, y = (hx.from_numpy(t).to("gpu") for t in make_batches(cfg, 1)[0])
+    report = {}
+
+    report.update(measure_eager(be, cfg, x, y, steps))
 
     model = haelixe_model(cfg).to("gpu")
     opt = AdamW(model.parameters(), lr=LR, weight_decay=WEIGHT_DECAY, capturable=True)

@@ -32,8 +32,15 @@ from typing import NamedTuple
 
 from . import dtypes as gd
 from . import matmul as mm
-from .geometry import (broadcast_shapes, broadcast_strides, f32_bits, grid, meta_block,
-                       permute, swap_last2)
+from .geometry import (
+    broadcast_shapes,
+    broadcast_strides,
+    f32_bits,
+    grid,
+    meta_block,
+    permute,
+    swap_last2,
+)
 from .reduce import row_reduction
 from .shaders import kernel
 
