@@ -41,8 +41,7 @@ from gpu_kernels import Bench, linear_case, rel_err, torch_cuda
 
 TRANSFORMER_LINEARS = [(8192, 512, 1536), (8192, 512, 512), (8192, 512, 2048),
                        (8192, 2048, 512)]
-ATTENTION_SHAPES = [(16, 8, 512, 64), (32, 8, 256, 64), (8, 16, 1024, 64),
-                    (4, 16, 2048, 64)]
+ATTENTION_SHAPES = [(16, 8, 512, 64), (32, 8, 256, 64), (8, 16, 1024, 64)]
 
 
 def vname(tile, splits=1, checks=False) -> str:
@@ -239,8 +238,8 @@ def sweep_square(b: Bench, n: int, report: dict, small: bool):
 
 
 def sweep_f16(b: Bench, n: int, best_tile, checks: bool, report: dict, small: bool):
-    """float16 n^2: f16 math flushed every 2, 4, 8 K tiles on a few tiles, against f32
-    math (widened on load)."""
+    """float16 n^2 on a few tiles and K steps: f32 math (widened on load) against f16
+    math flushed into the f32 sums every 64 or 128 k."""
     from haelixe.backends.wgpu import matmul as mm
 
     be = b.be
@@ -251,33 +250,38 @@ def sweep_f16(b: Bench, n: int, best_tile, checks: bool, report: dict, small: bo
     ga, gc = be.from_numpy(a), be.from_numpy(c)
     rows = report.setdefault("square_f16", [])
     saved_flush, saved_features = mm.F16_FLUSH_TILES, be.context.features
-    tiles = [best_tile] + ([] if small else [
-        best_tile._replace(bm=128, bn=128, tm=8, tn=8),
-        best_tile._replace(bm=128, bn=256, tm=8, tn=16),
-        best_tile._replace(bm=256, bn=128, tm=16, tn=8)])
-    seen = set()
+    limit = be.context.limits.get("max-compute-workgroup-storage-size", 16384)
+    shapes = [(32, 32, 4, 4)] if small else [(128, 128, 8, 8), (128, 256, 8, 16),
+                                             (256, 128, 16, 8)]
     try:
-        for tile in tiles:
-            if tile in seen or not tile.valid():
-                continue
-            seen.add(tile)
-            for flush in (0, 2, 4, 8):
-                mm.F16_FLUSH_TILES = flush or None
-                be.context.features = (saved_features if flush
-                                       else saved_features - {"shader-f16"})
-                name = (f"{vname(tile, 1, checks)} "
-                        f"{f'f16 flush {flush}' if flush else 'f32 math'}")
-                try:
-                    t, out = time_matmul(b, ga, gc, mm.Variant(tile), checks)
-                    err = rel_err(be.to_numpy(out), ref)
-                    rows.append({"variant": name, "ms": t * 1e3, "rel_err": err})
-                    print(f"  {name:>48}: {t * 1e3:8.3f} ms "
-                          f"{2.0 * n ** 3 / t / 1e12:6.2f} TFLOP/s err {err:.1e}", flush=True)
-                except Exception as e:
-                    rows.append({"variant": name, "error": repr(e)[:200]})
-                    print(f"  {name:>48}: failed {repr(e)[:160]}", flush=True)
+        for bm, bn, tm, tn in shapes:
+            for bk in ((8,) if small else (16, 32)):
+                tile = best_tile._replace(bm=bm, bn=bn, tm=tm, tn=tn, bk=bk)
+                for k_flush in (0, 64, 128):
+                    flush = k_flush // bk
+                    if not tile.valid() or tile.shared_bytes(2 if flush else 4) > limit:
+                        continue
+                    _f16_trial(b, ga, gc, ref, tile, flush, checks, rows, saved_features)
     finally:
         mm.F16_FLUSH_TILES, be.context.features = saved_flush, saved_features
+
+
+def _f16_trial(b, ga, gc, ref, tile, flush, checks, rows, features):
+    from haelixe.backends.wgpu import matmul as mm
+
+    be, n = b.be, ga.shape[0]
+    mm.F16_FLUSH_TILES = flush or None
+    be.context.features = features if flush else features - {"shader-f16"}
+    name = f"{vname(tile, 1, checks)} {f'f16 flush {flush}' if flush else 'f32 math'}"
+    try:
+        t, out = time_matmul(b, ga, gc, mm.Variant(tile), checks)
+        err = rel_err(be.to_numpy(out), ref)
+        rows.append({"variant": name, "ms": t * 1e3, "rel_err": err})
+        print(f"  {name:>48}: {t * 1e3:8.3f} ms {2.0 * n ** 3 / t / 1e12:6.2f} TFLOP/s "
+              f"err {err:.1e}", flush=True)
+    except Exception as e:
+        rows.append({"variant": name, "error": repr(e)[:200]})
+        print(f"  {name:>48}: failed {repr(e)[:160]}", flush=True)
 
 
 # -- 4. Linear shapes ---------------------------------------------------------------------
@@ -293,10 +297,13 @@ def sweep_linears(b: Bench, shapes, candidates, checks: bool, report: dict):
             big_k = a.shape[1]
             variants = [(vname(t, s, checks), mm.Variant(t, s)) for t, s in candidates
                         if s == 1 or (op == "dW" and big_k // s >= 256)]
-            variants.append(("choose()", None))
+            variants += [("choose()", None), ("choose() s2", "s2")]
             for name, var in variants:
                 saved_choose, saved_checks = mm.choose, mm.RUNTIME_CHECKS
-                if var is not None:
+                if var == "s2":  # the chosen tile with two stages
+                    mm.choose = lambda *args, f=saved_choose: f(*args)._replace(
+                        tile=f(*args).tile._replace(stages=2))
+                elif var is not None:
                     mm.choose = lambda *args, var=var: var
                 mm.RUNTIME_CHECKS = checks
                 try:
@@ -383,6 +390,8 @@ def main(argv=None) -> dict:
     ap.add_argument("--small", action="store_true", help="tiny sizes (software adapters)")
     ap.add_argument("--iters", type=int, default=None)
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--quick", action="store_true",
+                    help="Linear shapes: choose() against the TILES only")
     ap.add_argument("--skip", nargs="*", default=(),
                     choices=("alu", "square", "f16", "linears", "attention"))
     ap.add_argument("--out", default=None, help="write the results as JSON here")
@@ -409,7 +418,7 @@ def main(argv=None) -> dict:
         print("1. arithmetic rates", flush=True)
         report["alu"] = sweep_alu(be, small)
         save()
-    best_tile, mode = mm.TILES["128x128"], (2, True, False)
+    best_tile, mode = mm.TILES["128x128"], (1, True, False)
     if "square" not in args.skip:
         print(f"2. matmul {n}^2 fp32", flush=True)
         best, mode = sweep_square(b, n, report, small)
@@ -429,6 +438,8 @@ def main(argv=None) -> dict:
         split_tiles = [mm.Tile(64, 64, 4, 4, 16, stages, unrolled),
                        mm.Tile(128, 128, 8, 8, 16, stages, unrolled)]
         candidates = [(t, 1) for t in cands] + [(t, s) for t in split_tiles for s in (2, 4, 8)]
+        if args.quick:
+            candidates = [(t, 1) for t in dict.fromkeys(mm.TILES.values())]
         shapes = [(128, 64, 96)] if small else TRANSFORMER_LINEARS
         sweep_linears(b, shapes, candidates, checks, report)
         save()

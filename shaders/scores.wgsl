@@ -33,6 +33,10 @@ fn score(kj: i32) -> f32 {
     return select(x, neg_inf(), causal && kj > qi);
 }
 
+// Each invocation keeps R scores of its row in registers (keys lid + r * WG): the row
+// is read once and written once. attention.py keeps SK <= R * WG.
+const R: i32 = ${R};
+
 //! section: scores_softmax
 // S -> P = softmax(scale * S + mask) in place, and lse.
 @compute @workgroup_size(${WG})
@@ -42,16 +46,19 @@ fn scores_softmax(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups
     let row = flat_group(wid, nwg);
     if (row >= metadata[0]) { return; }
     setup(row);
+    let j0 = i32(lid);
+    @unroll(R) var x#i = neg_inf();
+    @unroll(R) if (j0 + #i * i32(WG) < SK) { x#i = score(j0 + #i * i32(WG)); }
     var m = neg_inf();
-    for (var j = i32(lid); j < SK; j += i32(WG)) { m = nan_max(m, score(j)); }
+    @unroll(R) m = nan_max(m, x#i);
     m = row_max(lid, m);
     let mref = select(m, 0.0, m == neg_inf());  // all masked: every p is 0, never NaN
+    @unroll(R) x#i = exp(x#i - mref);
     var l = 0.0;
-    for (var j = i32(lid); j < SK; j += i32(WG)) { l += exp(score(j) - mref); }
+    @unroll(R) l += x#i;
     l = row_sum(lid, l);
     let inv = select(1.0 / l, 0.0, l == 0.0);
-    // each invocation rewrites only the scores it read: no barrier needed before
-    for (var j = i32(lid); j < SK; j += i32(WG)) { store_s(at(0, j), exp(score(j) - mref) * inv); }
+    @unroll(R) if (j0 + #i * i32(WG) < SK) { store_s(at(0, j0 + #i * i32(WG)), x#i * inv); }
     if (lid == 0u) { store_lse(op_offset(1, c), select(mref + log(l), neg_inf(), l == 0.0)); }
 }
 
@@ -67,13 +74,13 @@ fn scores_backward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroup
     setup(row);
     let lse = load_lse(op_offset(1, c));
     let lref = select(lse, pos_inf(), lse == neg_inf());  // a row that saw no key: P = 0
+    let j0 = i32(lid);
+    @unroll(R) var p#i = 0.0;
+    @unroll(R) var g#i = 0.0;
+    @unroll(R) if (j0 + #i * i32(WG) < SK) { p#i = exp(score(j0 + #i * i32(WG)) - lref); g#i = load_dp(at(2, j0 + #i * i32(WG))); }
     var d = 0.0;
-    for (var j = i32(lid); j < SK; j += i32(WG)) { d += exp(score(j) - lref) * load_dp(at(2, j)); }
+    @unroll(R) d = fma(p#i, g#i, d);
     let delta = row_sum(lid, d);
     let scale = scalar_f(3);
-    for (var j = i32(lid); j < SK; j += i32(WG)) {
-        let p = exp(score(j) - lref);
-        store_dp(at(2, j), p * (load_dp(at(2, j)) - delta) * scale);
-        store_s(at(0, j), p);
-    }
+    @unroll(R) if (j0 + #i * i32(WG) < SK) { store_dp(at(2, j0 + #i * i32(WG)), p#i * (g#i - delta) * scale); store_s(at(0, j0 + #i * i32(WG)), p#i); }
 }

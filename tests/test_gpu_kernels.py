@@ -70,18 +70,36 @@ def _operand(be, a, layout):
     return g.view(a.shape, (a.shape[1], 1), 1)
 
 
-MATMUL_VARIANTS = [("128x128", 1), ("128x64", 1), ("64x128", 1), ("64x64", 1),
-                   ("64x64", 3), ("128x128", 2)]
+# (tile, split-K factor, how it is built: "" as TILES has it, "s2" two stages of
+# workgroup tiles, "loop" K steps looped over, "checks" wgpu's runtime checks on)
+MATMUL_VARIANTS = [("128x256", 1, ""), ("128x128", 1, ""), ("128x128k8", 1, ""),
+                   ("128x64", 1, ""), ("64x128", 1, ""), ("64x64", 1, ""), ("64x64", 3, ""),
+                   ("128x128", 2, ""), ("128x128", 1, "s2"), ("64x64", 2, "s2"),
+                   ("128x256", 1, "loop"), ("64x64", 1, "s2 loop"), ("64x128", 1, "checks"),
+                   ("8x16", 1, "loop")]
 
 
-@pytest.mark.parametrize("tile,splits", MATMUL_VARIANTS)
-def test_matmul_every_tile_load_and_split(be, tile, splits):
-    """Each tile, with and without split-K, over the loads each operand layout takes
+@pytest.mark.parametrize("tile,splits,build", MATMUL_VARIANTS)
+def test_matmul_every_tile_load_and_split(be, tile, splits, build):
+    """Each tile, with and without split-K, one or two stages, unrolled or looped K
+    steps, with and without runtime checks, over the loads each operand layout takes
     (vec4 along m/n, vec4 along k, scalar), ragged sizes, bias + GELU + pre, row sums."""
     from haelixe.backends.wgpu import matmul as mm
 
     rng = np.random.default_rng(len(tile) + splits)
-    variant = mm.Variant(mm.TILES[tile], splits)
+    t = mm.TILES.get(tile) or mm.Tile(32, 64, 8, 16, 8)  # "8x16": a small wide block
+    t = t._replace(stages=2 if "s2" in build else 1, unrolled="loop" not in build)
+    variant = mm.Variant(t, splits)
+    saved, mm.RUNTIME_CHECKS = mm.RUNTIME_CHECKS, "checks" in build
+    try:
+        _check_matmul_variant(be, rng, variant, f"{tile}/{splits}/{build}")
+    finally:
+        mm.RUNTIME_CHECKS = saved
+
+
+def _check_matmul_variant(be, rng, variant, name):
+    from haelixe.backends.wgpu import matmul as mm
+
     for (m, k, n), la, lb in [((70, 52, 36), "row", "col"), ((33, 40, 68), "col", "row"),
                               ((20, 17, 9), "sliced", "odd"), ((64, 64, 64), "row", "row")]:
         a = rng.standard_normal((m, k)).astype(np.float32)
@@ -92,7 +110,7 @@ def test_matmul_every_tile_load_and_split(be, tile, splits):
                            want_pre=True, variant=variant)
         want = f64(a) @ f64(b) + bias
         gelu = 0.5 * want * (1 + np.vectorize(math.erf)(want / math.sqrt(2)))
-        msg = f"{tile}/{splits} {m}x{k}x{n} {la} {lb}"
+        msg = f"{name} {m}x{k}x{n} {la} {lb}"
         assert rel(be.to_numpy(pre), want) < 1e-5, msg
         assert rel(be.to_numpy(y), gelu) < 1e-5, msg
         c, sums = mm.matmul(be, ga, gb, want_row_sums=True, variant=variant)
@@ -118,7 +136,9 @@ def test_matmul_activation_as_a_wgsl_expression_and_batches(be):
 def test_matmul_choice_by_shape():
     from haelixe.backends.wgpu import matmul as mm
 
-    assert mm.choose(4096, 4096, 4096, 1) == mm.Variant(mm.TILES["128x128"])
+    assert mm.choose(4096, 4096, 4096, 1) == mm.Variant(mm.TILES["128x256"])
+    assert mm.choose(1920, 2048, 512, 1) == mm.Variant(mm.TILES["128x128"])
+    assert mm.choose(512, 64, 512, 128).tile == mm.TILES["128x64"]  # narrow: no overhang
     small_out = mm.choose(64, 64, 8192, 1)  # a small Linear's weight gradient
     assert small_out.splits > 1 and small_out.tile == mm.TILES["64x64"]
     assert mm.choose(8, 8, 8, 1).splits == 1  # short K: no split
@@ -264,6 +284,16 @@ def test_attention_by_matmuls_layouts_and_broadcasts(be, attention_way):
     k = rng.standard_normal((1, 3, 13, 8)).astype(np.float32)
     v = rng.standard_normal((1, 3, 13, 4)).astype(np.float32)
     check_attention(be, q, k, v, True, 0.5)
+    # long rows: several subgroups a row and up to 8 scores an invocation, with and
+    # without subgroup reductions
+    long_rows = [rng.standard_normal((1, 2, n, 8)).astype(np.float32) for n in (40, 300, 300)]
+    saved = be.context.features
+    try:
+        for features in (saved, saved - {"subgroup"}):
+            be.context.features = features
+            check_attention(be, *long_rows, True, 0.4, tol=4e-5)
+    finally:
+        be.context.features = saved
     v2 = rng.standard_normal((2, 3, 13, 4)).astype(np.float32)
     out, lse = at.attention(be, up(be, q[:1]), up(be, k), up(be, v2), False, 0.5)
     want, lse_ref, _ = attention_ref(q[:1], k, v2, False, 0.5)
@@ -460,5 +490,15 @@ def test_row_reductions_with_and_without_subgroups(be, subgroups):
             np.testing.assert_allclose(be.to_numpy(y), want, atol=1e-5)
             mse = be.to_numpy(be.mse_loss(up(be, x[:2]), up(be, x[:2] * 0.5)))
             np.testing.assert_allclose(mse, ((f64(x[:2]) * 0.5) ** 2).mean(), rtol=1e-5)
+        # large enough for partial sums over workgroups (and ragged, strided, bf16)
+        big = rng.standard_normal((97, 2 * 613)).astype(np.float32)
+        gx = up(be, big)
+        gx = gx.view((97, 613), (gx.strides[0], 2), 1)
+        gy = up(be, big[:, ::2] * 0.25)
+        want = ((f64(big[:, 1::2]) - f64(big[:, ::2]) * 0.25) ** 2).mean()
+        np.testing.assert_allclose(be.to_numpy(be.mse_loss(gx, gy)), want, rtol=1e-5)
+        xb, yb = big[:, :900].astype(BF16), big[:, 300:1200].astype(BF16)
+        np.testing.assert_allclose(f64(be.to_numpy(be.mse_loss(up(be, xb), up(be, yb)))),
+                                   ((f64(xb) - f64(yb)) ** 2).mean(), rtol=1e-2)
     finally:
         be.context.features = saved

@@ -41,7 +41,7 @@ from .geometry import (
     permute,
     swap_last2,
 )
-from .reduce import row_reduction
+from .reduce import row_reduction, workgroup_size
 from .shaders import kernel
 
 MAX_HEAD_DIM = 128
@@ -53,10 +53,12 @@ REGISTER_VEC4 = {"attention_forward": 32, "attention_dq": 64, "attention_dkdv": 
 
 
 # Attention through matmuls (module docstring) up to this many keys and this many bytes
-# of one score matrix batch (float32): on an H200, (16, 8, 512, 64) ran X.Xx faster so.
-# None: by shape; True / False force it (tests reach both ways on any adapter).
-MATMUL_MAX_KEYS = 1024
-MATMUL_MAX_SCORE_BYTES = 1 << 29
+# of scores (float32). The row kernels hold SCORES_HELD scores per invocation, so at
+# most 8 x 256 keys. MATMUL_PATH None: by shape; True / False force a way (tests reach
+# both on any adapter).
+SCORES_HELD = 8
+MATMUL_MAX_KEYS = 512
+MATMUL_MAX_SCORE_BYTES = 1 << 28
 MATMUL_PATH = None
 
 
@@ -286,6 +288,8 @@ def by_matmuls(be, q, k, v, lead) -> bool:
             or any(gd.kind(t.dtype) != "f32" for t in (q, k, v))
             or broadcast_shapes(q.shape[:-2], k.shape[:-2]) != lead):
         return False
+    if sk > SCORES_HELD * workgroup_size(sk):
+        return False
     if MATMUL_PATH is not None:
         return MATMUL_PATH
     return (not be.context.software and sk <= MATMUL_MAX_KEYS
@@ -330,7 +334,7 @@ def _scores(be, entry, lead, causal, scale, s, lse, dp, mask):
                       what="attention")
     params = row_reduction(be, sk)
     params["SECTIONS"] += " " + entry
-    spec = kernel("scores.wgsl", entry, bindings, MASK=add_mask, **params)
+    spec = kernel("scores.wgsl", entry, bindings, MASK=add_mask, R=SCORES_HELD, **params)
     be.dispatcher.dispatch(spec, buffers, meta, grid(rows))
 
 
@@ -338,7 +342,9 @@ def _attention_by_matmuls(be, q, k, v, causal, scale, mask, lead):
     s = mm.matmul(be, q, swap_last2(k))
     lse = be.empty(lead + (q.shape[-2],), gd.F32)
     _scores(be, "scores_softmax", lead, causal, scale, s, lse, None, mask)
-    return mm.matmul(be, s, v), lse
+    out = _sequence_major(be, lead, q.shape[-2], v.shape[-1], q.dtype)
+    be.copy_into(out, mm.matmul(be, s, v))  # the layout the flash kernel writes
+    return out, lse
 
 
 def _attention_backward_by_matmuls(be, q, k, v, lse, gout, causal, scale, mask, lead):

@@ -33,14 +33,14 @@ from .shaders import kernel, only_sections, read_shader
 class Tile(NamedTuple):
     """A BM x BN tile of C computed by (BN / TN) x (BM / TM) invocations, K in steps of
     BK through ``stages`` copies of the tiles in workgroup memory (2: one barrier per
-    step), the BK steps ``unrolled`` or looped over."""
+    step instead of two), the BK steps ``unrolled`` or looped over."""
 
     bm: int
     bn: int
     tm: int
     tn: int
     bk: int
-    stages: int = 2
+    stages: int = 1
     unrolled: bool = True
 
     @property
@@ -57,16 +57,25 @@ class Tile(NamedTuple):
                 and t <= 256 and self.stages in (1, 2))
 
 
+# On an H200, 4096^2 fp32 (benchmarks/gpu_matmul_sweep.py): 128 x 128 tiles with 8 x 8
+# per invocation went from 4.25 ms to 3.34 ms (41 TFLOP/s) with the K steps unrolled and
+# the runtime checks off; a second stage of tiles cost 15% (3.92 ms), BK 8 or 32 9%. A
+# 128 x 256 tile with 8 x 16 per invocation ran 3.30 ms, and best on most Linear shapes.
 TILES = {
+    "128x256": Tile(128, 256, 8, 16, 16),
     "128x128": Tile(128, 128, 8, 8, 16),
     "128x128k8": Tile(128, 128, 8, 8, 8),
     "128x64": Tile(128, 64, 8, 4, 16),
     "64x128": Tile(64, 128, 4, 8, 16),
     "64x64": Tile(64, 64, 4, 4, 16),
 }
-# Workgroups that fill a large GPU (an H200 has 132 multiprocessors, each holding two of
-# these workgroups): with fewer 128 x 128 tiles than this, a smaller tile or split-K pays.
+# Workgroups that fill a large GPU (an H200 has 132 multiprocessors, each holding two
+# 128 x 128 workgroups or one 128 x 256): with fewer tiles than this, a smaller tile or
+# split-K pays.
 FULL_WAVE = 240
+WIDE_WAVE = 128
+# a tile whose edges leave more than this share of its area past M x N wastes its work
+MAX_WASTE = 0.25
 # split-K only from this long a K, with 128 x 128 tiles while there are this many
 MIN_SPLIT_K = 2048
 MIN_TILES_FOR_BIG_SPLITS = 32
@@ -92,12 +101,13 @@ class Variant(NamedTuple):
 
 def choose(M: int, N: int, K: int, nbatch: int, a_mode: str = "a_gen",
            b_mode: str = "b_gen") -> Variant:
-    """The tile and split-K factor for a (batch of) M x K @ K x N, from a sweep of every
-    variant over the Linear shapes on an H200 (benchmarks/gpu_kernels.py --sweep):
+    """The tile and split-K factor for a (batch of) M x K @ K x N, from sweeps of the
+    variants over the Linear shapes on an H200 (benchmarks/gpu_matmul_sweep.py):
 
-    - 128 x 128 tiles wherever they make a full wave of workgroups (BK 8 when A is
-      contiguous along m, as in a weight gradient dY^T X, or B along k, as W^T in
-      x W^T);
+    - 128 x 256 tiles wherever they make a wave of workgroups, then 128 x 128 (BK 8 when
+      A is contiguous along m, as in a weight gradient dY^T X, or B along k, as W^T in
+      x W^T), each only where it does not overhang M x N much (a narrow N of 64, as
+      attention's p v, takes 128 x 64);
     - fewer tiles and a long K: split-K, 128 x 128 while there are a few dozen tiles,
       else 64 x 64 split up to 16 ways (a small layer's weight gradient);
     - fewer tiles and a short K: 128 x 64, or 64 x 64, whichever makes more workgroups
@@ -106,9 +116,15 @@ def choose(M: int, N: int, K: int, nbatch: int, a_mode: str = "a_gen",
     def count(t):
         return -(-M // t.bm) * -(-N // t.bn) * nbatch
 
+    def fits(t):
+        return M * N >= (1 - MAX_WASTE) * (-(-M // t.bm) * t.bm) * (-(-N // t.bn) * t.bn)
+
+    wide = TILES["128x256"]
+    if count(wide) >= WIDE_WAVE and fits(wide):
+        return Variant(wide)
     big = TILES["128x128k8" if a_mode == "a_m4" or b_mode == "b_k4" else "128x128"]
     n_big = count(big)
-    if n_big >= FULL_WAVE:
+    if n_big >= FULL_WAVE and fits(big):
         return Variant(big)
     if K >= MIN_SPLIT_K:
         if n_big >= MIN_TILES_FOR_BIG_SPLITS:
@@ -243,6 +259,10 @@ def _run(be, a, b, bias, activation, out, pre, sums, batch, variant: Variant) ->
         raise ValueError(f"matmul: tile {tile} is not a valid configuration")
     kind = gd.kind(a.dtype)
     flush = F16_FLUSH_TILES if kind == "f16" and be.context.has("shader-f16") else 0
+    limit = be.context.limits.get("max-compute-workgroup-storage-size", 16384)
+    if tile.shared_bytes(2 if flush else 4) > limit:
+        raise ValueError(f"matmul: tile {tile} needs {tile.shared_bytes(2 if flush else 4)} "
+                         f"bytes of workgroup memory; the adapter has {limit}")
     # k per split, a whole number of K tiles; splits recomputed from it
     ks = -(-max(K, 1) // variant.splits)
     ks = -(-ks // tile.bk) * tile.bk

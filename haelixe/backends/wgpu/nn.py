@@ -187,20 +187,39 @@ def layernorm_backward(be, x, w, mean, rstd, gy):
 
 
 # -- losses ------------------------------------------------------------------------------
+# mse_loss: elements per invocation from which the sum is split over workgroups, and the
+# most workgroups it is split over
+MSE_PER_INVOCATION = 16
+MSE_MAX_PARTS = 1024
+
+
 def mse_loss(be, x, y):
-    """mean((x - y)^2) as a 0-d array of x's dtype: one dispatch, no temporaries."""
+    """mean((x - y)^2) as a 0-d array of x's dtype, without temporaries: one dispatch for
+    small inputs, else partial sums over slices and their total (loss.wgsl)."""
     _float(x, "mse_loss")
     if x.shape != y.shape or x.dtype != y.dtype:
         raise ValueError(f"mse_loss: x {x.shape} {x.dtype} and y {y.shape} {y.dtype} must "
                          f"match in shape and dtype")
     out = be.empty((), x.dtype)
     n = x.size
-    meta = meta_block([n, f32_bits(1.0 / n if n else float("nan"))], x.shape,
+    params = row_reduction(be, 1 << 20)
+    wg = params["WG"]
+    parts = min(MSE_MAX_PARTS, -(-n // (wg * MSE_PER_INVOCATION)))
+    meta = meta_block([n, f32_bits(1.0 / n if n else float("nan")), parts], x.shape,
                       [(x.strides, x.offset), (y.strides, y.offset)], what="mse_loss")
     k = gd.kind(x.dtype)
-    spec = kernel("loss.wgsl", "mse_loss", [("out", k, "write"), ("x", k, "read"),
-                                            ("y", k, "read")], **row_reduction(be, 1 << 20))
-    be.dispatcher.dispatch(spec, [out.buffer, x.buffer, y.buffer], meta, (1, 1, 1))
+    operands = [("x", k, "read"), ("y", k, "read")]
+    if parts <= 1:
+        spec = kernel("loss.wgsl", "mse_loss", [("out", k, "write"), *operands], **params)
+        be.dispatcher.dispatch(spec, [out.buffer, x.buffer, y.buffer], meta, (1, 1, 1))
+        return out
+    part = be.empty((parts,), gd.F32)
+    spec = kernel("loss.wgsl", "mse_partial", [("part", "f32", "write"), *operands],
+                  **params)
+    be.dispatcher.dispatch(spec, [part.buffer, x.buffer, y.buffer], meta, (parts, 1, 1))
+    spec = kernel("loss.wgsl", "mse_total", [("out", k, "write"), ("part", "f32", "read")],
+                  **params)
+    be.dispatcher.dispatch(spec, [out.buffer, part.buffer], meta, (1, 1, 1))
     return out
 
 
