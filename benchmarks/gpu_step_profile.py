@@ -9,6 +9,7 @@ Prints, in milliseconds per step (medians over ``--steps`` steps):
 - eager: the step as training runs it (Python records while the GPU works);
 - host: recording the step alone (nothing submitted until the read-back);
 - device: that recorded step's submit-and-wait, and a captured step's replay;
+- with ``--attention-ab``: replays with attention's backward forced flash / matmuls;
 - per kernel: every dispatch of the captured step run ``--repeats`` times in a row in
   one pass (no submit between), so small kernels are timed without launch gaps; summed
   by kernel (matmuls by shape and tile), largest first. Their sum is a lower bound for
@@ -132,12 +133,24 @@ def measure_eager(be, cfg, x, y, steps: int) -> dict:
     return report
 
 
+def captured(be, cfg, x, y, steps: int):
+    """(median ms of a captured step's replay with its read-back, the captured step)."""
+    model = haelixe_model(cfg).to("gpu")
+    opt = AdamW(model.parameters(), lr=LR, weight_decay=WEIGHT_DECAY, capturable=True)
+    step = hx.capture(train_step_of(model, opt), device="gpu")
+    for _ in range(3):
+        step(x, y).item()
+    return median_ms(lambda: step(x, y).item(), steps), step
+
+
 def main(argv=None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--small", action="store_true")
     ap.add_argument("--steps", type=int, default=None)
     ap.add_argument("--repeats", type=int, default=None, help="runs of each kernel")
     ap.add_argument("--top", type=int, default=40, help="kernels listed")
+    ap.add_argument("--attention-ab", action="store_true",
+                    help="also replay with attention's backward forced each way")
     args = ap.parse_args(argv)
     cfg = SMALL if args.small else FULL
     steps = args.steps or (2 if args.small else 5)
@@ -149,12 +162,18 @@ def main(argv=None) -> dict:
 
     report.update(measure_eager(be, cfg, x, y, steps))
 
-    model = haelixe_model(cfg).to("gpu")
-    opt = AdamW(model.parameters(), lr=LR, weight_decay=WEIGHT_DECAY, capturable=True)
-    step = hx.capture(train_step_of(model, opt), device="gpu")
-    for _ in range(3):
-        step(x, y).item()
-    report["replay_ms"] = median_ms(lambda: step(x, y).item(), steps)
+    report["replay_ms"], step = captured(be, cfg, x, y, steps)
+    if args.attention_ab:  # the backward of attention both ways, replayed
+        from haelixe.backends.wgpu import attention as at
+
+        for way, forced in (("flash", False), ("matmuls", True)):
+            saved, at.MATMUL_PATH = at.MATMUL_PATH, forced
+            try:
+                report[f"replay_ms_{way}"] = captured(be, cfg, x, y, steps)[0]
+            finally:
+                at.MATMUL_PATH = saved
+        print(f"captured replay, attention backward flash {report['replay_ms_flash']:.2f} "
+              f"ms, through matmuls {report['replay_ms_matmuls']:.2f} ms", flush=True)
     rows = kernel_table(be, step._graphs[0], repeats)
     report["kernels"] = rows
     print(f"per step: eager {report['eager_ms']:.2f} ms | host recording "

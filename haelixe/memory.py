@@ -368,18 +368,25 @@ def _fmt(n: int) -> str:
 class Allocator:
     """Caching allocator for one device.
 
-    ``Allocator(device_name, driver, *, cap_bytes=None, divisions=4, history=1024)``:
-    ``driver`` provides ``malloc``/``free`` (see :class:`NumpyDriver`); ``cap_bytes``
-    bounds the reserved bytes (in use + cached); ``divisions`` sets the size classes (see
-    :func:`round_size`); ``history`` is how many recent events :meth:`events` keeps
-    (0 keeps none). Thread safe.
+    ``Allocator(device_name, driver, *, cap_bytes=None, divisions=4, history=1024,
+    reuse="recent")``: ``driver`` provides ``malloc``/``free`` (see :class:`NumpyDriver`);
+    ``cap_bytes`` bounds the reserved bytes (in use + cached); ``divisions`` sets the size
+    classes (see :func:`round_size`); ``history`` is how many recent events
+    :meth:`events` keeps (0 keeps none); ``reuse`` picks the cached slab a request gets:
+    "recent" the last one freed (warm in a CPU's caches), "stable" the same one whatever
+    the order slabs were freed in, so a loop that repeats its requests gets the same
+    slabs every time (a GPU step then binds the same buffers, and its bind groups are
+    made once). Thread safe.
     """
 
     def __init__(self, device_name: str, driver, *, cap_bytes: int | None = None,
-                 divisions: int = 4, history: int = 1024):
+                 divisions: int = 4, history: int = 1024, reuse: str = "recent"):
         _check_divisions(divisions)
         if not (hasattr(driver, "malloc") and hasattr(driver, "free")):
             raise TypeError("driver must provide malloc(nbytes) -> handle and free(handle)")
+        if reuse not in ("recent", "stable"):
+            raise ValueError(f"reuse must be 'recent' or 'stable', got {reuse!r}")
+        self._stable = reuse == "stable"
         self.device_name = str(device_name)
         self.driver = driver
         self.divisions = divisions
@@ -472,7 +479,11 @@ class Allocator:
                 self._hits += 1
                 kind = "reuse"
             elif self._free.get(b):
-                handle = self._free[b].pop()
+                free = self._free[b]
+                if self._stable and len(free) > 1:  # the same slab of a set: least id
+                    i = min(range(len(free)), key=lambda j: id(free[j]))
+                    free[i], free[-1] = free[-1], free[i]
+                handle = free.pop()
                 st = self._bins[b]
                 st[1] -= 1
                 self._cached -= 1

@@ -1,16 +1,16 @@
-// scores.wgsl: the row-wise steps of attention through matmuls (attention.py takes that
-// way for short sequences, where whole score matrices are small): the scores S = q k^T
-// come from the matmul kernel, these kernels turn them into probabilities (forward) or
-// into the scores' gradient (backward), in place, one workgroup per query row.
+// scores.wgsl: the row-wise step of attention's backward through matmuls (attention.py
+// takes that way for short sequences, where whole score matrices are small): the scores
+// S = q k^T and dP = dO v^T come from the matmul kernel; this kernel turns them into the
+// probabilities P and the scores' gradient, in place, one workgroup per query row.
 //! include: rows.wgsl
 //
 // Iteration space = the batch dims + (SQ,): one row per query. Operand 0 = S (row of
-// SK scores, extra = its stride along keys), 1 = lse (one per row), 2 = dP (backward),
-// 3 = the user mask (extra = its stride along keys). metadata: [0] rows, [1] SK,
+// SK scores, extra = its stride along keys), 1 = lse (one per row, from the forward),
+// 2 = dP, 3 = the user mask (extra = its stride along keys). metadata: [0] rows, [1] SK,
 // [2] causal, [3] scale (f32 bits), [4] SQ.
 // ${MASK} adds the user mask to score `x` of key `kj` (row coordinates `c`), or nothing.
-// Scores are scaled, masked (-inf) and, for a row with no visible key, give P = 0 and
-// lse = -inf, as the flash kernels (attention.wgsl) do.
+// Scores are scaled and masked (-inf) as the flash kernels (attention.wgsl) do; a row
+// that saw no key (lse = -inf) gets P = 0 and zero gradients.
 
 var<private> SK: i32;
 var<private> causal: bool;
@@ -37,32 +37,6 @@ fn score(kj: i32) -> f32 {
 // is read once and written once. attention.py keeps SK <= R * WG.
 const R: i32 = ${R};
 
-//! section: scores_softmax
-// S -> P = softmax(scale * S + mask) in place, and lse.
-@compute @workgroup_size(${WG})
-fn scores_softmax(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
-                  @builtin(local_invocation_index) lid: u32${SG_ARGS}) {
-    ${SG_SET}
-    let row = flat_group(wid, nwg);
-    if (row >= metadata[0]) { return; }
-    setup(row);
-    let j0 = i32(lid);
-    @unroll(R) var x#i = neg_inf();
-    @unroll(R) if (j0 + #i * i32(WG) < SK) { x#i = score(j0 + #i * i32(WG)); }
-    var m = neg_inf();
-    @unroll(R) m = nan_max(m, x#i);
-    m = row_max(lid, m);
-    let mref = select(m, 0.0, m == neg_inf());  // all masked: every p is 0, never NaN
-    @unroll(R) x#i = exp(x#i - mref);
-    var l = 0.0;
-    @unroll(R) l += x#i;
-    l = row_sum(lid, l);
-    let inv = select(1.0 / l, 0.0, l == 0.0);
-    @unroll(R) if (j0 + #i * i32(WG) < SK) { store_s(at(0, j0 + #i * i32(WG)), x#i * inv); }
-    if (lid == 0u) { store_lse(op_offset(1, c), select(mref + log(l), neg_inf(), l == 0.0)); }
-}
-
-//! section: scores_backward
 // S -> P (recomputed from lse) and dP -> dS * scale, in place, where dS = P * (dP -
 // delta) and delta = sum_j P_j dP_j (= dO . O, the row's share of the softmax gradient).
 @compute @workgroup_size(${WG})

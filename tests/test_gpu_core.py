@@ -452,6 +452,34 @@ def test_bind_groups_are_reused_and_dropped_with_their_buffers(be):
     assert be.stats()["bind_groups"] > 0  # made again over the fresh buffers
 
 
+def test_a_training_step_makes_no_bind_groups_once_warm(be):
+    """The GPU allocator hands a repeated step the same buffers (stable reuse), so a
+    Transformer block's training step creates no bind group after the first steps."""
+    import haelixe as hx
+    from haelixe import nn
+    from haelixe.nn import functional as F
+    from haelixe.optim import AdamW
+
+    hx.manual_seed(0)
+    model = nn.Sequential(nn.TransformerBlock(16, 2), nn.TransformerBlock(16, 2)).to("gpu")
+    opt = AdamW(model.parameters(), lr=1e-3)
+    x, y = (hx.randn(2, 8, 16).to("gpu") for _ in range(2))
+
+    def step():
+        opt.zero_grad(set_to_none=False)
+        loss = F.mse_loss(model(x), y)
+        loss.backward()
+        opt.step()
+        return loss.item()
+
+    for _ in range(3):
+        step()
+    be.reset_stats()
+    for _ in range(2):
+        step()
+    assert be.stats()["dispatches"] > 50 and be.stats()["bind_groups"] == 0
+
+
 def test_map_into_updates_views_in_place(be):
     rng = np.random.default_rng(12)
     for dt in (np.float32, np.int32, BF16):

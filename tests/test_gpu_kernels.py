@@ -235,7 +235,7 @@ def test_attention_every_plan(be, p, bq, bk, kg):
 
 @pytest.fixture(params=["flash", "matmuls"])
 def attention_way(request):
-    """Runs a test with the flash kernels and with attention through matmuls (scores
+    """Runs a test with the flash backward and with the backward through matmuls (scores
     materialised), whatever way the shapes would take."""
     from haelixe.backends.wgpu import attention as at
 
@@ -263,7 +263,8 @@ def test_attention_masks_bool_and_float_broadcast(be, attention_way):
 def test_attention_by_matmuls_layouts_and_broadcasts(be, attention_way):
     """Strided q, k, v (views of one qkv tensor, as multi-head attention makes them),
     ragged lengths, causal with more keys than queries, k and v broadcast over a batch
-    dim, and v broadcast further than q and k (the matmul way then takes flash's)."""
+    dim, long rows, and v broadcast further than q and k (the matmul way then takes
+    flash's)."""
     rng = np.random.default_rng(8)
     qkv = rng.standard_normal((2, 21, 3, 2, 12)).astype(np.float32)  # (b, t, 3, h, d)
     gqkv = up(be, qkv)

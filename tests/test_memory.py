@@ -153,6 +153,22 @@ def test_steady_state_has_no_driver_allocs():
     assert s["allocated_bytes"] == 0 and s["active_blocks"] == 0
 
 
+def test_stable_reuse_hands_out_the_same_slabs_whatever_the_free_order():
+    """reuse="stable": a step that repeats its requests gets the same slabs each time,
+    even when its temporaries die in an order that rotates them ("recent" does not)."""
+    for reuse, same in (("stable", True), ("recent", False)):
+        a = make(reuse=reuse)
+        seen = []
+        for _ in range(4):
+            x, y, z = (a.allocate(1000) for _ in range(3))  # one bin
+            seen.append((x.handle.ctypes.data, y.handle.ctypes.data, z.handle.ctypes.data))
+            del y, x, z  # freed in another order than taken
+        assert (len(set(seen[1:])) == 1) is same, reuse
+        assert a.stats()["driver_allocs"] == 3
+    with pytest.raises(ValueError, match="reuse must be"):
+        make(reuse="oldest")
+
+
 def test_stats_worked_example():
     a = make()
     w = a.allocate(1000, tag="parameter")  # 1024, bin 4

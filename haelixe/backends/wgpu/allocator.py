@@ -52,7 +52,9 @@ def gpu_allocator() -> memory.Allocator:
         with _lock:
             if _allocator is None:
                 driver = WgpuBufferDriver(get_context())
-                alloc = memory.Allocator("gpu", driver)
+                # stable reuse: a training step gets the same buffers every time, so
+                # its bind groups come from the cache (bindings.py)
+                alloc = memory.Allocator("gpu", driver, reuse="stable")
                 memory.register_allocator("gpu", alloc)
                 _allocator = alloc
     return _allocator

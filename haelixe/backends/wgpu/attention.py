@@ -17,12 +17,12 @@ attention is then a view, not a copy.
 Each kernel gives P invocations to a row, each holding a 1/P slice of the head dim in
 registers (:func:`plan`): long head dims stay in registers instead of spilling.
 
-Short float32 sequences take another way (:func:`by_matmuls`): the scores q k^T are
-materialised by the tiled matmul kernel, turned into probabilities in place by a row
-kernel (shaders/scores.wgsl), and multiplied by v; the backward recomputes them the same
-way and runs five matmuls. Where the score matrices are small, the matmul kernel's
-register tiles do the flash kernels' work several times faster. Outputs and lse are the
-same either way (to rounding).
+The backward of short float32 sequences takes another way (:func:`backward_by_matmuls`):
+the scores q k^T are materialised again by the tiled matmul kernel, turned into
+probabilities and the scores' gradient in place by a row kernel (shaders/scores.wgsl),
+and five matmuls give dq, dk and dv; the matmul kernel's register tiles do that work
+faster than the flash backward where whole score matrices are small. (The forward stays
+flash: through matmuls it ran slower at every length measured.)
 """
 
 from __future__ import annotations
@@ -52,13 +52,15 @@ MAX_HEAD_DIM = 128
 REGISTER_VEC4 = {"attention_forward": 32, "attention_dq": 64, "attention_dkdv": 64}
 
 
-# Attention through matmuls (module docstring) up to this many keys and this many bytes
-# of scores (float32). The row kernels hold SCORES_HELD scores per invocation, so at
-# most 8 x 256 keys. MATMUL_PATH None: by shape; True / False force a way (tests reach
-# both on any adapter).
+# The backward through matmuls (module docstring) up to this many keys and this many
+# bytes of scores (float32). On an H200, forward + backward of (16, 8, 512, 64) took
+# 2.54 ms that way against 2.65 ms flash, and the backward alone 1.5 against 1.8 (17%
+# less; 28% at 1024 keys, 38% at 256). The row kernel holds SCORES_HELD scores per
+# invocation, so at most 8 x 256 keys. MATMUL_PATH None: by shape; True / False force a
+# way (tests reach both on any adapter).
 SCORES_HELD = 8
-MATMUL_MAX_KEYS = 512
-MATMUL_MAX_SCORE_BYTES = 1 << 28
+MATMUL_MAX_KEYS = 1024
+MATMUL_MAX_SCORE_BYTES = 1 << 29
 MATMUL_PATH = None
 
 
@@ -108,21 +110,30 @@ def _aligned(x, lead) -> bool:
             and all(s % 4 == 0 for s in strides))
 
 
-def _mask_operand(mask, lead, sq, sk):
-    """(operand, query stride, WGSL adding it to score x) of a user mask."""
+def _mask_strides(mask, lead, sq, sk):
+    """(kind, strides over lead + (q, k)) of a user mask, checked."""
     kind = gd.kind(mask.dtype)
     if kind not in gd.FLOAT_KINDS + ("bool",):
         raise TypeError(f"attention: mask must be bool (True = attend) or float (added to "
                         f"the scores), got {mask.dtype}")
     full = tuple(lead) + (sq, sk)
     try:
-        strides = broadcast_strides(mask, full)
+        return kind, broadcast_strides(mask, full)
     except ValueError:
         raise ValueError(f"attention: mask of shape {mask.shape} does not broadcast to "
                          f"(batch..., q, k) = {full}") from None
-    at = "mask_at(min(qi, SQ - 1), min(kj, SK - 1))"
-    add = (f"x = select(neg_inf(), x, load_mask({at}) != 0u);" if kind == "bool" else
-           f"x += load_mask({at});")
+
+
+def _masking(kind: str, at: str) -> str:
+    """WGSL applying the mask value at ``at`` to score x."""
+    return (f"x = select(neg_inf(), x, load_mask({at}) != 0u);" if kind == "bool" else
+            f"x += load_mask({at});")
+
+
+def _mask_operand(mask, lead, sq, sk):
+    """(operand, query stride, WGSL adding it to score x) of a user mask."""
+    kind, strides = _mask_strides(mask, lead, sq, sk)
+    add = _masking(kind, "mask_at(min(qi, SQ - 1), min(kj, SK - 1))")
     return (strides[:-2], mask.offset, strides[-1]), strides[-2], add
 
 
@@ -279,13 +290,13 @@ def _sequence_major(be, lead, seq, d, dtype):
     return permute(base, list(range(n - 1)) + [n, n - 1, n + 1])
 
 
-def by_matmuls(be, q, k, v, lead) -> bool:
-    """Whether attention over these operands takes the matmul way (module docstring):
+def backward_by_matmuls(be, q, k, v, gout, lead) -> bool:
+    """Whether the backward over these operands takes the matmul way (module docstring):
     float32, short, with scores for every batch-head of q and k (v broadcast further goes
     the flash way), on a GPU (software adapters compile the flash kernels faster)."""
     sq, sk = q.shape[-2], k.shape[-2]
     if (min(sq, sk, q.shape[-1], v.shape[-1]) == 0
-            or any(gd.kind(t.dtype) != "f32" for t in (q, k, v))
+            or any(gd.kind(t.dtype) != "f32" for t in (q, k, v, gout))
             or broadcast_shapes(q.shape[:-2], k.shape[:-2]) != lead):
         return False
     if sk > SCORES_HELD * workgroup_size(sk):
@@ -296,61 +307,37 @@ def by_matmuls(be, q, k, v, lead) -> bool:
             and 4 * math.prod(lead) * sq * sk <= MATMUL_MAX_SCORE_BYTES)
 
 
-def _scores(be, entry, lead, causal, scale, s, lse, dp, mask):
-    """The row kernel of scores.wgsl over s (lead + (sq, sk), f32): probabilities and
-    lse (scores_softmax), or probabilities and dS * scale into dp (scores_backward)."""
+def _scores_backward(be, lead, causal, scale, s, lse, dp, mask):
+    """scores.wgsl over s and dp (lead + (sq, sk), f32): probabilities into s, the
+    scores' gradient times scale into dp."""
     sq, sk = s.shape[-2:]
     rows = math.prod(lead) * sq
     full = tuple(lead) + (sq, sk)
 
     def row_op(a):  # row strides over lead + (sq,), its key stride in the extra slot
-        st = broadcast_strides(a, full)
-        return (st[:-1], a.offset, st[-1])
+        return (a.strides[:-1], a.offset, a.strides[-1])
 
-    ops = [row_op(s), (lse.strides, lse.offset, 0),
-           row_op(dp) if dp is not None else ([0] * (len(lead) + 1), 0, 0)]
-    bindings = [("s", "f32", "rw"),
-                ("lse", "f32", "read" if entry == "scores_backward" else "write")]
-    buffers = [s.buffer, lse.buffer]
-    if dp is not None:
-        bindings.append(("dp", "f32", "rw"))
-        buffers.append(dp.buffer)
+    ops = [row_op(s), (lse.strides, lse.offset, 0), row_op(dp)]
+    bindings = [("s", "f32", "rw"), ("lse", "f32", "read"), ("dp", "f32", "rw")]
+    buffers = [s.buffer, lse.buffer, dp.buffer]
     add_mask = ""
     if mask is not None:
-        kind = gd.kind(mask.dtype)
-        if kind not in gd.FLOAT_KINDS + ("bool",):
-            raise TypeError(f"attention: mask must be bool (True = attend) or float (added "
-                            f"to the scores), got {mask.dtype}")
-        try:
-            ops.append(row_op(mask))
-        except ValueError:
-            raise ValueError(f"attention: mask of shape {mask.shape} does not broadcast to "
-                             f"(batch..., q, k) = {full}") from None
+        kind, strides = _mask_strides(mask, lead, sq, sk)
+        ops.append((strides[:-1], mask.offset, strides[-1]))
+        add_mask = _masking(kind, "at(3, kj)")
         bindings.append(("mask", kind, "read"))
         buffers.append(mask.buffer)
-        add_mask = ("x = select(neg_inf(), x, load_mask(at(3, kj)) != 0u);" if kind == "bool"
-                    else "x += load_mask(at(3, kj));")
     meta = meta_block([rows, sk, int(bool(causal)), f32_bits(scale), sq], full[:-1], ops,
                       what="attention")
-    params = row_reduction(be, sk)
-    params["SECTIONS"] += " " + entry
-    spec = kernel("scores.wgsl", entry, bindings, MASK=add_mask, R=SCORES_HELD, **params)
+    spec = kernel("scores.wgsl", "scores_backward", bindings, MASK=add_mask,
+                  R=SCORES_HELD, **row_reduction(be, sk))
     be.dispatcher.dispatch(spec, buffers, meta, grid(rows))
-
-
-def _attention_by_matmuls(be, q, k, v, causal, scale, mask, lead):
-    s = mm.matmul(be, q, swap_last2(k))
-    lse = be.empty(lead + (q.shape[-2],), gd.F32)
-    _scores(be, "scores_softmax", lead, causal, scale, s, lse, None, mask)
-    out = _sequence_major(be, lead, q.shape[-2], v.shape[-1], q.dtype)
-    be.copy_into(out, mm.matmul(be, s, v))  # the layout the flash kernel writes
-    return out, lse
 
 
 def _attention_backward_by_matmuls(be, q, k, v, lse, gout, causal, scale, mask, lead):
     s = mm.matmul(be, q, swap_last2(k))
     dp = mm.matmul(be, gout, swap_last2(v))
-    _scores(be, "scores_backward", lead, causal, scale, s, lse, dp, mask)
+    _scores_backward(be, lead, causal, scale, s, lse, dp, mask)
     return (mm.matmul(be, dp, k), mm.matmul(be, swap_last2(dp), q),
             mm.matmul(be, swap_last2(s), gout))
 
@@ -359,8 +346,6 @@ def attention(be, q, k, v, causal, scale, mask=None, plans=None):
     """(out, lse) of softmax(q k^T * scale [+ mask] [causal]) v. ``plans`` maps kernel
     entries to a :class:`Plan` that overrides :func:`plan` (tests reach every variant)."""
     lead = _check(q, k, v)
-    if not plans and by_matmuls(be, q, k, v, lead):
-        return _attention_by_matmuls(be, q, k, v, causal, scale, mask, lead)
     q, k, v = (_rows_contiguous(be, t) for t in (q, k, v))
     sq, sk, dqk, dv = q.shape[-2], k.shape[-2], q.shape[-1], v.shape[-1]
     out = _sequence_major(be, lead, sq, dv, q.dtype)
@@ -384,7 +369,7 @@ def attention_backward(be, q, k, v, out, lse, gout, causal, scale, mask=None, pl
     lead = _check(q, k, v)
     if lse.dtype != gd.F32:
         lse = be.cast(lse, gd.F32)
-    if not plans and by_matmuls(be, q, k, v, lead) and gd.kind(gout.dtype) == "f32":
+    if not plans and backward_by_matmuls(be, q, k, v, gout, lead):
         return _attention_backward_by_matmuls(be, q, k, v, lse, gout, causal, scale, mask,
                                               lead)
     q, k, v, out, gout = (_rows_contiguous(be, t) for t in (q, k, v, out, gout))

@@ -82,9 +82,10 @@ MIN_TILES_FOR_BIG_SPLITS = 32
 MAX_SPLITS = 16
 # float16 operands with shader-f16 may multiply in f16, summing this many K tiles in f16
 # before adding into the f32 accumulators; None widens them to f32 on load instead. On an
-# H200 (Vulkan, driver 580) f16 arithmetic ran 1.7x slower than f32 (4096^2: 8.3 ms at 4
-# tiles, 7.6 at 1, against 4.7 widened): the f16 -> f32 conversions cost as much as the
-# products save. So it is off by default (tests reach it by setting this).
+# H200 (Vulkan, driver 580) f16 arithmetic never paid: 4096^2 took 3.9-4.2 ms with f16
+# products summed over 64 or 128 k, against 3.5-3.8 ms widened, on every tile tried
+# (128 x 128, 128 x 256, 256 x 128; BK 16 and 32), though packed f16 FMAs alone ran at
+# several times the f32 rate. So it is off by default (tests reach it by setting this).
 F16_FLUSH_TILES = None
 # The matmul kernels index only in bounds (every global access is guarded, every tile
 # index is below its size by construction), so they compile without wgpu's runtime
