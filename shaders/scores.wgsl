@@ -17,11 +17,13 @@ var<private> causal: bool;
 var<private> qi: i32;   // this row's query
 var<private> c: array<i32, 8>;
 
-fn setup(row: i32) {
+// This workgroup's row: false past the last one.
+fn setup(row: i32) -> bool {
     SK = metadata[1];
     causal = metadata[2] != 0;
     qi = row % metadata[4];
     c = coords(row);
+    return row < metadata[0];
 }
 
 fn at(k: i32, kj: i32) -> i32 { return op_offset(k, c) + kj * op_extra(k); }
@@ -43,9 +45,7 @@ const R: i32 = ${R};
 fn scores_backward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
                    @builtin(local_invocation_index) lid: u32${SG_ARGS}) {
     ${SG_SET}
-    let row = flat_group(wid, nwg);
-    if (row >= metadata[0]) { return; }
-    setup(row);
+    if (!setup(flat_group(wid, nwg))) { return; }
     let lse = load_lse(op_offset(1, c));
     let lref = select(lse, pos_inf(), lse == neg_inf());  // a row that saw no key: P = 0
     let j0 = i32(lid);

@@ -208,19 +208,26 @@ def mse_loss(be, x, y):
     meta = meta_block([n, f32_bits(1.0 / n if n else float("nan")), parts], x.shape,
                       [(x.strides, x.offset), (y.strides, y.offset)], what="mse_loss")
     k = gd.kind(x.dtype)
-    operands = [("x", k, "read"), ("y", k, "read")]
+    inputs, mean = [("x", k, "read"), ("y", k, "read")], "store_out(0, total * scalar_f(1));"
     if parts <= 1:
-        spec = kernel("loss.wgsl", "mse_loss", [("out", k, "write"), *operands], **params)
-        be.dispatcher.dispatch(spec, [out.buffer, x.buffer, y.buffer], meta, (1, 1, 1))
+        _mse(be, [("out", k, "write"), *inputs], [out, x, y], meta, 1, "sq_diff(i)",
+             "metadata[0]", mean, params)
         return out
     part = be.empty((parts,), gd.F32)
-    spec = kernel("loss.wgsl", "mse_partial", [("part", "f32", "write"), *operands],
-                  **params)
-    be.dispatcher.dispatch(spec, [part.buffer, x.buffer, y.buffer], meta, (parts, 1, 1))
-    spec = kernel("loss.wgsl", "mse_total", [("out", k, "write"), ("part", "f32", "read")],
-                  **params)
-    be.dispatcher.dispatch(spec, [out.buffer, part.buffer], meta, (1, 1, 1))
+    _mse(be, [("part", "f32", "write"), *inputs], [part, x, y], meta, parts, "sq_diff(i)",
+         "metadata[0]", "store_part(i32(wid.x), total);", params)
+    _mse(be, [("out", k, "write"), ("part", "f32", "read")], [out, part], meta, 1,
+         "load_part(i)", "metadata[2]", mean, params)
     return out
+
+
+def _mse(be, bindings, arrays, meta, groups, term, count, store, params):
+    """One mse_loss dispatch (loss.wgsl): ``term`` summed for i < ``count``, then
+    ``store``."""
+    sections = params["SECTIONS"] + (" sq_diff" if "sq_diff" in term else "")
+    spec = kernel("loss.wgsl", "mse_loss", bindings, TERM=term, COUNT=count, STORE=store,
+                  **{**params, "SECTIONS": sections})
+    be.dispatcher.dispatch(spec, [a.buffer for a in arrays], meta, (groups, 1, 1))
 
 
 def mse_loss_backward(be, x, y, g):
