@@ -148,14 +148,32 @@ def computes_in_f32(kernel):
 
 
 def _matmul(a, b):
-    """np.matmul on the threads its size calls for, with float16 / bfloat16 operands
-    multiplied in float32 (BLAS, and PyTorch's accumulation) and the result cast back:
-    ml_dtypes' bfloat16 matmul returns float32, and float16 has no BLAS path."""
+    """np.matmul on the threads its size calls for (threads.matmul), with float16 /
+    bfloat16 operands multiplied in float32 (BLAS, and PyTorch's accumulation) and the
+    result cast back: ml_dtypes' bfloat16 matmul returns float32, and float16 has no
+    BLAS path."""
     if a.dtype in _LOW:
         return _matmul(a.astype(np.float32), b.astype(np.float32)).astype(a.dtype)
-    # the work of one product in the batch: BLAS sees the products one at a time
-    return threads.blas(np.matmul, a, b, work=a.shape[-2] * a.shape[-1] * b.shape[-1]
-                        if a.ndim > 1 and b.ndim > 1 else 0)
+    return threads.matmul(a, b)
+
+
+def _index_add_rows(out, key, values) -> bool:
+    """out[key] += values (repeats accumulating) in one compiled pass where key is one
+    integer array picking rows of out (an embedding's backward); False, with nothing
+    added, for other keys and dtypes, and for an index out of range (np.add.at then
+    raises its own error). np.add.at walks the subspace of every index apart, 100x
+    slower on rows this short."""
+    if len(key) != 1 or out.ndim < 1 or out.dtype not in _JIT_FLOATS \
+            or values.dtype != out.dtype:
+        return False
+    index = key[0]
+    if not isinstance(index, np.ndarray) or index.dtype.kind != "i" \
+            or values.shape != index.shape + out.shape[1:]:
+        return False
+    width = math.prod(out.shape[1:])
+    return kernels().index_add_rows(out.reshape(out.shape[0], width),
+                                    np.ascontiguousarray(index).reshape(-1),
+                                    np.ascontiguousarray(values).reshape(index.size, width))
 
 
 #: elements from which a compiled kernel replaces numpy's passes: below it, numpy's
@@ -397,7 +415,8 @@ class CPUBackend(Backend):
 
     def index_add(self, shape, key, values):
         out = np.zeros(shape, values.dtype)
-        np.add.at(out, key, values)
+        if not _index_add_rows(out, key, values):
+            np.add.at(out, key, values)
         return out
 
     # -- fused neural-network kernels ----------------------------------------------------

@@ -118,34 +118,79 @@ def _typed(a, v):
 ROWS = dict(JIT, fastmath={"reassoc", "contract"})
 
 
+@njit(inline="always", **ROWS)
+def _softmax_row(x, r, n, scale, out, lse):
+    """out[r, :n] = softmax(x[r, :n] * scale), zeros after; lse[r] its log-sum-exp.
+    Each loop runs the whole row, masking with selects: LLVM vectorises a loop whose
+    length varies per row only from 64 elements on, and rows are often shorter."""
+    m = x.shape[1]
+    mx = typed(x, -np.inf)
+    for j in range(m):
+        v = x[r, j] * scale if j < n else typed(x, -np.inf)
+        mx = v if v > mx else mx
+    for j in range(m):  # (a loop of its own: exp vectorises)
+        e = fexp(x[r, j] * scale - mx)
+        out[r, j] = e if j < n else typed(x, 0.0)
+    s = typed(x, 0.0)
+    for j in range(m):
+        s += out[r, j]
+    inv = typed(x, 1.0) / s
+    for j in range(m):
+        out[r, j] *= inv
+    lse[r] = mx + math.log(s)
+
+
+@njit(inline="always", **ROWS)
+def _visible(r, n, causal, sq, k0):
+    """Keys [k0, k0 + n) that query ``r % sq`` may see: all, or under a causal mask
+    (top-left aligned, as PyTorch's) those up to the query's own index."""
+    if not causal:
+        return n
+    return min(max(r % sq + 1 - k0, 0), n)
+
+
 @njit(**ROWS)
 def softmax_rows(x, out, lse):
-    """out = softmax of each row; lse gets each row's log-sum-exp (attention keeps it)."""
+    """out = softmax of each row; lse gets each row's log-sum-exp."""
     rows, n = x.shape
     for r in range(rows):
-        mx = x[r, 0]
-        for j in range(1, n):
-            mx = max(mx, x[r, j])
-        for j in range(n):  # (a loop of its own: exp vectorises)
-            out[r, j] = fexp(x[r, j] - mx)
-        s = typed(x, 0.0)
-        for j in range(n):
-            s += out[r, j]
-        inv = typed(x, 1.0) / s
-        for j in range(n):
-            out[r, j] *= inv
-        lse[r] = mx + math.log(s)
+        _softmax_row(x, r, n, typed(x, 1.0), out, lse)
 
 
 @njit(**ROWS)
-def exp_rows(x, scale, shift, out):
-    """out[r, j] = exp(x[r, j] * scale - shift[r]): probabilities recomputed from scores
-    and their row's log-sum-exp."""
+def attention_probs(s, scale, causal, sq, out, lse):
+    """Attention's probabilities from its raw scores (rows of keys, sq query rows per
+    head): softmax(s * scale) over the keys each query may see, zeros at the hidden
+    ones, and each row's log-sum-exp; the scale, the causal mask and the softmax in
+    one pass."""
+    rows, n = s.shape
+    for r in range(rows):
+        _softmax_row(s, r, _visible(r, n, causal, sq, 0), scale, out, lse)
+
+
+@njit(**ROWS)
+def exp_rows(x, scale, shift, causal, sq, k0, out):
+    """out[r, j] = exp(x[r, j] * scale - shift[r]) at the keys k0 + j that query
+    r % sq may see, 0 at the others: probabilities recomputed from scores and their
+    row's log-sum-exp."""
     rows, n = x.shape
     for r in range(rows):
         sh = shift[r]
+        m = _visible(r, n, causal, sq, k0)
+        for j in range(n):  # (whole rows, masked: see _softmax_row)
+            e = fexp(x[r, j] * scale - sh)
+            out[r, j] = e if j < m else typed(x, 0.0)
+
+
+@njit(**ROWS)
+def attention_dscores(p, dp, delta, scale, ds):
+    """ds = p * (dp - delta[r]) * scale per row: the softmax's backward through the
+    scores, in one pass (ds may be dp)."""
+    rows, n = p.shape
+    for r in range(rows):
+        d = delta[r]
         for j in range(n):
-            out[r, j] = fexp(x[r, j] * scale - sh)
+            ds[r, j] = p[r, j] * (dp[r, j] - d) * scale
 
 
 @njit(**ROWS)
@@ -238,6 +283,23 @@ def layernorm_backward_rows(x, w, mean, rstd, gy, dx, dw, db):
         for j in range(n):
             xh = (x[r, j] - m) * inv
             dx[r, j] = inv * (gy[r, j] * w[j] - m1 - xh * m2)
+
+
+# -- indexing ----------------------------------------------------------------------------
+@njit(**JIT)
+def index_add_rows(out, index, values):
+    """out[index[i]] += values[i] for each i in order (np.add.at's order, so the sums
+    round alike); a negative index counts from the end. Returns False, having added
+    nothing, where an index is out of range."""
+    n = out.shape[0]
+    for i in range(index.shape[0]):
+        if not -n <= index[i] < n:
+            return False
+    for i in range(index.shape[0]):
+        r = index[i] + n if index[i] < 0 else index[i]
+        for j in range(out.shape[1]):
+            out[r, j] += values[i, j]
+    return True
 
 
 # -- RoPE --------------------------------------------------------------------------------
