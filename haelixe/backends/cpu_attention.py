@@ -41,18 +41,19 @@ def _masked(s, mask, k0, n):
 
 
 def attention_forward(q, k, v, causal, scale, mask=None):
-    return _over_heads(_forward, (q, k, v, causal, scale, mask), (2, 2, 2, None, None), 2)
+    return _over_heads(_forward, (q, k, v, causal, scale, mask), (2, 2, 2, None, None), 4)
 
 
 def attention_backward(q, k, v, out, lse, gout, causal, scale, mask=None):
     return _over_heads(_backward, (q, k, v, out, lse, gout, causal, scale, mask),
-                       (2, 2, 2, 2, 1, 2, None, None), 5)
+                       (2, 2, 2, 2, 1, 2, None, None), 7)
 
 
 def _over_heads(fn, args, tails, products):
     """fn(*args) (its arrays q, k, v first, the mask last), with the heads cut across
-    the pool's threads (threads.over_batch) where their work, ``products`` score-sized
-    matmuls, calls for it; the parts' results are joined along the cut dim."""
+    the pool's threads (threads.over_batch) where their work calls for it (``products``:
+    the work in score-sized matmuls, the row kernels counted as about two); the parts'
+    results are joined along the cut dim."""
     q, k, mask = args[0], args[1], args[-1]
     lead = np.broadcast_shapes(q.shape[:-2], k.shape[:-2])
     items = math.prod(lead)
