@@ -29,8 +29,8 @@ def split(monkeypatch):
     """Every batch worth cutting is cut in two (an idle 2-core machine, tiny parts);
     yields the list of part counts of the batches the pool ran."""
     p = threads._POLICY
-    saved = (p.cap, p.free, p.next_sample)
-    p.cap, p.free, p.next_sample = 2, 2, float("inf")
+    saved = (p.cap, p.free, p.next_sample, p.blas_spins_until)
+    p.cap, p.free, p.next_sample, p.blas_spins_until = 2, 2, float("inf"), 0.0
     monkeypatch.setattr(threads, "MIN_WORK_PER_PART", 1)
     runs = []
     real = threads._POOL.run
@@ -43,7 +43,7 @@ def split(monkeypatch):
 
     monkeypatch.setattr(threads._POOL, "run", run)
     yield runs
-    p.cap, p.free, p.next_sample = saved
+    p.cap, p.free, p.next_sample, p.blas_spins_until = saved
 
 
 def _reference(a, b):
@@ -107,6 +107,18 @@ def test_matmul_not_cut_under_one_thread_a_busy_machine_or_other_dtypes(split):
     mixed = threads.matmul(a, b.astype(np.float64))
     assert mixed.dtype == np.float64
     assert split == []
+
+
+def test_no_cut_while_blas_threads_spin(split):
+    a, b = _arr((16, 4, 8, 5)), _arr((16, 4, 5, 6))
+    big = threads.MIN_WORK_PER_THREAD * 64
+    threads.blas(lambda: None, work=big)  # a product on BLAS's threads
+    assert threads._POLICY.blas_spins_until > 0
+    np.testing.assert_array_equal(threads.matmul(a, b), _reference(a, b))
+    assert split == []
+    threads._POLICY.blas_spins_until = 0.0  # their spin is over
+    np.testing.assert_array_equal(threads.matmul(a, b), _reference(a, b))
+    assert split == [2]
 
 
 def test_matmul_shape_errors_are_numpys(split):

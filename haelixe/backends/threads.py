@@ -38,6 +38,9 @@ MIN_WORK_PER_THREAD = 1 << 18  # multiply-adds (about 10 us of float32 GEMM on o
 # a part of the pool's (below): about 150 us of work. Handing a part to a sleeping
 # thread and taking the result back costs about 60 us on a virtual machine's idle core.
 MIN_WORK_PER_PART = 1 << 22
+# OpenBLAS's threads spin, holding their cores, for 2**28 cycles (about 0.1 s) after each
+# call they helped with: a pool thread on one of those cores runs at half speed or less
+BLAS_SPIN_SECONDS = 0.15
 SAMPLE_SECONDS = 0.5
 
 
@@ -56,6 +59,7 @@ class _Policy:
         self.free = None  # cores not used by other processes, as last measured
         self.next_sample = 0.0
         self.last = None  # (machine busy, machine total, own CPU) at the last sample
+        self.blas_spins_until = 0.0  # BLAS's threads hold the cores until then
 
     # -- BLAS ------------------------------------------------------------------------
     def _controllers(self):
@@ -170,6 +174,7 @@ def blas(fn, *args, work: int):
         return fn(*args)
     finally:
         policy.set_blas(1)
+        policy.blas_spins_until = time.monotonic() + BLAS_SPIN_SECONDS
 
 
 # -- the pool: a batch cut into parts, one part per thread -------------------------------
@@ -259,9 +264,11 @@ if hasattr(os, "register_at_fork"):
 
 def parts_for(work: int, items: int) -> int:
     """Parts to cut ``items`` independent pieces of ``work`` multiply-adds in all into:
-    one below ``MIN_WORK_PER_PART`` a part, else as many as the cap, the idle cores and
-    the items allow."""
-    if items < 2 or work < 2 * MIN_WORK_PER_PART or _POLICY.cap == 1 or _POOL.lock.locked():
+    one below ``MIN_WORK_PER_PART`` a part or while BLAS's threads still spin (a model
+    whose large products run on them, as most do, gains nothing from the pool: it runs
+    faster whole), else as many as the cap, the idle cores and the items allow."""
+    if items < 2 or work < 2 * MIN_WORK_PER_PART or _POLICY.cap == 1 or \
+            _POOL.lock.locked() or time.monotonic() < _POLICY.blas_spins_until:
         return 1
     return max(1, min(_POLICY.cap, items, work // MIN_WORK_PER_PART, _POLICY.free_cores()))
 
