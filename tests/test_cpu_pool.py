@@ -229,6 +229,34 @@ def test_attention_cut_by_heads_equals_the_whole(split, dtype, causal, mask, lea
         np.testing.assert_array_equal(got, want)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("mask", MASKS)
+def test_kept_probabilities_serve_backward_like_rebuilt_ones(monkeypatch, dtype, mask):
+    q, k, v = _attention_inputs(dtype)
+    m = MASKS[mask](q.shape[-2], k.shape[-2])
+    if m is not None and m.dtype == np.bool_:
+        m[..., 0] = True
+    out, lse = cpu_attention.attention_forward(q, k, v, True, 0.3, m)
+    assert id(lse) in cpu_attention._KEPT
+    g = _arr(out.shape, dtype)
+    kept = cpu_attention.attention_backward(q, k, v, out, lse, g, True, 0.3, m)
+    again = cpu_attention.attention_backward(q, k, v, out, lse, g, True, 0.3, m)
+    rebuilt = cpu_attention.attention_backward(q, k, v, out, lse.copy(), g, True, 0.3, m)
+    other = cpu_attention.attention_backward(q, k, v, out, lse, g, False, 0.3, m)
+    want_other = cpu_attention.attention_backward(q, k, v, out, lse.copy(), g, False, 0.3, m)
+    tol = dict(rtol=1e-4, atol=1e-6) if dtype == np.float32 else dict(rtol=1e-12, atol=1e-14)
+    for a, b, c, d, e in zip(kept, again, rebuilt, other, want_other):
+        np.testing.assert_array_equal(a, b)
+        np.testing.assert_allclose(a, c, **tol)
+        np.testing.assert_array_equal(d, e)  # other settings: rebuilt, not the kept ones
+    key = id(lse)
+    del lse  # the probabilities go with the lse that autograd held
+    assert key not in cpu_attention._KEPT
+    monkeypatch.setattr(cpu_attention, "KEEP_PROBS_BYTES", 0)
+    _, lse = cpu_attention.attention_forward(q, k, v, True, 0.3, m)
+    assert id(lse) not in cpu_attention._KEPT
+
+
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("sq,sk", [(7, 9), (9, 7), (1, 1)])
 def test_attention_against_numpy(causal, sq, sk):

@@ -4,12 +4,14 @@ Short sequences take the direct path (one score matrix per head). Long ones take
 memory-blocked online-softmax ("flash") path: keys are visited in blocks, a running max
 and running sum rescale the partial output, so the (seq x seq) score matrix never exists
 whole. Both return the log-sum-exp of every query's scores, from which backward
-recomputes the probabilities block by block.
+recomputes the probabilities block by block; the direct path keeps its probabilities for
+backward instead where they are small (KEEP_PROBS_BYTES).
 """
 
 from __future__ import annotations
 
 import math
+import weakref
 
 import numpy as np
 
@@ -19,6 +21,25 @@ from .cpu import kernels
 # Above this many keys the score matrix of one head would outgrow the caches.
 FLASH_MIN_KEYS = 512
 BLOCK = 256
+# The direct path's probabilities are kept for backward up to this size (rebuilding them
+# costs a score matmul and an exp per score: about a fifth of the backward)
+KEEP_PROBS_BYTES = 16 << 20
+_KEPT: dict = {}  # id(lse) -> (weak reference to lse, the call's settings, probabilities)
+
+
+def _keep(lse, settings, p) -> None:
+    """Keep ``p`` while ``lse`` (which autograd holds until backward) lives."""
+    if p.nbytes <= KEEP_PROBS_BYTES:
+        key = id(lse)
+        _KEPT[key] = (weakref.ref(lse, lambda _, key=key: _KEPT.pop(key, None)), settings, p)
+
+
+def _kept(lse, settings):
+    """The probabilities the forward that returned ``lse`` kept, or None."""
+    entry = _KEPT.get(id(lse))
+    if entry is None or entry[0]() is not lse or entry[1] != settings:
+        return None
+    return entry[2]
 
 
 _mm = threads.matmul  # np.matmul on the threads the thread policy gives it
@@ -41,12 +62,17 @@ def _masked(s, mask, k0, n):
 
 
 def attention_forward(q, k, v, causal, scale, mask=None):
-    return _over_heads(_forward, (q, k, v, causal, scale, mask), (2, 2, 2, None, None), 4)
+    out, lse, p = _over_heads(_forward, (q, k, v, causal, scale, mask),
+                              (2, 2, 2, None, None), 4)
+    if p is not None:
+        _keep(lse, _settings(q, k, v, causal, scale, mask), p)
+    return out, lse
 
 
 def attention_backward(q, k, v, out, lse, gout, causal, scale, mask=None):
-    return _over_heads(_backward, (q, k, v, out, lse, gout, causal, scale, mask),
-                       (2, 2, 2, 2, 1, 2, None, None), 7)
+    p = _kept(lse, _settings(q, k, v, causal, scale, mask))
+    return _over_heads(_backward, (q, k, v, out, lse, gout, p, causal, scale, mask),
+                       (2, 2, 2, 2, 1, 2, None if p is None else 2, None, None), 7)
 
 
 def _over_heads(fn, args, tails, products):
@@ -65,7 +91,8 @@ def _over_heads(fn, args, tails, products):
         split = threads.over_batch(fn, args, tails, parts)
         if split is not None:
             axis, results = split
-            return tuple(np.concatenate(r, axis=axis) for r in zip(*results))
+            return tuple(None if r[0] is None else np.concatenate(r, axis=axis)
+                         for r in zip(*results))
     return fn(*args)
 
 
@@ -81,7 +108,14 @@ def _forward(q, k, v, causal, scale, mask):
     lse = np.empty(s.shape[:-1], s.dtype)
     kernels().attention_probs(_by_rows(s), s.dtype.type(scale), causal, q.shape[-2],
                               _by_rows(p), lse.reshape(-1))
-    return _mm(p, v), lse.astype(q.dtype, copy=False)
+    return _mm(p, v), lse.astype(q.dtype, copy=False), p
+
+
+def _settings(q, k, v, causal, scale, mask):
+    """What the forward that kept probabilities must have been called with to serve a
+    backward (which autograd calls with the forward's own inputs and lse)."""
+    return (q.shape, k.shape, v.shape, q.dtype, causal, scale,
+            None if mask is None else (mask.shape, mask.dtype))
 
 
 def _by_rows(a):
@@ -124,17 +158,17 @@ def _flash_forward(q, k, v, causal, scale, mask):
         m = m_new
     out /= l
     lse = (m + np.log(l))[..., 0]
-    return out, lse.astype(q.dtype, copy=False)
+    return out, lse.astype(q.dtype, copy=False), None  # (no probabilities to keep)
 
 
-def _backward(q, k, v, out, lse, gout, causal, scale, mask):
+def _backward(q, k, v, out, lse, gout, p, causal, scale, mask):
     sq, sk = q.shape[-2], k.shape[-2]
     lead = np.broadcast_shapes(q.shape[:-2], k.shape[:-2])
     # D_i = sum_j P_ij dP_ij = rowsum(dO * O): the softmax Jacobian's correction term.
     rows = (_rows(lse, lead + (sq,)),
             _rows(np.einsum("...qd,...qd->...q", gout, out), lead + (sq,)))
     if sk < FLASH_MIN_KEYS:
-        return _backward_keys(q, k, v, gout, rows, causal, scale, mask, 0)
+        return _backward_keys(q, k, v, gout, rows, causal, scale, mask, 0, p)
     dq = np.zeros(lead + q.shape[-2:], q.dtype)
     dk = np.zeros(lead + k.shape[-2:], k.dtype)
     dv = np.zeros(lead + v.shape[-2:], v.dtype)
@@ -151,16 +185,18 @@ def _rows(stat, shape):
     return np.ascontiguousarray(np.broadcast_to(stat, shape)).reshape(-1)
 
 
-def _backward_keys(q, kb, vb, gout, rows, causal, scale, mask, k0):
+def _backward_keys(q, kb, vb, gout, rows, causal, scale, mask, k0, p=None):
     """(dq, dk, dv) of attention through the keys kb (those from k0 on): dq is this
-    block's share, dk and dv are the block's rows."""
+    block's share, dk and dv are the block's rows. ``p``: the block's probabilities,
+    where the forward kept them (else they are rebuilt from the scores)."""
     lse_rows, delta_rows = rows
-    s, left = _scaled(_mm(q, np.swapaxes(kb, -1, -2)), scale, mask, k0)
-    p = np.empty(s.shape, s.dtype)
-    kernels().exp_rows(_by_rows(s), s.dtype.type(left), lse_rows, causal, q.shape[-2], k0,
-                       _by_rows(p))
+    if p is None:
+        s, left = _scaled(_mm(q, np.swapaxes(kb, -1, -2)), scale, mask, k0)
+        p = np.empty(s.shape, s.dtype)
+        kernels().exp_rows(_by_rows(s), s.dtype.type(left), lse_rows, causal, q.shape[-2],
+                           k0, _by_rows(p))
     dv = _mm(np.swapaxes(p, -1, -2), gout)
     ds = _mm(gout, np.swapaxes(vb, -1, -2))
-    kernels().attention_dscores(_by_rows(p), _by_rows(ds), delta_rows, s.dtype.type(scale),
+    kernels().attention_dscores(_by_rows(p), _by_rows(ds), delta_rows, p.dtype.type(scale),
                                 _by_rows(ds))
     return _mm(ds, kb), _mm(np.swapaxes(ds, -1, -2), q), dv
