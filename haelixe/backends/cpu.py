@@ -153,6 +153,10 @@ def _matmul(a, b):
     ml_dtypes' bfloat16 matmul returns float32, and float16 has no BLAS path."""
     if a.dtype in _LOW:
         return _matmul(a.astype(np.float32), b.astype(np.float32)).astype(a.dtype)
+    if a.ndim > 1 and b.ndim > 1 and a.shape[-1] == 1 == b.shape[-2]:
+        # K = 1 (a Linear from one feature): an outer product, the same products with
+        # no sum; numpy's matmul takes a slow generic loop on such strided operands
+        return np.multiply(a, b)
     # the work of one product in the batch: BLAS sees the products one at a time
     return threads.blas(np.matmul, a, b, work=a.shape[-2] * a.shape[-1] * b.shape[-1]
                         if a.ndim > 1 and b.ndim > 1 else 0)
