@@ -53,73 +53,86 @@ def run_backward(roots, grads, retain_graph=False, create_graph=False, capture=N
         pending[node] = pending[node] + g if node in pending else g
     root_nodes = list(pending)
     deps = _dependencies(root_nodes)
-    ready = [n for n in root_nodes if deps.get(n, 0) == 0]
-    observers = _observers
+    ready = [n for n in root_nodes if n not in deps]
+    # hooks, retain_grad, capture, observers and anomaly mode are rare: one flag says
+    # whether a node needs the slow path's checks at all
+    watched = bool(_observers) or capture is not None or STATE.anomaly
     prev_mode = STATE.grad_enabled
     STATE.grad_enabled = create_graph
     try:
         while ready:
             node = ready.pop()
             g = pending.pop(node, None)
-            if g is not None and node.hooks:
-                for hook in node.hooks:
-                    out = hook(g)
-                    if out is not None:
-                        g = out
-            if g is not None and node.retain is not None:
-                node.retain(g)
-            if capture is not None and node in capture:
-                capture[node] = g
-            if observers:
-                for fn in observers:
-                    fn("start", node, None)
+            if watched or node.hooks or node.retain is not None:
+                g = _before_node(node, g, capture)
             if node.is_accumulate:
                 if g is not None and accumulate:
                     leaf = node.leaf
                     if leaf is not None:
                         accumulate_into_leaf(leaf, g, create_graph)
-                if observers:
-                    norms = (None if g is None else _norm(g),)
-                    for fn in observers:
-                        fn("finish", node, norms)
+                if _observers:
+                    _notify("finish", node, (g,))
                 continue
             if g is None:
                 in_grads = (None,) * len(node.next)
             else:
+                if node.saved is None:
+                    raise freed_graph_error(node.name)
                 if create_graph and not node.twice_differentiable:
                     raise RuntimeError(
                         f"{node.name} is a fused kernel with a first derivative only; "
                         f"create_graph=True through it is not supported. Compose the op "
                         f"from elementary ops to take higher derivatives.")
-                if node.saved is None:
-                    raise freed_graph_error(node.name)
-                if STATE.anomaly:
+                if watched and STATE.anomaly:
                     in_grads = _backward_checked(node, g)
                 else:
                     in_grads = node.backward(node, g)
-                    if not isinstance(in_grads, tuple):
+                    if in_grads.__class__ is not tuple:
                         in_grads = (in_grads,)
                 if not retain_graph:
                     node.release()
-            if observers:
-                norms = tuple(None if gi is None else _norm(gi) for gi in in_grads)
-                for fn in observers:
-                    fn("finish", node, norms)
+            if _observers:
+                _notify("finish", node, in_grads)
             for nxt, gi in zip(node.next, in_grads):
                 if nxt is None:
                     continue
                 if gi is not None:
-                    if nxt.meta is not None and gi.shape != nxt.meta[0]:
+                    meta = nxt.meta
+                    if meta is not None and gi.shape != meta[0]:
                         _wrong_shape(node, nxt, gi)
                     prev = pending.get(nxt)
                     pending[nxt] = gi if prev is None else prev + gi
                 left = deps[nxt] - 1
-                deps[nxt] = left
-                if left == 0:
+                if left:
+                    deps[nxt] = left
+                else:
                     ready.append(nxt)
     finally:
         STATE.grad_enabled = prev_mode
     return capture
+
+
+def _before_node(node, g, capture):
+    """What runs before a node's backward when something watches it: its hooks (which
+    may replace g), retain_grad, autograd.grad's capture, the observers' "start"."""
+    if g is not None and node.hooks:
+        for hook in node.hooks:
+            out = hook(g)
+            if out is not None:
+                g = out
+    if g is not None and node.retain is not None:
+        node.retain(g)
+    if capture is not None and node in capture:
+        capture[node] = g
+    for fn in _observers:
+        fn("start", node, None)
+    return g
+
+
+def _notify(event, node, grads):
+    norms = tuple(None if gi is None else _norm(gi) for gi in grads)
+    for fn in _observers:
+        fn(event, node, norms)
 
 
 def _wrong_shape(node, nxt, gi):
@@ -156,24 +169,28 @@ def _backward_checked(node, g):
 
 
 def accumulate_into_leaf(leaf, g, create_graph):
-    if g.shape != leaf.shape:
-        g = g.sum_to(leaf.shape)
-    if g.dtype is not leaf.dtype:
-        g = g.to(leaf.dtype)
-    if g.device is not leaf.device:
-        g = g.to(leaf.device)
-    if leaf.grad is None:
-        # The first gradient gets a buffer of its own: the incoming one may be shared
-        # (an add passes one gradient to both inputs) or an expanded view. With
-        # create_graph too (the clone is then recorded), or a later in-place
-        # accumulation into one leaf's .grad would change another's.
-        leaf.grad = g.clone() if create_graph else g.detach().clone()
-    elif create_graph:
-        leaf.grad = leaf.grad + g
-    else:
-        grad = leaf.grad  # in place: one kernel reading and writing .grad, no temporary
-        grad._be.map_into(K_ADD, grad._data, [g._data])
-        grad._storage.version += 1
+    grad = leaf.grad
+    if grad is None or create_graph or g.shape != grad.shape or g.dtype is not grad.dtype \
+            or g.device is not grad.device:
+        if g.shape != leaf.shape:
+            g = g.sum_to(leaf.shape)
+        if g.dtype is not leaf.dtype:
+            g = g.to(leaf.dtype)
+        if g.device is not leaf.device:
+            g = g.to(leaf.device)
+        if grad is None:
+            # The first gradient gets a buffer of its own: the incoming one may be shared
+            # (an add passes one gradient to both inputs) or an expanded view. With
+            # create_graph too (the clone is then recorded), or a later in-place
+            # accumulation into one leaf's .grad would change another's.
+            leaf.grad = g.clone() if create_graph else g.detach().clone()
+            return
+        if create_graph:
+            leaf.grad = grad + g
+            return
+    # in place: one kernel reading and writing .grad, no temporary
+    grad._be.map_into(K_ADD, grad._data, (g._data,))
+    grad._storage.version += 1
 
 
 def _norm(t) -> float:

@@ -118,8 +118,15 @@ class Function(Node):
 
     @property
     def saved_tensors(self) -> tuple:
-        if self.saved is None:
+        saved = self.saved
+        if saved is None:
             raise freed_graph_error(self.name)
+        for t, v in zip(saved, self._versions):
+            if t is not None and t._storage.version != v:
+                self._modified_error()
+        return saved
+
+    def _modified_error(self):
         for i, (t, v) in enumerate(zip(self.saved, self._versions)):
             if t is not None and t._storage.version != v:
                 raise SavedTensorError(
@@ -129,18 +136,18 @@ class Function(Node):
                     f"{t._storage.version}; expected version {v} instead. Hint: replace "
                     f"the in-place op (add_, mul_, ...) that changed it by its out-of-place "
                     f"form, or clone() the tensor before changing it.")
-        return self.saved
 
     def release(self) -> None:
         """Drop the saved tensors (after backward, unless retain_graph)."""
         # everything forward kept goes (arrays, tensors, tables); what the graph shows
-        # (label, meta, hooks) stays, and saved = None marks the node as freed
+        # (label, meta, hooks...) stays, and saved = None marks the node as freed
         d = self.__dict__
-        keep = {k: d[k] for k in ("label", "meta", "hooks", "trace", "module", "retain")
-                if k in d}
-        d.clear()
-        d.update(keep)
-        self.saved = None
+        if "module" in d or "hooks" in d or "retain" in d or "trace" in d or "label" in d:
+            kept = {k: d[k] for k in _KEPT_ON_RELEASE if k in d}
+        else:
+            kept = {"meta": d["meta"]} if "meta" in d else {}
+        kept["saved"] = None
+        self.__dict__ = kept
 
     @property
     def saved_bytes(self) -> int:
@@ -210,6 +217,9 @@ class _Sink:
 
 
 SINK = _Sink()
+
+# what a node keeps once backward has freed it: what pictures of the graph show
+_KEPT_ON_RELEASE = ("label", "meta", "hooks", "trace", "module", "retain")
 
 
 def _edge(t):

@@ -114,7 +114,7 @@ _LOW_SET = frozenset(_LOW)  # (a hash lookup: no dtype comparisons on every op)
 
 
 def _low(x) -> bool:
-    return isinstance(x, np.ndarray) and x.dtype in _LOW
+    return isinstance(x, np.ndarray) and x.dtype in _LOW_SET
 
 
 def computes_in_f32(kernel):
@@ -152,8 +152,12 @@ def _matmul(a, b):
     bfloat16 operands multiplied in float32 (BLAS, and PyTorch's accumulation) and the
     result cast back: ml_dtypes' bfloat16 matmul returns float32, and float16 has no
     BLAS path."""
-    if a.dtype in _LOW:
+    if a.dtype in _LOW_SET:
         return _matmul(a.astype(np.float32), b.astype(np.float32)).astype(a.dtype)
+    if a.ndim > 1 and b.ndim > 1 and a.shape[-1] == 1 == b.shape[-2]:
+        # K = 1 (a Linear from one feature): an outer product, the same products with
+        # no sum; numpy's matmul takes a slow generic loop on such strided operands
+        return np.multiply(a, b)
     return threads.matmul(a, b)
 
 
@@ -254,7 +258,7 @@ def kernels():
 def _in_f32(f, xs):
     """``f`` on 16-bit inputs computed in float32 (numpy has no 16-bit arithmetic worth
     the name, and PyTorch also rounds once at the end)."""
-    return f(*(x.astype(np.float32) if getattr(x, "dtype", None) in _LOW else x
+    return f(*(x.astype(np.float32) if getattr(x, "dtype", None) in _LOW_SET else x
                for x in xs))
 
 
@@ -284,9 +288,11 @@ class CPUBackend(Backend):
         return out if odt is dtype or odt == dtype else out.astype(dtype)
 
     def map_into(self, kernel, dst, inputs):
-        if "cpu" not in kernel.compiled:
+        compiled = kernel.compiled
+        inplace = compiled.get("cpu_inplace")
+        if inplace is None and "cpu" not in compiled:
             _compile(kernel)
-        inplace = kernel.compiled["cpu_inplace"]
+            inplace = compiled["cpu_inplace"]
         if inplace is not None and dst.dtype not in _LOW_SET:  # writes in place
             inplace(dst, *inputs, out=dst, casting="unsafe")
         else:
@@ -316,7 +322,7 @@ class CPUBackend(Backend):
         if 0 in shape:  # no element to reach: numpy would still check the offset
             return np.ndarray(shape, storage.dtype.np, buffer=storage.data[:0])
         return np.ndarray(shape, storage.dtype.np, buffer=storage.data, offset=offset * isz,
-                          strides=tuple(s * isz for s in strides))
+                          strides=[s * isz for s in strides])  # (a list: no generator)
 
     # -- layout --------------------------------------------------------------------------
     def reshape(self, x, shape):
@@ -348,7 +354,7 @@ class CPUBackend(Backend):
             # accumulation is as accurate at these sizes.
             total = np.dot(x.reshape(-1), _DOT_SUM[x.dtype][:x.size])
             return np.full((1,) * x.ndim, total, x.dtype) if keepdim else total
-        if x.dtype in _LOW:
+        if x.dtype in _LOW_SET:
             # add up in float32, as PyTorch does: numpy sums bfloat16 element by element
             # in bfloat16, where 256 + 1 rounds back to 256
             out = np.add.reduce(x, axis=axes, keepdims=keepdim, dtype=np.float32)
@@ -381,7 +387,7 @@ class CPUBackend(Backend):
         return np.take_along_axis(x, idx, axis), idx
 
     def cumsum(self, x, axis):
-        if x.dtype in _LOW:
+        if x.dtype in _LOW_SET:
             return np.cumsum(x, axis=axis, dtype=np.float32).astype(x.dtype)
         return np.cumsum(x, axis=axis, dtype=x.dtype)
 
@@ -563,7 +569,7 @@ def _weight(w, x2, fill):
 def _rows(kernel, x, axis):
     """A row kernel (softmax family) applied along ``axis``: moved last and made
     contiguous where it is not already."""
-    if x.dtype in _LOW:  # float32 inside (see sum), rounded once at the end
+    if x.dtype in _LOW_SET:  # float32 inside (see sum), rounded once at the end
         return _rows(kernel, x.astype(np.float32), axis).astype(x.dtype)
     if x.dtype not in _JIT_FLOATS:
         x = x.astype(np.float64)

@@ -12,7 +12,7 @@ from collections import namedtuple
 
 from .. import layout
 from ..amp import cast_inputs
-from ..autograd.function import Function
+from ..autograd.function import SINK, Function
 from ..autograd.mode import STATE
 from ..backends.base import Kernel
 from ..dtype import bool_, float32, int64
@@ -53,7 +53,8 @@ class Unreduce(Function):
     @staticmethod
     def forward(ctx, g, shape, dims):
         kept = g.ndim == len(shape)
-        ctx.dims, ctx.kept = dims, kept
+        if ctx is not SINK:  # (a first-order backward records nothing: skip the writes)
+            ctx.dims, ctx.kept = dims, kept
         strides, j, gs = [], 0, g.strides
         for d in range(len(shape)):
             if d in dims:

@@ -230,30 +230,29 @@ TENSOR_MATH = TensorMath()
 # -- the generated Function ---------------------------------------------------------------------
 class ElementwiseFunction(Function):
     """Base of the generated Functions. args: the inputs (tensors or Python numbers),
-    then the parameter values."""
+    then the parameter values. A recorded node keeps ``args`` (numbers and parameters by
+    value, None for tensors), ``in_shapes`` (the inputs' shapes, only where they differ:
+    broadcasting to undo in backward) and the saved tensors its gradients read."""
 
     decl: Elementwise = None
-    save_index: tuple = ()
-    plans: list = []
+    #: per input with a gradient: (index, kernel or None for g itself, sources)
+    plans: tuple = ()
+    in_shapes = None
 
     forward = None  # made per op by _make_forward
 
-
     @classmethod
     def backward(cls, ctx, g):
-        decl = cls.decl
         saved = ctx.saved_tensors
-        args = ctx.args
         if STATE.grad_enabled:
-            return cls._backward_with_graph(ctx, g, saved, args)
-        out = []
-        for i, nxt in enumerate(ctx.next):
-            plan = cls.plans[i] if i < decl.arity else None
-            if nxt is None or plan is None:
-                out.append(None)
+            return cls._backward_with_graph(ctx, g, saved, ctx.args)
+        nexts = ctx.next
+        shapes = ctx.in_shapes
+        dtype = ctx.meta[1]  # the inputs' dtype too: fronts promote before apply
+        out = [None] * len(nexts)
+        for i, kernel, sources in cls.plans:
+            if nexts[i] is None:
                 continue
-            kernel, sources = plan
-            shape, dtype = ctx.in_meta[i]
             if kernel is None:
                 gi = g
             else:
@@ -261,11 +260,11 @@ class ElementwiseFunction(Function):
                 raws = [g._data]
                 for j, k in sources:  # a saved tensor, or (None there) a number in args
                     t = saved[j] if j is not None else None
-                    raws.append(t._data if t is not None else np_dt.type(args[k]))
+                    raws.append(t._data if t is not None else np_dt.type(ctx.args[k]))
                 gi = Tensor._wrap(g._be.map(kernel, raws, np_dt))
-            if gi.shape != shape:
-                gi = gi.sum_to(shape)
-            out.append(gi if gi.dtype is dtype else gi.to(dtype))
+            if shapes is not None and gi.shape != shapes[i]:
+                gi = gi.sum_to(shapes[i])
+            out[i] = gi if gi.dtype is dtype else gi.to(dtype)
         return tuple(out)
 
     @classmethod
@@ -280,13 +279,13 @@ class ElementwiseFunction(Function):
             y = values["y"]._alias()
             y.grad_fn, y._requires_grad = ctx, True
             values["y"] = y
+        shapes, dtype = ctx.in_shapes, ctx.meta[1]
         out = []
         for i, nxt in enumerate(ctx.next):
             gk = decl.grads[i] if i < len(decl.grads) else None
             if nxt is None or gk is None or i >= decl.arity:
                 out.append(None)
                 continue
-            shape, dtype = ctx.in_meta[i]
             vals = [_as_python(values[n]) for n in gk.needs]
             gi = gk.fn(TENSOR_MATH, g, *vals)
             if not isinstance(gi, Tensor):
@@ -298,31 +297,37 @@ class ElementwiseFunction(Function):
                     if isinstance(v, Tensor) and v._requires_grad:
                         gi = gi + v * 0.0
                         break
-            if gi.shape != shape:
-                gi = gi.sum_to(shape)
+            if shapes is not None and gi.shape != shapes[i]:
+                gi = gi.sum_to(shapes[i])
             out.append(gi if gi.dtype is dtype else gi.to(dtype))
         return tuple(out)
 
 
 def _plans(decl, names):
-    """Per input: its gradient kernel and where each value it reads comes from, as
-    (index into the saved tensors or None, index into ctx.args or None)."""
+    """Per input with a gradient: its index, its gradient kernel (None where the
+    gradient is g itself) and where each value it reads comes from, as (index into the
+    saved tensors or None, index into ctx.args or None)."""
     order = list(decl.inputs) + list(decl.params)
     plans = []
-    for gk in decl.grads + [None] * (decl.arity - len(decl.grads)):
+    for i, gk in enumerate(decl.grads[:decl.arity]):
         if gk is None:
-            plans.append(None)
             continue
-        sources = [(names.index(n) if n in names else None,
-                    order.index(n) if n in order else None) for n in gk.needs]
-        plans.append((None if gk.identity else gk.kernel, sources))
-    return plans
+        sources = tuple((names.index(n) if n in names else None,
+                         order.index(n) if n in order else None) for n in gk.needs)
+        plans.append((i, None if gk.identity else gk.kernel, sources))
+    return tuple(plans)
 
 
 def _saved_names(decl):
     names = [n for n in decl.inputs if any(g is not None and n in g.needs
                                             for g in decl.grads)]
     return names + (["y"] if decl.saves_output else [])
+
+
+def _save(ctx, tensors):
+    """save_for_backward, inlined for the generated forwards (they run on every op)."""
+    ctx.saved = tensors
+    ctx._versions = [None if t is None else t._storage.version for t in tensors]
 
 
 def _make_forward(decl, save_index):
@@ -332,12 +337,14 @@ def _make_forward(decl, save_index):
     bool_np = bool_.np
 
     def remember(ctx, args):
-        # numbers and parameters by value; of tensors only what the gradient reads
+        # numbers and parameters by value; of tensors only what the gradient reads, and
+        # their shapes where they differ (the output has the common one)
         ctx.args = [None if isinstance(a, Tensor) else a for a in args]
-        ctx.in_meta = [(a.shape, a.dtype) if isinstance(a, Tensor) else None
-                       for a in args[:arity]]
-        ctx.save_for_backward(*[a if isinstance(a, Tensor) else None
-                                for a in (args[i] for i in save_index)])
+        shapes = [a.shape if isinstance(a, Tensor) else None for a in args[:arity]]
+        if len({s for s in shapes if s is not None}) > 1:
+            ctx.in_shapes = shapes
+        _save(ctx, [a if isinstance(a, Tensor) else None
+                    for a in (args[i] for i in save_index)])
 
     if arity == 2 and not decl.params and dfrom == 0:
         save_a, save_b = 0 in save_index, 1 in save_index
@@ -349,19 +356,27 @@ def _make_forward(decl, save_index):
             ra = a._data if ta else np_dt.type(a)
             rb = b._data if tb else np_dt.type(b)
             if record and ctx is not SINK:
-                ctx.args = (None if ta else a, None if tb else b)
-                ctx.in_meta = ((a.shape, a.dtype) if ta else None,
-                               (b.shape, b.dtype) if tb else None)
+                if ta and tb:
+                    ctx.args = _TWO_TENSORS
+                    if a.shape != b.shape:
+                        ctx.in_shapes = (a.shape, b.shape)
+                else:
+                    ctx.args = (None if ta else a, None if tb else b)
                 if save_a and save_b:
-                    ctx.save_for_backward(a if ta else None, b if tb else None)
-                elif save_a or save_b:
-                    t, is_t = (a, ta) if save_a else (b, tb)
-                    ctx.save_for_backward(t if is_t else None)
+                    _save(ctx, (a if ta else None, b if tb else None))
+                elif save_a:
+                    _save(ctx, (a if ta else None,))
+                elif save_b:
+                    _save(ctx, (b if tb else None,))
             return ref._be.map(kernel, (ra, rb), bool_np if compare else np_dt)
     elif arity == 1 and not decl.params:
+        save_x = 0 in save_index
+
         def forward(ctx, x):
             if record and ctx is not SINK:
-                remember(ctx, (x,))
+                ctx.args = _ONE_TENSOR
+                if save_x:
+                    _save(ctx, (x,))
             return x._be.map(kernel, (x._data,), bool_np if compare else x.dtype.np)
     else:
         def forward(ctx, *args):
@@ -382,13 +397,16 @@ def _make_forward(decl, save_index):
     return staticmethod(forward)
 
 
+_ONE_TENSOR = (None,)
+_TWO_TENSORS = (None, None)
+
+
 def _make_function(decl) -> type:
     names = _saved_names(decl)
     save_index = tuple(decl.inputs.index(n) for n in names if n != "y")
     return type(decl.label, (ElementwiseFunction,), {
         "forward": _make_forward(decl, save_index),
         "decl": decl, "label": decl.label, "__slots__": (),
-        "save_index": tuple(decl.inputs.index(n) for n in names if n != "y"),
         "saves_output": "y" in names, "differentiable": decl.differentiable,
         "plans": _plans(decl, names)})
 
