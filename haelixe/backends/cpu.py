@@ -294,7 +294,10 @@ class CPUBackend(Backend):
             _compile(kernel)
             inplace = compiled["cpu_inplace"]
         if inplace is not None and dst.dtype not in _LOW_SET:  # writes in place
-            inplace(dst, *inputs, out=dst, casting="unsafe")
+            if len(inputs) == 1 and getattr(inputs[0], "dtype", None) is dst.dtype:
+                inplace(dst, inputs[0], dst)  # (no casting to allow: no keywords to parse)
+            else:
+                inplace(dst, *inputs, out=dst, casting="unsafe")
         else:
             np.copyto(dst, self.map(kernel, [dst, *inputs], dst.dtype), casting="unsafe")
 
