@@ -86,7 +86,7 @@ def extent(shape: Shape, strides: Strides, offset: int) -> tuple[int, int]:
 
 def broadcast_shapes(*shapes: Shape, op: str = "broadcast") -> Shape:
     """numpy's rule: align from the right; each pair of sizes must match or be 1."""
-    ndim = max((len(s) for s in shapes), default=0)
+    ndim = max(map(len, shapes), default=0)
     out = [1] * ndim
     for shape in shapes:
         for i, n in enumerate(shape, start=ndim - len(shape)):

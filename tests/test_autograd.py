@@ -554,3 +554,30 @@ def test_graph_nodes_remember_the_module_that_made_them():
     assert by_op["RMSNorm"] is model[1]
     assert by_op["Mul"] is None  # made outside any module
     assert hx.autograd.mode.STATE.modules == []
+
+
+@pytest.mark.parametrize("first", ["mul", "exp"])
+def test_a_leaf_reached_by_two_nodes_gets_both_gradients(first):
+    # The engine accumulates a leaf's gradient as soon as its last edge delivers it;
+    # one that arrived earlier by another edge must be in the sum, whichever node runs
+    # first (the order of the two terms decides which one waits).
+    w = hx.tensor(np.array([0.5, -1.0, 2.0], dtype=np.float64), requires_grad=True)
+    terms = {"mul": lambda: (w * 3.0).sum(), "exp": lambda: w.exp().sum()}
+    a, b = terms[first](), terms["exp" if first == "mul" else "mul"]()
+    (a + b).backward()
+    np.testing.assert_allclose(w.grad.numpy(), 3.0 + np.exp(w.detach().numpy()))
+    (a.detach() + terms["mul"]()).backward()  # accumulates into the existing .grad
+    np.testing.assert_allclose(w.grad.numpy(), 6.0 + np.exp(w.detach().numpy()))
+
+
+def test_tied_weight_gets_the_gradient_of_both_uses():
+    hx.manual_seed(0)
+    emb = hx.nn.Embedding(5, 3)
+    idx = hx.tensor(np.array([[1, 2, 2]]))
+    h = emb(idx)
+    logits = h @ emb.weight.T  # the tied head: the same leaf by a second path
+    logits.sum().backward()
+    w = emb.weight.detach().numpy().astype(np.float64)
+    expect = np.zeros_like(w) + w[[1, 2, 2]].sum(0)  # through the head: every row
+    np.add.at(expect, [1, 2, 2], np.broadcast_to(w.sum(0), (3, 3)))  # through the lookup
+    np.testing.assert_allclose(emb.weight.grad.numpy(), expect, rtol=1e-5, atol=1e-6)

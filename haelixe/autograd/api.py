@@ -30,8 +30,11 @@ def _roots(tensors, grad_tensors, op):
                     f"{op}: grad can be implicitly created only for scalar outputs, but the "
                     f"output has shape {t.shape}; pass gradient= (a tensor of that shape), "
                     f"or reduce first (.sum() / .mean())")
-            g = Tensor._wrap(t._be.full(t.shape, 1, t.dtype.np))
-        elif not isinstance(g, Tensor):
+            # a fresh tensor with no history: nothing to detach
+            nodes.append(_edge(t))
+            grads.append(Tensor._wrap(t._be.full(t.shape, 1, t.dtype.np)))
+            continue
+        if not isinstance(g, Tensor):
             g = tensor(g, dtype=t.dtype, device=t.device)
         if g.shape != t.shape:
             raise RuntimeError(f"{op}: gradient of shape {g.shape} does not match the output "

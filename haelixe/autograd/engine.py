@@ -96,6 +96,16 @@ def run_backward(roots, grads, retain_graph=False, create_graph=False, capture=N
             for nxt, gi in zip(node.next, in_grads):
                 if nxt is None:
                     continue
+                if nxt.is_accumulate and not watched and deps[nxt] == 1 and not nxt.hooks \
+                        and gi is not None and nxt not in pending:
+                    # a leaf's only gradient (the last edge into it, and none waiting):
+                    # accumulate it now; its own turn in the loop would do just that,
+                    # after a round trip through pending and ready
+                    del deps[nxt]
+                    leaf = nxt.leaf
+                    if accumulate and leaf is not None:
+                        accumulate_into_leaf(leaf, gi, create_graph)
+                    continue
                 if gi is not None:
                     meta = nxt.meta
                     if meta is not None and gi.shape != meta[0]:

@@ -114,7 +114,7 @@ _LOW_SET = frozenset(_LOW)  # (a hash lookup: no dtype comparisons on every op)
 
 
 def _low(x) -> bool:
-    return isinstance(x, np.ndarray) and x.dtype in _LOW
+    return isinstance(x, np.ndarray) and x.dtype in _LOW_SET
 
 
 def computes_in_f32(kernel):
@@ -148,14 +148,36 @@ def computes_in_f32(kernel):
 
 
 def _matmul(a, b):
-    """np.matmul on the threads its size calls for, with float16 / bfloat16 operands
-    multiplied in float32 (BLAS, and PyTorch's accumulation) and the result cast back:
-    ml_dtypes' bfloat16 matmul returns float32, and float16 has no BLAS path."""
-    if a.dtype in _LOW:
+    """np.matmul on the threads its size calls for (threads.matmul), with float16 /
+    bfloat16 operands multiplied in float32 (BLAS, and PyTorch's accumulation) and the
+    result cast back: ml_dtypes' bfloat16 matmul returns float32, and float16 has no
+    BLAS path."""
+    if a.dtype in _LOW_SET:
         return _matmul(a.astype(np.float32), b.astype(np.float32)).astype(a.dtype)
-    # the work of one product in the batch: BLAS sees the products one at a time
-    return threads.blas(np.matmul, a, b, work=a.shape[-2] * a.shape[-1] * b.shape[-1]
-                        if a.ndim > 1 and b.ndim > 1 else 0)
+    if a.ndim > 1 and b.ndim > 1 and a.shape[-1] == 1 == b.shape[-2]:
+        # K = 1 (a Linear from one feature): an outer product, the same products with
+        # no sum; numpy's matmul takes a slow generic loop on such strided operands
+        return np.multiply(a, b)
+    return threads.matmul(a, b)
+
+
+def _index_add_rows(out, key, values) -> bool:
+    """out[key] += values (repeats accumulating) in one compiled pass where key is one
+    integer array picking rows of out (an embedding's backward); False, with nothing
+    added, for other keys and dtypes, and for an index out of range (np.add.at then
+    raises its own error). np.add.at walks the subspace of every index apart, 100x
+    slower on rows this short."""
+    if len(key) != 1 or out.ndim < 1 or out.dtype not in _JIT_FLOATS \
+            or values.dtype != out.dtype:
+        return False
+    index = key[0]
+    if not isinstance(index, np.ndarray) or index.dtype.kind != "i" \
+            or values.shape != index.shape + out.shape[1:]:
+        return False
+    width = math.prod(out.shape[1:])
+    return kernels().index_add_rows(out.reshape(out.shape[0], width),
+                                    np.ascontiguousarray(index).reshape(-1),
+                                    np.ascontiguousarray(values).reshape(index.size, width))
 
 
 #: elements from which a compiled kernel replaces numpy's passes: below it, numpy's
@@ -236,7 +258,7 @@ def kernels():
 def _in_f32(f, xs):
     """``f`` on 16-bit inputs computed in float32 (numpy has no 16-bit arithmetic worth
     the name, and PyTorch also rounds once at the end)."""
-    return f(*(x.astype(np.float32) if getattr(x, "dtype", None) in _LOW else x
+    return f(*(x.astype(np.float32) if getattr(x, "dtype", None) in _LOW_SET else x
                for x in xs))
 
 
@@ -272,7 +294,10 @@ class CPUBackend(Backend):
             _compile(kernel)
             inplace = compiled["cpu_inplace"]
         if inplace is not None and dst.dtype not in _LOW_SET:  # writes in place
-            inplace(dst, *inputs, out=dst, casting="unsafe")
+            if len(inputs) == 1 and getattr(inputs[0], "dtype", None) is dst.dtype:
+                inplace(dst, inputs[0], dst)  # (no casting to allow: no keywords to parse)
+            else:
+                inplace(dst, *inputs, out=dst, casting="unsafe")
         else:
             np.copyto(dst, self.map(kernel, [dst, *inputs], dst.dtype), casting="unsafe")
 
@@ -332,7 +357,7 @@ class CPUBackend(Backend):
             # accumulation is as accurate at these sizes.
             total = np.dot(x.reshape(-1), _DOT_SUM[x.dtype][:x.size])
             return np.full((1,) * x.ndim, total, x.dtype) if keepdim else total
-        if x.dtype in _LOW:
+        if x.dtype in _LOW_SET:
             # add up in float32, as PyTorch does: numpy sums bfloat16 element by element
             # in bfloat16, where 256 + 1 rounds back to 256
             out = np.add.reduce(x, axis=axes, keepdims=keepdim, dtype=np.float32)
@@ -365,7 +390,7 @@ class CPUBackend(Backend):
         return np.take_along_axis(x, idx, axis), idx
 
     def cumsum(self, x, axis):
-        if x.dtype in _LOW:
+        if x.dtype in _LOW_SET:
             return np.cumsum(x, axis=axis, dtype=np.float32).astype(x.dtype)
         return np.cumsum(x, axis=axis, dtype=x.dtype)
 
@@ -399,7 +424,8 @@ class CPUBackend(Backend):
 
     def index_add(self, shape, key, values):
         out = np.zeros(shape, values.dtype)
-        np.add.at(out, key, values)
+        if not _index_add_rows(out, key, values):
+            np.add.at(out, key, values)
         return out
 
     # -- fused neural-network kernels ----------------------------------------------------
@@ -546,7 +572,7 @@ def _weight(w, x2, fill):
 def _rows(kernel, x, axis):
     """A row kernel (softmax family) applied along ``axis``: moved last and made
     contiguous where it is not already."""
-    if x.dtype in _LOW:  # float32 inside (see sum), rounded once at the end
+    if x.dtype in _LOW_SET:  # float32 inside (see sum), rounded once at the end
         return _rows(kernel, x.astype(np.float32), axis).astype(x.dtype)
     if x.dtype not in _JIT_FLOATS:
         x = x.astype(np.float64)

@@ -4,10 +4,14 @@ Short sequences take the direct path (one score matrix per head). Long ones take
 memory-blocked online-softmax ("flash") path: keys are visited in blocks, a running max
 and running sum rescale the partial output, so the (seq x seq) score matrix never exists
 whole. Both return the log-sum-exp of every query's scores, from which backward
-recomputes the probabilities block by block.
+recomputes the probabilities block by block; the direct path keeps its probabilities for
+backward instead where they are small (KEEP_PROBS_BYTES).
 """
 
 from __future__ import annotations
+
+import math
+import weakref
 
 import numpy as np
 
@@ -17,11 +21,28 @@ from .cpu import kernels
 # Above this many keys the score matrix of one head would outgrow the caches.
 FLASH_MIN_KEYS = 512
 BLOCK = 256
+# The direct path's probabilities are kept for backward up to this size (rebuilding them
+# costs a score matmul and an exp per score: about a fifth of the backward)
+KEEP_PROBS_BYTES = 16 << 20
+_KEPT: dict = {}  # id(lse) -> (weak reference to lse, the call's settings, probabilities)
 
 
-def _mm(a, b):
-    """np.matmul on the threads the thread policy gives one product of this size."""
-    return threads.blas(np.matmul, a, b, work=a.shape[-2] * a.shape[-1] * b.shape[-1])
+def _keep(lse, settings, p) -> None:
+    """Keep ``p`` while ``lse`` (which autograd holds until backward) lives."""
+    if p.nbytes <= KEEP_PROBS_BYTES:
+        key = id(lse)
+        _KEPT[key] = (weakref.ref(lse, lambda _, key=key: _KEPT.pop(key, None)), settings, p)
+
+
+def _kept(lse, settings):
+    """The probabilities the forward that returned ``lse`` kept, or None."""
+    entry = _KEPT.get(id(lse))
+    if entry is None or entry[0]() is not lse or entry[1] != settings:
+        return None
+    return entry[2]
+
+
+_mm = threads.matmul  # np.matmul on the threads the thread policy gives it
 
 
 def _causal_mask(sq: int, sk: int, q0: int = 0, k0: int = 0) -> np.ndarray:
@@ -41,21 +62,74 @@ def _masked(s, mask, k0, n):
 
 
 def attention_forward(q, k, v, causal, scale, mask=None):
+    out, lse, p = _over_heads(_forward, (q, k, v, causal, scale, mask),
+                              (2, 2, 2, None, None), 4)
+    if p is not None:
+        _keep(lse, _settings(q, k, v, causal, scale, mask), p)
+    return out, lse
+
+
+def attention_backward(q, k, v, out, lse, gout, causal, scale, mask=None):
+    p = _kept(lse, _settings(q, k, v, causal, scale, mask))
+    return _over_heads(_backward, (q, k, v, out, lse, gout, p, causal, scale, mask),
+                       (2, 2, 2, 2, 1, 2, None if p is None else 2, None, None), 7)
+
+
+def _over_heads(fn, args, tails, products):
+    """fn(*args) (its arrays q, k, v first, the mask last), with the heads cut across
+    the pool's threads (threads.over_batch) where their work calls for it (``products``:
+    the work in score-sized matmuls, the row kernels counted as about two); the parts'
+    results are joined along the cut dim."""
+    q, k, mask = args[0], args[1], args[-1]
+    lead = np.broadcast_shapes(q.shape[:-2], k.shape[:-2])
+    items = math.prod(lead)
+    parts = threads.parts_for(products * items * q.shape[-2] * k.shape[-2] * q.shape[-1],
+                              items)
+    if parts > 1:
+        # a mask's dims broadcast from the right, the last two over (queries, keys)
+        tails += (None if mask is None else min(2, mask.ndim),)
+        split = threads.over_batch(fn, args, tails, parts)
+        if split is not None:
+            axis, results = split
+            return tuple(None if r[0] is None else np.concatenate(r, axis=axis)
+                         for r in zip(*results))
+    return fn(*args)
+
+
+def _forward(q, k, v, causal, scale, mask):
     sk = k.shape[-2]
     if sk >= FLASH_MIN_KEYS:
         return _flash_forward(q, k, v, causal, scale, mask)
-    s = _mm(q, np.swapaxes(k, -1, -2))
-    s *= scale
-    s = _masked(s, mask, 0, sk)
-    if causal:
-        s = np.where(_causal_mask(q.shape[-2], sk), -np.inf, s)
-    # one pass per row: max, exp, sum, normalise and the log-sum-exp (numpy's
-    # broadcast s - max alone costs several times that on rows this short)
-    s = np.ascontiguousarray(s)
+    s, scale = _scaled(_mm(q, np.swapaxes(k, -1, -2)), scale, mask, 0)
+    # one pass per row: scale, causal mask, max, exp, sum, normalise and the
+    # log-sum-exp (numpy's broadcast s - max alone costs several times that on rows
+    # this short)
     p = np.empty(s.shape, s.dtype)
     lse = np.empty(s.shape[:-1], s.dtype)
-    kernels().softmax_rows(s.reshape(-1, sk), p.reshape(-1, sk), lse.reshape(-1))
-    return _mm(p, v), lse.astype(q.dtype, copy=False)
+    kernels().attention_probs(_by_rows(s), s.dtype.type(scale), causal, q.shape[-2],
+                              _by_rows(p), lse.reshape(-1))
+    return _mm(p, v), lse.astype(q.dtype, copy=False), p
+
+
+def _settings(q, k, v, causal, scale, mask):
+    """What the forward that kept probabilities must have been called with to serve a
+    backward (which autograd calls with the forward's own inputs and lse)."""
+    return (q.shape, k.shape, v.shape, q.dtype, causal, scale,
+            None if mask is None else (mask.shape, mask.dtype))
+
+
+def _by_rows(a):
+    """A C-contiguous array as a 2-D view of its rows (last dim), 0-size ones too."""
+    return a.reshape(math.prod(a.shape[:-1]), a.shape[-1])
+
+
+def _scaled(s, scale, mask, k0):
+    """Scores (C-contiguous) and the scale the row kernel still applies to them: all of
+    it where no mask is given; else the scaled scores with the mask applied, and 1."""
+    if mask is None:
+        return s, scale
+    s *= scale
+    return np.ascontiguousarray(_masked(s, mask, k0, s.shape[-1])), 1.0
 
 
 def _flash_forward(q, k, v, causal, scale, mask):
@@ -84,34 +158,45 @@ def _flash_forward(q, k, v, causal, scale, mask):
         m = m_new
     out /= l
     lse = (m + np.log(l))[..., 0]
-    return out, lse.astype(q.dtype, copy=False)
+    return out, lse.astype(q.dtype, copy=False), None  # (no probabilities to keep)
 
 
-def attention_backward(q, k, v, out, lse, gout, causal, scale, mask=None):
+def _backward(q, k, v, out, lse, gout, p, causal, scale, mask):
     sq, sk = q.shape[-2], k.shape[-2]
-    # D_i = sum_j P_ij dP_ij = rowsum(dO * O): the softmax Jacobian's correction term.
-    delta = np.einsum("...qd,...qd->...q", gout, out)[..., None]
     lead = np.broadcast_shapes(q.shape[:-2], k.shape[:-2])
-    lse_rows = np.ascontiguousarray(np.broadcast_to(lse, lead + (sq,))).reshape(-1)
+    # D_i = sum_j P_ij dP_ij = rowsum(dO * O): the softmax Jacobian's correction term.
+    rows = (_rows(lse, lead + (sq,)),
+            _rows(np.einsum("...qd,...qd->...q", gout, out), lead + (sq,)))
+    if sk < FLASH_MIN_KEYS:
+        return _backward_keys(q, k, v, gout, rows, causal, scale, mask, 0, p)
     dq = np.zeros(lead + q.shape[-2:], q.dtype)
     dk = np.zeros(lead + k.shape[-2:], k.dtype)
     dv = np.zeros(lead + v.shape[-2:], v.dtype)
-    step = BLOCK if sk >= FLASH_MIN_KEYS else sk
-    for k0 in range(0, sk, step):
-        kb = k[..., k0:k0 + step, :]
-        vb = v[..., k0:k0 + step, :]
-        s = _mm(q, np.swapaxes(kb, -1, -2))
-        s *= scale
-        s = np.ascontiguousarray(_masked(s, mask, k0, kb.shape[-2]))
-        p = np.empty(s.shape, s.dtype)
-        kernels().exp_rows(s.reshape(-1, s.shape[-1]), s.dtype.type(1.0), lse_rows,
-                           p.reshape(-1, s.shape[-1]))
-        if causal:
-            p = np.where(_causal_mask(sq, kb.shape[-2], 0, k0), 0, p)
-        dv[..., k0:k0 + step, :] = _mm(np.swapaxes(p, -1, -2), gout)
-        dp = _mm(gout, np.swapaxes(vb, -1, -2))
-        ds = p * (dp - delta)
-        ds *= scale
-        dq += _mm(ds, kb)
-        dk[..., k0:k0 + step, :] = _mm(np.swapaxes(ds, -1, -2), q)
+    for k0 in range(0, sk, BLOCK):
+        keys = slice(k0, k0 + BLOCK)
+        dqb, dk[..., keys, :], dv[..., keys, :] = _backward_keys(
+            q, k[..., keys, :], v[..., keys, :], gout, rows, causal, scale, mask, k0)
+        dq += dqb
     return dq, dk, dv
+
+
+def _rows(stat, shape):
+    """A per-query statistic as one contiguous value per row of scores."""
+    return np.ascontiguousarray(np.broadcast_to(stat, shape)).reshape(-1)
+
+
+def _backward_keys(q, kb, vb, gout, rows, causal, scale, mask, k0, p=None):
+    """(dq, dk, dv) of attention through the keys kb (those from k0 on): dq is this
+    block's share, dk and dv are the block's rows. ``p``: the block's probabilities,
+    where the forward kept them (else they are rebuilt from the scores)."""
+    lse_rows, delta_rows = rows
+    if p is None:
+        s, left = _scaled(_mm(q, np.swapaxes(kb, -1, -2)), scale, mask, k0)
+        p = np.empty(s.shape, s.dtype)
+        kernels().exp_rows(_by_rows(s), s.dtype.type(left), lse_rows, causal, q.shape[-2],
+                           k0, _by_rows(p))
+    dv = _mm(np.swapaxes(p, -1, -2), gout)
+    ds = _mm(gout, np.swapaxes(vb, -1, -2))
+    kernels().attention_dscores(_by_rows(p), _by_rows(ds), delta_rows, p.dtype.type(scale),
+                                _by_rows(ds))
+    return _mm(ds, kb), _mm(np.swapaxes(ds, -1, -2), q), dv

@@ -118,51 +118,126 @@ def _typed(a, v):
 ROWS = dict(JIT, fastmath={"reassoc", "contract"})
 
 
-@njit(**ROWS)
-def softmax_rows(x, out, lse):
-    """out = softmax of each row; lse gets each row's log-sum-exp (attention keeps it)."""
-    rows, n = x.shape
+LANES = 16  # a row's max kept in this many partial maxima, which LLVM vectorises
+
+
+@njit(inline="always", **ROWS)
+def _row_max(x, r, n, scale, acc):
+    """max(x[r, :n] * scale): whole lanes, masked past n, then the tail of the row."""
+    m = x.shape[1]
+    full = m - m % LANES
+    for lane in range(LANES):
+        acc[lane] = typed(x, -np.inf)
+    for j0 in range(0, full, LANES):
+        for lane in range(LANES):
+            j = j0 + lane
+            v = x[r, j] * scale if j < n else typed(x, -np.inf)
+            acc[lane] = v if v > acc[lane] else acc[lane]
+    mx = typed(x, -np.inf)
+    for lane in range(LANES):
+        mx = acc[lane] if acc[lane] > mx else mx
+    for j in range(full, m):
+        v = x[r, j] * scale if j < n else typed(x, -np.inf)
+        mx = v if v > mx else mx
+    return mx
+
+
+@njit(inline="always", **ROWS)
+def _visible(r, n, causal, sq, k0):
+    """Keys [k0, k0 + n) that query ``r % sq`` may see: all, or under a causal mask
+    (top-left aligned, as PyTorch's) those up to the query's own index."""
+    if not causal:
+        return n
+    return min(max(r % sq + 1 - k0, 0), n)
+
+
+@njit(inline="always", **ROWS)
+def _softmax(x, scale, causal, sq, out, lse):
+    """out = softmax(x * scale) of each row over the keys its query may see (_visible),
+    zeros at the others; lse the rows' log-sum-exp. One pass over all rows per step
+    (max, exp, normalise), each loop the whole row with masking selects: LLVM
+    vectorises these short loops where the fused per-row loop, or a loop whose length
+    varies by row, it leaves scalar (1.5x slower on rows of 64)."""
+    rows, m = x.shape
+    acc = np.empty(LANES, x.dtype)
     for r in range(rows):
-        mx = x[r, 0]
-        for j in range(1, n):
-            mx = max(mx, x[r, j])
-        for j in range(n):  # (a loop of its own: exp vectorises)
-            out[r, j] = fexp(x[r, j] - mx)
+        lse[r] = _row_max(x, r, _visible(r, m, causal, sq, 0), scale, acc)
+    for r in range(rows):
+        n = _visible(r, m, causal, sq, 0)
+        mx = lse[r]
+        for j in range(m):
+            e = fexp(x[r, j] * scale - mx)
+            out[r, j] = e if j < n else typed(x, 0.0)
+    for r in range(rows):
         s = typed(x, 0.0)
-        for j in range(n):
+        for j in range(m):
             s += out[r, j]
         inv = typed(x, 1.0) / s
-        for j in range(n):
+        for j in range(m):
             out[r, j] *= inv
-        lse[r] = mx + math.log(s)
+        lse[r] += math.log(s)
 
 
 @njit(**ROWS)
-def exp_rows(x, scale, shift, out):
-    """out[r, j] = exp(x[r, j] * scale - shift[r]): probabilities recomputed from scores
-    and their row's log-sum-exp."""
+def softmax_rows(x, out, lse):
+    """out = softmax of each row; lse gets each row's log-sum-exp."""
+    _softmax(x, typed(x, 1.0), False, 1, out, lse)
+
+
+@njit(**ROWS)
+def attention_probs(s, scale, causal, sq, out, lse):
+    """Attention's probabilities from its raw scores (rows of keys, sq query rows per
+    head): softmax(s * scale) over the keys each query may see, zeros at the hidden
+    ones, and each row's log-sum-exp; the scale, the causal mask and the softmax in
+    one kernel."""
+    _softmax(s, scale, causal, sq, out, lse)
+
+
+@njit(**ROWS)
+def exp_rows(x, scale, shift, causal, sq, k0, out):
+    """out[r, j] = exp(x[r, j] * scale - shift[r]) at the keys k0 + j that query
+    r % sq may see, 0 at the others: probabilities recomputed from scores and their
+    row's log-sum-exp."""
     rows, n = x.shape
     for r in range(rows):
         sh = shift[r]
+        m = _visible(r, n, causal, sq, k0)
+        for j in range(n):  # (whole rows, masked: see _softmax)
+            e = fexp(x[r, j] * scale - sh)
+            out[r, j] = e if j < m else typed(x, 0.0)
+
+
+@njit(**ROWS)
+def attention_dscores(p, dp, delta, scale, ds):
+    """ds = p * (dp - delta[r]) * scale per row: the softmax's backward through the
+    scores, in one pass (ds may be dp)."""
+    rows, n = p.shape
+    for r in range(rows):
+        d = delta[r]
         for j in range(n):
-            out[r, j] = fexp(x[r, j] * scale - sh)
+            ds[r, j] = p[r, j] * (dp[r, j] - d) * scale
 
 
 @njit(**ROWS)
 def log_softmax_rows(x, out):
+    """out = x - logsumexp of each row, in passes over all rows as _softmax's."""
     rows, n = x.shape
+    shift = np.empty(rows, x.dtype)
+    one = typed(x, 1.0)
+    acc = np.empty(LANES, x.dtype)
     for r in range(rows):
-        mx = x[r, 0]
-        for j in range(1, n):
-            mx = max(mx, x[r, j])
+        shift[r] = _row_max(x, r, n, one, acc)
+    for r in range(rows):
+        mx = shift[r]
         for j in range(n):
             out[r, j] = fexp(x[r, j] - mx)
+    for r in range(rows):
         s = typed(x, 0.0)
         for j in range(n):
             s += out[r, j]
-        shift = mx + math.log(s)
+        sh = shift[r] + math.log(s)
         for j in range(n):
-            out[r, j] = x[r, j] - shift
+            out[r, j] = x[r, j] - sh
 
 
 # -- norms -------------------------------------------------------------------------------
@@ -238,6 +313,23 @@ def layernorm_backward_rows(x, w, mean, rstd, gy, dx, dw, db):
         for j in range(n):
             xh = (x[r, j] - m) * inv
             dx[r, j] = inv * (gy[r, j] * w[j] - m1 - xh * m2)
+
+
+# -- indexing ----------------------------------------------------------------------------
+@njit(**JIT)
+def index_add_rows(out, index, values):
+    """out[index[i]] += values[i] for each i in order (np.add.at's order, so the sums
+    round alike); a negative index counts from the end. Returns False, having added
+    nothing, where an index is out of range."""
+    n = out.shape[0]
+    for i in range(index.shape[0]):
+        if not -n <= index[i] < n:
+            return False
+    for i in range(index.shape[0]):
+        r = index[i] + n if index[i] < 0 else index[i]
+        for j in range(out.shape[1]):
+            out[r, j] += values[i, j]
+    return True
 
 
 # -- RoPE --------------------------------------------------------------------------------

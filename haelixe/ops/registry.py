@@ -250,18 +250,18 @@ class ElementwiseFunction(Function):
         shapes = ctx.in_shapes
         dtype = ctx.meta[1]  # the inputs' dtype too: fronts promote before apply
         out = [None] * len(nexts)
+        gd, run, np_dt = g._data, g._be.map, dtype.np
         for i, kernel, sources in cls.plans:
             if nexts[i] is None:
                 continue
             if kernel is None:
                 gi = g
             else:
-                np_dt = dtype.np
-                raws = [g._data]
+                raws = [gd]
                 for j, k in sources:  # a saved tensor, or (None there) a number in args
-                    t = saved[j] if j is not None else None
-                    raws.append(t._data if t is not None else np_dt.type(ctx.args[k]))
-                gi = Tensor._wrap(g._be.map(kernel, raws, np_dt))
+                    t = None if j is None else saved[j]
+                    raws.append(np_dt.type(ctx.args[k]) if t is None else t._data)
+                gi = Tensor._wrap(run(kernel, raws, np_dt))
             if shapes is not None and gi.shape != shapes[i]:
                 gi = gi.sum_to(shapes[i])
             out[i] = gi if gi.dtype is dtype else gi.to(dtype)
