@@ -53,11 +53,11 @@ REGISTER_VEC4 = {"attention_forward": 32, "attention_dq": 64, "attention_dkdv": 
 
 
 # The backward through matmuls (module docstring) up to this many keys and this many
-# bytes of scores (float32). On an H200, forward + backward of (16, 8, 512, 64) took
-# 2.54 ms that way against 2.65 ms flash, and the backward alone 1.5 against 1.8 (17%
-# less; 28% at 1024 keys, 38% at 256). The row kernel holds SCORES_HELD scores per
-# invocation, so at most 8 x 256 keys. MATMUL_PATH None: by shape; True / False force a
-# way (tests reach both on any adapter).
+# bytes of scores (float32). On an H200 it took 1.5 ms at (16, 8, 512, 64) against 1.8
+# flash (28% less at 1024 keys, 38% at 256), and the 6-block Transformer's captured step
+# from 47.0 to 44.6 ms. The row kernel holds SCORES_HELD scores per invocation, so at
+# most 8 x 256 keys. MATMUL_PATH None: by shape; True / False force a way (tests reach
+# both on any adapter).
 SCORES_HELD = 8
 MATMUL_MAX_KEYS = 1024
 MATMUL_MAX_SCORE_BYTES = 1 << 29

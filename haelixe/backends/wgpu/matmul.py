@@ -3,16 +3,20 @@ variants chosen by shape and operand layout (see shaders/matmul.wgsl).
 
 Variant choice (:func:`choose`):
 
-- tile: the largest of 128x128 (8x8 per invocation), 128x64 / 64x128 and 64x64 that
-  still gives enough workgroups to fill the device; small matrices take small tiles.
+- tile: the largest of 128x256 (8x16 per invocation), 128x128 (8x8), 128x64 / 64x128
+  and 64x64 that still gives enough workgroups to fill the device and does not overhang
+  the matrix much; small matrices take small tiles. Each tile's K steps are unrolled
+  (looped on software adapters, whose compilers are slow on long unrolled code) and the
+  kernels compile without wgpu's runtime checks (:data:`RUNTIME_CHECKS`).
 - split-K: when even 64x64 tiles leave most of the device idle and K is long (a weight
   gradient dW = dY^T X of a small Linear over a large batch), K is cut into slices that
   run side by side and one more dispatch sums them.
 - loads: vec4 where an operand is contiguous along m/n or along k and 4-aligned, scalar
   bounds-checked loads otherwise (any strides, no copies).
-- f16: with the adapter's ``shader-f16`` feature, float16 operands are multiplied in f16
-  (vec4<f16> FMAs summed over one K tile, then added into f32 accumulators); without
-  it they are widened to f32 on load.
+- f16: float16 operands are widened to f32 on load; with the adapter's ``shader-f16``
+  feature and :data:`F16_FLUSH_TILES` set they are multiplied in f16 instead (vec4<f16>
+  FMAs summed over a few K tiles, then added into f32 accumulators), which never paid on
+  an H200.
 """
 
 from __future__ import annotations
