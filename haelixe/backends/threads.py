@@ -314,8 +314,10 @@ def matmul(a, b):
     if a.ndim < 2 or b.ndim < 2:
         return blas(np.matmul, a, b, work=0)
     each = a.shape[-2] * a.shape[-1] * b.shape[-1]
-    if (a.ndim > 2 or b.ndim > 2) and a.dtype == b.dtype and a.dtype in _SPLIT_DTYPES \
-            and a.shape[-1] == b.shape[-2]:
+    # (the cheap bound first: most products are too small to cut whatever their batch)
+    if (a.ndim > 2 or b.ndim > 2) and \
+            each * math.prod(a.shape[:-2]) * math.prod(b.shape[:-2]) >= 2 * MIN_WORK_PER_PART \
+            and a.dtype is b.dtype and a.dtype in _SPLIT_DTYPES and a.shape[-1] == b.shape[-2]:
         lead = _broadcast_or_none(a.shape[:-2], b.shape[:-2])
         items = math.prod(lead) if lead is not None else 0
         parts = parts_for(each * items, items)
@@ -326,7 +328,7 @@ def matmul(a, b):
     return blas(np.matmul, a, b, work=each)
 
 
-_SPLIT_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+_SPLIT_DTYPES = frozenset((np.dtype(np.float32), np.dtype(np.float64)))
 
 
 def _matmul_into(a, b, out):
