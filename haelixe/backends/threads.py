@@ -163,8 +163,8 @@ def threads_for(work: int) -> int:
 def blas(fn, *args, work: int):
     """``fn(*args)`` (a BLAS call) on the threads ``threads_for(work)`` chooses; BLAS is
     back on one thread after it."""
-    n = threads_for(work)
     policy = _POLICY
+    n = 1 if work < 2 * MIN_WORK_PER_THREAD else threads_for(work)  # (small: no call)
     if n == 1:
         if policy.current != 1:
             policy.set_blas(1)
@@ -314,9 +314,10 @@ def matmul(a, b):
     if a.ndim < 2 or b.ndim < 2:
         return blas(np.matmul, a, b, work=0)
     each = a.shape[-2] * a.shape[-1] * b.shape[-1]
-    # (the cheap bound first: most products are too small to cut whatever their batch)
-    if (a.ndim > 2 or b.ndim > 2) and \
-            each * math.prod(a.shape[:-2]) * math.prod(b.shape[:-2]) >= 2 * MIN_WORK_PER_PART \
+    if a.ndim == 2 and b.ndim == 2:
+        return blas(np.matmul, a, b, work=each)
+    # (the cheap bound first: most batches are too small to cut)
+    if each * math.prod(a.shape[:-2]) * math.prod(b.shape[:-2]) >= 2 * MIN_WORK_PER_PART \
             and a.dtype is b.dtype and a.dtype in _SPLIT_DTYPES and a.shape[-1] == b.shape[-2]:
         lead = _broadcast_or_none(a.shape[:-2], b.shape[:-2])
         items = math.prod(lead) if lead is not None else 0
