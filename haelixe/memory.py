@@ -481,7 +481,8 @@ class Allocator:
             elif self._free.get(b):
                 free = self._free[b]
                 if self._stable and len(free) > 1:  # the same slab of a set: least id
-                    i = min(range(len(free)), key=lambda j: id(free[j]))
+                    ids = list(map(id, free))
+                    i = ids.index(min(ids))
                     free[i], free[-1] = free[-1], free[i]
                 handle = free.pop()
                 st = self._bins[b]

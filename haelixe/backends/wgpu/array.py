@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -9,13 +10,18 @@ import numpy as np
 __all__ = ["GpuArray", "contiguous_strides"]
 
 
-def contiguous_strides(shape) -> tuple:
-    """C-order strides (elements) of ``shape``."""
+@functools.lru_cache(maxsize=1024)  # asked for on every allocation; a model has few shapes
+def _contiguous(shape: tuple) -> tuple:
     strides, acc = [], 1
     for n in reversed(shape):
         strides.append(acc)
         acc *= max(n, 1)
     return tuple(reversed(strides))
+
+
+def contiguous_strides(shape) -> tuple:
+    """C-order strides (elements) of ``shape``."""
+    return _contiguous(tuple(map(int, shape)))
 
 
 class GpuArray:
@@ -31,9 +37,8 @@ class GpuArray:
 
     def __init__(self, storage, shape, strides=None, offset: int = 0):
         self.storage = storage
-        self.shape = tuple(int(n) for n in shape)
-        self.strides = contiguous_strides(self.shape) if strides is None else \
-            tuple(int(s) for s in strides)
+        self.shape = shape = tuple(map(int, shape))  # (numpy integers become ints)
+        self.strides = _contiguous(shape) if strides is None else tuple(map(int, strides))
         self.offset = int(offset)
         self.dtype = storage.dtype.np
         if len(self.strides) != len(self.shape):

@@ -142,15 +142,15 @@ def meta_block(scalars, shape, operands, merge: bool = True, what: str = "kernel
     if len(scalars) > N_SCALARS:
         raise ValueError("too many kernel scalars")
     meta = [0] * (OPS_BASE + OP_STRIDE * len(operands))
-    meta[:len(scalars)] = [int(s) for s in scalars]
+    meta[:len(scalars)] = map(int, scalars)
     meta[N_SCALARS] = len(shape)
-    pad = list(shape) + [1] * (MAXD - len(shape))
-    meta[N_SCALARS + 1:OPS_BASE] = pad
+    meta[N_SCALARS + 1:N_SCALARS + 1 + len(shape)] = shape
+    meta[N_SCALARS + 1 + len(shape):OPS_BASE] = [1] * (MAXD - len(shape))
     for k, (op, strides) in enumerate(zip(operands, strides_list)):
         base = OPS_BASE + OP_STRIDE * k
         meta[base] = int(op[1])
         meta[base + 1] = int(op[2]) if len(op) > 2 else 0
-        meta[base + 2:base + 2 + len(strides)] = [int(s) for s in strides]
+        meta[base + 2:base + 2 + len(strides)] = map(int, strides)
     return meta
 
 
