@@ -80,6 +80,31 @@ def test_context_info(be):
         assert info["software"] is True
 
 
+@pytest.mark.parametrize("direct", [True, False])
+def test_a_dispatch_the_device_refuses_raises_and_recording_goes_on(be, direct,
+                                                                     monkeypatch):
+    # Dispatches are encoded straight through wgpu-native's C functions (dispatch.py's
+    # _Encoder), which report nothing themselves: the encoder keeps the error and the
+    # flush raises it. Both ways must raise; the refused batch does not run, and work
+    # recorded after it does.
+    import wgpu
+
+    from haelixe.backends.wgpu import dispatch
+    from haelixe.backends.wgpu.shaders import kernel
+
+    if not direct:
+        monkeypatch.setattr(dispatch._ENCODE, "_calls", None)
+    x = be.full((8,), 1.0, np.float32)
+    spec = kernel("fill.wgsl", "fill_words", [("out", "u32", "write")])
+    limit = be.dispatcher.device.limits["max-compute-workgroups-per-dimension"]
+    be.synchronize()
+    with pytest.raises(wgpu.GPUValidationError, match="dispatch group size"):
+        be.dispatcher.dispatch(spec, [x.buffer], [8, 0, 0], (limit + 1, 1, 1))
+        be.synchronize()
+    y = be.full((8,), 3.0, np.float32)
+    np.testing.assert_array_equal(be.to_numpy(be.add(x, y)), np.full(8, 4.0, np.float32))
+
+
 def test_allocator_is_registered_and_recycles(be):
     from haelixe import memory
 

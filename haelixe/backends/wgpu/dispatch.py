@@ -126,9 +126,8 @@ class Dispatcher:
             if self._staged:
                 self._unstage_written(spec, buffers)
             cpass = self._pass or self._begin_pass()
-            cpass.set_pipeline(pipe)
-            cpass.set_bind_group(0, group, [start * 4])
-            cpass.dispatch_workgroups(*grid)
+            _ENCODE.set_pipeline(cpass, pipe)
+            _ENCODE.dispatch(cpass, group, start * 4, grid)
             self._pending += 1
             self.counters["dispatches"] += 1
             if self.recording is not None and self.recording.thread == _get_ident():
@@ -176,10 +175,9 @@ class Dispatcher:
                     last = None
                     continue
                 if pipe is not last:
-                    cpass.set_pipeline(pipe)
+                    _ENCODE.set_pipeline(cpass, pipe)
                     last = pipe
-                cpass.set_bind_group(0, op[1], op[2])
-                cpass.dispatch_workgroups(*op[3])
+                _ENCODE.dispatch(cpass, op[1], op[2][0], op[3])
                 dispatches += 1
             self._pass = cpass
             for buffer, first, end, staging in stage:
@@ -211,9 +209,16 @@ class Dispatcher:
         with self._lock:
             if self._encoder is None:
                 return
-            if self._pass is not None:
-                self._pass.end()
-            commands = self._encoder.finish()
+            try:
+                if self._pass is not None:
+                    self._pass.end()
+                commands = self._encoder.finish()
+            except Exception:
+                # wgpu refused the recorded batch (its error names the command): none of
+                # it runs; later work records into a fresh encoder instead of this one
+                self._pass = self._encoder = None
+                self._pending = self._meta_used = 0
+                raise
             if self._meta_used:
                 self.queue.write_buffer(self._meta_buf, 0, self._meta_host[:self._meta_used])
             self.queue.submit([commands])
@@ -285,6 +290,45 @@ class Dispatcher:
         for k in self.counters:
             if k != "pipelines_compiled":
                 self.counters[k] = 0
+
+
+class _Encoder:
+    """A compute pass's set_pipeline, and set_bind_group (one dynamic offset) with
+    dispatch_workgroups, straight through wgpu-native's C functions where wgpu-py exposes
+    them: its Python wrappers (an error capture around each call, a new C array for each
+    offset list) cost a fifth of recording a dispatch. Errors still surface: wgpu-native
+    keeps a pass's validation errors in its encoder and reports them when the encoder
+    is finished (through wgpu-py's checked call). Elsewhere, wgpu-py's methods."""
+
+    def __init__(self):
+        try:
+            from wgpu.backends.wgpu_native._ffi import ffi, lib
+
+            self._calls = (lib.wgpuComputePassEncoderSetPipeline,
+                           lib.wgpuComputePassEncoderSetBindGroup,
+                           lib.wgpuComputePassEncoderDispatchWorkgroups)
+            self._offset = ffi.new("uint32_t[1]")  # (dispatches hold the dispatcher's lock)
+        except (ImportError, AttributeError):
+            self._calls = None
+
+    def set_pipeline(self, cpass, pipe) -> None:
+        if self._calls is None:
+            cpass.set_pipeline(pipe)
+        else:
+            self._calls[0](cpass._internal, pipe._internal)
+
+    def dispatch(self, cpass, group, offset: int, grid) -> None:
+        if self._calls is None:
+            cpass.set_bind_group(0, group, [offset])
+            cpass.dispatch_workgroups(*grid)
+            return
+        _, set_group, run = self._calls
+        self._offset[0] = offset
+        set_group(cpass._internal, 0, group._internal, 1, self._offset)
+        run(cpass._internal, *grid)
+
+
+_ENCODE = _Encoder()
 
 
 def _unchecked_module(device, src: str, label: str):
