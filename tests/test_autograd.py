@@ -581,3 +581,62 @@ def test_tied_weight_gets_the_gradient_of_both_uses():
     expect = np.zeros_like(w) + w[[1, 2, 2]].sum(0)  # through the head: every row
     np.add.at(expect, [1, 2, 2], np.broadcast_to(w.sum(0), (3, 3)))  # through the lookup
     np.testing.assert_allclose(emb.weight.grad.numpy(), expect, rtol=1e-5, atol=1e-6)
+
+
+# -- partial gradients: slices of one tensor add into one buffer ----------------------------
+def _device(name):
+    if name == "gpu":
+        from haelixe.backends.wgpu.context import gpu_available
+
+        if not gpu_available():
+            pytest.skip("no wgpu adapter")
+    return name
+
+
+@pytest.mark.parametrize("device", ["cpu", "gpu"])
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_slices_of_one_tensor_sum_into_one_gradient(device, dtype):
+    # q, k and v sliced out of one projection, as attention does; k used twice
+    dev = _device(device)
+    g = rng(3)
+    w = g.standard_normal((3, 4, 5)).astype(np.float32)
+    x = hx.tensor(w, device=dev).to(dtype).detach().requires_grad_()
+    h = x * 2.0
+    q, k, v = h[0], h[1], h[2]
+    coef = [g.standard_normal((4, 5)).astype(np.float32) for _ in range(4)]
+    c = [hx.tensor(a, device=dev).to(dtype) for a in coef]
+    loss = (q * c[0]).sum() + (k * c[1]).sum() + (v * c[2]).sum() + (k[1:, ::2] * 3.0).sum()
+    loss.backward()
+    want = 2.0 * np.stack([coef[0], coef[1], coef[2]])
+    want[1, 1:, ::2] += 6.0
+    tol = 2e-2 if dtype == "bfloat16" else 1e-6
+    assert_close(x.grad.float().cpu(), want, rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("device", ["cpu", "gpu"])
+@pytest.mark.parametrize("slice_first", [True, False])
+def test_a_partial_gradient_never_writes_into_a_tensor_held_elsewhere(device, slice_first):
+    # y's gradient comes from an add (which hands its incoming gradient to both of its
+    # inputs: one tensor, also w's) and from a slice: adding the slice's part into the
+    # add's tensor in place would change w's gradient too
+    dev = _device(device)
+    x = hx.tensor(np.arange(4.0, dtype=np.float32), device=dev).requires_grad_()
+    w = hx.tensor(np.ones(4, np.float32), device=dev).requires_grad_()
+    y = x * 2.0
+    c = (y + w).sum()
+    z = y[1:3].sum() * 5.0
+    (z + c if slice_first else c + z).backward()
+    assert_close(w.grad.cpu(), np.ones(4))
+    assert_close(x.grad.cpu(), 2.0 * np.array([1.0, 6.0, 6.0, 1.0]))
+
+
+def test_hooks_and_autograd_grad_see_whole_tensors_from_slices():
+    x = hx.tensor(np.arange(6.0).reshape(2, 3), requires_grad=True)
+    h = x * 1.0
+    seen = []
+    h.register_hook(lambda g: seen.append((type(g).__name__, g.shape)))
+    (h[0].sum() + 2 * h[1].sum()).backward()
+    assert seen == [("Tensor", (2, 3))]
+    (gx,) = hx.autograd.grad((x * 1.0)[1].sum(), [x])
+    assert isinstance(gx, hx.Tensor) and gx.shape == (2, 3)
+    assert_close(gx, [[0.0, 0.0, 0.0], [1.0, 1.0, 1.0]])

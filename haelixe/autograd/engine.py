@@ -9,7 +9,7 @@ Gradients wait in a dict keyed by node, summed as they arrive.
 from __future__ import annotations
 
 from ..backends.base import K_ADD
-from .function import AccumulateGrad, _check_finite, freed_graph_error
+from .function import AccumulateGrad, PartialGrad, _check_finite, freed_graph_error
 from .mode import STATE
 
 # Callbacks told about each node as backward starts and finishes it (the graph widget's
@@ -49,6 +49,7 @@ def run_backward(roots, grads, retain_graph=False, create_graph=False, capture=N
     returned (autograd.grad); with accumulate=False no leaf ``.grad`` is touched.
     """
     pending = {}
+    owned = {}  # id -> pending gradient the engine made itself (see _sum)
     for node, g in zip(roots, grads):
         pending[node] = pending[node] + g if node in pending else g
     root_nodes = list(pending)
@@ -63,6 +64,10 @@ def run_backward(roots, grads, retain_graph=False, create_graph=False, capture=N
         while ready:
             node = ready.pop()
             g = pending.pop(node, None)
+            if owned and g is not None:
+                owned.pop(id(g), None)
+            if isinstance(g, PartialGrad):
+                g = g.dense()
             if watched or node.hooks or node.retain is not None:
                 g = _before_node(node, g, capture)
             if node.is_accumulate:
@@ -91,6 +96,9 @@ def run_backward(roots, grads, retain_graph=False, create_graph=False, capture=N
                         in_grads = (in_grads,)
                 if not retain_graph:
                     node.release()
+                if watched:  # what watches a gradient sees a tensor
+                    in_grads = tuple(gi.dense() if isinstance(gi, PartialGrad) else gi
+                                     for gi in in_grads)
             if _observers:
                 _notify("finish", node, in_grads)
             for nxt, gi in zip(node.next, in_grads):
@@ -104,14 +112,15 @@ def run_backward(roots, grads, retain_graph=False, create_graph=False, capture=N
                     del deps[nxt]
                     leaf = nxt.leaf
                     if accumulate and leaf is not None:
-                        accumulate_into_leaf(leaf, gi, create_graph)
+                        accumulate_into_leaf(leaf, gi.dense() if isinstance(gi, PartialGrad)
+                                             else gi, create_graph)
                     continue
                 if gi is not None:
                     meta = nxt.meta
                     if meta is not None and gi.shape != meta[0]:
                         _wrong_shape(node, nxt, gi)
                     prev = pending.get(nxt)
-                    pending[nxt] = gi if prev is None else prev + gi
+                    pending[nxt] = gi if prev is None else _sum(prev, gi, owned)
                 left = deps[nxt] - 1
                 if left:
                     deps[nxt] = left
@@ -120,6 +129,35 @@ def run_backward(roots, grads, retain_graph=False, create_graph=False, capture=N
     finally:
         STATE.grad_enabled = prev_mode
     return capture
+
+
+def _sum(prev, gi, owned):
+    """Two gradients for one node added up. ``owned`` maps id -> tensor for the pending
+    gradients the engine made itself (held there, so an id is never reused while
+    listed): only those are written in place; a partial gradient adds into one."""
+    partial_prev, partial_gi = isinstance(prev, PartialGrad), isinstance(gi, PartialGrad)
+    if not partial_prev and not partial_gi:
+        out = prev + gi
+    else:
+        if not partial_prev:  # the partial one first
+            prev, gi, partial_gi = gi, prev, False
+        if partial_gi:  # both partial: one buffer for the two
+            out = gi.dense()
+            prev.add_into(out)
+        elif id(gi) in owned and gi.shape == prev.shape and gi.dtype is prev.dtype \
+                and gi.device is prev.device:
+            prev.add_into(gi)
+            return gi
+        else:  # a tensor the engine did not make may be held elsewhere: a new buffer
+            out = prev.dense()
+            if out.shape == gi.shape and out.dtype is gi.dtype and out.device is gi.device:
+                out._be.map_into(K_ADD, out._data, (gi._data,))
+            else:
+                out = out + gi
+    owned.pop(id(prev), None)
+    owned.pop(id(gi), None)
+    owned[id(out)] = out
+    return out
 
 
 def _before_node(node, g, capture):

@@ -201,6 +201,24 @@ class Function(Node):
         return out
 
 
+class PartialGrad:
+    """A first-order gradient that is zero outside a part of its tensor (a slice's
+    backward gives one). The engine keeps it unmaterialised while it waits: when several
+    arrive for one node (q, k and v sliced out of one projection) they are added into a
+    single buffer instead of each making a full-size tensor of zeros and the engine
+    adding those up. A subclass gives ``shape``, ``dtype``, ``device``, :meth:`dense`
+    (a fresh tensor nothing else holds) and :meth:`add_into` (add itself into such a
+    tensor in place)."""
+
+    __slots__ = ()
+
+    def dense(self) -> Tensor:
+        raise NotImplementedError
+
+    def add_into(self, t: Tensor) -> None:
+        raise NotImplementedError
+
+
 class _Sink:
     """The ctx of an op that records no node: whatever forward saves is dropped at
     once (holding it would keep buffers, and GPU slabs, alive for nothing)."""

@@ -8,7 +8,9 @@ import weakref
 import numpy as np
 
 from .. import layout
-from ..autograd.function import Function, SavedTensorError
+from ..autograd.function import Function, PartialGrad, SavedTensorError
+from ..autograd.mode import STATE
+from ..backends.base import K_ADD
 from ..tensor import Tensor
 from .registry import declare, tensor_method
 
@@ -161,7 +163,34 @@ class Slice(Function):
     @staticmethod
     def backward(ctx, g):
         _check_history(ctx)
+        if not STATE.grad_enabled:  # first order: kept partial until needed whole
+            return SliceGrad(ctx.in_shape, ctx.key, g), None
         return SliceBackward.apply(g, ctx.in_shape, ctx.key), None
+
+
+class SliceGrad(PartialGrad):
+    """A slice's first-order gradient: ``g`` where ``key`` picks out of ``shape``, zero
+    elsewhere (the engine adds several into one buffer; see PartialGrad)."""
+
+    __slots__ = ("shape", "key", "g")
+
+    def __init__(self, shape, key, g):
+        self.shape, self.key, self.g = shape, key, g
+
+    @property
+    def dtype(self):
+        return self.g.dtype
+
+    @property
+    def device(self):
+        return self.g.device
+
+    def dense(self) -> Tensor:
+        return SliceBackward.apply(self.g, self.shape, self.key)
+
+    def add_into(self, t: Tensor) -> None:
+        part = t._view(*layout.index(t.shape, t.strides, t.offset, self.key))
+        t._be.map_into(K_ADD, part._data, (self.g._data,))
 
 
 class SliceBackward(Function):
