@@ -640,3 +640,13 @@ def test_hooks_and_autograd_grad_see_whole_tensors_from_slices():
     (gx,) = hx.autograd.grad((x * 1.0)[1].sum(), [x])
     assert isinstance(gx, hx.Tensor) and gx.shape == (2, 3)
     assert_close(gx, [[0.0, 0.0, 0.0], [1.0, 1.0, 1.0]])
+
+
+def test_anomaly_mode_checks_a_slices_gradient_whole():
+    x = hx.tensor(np.arange(6.0), requires_grad=True)
+    with hx.autograd.detect_anomaly():
+        (x[1:3] * 2.0).sum().backward()
+    assert_close(x.grad, [0.0, 2.0, 2.0, 0.0, 0.0, 0.0])
+    y = hx.tensor(np.array([1.0, 0.0, 2.0]), requires_grad=True)
+    with hx.autograd.detect_anomaly(), pytest.raises(RuntimeError, match="backward of"):
+        (y.sqrt()[0:2] * 1.0).sum().backward()  # sqrt's gradient at 0 is inf

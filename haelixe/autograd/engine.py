@@ -199,10 +199,12 @@ def _backward_checked(node, g):
     STATE.anomaly = False
     try:
         in_grads = node.backward(node, g)
+        if not isinstance(in_grads, tuple):
+            in_grads = (in_grads,)
+        # (checked whole: a partial gradient's zeros are part of what the node produced)
+        in_grads = tuple(gi.dense() if isinstance(gi, PartialGrad) else gi for gi in in_grads)
     finally:
         STATE.anomaly = True
-    if not isinstance(in_grads, tuple):
-        in_grads = (in_grads,)
     for i, gi in enumerate(in_grads):
         if gi is not None:
             try:
