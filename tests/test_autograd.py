@@ -650,3 +650,48 @@ def test_anomaly_mode_checks_a_slices_gradient_whole():
     y = hx.tensor(np.array([1.0, 0.0, 2.0]), requires_grad=True)
     with hx.autograd.detect_anomaly(), pytest.raises(RuntimeError, match="backward of"):
         (y.sqrt()[0:2] * 1.0).sum().backward()  # sqrt's gradient at 0 is inf
+
+
+_SLICE_CASES = {
+    "empty_and_stepped": ((4, 5), [(slice(0, 0),), (slice(1, 3), slice(None, None, 2))]),
+    "zero_d": ((), [(Ellipsis,), ()]),
+    "ints_and_slices": ((3, 4), [(1,), (slice(None), 2), (Ellipsis, slice(1, None))]),
+    "empty_tensor": ((0, 3), [(slice(None),), (slice(0, 0),)]),
+    "three_d": ((2, 3, 4), [(0,), (slice(None), slice(None, None, 2)), (1, 2)]),
+}
+
+
+@pytest.mark.parametrize("view", ["plain", "transposed", "expanded"])
+@pytest.mark.parametrize("case", list(_SLICE_CASES))
+def test_slices_of_one_tensor_against_pytorch(case, view):
+    # several slices of one tensor, 0-size and 0-d included, through view layouts
+    torch = pytest.importorskip("torch")
+    shape, keys = _SLICE_CASES[case]
+    a = np.arange(1.0, 1.0 + int(np.prod(shape))).reshape(shape)
+
+    def loss(x):
+        y = x * 1.0
+        if view == "transposed" and y.ndim >= 2:
+            y = y.transpose(0, 1).transpose(0, 1)
+        if view == "expanded" and y.ndim >= 1:
+            y = y.unsqueeze(0).expand((2,) + tuple(shape))[1]
+        total = 0
+        for i, k in enumerate(keys):
+            total = total + (y[k] * (i + 2)).sum()
+        return total
+
+    x, tx = hx.tensor(a, requires_grad=True), torch.tensor(a, requires_grad=True)
+    loss(x).backward()
+    loss(tx).backward()
+    assert_close(x.grad, tx.grad.numpy())
+
+
+@pytest.mark.parametrize("device", ["cpu", "gpu"])
+def test_the_sum_of_an_empty_tensor_has_a_gradient(device):
+    dev = _device(device)
+    x = hx.tensor(np.ones((0, 5), np.float32), device=dev, requires_grad=True)
+    x.sum().backward()
+    assert x.grad.shape == (0, 5)
+    y = hx.tensor(np.ones((4, 5), np.float32), device=dev, requires_grad=True)
+    y[0:0].sum().backward()
+    assert_close(y.grad.cpu(), np.zeros((4, 5)))

@@ -323,7 +323,7 @@ class CPUBackend(Backend):
     def make_view(self, storage, shape, strides, offset):
         isz = storage.dtype.itemsize
         if 0 in shape:  # no element to reach: numpy would still check the offset
-            return np.ndarray(shape, storage.dtype.np, buffer=storage.data[:0])
+            return np.ndarray(shape, storage.dtype.np, buffer=storage.data.reshape(-1)[:0])
         return np.ndarray(shape, storage.dtype.np, buffer=storage.data, offset=offset * isz,
                           strides=[s * isz for s in strides])  # (a list: no generator)
 
