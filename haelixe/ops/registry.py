@@ -324,12 +324,6 @@ def _saved_names(decl):
     return names + (["y"] if decl.saves_output else [])
 
 
-def _save(ctx, tensors):
-    """save_for_backward, inlined for the generated forwards (they run on every op)."""
-    ctx.saved = tensors
-    ctx._versions = [None if t is None else t._storage.version for t in tensors]
-
-
 def _make_forward(decl, save_index):
     """The op's forward, with what it needs bound once (it runs on every call)."""
     kernel, arity, dfrom = decl.kernel, decl.arity, decl.dtype_from
@@ -343,8 +337,8 @@ def _make_forward(decl, save_index):
         shapes = [a.shape if isinstance(a, Tensor) else None for a in args[:arity]]
         if len({s for s in shapes if s is not None}) > 1:
             ctx.in_shapes = shapes
-        _save(ctx, [a if isinstance(a, Tensor) else None
-                    for a in (args[i] for i in save_index)])
+        ctx.save_for_backward(*[a if isinstance(a, Tensor) else None
+                                for a in (args[i] for i in save_index)])
 
     if arity == 2 and not decl.params and dfrom == 0:
         save_a, save_b = 0 in save_index, 1 in save_index
@@ -363,11 +357,11 @@ def _make_forward(decl, save_index):
                 else:
                     ctx.args = (None if ta else a, None if tb else b)
                 if save_a and save_b:
-                    _save(ctx, (a if ta else None, b if tb else None))
+                    ctx.save_for_backward(a if ta else None, b if tb else None)
                 elif save_a:
-                    _save(ctx, (a if ta else None,))
+                    ctx.save_for_backward(a if ta else None)
                 elif save_b:
-                    _save(ctx, (b if tb else None,))
+                    ctx.save_for_backward(b if tb else None)
             return ref._be.map(kernel, (ra, rb), bool_np if compare else np_dt)
     elif arity == 1 and not decl.params:
         save_x = 0 in save_index
@@ -376,7 +370,7 @@ def _make_forward(decl, save_index):
             if record and ctx is not SINK:
                 ctx.args = _ONE_TENSOR
                 if save_x:
-                    _save(ctx, (x,))
+                    ctx.save_for_backward(x)
             return x._be.map(kernel, (x._data,), bool_np if compare else x.dtype.np)
     else:
         def forward(ctx, *args):
