@@ -2,21 +2,13 @@
 
 from __future__ import annotations
 
-import functools
 import math
 
 import numpy as np
 
+from ...layout import contiguous_strides as _contiguous  # (cached per shape)
+
 __all__ = ["GpuArray", "contiguous_strides"]
-
-
-@functools.lru_cache(maxsize=1024)  # asked for on every allocation; a model has few shapes
-def _contiguous(shape: tuple) -> tuple:
-    strides, acc = [], 1
-    for n in reversed(shape):
-        strides.append(acc)
-        acc *= max(n, 1)
-    return tuple(reversed(strides))
 
 
 def contiguous_strides(shape) -> tuple:
