@@ -515,11 +515,22 @@ class CPUBackend(Backend):
 
         return attention_forward(q, k, v, causal, scale, mask)
 
+    def attention_for_backward(self, q, k, v, causal, scale, mask=None):
+        """(out, lse, probabilities or None): the direct path's probabilities, where
+        they fit cpu_attention.KEEP_PROBS_BYTES. BF16/F16 keep none (theirs are float32,
+        which computes_in_f32 would round on the way out)."""
+        if q.dtype in _LOW_SET:
+            return super().attention_for_backward(q, k, v, causal, scale, mask)
+        from .cpu_attention import attention_forward_keeping
+
+        return attention_forward_keeping(q, k, v, causal, scale, mask)
+
     @computes_in_f32
-    def attention_backward(self, q, k, v, out, lse, gout, causal, scale, mask=None):
+    def attention_backward(self, q, k, v, out, lse, gout, causal, scale, mask=None,
+                           saved=None):
         from .cpu_attention import attention_backward
 
-        return attention_backward(q, k, v, out, lse, gout, causal, scale, mask)
+        return attention_backward(q, k, v, out, lse, gout, causal, scale, mask, saved)
 
     # -- optimizers ----------------------------------------------------------------------
     def adamw_step(self, p, g, m, v, lr, beta1, beta2, eps, weight_decay, step):
