@@ -250,6 +250,9 @@ def test_kept_probabilities_serve_backward_like_rebuilt_ones(monkeypatch, dtype,
     for a, b, c in zip(kept, again, rebuilt):
         np.testing.assert_array_equal(a, b)  # backward leaves the kept ones as they were
         np.testing.assert_allclose(a, c, **tol)
+    # (backward reads the probabilities it is given: dv = p^T g)
+    zero = cpu_attention.attention_backward(q, k, v, out, lse, g, True, 0.3, m, p * 0)
+    assert not zero[2].any() and kept[2].any()
     # the size limit: probabilities of exactly KEEP_PROBS_BYTES are kept, larger ones not
     monkeypatch.setattr(cpu_attention, "KEEP_PROBS_BYTES", p.nbytes)
     assert cpu_attention.attention_forward_keeping(q, k, v, True, 0.3, m)[2] is not None
