@@ -160,6 +160,11 @@ class Backend:
         """In place ``dst[...] = kernel(dst, *inputs)``; inputs broadcast to dst."""
         self.copy_into(dst, self.map(kernel, [dst, *inputs], dst.dtype))
 
+    def add_into(self, dst, src):
+        """In place ``dst += src`` (src of dst's shape and dtype): gradient accumulation,
+        the one in-place add every backward pass runs."""
+        self.map_into(K_ADD, dst, (src,))
+
     def sum(self, x, axes, keepdim):
         """Sum over ``axes`` (a tuple); float16/bfloat16 accumulate in float32."""
         raise NotImplementedError
