@@ -393,6 +393,10 @@ class CPUBackend(Backend):
     def log_softmax(self, x, axis):
         return _rows(kernels().log_softmax_rows, x, axis)
 
+    def softmax_backward(self, x, g, axis, log):
+        return _rows(lambda x2, out, g2: kernels().softmax_backward_rows(x2, g2, out, log),
+                     x, axis, g)
+
     # -- ordering, scans, scatter ----------------------------------------------------------
     def sort(self, x, axis, descending, stable):
         key = (~x if x.dtype == np.bool_ else -x) if descending else x
@@ -590,18 +594,22 @@ def _weight(w, x2, fill):
     return np.ascontiguousarray(w, dtype=x2.dtype).reshape(-1)
 
 
-def _rows(kernel, x, axis):
+def _rows(kernel, x, axis, *others):
     """A row kernel (softmax family) applied along ``axis``: moved last and made
-    contiguous where it is not already."""
+    contiguous where it is not already; ``others`` (of x's shape) likewise, and passed
+    after the output."""
     if x.dtype in _LOW_SET:  # float32 inside (see sum), rounded once at the end
-        return _rows(kernel, x.astype(np.float32), axis).astype(x.dtype)
+        return _rows(kernel, x.astype(np.float32), axis,
+                     *(o.astype(np.float32) for o in others)).astype(x.dtype)
     if x.dtype not in _JIT_FLOATS:
         x = x.astype(np.float64)
+        others = [o.astype(np.float64) for o in others]
     last = axis == x.ndim - 1
     xm = x if last else np.moveaxis(x, axis, -1)
     x2 = _as_rows(xm)
     out = np.empty(x2.shape, x.dtype)
-    kernel(x2, out)
+    kernel(x2, out, *(_as_rows(o if last else np.moveaxis(o, axis, -1)).astype(
+        x.dtype, copy=False) for o in others))
     out = out.reshape(xm.shape)
     return out if last else np.ascontiguousarray(np.moveaxis(out, -1, axis))
 

@@ -185,6 +185,30 @@ def softmax_rows(x, out, lse):
 
 
 @njit(**ROWS)
+def softmax_backward_rows(x, g, out, log):
+    """out = the gradient at rows x of softmax (log_softmax where ``log``) given the
+    output's gradient g: p * (g - sum(g * p)), or g - p * sum(g). p is recomputed as
+    softmax_rows makes it (the forward's bits); the row sums add up in float64."""
+    rows, n = x.shape
+    _softmax(x, typed(x, 1.0), False, 1, out, np.empty(rows, x.dtype))
+    for r in range(rows):
+        s = 0.0
+        if log:
+            for j in range(n):
+                s += g[r, j]
+        else:
+            for j in range(n):
+                s += g[r, j] * out[r, j]
+        t = typed(x, s)
+        if log:
+            for j in range(n):
+                out[r, j] = g[r, j] - out[r, j] * t
+        else:
+            for j in range(n):
+                out[r, j] = out[r, j] * (g[r, j] - t)
+
+
+@njit(**ROWS)
 def attention_probs(s, scale, causal, sq, out, lse):
     """Attention's probabilities from its raw scores (rows of keys, sq query rows per
     head): softmax(s * scale) over the keys each query may see, zeros at the hidden
