@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 from .. import layout
 from ..amp import cast_inputs
 from ..autograd.function import Function
@@ -30,10 +32,17 @@ class MatMul(Function):
             # on the raw arrays, as the registry's elementwise gradients run; the checks
             # and promotions of matmul() were done by the forward
             be, gd, wrap = g._be, g._data, Tensor._wrap
-            return (wrap(be.matmul(gd, be.mT(b._data))).sum_to(a.shape) if na is not None
-                    else None,
-                    wrap(be.matmul(be.mT(a._data), gd)).sum_to(b.shape) if nb is not None
-                    else None)
+            ga = wrap(be.matmul(gd, be.mT(b._data))).sum_to(a.shape) if na is not None \
+                else None
+            if nb is None:
+                return ga, None
+            if b.ndim == 2 and a.ndim > 2:
+                # a matrix shared by a batch: the batch folds into the product's inner
+                # dim (one matmul, no per-batch products to sum afterwards)
+                (k, n), rows = b.shape, math.prod(a.shape[:-1])
+                return ga, wrap(be.matmul(be.mT(be.reshape(a._data, (rows, k))),
+                                          be.reshape(gd, (rows, n))))
+            return ga, wrap(be.matmul(be.mT(a._data), gd)).sum_to(b.shape)
         ga = matmul(g, b.mT).sum_to(a.shape) if na is not None else None
         gb = matmul(a.mT, g).sum_to(b.shape) if nb is not None else None
         return ga, gb
