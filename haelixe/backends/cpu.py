@@ -316,6 +316,8 @@ class CPUBackend(Backend):
             out = np.empty((), dtype)  # (np.full's unsafe copy costs 0.4 us more)
             out[()] = value
             return out
+        if value == 0 and math.copysign(1.0, value) > 0 and dtype.kind != "V":
+            return np.zeros(shape, dtype)  # (calloc: 3x faster than np.full's fill)
         return np.full(shape, value, dtype)
 
     def from_numpy(self, array, tag=None):

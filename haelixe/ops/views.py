@@ -10,7 +10,6 @@ import numpy as np
 from .. import layout
 from ..autograd.function import Function, PartialGrad, SavedTensorError
 from ..autograd.mode import STATE
-from ..backends.base import K_ADD
 from ..tensor import Tensor
 from .registry import declare, tensor_method
 
@@ -189,8 +188,9 @@ class SliceGrad(PartialGrad):
         return SliceBackward.apply(self.g, self.shape, self.key)
 
     def add_into(self, t: Tensor) -> None:
-        part = t._view(*layout.index(t.shape, t.strides, t.offset, self.key))
-        t._be.map_into(K_ADD, part._data, (self.g._data,))
+        be = t._be
+        part = be.make_view(t._storage, *layout.index(t.shape, t.strides, t.offset, self.key))
+        be.add_into(part, self.g._data)
 
 
 class SliceBackward(Function):
@@ -202,8 +202,8 @@ class SliceBackward(Function):
         ctx.key = key
         be = g._be
         out = Tensor._wrap(be.full(shape, 0, g.dtype.np))
-        dst = out._view(*layout.index(out.shape, out.strides, out.offset, key))
-        be.copy_into(dst._data, g._data)
+        dst = be.make_view(out._storage, *layout.index(out.shape, out.strides, 0, key))
+        be.copy_into(dst, g._data)
         return out
 
     @staticmethod
