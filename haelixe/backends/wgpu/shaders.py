@@ -17,7 +17,8 @@ mode, ``load_x(i: i32) -> x_t``, ``store_x(i: i32, v: x_t)`` or ``add_x(i: i32, 
 (an atomic accumulate). ``i`` is an element index, so the two-per-word packing of
 bfloat16 and float16 is invisible to kernels. ``load2_x`` / ``store2_x`` move elements
 i and i + 1 (i even): one word of a 16-bit dtype, which a kernel that writes whole words
-stores without atomics; bindings of width 4 add ``load4_x`` / ``store4_x``.
+stores without atomics; bindings of width 4 add ``load4_x`` / ``store4_x`` (and, read as
+16-bit floats, ``load4w_x``: the two raw words, which ``widen4_x`` turns into the vec4).
 """
 
 from __future__ import annotations
@@ -282,8 +283,11 @@ def _packed_accessors(at, buf, name, kind, access, width) -> list[str]:
         if width == 4:
             out += [f"{at} var<storage, read> {buf}: array<vec2<u32>>;",
                     f"fn {name}_word(w: u32) -> u32 {{ return {buf}[w >> 1u][w & 1u]; }}",
-                    f"fn load4_{name}(i: i32) -> vec4<f32> {{ let w = {buf}[u32(i) >> 2u]; "
-                    f"return vec4<f32>({unpack}(w.x), {unpack}(w.y)); }}"]
+                    f"fn load4w_{name}(i: i32) -> vec2<u32> {{ return {buf}[u32(i) >> 2u]; }}",
+                    f"fn widen4_{name}(w: vec2<u32>) -> vec4<f32> {{ "
+                    f"return vec4<f32>({unpack}(w.x), {unpack}(w.y)); }}",
+                    f"fn load4_{name}(i: i32) -> vec4<f32> {{ "
+                    f"return widen4_{name}(load4w_{name}(i)); }}"]
         else:
             out += [f"{at} var<storage, read> {buf}: array<u32>;",
                     f"fn {name}_word(w: u32) -> u32 {{ return {buf}[w]; }}"]
