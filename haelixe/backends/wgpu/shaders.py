@@ -215,7 +215,8 @@ fn ipow_i64(a: i64, b: i64) -> i64 {
 # -- accessors ---------------------------------------------------------------------------
 # Packed 16-bit floats: two elements per u32. Reads widen them to f32; writes go through
 # atomics (an element shares its word with a neighbour another invocation may write),
-# except store2/store4, which write whole words (pairs from an even index).
+# except store2/store4, which write whole words (pairs from an even index). A buffer
+# both read and written ("rw": an in-place update) reads through atomic loads too.
 _UNPACK = {"bf16": "bf16_pair", "f16": "unpack2x16float"}
 _PACK = {"bf16": "bf16_pack", "f16": "f16_pack"}
 _BITS = {"bf16": "bf16_bits", "f16": "f16_bits"}
@@ -296,8 +297,13 @@ def _packed_accessors(at, buf, name, kind, access, width) -> list[str]:
                 f"fn load2_{name}(i: i32) -> vec2<f32> {{ "
                 f"return {unpack}({name}_word(u32(i) >> 1u)); }}"]
         return out
-    if access != "write":
+    if access not in ("write", "rw"):
         raise TypeError(f"{kind} buffers are read or written by a kernel, not both")
+    if access == "rw":  # in place: an element is read, then written, by its invocation
+        out += [f"fn load_{name}(i: i32) -> f32 {{ "
+                f"return {unpack}(atomicLoad(&{buf}[u32(i) >> 1u]))[u32(i) & 1u]; }}",
+                f"fn load2_{name}(i: i32) -> vec2<f32> {{ "
+                f"return {unpack}(atomicLoad(&{buf}[u32(i) >> 1u])); }}"]
     return out + [
         f"{at} var<storage, read_write> {buf}: array<atomic<u32>>;",
         f"fn store_{name}(i: i32, v: f32) {{",
