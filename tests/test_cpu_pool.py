@@ -236,25 +236,63 @@ def test_kept_probabilities_serve_backward_like_rebuilt_ones(monkeypatch, dtype,
     m = MASKS[mask](q.shape[-2], k.shape[-2])
     if m is not None and m.dtype == np.bool_:
         m[..., 0] = True
-    out, lse = cpu_attention.attention_forward(q, k, v, True, 0.3, m)
-    assert id(lse) in cpu_attention._KEPT
+    out, lse, p = cpu_attention.attention_forward_keeping(q, k, v, True, 0.3, m)
+    assert p.shape == (4, 3, 7, 9) and p.dtype == dtype
+    plain = cpu_attention.attention_forward(q, k, v, True, 0.3, m)
+    assert len(plain) == 2  # the forward of an op that records no node keeps nothing
+    for got, want in zip((out, lse), plain):
+        np.testing.assert_array_equal(got, want)
     g = _arr(out.shape, dtype)
-    kept = cpu_attention.attention_backward(q, k, v, out, lse, g, True, 0.3, m)
-    again = cpu_attention.attention_backward(q, k, v, out, lse, g, True, 0.3, m)
-    rebuilt = cpu_attention.attention_backward(q, k, v, out, lse.copy(), g, True, 0.3, m)
-    other = cpu_attention.attention_backward(q, k, v, out, lse, g, False, 0.3, m)
-    want_other = cpu_attention.attention_backward(q, k, v, out, lse.copy(), g, False, 0.3, m)
+    kept = cpu_attention.attention_backward(q, k, v, out, lse, g, True, 0.3, m, p)
+    again = cpu_attention.attention_backward(q, k, v, out, lse, g, True, 0.3, m, p)
+    rebuilt = cpu_attention.attention_backward(q, k, v, out, lse, g, True, 0.3, m)
     tol = dict(rtol=1e-4, atol=1e-6) if dtype == np.float32 else dict(rtol=1e-12, atol=1e-14)
-    for a, b, c, d, e in zip(kept, again, rebuilt, other, want_other):
-        np.testing.assert_array_equal(a, b)
+    for a, b, c in zip(kept, again, rebuilt):
+        np.testing.assert_array_equal(a, b)  # backward leaves the kept ones as they were
         np.testing.assert_allclose(a, c, **tol)
-        np.testing.assert_array_equal(d, e)  # other settings: rebuilt, not the kept ones
-    key = id(lse)
-    del lse  # the probabilities go with the lse that autograd held
-    assert key not in cpu_attention._KEPT
-    monkeypatch.setattr(cpu_attention, "KEEP_PROBS_BYTES", 0)
-    _, lse = cpu_attention.attention_forward(q, k, v, True, 0.3, m)
-    assert id(lse) not in cpu_attention._KEPT
+    # (backward reads the probabilities it is given: dv = p^T g)
+    zero = cpu_attention.attention_backward(q, k, v, out, lse, g, True, 0.3, m, p * 0)
+    assert not zero[2].any() and kept[2].any()
+    # the size limit: probabilities of exactly KEEP_PROBS_BYTES are kept, larger ones not
+    monkeypatch.setattr(cpu_attention, "KEEP_PROBS_BYTES", p.nbytes)
+    assert cpu_attention.attention_forward_keeping(q, k, v, True, 0.3, m)[2] is not None
+    monkeypatch.setattr(cpu_attention, "KEEP_PROBS_BYTES", p.nbytes - 1)
+    assert cpu_attention.attention_forward_keeping(q, k, v, True, 0.3, m)[2] is None
+
+
+def test_the_blocked_path_keeps_no_probabilities():
+    q, k, v = _attention_inputs(np.float32, (1,), (1,), sq=3,
+                                sk=cpu_attention.FLASH_MIN_KEYS, d=2)
+    out, lse, p = cpu_attention.attention_forward_keeping(q, k, v, False, 0.5)
+    assert p is None
+    plain_out, plain_lse = cpu_attention.attention_forward(q, k, v, False, 0.5)
+    np.testing.assert_array_equal(out, plain_out)
+    np.testing.assert_array_equal(lse, plain_lse)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("mask", ["none", "bool"])
+@pytest.mark.parametrize("leads", [((4, 3), (4, 3)), ((4, 1), (4, 3))])
+def test_kept_probabilities_cut_by_heads_equal_the_whole(split, causal, mask, leads):
+    q, k, v = _attention_inputs(np.float64, *leads)
+    m = MASKS[mask](q.shape[-2], k.shape[-2])
+    if m is not None:
+        m[..., 0] = True
+    cut = cpu_attention.attention_forward_keeping(q, k, v, causal, 0.3, m)
+    g = _arr(cut[0].shape, np.float64)
+    cut_grads = cpu_attention.attention_backward(q, k, v, *cut[:2], g, causal, 0.3, m, cut[2])
+    assert split == [2, 2]
+    hx.set_num_threads(1)
+    try:
+        whole = cpu_attention.attention_forward_keeping(q, k, v, causal, 0.3, m)
+        grads = cpu_attention.attention_backward(q, k, v, *whole[:2], g, causal, 0.3, m,
+                                                 whole[2])
+    finally:
+        hx.set_num_threads(2)
+    assert split == [2, 2]
+    for got, want in zip((*cut, *cut_grads), (*whole, *grads)):
+        assert got.shape == want.shape and got.dtype == want.dtype
+        np.testing.assert_array_equal(got, want)
 
 
 @pytest.mark.parametrize("causal", [False, True])

@@ -239,7 +239,7 @@ def accumulate_into_leaf(leaf, g, create_graph):
             leaf.grad = grad + g
             return
     # in place: one kernel reading and writing .grad, no temporary
-    grad._be.map_into(K_ADD, grad._data, (g._data,))
+    grad._be.add_into(grad._data, g._data)
     grad._storage.version += 1
 
 

@@ -113,8 +113,15 @@ class Function(Node):
     # -- ctx API used inside forward -----------------------------------------------------
     def save_for_backward(self, *tensors) -> None:
         self.saved = tensors
-        # (list comprehensions: a generator per saved tuple costs more than the list)
-        self._versions = [None if t is None else t._storage.version for t in tensors]
+        if len(tensors) == 2:  # (most ops save two or one: no comprehension for them)
+            a, b = tensors
+            self._versions = (None if a is None else a._storage.version,
+                              None if b is None else b._storage.version)
+        elif len(tensors) == 1:
+            t = tensors[0]
+            self._versions = (None if t is None else t._storage.version,)
+        else:
+            self._versions = [None if t is None else t._storage.version for t in tensors]
 
     @property
     def saved_tensors(self) -> tuple:
@@ -187,7 +194,10 @@ class Function(Node):
         if anomaly:
             _check_finite(out, f"forward of {ctx.name}")
         if requires:
-            ctx.next = [_edge(a) if isinstance(a, Tensor) else None for a in args]
+            # (the edge inline for the usual input: one that already has its node)
+            ctx.next = [(a.grad_fn or a._accumulator or _edge(a))
+                        if isinstance(a, Tensor) and a._requires_grad else None
+                        for a in args]
             out._requires_grad = True
             out.grad_fn = ctx
             ctx.meta = (out.shape, out.dtype, out.device)

@@ -160,6 +160,11 @@ class Backend:
         """In place ``dst[...] = kernel(dst, *inputs)``; inputs broadcast to dst."""
         self.copy_into(dst, self.map(kernel, [dst, *inputs], dst.dtype))
 
+    def add_into(self, dst, src):
+        """In place ``dst += src`` (src of dst's shape and dtype): gradient accumulation,
+        the one in-place add every backward pass runs."""
+        self.map_into(K_ADD, dst, (src,))
+
     def sum(self, x, axes, keepdim):
         """Sum over ``axes`` (a tuple); float16/bfloat16 accumulate in float32."""
         raise NotImplementedError
@@ -370,8 +375,19 @@ class Backend:
         out = self.matmul(p, v)
         return out, self.reshape(lse, lse.shape[:-1])
 
-    def attention_backward(self, q, k, v, out, lse, gout, causal, scale, mask=None):
-        """(dq, dk, dv), recomputing the probabilities from lse."""
+    def attention_for_backward(self, q, k, v, causal, scale, mask=None):
+        """attention for an op that records a graph node: (out, lse, saved). ``saved``
+        is anything more the backend wants handed back to attention_backward (the CPU
+        keeps the probabilities where they are small), or None. The node holds it like
+        its other saved state and drops it when backward releases the node; an op that
+        records no node calls attention instead, so nothing is made or kept for it."""
+        out, lse = self.attention(q, k, v, causal, scale, mask)
+        return out, lse, None
+
+    def attention_backward(self, q, k, v, out, lse, gout, causal, scale, mask=None,
+                           saved=None):
+        """(dq, dk, dv), recomputing the probabilities from lse. ``saved``: what
+        attention_for_backward returned with this lse (unused here)."""
         s = self._scores(q, k, causal, scale, mask)
         lse = self.reshape(lse, lse.shape + (1,))
         p = self.map(K_EXP_SHIFTED, [s, lse], s.dtype)

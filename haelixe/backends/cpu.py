@@ -18,7 +18,7 @@ import numpy as np
 from ..device import CPU
 from ..storage import Storage
 from . import threads
-from .base import Backend, Kernel
+from .base import K_ADD, Backend, Kernel
 
 
 def _keep_freed_memory() -> None:
@@ -287,6 +287,12 @@ class CPUBackend(Backend):
         odt = out.dtype
         return out if odt is dtype or odt == dtype else out.astype(dtype)
 
+    def add_into(self, dst, src):
+        if dst.dtype in _LOW_SET:  # added in float32, rounded once (as map_into does)
+            self.map_into(K_ADD, dst, (src,))
+        else:
+            np.add(dst, src, dst)
+
     def map_into(self, kernel, dst, inputs):
         compiled = kernel.compiled
         inplace = compiled.get("cpu_inplace")
@@ -306,6 +312,10 @@ class CPUBackend(Backend):
         return np.empty(shape, dtype)
 
     def full(self, shape, value, dtype, tag=None):
+        if not shape and dtype.kind == "f":  # every implicit backward() starts from one
+            out = np.empty((), dtype)  # (np.full's unsafe copy costs 0.4 us more)
+            out[()] = value
+            return out
         return np.full(shape, value, dtype)
 
     def from_numpy(self, array, tag=None):
@@ -515,11 +525,22 @@ class CPUBackend(Backend):
 
         return attention_forward(q, k, v, causal, scale, mask)
 
+    def attention_for_backward(self, q, k, v, causal, scale, mask=None):
+        """(out, lse, probabilities or None): the direct path's probabilities, where
+        they fit cpu_attention.KEEP_PROBS_BYTES. BF16/F16 keep none (theirs are float32,
+        which computes_in_f32 would round on the way out)."""
+        if q.dtype in _LOW_SET:
+            return super().attention_for_backward(q, k, v, causal, scale, mask)
+        from .cpu_attention import attention_forward_keeping
+
+        return attention_forward_keeping(q, k, v, causal, scale, mask)
+
     @computes_in_f32
-    def attention_backward(self, q, k, v, out, lse, gout, causal, scale, mask=None):
+    def attention_backward(self, q, k, v, out, lse, gout, causal, scale, mask=None,
+                           saved=None):
         from .cpu_attention import attention_backward
 
-        return attention_backward(q, k, v, out, lse, gout, causal, scale, mask)
+        return attention_backward(q, k, v, out, lse, gout, causal, scale, mask, saved)
 
     # -- optimizers ----------------------------------------------------------------------
     def adamw_step(self, p, g, m, v, lr, beta1, beta2, eps, weight_decay, step):

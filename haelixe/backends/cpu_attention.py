@@ -4,14 +4,14 @@ Short sequences take the direct path (one score matrix per head). Long ones take
 memory-blocked online-softmax ("flash") path: keys are visited in blocks, a running max
 and running sum rescale the partial output, so the (seq x seq) score matrix never exists
 whole. Both return the log-sum-exp of every query's scores, from which backward
-recomputes the probabilities block by block; the direct path keeps its probabilities for
-backward instead where they are small (KEEP_PROBS_BYTES).
+recomputes the probabilities block by block. For a graph node the direct path returns
+its probabilities instead where they are small (KEEP_PROBS_BYTES): the node holds them
+until its backward, which is handed them back (the attention_for_backward contract).
 """
 
 from __future__ import annotations
 
 import math
-import weakref
 
 import numpy as np
 
@@ -24,22 +24,6 @@ BLOCK = 256
 # The direct path's probabilities are kept for backward up to this size (rebuilding them
 # costs a score matmul and an exp per score: about a fifth of the backward)
 KEEP_PROBS_BYTES = 16 << 20
-_KEPT: dict = {}  # id(lse) -> (weak reference to lse, the call's settings, probabilities)
-
-
-def _keep(lse, settings, p) -> None:
-    """Keep ``p`` while ``lse`` (which autograd holds until backward) lives."""
-    if p.nbytes <= KEEP_PROBS_BYTES:
-        key = id(lse)
-        _KEPT[key] = (weakref.ref(lse, lambda _, key=key: _KEPT.pop(key, None)), settings, p)
-
-
-def _kept(lse, settings):
-    """The probabilities the forward that returned ``lse`` kept, or None."""
-    entry = _KEPT.get(id(lse))
-    if entry is None or entry[0]() is not lse or entry[1] != settings:
-        return None
-    return entry[2]
 
 
 _mm = threads.matmul  # np.matmul on the threads the thread policy gives it
@@ -62,17 +46,27 @@ def _masked(s, mask, k0, n):
 
 
 def attention_forward(q, k, v, causal, scale, mask=None):
-    out, lse, p = _over_heads(_forward, (q, k, v, causal, scale, mask),
-                              (2, 2, 2, None, None), 4)
-    if p is not None:
-        _keep(lse, _settings(q, k, v, causal, scale, mask), p)
-    return out, lse
+    """(out, lse): the forward of an op that records no node, so nothing is kept."""
+    return _over_heads(_forward, (q, k, v, causal, scale, False, mask),
+                       (2, 2, 2, None, None, None), 4)[:2]
 
 
-def attention_backward(q, k, v, out, lse, gout, causal, scale, mask=None):
-    p = _kept(lse, _settings(q, k, v, causal, scale, mask))
-    return _over_heads(_backward, (q, k, v, out, lse, gout, p, causal, scale, mask),
-                       (2, 2, 2, 2, 1, 2, None if p is None else 2, None, None), 7)
+def attention_forward_keeping(q, k, v, causal, scale, mask=None):
+    """(out, lse, probabilities) for a graph node to hold until its backward: the
+    probabilities where the direct path makes them and they fit KEEP_PROBS_BYTES,
+    else None (backward then rebuilds them from lse)."""
+    lead = np.broadcast_shapes(q.shape[:-2], k.shape[:-2])
+    sq, sk = q.shape[-2], k.shape[-2]
+    keep = sk < FLASH_MIN_KEYS and \
+        math.prod(lead) * sq * sk * q.dtype.itemsize <= KEEP_PROBS_BYTES
+    return _over_heads(_forward, (q, k, v, causal, scale, keep, mask),
+                       (2, 2, 2, None, None, None), 4)
+
+
+def attention_backward(q, k, v, out, lse, gout, causal, scale, mask=None, probs=None):
+    """(dq, dk, dv); ``probs``: what attention_forward_keeping returned, or None."""
+    return _over_heads(_backward, (q, k, v, out, lse, gout, probs, causal, scale, mask),
+                       (2, 2, 2, 2, 1, 2, None if probs is None else 2, None, None), 7)
 
 
 def _over_heads(fn, args, tails, products):
@@ -96,7 +90,7 @@ def _over_heads(fn, args, tails, products):
     return fn(*args)
 
 
-def _forward(q, k, v, causal, scale, mask):
+def _forward(q, k, v, causal, scale, keep, mask):
     sk = k.shape[-2]
     if sk >= FLASH_MIN_KEYS:
         return _flash_forward(q, k, v, causal, scale, mask)
@@ -108,14 +102,8 @@ def _forward(q, k, v, causal, scale, mask):
     lse = np.empty(s.shape[:-1], s.dtype)
     kernels().attention_probs(_by_rows(s), s.dtype.type(scale), causal, q.shape[-2],
                               _by_rows(p), lse.reshape(-1))
-    return _mm(p, v), lse.astype(q.dtype, copy=False), p
-
-
-def _settings(q, k, v, causal, scale, mask):
-    """What the forward that kept probabilities must have been called with to serve a
-    backward (which autograd calls with the forward's own inputs and lse)."""
-    return (q.shape, k.shape, v.shape, q.dtype, causal, scale,
-            None if mask is None else (mask.shape, mask.dtype))
+    # (p itself, not a copy: kept or not, it costs nothing more than its lifetime)
+    return _mm(p, v), lse.astype(q.dtype, copy=False), p if keep else None
 
 
 def _by_rows(a):

@@ -37,7 +37,7 @@ MUL = elementwise("mul", lambda m, a, b: a * b,
                   grad=(lambda m, g, b: g * b, lambda m, g, a: g * a),
                   cpu=np.multiply, dunders=("__mul__", "__rmul__"))
 DIV = elementwise("div", lambda m, a, b: a / b,
-                  grad=(lambda m, g, b: g / b, lambda m, g, b, y: -g * y / b),
+                  grad=(lambda m, g, b: g / b, lambda m, g, a, b: -g * (a / b / b)),  # as PyTorch
                   dtypes="float", cpu=np.divide, dunders=("__truediv__", "__rtruediv__"))
 POW = elementwise(
     "pow", lambda m, a, b: m.pow(a, b),

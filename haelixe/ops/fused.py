@@ -8,7 +8,7 @@ linear and whose backward is itself a RoPE.
 
 from __future__ import annotations
 
-from ..autograd.function import Function
+from ..autograd.function import SINK, Function
 from ..autograd.mode import STATE
 from ..tensor import Tensor
 from .elementwise import ACTIVATIONS
@@ -106,8 +106,9 @@ class RoPEFn(Function):
 
 
 class AttentionFn(Function):
-    """softmax(q k^T * scale [+ mask]) v, keeping only the log-sum-exp (and the output,
-    saved like the inputs, so an in-place edit of it is caught at backward)."""
+    """softmax(q k^T * scale [+ mask]) v, keeping the log-sum-exp and whatever more the
+    backend saves for its backward (attention_for_backward), and the output, saved like
+    the inputs, so an in-place edit of it is caught at backward."""
 
     label = "Attention"
     twice_differentiable = False
@@ -115,10 +116,11 @@ class AttentionFn(Function):
 
     @staticmethod
     def forward(ctx, q, k, v, causal, scale, mask):
-        out, lse = q._be.attention(q._data, k._data, v._data, causal, scale,
-                                   None if mask is None else mask._data)
+        args = (q._data, k._data, v._data, causal, scale, None if mask is None else mask._data)
+        if ctx is SINK:  # no node to hold anything for a backward
+            return q._be.attention(*args)[0]
+        out, ctx.lse, ctx.kernel_saved = q._be.attention_for_backward(*args)
         ctx.save_for_backward(q, k, v, mask)
-        ctx.lse = lse
         ctx.causal, ctx.scale = causal, scale
         return out
 
@@ -127,7 +129,7 @@ class AttentionFn(Function):
         q, k, v, mask, out = ctx.saved_tensors
         dq, dk, dv = q._be.attention_backward(
             q._data, k._data, v._data, out._data, ctx.lse, g._data, ctx.causal, ctx.scale,
-            None if mask is None else mask._data)
+            None if mask is None else mask._data, ctx.kernel_saved)
         wrap = Tensor._wrap
         return (wrap(dq).sum_to(q.shape), wrap(dk).sum_to(k.shape), wrap(dv).sum_to(v.shape),
                 None, None, None)

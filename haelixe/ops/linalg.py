@@ -25,6 +25,15 @@ class MatMul(Function):
     def backward(ctx, g):
         a, b = ctx.saved_tensors
         na, nb = ctx.next
+        if not STATE.grad_enabled:
+            # first order (the gradient needs no graph of its own): the backend's kernel
+            # on the raw arrays, as the registry's elementwise gradients run; the checks
+            # and promotions of matmul() were done by the forward
+            be, gd, wrap = g._be, g._data, Tensor._wrap
+            return (wrap(be.matmul(gd, be.mT(b._data))).sum_to(a.shape) if na is not None
+                    else None,
+                    wrap(be.matmul(be.mT(a._data), gd)).sum_to(b.shape) if nb is not None
+                    else None)
         ga = matmul(g, b.mT).sum_to(a.shape) if na is not None else None
         gb = matmul(a.mT, g).sum_to(b.shape) if nb is not None else None
         return ga, gb

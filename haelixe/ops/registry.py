@@ -350,8 +350,7 @@ def _make_forward(decl, save_index):
             ra = a._data if ta else np_dt.type(a)
             rb = b._data if tb else np_dt.type(b)
             if record and ctx is not SINK:
-                if ta and tb:
-                    ctx.args = _TWO_TENSORS
+                if ta and tb:  # (ctx.args stays the class's: all tensors)
                     if a.shape != b.shape:
                         ctx.in_shapes = (a.shape, b.shape)
                 else:
@@ -368,7 +367,6 @@ def _make_forward(decl, save_index):
 
         def forward(ctx, x):
             if record and ctx is not SINK:
-                ctx.args = _ONE_TENSOR
                 if save_x:
                     ctx.save_for_backward(x)
             return x._be.map(kernel, (x._data,), bool_np if compare else x.dtype.np)
@@ -391,16 +389,13 @@ def _make_forward(decl, save_index):
     return staticmethod(forward)
 
 
-_ONE_TENSOR = (None,)
-_TWO_TENSORS = (None, None)
-
-
 def _make_function(decl) -> type:
     names = _saved_names(decl)
     save_index = tuple(decl.inputs.index(n) for n in names if n != "y")
     return type(decl.label, (ElementwiseFunction,), {
         "forward": _make_forward(decl, save_index),
         "decl": decl, "label": decl.label, "__slots__": (),
+        "args": (None,) * (decl.arity + len(decl.params)),  # a node's unless it sets its own
         "saves_output": "y" in names, "differentiable": decl.differentiable,
         "plans": _plans(decl, names)})
 

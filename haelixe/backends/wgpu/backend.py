@@ -231,7 +231,8 @@ class WGPU(Backend):
         attend) or float (added to the scores), broadcast to (batch..., q, k)."""
         return at.attention(self, q, k, v, causal, scale, mask)
 
-    def attention_backward(self, q, k, v, out, lse, gout, causal, scale, mask=None):
+    def attention_backward(self, q, k, v, out, lse, gout, causal, scale, mask=None,
+                           saved=None):  # (attention_for_backward saves nothing here)
         return at.attention_backward(self, q, k, v, out, lse, gout, causal, scale, mask)
 
     def mse_loss(self, x, y):
