@@ -1,7 +1,9 @@
 """Where the time of a GPU training step goes: the 6-block Transformer of
-gpu_transformer.py (fp32, AdamW, ``loss.item()`` every step), eager and captured.
+gpu_transformer.py (AdamW, ``loss.item()`` every step), eager and captured.
 
-    python benchmarks/gpu_step_profile.py            # the full model (a real GPU)
+    python benchmarks/gpu_step_profile.py            # the full model (a real GPU), fp32
+    python benchmarks/gpu_step_profile.py --dtype bf16   # bf16 weights, autocast, F32
+                                                         # master weights (as there)
     python benchmarks/gpu_step_profile.py --small    # tiny: a smoke test on lavapipe
 
 Prints, in milliseconds per step (medians over ``--steps`` steps):
@@ -38,14 +40,28 @@ from haelixe.nn import functional as F
 from haelixe.optim import AdamW
 
 
-def train_step_of(model, opt):
+def train_step_of(model, opt, low=None):
+    """A training step; ``low`` (a 16-bit dtype): the forward under autocast to it."""
     def train_step(x, y):
         opt.zero_grad(set_to_none=False)
-        loss = F.mse_loss(model(x), y)
+        with hx.autocast(dtype=low or hx.bfloat16, enabled=low is not None):
+            loss = F.mse_loss(model(x), y)
         loss.backward()
         opt.step()
         return loss
     return train_step
+
+
+def model_and_step(cfg, dtype: str, capturable: bool = False):
+    """The model on the GPU and its training step: fp32, or bf16 weights with autocast
+    and F32 master weights (gpu_transformer.py's --dtype bf16)."""
+    model = haelixe_model(cfg).to("gpu")
+    low = hx.bfloat16 if dtype == "bf16" else None
+    if low is not None:
+        model = model.to(low)
+    opt = AdamW(model.parameters(), lr=LR, weight_decay=WEIGHT_DECAY,
+                master_weights=low is not None, capturable=capturable)
+    return train_step_of(model, opt, low)
 
 
 def median_ms(fn, n: int) -> float:
@@ -58,16 +74,18 @@ def median_ms(fn, n: int) -> float:
 
 
 def label(entry) -> str:
-    """A dispatch's kernel, with a matmul's shape and variant."""
+    """A dispatch's kernel, with a matmul's shape, variant and kinds (A/B/C)."""
     spec = entry.spec
     name = f"{spec.file.removesuffix('.wgsl')}:{spec.entry}"
-    if spec.entry != "matmul":
-        return name
+    if spec.entry != "matmul":  # with its operands' kinds (a cast shows as two)
+        return f"{name} {'/'.join(b.kind for b in spec.bindings)}"
     p = dict(spec.params)
     m, n, k = (int(x) for x in entry.meta[:3])
     tile = f"{p['BM']}x{p['BN']}k{p['BK']}s{p['STAGES']}"
     modes = p["SECTIONS"].split()[0]
-    return f"matmul {m}x{n}x{k} z{entry.grid[2]} {tile} {modes}/{spec.bindings[1].width}"
+    kinds = "/".join(b.kind for b in spec.bindings[:3])
+    return (f"matmul {m}x{n}x{k} z{entry.grid[2]} {tile} {modes}/{spec.bindings[1].width} "
+            f"{kinds}")
 
 
 def kernel_table(be, graph, repeats: int) -> list:
@@ -102,11 +120,9 @@ def kernel_table(be, graph, repeats: int) -> list:
     return sorted(((k, counts[k], totals[k]) for k in totals), key=lambda r: -r[2])
 
 
-def measure_eager(be, cfg, x, y, steps: int) -> dict:
+def measure_eager(be, cfg, x, y, steps: int, dtype: str = "f32") -> dict:
     """Eager step time; host recording and device time of a step recorded whole."""
-    model = haelixe_model(cfg).to("gpu")
-    opt = AdamW(model.parameters(), lr=LR, weight_decay=WEIGHT_DECAY)
-    eager = train_step_of(model, opt)
+    eager = model_and_step(cfg, dtype)
     for _ in range(2):
         eager(x, y).item()
     report = {"eager_ms": median_ms(lambda: eager(x, y).item(), steps)}
@@ -133,11 +149,9 @@ def measure_eager(be, cfg, x, y, steps: int) -> dict:
     return report
 
 
-def captured(be, cfg, x, y, steps: int):
+def captured(be, cfg, x, y, steps: int, dtype: str = "f32"):
     """(median ms of a captured step's replay with its read-back, the captured step)."""
-    model = haelixe_model(cfg).to("gpu")
-    opt = AdamW(model.parameters(), lr=LR, weight_decay=WEIGHT_DECAY, capturable=True)
-    step = hx.capture(train_step_of(model, opt), device="gpu")
+    step = hx.capture(model_and_step(cfg, dtype, capturable=True), device="gpu")
     for _ in range(3):
         step(x, y).item()
     return median_ms(lambda: step(x, y).item(), steps), step
@@ -146,6 +160,7 @@ def captured(be, cfg, x, y, steps: int):
 def main(argv=None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--small", action="store_true")
+    ap.add_argument("--dtype", choices=("f32", "bf16"), default="f32")
     ap.add_argument("--steps", type=int, default=None)
     ap.add_argument("--repeats", type=int, default=None, help="runs of each kernel")
     ap.add_argument("--top", type=int, default=40, help="kernels listed")
@@ -156,20 +171,20 @@ def main(argv=None) -> dict:
     steps = args.steps or (2 if args.small else 5)
     repeats = args.repeats or (2 if args.small else 10)
     be = hx.Device.gpu().backend
-    print(f"adapter: {be.info['device']}; model {cfg}", flush=True)
+    print(f"adapter: {be.info['device']}; model {cfg}; dtype {args.dtype}", flush=True)
     x, y = (hx.from_numpy(t).to("gpu") for t in make_batches(cfg, 1)[0])
     report = {}
 
-    report.update(measure_eager(be, cfg, x, y, steps))
+    report.update(measure_eager(be, cfg, x, y, steps, args.dtype))
 
-    report["replay_ms"], step = captured(be, cfg, x, y, steps)
+    report["replay_ms"], step = captured(be, cfg, x, y, steps, args.dtype)
     if args.attention_ab:  # the backward of attention both ways, replayed
         from haelixe.backends.wgpu import attention as at
 
         for way, forced in (("flash", False), ("matmuls", True)):
             saved, at.MATMUL_PATH = at.MATMUL_PATH, forced
             try:
-                report[f"replay_ms_{way}"] = captured(be, cfg, x, y, steps)[0]
+                report[f"replay_ms_{way}"] = captured(be, cfg, x, y, steps, args.dtype)[0]
             finally:
                 at.MATMUL_PATH = saved
         print(f"captured replay, attention backward flash {report['replay_ms_flash']:.2f} "
@@ -186,7 +201,7 @@ def main(argv=None) -> dict:
         print(f"  {ms:8.3f} ms {100 * ms / max(total, 1e-9):5.1f}%  {n:4d}x  {name}")
     groups = collections.defaultdict(float)
     for name, _, ms in rows:
-        groups[name.split()[0] if name.startswith("matmul") else name] += ms
+        groups[name.split()[0]] += ms
     print("by kernel: " + ", ".join(f"{k} {v:.2f}" for k, v in
                                     sorted(groups.items(), key=lambda kv: -kv[1])))
     return report

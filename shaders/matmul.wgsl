@@ -35,6 +35,10 @@
 // linear layer's bias gradient comes out of its weight gradient's matmul.
 // With ${TILE_T} = f16 (the shader-f16 feature) tiles hold f16 and products are summed in
 // f16 over one tile's BK steps (h registers), then added into the f32 accumulators.
+// 16-bit operands read as vec4s are fetched as their raw words (${RAW_T}, by ${LD4W}) and
+// widened (widen_a / widen_b) only when put into the tile: widening at the fetch would
+// wait for the loads before the step's arithmetic, which the prefetch is there to hide.
+// A and B may be of different float kinds, and C of a third.
 
 //! section: matmul
 const BM: i32 = ${BM};
@@ -78,15 +82,15 @@ ${DECL_H}
 // put_a(at, r, x) stores fetch_a's x into the stage of the tile that starts at `at`.
 
 //! section: a_m4 a_gen
-fn put_a(at: i32, r: i32, x: vec4<${TILE_T}>) { a_tile[at + tid + r * NT] = x; }
+fn put_a(at: i32, r: i32, x: ${RAW_T}) { a_tile[at + tid + r * NT] = widen_a(x); }
 
 //! section: a_m4
-fn fetch_a(r: i32, k0: i32) -> vec4<${TILE_T}> {
+fn fetch_a(r: i32, k0: i32) -> ${RAW_T} {
     let v = tid + r * NT;
     let m = m0 + 4 * (v % AM4);
     let k = k0 + v / AM4;
-    if (m < M && k < k_end) { return ${LD4}_a(a_base + m + k * sak); }
-    return vec4<${TILE_T}>();
+    if (m < M && k < k_end) { return ${LD4W}_a(a_base + m + k * sak); }
+    return ${RAW_T}();
 }
 
 //! section: a_gen
@@ -94,7 +98,7 @@ fn a_at(m: i32, k: i32) -> ${TILE_T} {
     if (m < M && k < k_end) { return ${LD}_a(a_base + m * sam + k * sak); }
     return ${TILE_T}();
 }
-fn fetch_a(r: i32, k0: i32) -> vec4<${TILE_T}> {
+fn fetch_a(r: i32, k0: i32) -> ${RAW_T} {
     let v = tid + r * NT;
     let m = m0 + 4 * (v % AM4);
     let k = k0 + v / AM4;
@@ -104,14 +108,15 @@ fn fetch_a(r: i32, k0: i32) -> vec4<${TILE_T}> {
 //! section: a_k4
 // Invocation v takes row v % BM and k quad v / BM: neighbours write neighbouring words of
 // the tile (no bank conflicts), each reading 16 contiguous bytes of its row.
-fn fetch_a(r: i32, k0: i32) -> vec4<${TILE_T}> {
+fn fetch_a(r: i32, k0: i32) -> ${RAW_T} {
     let v = tid + r * NT;
     let m = m0 + v % BM;
     let k = k0 + 4 * (v / BM);
-    if (m < M && k < k_end) { return ${LD4}_a(a_base + m * sam + k); }
-    return vec4<${TILE_T}>();
+    if (m < M && k < k_end) { return ${LD4W}_a(a_base + m * sam + k); }
+    return ${RAW_T}();
 }
-fn put_a(at: i32, r: i32, x: vec4<${TILE_T}>) {  // four k rows, one component each
+fn put_a(at: i32, r: i32, w: ${RAW_T}) {  // four k rows, one component each
+    let x = widen_a(w);
     let v = tid + r * NT;
     let ml = v % BM;
     let i = at + 4 * (v / BM) * AM4 + ml / 4;
@@ -131,6 +136,7 @@ fn bias_at(n: i32) -> f32 {
 fn rowsum_store(z: i32, m: i32, v: f32) { if (m < M) { store_rowsum(z * M + m, v); } }
 
 //! section: matmul
+${WIDEN_A}
 ${B_LOADERS}
 
 // One step of k: the vec4s of A's tile from index at_a (this invocation's rows, WY

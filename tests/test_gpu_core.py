@@ -524,3 +524,26 @@ def test_map_into_updates_views_in_place(be):
     be.map_into(OPS["mul"].kernel, g, [np.float32(2.0)])  # a host scalar
     be.map_into(OPS["add"].kernel, g.view((3,), (1,), 0), [g.view((3,), (1,), 3)])  # same buffer
     np.testing.assert_array_equal(be.to_numpy(g), [6, 10, 14, 6, 8, 10])
+
+
+@pytest.mark.parametrize("dt", [BF16, np.float16], ids=["bf16", "f16"])
+def test_map_into_16bit_in_one_dispatch_exact(be, dt):
+    """A 16-bit target updated in place in one dispatch (read and written through
+    atomics, or a word per invocation where the view is contiguous from an even
+    element): equal bit for bit to the float32 result rounded, on views from even and
+    odd elements, of odd length, strided; the elements around each view untouched."""
+    rng = np.random.default_rng(21)
+    base = rng.standard_normal(41).astype(dt)
+    other = rng.standard_normal(41).astype(dt)
+    for offset, n, stride in ((0, 40, 1), (2, 17, 1), (1, 20, 1), (3, 12, 3), (0, 41, 1)):
+        g = be.from_numpy(base)
+        x = be.from_numpy(other[:n])
+        want = base.copy()
+        sl = slice(offset, offset + stride * n, stride)
+        want[sl] = (base[sl].astype(np.float32) + other[:n].astype(np.float32)).astype(dt)
+        be.reset_stats()
+        be.map_into(OPS["add"].kernel, g.view((n,), (stride,), offset), [x])
+        assert be.stats()["dispatches"] == 1, (offset, n, stride)
+        got = be.to_numpy(g)
+        np.testing.assert_array_equal(got.view(np.uint16), want.view(np.uint16),
+                                      err_msg=f"offset {offset}, {n} elements, stride {stride}")

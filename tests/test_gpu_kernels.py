@@ -178,6 +178,49 @@ def test_matmul_16bit(be, dtype, f16_mode):
         assert rel(be.to_numpy(y), want) < 4e-3
 
 
+@pytest.mark.parametrize("dtype", ["f16", "bf16"])
+def test_matmul_16bit_every_layout_and_tile(be, dtype, f16_mode):
+    """16-bit operands through each load (vec4 along m/n and along k, fetched as raw words
+    and widened into the tile; scalar), tile and split-K, on ragged sizes, against the
+    float64 product of the same 16-bit values (the output rounded once). The extra case
+    reads A contiguous along m (the others take A along k, or scalar)."""
+    from haelixe.backends.wgpu import matmul as mm
+
+    np_dt = np.float16 if dtype == "f16" else BF16
+    rng = np.random.default_rng(12)
+    for variant in (None, mm.Variant(mm.TILES["128x128k8"]), mm.Variant(mm.TILES["64x128"]),
+                    mm.Variant(mm.TILES["64x64"], 3)):
+        for (m, k, n), la, lb in MATMUL_CASES + [((36, 20, 44), "col", "row")]:
+            a = rng.standard_normal((m, k)).astype(np_dt)
+            b = rng.standard_normal((k, n)).astype(np_dt)
+            got = mm.matmul(be, _operand(be, a, la), _operand(be, b, lb), variant=variant)
+            assert got.dtype == np_dt
+            assert rel(be.to_numpy(got), f64(a) @ f64(b)) < 4e-3, (variant, m, k, n, la, lb)
+
+
+@pytest.mark.parametrize("out", ["f32", "bf16"])
+def test_matmul_mixed_operands_and_output_dtype(be, out):
+    """out_dtype: float32 products of bfloat16 operands (exact inputs, so float32
+    accuracy), a float32 operand times a bfloat16 one, each layout; without out_dtype
+    mixed operands are refused."""
+    from haelixe.backends.wgpu import matmul as mm
+
+    out_dt = np.float32 if out == "f32" else BF16
+    tol = 1e-5 if out == "f32" else 4e-3
+    rng = np.random.default_rng(13)
+    for variant in (None, mm.Variant(mm.TILES["64x64"], 2)):
+        for (m, k, n), la, lb in MATMUL_CASES:
+            for dta, dtb in ((BF16, BF16), (np.float32, BF16), (BF16, np.float32)):
+                a = rng.standard_normal((m, k)).astype(dta)
+                b = rng.standard_normal((k, n)).astype(dtb)
+                got = mm.matmul(be, _operand(be, a, la), _operand(be, b, lb),
+                                variant=variant, out_dtype=out_dt)
+                assert got.dtype == out_dt
+                assert rel(be.to_numpy(got), f64(a) @ f64(b)) < tol, (m, k, n, la, lb, dta)
+    with pytest.raises(TypeError, match="operands of one dtype"):
+        mm.matmul(be, up(be, np.ones((2, 2), BF16)), up(be, np.ones((2, 2), np.float32)))
+
+
 # -- attention ----------------------------------------------------------------------------
 def attention_ref(q, k, v, causal, scale, mask=None):
     """(out, lse, p) in float64, PyTorch's semantics for masks: rows with no visible key
@@ -322,11 +365,18 @@ def test_attention_mask_errors(be):
 
 
 @pytest.mark.parametrize("dtype", ["f16", "bf16"])
-def test_attention_16bit_inputs(be, dtype, f16_mode):
+def test_attention_16bit_inputs(be, dtype, f16_mode, attention_way):
+    """16-bit q, k, v both ways of the backward (through matmuls: float32 scores of the
+    16-bit operands), ragged lengths, a mask, k and v broadcast over a batch dim."""
     rng = np.random.default_rng(6)
+    dt = np.float16 if dtype == "f16" else BF16
     q, k, v = (rng.standard_normal((2, 13, 16)).astype(np.float32) for _ in range(3))
-    check_attention(be, q, k, v, True, 0.25, tol=2e-2,
-                    dt=np.float16 if dtype == "f16" else BF16)
+    check_attention(be, q, k, v, True, 0.25, tol=2e-2, dt=dt)
+    q = rng.standard_normal((2, 3, 9, 12)).astype(np.float32)
+    k = rng.standard_normal((1, 3, 11, 12)).astype(np.float32)
+    v = rng.standard_normal((1, 3, 11, 8)).astype(np.float32)
+    check_attention(be, q, k, v, False, 0.3, mask=rng.random((9, 11)) > 0.3, tol=2e-2,
+                    dt=dt)
 
 
 # -- 16-bit outputs a word at a time ---------------------------------------------------------

@@ -216,6 +216,10 @@ def write_back(p, p_work, stochastic: bool = False) -> None:
     if p_work is p:
         p._storage.version += 1
         return
+    if not stochastic:  # converted (to nearest even) as it is copied: no rounded temporary
+        p._be.copy_into(p._data, p_work._data)
+        p._storage.version += 1
+        return
     from ..amp import round_to
 
-    p.copy_(round_to(p_work, p.dtype, stochastic=stochastic))
+    p.copy_(round_to(p_work, p.dtype, stochastic=True))

@@ -17,12 +17,14 @@ attention is then a view, not a copy.
 Each kernel gives P invocations to a row, each holding a 1/P slice of the head dim in
 registers (:func:`plan`): long head dims stay in registers instead of spilling.
 
-The backward of short float32 sequences takes another way (:func:`backward_by_matmuls`):
-the scores q k^T are materialised again by the tiled matmul kernel, turned into
+The backward of short sequences takes another way (:func:`backward_by_matmuls`): the
+scores q k^T are materialised again by the tiled matmul kernel, turned into
 probabilities and the scores' gradient in place by a row kernel (shaders/scores.wgsl),
 and five matmuls give dq, dk and dv; the matmul kernel's register tiles do that work
-faster than the flash backward where whole score matrices are small. (The forward stays
-flash: through matmuls it ran slower at every length measured.)
+faster than the flash backward where whole score matrices are small. The scores and
+their gradient are float32 whatever the inputs' dtype (16-bit q, k, v are read as they
+are, and dq, dk, dv rounded once, as the flash kernels do). (The forward stays flash:
+through matmuls it ran slower at every length measured.)
 """
 
 from __future__ import annotations
@@ -292,11 +294,10 @@ def _sequence_major(be, lead, seq, d, dtype):
 
 def backward_by_matmuls(be, q, k, v, gout, lead) -> bool:
     """Whether the backward over these operands takes the matmul way (module docstring):
-    float32, short, with scores for every batch-head of q and k (v broadcast further goes
-    the flash way), on a GPU (software adapters compile the flash kernels faster)."""
+    short, with scores for every batch-head of q and k (v broadcast further goes the
+    flash way), on a GPU (software adapters compile the flash kernels faster)."""
     sq, sk = q.shape[-2], k.shape[-2]
     if (min(sq, sk, q.shape[-1], v.shape[-1]) == 0
-            or any(gd.kind(t.dtype) != "f32" for t in (q, k, v, gout))
             or broadcast_shapes(q.shape[:-2], k.shape[:-2]) != lead):
         return False
     if sk > SCORES_HELD * workgroup_size(sk):
@@ -335,11 +336,12 @@ def _scores_backward(be, lead, causal, scale, s, lse, dp, mask):
 
 
 def _attention_backward_by_matmuls(be, q, k, v, lse, gout, causal, scale, mask, lead):
-    s = mm.matmul(be, q, swap_last2(k))
-    dp = mm.matmul(be, gout, swap_last2(v))
+    s = mm.matmul(be, q, swap_last2(k), out_dtype=gd.F32)
+    dp = mm.matmul(be, gout, swap_last2(v), out_dtype=gd.F32)
     _scores_backward(be, lead, causal, scale, s, lse, dp, mask)
-    return (mm.matmul(be, dp, k), mm.matmul(be, swap_last2(dp), q),
-            mm.matmul(be, swap_last2(s), gout))
+    return (mm.matmul(be, dp, k, out_dtype=q.dtype),
+            mm.matmul(be, swap_last2(dp), q, out_dtype=k.dtype),
+            mm.matmul(be, swap_last2(s), gout, out_dtype=v.dtype))
 
 
 def attention(be, q, k, v, causal, scale, mask=None, plans=None):

@@ -78,8 +78,8 @@ def run_map(be, out, inputs, expr: str, scalars=(), update: bool = False, lib: s
 
     ``update=True`` reads ``out`` itself as ``x0`` (``inputs`` are then x1, x2, ...): an
     in-place op in one dispatch. A buffer may not be bound for reading and writing in one
-    dispatch, so inputs must not share out's storage, and bfloat16 (two per word) cannot
-    be updated this way. ``typed=True`` makes bool operands WGSL ``bool`` inside
+    dispatch, so inputs must not share out's storage (16-bit outputs, two per word, are
+    then read and written through atomics). ``typed=True`` makes bool operands WGSL ``bool`` inside
     ``expr`` (traced kernels); otherwise each is its compute type (u32 0/1 for bool).
     ``lib`` holds WGSL helper functions the expression calls."""
     n = out.size
@@ -103,7 +103,7 @@ def run_map(be, out, inputs, expr: str, scalars=(), update: bool = False, lib: s
         buffers.append(x.buffer)
         loads.append((f"x{k}", len(ops) - 1, gd.kind(x.dtype)))
     meta = meta_block(words, shape, ops, what="elementwise")
-    if not update and pairs.eligible(out, meta):  # 16-bit output: a word per invocation
+    if pairs.eligible(out, meta):  # 16-bit output: a word per invocation
         spec = kernel("elementwise.wgsl", "map_pairs", bindings, LIB=lib,
                       INPUTS=pairs.inputs_text(loads, meta, expr,
                                                _AS_SYM if typed else None))
@@ -166,11 +166,10 @@ def _operand(be, x):
 
 
 def map_into(be, kernel, dst, inputs) -> None:
-    """``dst = kernel(dst, *inputs)`` in place: one dispatch where it can (no 16-bit
-    target, no input sharing dst's buffer), else a temporary and a copy."""
+    """``dst = kernel(dst, *inputs)`` in place: one dispatch where it can (no input
+    sharing dst's buffer), else a temporary and a copy."""
     inputs = [_operand(be, x) for x in inputs]
-    if gd.kind(dst.dtype) in ("bf16", "f16") or any(
-            not is_scalar(x) and x.storage is dst.storage for x in inputs):
+    if any(not is_scalar(x) and x.storage is dst.storage for x in inputs):
         copy_into(be, dst, map_kernel(be, kernel, [dst, *inputs], dst.dtype))
         return
     expr = _expression(kernel, _sym_types([dst, *inputs]), gd.kind(dst.dtype))

@@ -199,14 +199,16 @@ _ROWSUM_REDUCE = """if (n == 0) {
 
 
 def matmul(be, a, b, bias=None, activation=None, want_pre=False, want_row_sums=False,
-           variant: Variant | None = None):
+           variant: Variant | None = None, out_dtype=None):
     """numpy.matmul of ``a`` and ``b`` (any strides), plus ``bias`` along the last output
     dim and ``activation`` when given: an Activation (its forward kernel is traced into
     the epilogue) or a WGSL f32 expression in ``{x}``. Returns C, or (C, pre) when
     ``want_pre`` (pre = the output before the activation), or (C, sums) when
     ``want_row_sums`` (sums = a summed over its last dim, shape batch + (M,), computed by
     the same dispatch). ``variant`` overrides :func:`choose` (tests reach every variant
-    with it)."""
+    with it). ``out_dtype`` (a float dtype) sets the dtype of C (and pre, sums), which
+    is then free to differ from the operands', as theirs may from each other's: float32
+    scores of bfloat16 operands, say, or a float32 matrix times a bfloat16 one."""
     if want_pre and want_row_sums:
         raise ValueError("matmul: want_pre and want_row_sums do not combine")
     if a.ndim == 0 or b.ndim == 0:
@@ -218,18 +220,23 @@ def matmul(be, a, b, bias=None, activation=None, want_pre=False, want_row_sums=F
     if b.ndim == 1:
         b = b.view((b.shape[0], 1), (b.strides[0], 0), b.offset)
         squeeze.append(-1)
-    if a.dtype != b.dtype or gd.kind(a.dtype) not in gd.FLOAT_KINDS:
+    if ((a.dtype != b.dtype and out_dtype is None)
+            or any(gd.kind(t.dtype) not in gd.FLOAT_KINDS for t in (a, b))):
         raise TypeError(f"matmul: needs float32, bfloat16 or float16 operands of one "
                         f"dtype, got {a.dtype} and {b.dtype}")
+    out_dtype = a.dtype if out_dtype is None else gd.check_dtype(out_dtype, "matmul")
+    if gd.kind(out_dtype) not in gd.FLOAT_KINDS:
+        raise TypeError(f"matmul: out_dtype must be float32, bfloat16 or float16, got "
+                        f"{out_dtype}")
     (M, K), (K2, N) = a.shape[-2:], b.shape[-2:]
     if K != K2:
         raise ValueError(f"matmul: shapes {a.shape} and {b.shape} do not align "
                          f"({K} != {K2})")
     batch = broadcast_shapes(a.shape[:-2], b.shape[:-2])
     nbatch = math.prod(batch)
-    out = be.empty(batch + (M, N), a.dtype)
-    pre = be.empty(out.shape, a.dtype) if want_pre else None
-    sums = be.empty(batch + (M,), a.dtype) if want_row_sums else None
+    out = be.empty(batch + (M, N), out_dtype)
+    pre = be.empty(out.shape, out_dtype) if want_pre else None
+    sums = be.empty(batch + (M,), out_dtype) if want_row_sums else None
     if sums is not None and out.size == 0 and sums.size:  # N == 0: no tile to do it
         be.copy_into(sums, be.sum(a, (a.ndim - 1,), False))
     if bias is not None and (bias.shape[-1:] != (N,) or bias.size != N):
@@ -262,8 +269,9 @@ def _run(be, a, b, bias, activation, out, pre, sums, batch, variant: Variant) ->
     tile = variant.tile
     if not tile.valid():
         raise ValueError(f"matmul: tile {tile} is not a valid configuration")
-    kind = gd.kind(a.dtype)
-    flush = F16_FLUSH_TILES if kind == "f16" and be.context.has("shader-f16") else 0
+    kinds = (gd.kind(a.dtype), gd.kind(b.dtype), gd.kind(out.dtype))
+    flush = (F16_FLUSH_TILES if kinds[:2] == ("f16", "f16") and be.context.has("shader-f16")
+             else 0)
     limit = be.context.limits.get("max-compute-workgroup-storage-size", 16384)
     if tile.shared_bytes(2 if flush else 4) > limit:
         raise ValueError(f"matmul: tile {tile} needs {tile.shared_bytes(2 if flush else 4)} "
@@ -279,7 +287,7 @@ def _run(be, a, b, bias, activation, out, pre, sums, batch, variant: Variant) ->
     meta = meta_block([M, N, K, a.strides[-2], a.strides[-1], b.strides[-2],
                        b.strides[-1], ks], batch, ops, what="matmul")
     split = splits > 1
-    spec = _matmul_spec(kind, flush or 0, a_mode, b_mode, N % 4 == 0,
+    spec = _matmul_spec(kinds, flush or 0, a_mode, b_mode, N % 4 == 0,
                         None if bias is None or split else gd.kind(bias.dtype),
                         pre is not None and not split, sums is not None, split, tile,
                         activation if not split else None, RUNTIME_CHECKS)
@@ -297,15 +305,16 @@ def _run(be, a, b, bias, activation, out, pre, sums, batch, variant: Variant) ->
 
 
 @functools.lru_cache(maxsize=512)
-def _matmul_spec(kind, flush, a_mode, b_mode, vec_out, bias_kind, pre, sums, split, tile,
+def _matmul_spec(kinds, flush, a_mode, b_mode, vec_out, bias_kind, pre, sums, split, tile,
                  activation, checks=True):
     """The KernelSpec of one matmul variant (built once: a dispatch only looks it up).
-    Bindings: a, b, c (the output, or split-K's f32 partials), then bias, pre and the row
-    sums where present. ``flush`` > 0: f16 arithmetic, summed in f16 over that many K
-    tiles."""
+    ``kinds``: of A, B and C. Bindings: a, b, c (the output, or split-K's f32 partials),
+    then bias, pre and the row sums where present. ``flush`` > 0: f16 arithmetic, summed
+    in f16 over that many K tiles."""
+    a_kind, b_kind, kind = kinds
     width = 4 if vec_out else 1
-    bindings = [("a", kind, "read", 1 if a_mode == "a_gen" else 4),
-                ("b", kind, "read", 1 if b_mode == "b_gen" else 4)]
+    bindings = [("a", a_kind, "read", 1 if a_mode == "a_gen" else 4),
+                ("b", b_kind, "read", 1 if b_mode == "b_gen" else 4)]
     sections = [a_mode]
     if split:
         bindings.append(("c", "f32", "write", width))
@@ -329,9 +338,12 @@ def _matmul_spec(kind, flush, a_mode, b_mode, vec_out, bias_kind, pre, sums, spl
                   "ROWSUM_STORE": _ROWSUM_STORE}
         sections.append("rowsum")
     f16 = _f16_params(flush) if flush else _F32
-    loaders = _b_loaders(b_mode, f16["TILE_T"], f16["LD"], f16["LD4"])
+    raw_a = _raw_fetch(a_kind, a_mode, bool(flush), f16["TILE_T"], f16["LD4"])
+    raw_b = _raw_fetch(b_kind, b_mode, bool(flush), f16["TILE_T"], f16["LD4"])
+    loaders = _b_loaders(b_mode, f16["TILE_T"], f16["LD"], f16["LD4"], *raw_b)
     return kernel("matmul.wgsl", "matmul", bindings, enable=("f16",) if flush else (),
                   checks=checks, B_LOADERS=loaders, STAGES=tile.stages,
+                  RAW_T=raw_a[0], LD4W=raw_a[1], WIDEN_A=_widen("a", raw_a[0], raw_a[2]),
                   MAC=_MAC_UNROLLED if tile.unrolled else _MAC_LOOP,
                   BM=tile.bm, BN=tile.bn, BK=tile.bk, WX=tile.bn // tile.tn,
                   WY=tile.bm // tile.tm, AG=tile.tm // 4, BG=tile.tn // 4,
@@ -346,20 +358,38 @@ _MAC_LOOP = "for (var kk = 0; kk < BK; kk++) { mac(at_a + kk * AM4, at_b + kk * 
 
 # A's tile loaders (matmul.wgsl) with B's names: they are one text for both operands
 _B_NAMES = {"a_tile": "b_tile", "fetch_a": "fetch_b", "put_a": "put_b", "a_at": "b_at",
+            "widen_a": "widen_b",
             "a_base": "b_base", "AM4": "BN4", "BM": "BN", "M": "N", "m0": "n0", "m": "n",
             "ml": "nl", "sam": "sbn", "sak": "sbk"}
 _B_RENAME = re.compile(r"\b(" + "|".join(_B_NAMES) + r")\b")
 
 
 @functools.lru_cache(maxsize=32)
-def _b_loaders(b_mode: str, tile_t: str, ld: str, ld4: str) -> str:
-    """fetch_b / put_b (and b_at) for B's layout: the loaders of A's equivalent section
-    with B's names, placeholders filled."""
+def _b_loaders(b_mode: str, tile_t: str, ld: str, ld4: str, raw_t: str, ld4w: str,
+               widened: str) -> str:
+    """fetch_b / put_b (and b_at, widen_b) for B's layout: the loaders of A's equivalent
+    section with B's names, placeholders filled."""
     section = {"b_n4": "a_m4", "b_k4": "a_k4", "b_gen": "a_gen"}[b_mode]
     text = "\n".join(line for line in only_sections(read_shader("matmul.wgsl"), {section})
                      .splitlines() if not line.lstrip().startswith("//"))
     text = _B_RENAME.sub(lambda m: _B_NAMES[m.group(1)], text).replace("}_a(", "}_b(")
-    return Template(text).substitute(TILE_T=tile_t, LD=ld, LD4=ld4)
+    return (Template(text).substitute(TILE_T=tile_t, LD=ld, LD4=ld4, RAW_T=raw_t, LD4W=ld4w)
+            + "\n" + _widen("b", raw_t, widened))
+
+
+def _raw_fetch(kind: str, mode: str, native: bool, tile_t: str, ld4: str) -> tuple:
+    """(the type a fetch of one operand's tile holds, its loader, the WGSL type the tile
+    takes): the raw words of a packed 16-bit operand read as vec4s (widened when put into
+    the tile, see matmul.wgsl), else the loaded vec4 itself."""
+    tile = f"vec4<{tile_t}>"
+    if kind in gd.FLOAT_KINDS and kind != "f32" and not native and not mode.endswith("gen"):
+        return "vec2<u32>", "load4w", tile
+    return tile, ld4, tile
+
+
+def _widen(name: str, raw_t: str, tile: str) -> str:
+    body = f"widen4_{name}(x)" if raw_t != tile else "x"
+    return f"fn widen_{name}(x: {raw_t}) -> {tile} {{ return {body}; }}"
 
 
 def _epilogue(activation):

@@ -17,7 +17,8 @@ mode, ``load_x(i: i32) -> x_t``, ``store_x(i: i32, v: x_t)`` or ``add_x(i: i32, 
 (an atomic accumulate). ``i`` is an element index, so the two-per-word packing of
 bfloat16 and float16 is invisible to kernels. ``load2_x`` / ``store2_x`` move elements
 i and i + 1 (i even): one word of a 16-bit dtype, which a kernel that writes whole words
-stores without atomics; bindings of width 4 add ``load4_x`` / ``store4_x``.
+stores without atomics; bindings of width 4 add ``load4_x`` / ``store4_x`` (and, read as
+16-bit floats, ``load4w_x``: the two raw words, which ``widen4_x`` turns into the vec4).
 """
 
 from __future__ import annotations
@@ -214,7 +215,8 @@ fn ipow_i64(a: i64, b: i64) -> i64 {
 # -- accessors ---------------------------------------------------------------------------
 # Packed 16-bit floats: two elements per u32. Reads widen them to f32; writes go through
 # atomics (an element shares its word with a neighbour another invocation may write),
-# except store2/store4, which write whole words (pairs from an even index).
+# except store2/store4, which write whole words (pairs from an even index). A buffer
+# both read and written ("rw": an in-place update) reads through atomic loads too.
 _UNPACK = {"bf16": "bf16_pair", "f16": "unpack2x16float"}
 _PACK = {"bf16": "bf16_pack", "f16": "f16_pack"}
 _BITS = {"bf16": "bf16_bits", "f16": "f16_bits"}
@@ -282,8 +284,11 @@ def _packed_accessors(at, buf, name, kind, access, width) -> list[str]:
         if width == 4:
             out += [f"{at} var<storage, read> {buf}: array<vec2<u32>>;",
                     f"fn {name}_word(w: u32) -> u32 {{ return {buf}[w >> 1u][w & 1u]; }}",
-                    f"fn load4_{name}(i: i32) -> vec4<f32> {{ let w = {buf}[u32(i) >> 2u]; "
-                    f"return vec4<f32>({unpack}(w.x), {unpack}(w.y)); }}"]
+                    f"fn load4w_{name}(i: i32) -> vec2<u32> {{ return {buf}[u32(i) >> 2u]; }}",
+                    f"fn widen4_{name}(w: vec2<u32>) -> vec4<f32> {{ "
+                    f"return vec4<f32>({unpack}(w.x), {unpack}(w.y)); }}",
+                    f"fn load4_{name}(i: i32) -> vec4<f32> {{ "
+                    f"return widen4_{name}(load4w_{name}(i)); }}"]
         else:
             out += [f"{at} var<storage, read> {buf}: array<u32>;",
                     f"fn {name}_word(w: u32) -> u32 {{ return {buf}[w]; }}"]
@@ -292,8 +297,13 @@ def _packed_accessors(at, buf, name, kind, access, width) -> list[str]:
                 f"fn load2_{name}(i: i32) -> vec2<f32> {{ "
                 f"return {unpack}({name}_word(u32(i) >> 1u)); }}"]
         return out
-    if access != "write":
+    if access not in ("write", "rw"):
         raise TypeError(f"{kind} buffers are read or written by a kernel, not both")
+    if access == "rw":  # in place: an element is read, then written, by its invocation
+        out += [f"fn load_{name}(i: i32) -> f32 {{ "
+                f"return {unpack}(atomicLoad(&{buf}[u32(i) >> 1u]))[u32(i) & 1u]; }}",
+                f"fn load2_{name}(i: i32) -> vec2<f32> {{ "
+                f"return {unpack}(atomicLoad(&{buf}[u32(i) >> 1u])); }}"]
     return out + [
         f"{at} var<storage, read_write> {buf}: array<atomic<u32>>;",
         f"fn store_{name}(i: i32, v: f32) {{",
