@@ -124,6 +124,64 @@ def test_grad_buffer_is_reused_across_steps():
         assert p.grad.storage is buf
 
 
+def test_fresh_gradients_land_in_the_flat_buffer():
+    """With a flat buffer built, a first gradient (after zero_grad(set_to_none=True)) is
+    written into the parameter's view of it by backward itself: one copy, no clone for
+    the step to copy again; values as computed without an optimizer."""
+    model = nn.Sequential(nn.Linear(4, 8), nn.Linear(8, 2))
+    x = hx.randn(3, 4)
+    model(x).sum().backward()
+    want = [p.grad.numpy().copy() for p in model.parameters()]
+    model.zero_grad()
+    opt = SGD(model.parameters(), lr=0.0)  # (the weights stay: the same gradients)
+    flat = opt.flat_groups[0][0].grad.storage
+    for _ in range(2):
+        opt.zero_grad()
+        model(x).sum().backward()
+        for p, w in zip(model.parameters(), want):
+            assert p.grad.storage is flat  # before step(): backward put it there
+            np.testing.assert_allclose(p.grad.numpy(), w, rtol=1e-6)
+        opt.step()
+
+
+def test_one_gradient_shared_by_two_leaves_gets_two_homes():
+    """An add hands its one gradient to both inputs: each leaf's home gets its own
+    copy, so editing one .grad leaves the other alone."""
+    a, b = hx.ones(4, requires_grad=True), hx.ones(4, requires_grad=True)
+    opt = SGD([a, b], lr=0.1)  # noqa: F841 (it holds the homes)
+    (a + b).sum().backward()
+    assert a.grad.storage is b.grad.storage  # one flat buffer, two views
+    a.grad.mul_(3.0)
+    np.testing.assert_array_equal(b.grad.numpy(), np.ones(4))
+    np.testing.assert_array_equal(a.grad.numpy(), np.full(4, 3.0))
+
+
+def test_gradient_home_goes_with_its_optimizer():
+    import gc
+
+    p = hx.ones(3, requires_grad=True)
+    opt = SGD([p], lr=0.1)
+    flat = opt.flat_groups[0][0].grad.storage
+    (p * 2.0).sum().backward()
+    assert p.grad.storage is flat
+    del opt, flat
+    p.grad = None
+    gc.collect()
+    (p * 2.0).sum().backward()  # no optimizer left: a buffer of its own
+    assert p.grad.storage.nbytes == 3 * 4
+    np.testing.assert_array_equal(p.grad.numpy(), np.full(3, 2.0))
+
+
+def test_create_graph_gradient_is_not_written_into_the_home():
+    p = hx.tensor([1.0, 2.0], requires_grad=True)
+    opt = SGD([p], lr=0.1)
+    (p * p).sum().backward(create_graph=True)
+    assert p.grad.grad_fn is not None  # recorded, as PyTorch's
+    assert p.grad.storage is not opt.flat_groups[0][0].grad.storage
+    opt.step()  # the step copies it in
+    np.testing.assert_allclose(p.detach().numpy(), [0.8, 1.6], rtol=1e-6)
+
+
 def test_cosine_annealing_formula_once():
     opt = SGD([hx.randn(2, requires_grad=True)], lr=1.0)
     sched = CosineAnnealing(opt, total=100, lr_max=1e-3, lr_min=5e-5)

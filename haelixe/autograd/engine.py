@@ -232,7 +232,17 @@ def accumulate_into_leaf(leaf, g, create_graph):
             # The first gradient gets a buffer of its own: the incoming one may be shared
             # (an add passes one gradient to both inputs) or an expanded view. With
             # create_graph too (the clone is then recorded), or a later in-place
-            # accumulation into one leaf's .grad would change another's.
+            # accumulation into one leaf's .grad would change another's. A leaf with a
+            # gradient home (its view in an optimizer's flat buffer) is written there:
+            # one copy, where a clone and the optimizer's copy into its buffer were two.
+            home = None if create_graph or leaf._accumulator is None else \
+                leaf._accumulator.home
+            if home is not None and home.shape == g.shape and home.dtype is g.dtype \
+                    and home.device is g.device:
+                home._be.copy_into(home._data, g._data)
+                home._storage.version += 1
+                leaf.grad = home
+                return
             leaf.grad = g.clone() if create_graph else g.detach().clone()
             return
         if create_graph:

@@ -64,17 +64,28 @@ class AccumulateGrad(Node):
     can still be freed; its gradient is then dropped, as in PyTorch.
     """
 
-    __slots__ = ("_leaf", "hooks", "next", "__weakref__")
+    __slots__ = ("_leaf", "hooks", "next", "_home", "__weakref__")
     is_accumulate = True
 
     def __init__(self, leaf):
         self._leaf = weakref.ref(leaf)
         self.hooks = None
         self.next = ()
+        self._home = None
 
     @property
     def leaf(self):
         return self._leaf()
+
+    @property
+    def home(self):
+        """Where a first gradient is written instead of a buffer of its own (a view into
+        an optimizer's flat gradient buffer), while that view lives; else None."""
+        return None if self._home is None else self._home()
+
+    @home.setter
+    def home(self, t) -> None:
+        self._home = None if t is None else weakref.ref(t)
 
     @property
     def name(self) -> str:
@@ -257,9 +268,15 @@ def _edge(t):
     fn = t.grad_fn
     if fn is not None:
         return fn
-    acc = t._accumulator
+    return grad_home(t)
+
+
+def grad_home(leaf) -> AccumulateGrad:
+    """The AccumulateGrad node of ``leaf`` (made if need be): its ``home`` places the
+    leaf's fresh gradients (see accumulate_into_leaf)."""
+    acc = leaf._accumulator
     if acc is None:
-        acc = t._accumulator = AccumulateGrad(t)
+        acc = leaf._accumulator = AccumulateGrad(leaf)
     return acc
 
 

@@ -17,6 +17,7 @@ with its optimizer state.
 from __future__ import annotations
 
 from .. import creation
+from ..autograd.function import grad_home
 from ..autograd.mode import no_grad
 from ..memory import tagged
 
@@ -50,6 +51,8 @@ class FlatGroup:
                 dv.copy_(p.detach())
                 p._set_data(dv)
                 gv = self.grad[start:start + n].view(p.shape)
+                if p.requires_grad:  # backward writes a fresh gradient straight here
+                    grad_home(p).home = gv
                 if p.grad is not None:  # a gradient that exists is kept; None stays None
                     gv.copy_(p.grad)
                     p.grad = gv
