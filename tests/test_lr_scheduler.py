@@ -188,6 +188,27 @@ def test_clip_grad_norm_over_an_optimizers_flat_gradients():
         np.testing.assert_allclose(p.grad.numpy(), tp.grad.numpy(), rtol=1e-6)
 
 
+@pytest.mark.parametrize("listed", ["all", "one_left_out", "one_twice"])
+def test_clip_grad_norm_over_two_parameter_groups(listed):
+    """Two groups (two flat gradient buffers), and lists that do not tile them: a
+    parameter left out (a gap) or listed twice (counted twice, as PyTorch does)."""
+    rng = np.random.default_rng(3)
+    arrays = [rng.standard_normal(s).astype(np.float32) for s in ((3, 4), (5,), (2, 2), (6,))]
+    ps = [hx.tensor(a, requires_grad=True) for a in arrays]
+    tps = [torch.tensor(a, requires_grad=True) for a in arrays]
+    opt = hx.optim.AdamW([{"params": ps[:2]}, {"params": ps[2:], "weight_decay": 0.0}])
+    for group in (ps, tps):
+        sum(((p * p).sum() * (i + 1) for i, p in enumerate(group))).backward()
+    assert ps[0].grad._base is ps[1].grad._base is not ps[2].grad._base  # two buffers
+    pick = {"all": [0, 1, 2, 3], "one_left_out": [0, 2, 3], "one_twice": [0, 1, 2, 3, 3]}
+    total = hx.optim.clip_grad_norm_([ps[i] for i in pick[listed]], 1.0)
+    want = torch.nn.utils.clip_grad_norm_([tps[i] for i in pick[listed]], 1.0)
+    assert total.item() == pytest.approx(want.item(), rel=1e-6)
+    for p, tp in zip(ps, tps):
+        np.testing.assert_allclose(p.grad.numpy(), tp.grad.numpy(), rtol=1e-6)
+    del opt
+
+
 def test_clip_grad_norm_edge_cases():
     assert hx.nn.utils.clip_grad_norm_([hx.zeros(2, requires_grad=True)], 1.0).item() == 0
     ours, _ = _grads_pair("cpu")

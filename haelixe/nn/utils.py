@@ -16,25 +16,30 @@ def _grads(parameters) -> list:
     return [p.grad for p in parameters if p.grad is not None]
 
 
-def _tiles(grads):
-    """The flat buffer the gradients exactly tile, or None. An optimizer's gradients are
-    views into one flat buffer each: one reduction and one scale over it then replace a
+def _buffers(grads) -> list:
+    """The fewest tensors holding exactly ``grads``: each flat buffer that gradients
+    tile (an optimizer's parameter group keeps its gradients as views into one), and any
+    other gradient as itself. One reduction and one scale per buffer then replace a
     pair of ops per parameter."""
-    base = grads[0]._base
-    if base is None or base.ndim != 1 or not base.is_contiguous():
-        return None
-    spans = []
+    groups, out = {}, []
     for g in grads:
-        if g._base is not base or not g.is_contiguous():
-            return None
-        spans.append((g.offset, g.offset + g.numel()))
-    spans.sort()
-    at = base.offset
-    for start, stop in spans:
-        if start != at:
-            return None
-        at = stop
-    return base if at == base.offset + base.numel() else None
+        base = g._base
+        if base is None or base.ndim != 1 or not base.is_contiguous() or \
+                not g.is_contiguous():
+            out.append(g)
+        else:
+            groups.setdefault(id(base), (base, []))[1].append(g)
+    for base, members in groups.values():
+        spans = sorted((g.offset, g.offset + g.numel()) for g in members)
+        at = base.offset
+        for start, stop in spans:
+            if start != at:  # a gap (a parameter left out) or an overlap (one twice)
+                out.extend(members)
+                break
+            at = stop
+        else:
+            out.extend([base] if at == base.offset + base.numel() else members)
+    return out
 
 
 def _norm(t, norm_type: float):
@@ -68,8 +73,7 @@ def clip_grad_norm_(parameters, max_norm: float, norm_type: float = 2.0,
     if not grads:
         return creation.tensor(0.0)
     with no_grad():
-        flat = _tiles(grads)
-        buffers = [flat] if flat is not None else grads
+        buffers = _buffers(grads)
         total = _total_norm(buffers, norm_type)
         if error_if_nonfinite and not math.isfinite(total.item()):
             raise RuntimeError(
