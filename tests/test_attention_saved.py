@@ -9,12 +9,13 @@ import weakref
 
 import numpy as np
 import pytest
-import torch
 
 import haelixe as hx
 import haelixe.nn.functional as F
 from haelixe.backends import cpu_attention
 from haelixe.backends.cpu import CPU_BACKEND
+
+torch = pytest.importorskip("torch")
 
 RNG = np.random.default_rng(11)
 SQ, SK = 5, 6
