@@ -124,12 +124,15 @@ def test_grad_buffer_is_reused_across_steps():
         assert p.grad.storage is buf
 
 
-def test_fresh_gradients_land_in_the_flat_buffer():
+@pytest.mark.parametrize("device", ["cpu", pytest.param("gpu", marks=pytest.mark.gpu)])
+def test_fresh_gradients_land_in_the_flat_buffer(request, device):
     """With a flat buffer built, a first gradient (after zero_grad(set_to_none=True)) is
     written into the parameter's view of it by backward itself: one copy, no clone for
     the step to copy again; values as computed without an optimizer."""
-    model = nn.Sequential(nn.Linear(4, 8), nn.Linear(8, 2))
-    x = hx.randn(3, 4)
+    if device == "gpu":
+        request.getfixturevalue("be")  # skips without an adapter
+    model = nn.Sequential(nn.Linear(4, 8), nn.Linear(8, 2)).to(device)
+    x = hx.randn(3, 4).to(device)
     model(x).sum().backward()
     want = [p.grad.numpy().copy() for p in model.parameters()]
     model.zero_grad()
