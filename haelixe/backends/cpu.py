@@ -158,6 +158,12 @@ def _matmul(a, b):
         # K = 1 (a Linear from one feature): an outer product, the same products with
         # no sum; numpy's matmul takes a slow generic loop on such strided operands
         return np.multiply(a, b)
+    if b.ndim == 2 and a.ndim > 2:
+        # a batch against one matrix: one product over the folded rows, where numpy
+        # makes a product per batch item (16 x 32 x 64 @ 64 x 32: 13 against 21 us)
+        lead = a.shape[:-1]
+        return threads.matmul(a.reshape(math.prod(lead), a.shape[-1]), b).reshape(
+            lead + (b.shape[-1],))
     return threads.matmul(a, b)
 
 
