@@ -9,7 +9,7 @@ import numpy as np
 from . import dtype as dt
 from .backends import backend_for
 from .device import CPU, as_device
-from .dtype import as_dtype
+from .dtype import as_dtype, number_as
 from .random import generator
 from .tensor import Tensor
 
@@ -58,6 +58,11 @@ def _host_array(data, np_dtype=None):
     that is not rectangular or not numbers."""
     try:
         return np.array(data, dtype=np_dtype, copy=True, order="C")
+    except OverflowError:
+        raise RuntimeError(f"tensor: a value cannot be converted to "
+                           f"{np.dtype(np_dtype).name if np_dtype else 'int64'} without "
+                           f"overflow (as in PyTorch); use a wider dtype or values in "
+                           f"range") from None
     except (ValueError, TypeError) as e:
         if "inhomogeneous" in str(e) or "sequence" in str(e):
             raise ValueError("tensor: the nested lists are ragged (rows of different "
@@ -105,7 +110,9 @@ def full(size, fill_value, dtype=None, device=None, requires_grad=False) -> Tens
             dt.int64 if isinstance(fill_value, numbers.Integral) else dt.default_float)
     dtype = as_dtype(dtype)
     device = as_device(device)
-    t = Tensor._wrap(backend_for(device).full(size, fill_value, dtype.np))
+    value = fill_value if isinstance(fill_value, (bool, float)) else \
+        number_as(dtype.np, fill_value, "full")
+    t = Tensor._wrap(backend_for(device).full(size, value, dtype.np))
     if requires_grad:
         t.requires_grad_(True)
     return t

@@ -150,3 +150,24 @@ def can_cast(src: DType, dst: DType) -> bool:
     """Whether an in-place op may write a ``src`` result into a ``dst`` tensor (PyTorch's
     rule: never to a lower kind, float into int or anything into bool)."""
     return _KIND_ORDER[src.kind] <= _KIND_ORDER[dst.kind]
+
+
+def number_as(np_dtype, value, op: str, wrap: bool = False):
+    """The Python number ``value`` as a numpy scalar of ``np_dtype`` for ``op``'s kernel.
+    An integer outside an integer dtype's range is refused with PyTorch's message, or,
+    with ``wrap``, wraps around as PyTorch's arithmetic with a Python int does (int32 +
+    2**40 adds 0); beyond 64 bits (or below int64's least) it is refused either way."""
+    try:
+        return np_dtype.type(value)
+    except OverflowError:
+        pass
+    if wrap and np_dtype.kind in "iu" and isinstance(value, numbers.Integral) \
+            and -(1 << 63) <= value < (1 << 64):
+        bits = 8 * np_dtype.itemsize
+        v = int(value) & ((1 << bits) - 1)
+        if np_dtype.kind == "i" and v >= 1 << (bits - 1):
+            v -= 1 << bits
+        return np_dtype.type(v)
+    raise RuntimeError(f"{op}: value {value} cannot be converted to {np_dtype.name} "
+                       f"without overflow (as in PyTorch); use a wider dtype or a value "
+                       f"in range")

@@ -29,13 +29,13 @@ def _sign_cpu(x):
 
 # -- arithmetic ----------------------------------------------------------------------------
 ADD = elementwise("add", lambda m, a, b: a + b, grad=(lambda m, g: g, lambda m, g: g),
-                  cpu=np.add, dunders=("__add__", "__radd__"))
+                  cpu=np.add, dunders=("__add__", "__radd__"), wraps_ints=True)
 SUB = elementwise("sub", lambda m, a, b: a - b, grad=(lambda m, g: g, lambda m, g: -g),
                   cpu=np.subtract, bool_ok=False, bool_operands=False,
-                  dunders=("__sub__", "__rsub__"))
+                  dunders=("__sub__", "__rsub__"), wraps_ints=True)
 MUL = elementwise("mul", lambda m, a, b: a * b,
                   grad=(lambda m, g, b: g * b, lambda m, g, a: g * a),
-                  cpu=np.multiply, dunders=("__mul__", "__rmul__"))
+                  cpu=np.multiply, dunders=("__mul__", "__rmul__"), wraps_ints=True)
 DIV = elementwise("div", lambda m, a, b: a / b,
                   grad=(lambda m, g, b: g / b, lambda m, g, a, b: -g * (a / b / b)),  # as PyTorch
                   dtypes="float", cpu=np.divide, dunders=("__truediv__", "__rtruediv__"))
@@ -45,10 +45,10 @@ POW = elementwise(
           lambda m, g, a, b, y: m.where((a == 0) & (b >= 0), 0.0, g * y * m.log(a))),
     cpu=np.power, bool_ok=False, dunders=("__pow__", "__rpow__"))
 elementwise("floor_divide", lambda m, a, b: m.floor_divide(a, b), cpu=np.floor_divide,
-            bool_ok=False, dunders=("__floordiv__", "__rfloordiv__"))
+            bool_ok=False, dunders=("__floordiv__", "__rfloordiv__"), wraps_ints=True)
 elementwise("remainder", lambda m, a, b: m.remainder(a, b),
             grad=(lambda m, g: g, lambda m, g, a, b: -g * m.floor_divide(a, b)),
-            cpu=np.remainder, bool_ok=False, dunders=("__mod__", "__rmod__"))
+            cpu=np.remainder, bool_ok=False, dunders=("__mod__", "__rmod__"), wraps_ints=True)
 elementwise("maximum", lambda m, a, b: m.maximum(a, b),
             grad=(lambda m, g, a, b: m.where(a > b, g, m.where(a == b, g * 0.5, 0.0)),
                   lambda m, g, a, b: m.where(b > a, g, m.where(a == b, g * 0.5, 0.0))),
@@ -71,12 +71,12 @@ for _name, _fn, _ufunc, _dunder in (
         ("le", lambda m, a, b: a <= b, np.less_equal, "__le__"),
         ("gt", lambda m, a, b: a > b, np.greater, "__gt__"),
         ("ge", lambda m, a, b: a >= b, np.greater_equal, "__ge__")):
-    elementwise(_name, _fn, dtypes="compare", cpu=_ufunc, dunders=(_dunder,))
+    elementwise(_name, _fn, dtypes="compare", cpu=_ufunc, dunders=(_dunder,), wraps_ints=True)
 for _name, _fn, _ufunc, _dunders in (
         ("bitwise_and", lambda m, a, b: a & b, np.bitwise_and, ("__and__", "__rand__")),
         ("bitwise_or", lambda m, a, b: a | b, np.bitwise_or, ("__or__", "__ror__")),
         ("bitwise_xor", lambda m, a, b: a ^ b, np.bitwise_xor, ("__xor__", "__rxor__"))):
-    elementwise(_name, _fn, dtypes="integral", cpu=_ufunc, dunders=_dunders)
+    elementwise(_name, _fn, dtypes="integral", cpu=_ufunc, dunders=_dunders, wraps_ints=True)
 elementwise("bitwise_not", lambda m, x: ~x, dtypes="integral", cpu=np.invert,
             dunders=("__invert__",))
 elementwise("logical_and", lambda m, a, b: (a != 0) & (b != 0), dtypes="compare",

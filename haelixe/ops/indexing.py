@@ -8,7 +8,7 @@ import numpy as np
 
 from .. import layout
 from ..autograd.function import Function
-from ..dtype import bool_, promote_types, result_type
+from ..dtype import bool_, number_as, promote_types, result_type
 from ..tensor import Tensor
 from .convert import as_tensor_like, cast
 from .registry import declare, elementwise, function, tensor_method
@@ -283,7 +283,8 @@ class Scatter(Function):
     def forward(ctx, x, dim, index, src):
         ctx.dim = dim
         ctx.save_for_backward(index)
-        raw_src = src._data if isinstance(src, Tensor) else x.dtype.np.type(src)
+        raw_src = src._data if isinstance(src, Tensor) else number_as(x.dtype.np, src,
+                                                                        "scatter")
         return x._be.scatter(x._data, dim, index._data, raw_src)
 
     @staticmethod

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from .. import layout
 from ..autograd.mode import STATE
+from ..dtype import number_as
 from ..tensor import Tensor
 from . import registry
 from .convert import as_tensor_like, cast, to_device
@@ -92,7 +93,7 @@ def apply_elementwise(decl, x, args):
                                    f"the in-place target's shape {x.shape}")
             raws.append(cast(o.detach(), cd)._data)
         else:
-            raws.append(cd.np.type(registry._as_python(o)))
+            raws.append(number_as(cd.np, registry._as_python(o), op, decl.wraps_ints))
     raws.extend(cd.np.type(p) for p in params)
     be = x._be
     if cd is x.dtype:
@@ -110,7 +111,7 @@ def fill_(x, value):
     check_writable(x, "fill_")
     if isinstance(value, Tensor):
         return copy_(x, value)
-    x._be.copy_into(x._data, x.dtype.np.type(value))  # one fill, no 0-d buffer
+    x._be.copy_into(x._data, number_as(x.dtype.np, value, "fill_"))  # one fill, no 0-d buffer
     x._storage.version += 1
     return x
 

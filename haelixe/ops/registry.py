@@ -31,7 +31,16 @@ from .. import layout
 from ..autograd.function import SINK, Function
 from ..autograd.mode import STATE
 from ..backends.base import Kernel
-from ..dtype import ALL, bool_, can_cast, default_float, int64, promote_types, result_type
+from ..dtype import (
+    ALL,
+    bool_,
+    can_cast,
+    default_float,
+    int64,
+    number_as,
+    promote_types,
+    result_type,
+)
 from ..tensor import Tensor
 
 #: every declared op: name -> its declaration (an Elementwise, or an OpInfo for others)
@@ -118,8 +127,12 @@ class Elementwise:
 
     def __init__(self, name, fn, grad=None, *, dtypes="promote", cpu=None, wgsl_lib="",
                  params=None, bool_ok=True, method=True, function=True, inplace=True,
-                 dunders=(), label=None, dtype_from=0, bool_operands=True):
+                 dunders=(), label=None, dtype_from=0, bool_operands=True,
+                 wraps_ints=False):
         self.name = name
+        # a Python int beyond an int tensor's range wraps around (PyTorch's arithmetic,
+        # bitwise ops and comparisons); elsewhere (pow, clamp...) it is refused
+        self.wraps_ints = wraps_ints
         self.bool_operands = bool_operands  # False: no bool tensor operand at all (sub)
         self.dtype_from = dtype_from  # the input whose dtype the op computes in
         sig = list(inspect.signature(fn).parameters)[1:]
@@ -326,7 +339,8 @@ def _saved_names(decl):
 
 def _make_forward(decl, save_index):
     """The op's forward, with what it needs bound once (it runs on every call)."""
-    kernel, arity, dfrom = decl.kernel, decl.arity, decl.dtype_from
+    kernel, arity, dfrom, name = decl.kernel, decl.arity, decl.dtype_from, decl.name
+    wrap = decl.wraps_ints
     compare, record = decl.dtypes == "compare", decl.differentiable
     bool_np = bool_.np
 
@@ -347,8 +361,12 @@ def _make_forward(decl, save_index):
             ta, tb = isinstance(a, Tensor), isinstance(b, Tensor)
             ref = a if ta else b
             np_dt = ref.dtype.np
-            ra = a._data if ta else np_dt.type(a)
-            rb = b._data if tb else np_dt.type(b)
+            try:
+                ra = a._data if ta else np_dt.type(a)
+                rb = b._data if tb else np_dt.type(b)
+            except OverflowError:  # a Python int beyond an int tensor's range
+                ra, rb = (x._data if isinstance(x, Tensor) else number_as(np_dt, x, name, wrap)
+                          for x in (a, b))
             if record and ctx is not SINK:
                 if ta and tb:  # (ctx.args stays the class's: all tensors)
                     if a.shape != b.shape:
@@ -376,7 +394,8 @@ def _make_forward(decl, save_index):
             if not isinstance(ref, Tensor):
                 ref = next(a for a in args if isinstance(a, Tensor))
             np_dt = ref.dtype.np
-            raws = [a._data if isinstance(a, Tensor) else np_dt.type(a) for a in args]
+            raws = [a._data if isinstance(a, Tensor) else number_as(np_dt, a, name, wrap)
+                    for a in args]
             if record and ctx is not SINK:
                 remember(ctx, args)
             return ref._be.map(kernel, raws, bool_np if compare else np_dt)
