@@ -8,7 +8,6 @@ Gradients wait in a dict keyed by node, summed as they arrive.
 
 from __future__ import annotations
 
-from ..backends.base import K_ADD
 from .function import AccumulateGrad, PartialGrad, _check_finite, freed_graph_error
 from .mode import STATE
 
@@ -151,7 +150,7 @@ def _sum(prev, gi, owned):
         else:  # a tensor the engine did not make may be held elsewhere: a new buffer
             out = prev.dense()
             if out.shape == gi.shape and out.dtype is gi.dtype and out.device is gi.device:
-                out._be.map_into(K_ADD, out._data, (gi._data,))
+                out._be.add_into(out._data, gi._data)
             else:
                 out = out + gi
     owned.pop(id(prev), None)
