@@ -9,6 +9,8 @@ and its PyTorch twin, starting from the same weights), the same batches, AdamW, 
                                                          # F32 master weights; PyTorch:
                                                          # bf16 autocast
     python benchmarks/gpu_transformer.py --dtype f16     # float16 autocast + GradScaler
+    python benchmarks/gpu_transformer.py --dtype bf16 --own-f32   # also Haelixe's fp32
+                                                         # step, in the same rounds
     python benchmarks/gpu_transformer.py --small         # tiny: a smoke test (lavapipe;
                                                          # PyTorch on the CPU)
 
@@ -165,6 +167,9 @@ def main(argv=None) -> dict:
     ap.add_argument("--steps", type=int, default=None, help="steps per timed round")
     ap.add_argument("--rounds", type=int, default=None)
     ap.add_argument("--warmup", type=int, default=None)
+    ap.add_argument("--own-f32", action="store_true",
+                    help="with --dtype bf16/f16: time Haelixe's fp32 step in the same "
+                         "alternating rounds and report the 16-bit step's ratio to it")
     args = ap.parse_args(argv)
     cfg = SMALL if args.small else FULL
     steps = args.steps or (2 if args.small else 10)
@@ -184,6 +189,9 @@ def main(argv=None) -> dict:
     if device is not None:
         runners[f"torch ({device})"] = torch_stepper(hmodel, batches, args.dtype, cfg, device)
     runners["haelixe (gpu)"] = haelixe_stepper(hmodel, batches, args.dtype)
+    own = "haelixe (gpu, f32)"
+    if args.own_f32 and args.dtype != "f32":
+        runners[own] = haelixe_stepper(haelixe_model(cfg), batches, "f32")
     first = {name: run(1)[0] for name, run in runners.items()}  # same weights, same batch
     print("first-step loss: " + ", ".join(f"{n} {v:.6f}" for n, v in first.items()))
     for run in runners.values():
@@ -195,12 +203,17 @@ def main(argv=None) -> dict:
         report["steps_per_s"][name] = {"median": med, "min": min(r), "max": max(r)}
         print(f"{name:>16}: {med:8.2f} steps/s [{min(r):.2f}-{max(r):.2f}] over "
               f"{n_rounds} rounds of {steps} steps")
-    names = list(rates)
-    if len(names) == 2:
-        ratio = report["steps_per_s"][names[1]]["median"] / \
-            report["steps_per_s"][names[0]]["median"]
-        report["ratio"] = ratio
-        print(f"haelixe / torch steps/s: {ratio:.2f}")
+    med = {name: r["median"] for name, r in report["steps_per_s"].items()}
+    if device is not None:
+        report["ratio"] = med["haelixe (gpu)"] / med[f"torch ({device})"]
+        print(f"haelixe / torch steps/s: {report['ratio']:.2f}")
+    if own in med:
+        # per round too: both ran in the same round, so machine drift cancels there
+        per_round = [a / b for a, b in zip(rates["haelixe (gpu)"], rates[own])]
+        report["ratio_to_own_f32"] = med["haelixe (gpu)"] / med[own]
+        print(f"haelixe {args.dtype} / haelixe f32 steps/s: {report['ratio_to_own_f32']:.2f} "
+              f"(per round {statistics.median(per_round):.2f} "
+              f"[{min(per_round):.2f}-{max(per_round):.2f}])")
     return report
 
 
