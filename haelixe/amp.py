@@ -9,7 +9,10 @@ graph widget shows where precision changes):
 op                                          reads            computes  returns
 ==========================================  ===============  ========  =========
 matmul, Linear (+GELU), attention           low (cast in)    F32       low
-RMSNorm, LayerNorm, softmax, log_softmax    F32 (cast in)    F32       F32
+RMSNorm, LayerNorm                          F32 (input cast  F32       F32
+                                            in; weight and
+                                            bias as they are)
+softmax, log_softmax                        F32 (cast in)    F32       F32
 sum, mean, var, losses (mse, l1, x-entropy) F32 (cast in)    F32       F32
 elementwise (+, *, gelu, rope...)           as given         as given  promoted
 ==========================================  ===============  ========  =========
@@ -57,6 +60,11 @@ class autocast:
     def __exit__(self, *exc):
         STATE.autocast = self._prev
         return False
+
+
+def autocasting() -> bool:
+    """Whether an autocast region is active (PyTorch's torch.is_autocast_enabled())."""
+    return STATE.autocast is not None
 
 
 def cast_inputs(family: str, *tensors):

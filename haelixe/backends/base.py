@@ -153,7 +153,9 @@ class Backend:
     # -- primitives: compute --------------------------------------------------------------
     def map(self, kernel: Kernel, inputs, dtype):
         """A new array of numpy ``dtype``: ``kernel`` applied elementwise to ``inputs``
-        (raw arrays or host scalars, broadcast together)."""
+        (raw arrays or host scalars, broadcast together). An input may be of a narrower
+        float dtype than ``dtype`` (bfloat16 or float16 beside float32): it is read as
+        it is and computed in ``dtype``."""
         raise NotImplementedError
 
     def map_into(self, kernel: Kernel, dst, inputs):
@@ -323,7 +325,8 @@ class Backend:
 
     def rmsnorm(self, x, w, eps):
         """y = x * rsqrt(mean(x^2, -1) + eps) * w. Returns (y, rstd), rstd shaped
-        x.shape[:-1] + (1,)."""
+        x.shape[:-1] + (1,). The weight (and a layer norm's bias) may be of another float
+        dtype than x: read as it is; y and the statistics have x's dtype."""
         d = x.shape[-1]
         ms = self.map(K_MUL, [self.sum(self.map(K_SQUARE, [x], x.dtype), (_last(x),), True),
                               x.dtype.type(1.0 / d)], x.dtype)
@@ -331,9 +334,9 @@ class Backend:
         return self.map(K_SCALE, [x, rstd, x.dtype.type(1) if w is None else w], x.dtype), rstd
 
     def rmsnorm_backward(self, x, w, rstd, gy):
-        """(dx, dw)."""
+        """(dx, dw): dx in x's dtype, dw in w's."""
         xhat = self.map(K_MUL, [x, rstd], x.dtype)
-        dw = None if w is None else self._sum_rows(self.map(K_MUL, [gy, xhat], x.dtype))
+        dw = None if w is None else self._weight_grad(self.map(K_MUL, [gy, xhat], x.dtype), w)
         gx = gy if w is None else self.map(K_MUL, [gy, w], x.dtype)
         proj = self._row_mean(self.map(K_MUL, [gx, xhat], x.dtype))
         return self.map(K_RMS_DX, [rstd, gx, xhat, proj], x.dtype), dw
@@ -350,10 +353,10 @@ class Backend:
         return y, mean, rstd
 
     def layernorm_backward(self, x, w, mean, rstd, gy):
-        """(dx, dw, db)."""
+        """(dx, dw, db): dx and db in x's dtype, dw in w's."""
         xhat = self.map(K_SCALE, [self.map(K_SUB, [x, mean], x.dtype), rstd,
                                   x.dtype.type(1)], x.dtype)
-        dw = None if w is None else self._sum_rows(self.map(K_MUL, [gy, xhat], x.dtype))
+        dw = None if w is None else self._weight_grad(self.map(K_MUL, [gy, xhat], x.dtype), w)
         db = self._sum_rows(gy)
         gx = gy if w is None else self.map(K_MUL, [gy, w], x.dtype)
         m1 = self._row_mean(gx)
@@ -468,6 +471,11 @@ class Backend:
 
     def _sum_rows(self, x):
         return self.sum(x, tuple(range(len(x.shape) - 1)), False)
+
+    def _weight_grad(self, rows, w):
+        """A norm's weight gradient: ``rows`` summed over its rows, in w's dtype."""
+        dw = self._sum_rows(rows)
+        return dw if dw.dtype == w.dtype else self.cast(dw, w.dtype)
 
     def _logsumexp_last(self, s):
         mx = self.max(s, (_last(s),), True)

@@ -135,11 +135,10 @@ def computes_in_f32(kernel):
 
     @functools.wraps(kernel)
     def wrapper(self, *args, **kwargs):
-        for a in args:
-            if a.__class__ is np.ndarray and a.dtype in _LOW_SET:
-                low = a.dtype
-                break
-        else:
+        # the first array (x, q) sets the dtype: a norm's float32 input with a 16-bit
+        # weight runs as float32, the weight read (and its gradient given) as it is
+        low = args[0].dtype
+        if args[0].__class__ is not np.ndarray or low not in _LOW_SET:
             return kernel(self, *args, **kwargs)
         out = kernel(self, *(up(a) for a in args), **kwargs)
         return down(out, low)
@@ -212,7 +211,13 @@ def _compile(kernel: Kernel):
     def numpy_path(*xs):
         return fn(_MATH, *xs)
 
-    f = numpy_path
+    def numpy_widened(*xs):
+        # 16-bit operands beside wider ones (a float32 op reading them as they are): in
+        # float32, or numpy would run a ufunc of the formula (log, exp) in their width
+        return fn(_MATH, *(x.astype(np.float32) if getattr(x, "dtype", None) in _LOW_SET
+                           else x for x in xs))
+
+    f = numpy_widened
     try:
         src, ops = trace(kernel)
         jit = ops >= 2 or "ferf" in src
@@ -226,7 +231,7 @@ def _compile(kernel: Kernel):
             big = False
             for x in xs:
                 if getattr(x, "dtype", None) != dt:
-                    return numpy_path(*xs)
+                    return numpy_widened(*xs)
                 if x.__class__ is np.ndarray and x.size >= JIT_MIN_SIZE:
                     big = True
             if big and dt in FLOATS:
@@ -494,7 +499,7 @@ class CPUBackend(Backend):
         dx = np.empty(x2.shape, x.dtype)
         dw = np.zeros(x2.shape[1], np.float64)
         kernels().rmsnorm_backward_rows(x2, _weight(w, x2, 1), _flat(rstd), g2, dx, dw)
-        return dx.reshape(x.shape), (dw.astype(x.dtype) if w is not None else None)
+        return dx.reshape(x.shape), (dw.astype(w.dtype) if w is not None else None)
 
     @computes_in_f32
     def layernorm(self, x, w, b, eps):
@@ -515,7 +520,7 @@ class CPUBackend(Backend):
         dw, db = np.zeros(n, np.float64), np.zeros(n, np.float64)
         kernels().layernorm_backward_rows(x2, _weight(w, x2, 1), _flat(mean), _flat(rstd),
                                           g2, dx, dw, db)
-        return (dx.reshape(x.shape), dw.astype(x.dtype) if w is not None else None,
+        return (dx.reshape(x.shape), dw.astype(w.dtype) if w is not None else None,
                 db.astype(x.dtype))
 
     @computes_in_f32

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 
 from .. import creation
-from ..amp import cast_inputs
+from ..amp import autocasting, cast_inputs
 from ..ops import fused
 from ..ops.elementwise import gelu as _gelu
 from ..ops.indexing import cat, where
@@ -36,9 +36,11 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None, activation=Non
     return fused.LinearFn.apply(x, weight, bias, activation)
 
 
-def _same(op, *ts, ints=False):
+def _same(op, *ts, ints=False, float_params=False):
     """One device and one dtype for every tensor of a fused op: floating (and integer
-    where ``ints``, as PyTorch's linear takes them)."""
+    where ``ints``, as PyTorch's linear takes them). With ``float_params`` the tensors
+    after the first (a norm's weight and bias) may be of any float dtype: the kernels
+    read them as they are and give their gradients in their own dtypes."""
     ts = [t for t in ts if t is not None]
     ref = ts[0]
     if not ref.dtype.is_floating_point and not (ints and ref.dtype.kind == "int"):
@@ -48,14 +50,17 @@ def _same(op, *ts, ints=False):
         if t.device is not ref.device:
             raise RuntimeError(f"{op}: tensors on {ref.device.type} and {t.device.type}; "
                                f"move the module or the input with .to(...)")
+        if float_params and t.dtype.is_floating_point:
+            continue
         if t.dtype is not ref.dtype:
             raise TypeError(f"{op}: dtypes {ref.dtype.name} and {t.dtype.name} differ; use "
                             f"hx.autocast or cast the input with .to(dtype)")
 
 
 def rms_norm(x, weight=None, eps=1e-6):
-    x, weight = cast_inputs("norm", x, weight)
-    _same("rms_norm", x, weight)
+    (x,) = cast_inputs("norm", x)
+    # (a weight of another float dtype is read as it is, as PyTorch's rms_norm takes it)
+    _same("rms_norm", x, weight, float_params=True)
     return fused.RMSNormFn.apply(x, weight, eps)
 
 
@@ -76,8 +81,10 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
     for name, t in (("weight", weight), ("bias", bias)):
         if t is not None and t.shape != shape:
             raise ValueError(f"layer_norm: {name} has shape {t.shape}, expected {shape}")
-    x, weight, bias = cast_inputs("norm", input, weight, bias)
-    _same("layer_norm", x, weight, bias)
+    (x,) = cast_inputs("norm", input)
+    # under autocast the weight and bias are read as they are (a cast to float32 would be
+    # exact, and one more pass); outside it PyTorch refuses mixed dtypes, and so do we
+    _same("layer_norm", x, weight, bias, float_params=autocasting())
     if k == 1:
         return fused.LayerNormFn.apply(x, weight, bias, eps)
     n = math.prod(shape)

@@ -74,7 +74,7 @@ class LayerNormFn(Function):
                                         None if b is None else b._data, eps)
         ctx.save_for_backward(x, w)
         ctx.stats = (mean, rstd)
-        ctx.has_bias = b is not None
+        ctx.bias_dtype = None if b is None else b.dtype  # (may differ from x's: autocast)
         return y
 
     @staticmethod
@@ -85,7 +85,7 @@ class LayerNormFn(Function):
                                               mean, rstd, g._data)
         wrap = Tensor._wrap
         return (wrap(dx), wrap(dw) if dw is not None else None,
-                wrap(db) if ctx.has_bias else None, None)
+                None if ctx.bias_dtype is None else wrap(db).to(ctx.bias_dtype), None)
 
 
 class RoPEFn(Function):

@@ -33,9 +33,12 @@ from ..autograd.mode import STATE
 from ..backends.base import Kernel
 from ..dtype import (
     ALL,
+    bfloat16,
     bool_,
     can_cast,
     default_float,
+    float16,
+    float32,
     int64,
     number_as,
     promote_types,
@@ -148,6 +151,11 @@ class Elementwise:
         self.label = label or name.title().replace("_", "")
         self.saves_output = any(g is not None and "y" in g.needs for g in self.grads)
         self.function_class = _make_function(self)
+        # 16-bit float operands beside float32 ones are read as they are (see _prepare)
+        self.reads_mixed = dtype_from == 0 and dtypes in ("promote", "float", "float_only",
+                                                          "compare")
+        self.mixed_apply = _make_function(self, mixed=True).apply if self.reads_mixed \
+            else None
         OPS[name] = self
         front = _make_front(self)
         self.apply = front
@@ -251,6 +259,7 @@ class ElementwiseFunction(Function):
     #: per input with a gradient: (index, kernel or None for g itself, sources)
     plans: tuple = ()
     in_shapes = None
+    in_dtypes = None  # the inputs' dtypes where they differ from the output's (mixed)
 
     forward = None  # made per op by _make_forward
 
@@ -261,7 +270,8 @@ class ElementwiseFunction(Function):
             return cls._backward_with_graph(ctx, g, saved, ctx.args)
         nexts = ctx.next
         shapes = ctx.in_shapes
-        dtype = ctx.meta[1]  # the inputs' dtype too: fronts promote before apply
+        dtype = ctx.meta[1]  # the inputs' dtype too, unless in_dtypes says otherwise
+        in_dtypes = ctx.in_dtypes
         out = [None] * len(nexts)
         gd, run, np_dt = g._data, g._be.map, dtype.np
         for i, kernel, sources in cls.plans:
@@ -277,7 +287,8 @@ class ElementwiseFunction(Function):
                 gi = Tensor._wrap(run(kernel, raws, np_dt))
             if shapes is not None and gi.shape != shapes[i]:
                 gi = gi.sum_to(shapes[i])
-            out[i] = gi if gi.dtype is dtype else gi.to(dtype)
+            target = dtype if in_dtypes is None else in_dtypes[i]
+            out[i] = gi if gi.dtype is target else gi.to(target)
         return tuple(out)
 
     @classmethod
@@ -292,7 +303,7 @@ class ElementwiseFunction(Function):
             y = values["y"]._alias()
             y.grad_fn, y._requires_grad = ctx, True
             values["y"] = y
-        shapes, dtype = ctx.in_shapes, ctx.meta[1]
+        shapes, dtype, in_dtypes = ctx.in_shapes, ctx.meta[1], ctx.in_dtypes
         out = []
         for i, nxt in enumerate(ctx.next):
             gk = decl.grads[i] if i < len(decl.grads) else None
@@ -312,7 +323,8 @@ class ElementwiseFunction(Function):
                         break
             if shapes is not None and gi.shape != shapes[i]:
                 gi = gi.sum_to(shapes[i])
-            out.append(gi if gi.dtype is dtype else gi.to(dtype))
+            target = dtype if in_dtypes is None else in_dtypes[i]
+            out.append(gi if gi.dtype is target else gi.to(target))
         return tuple(out)
 
 
@@ -337,22 +349,56 @@ def _saved_names(decl):
     return names + (["y"] if decl.saves_output else [])
 
 
+def _remember(ctx, args, arity, save_index):
+    """What a recorded node of the generic forward keeps: numbers and parameters by value;
+    of tensors only what the gradient reads, and their shapes where they differ (the
+    output has the common one)."""
+    ctx.args = [None if isinstance(a, Tensor) else a for a in args]
+    shapes = [a.shape if isinstance(a, Tensor) else None for a in args[:arity]]
+    if len({s for s in shapes if s is not None}) > 1:
+        ctx.in_shapes = shapes
+    ctx.save_for_backward(*[a if isinstance(a, Tensor) else None
+                            for a in (args[i] for i in save_index)])
+
+
+def _make_mixed_forward(decl, save_index):
+    """The forward for float operands of different widths: the op runs in the widest
+    (promote_types of the tensors' dtypes), each operand read as it is."""
+    kernel, arity, name = decl.kernel, decl.arity, decl.name
+    compare, record = decl.dtypes == "compare", decl.differentiable
+
+    def forward(ctx, *args):
+        tensors = [a for a in args[:arity] if isinstance(a, Tensor)]
+        dt = tensors[0].dtype
+        for t in tensors[1:]:
+            dt = promote_types(dt, t.dtype)
+        np_dt = dt.np
+        raws = [a._data if isinstance(a, Tensor) else number_as(np_dt, a, name, False)
+                for a in args]
+        if record and ctx is not SINK:
+            _remember(ctx, args, arity, save_index)
+            ctx.in_dtypes = tuple(a.dtype if isinstance(a, Tensor) else dt
+                                  for a in args[:arity])
+        return tensors[0]._be.map(kernel, raws, bool_.np if compare else np_dt)
+
+    return _named(forward, decl)
+
+
+def _named(forward, decl):
+    # tracebacks and capture errors name the op (Mul.forward), not its factory
+    qualname = f"{decl.label}.forward"
+    forward.__qualname__ = qualname
+    if hasattr(forward.__code__, "co_qualname"):  # Python 3.11+
+        forward.__code__ = forward.__code__.replace(co_qualname=qualname)
+    return staticmethod(forward)
+
+
 def _make_forward(decl, save_index):
     """The op's forward, with what it needs bound once (it runs on every call)."""
     kernel, arity, dfrom, name = decl.kernel, decl.arity, decl.dtype_from, decl.name
     wrap = decl.wraps_ints
     compare, record = decl.dtypes == "compare", decl.differentiable
     bool_np = bool_.np
-
-    def remember(ctx, args):
-        # numbers and parameters by value; of tensors only what the gradient reads, and
-        # their shapes where they differ (the output has the common one)
-        ctx.args = [None if isinstance(a, Tensor) else a for a in args]
-        shapes = [a.shape if isinstance(a, Tensor) else None for a in args[:arity]]
-        if len({s for s in shapes if s is not None}) > 1:
-            ctx.in_shapes = shapes
-        ctx.save_for_backward(*[a if isinstance(a, Tensor) else None
-                                for a in (args[i] for i in save_index)])
 
     if arity == 2 and not decl.params and dfrom == 0:
         save_a, save_b = 0 in save_index, 1 in save_index
@@ -397,22 +443,18 @@ def _make_forward(decl, save_index):
             raws = [a._data if isinstance(a, Tensor) else number_as(np_dt, a, name, wrap)
                     for a in args]
             if record and ctx is not SINK:
-                remember(ctx, args)
+                _remember(ctx, args, arity, save_index)
             return ref._be.map(kernel, raws, bool_np if compare else np_dt)
 
-    # tracebacks and capture errors name the op (Mul.forward), not this factory
-    qualname = f"{decl.label}.forward"
-    forward.__qualname__ = qualname
-    if hasattr(forward.__code__, "co_qualname"):  # Python 3.11+
-        forward.__code__ = forward.__code__.replace(co_qualname=qualname)
-    return staticmethod(forward)
+    return _named(forward, decl)
 
 
-def _make_function(decl) -> type:
+def _make_function(decl, mixed: bool = False) -> type:
     names = _saved_names(decl)
     save_index = tuple(decl.inputs.index(n) for n in names if n != "y")
+    make = _make_mixed_forward if mixed else _make_forward
     return type(decl.label, (ElementwiseFunction,), {
-        "forward": _make_forward(decl, save_index),
+        "forward": make(decl, save_index),
         "decl": decl, "label": decl.label, "__slots__": (),
         "args": (None,) * (decl.arity + len(decl.params)),  # a node's unless it sets its own
         "saves_output": "y" in names, "differentiable": decl.differentiable,
@@ -449,7 +491,8 @@ def _make_front(decl):
                     return apply(a, b)  # a Python number that cannot widen the tensor
             elif cb is Tensor and b.dtype in fast and _keeps_dtype(b.dtype, ca):
                 return apply(a, b)  # 2.0 - x
-            return apply(*_prepare(decl, (a, b)))
+            ops, mixed = _prepare(decl, (a, b))
+            return (decl.mixed_apply if mixed else apply)(*ops)
     else:
         def front(*xs):
             params = xs[decl.arity:]
@@ -464,7 +507,8 @@ def _make_front(decl):
                     if a.shape != b.shape:
                         layout.broadcast_shapes(a.shape, b.shape, op=name)
                     return apply(a, b, *params)
-            return apply(*_prepare(decl, xs), *params)
+            ops, mixed = _prepare(decl, xs)
+            return (decl.mixed_apply if mixed else apply)(*ops, *params)
 
     front.__name__ = front.__qualname__ = name
     front.__doc__ = f"Elementwise {name} (declared in the op registry)."
@@ -487,8 +531,11 @@ def _fast_ok(decl, dt) -> bool:
 
 
 def _prepare(decl, xs):
-    """Operands promoted to one compute dtype on one device; Python numbers stay numbers
-    (they never widen a tensor: PyTorch's wrapped-number rule)."""
+    """(operands, mixed): the operands promoted to one compute dtype on one device; Python
+    numbers stay numbers (they never widen a tensor: PyTorch's wrapped-number rule). A
+    16-bit float tensor beside a float32 one is not converted: the kernel reads it as it
+    is and computes in float32 (the widening is exact, and a cast would be one more pass
+    over memory and one more graph node); ``mixed`` says so."""
     name = decl.name
     ref = next((x for x in xs if isinstance(x, Tensor)), None)
     if ref is None:
@@ -503,20 +550,27 @@ def _prepare(decl, xs):
     rt = result_type(*((t.dtype, t.ndim == 0) if isinstance(t, Tensor) else _as_python(t)
                        for t in ops))
     cd = decl.compute_dtype(rt)
-    out = []
+    mixing = cd is float32 and decl.reads_mixed
+    out, mixed = [], False
     for o in ops:
         if isinstance(o, Tensor):
             if o.device is not device:
                 o = o.to(device)  # a CPU 0-d tensor with a GPU one, as PyTorch allows
             if o.dtype is not cd:
-                o = o.to(cd)
+                if mixing and o.dtype in _WIDENS_TO_F32:
+                    mixed = True
+                else:
+                    o = o.to(cd)
         else:
             o = _as_python(o)
         out.append(o)
     shapes = [o.shape for o in out if isinstance(o, Tensor)]
     if len(shapes) > 1:
         layout.broadcast_shapes(*shapes, op=name)
-    return out
+    return out, mixed
+
+
+_WIDENS_TO_F32 = (bfloat16, float16)
 
 
 def _as_operand(name, x, ref):

@@ -1,0 +1,181 @@
+"""A 16-bit float tensor beside a float32 one in an elementwise op: the kernel reads it as
+it is and computes in float32, with no Cast node, as PyTorch computes mixed operands.
+The result, and each input's gradient (in that input's own dtype), must equal what the
+op gives on operands converted first, exactly; and PyTorch's, where it is installed."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import haelixe as hx
+
+BINARY = {
+    "add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b,
+    "div": lambda a, b: a / b, "maximum": hx.maximum, "pow": lambda a, b: a.abs() ** b,
+    "logaddexp": hx.logaddexp,
+}
+LOW = {"bfloat16": hx.bfloat16, "float16": hx.float16}
+
+
+def _device(device, request):
+    if device == "gpu":
+        request.getfixturevalue("be")
+    return device
+
+
+def _leaves(device, low, shapes=((3, 5), (3, 5))):
+    g = np.random.default_rng(0)
+    a = g.standard_normal(shapes[0]).astype(np.float32)
+    b = (g.standard_normal(shapes[1]) + 2.5).astype(np.float32)
+    ta = hx.from_numpy(a).to(device).requires_grad_()
+    tb = hx.from_numpy(b).to(device).to(low).detach().requires_grad_()
+    return ta, tb
+
+
+def _nodes(t):
+    seen, stack = [], [t.grad_fn]
+    while stack:
+        n = stack.pop()
+        if n is None or n in seen:
+            continue
+        seen.append(n)
+        stack.extend(getattr(n, "next", ()))
+    return [n.name for n in seen]
+
+
+@pytest.mark.parametrize("device", ["cpu", "gpu"])
+@pytest.mark.parametrize("low", list(LOW))
+@pytest.mark.parametrize("op", list(BINARY))
+@pytest.mark.parametrize("order", ["f32_first", "low_first"])
+def test_mixed_equals_converted_first(op, low, device, order, request):
+    device = _device(device, request)
+    fn = BINARY[op]
+    ta, tb = _leaves(device, LOW[low])
+    args = (ta, tb) if order == "f32_first" else (tb, ta)
+    out = fn(*args)
+    assert out.dtype is hx.float32
+    assert not any(n.startswith("Cast") for n in _nodes(out)), _nodes(out)
+    out.backward(hx.ones_like(out))
+    assert ta.grad.dtype is hx.float32 and tb.grad.dtype is LOW[low]
+
+    ca, cb = ta.detach().requires_grad_(), tb.detach().float().requires_grad_()
+    cargs = (ca, cb) if order == "f32_first" else (cb, ca)
+    ref = fn(*cargs)
+    ref.backward(hx.ones_like(ref))
+    np.testing.assert_array_equal(out.detach().numpy(), ref.detach().numpy())
+    np.testing.assert_array_equal(ta.grad.numpy(), ca.grad.numpy())
+    np.testing.assert_array_equal(tb.grad.numpy(), cb.grad.to(LOW[low]).numpy())
+
+
+@pytest.mark.parametrize("device", ["cpu", "gpu"])
+def test_mixed_broadcast_and_scalars(device, request):
+    """Broadcast shapes, a Python number beside them, and a comparison (bool out)."""
+    device = _device(device, request)
+    ta, tb = _leaves(device, hx.bfloat16, ((4, 1, 3), (2, 3)))
+    out = (ta * tb + 0.5) * 2.0
+    out.sum().backward()
+    assert ta.grad.shape == (4, 1, 3) and tb.grad.shape == (2, 3)
+    assert tb.grad.dtype is hx.bfloat16
+    ca, cb = ta.detach().requires_grad_(), tb.detach().float().requires_grad_()
+    ((ca * cb + 0.5) * 2.0).sum().backward()
+    np.testing.assert_array_equal(out.detach().numpy(), ((ca * cb + 0.5) * 2.0).detach().numpy())
+    np.testing.assert_array_equal(tb.grad.numpy(), cb.grad.to(hx.bfloat16).numpy())
+    np.testing.assert_array_equal(ta.grad.numpy(), ca.grad.numpy())
+    lt = ta < tb
+    assert lt.dtype is hx.bool
+    np.testing.assert_array_equal(lt.numpy(), (ca < cb).numpy())
+
+
+@pytest.mark.parametrize("device", ["cpu", "gpu"])
+def test_mixed_create_graph(device, request):
+    """Second derivatives through a mixed op: each gradient in its input's dtype."""
+    device = _device(device, request)
+    ta, tb = _leaves(device, hx.bfloat16)
+    (ga, gb) = hx.autograd.grad((ta * tb * tb).sum(), (ta, tb), create_graph=True)
+    assert ga.dtype is hx.float32 and gb.dtype is hx.bfloat16
+    (gga,) = hx.autograd.grad(gb.float().sum(), (ta,))
+    ca, cb = ta.detach().requires_grad_(), tb.detach().float().requires_grad_()
+    (rb,) = hx.autograd.grad((ca * cb * cb).sum(), (cb,), create_graph=True)
+    (rga,) = hx.autograd.grad(rb.to(hx.bfloat16).float().sum(), (ca,))
+    np.testing.assert_array_equal(gga.numpy(), rga.numpy())
+
+
+@pytest.mark.parametrize("op", ["add", "mul", "div", "maximum"])
+def test_mixed_matches_pytorch(op):
+    torch = pytest.importorskip("torch")
+    ta, tb = _leaves("cpu", hx.bfloat16)
+    out = BINARY[op](ta, tb)
+    out.backward(hx.ones_like(out))
+    xa = torch.from_numpy(ta.detach().numpy()).requires_grad_()
+    xb = torch.from_numpy(tb.detach().float().numpy()).to(torch.bfloat16).requires_grad_()
+    tfn = {"add": torch.add, "mul": torch.mul, "div": torch.div, "maximum": torch.maximum}[op]
+    ref = tfn(xa, xb)
+    assert ref.dtype == torch.float32
+    ref.backward(torch.ones_like(ref))
+    np.testing.assert_allclose(out.detach().numpy(), ref.detach().numpy(), rtol=1e-6)
+    np.testing.assert_allclose(ta.grad.numpy(), xa.grad.numpy(), rtol=1e-6)
+    np.testing.assert_array_equal(tb.grad.float().numpy(), xb.grad.float().numpy())
+
+
+NORMS = {
+    "rms_norm": lambda x, w, b: hx.nn.functional.rms_norm(x, w),
+    "layer_norm": lambda x, w, b: hx.nn.functional.layer_norm(x, x.shape[-1:], w, b),
+}
+
+
+@pytest.mark.parametrize("device", ["cpu", "gpu"])
+@pytest.mark.parametrize("norm", list(NORMS))
+def test_norm_reads_16_bit_weight_under_autocast(norm, device, request):
+    """Under autocast a norm casts only its input: the bf16 weight and bias are read as
+    they are, with no Cast node, and get bf16 gradients equal to those of the cast path."""
+    device = _device(device, request)
+    g = np.random.default_rng(1)
+    x = hx.from_numpy(g.standard_normal((2, 3, 8)).astype(np.float32)).to(device)
+    w = hx.from_numpy(g.standard_normal(8).astype(np.float32)).to(device).to(hx.bfloat16)
+    b = hx.from_numpy(g.standard_normal(8).astype(np.float32)).to(device).to(hx.bfloat16)
+    x, w, b = (t.detach().requires_grad_() for t in (x, w, b))
+    with hx.autocast(dtype=hx.bfloat16):
+        y = NORMS[norm](x, w, b)
+    assert y.dtype is hx.float32
+    assert not any(n.startswith("Cast") for n in _nodes(y)), _nodes(y)
+    gy = hx.from_numpy(g.standard_normal((2, 3, 8)).astype(np.float32)).to(device)
+    y.backward(gy)
+    assert w.grad.dtype is hx.bfloat16
+    assert (b.grad is None) if norm == "rms_norm" else (b.grad.dtype is hx.bfloat16)
+
+    cx, cw, cb = (t.detach().float().requires_grad_() for t in (x, w, b))
+    ref = NORMS[norm](cx, cw, cb)
+    ref.backward(gy)
+    np.testing.assert_array_equal(y.detach().numpy(), ref.detach().numpy())
+    np.testing.assert_array_equal(x.grad.numpy(), cx.grad.numpy())
+    np.testing.assert_array_equal(w.grad.numpy(), cw.grad.to(hx.bfloat16).numpy())
+    if norm == "layer_norm":
+        np.testing.assert_array_equal(b.grad.numpy(), cb.grad.to(hx.bfloat16).numpy())
+
+
+def test_layer_norm_refuses_mixed_outside_autocast():
+    x = hx.ones(2, 4)
+    with pytest.raises(TypeError, match="layer_norm: dtypes float32 and bfloat16"):
+        hx.nn.functional.layer_norm(x, (4,), hx.ones(4, dtype=hx.bfloat16))
+
+
+@pytest.mark.filterwarnings("ignore:Mismatch dtype between input and weight")
+def test_rms_norm_mixed_matches_pytorch():
+    """rms_norm takes a weight of another float dtype outside autocast too, as PyTorch's
+    does: float32 out, the weight's gradient in its dtype."""
+    torch = pytest.importorskip("torch")
+    g = np.random.default_rng(2)
+    xn, wn = g.standard_normal((3, 6)).astype(np.float32), g.standard_normal(6)
+    x = hx.from_numpy(xn).requires_grad_()
+    w = hx.from_numpy(wn.astype(np.float32)).to(hx.bfloat16).detach().requires_grad_()
+    y = hx.nn.functional.rms_norm(x, w, eps=1e-6)
+    y.sum().backward()
+    tx = torch.from_numpy(xn).requires_grad_()
+    tw = torch.from_numpy(wn.astype(np.float32)).to(torch.bfloat16).requires_grad_()
+    ty = torch.nn.functional.rms_norm(tx, (6,), tw, eps=1e-6)
+    ty.sum().backward()
+    assert ty.dtype == torch.float32 and tw.grad.dtype == torch.bfloat16
+    np.testing.assert_allclose(y.detach().numpy(), ty.detach().numpy(), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(w.grad.float().numpy(), tw.grad.float().numpy(), rtol=1e-2)
