@@ -57,3 +57,22 @@ fn map_pairs(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg
         store_out(flat_at(0, i), r.x);
     }
 }
+
+//! section: map_pairs_nd
+${LIB}
+// A 16-bit output written contiguously from an even element over several dims whose
+// last is even: invocation w computes elements 2w and 2w + 1, neighbours along the last
+// dim, and writes them as one word (${INPUTS} reads input k at op_offset(k, c) and one
+// step of its last stride further, then sets r).
+fn last_stride(k: i32) -> i32 { return metadata[OPS_BASE + k * OP_STRIDE + 1 + metadata[8]]; }
+
+@compute @workgroup_size(256)
+fn map_pairs_nd(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+                @builtin(local_invocation_index) lid: u32) {
+    let i = 2 * flat_id(wid, nwg, lid, 256u);
+    if (i >= metadata[0]) { return; }
+    let c = coords(i);
+    var r: vec2<f32>;
+    ${INPUTS}
+    store2_out(op_offset(0, c), r);
+}

@@ -207,20 +207,22 @@ fn matmul(@builtin(workgroup_id) wid: vec3<u32>,
 }
 
 //! section: matmul_reduce
-// One invocation per output element of (batch, M, N): the sum of the splits' partial
-// sums (operand `part`, (splits, batch, M, N)), then the epilogue; the invocations of
-// column 0 also add up the row sums' partials (splits, batch, M) when asked for.
+// One invocation per output element of (batch, M, N), or per pair of them (${UNIT} 2:
+// N even and a 16-bit C, so each word of C is written whole by one invocation): the sum
+// of the splits' partial sums (operand `part`, (splits, batch, M, N)), then the
+// epilogue; the invocations of column 0 also add up the row sums' partials (splits,
+// batch, M) when asked for.
 // metadata: [0] M, [1] N, [2] batch x M x N, [3] splits; operand 2 = bias as above.
 @compute @workgroup_size(256)
 fn matmul_reduce(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
                  @builtin(local_invocation_index) lid: u32) {
-    let ci = flat_id(wid, nwg, lid, 256u);
+    let ci = ${UNIT} * flat_id(wid, nwg, lid, 256u);
     let total = metadata[2];
     if (ci >= total) { return; }
     let N = metadata[1];
     let n = ci % N;
-    var v = 0.0;
-    for (var s = 0; s < metadata[3]; s++) { v += load_part(s * total + ci); }
+    var v = ${ACC_T}(0.0);
+    for (var s = 0; s < metadata[3]; s++) { v += ${LOAD_PART}(s * total + ci); }
     ${EMIT1}
     ${ROWSUM_REDUCE}
 }

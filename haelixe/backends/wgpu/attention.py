@@ -261,7 +261,9 @@ def _dispatch(be, entry, lead, ops, arrays, bindings, scalars, n_rows, dqk, dv, 
             full.append((name, kind, access))
             continue
         aligned = _aligned(a, lead)
-        full.append((name, kind, access, 4 if aligned else 1))
+        # (vec4 rows: every word of an output is written whole by one invocation)
+        full.append((name, kind, "write_words" if aligned and access == "write" else access,
+                     4 if aligned else 1))
         dim = dims.get(name, dv)
         helpers.append(_getter(name, dim, aligned) if access == "read" else
                        _putter(name, dim, aligned))

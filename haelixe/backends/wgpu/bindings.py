@@ -14,6 +14,7 @@ from collections import OrderedDict
 
 #: buffer binding type per access mode of ``shaders.Binding``
 _BUFFER_TYPE = {"read": "read-only-storage", "write": "storage", "rw": "storage",
+                "write_words": "storage", "rw_words": "storage",
                 "atomic_add": "storage"}
 
 

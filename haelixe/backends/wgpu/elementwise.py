@@ -104,9 +104,16 @@ def run_map(be, out, inputs, expr: str, scalars=(), update: bool = False, lib: s
         loads.append((f"x{k}", len(ops) - 1, gd.kind(x.dtype)))
     meta = meta_block(words, shape, ops, what="elementwise")
     if pairs.eligible(out, meta):  # 16-bit output: a word per invocation
+        bindings[0] = ("out", bindings[0][1], "rw_words" if update else "write_words")
         spec = kernel("elementwise.wgsl", "map_pairs", bindings, LIB=lib,
                       INPUTS=pairs.inputs_text(loads, meta, expr,
                                                _AS_SYM if typed else None))
+        be.dispatcher.dispatch(spec, buffers, meta, grid(-(-n // 512)))
+        return
+    if pairs.eligible_nd(out, meta):  # the same over several dims (a strided copy)
+        bindings[0] = ("out", bindings[0][1], "rw_words" if update else "write_words")
+        spec = kernel("elementwise.wgsl", "map_pairs_nd", bindings, LIB=lib,
+                      INPUTS=pairs.inputs_text_nd(loads, expr, _AS_SYM if typed else None))
         be.dispatcher.dispatch(spec, buffers, meta, grid(-(-n // 512)))
         return
     # one merged dim: the kernel without coordinates (index = offset + i * stride)

@@ -31,6 +31,7 @@ from . import dtypes as gd
 from .array import GpuArray
 from .expr import trace
 from .geometry import broadcast_shapes, broadcast_strides, grid, meta_block
+from .pairs import PACKED_KINDS
 from .shaders import kernel, only_sections, read_shader
 
 
@@ -171,12 +172,13 @@ def _b_mode(b, batch) -> str:
 
 
 def _emit(value: str, index: str, n: str, width: int, bias: bool, pre: bool, act) -> str:
-    """WGSL storing ``value`` (a vec4 when width is 4) as outputs from flat index
+    """WGSL storing ``value`` (a vec2 / vec4 when width is 2 / 4) as outputs from flat index
     ``index`` at column ``n``: bias, then pre (when kept), then the activation."""
-    s = "4" if width == 4 else ""
-    if width == 4:
-        b = "vec4<f32>(" + ", ".join(_BIAS.format(n=f"{n} + {q}") for q in range(4)) + ")"
-        y = ("vec4<f32>(" + ", ".join(act(f"p.{c}") for c in "xyzw") + ")"
+    s = "" if width == 1 else str(width)
+    if width > 1:
+        b = (f"vec{width}<f32>(" + ", ".join(_BIAS.format(n=f"{n} + {q}")
+                                             for q in range(width)) + ")")
+        y = (f"vec{width}<f32>(" + ", ".join(act(f"p.{c}") for c in "xyzw"[:width]) + ")"
              if act else "p")
     else:
         b = _BIAS.format(n=n)
@@ -324,12 +326,14 @@ def _matmul_spec(kinds, flush, a_mode, b_mode, vec_out, bias_kind, pre, sums, sp
             bindings.append(("rowsum", "f32", "write"))
     else:
         emit4 = _epilogue4(width, bias_kind is not None, pre, _epilogue(activation))
-        bindings.append(("c", kind, "write", width))
+        # vec4 stores from a multiple of 4: an invocation's words are its own
+        out_access = "write_words" if width == 4 else "write"
+        bindings.append(("c", kind, out_access, width))
         if bias_kind is not None:
             bindings.append(("bias", bias_kind, "read"))
             sections.append("bias")
         if pre:
-            bindings.append(("pre", kind, "write", width))
+            bindings.append(("pre", kind, out_access, width))
         if sums:
             bindings.append(("rowsum", kind, "write"))
     rowsum = {"ROWSUM_ACC": "", "ROWSUM_STORE": ""}
@@ -444,22 +448,28 @@ def _reduce(be, part, rparts, bias, activation, out, pre, sums, batch, splits) -
     dummy = ([0] * len(batch), 0)
     meta = meta_block([M, N, total, splits], batch, [dummy, dummy, bias_operand(bias, batch)],
                       what="matmul")
-    spec = _reduce_spec(gd.kind(out.dtype), None if bias is None else gd.kind(bias.dtype),
-                        pre is not None, sums is not None, activation)
-    be.dispatcher.dispatch(spec, buffers, meta, grid(-(-total // 256)))
+    kind = gd.kind(out.dtype)
+    # a 16-bit C by pairs (N even): whole words, no atomics
+    unit = 2 if kind in PACKED_KINDS and N % 2 == 0 else 1
+    spec = _reduce_spec(kind, None if bias is None else gd.kind(bias.dtype),
+                        pre is not None, sums is not None, activation, unit)
+    be.dispatcher.dispatch(spec, buffers, meta, grid(-(-total // (256 * unit))))
 
 
 @functools.lru_cache(maxsize=128)
-def _reduce_spec(kind, bias_kind, pre, sums, activation):
-    bindings = [("part", "f32", "read"), ("c", kind, "write")]
+def _reduce_spec(kind, bias_kind, pre, sums, activation, unit=1):
+    out_access = "write_words" if unit == 2 else "write"
+    bindings = [("part", "f32", "read"), ("c", kind, out_access)]
     if bias_kind is not None:
         bindings.append(("bias", bias_kind, "read"))
     if pre:
-        bindings.append(("pre", kind, "write"))
+        bindings.append(("pre", kind, out_access))
     if sums:
         bindings += [("rpart", "f32", "read"), ("rowsum", kind, "write")]
     return kernel("matmul.wgsl", "matmul_reduce", bindings,
-                  SECTIONS="bias" if bias_kind is not None else "",
-                  EMIT1=_emit("v", "ci", "n", 1, bias_kind is not None, pre,
+                  SECTIONS="bias" if bias_kind is not None else "", UNIT=unit,
+                  ACC_T="vec2<f32>" if unit == 2 else "f32",
+                  LOAD_PART="load2_part" if unit == 2 else "load_part",
+                  EMIT1=_emit("v", "ci", "n", unit, bias_kind is not None, pre,
                               _epilogue(activation)),
                   ROWSUM_REDUCE=_ROWSUM_REDUCE if sums else "")

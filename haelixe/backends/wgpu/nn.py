@@ -73,7 +73,7 @@ def _unit_helpers(operands, unit) -> str:
         if a is None or kind == "stat":
             continue
         sig = "(c: array<i32, 8>, u: i32"
-        if access == "write":
+        if access != "read":
             body = (f"store2_{name}(col({k}, c, 2 * u), v);" if unit == 2 else
                     f"store_{name}(col({k}, c, u), v.x);")
             out.append(f"fn st_{name}{sig}, v: vec2<f32>) {{ {body} }}")
@@ -101,7 +101,9 @@ def _run_rows(be, entry, x, operands, scalars, **params):
     unit = 2 if d % 2 == 0 and all(_pairs_aligned(a) for a in written) else 1
     meta = meta_block([rows, d, *scalars], x.shape[:-1],
                       [_row_operand(x, a, kind) for _, a, kind, _ in operands], what=entry)
-    live = [(n, a, acc) for n, a, _, acc in operands if a is not None]
+    # pairs: each row's words are written whole by one invocation
+    live = [(n, a, "write_words" if unit == 2 and kind == "row" and acc == "write" else acc)
+            for n, a, kind, acc in operands if a is not None]
     spec = kernel("norm.wgsl", entry, [(n, gd.kind(a.dtype), acc) for n, a, acc in live],
                   **row_reduction(be, -(-d // unit)), UNIT=unit,
                   LANE_Y="1.0" if unit == 2 else "0.0",
@@ -256,9 +258,10 @@ def rope(be, x, cos, sin, inverse=False):
                sin.offset, sin.strides[-2], sin.strides[-1]]
     meta = meta_block(scalars, x.shape, [(out.strides, out.offset), (x.strides, x.offset)],
                       merge=False, what="rope")
-    bindings = [("out", gd.kind(out.dtype), "write"), ("x", gd.kind(x.dtype), "read"),
-                ("cos", gd.kind(cos.dtype), "read"), ("sin", gd.kind(sin.dtype), "read")]
     unit = 2 if d % 4 == 0 else 1  # pairs: out is fresh and contiguous
+    bindings = [("out", gd.kind(out.dtype), "write_words" if unit == 2 else "write"),
+                ("x", gd.kind(x.dtype), "read"), ("cos", gd.kind(cos.dtype), "read"),
+                ("sin", gd.kind(sin.dtype), "read")]
     store = ("store2_out(op_offset(0, c), vec2<f32>(rotated(c, 0), rotated(c, 1)));"
              if unit == 2 else "store_out(op_offset(0, c), rotated(c, 0));")
     spec = kernel("rope.wgsl", "rope", bindings, SIGN="-1.0" if inverse else "1.0",

@@ -31,6 +31,23 @@ def eligible(out, meta) -> bool:
     return offset % 2 == 0 and (stride == 1 or out.size == 1)
 
 
+def eligible_nd(out, meta) -> bool:
+    """Whether ``out`` is a 16-bit dtype written contiguously from an even element over an
+    iteration space of several dims (one that did not merge) whose last dim is even: then
+    elements 2w and 2w + 1 are neighbours along that dim (map_pairs_nd)."""
+    nd = meta[N_SCALARS]
+    if gd.kind(out.dtype) not in PACKED_KINDS or nd <= 1:
+        return False
+    shape = meta[N_SCALARS + 1:N_SCALARS + 1 + nd]
+    base = OPS_BASE + 2
+    expected = 1
+    for d in reversed(range(nd)):
+        if shape[d] > 1 and meta[base + d] != expected:
+            return False
+        expected *= shape[d]
+    return shape[-1] % 2 == 0 and meta[OPS_BASE] % 2 == 0
+
+
 def inputs_text(loads, meta, expr: str, as_sym=None) -> str:
     """WGSL defining ``p<j>`` (elements i and i + 1 of input j, a vec2) for each
     (source, operand, kind) of ``loads`` (a scalar expression when operand is None, else
@@ -50,6 +67,24 @@ def inputs_text(loads, meta, expr: str, as_sym=None) -> str:
         else:
             text.append(f"let p{j} = vec2(load_{src}(flat_at({k}, i)), "
                         f"load_{src}(flat_at({k}, i1)));")
+    return _lanes(text, loads, expr, as_sym)
+
+
+def inputs_text_nd(loads, expr: str, as_sym=None) -> str:
+    """inputs_text for map_pairs_nd: input k at coordinates c and one step further along
+    the last dim."""
+    text = []
+    for j, (src, k, _) in enumerate(loads):
+        if k is None:
+            text.append(f"let p{j} = vec2({src});")
+        else:
+            text.append(f"let o{j} = op_offset({k}, c); let p{j} = vec2(load_{src}(o{j}), "
+                        f"load_{src}(o{j} + last_stride({k})));")
+    return _lanes(text, loads, expr, as_sym)
+
+
+def _lanes(text, loads, expr, as_sym) -> str:
+    """``text`` then r.x and r.y set to ``expr`` of the x and y lanes of the p<j>."""
     for lane in "xy":
         lets = " ".join(
             f"let x{j} = {(as_sym or {}).get(kind, '{v}').format(v=f'p{j}.{lane}')};"

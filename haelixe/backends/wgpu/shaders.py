@@ -52,7 +52,11 @@ class Binding(NamedTuple):
     """One buffer of a kernel: its WGSL name, element kind, access mode and width.
 
     kind: 'f32' | 'bf16' | 'f16' | 'i32' | 'i64' | 'bool' | 'u32' (raw words).
-    access: 'read' | 'write' | 'rw' | 'atomic_add'.
+    access: 'read' | 'write' | 'rw' | 'atomic_add', or 'write_words' / 'rw_words': as
+    'write' / 'rw' for a kernel in which no two invocations write the halves of one
+    32-bit word (pairs from an even element, or a lone element whose neighbour no other
+    invocation touches), so a 16-bit buffer needs no atomics (plain, vectorisable
+    stores; a lone element is read, merged and written back by its own invocation).
     width: 1, or 4 to also get ``load4_x`` / ``store4_x`` (four elements from index i,
     a multiple of 4) through 16-byte (8 for 16-bit kinds) words.
     """
@@ -214,9 +218,12 @@ fn ipow_i64(a: i64, b: i64) -> i64 {
 
 # -- accessors ---------------------------------------------------------------------------
 # Packed 16-bit floats: two elements per u32. Reads widen them to f32; writes go through
-# atomics (an element shares its word with a neighbour another invocation may write),
-# except store2/store4, which write whole words (pairs from an even index). A buffer
-# both read and written ("rw": an in-place update) reads through atomic loads too.
+# atomics (an element shares its word with a neighbour another invocation may write;
+# store2/store4 write whole words, atomically too), unless the binding says its words
+# are written whole by one invocation each ("write_words", "rw_words"): then the buffer
+# is plain words and stores are plain (on an H200 an atomic store of a word cost about
+# ten times a plain one). A buffer both read and written ("rw": an in-place update)
+# reads through atomic loads too.
 _UNPACK = {"bf16": "bf16_pair", "f16": "unpack2x16float"}
 _PACK = {"bf16": "bf16_pack", "f16": "f16_pack"}
 _BITS = {"bf16": "bf16_bits", "f16": "f16_bits"}
@@ -226,10 +233,12 @@ def _accessors(slot: int, b: Binding, native_f16: bool = False) -> list[str]:
     name, kind, access, width = b
     at = f"@group(0) @binding({slot})"
     buf = f"{name}_buf"
+    if access in _WORDS and kind not in _UNPACK:  # (words matter to packed kinds only)
+        access = _WORDS[access]
     if access == "atomic_add":
         return _atomic_accessors(at, buf, name, kind)
     if kind == "f16" and native_f16:
-        return _native_f16_accessors(at, buf, name, access, width)
+        return _native_f16_accessors(at, buf, name, _WORDS.get(access, access), width)
     if kind in _UNPACK:
         return _packed_accessors(at, buf, name, kind, access, width)
     ct = "u32" if kind == "u32" else COMPUTE_TYPE[kind]
@@ -277,9 +286,22 @@ def _atomic_accessors(at, buf, name, kind) -> list[str]:
     raise TypeError(f"atomic accumulation into {kind} is not supported")
 
 
+_WORDS = {"write_words": "write", "rw_words": "rw"}
+
+
+def _half(kind, word: str) -> str:
+    """WGSL of element i (its half of ``word``) widened to f32: bf16 by a select of two
+    bit operations rather than a vec2 indexed by a value known only at run time."""
+    if kind == "bf16":
+        return f"bf16_at({word}, u32(i) & 1u)"
+    return f"{_UNPACK[kind]}({word})[u32(i) & 1u]"
+
+
 def _packed_accessors(at, buf, name, kind, access, width) -> list[str]:
     out = [f"alias {name}_t = f32;"]
     unpack, pack, bits = _UNPACK[kind], _PACK[kind], _BITS[kind]
+    if access in _WORDS:
+        return out + _word_accessors(at, buf, name, kind, access, width)
     if access == "read":
         if width == 4:
             out += [f"{at} var<storage, read> {buf}: array<vec2<u32>>;",
@@ -293,7 +315,7 @@ def _packed_accessors(at, buf, name, kind, access, width) -> list[str]:
             out += [f"{at} var<storage, read> {buf}: array<u32>;",
                     f"fn {name}_word(w: u32) -> u32 {{ return {buf}[w]; }}"]
         out += [f"fn load_{name}(i: i32) -> f32 {{ "
-                f"return {unpack}({name}_word(u32(i) >> 1u))[u32(i) & 1u]; }}",
+                f"return {_half(kind, f'{name}_word(u32(i) >> 1u)')}; }}",
                 f"fn load2_{name}(i: i32) -> vec2<f32> {{ "
                 f"return {unpack}({name}_word(u32(i) >> 1u)); }}"]
         return out
@@ -301,7 +323,7 @@ def _packed_accessors(at, buf, name, kind, access, width) -> list[str]:
         raise TypeError(f"{kind} buffers are read or written by a kernel, not both")
     if access == "rw":  # in place: an element is read, then written, by its invocation
         out += [f"fn load_{name}(i: i32) -> f32 {{ "
-                f"return {unpack}(atomicLoad(&{buf}[u32(i) >> 1u]))[u32(i) & 1u]; }}",
+                f"return {_half(kind, f'atomicLoad(&{buf}[u32(i) >> 1u])')}; }}",
                 f"fn load2_{name}(i: i32) -> vec2<f32> {{ "
                 f"return {unpack}(atomicLoad(&{buf}[u32(i) >> 1u])); }}"]
     return out + [
@@ -319,6 +341,32 @@ def _packed_accessors(at, buf, name, kind, access, width) -> list[str]:
         f"    atomicStore(&{buf}[w], {pack}(v.xy));",
         f"    atomicStore(&{buf}[w + 1u], {pack}(v.zw));",
         "}"]
+
+
+def _word_accessors(at, buf, name, kind, access, width) -> list[str]:
+    """A packed 16-bit buffer whose words each belong to one invocation: plain words
+    (vec2 of them with width 4: one 8-byte store per four elements), no atomics."""
+    unpack, pack, bits = _UNPACK[kind], _PACK[kind], _BITS[kind]
+    if width == 4:
+        decl, word = "array<vec2<u32>>", f"{buf}[w >> 1u][w & 1u]"
+        store4 = f"{buf}[u32(i) >> 2u] = vec2<u32>({pack}(v.xy), {pack}(v.zw));"
+    else:
+        decl, word = "array<u32>", f"{buf}[w]"
+        store4 = f"store2_{name}(i, v.xy); store2_{name}(i + 2, v.zw);"
+    out = [f"{at} var<storage, read_write> {buf}: {decl};"]
+    if access == "rw_words":
+        out += [f"fn load_{name}(i: i32) -> f32 {{ let w = u32(i) >> 1u; "
+                f"return {_half(kind, word)}; }}",
+                f"fn load2_{name}(i: i32) -> vec2<f32> {{ let w = u32(i) >> 1u; "
+                f"return {unpack}({word}); }}"]
+    return out + [
+        f"fn store_{name}(i: i32, v: f32) {{",
+        "    let w = u32(i) >> 1u;",
+        "    let sh = (u32(i) & 1u) * 16u;",
+        f"    {word} = ({word} & ~(0xffffu << sh)) | ({bits}(v) << sh);",
+        "}",
+        f"fn store2_{name}(i: i32, v: vec2<f32>) {{ let w = u32(i) >> 1u; {word} = {pack}(v); }}",
+        f"fn store4_{name}(i: i32, v: vec4<f32>) {{ {store4} }}"]
 
 
 def _native_f16_accessors(at, buf, name, access, width) -> list[str]:
