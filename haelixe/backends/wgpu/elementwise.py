@@ -88,44 +88,66 @@ def run_map(be, out, inputs, expr: str, scalars=(), update: bool = False, lib: s
     shape = out.shape
     ops = [(out.strides, out.offset)]
     words = [n, *scalars]
-    bindings = [("out", gd.kind(out.dtype), "rw" if update else "write")]
     buffers = [out.buffer]
-    loads = [("out", 0, gd.kind(out.dtype))] if update else []  # per x0, x1, ...
-    for k, x in enumerate(inputs, start=int(update)):
+    sources = []  # per input: (metadata slot of a scalar or None, operand or None, kind)
+    for x in inputs:
         if is_scalar(x):
             x = as_scalar(x)
-            kind = gd.kind(x.dtype)
-            loads.append((_SCALAR_LOAD[kind].format(j=len(words)), None, kind))
+            sources.append((len(words), None, gd.kind(x.dtype)))
             words.append(_scalar_word(x))
             continue
         ops.append((broadcast_strides(x, shape), x.offset))
-        bindings.append((f"x{k}", gd.kind(x.dtype), "read"))
         buffers.append(x.buffer)
-        loads.append((f"x{k}", len(ops) - 1, gd.kind(x.dtype)))
+        sources.append((None, len(ops) - 1, gd.kind(x.dtype)))
     meta = meta_block(words, shape, ops, what="elementwise")
     if pairs.eligible(out, meta):  # 16-bit output: a word per invocation
-        bindings[0] = ("out", bindings[0][1], "rw_words" if update else "write_words")
-        spec = kernel("elementwise.wgsl", "map_pairs", bindings, LIB=lib,
-                      INPUTS=pairs.inputs_text(loads, meta, expr,
-                                               _AS_SYM if typed else None))
-        be.dispatcher.dispatch(spec, buffers, meta, grid(-(-n // 512)))
-        return
-    if pairs.eligible_nd(out, meta):  # the same over several dims (a strided copy)
-        bindings[0] = ("out", bindings[0][1], "rw_words" if update else "write_words")
-        spec = kernel("elementwise.wgsl", "map_pairs_nd", bindings, LIB=lib,
-                      INPUTS=pairs.inputs_text_nd(loads, expr, _AS_SYM if typed else None))
-        be.dispatcher.dispatch(spec, buffers, meta, grid(-(-n // 512)))
-        return
-    # one merged dim: the kernel without coordinates (index = offset + i * stride)
-    flat = meta[N_SCALARS] <= 1
-    index = "flat_at({k}, i)" if flat else "op_offset({k}, c)"
+        mode, per = "map_pairs", 512
+        read = ([0] if update else []) + [k for _, k, _ in sources if k is not None]
+        layout = tuple(pairs.stride_class(meta, k) for k in read)
+    elif pairs.eligible_nd(out, meta):  # the same over several dims (a strided copy)
+        mode, per, layout = "map_pairs_nd", 512, ()
+    else:  # one merged dim: the kernel without coordinates (offset + i * stride)
+        mode, per, layout = ("map_flat" if meta[N_SCALARS] <= 1 else "map"), 256, ()
+    key = (mode, gd.kind(out.dtype), update, tuple(sources), layout, expr, lib, typed)
+    spec = _SPECS.get(key)
+    if spec is None:
+        if len(_SPECS) > 4096:  # (user kernels could grow it without end)
+            _SPECS.clear()
+        spec = _SPECS[key] = _map_spec(*key)
+    be.dispatcher.dispatch(spec, buffers, meta, grid(-(-n // per)))
+
+
+# (mode, out kind, update, sources, layout, expr, lib, typed) -> KernelSpec: the WGSL of a
+# map is text made from these alone, so each is made once, not on every dispatch
+_SPECS: dict = {}
+
+
+def _map_spec(mode, out_kind, update, sources, layout, expr, lib, typed):
+    words = mode in ("map_pairs", "map_pairs_nd")  # each word of out is one invocation's
+    access = ("rw_words" if words else "rw") if update else \
+        ("write_words" if words else "write")
+    bindings = [("out", out_kind, access)]
+    loads = [("out", 0, out_kind)] if update else []  # per x0, x1, ...
+    for k, (slot, op, kind) in enumerate(sources, start=int(update)):
+        if op is None:
+            loads.append((_SCALAR_LOAD[kind].format(j=slot), None, kind))
+        else:
+            bindings.append((f"x{k}", kind, "read"))
+            loads.append((f"x{k}", op, kind))
+    as_sym = _AS_SYM if typed else None
+    if mode == "map_pairs":
+        text = pairs.inputs_text(loads, layout, expr, as_sym)
+        return kernel("elementwise.wgsl", mode, bindings, LIB=lib, INPUTS=text)
+    if mode == "map_pairs_nd":
+        text = pairs.inputs_text_nd(loads, expr, as_sym)
+        return kernel("elementwise.wgsl", mode, bindings, LIB=lib, INPUTS=text)
+    index = "flat_at({k}, i)" if mode == "map_flat" else "op_offset({k}, c)"
     lets = []
     for j, (src, k, kind) in enumerate(loads):
         value = src if k is None else f"load_{src}({index.format(k=k)})"
         lets.append(f"let x{j} = {_AS_SYM[kind].format(v=value) if typed else value};")
-    spec = kernel("elementwise.wgsl", "map_flat" if flat else "map", bindings,
-                  INPUTS=" ".join(lets), EXPR=expr, LIB=lib)
-    be.dispatcher.dispatch(spec, buffers, meta, grid(-(-n // 256)))
+    return kernel("elementwise.wgsl", mode, bindings, INPUTS=" ".join(lets), EXPR=expr,
+                  LIB=lib)
 
 
 # -- traced kernels ----------------------------------------------------------------------

@@ -48,21 +48,32 @@ def eligible_nd(out, meta) -> bool:
     return shape[-1] % 2 == 0 and meta[OPS_BASE] % 2 == 0
 
 
-def inputs_text(loads, meta, expr: str, as_sym=None) -> str:
+def stride_class(meta, k: int) -> str:
+    """How operand k of a flattened metadata block is read by pairs: "broadcast" (stride
+    0), "words" (stride 1 from an even element: a pair is one word), else "each"."""
+    offset, stride = _flat(meta, k)
+    if stride == 0:
+        return "broadcast"
+    return "words" if stride == 1 and offset % 2 == 0 else "each"
+
+
+def inputs_text(loads, layout, expr: str, as_sym=None) -> str:
     """WGSL defining ``p<j>`` (elements i and i + 1 of input j, a vec2) for each
     (source, operand, kind) of ``loads`` (a scalar expression when operand is None, else
-    a binding read through ``flat_at``; ``i1`` is i + 1 clamped to the last element),
-    then setting r.x and r.y to ``expr`` of the x and y lanes. ``as_sym`` maps a kind to
-    the WGSL that turns a loaded lane ``{v}`` into the expression's operand type."""
+    a binding read through ``flat_at``, each input's way given in turn by ``layout``, a
+    stride_class per operand; ``i1`` is i + 1 clamped to the last element), then setting
+    r.x and r.y to ``expr`` of the x and y lanes. ``as_sym`` maps a kind to the WGSL that
+    turns a loaded lane ``{v}`` into the expression's operand type."""
     text = []
+    ways = iter(layout)
     for j, (src, k, _) in enumerate(loads):
         if k is None:
             text.append(f"let p{j} = vec2({src});")
             continue
-        offset, stride = _flat(meta, k)
-        if stride == 0:
+        way = next(ways)
+        if way == "broadcast":
             text.append(f"let p{j} = vec2(load_{src}(flat_at({k}, i)));")
-        elif stride == 1 and offset % 2 == 0:
+        elif way == "words":
             text.append(f"let p{j} = load2_{src}(flat_at({k}, i));")
         else:
             text.append(f"let p{j} = vec2(load_{src}(flat_at({k}, i)), "
