@@ -563,3 +563,25 @@ def test_row_reductions_with_and_without_subgroups(be, subgroups):
                                    ((f64(xb) - f64(yb)) ** 2).mean(), rtol=1e-2)
     finally:
         be.context.features = saved
+
+
+def test_16bit_whole_word_outputs_store_without_atomics(be):
+    """A bf16 tensor updated in place a word per invocation (pairs: from an even element)
+    binds plain words: no atomics in its shader; from an odd element, an element per
+    invocation, it keeps them (two invocations share a word). Both give the CPU's values."""
+    import haelixe as hx
+    from haelixe.backends.wgpu import elementwise as ew
+
+    rng = np.random.default_rng(21)
+    a = rng.standard_normal(10).astype(np.float32)
+    for view, words in ((slice(0, 9), True), (slice(1, 10), False)):
+        base = hx.from_numpy(a).to("gpu").bfloat16()
+        ew._SPECS.clear()
+        base[view].mul_(2.0)
+        (spec,) = ew._SPECS.values()
+        want = hx.from_numpy(a).bfloat16()
+        want[view].mul_(2.0)
+        np.testing.assert_array_equal(base.cpu().float().numpy(), want.float().numpy())
+        source = spec.source()
+        assert ("out_buf: array<atomic<u32>>" in source) is not words, spec.entry
+        assert spec.bindings[0].access == ("rw_words" if words else "rw")
