@@ -179,3 +179,22 @@ def test_rms_norm_mixed_matches_pytorch():
     np.testing.assert_allclose(y.detach().numpy(), ty.detach().numpy(), rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), rtol=1e-4, atol=1e-5)
     np.testing.assert_allclose(w.grad.float().numpy(), tw.grad.float().numpy(), rtol=1e-2)
+
+
+@pytest.mark.parametrize("device", ["cpu", "gpu"])
+def test_bfloat16_with_float16_computes_in_float32(device, request):
+    """bfloat16 beside float16 promotes to float32 (PyTorch's promote_types): both are
+    read as they are, and the gradients come back in bfloat16 and float16."""
+    device = _device(device, request)
+    g = np.random.default_rng(3)
+    a = hx.from_numpy(g.standard_normal(6).astype(np.float32)).to(device)
+    b = hx.from_numpy(g.standard_normal(6).astype(np.float32)).to(device)
+    x = a.to(hx.bfloat16).detach().requires_grad_()
+    y = b.to(hx.float16).detach().requires_grad_()
+    out = x * y
+    assert out.dtype is hx.float32
+    out.sum().backward()
+    assert x.grad.dtype is hx.bfloat16 and y.grad.dtype is hx.float16
+    np.testing.assert_array_equal(out.detach().numpy(), (x.float() * y.float()).detach().numpy())
+    np.testing.assert_array_equal(x.grad.numpy(), y.detach().float().to(hx.bfloat16).numpy())
+    np.testing.assert_array_equal(y.grad.numpy(), x.detach().float().to(hx.float16).numpy())
