@@ -585,3 +585,18 @@ def test_16bit_whole_word_outputs_store_without_atomics(be):
         source = spec.source()
         assert ("out_buf: array<atomic<u32>>" in source) is not words, spec.entry
         assert spec.bindings[0].access == ("rw_words" if words else "rw")
+
+
+def test_reduce_into_16bit_output_rounds_once(be):
+    """A float32 sum stored straight into bfloat16 (a norm's 16-bit weight gradient):
+    rounded once from the float32 total, for long (a workgroup per output) and short (an
+    invocation per output) reductions, odd output counts included."""
+    from haelixe.backends.wgpu import reduce as rd
+
+    rng = np.random.default_rng(22)
+    for rows, cols in ((300, 7), (5, 9), (64, 1)):
+        x = rng.standard_normal((rows, cols)).astype(np.float32)
+        got = rd.reduce(be, "sum", up(be, x), (0,), False, out_dtype=BF16)
+        assert got.dtype == BF16
+        f32 = be.to_numpy(rd.reduce(be, "sum", up(be, x), (0,), False))
+        np.testing.assert_array_equal(be.to_numpy(got), f32.astype(BF16))

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from . import dtypes as gd
 from . import matmul as mm
+from . import reduce as rd
 from .elementwise import map_kernel, run_map
 from .geometry import f32_bits, grid, meta_block, reshape_view, swap_last2
 from .reduce import row_reduction
@@ -152,8 +153,9 @@ def rmsnorm_backward(be, x, w, rstd, gy):
 
 
 def _sum_rows(be, rows, dtype):
-    s = be.sum(rows, (0,), False)
-    return s if s.dtype == dtype else be.cast(s, dtype)
+    """The f32 ``rows`` summed over rows, stored in ``dtype`` (the weight's) directly."""
+    return rd.reduce(be, "sum", rows, (0,), False,
+                     out_dtype=None if dtype == rows.dtype else dtype)
 
 
 def layernorm(be, x, w, b, eps):

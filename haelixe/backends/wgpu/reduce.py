@@ -69,14 +69,17 @@ def _out_shape(x, axes, keepdim):
     return tuple(n for d, n in enumerate(x.shape) if d not in axes)
 
 
-def reduce(be, op: str, x, axes, keepdim: bool):
-    """sum / max / min over ``axes`` (non-negative ints; None = all, () = none, as numpy)."""
+def reduce(be, op: str, x, axes, keepdim: bool, out_dtype=None):
+    """sum / max / min over ``axes`` (non-negative ints; None = all, () = none, as numpy).
+    ``out_dtype`` (a float dtype, for a float x): the result stored in it, rounded once
+    from the float32 accumulator (a norm's bfloat16 weight gradient) instead of by a
+    cast afterwards."""
     axes = tuple(range(x.ndim)) if axes is None else tuple(sorted(set(axes)))
     if not axes:
-        from .elementwise import copy
+        from .elementwise import cast, copy
 
-        return copy(be, x)
-    out = be.empty(_out_shape(x, axes, keepdim), x.dtype)
+        return copy(be, x) if out_dtype is None else cast(be, x, out_dtype)
+    out = be.empty(_out_shape(x, axes, keepdim), x.dtype if out_dtype is None else out_dtype)
     n_out = out.size
     if n_out == 0:
         return out
@@ -89,7 +92,7 @@ def reduce(be, op: str, x, axes, keepdim: bool):
     per_thread = length <= 16 and n_out > 1
     wg = 64 if per_thread else workgroup_size(length)
     spec = kernel("reduce.wgsl", "reduce_threads" if per_thread else "reduce_rows",
-                  [("out", k, "write"), ("x", k, "read")],
+                  [("out", gd.kind(out.dtype), "write"), ("x", k, "read")],
                   WG=wg, ACC_T=ct, INIT=_INIT[ct][op], COMBINE=_COMBINE[ct][op])
     groups = -(-n_out // wg) if per_thread else n_out
     be.dispatcher.dispatch(spec, [out.buffer, x.buffer], meta, grid(groups))
