@@ -2,8 +2,11 @@
 (``GradScaler``, from amp_scaler.py) dynamic loss scaling for float16.
 
 Weights live in bfloat16 (or float16) to halve memory and bandwidth. Inside ``hx.autocast`` each op
-follows one policy row (every cast it makes is a Cast node in the autograd graph, so the
-graph widget shows where precision changes):
+follows one policy row. A cast it makes is a Cast node in the autograd graph, so the
+graph widget shows where precision changes; where the cast is done inside the consuming
+kernel instead (a Linear whose weight is 16-bit already reads a float32 input rounded
+to the weight's dtype, and its gradient comes back rounded the same way) the node's name
+shows it, as in ``Linear(float32->bfloat16)``:
 
 ==========================================  ===============  ========  =========
 op                                          reads            computes  returns
@@ -62,9 +65,10 @@ class autocast:
         return False
 
 
-def autocasting() -> bool:
-    """Whether an autocast region is active (PyTorch's torch.is_autocast_enabled())."""
-    return STATE.autocast is not None
+def autocast_dtype():
+    """The low dtype of the active autocast region, or None outside one (PyTorch's
+    torch.get_autocast_dtype where torch.is_autocast_enabled())."""
+    return STATE.autocast
 
 
 def cast_inputs(family: str, *tensors):

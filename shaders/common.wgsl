@@ -96,6 +96,15 @@ fn f16_bits(x: f32) -> u32 {
 }
 fn f16_pack(v: vec2<f32>) -> u32 { return f16_bits(v.x) | (f16_bits(v.y) << 16u); }
 
+// x rounded to bfloat16 / float16 (nearest even) and widened back: autocast's cast of a
+// float32 operand, done as a kernel reads it or writes it (matmul.py's round_to).
+fn bf16_round(x: f32) -> f32 { return bitcast<f32>(bf16_bits(x) << 16u); }
+fn bf16_round2(v: vec2<f32>) -> vec2<f32> { return bf16_pair(bf16_pack(v)); }
+fn bf16_round4(v: vec4<f32>) -> vec4<f32> { return vec4<f32>(bf16_round2(v.xy), bf16_round2(v.zw)); }
+fn f16_round(x: f32) -> f32 { return unpack2x16float(f16_bits(x)).x; }
+fn f16_round2(v: vec2<f32>) -> vec2<f32> { return unpack2x16float(f16_pack(v)); }
+fn f16_round4(v: vec4<f32>) -> vec4<f32> { return vec4<f32>(f16_round2(v.xy), f16_round2(v.zw)); }
+
 fn nan_max(a: f32, b: f32) -> f32 {
     if (is_nan(a) || is_nan(b)) { return nan_f32(); }
     return max(a, b);

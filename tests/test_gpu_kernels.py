@@ -600,3 +600,46 @@ def test_reduce_into_16bit_output_rounds_once(be):
         assert got.dtype == BF16
         f32 = be.to_numpy(rd.reduce(be, "sum", up(be, x), (0,), False))
         np.testing.assert_array_equal(be.to_numpy(got), f32.astype(BF16))
+
+
+@pytest.mark.parametrize("dtype", ["bf16", "f16"])
+def test_matmul_round_to_equals_casting_first(be, dtype, f16_mode):
+    """round_to: a float32 A or B rounded to 16 bits as it is read, or a float32 C rounded
+    as it is written, equal bit for bit the product of operands cast first (C: the
+    16-bit product widened), through each tile, load and split-K with its reduce. (With
+    f16 arithmetic switched on, two f16 operands multiply in f16 while a rounded float32
+    one multiplies in f32: there the two agree to f16's precision.)"""
+    from haelixe.backends.wgpu import matmul as mm
+
+    np_dt = np.float16 if dtype == "f16" else BF16
+    rng = np.random.default_rng(23)
+    f16_arithmetic = dtype == "f16" and f16_mode == "native"
+
+    def same(x, y):
+        if f16_arithmetic:
+            assert rel(be.to_numpy(x), be.to_numpy(y).astype(np.float64)) < 4e-3
+        else:
+            np.testing.assert_array_equal(be.to_numpy(x), be.to_numpy(y))
+
+    for variant in (None, mm.Variant(mm.TILES["64x64"], 3), mm.Variant(mm.TILES["128x128k8"])):
+        for (m, k, n), la, lb in MATMUL_CASES:
+            f32 = rng.standard_normal((m, k)).astype(np.float32)
+            low = rng.standard_normal((k, n)).astype(np_dt)
+            # A float32, read rounded
+            same(mm.matmul(be, _operand(be, f32, la), _operand(be, low, lb), variant=variant,
+                           out_dtype=np_dt, round_to=(np_dt, None, None)),
+                 mm.matmul(be, _operand(be, f32.astype(np_dt), la), _operand(be, low, lb),
+                           variant=variant))
+            # B float32, read rounded (low^T @ f32^T)
+            same(mm.matmul(be, _operand(be, low.T.copy(), la), _operand(be, f32.T.copy(), lb),
+                           variant=variant, out_dtype=np_dt, round_to=(None, np_dt, None)),
+                 mm.matmul(be, _operand(be, low.T.copy(), la),
+                           _operand(be, f32.T.astype(np_dt), lb), variant=variant))
+            # C float32, written rounded
+            a16 = _operand(be, f32.astype(np_dt), la)
+            got = mm.matmul(be, a16, _operand(be, low, lb), variant=variant,
+                            out_dtype=np.float32, round_to=(None, None, np_dt))
+            assert got.dtype == np.float32
+            want = mm.matmul(be, a16, _operand(be, low, lb), variant=variant)
+            np.testing.assert_array_equal(be.to_numpy(got),
+                                          be.to_numpy(want).astype(np.float32))

@@ -198,3 +198,59 @@ def test_bfloat16_with_float16_computes_in_float32(device, request):
     np.testing.assert_array_equal(out.detach().numpy(), (x.float() * y.float()).detach().numpy())
     np.testing.assert_array_equal(x.grad.numpy(), y.detach().float().to(hx.bfloat16).numpy())
     np.testing.assert_array_equal(y.grad.numpy(), x.detach().float().to(hx.float16).numpy())
+
+
+@pytest.mark.parametrize("device", ["cpu", "gpu"])
+@pytest.mark.parametrize("activation", [None, "gelu", "gelu_tanh"])
+@pytest.mark.parametrize("shape", [(2, 5, 12), (300, 20)], ids=["batched", "long"])
+def test_linear_reads_float32_input_rounded_under_autocast(shape, activation, device,
+                                                           request):
+    """Under autocast a Linear with a bf16 weight takes a float32 input as it is: the
+    kernel rounds it to bf16 as it reads it, with no Cast node, and the input's gradient
+    comes back in float32 rounded through bf16; all of it bit for bit what the explicit
+    casts give."""
+    device = _device(device, request)
+    g = np.random.default_rng(4)
+    n_in, n_out = shape[-1], 10
+    x = hx.from_numpy(g.standard_normal(shape).astype(np.float32)).to(device)
+    w = hx.from_numpy(g.standard_normal((n_out, n_in)).astype(np.float32)).to(device)
+    b = hx.from_numpy(g.standard_normal(n_out).astype(np.float32)).to(device)
+    gy = hx.from_numpy(g.standard_normal(shape[:-1] + (n_out,)).astype(np.float32))
+    x = x.detach().requires_grad_()
+    w, b = (t.to(hx.bfloat16).detach().requires_grad_() for t in (w, b))
+    with hx.autocast(dtype=hx.bfloat16):
+        y = hx.nn.functional.linear(x, w, b, activation=activation)
+    assert y.dtype is hx.bfloat16
+    assert not any(n.startswith("Cast") for n in _nodes(y)), _nodes(y)
+    y.backward(gy.to(device).to(hx.bfloat16))
+    assert x.grad.dtype is hx.float32 and w.grad.dtype is hx.bfloat16
+
+    cx, cw, cb = (t.detach().requires_grad_() for t in (x, w, b))
+    ref = hx.nn.functional.linear(cx.to(hx.bfloat16), cw, cb, activation=activation)
+    ref.backward(gy.to(device).to(hx.bfloat16))
+    for got, want in ((y.detach(), ref.detach()), (x.grad, cx.grad), (w.grad, cw.grad),
+                      (b.grad, cb.grad)):
+        assert got.dtype is want.dtype
+        np.testing.assert_array_equal(got.float().numpy(), want.float().numpy())
+
+
+def test_linear_autocast_matches_pytorch():
+    """The same against PyTorch's CPU bf16 autocast (a float32 input, bf16 weights)."""
+    torch = pytest.importorskip("torch")
+    g = np.random.default_rng(5)
+    xn, wn, bn = (g.standard_normal(s).astype(np.float32) for s in ((6, 16), (8, 16), (8,)))
+    x = hx.from_numpy(xn).requires_grad_()
+    w, b = (hx.from_numpy(t).to(hx.bfloat16).detach().requires_grad_() for t in (wn, bn))
+    with hx.autocast(dtype=hx.bfloat16):
+        y = hx.nn.functional.linear(x, w, b)
+    y.float().sum().backward()
+    tx = torch.from_numpy(xn).requires_grad_()
+    tw, tb = (torch.from_numpy(t).to(torch.bfloat16).requires_grad_() for t in (wn, bn))
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        ty = torch.nn.functional.linear(tx, tw, tb)
+    ty.float().sum().backward()
+    assert ty.dtype == torch.bfloat16 and tx.grad.dtype == torch.float32
+    np.testing.assert_allclose(y.float().detach().numpy(), ty.float().detach().numpy(),
+                               rtol=1e-2, atol=1e-2)
+    np.testing.assert_array_equal(x.grad.numpy(), tx.grad.numpy())
+    np.testing.assert_allclose(w.grad.float().numpy(), tw.grad.float().numpy(), rtol=1e-2)

@@ -302,7 +302,11 @@ class Backend:
     def linear(self, x, w, b, activation=None):
         """y = act(x @ w.T + b) over any leading dims; ``activation`` is None or an
         Activation (a Kernel and its derivative Kernel). Returns (y, saved): what
-        linear_backward needs to differentiate the activation (the pre-activation)."""
+        linear_backward needs to differentiate the activation (the pre-activation).
+        A float32 x with a 16-bit w (autocast) is rounded to w's dtype first, and y has
+        w's dtype; linear_backward's dx then comes rounded the same way, in x's dtype."""
+        if x.dtype != w.dtype:
+            x = self.cast(x, w.dtype)
         y = self.matmul(x, self.mT(w))
         if b is not None:
             y = self.map(K_ADD, [y, b], y.dtype)
@@ -319,6 +323,9 @@ class Backend:
         rows = math.prod(gy.shape[:-1])
         g2 = self.reshape(gy, (rows, n_out))
         dx = self.reshape(self.matmul(g2, w), x.shape) if need_input else None
+        if x.dtype != w.dtype:  # x was read rounded to w's dtype (see linear)
+            dx = None if dx is None else self.cast(dx, x.dtype)
+            x = self.cast(x, w.dtype)
         dw = self.matmul(self.mT(g2), self.reshape(x, (rows, n_in)))
         db = self.sum(g2, (0,), False) if need_bias else None
         return dx, dw, db

@@ -460,6 +460,8 @@ class CPUBackend(Backend):
     # -- fused neural-network kernels ----------------------------------------------------
     @computes_in_f32
     def linear(self, x, w, b, activation=None):
+        if x.dtype != w.dtype:  # float32 x, 16-bit w (autocast): x rounded to w's dtype
+            return self.linear(x.astype(w.dtype), w, b, activation)
         # Fold leading dims into one GEMM (numpy would loop over a 3-D batch); w.T is
         # a transposed view that BLAS reads with a transpose flag.
         x2 = x.reshape(-1, x.shape[-1])
@@ -471,8 +473,15 @@ class CPUBackend(Backend):
             return y, None
         return self.map(activation.forward, [y], y.dtype), y
 
-    @computes_in_f32
     def linear_backward(self, x, w, pre, gy, activation, need_bias, need_input=True):
+        if x.dtype != w.dtype:  # as linear read it: rounded; dx back in x's dtype
+            dx, dw, db = self._linear_backward(x.astype(w.dtype), w, pre, gy, activation,
+                                               need_bias, need_input)
+            return (None if dx is None else dx.astype(x.dtype)), dw, db
+        return self._linear_backward(x, w, pre, gy, activation, need_bias, need_input)
+
+    @computes_in_f32
+    def _linear_backward(self, x, w, pre, gy, activation, need_bias, need_input=True):
         if activation is not None:
             gy = self.map(activation.backward, [gy, pre], gy.dtype)
         n_in, n_out = w.shape[1], w.shape[0]

@@ -6,7 +6,8 @@ from __future__ import annotations
 import math
 
 from .. import creation
-from ..amp import autocasting, cast_inputs
+from ..amp import autocast_dtype, cast_inputs
+from ..dtype import float32
 from ..ops import fused
 from ..ops.elementwise import gelu as _gelu
 from ..ops.indexing import cat, where
@@ -31,8 +32,16 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None, activation=Non
     if activation not in (None, "gelu", "gelu_tanh"):
         raise ValueError(f"linear: activation must be None, 'gelu' or 'gelu_tanh', got "
                          f"{activation!r}")
-    x, weight, bias = cast_inputs("linear", x, weight, bias)
-    _same("linear", x, weight, bias, ints=activation is None)
+    low = autocast_dtype()
+    if low is not None and x.dtype is float32 and weight.dtype is low:
+        # a 16-bit weight already: the kernel reads the float32 input rounded to its
+        # dtype (autocast's cast, and the cast of its gradient back, without passes or
+        # nodes of their own; the values are the same)
+        (bias,) = cast_inputs("linear", bias)
+        _same("linear", x, weight, bias, float_params=True)
+    else:
+        x, weight, bias = cast_inputs("linear", x, weight, bias)
+        _same("linear", x, weight, bias, ints=activation is None)
     return fused.LinearFn.apply(x, weight, bias, activation)
 
 
@@ -84,7 +93,7 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
     (x,) = cast_inputs("norm", input)
     # under autocast the weight and bias are read as they are (a cast to float32 would be
     # exact, and one more pass); outside it PyTorch refuses mixed dtypes, and so do we
-    _same("layer_norm", x, weight, bias, float_params=autocasting())
+    _same("layer_norm", x, weight, bias, float_params=autocast_dtype() is not None)
     if k == 1:
         return fused.LayerNormFn.apply(x, weight, bias, eps)
     n = math.prod(shape)

@@ -29,8 +29,11 @@ class LinearFn(Function):
         ctx.pre = pre
         ctx.activation = activation
         ctx.has_bias = b is not None
-        if activation is not None:
-            ctx.label = f"Linear+{activation.upper()}"
+        if activation is not None or x.dtype is not w.dtype:
+            # (a float32 input read rounded to a 16-bit weight's dtype, under autocast: a
+            # precision change the graph shows here, as a Cast node would)
+            ctx.label = "Linear" + ("" if activation is None else f"+{activation.upper()}") + \
+                ("" if x.dtype is w.dtype else f"({x.dtype.name}->{w.dtype.name})")
         return y
 
     @staticmethod

@@ -171,7 +171,8 @@ def _b_mode(b, batch) -> str:
     return "b_" + _vec4_mode(bt, batch, "k4", "n4")
 
 
-def _emit(value: str, index: str, n: str, width: int, bias: bool, pre: bool, act) -> str:
+def _emit(value: str, index: str, n: str, width: int, bias: bool, pre: bool, act,
+          rnd: str | None = None) -> str:
     """WGSL storing ``value`` (a vec2 / vec4 when width is 2 / 4) as outputs from flat index
     ``index`` at column ``n``: bias, then pre (when kept), then the activation."""
     s = "" if width == 1 else str(width)
@@ -186,6 +187,8 @@ def _emit(value: str, index: str, n: str, width: int, bias: bool, pre: bool, act
     text = f"let p = {value}{' + ' + b if bias else ''};"
     if pre:
         text += f" store{s}_pre({index}, p);"
+    if rnd is not None:  # (round_to's C: a float32 output of 16-bit precision)
+        y = f"{rnd}_round{s}({y})"
     return text + f" store{s}_c({index}, {y});"
 
 
@@ -201,7 +204,7 @@ _ROWSUM_REDUCE = """if (n == 0) {
 
 
 def matmul(be, a, b, bias=None, activation=None, want_pre=False, want_row_sums=False,
-           variant: Variant | None = None, out_dtype=None):
+           variant: Variant | None = None, out_dtype=None, round_to=(None, None, None)):
     """numpy.matmul of ``a`` and ``b`` (any strides), plus ``bias`` along the last output
     dim and ``activation`` when given: an Activation (its forward kernel is traced into
     the epilogue) or a WGSL f32 expression in ``{x}``. Returns C, or (C, pre) when
@@ -210,7 +213,11 @@ def matmul(be, a, b, bias=None, activation=None, want_pre=False, want_row_sums=F
     the same dispatch). ``variant`` overrides :func:`choose` (tests reach every variant
     with it). ``out_dtype`` (a float dtype) sets the dtype of C (and pre, sums), which
     is then free to differ from the operands', as theirs may from each other's: float32
-    scores of bfloat16 operands, say, or a float32 matrix times a bfloat16 one."""
+    scores of bfloat16 operands, say, or a float32 matrix times a bfloat16 one.
+    ``round_to``: per A, B and C, None or a 16-bit dtype that operand's float32 values
+    are rounded to (nearest even) as they are read (A, B) or written (C): autocast's
+    cast of a float32 input into a 16-bit Linear, done in the kernel instead of by a
+    pass of its own (and its gradient's cast back)."""
     if want_pre and want_row_sums:
         raise ValueError("matmul: want_pre and want_row_sums do not combine")
     if a.ndim == 0 or b.ndim == 0:
@@ -227,6 +234,9 @@ def matmul(be, a, b, bias=None, activation=None, want_pre=False, want_row_sums=F
         raise TypeError(f"matmul: needs float32, bfloat16 or float16 operands of one "
                         f"dtype, got {a.dtype} and {b.dtype}")
     out_dtype = a.dtype if out_dtype is None else gd.check_dtype(out_dtype, "matmul")
+    # (a 16-bit operand holds 16-bit values already: only float32 ones are rounded)
+    rounds = tuple(None if r is None or kind != "f32" else _round_kind(r) for r, kind in
+                   zip(round_to, (gd.kind(a.dtype), gd.kind(b.dtype), gd.kind(out_dtype))))
     if gd.kind(out_dtype) not in gd.FLOAT_KINDS:
         raise TypeError(f"matmul: out_dtype must be float32, bfloat16 or float16, got "
                         f"{out_dtype}")
@@ -253,7 +263,7 @@ def matmul(be, a, b, bias=None, activation=None, want_pre=False, want_row_sums=F
                 raise ValueError(f"matmul: {nbatch} batch matrices exceed one dispatch "
                                  f"(65535)")
             variant = Variant(variant.tile)
-        _run(be, a, b, bias, activation, out, pre, sums, batch, variant)
+        _run(be, a, b, bias, activation, out, pre, sums, batch, variant, rounds)
     if squeeze:
         shape = tuple(n for i, n in enumerate(out.shape)
                       if i - out.ndim not in squeeze)
@@ -265,7 +275,15 @@ def matmul(be, a, b, bias=None, activation=None, want_pre=False, want_row_sums=F
     return (out, pre) if want_pre else out
 
 
-def _run(be, a, b, bias, activation, out, pre, sums, batch, variant: Variant) -> None:
+def _round_kind(dtype) -> str:
+    kind = gd.kind(gd.check_dtype(dtype, "matmul"))
+    if kind not in ("bf16", "f16"):
+        raise TypeError(f"matmul: round_to takes bfloat16 or float16, got {dtype}")
+    return kind
+
+
+def _run(be, a, b, bias, activation, out, pre, sums, batch, variant: Variant,
+         rounds=(None, None, None)) -> None:
     (M, K), N = a.shape[-2:], b.shape[-1]
     nbatch = math.prod(batch)
     tile = variant.tile
@@ -292,7 +310,7 @@ def _run(be, a, b, bias, activation, out, pre, sums, batch, variant: Variant) ->
     spec = _matmul_spec(kinds, flush or 0, a_mode, b_mode, N % 4 == 0,
                         None if bias is None or split else gd.kind(bias.dtype),
                         pre is not None and not split, sums is not None, split, tile,
-                        activation if not split else None, RUNTIME_CHECKS)
+                        activation if not split else None, RUNTIME_CHECKS, rounds)
     buffers = [a.buffer, b.buffer]
     if split:  # raw partial sums, then matmul_reduce
         part = be.empty((splits, nbatch, M, N), gd.F32)
@@ -303,12 +321,12 @@ def _run(be, a, b, bias, activation, out, pre, sums, batch, variant: Variant) ->
     be.dispatcher.dispatch(spec, buffers, meta,
                            (-(-N // tile.bn), -(-M // tile.bm), nbatch * splits))
     if split:
-        _reduce(be, part, rparts, bias, activation, out, pre, sums, batch, splits)
+        _reduce(be, part, rparts, bias, activation, out, pre, sums, batch, splits, rounds[2])
 
 
 @functools.lru_cache(maxsize=512)
 def _matmul_spec(kinds, flush, a_mode, b_mode, vec_out, bias_kind, pre, sums, split, tile,
-                 activation, checks=True):
+                 activation, checks=True, rounds=(None, None, None)):
     """The KernelSpec of one matmul variant (built once: a dispatch only looks it up).
     ``kinds``: of A, B and C. Bindings: a, b, c (the output, or split-K's f32 partials),
     then bias, pre and the row sums where present. ``flush`` > 0: f16 arithmetic, summed
@@ -325,7 +343,8 @@ def _matmul_spec(kinds, flush, a_mode, b_mode, vec_out, bias_kind, pre, sums, sp
         if sums:
             bindings.append(("rowsum", "f32", "write"))
     else:
-        emit4 = _epilogue4(width, bias_kind is not None, pre, _epilogue(activation))
+        emit4 = _epilogue4(width, bias_kind is not None, pre, _epilogue(activation),
+                           rounds[2])
         # vec4 stores from a multiple of 4: an invocation's words are its own
         out_access = "write_words" if width == 4 else "write"
         bindings.append(("c", kind, out_access, width))
@@ -344,10 +363,10 @@ def _matmul_spec(kinds, flush, a_mode, b_mode, vec_out, bias_kind, pre, sums, sp
     f16 = _f16_params(flush) if flush else _F32
     raw_a = _raw_fetch(a_kind, a_mode, bool(flush), f16["TILE_T"], f16["LD4"])
     raw_b = _raw_fetch(b_kind, b_mode, bool(flush), f16["TILE_T"], f16["LD4"])
-    loaders = _b_loaders(b_mode, f16["TILE_T"], f16["LD"], f16["LD4"], *raw_b)
+    loaders = _b_loaders(b_mode, f16["TILE_T"], f16["LD"], f16["LD4"], *raw_b, rounds[1])
     return kernel("matmul.wgsl", "matmul", bindings, enable=("f16",) if flush else (),
                   checks=checks, B_LOADERS=loaders, STAGES=tile.stages,
-                  RAW_T=raw_a[0], LD4W=raw_a[1], WIDEN_A=_widen("a", raw_a[0], raw_a[2]),
+                  RAW_T=raw_a[0], LD4W=raw_a[1], WIDEN_A=_widen("a", raw_a[0], raw_a[2], rounds[0]),
                   MAC=_MAC_UNROLLED if tile.unrolled else _MAC_LOOP,
                   BM=tile.bm, BN=tile.bn, BK=tile.bk, WX=tile.bn // tile.tn,
                   WY=tile.bm // tile.tm, AG=tile.tm // 4, BG=tile.tn // 4,
@@ -370,7 +389,7 @@ _B_RENAME = re.compile(r"\b(" + "|".join(_B_NAMES) + r")\b")
 
 @functools.lru_cache(maxsize=32)
 def _b_loaders(b_mode: str, tile_t: str, ld: str, ld4: str, raw_t: str, ld4w: str,
-               widened: str) -> str:
+               widened: str, rnd: str | None = None) -> str:
     """fetch_b / put_b (and b_at, widen_b) for B's layout: the loaders of A's equivalent
     section with B's names, placeholders filled."""
     section = {"b_n4": "a_m4", "b_k4": "a_k4", "b_gen": "a_gen"}[b_mode]
@@ -378,7 +397,7 @@ def _b_loaders(b_mode: str, tile_t: str, ld: str, ld4: str, raw_t: str, ld4w: st
                      .splitlines() if not line.lstrip().startswith("//"))
     text = _B_RENAME.sub(lambda m: _B_NAMES[m.group(1)], text).replace("}_a(", "}_b(")
     return (Template(text).substitute(TILE_T=tile_t, LD=ld, LD4=ld4, RAW_T=raw_t, LD4W=ld4w)
-            + "\n" + _widen("b", raw_t, widened))
+            + "\n" + _widen("b", raw_t, widened, rnd))
 
 
 def _raw_fetch(kind: str, mode: str, native: bool, tile_t: str, ld4: str) -> tuple:
@@ -391,8 +410,12 @@ def _raw_fetch(kind: str, mode: str, native: bool, tile_t: str, ld4: str) -> tup
     return tile, ld4, tile
 
 
-def _widen(name: str, raw_t: str, tile: str) -> str:
+def _widen(name: str, raw_t: str, tile: str, rnd: str | None = None) -> str:
+    """widen_<name>: a fetched vec4 as the tile holds it (16-bit words widened; a float32
+    operand rounded to ``rnd``'s precision where it is given)."""
     body = f"widen4_{name}(x)" if raw_t != tile else "x"
+    if rnd is not None:
+        body = f"{rnd}_round4({body})"
     return f"fn widen_{name}(x: {raw_t}) -> {tile} {{ return {body}; }}"
 
 
@@ -415,11 +438,11 @@ def bias_operand(bias, batch):
     return ([0] * len(batch), bias.offset, bias.strides[-1])
 
 
-def _epilogue4(width, bias, pre, act) -> str:
+def _epilogue4(width, bias, pre, act, rnd=None) -> str:
     if width == 4:
-        return "if (n < N) { " + _emit("v", "ci", "n", 4, bias, pre, act) + " }"
+        return "if (n < N) { " + _emit("v", "ci", "n", 4, bias, pre, act, rnd) + " }"
     return ("@unroll(4) if (n + #i < N) { "
-            + _emit("v[#i]", "ci + #i", "n + #i", 1, bias, pre, act) + " }")
+            + _emit("v[#i]", "ci + #i", "n + #i", 1, bias, pre, act, rnd) + " }")
 
 
 _F32 = {"TILE_T": "f32", "LD": "load", "LD4": "load4", "ACC": "c", "DECL_H": "",
@@ -438,7 +461,8 @@ def _f16_params(flush_tiles: int) -> dict:
                        "}"}
 
 
-def _reduce(be, part, rparts, bias, activation, out, pre, sums, batch, splits) -> None:
+def _reduce(be, part, rparts, bias, activation, out, pre, sums, batch, splits,
+            rnd=None) -> None:
     """Sum split-K partials into ``out`` with the epilogue (and the row sums)."""
     M, N = out.shape[-2:]
     total = out.size
@@ -452,12 +476,12 @@ def _reduce(be, part, rparts, bias, activation, out, pre, sums, batch, splits) -
     # a 16-bit C by pairs (N even): whole words, no atomics
     unit = 2 if kind in PACKED_KINDS and N % 2 == 0 else 1
     spec = _reduce_spec(kind, None if bias is None else gd.kind(bias.dtype),
-                        pre is not None, sums is not None, activation, unit)
+                        pre is not None, sums is not None, activation, unit, rnd)
     be.dispatcher.dispatch(spec, buffers, meta, grid(-(-total // (256 * unit))))
 
 
 @functools.lru_cache(maxsize=128)
-def _reduce_spec(kind, bias_kind, pre, sums, activation, unit=1):
+def _reduce_spec(kind, bias_kind, pre, sums, activation, unit=1, rnd=None):
     out_access = "write_words" if unit == 2 else "write"
     bindings = [("part", "f32", "read"), ("c", kind, out_access)]
     if bias_kind is not None:
@@ -471,5 +495,5 @@ def _reduce_spec(kind, bias_kind, pre, sums, activation, unit=1):
                   ACC_T="vec2<f32>" if unit == 2 else "f32",
                   LOAD_PART="load2_part" if unit == 2 else "load_part",
                   EMIT1=_emit("v", "ci", "n", unit, bias_kind is not None, pre,
-                              _epilogue(activation)),
+                              _epilogue(activation), rnd),
                   ROWSUM_REDUCE=_ROWSUM_REDUCE if sums else "")

@@ -19,13 +19,21 @@ def _rows(be, x, n_cols):
     return v if v is not None else reshape_view(be.copy(x), (rows, n_cols))
 
 
+def _input_rounding(x, w):
+    """w's dtype where a float32 x meets a 16-bit w (autocast: x is read rounded to it),
+    else None."""
+    return w.dtype if x.dtype != w.dtype and gd.kind(x.dtype) == "f32" else None
+
+
 def linear(be, x, w, b, activation=None):
     """y = act(x @ w.T + b), one matmul dispatch with the bias and the activation fused
-    in. Returns (y, pre) with pre the pre-activation (None without activation)."""
+    in. Returns (y, pre) with pre the pre-activation (None without activation). A
+    float32 x with a 16-bit w is rounded to w's dtype as the matmul reads it."""
     n_out, n_in = w.shape
     x2 = _rows(be, x, n_in)
+    low = _input_rounding(x, w)
     res = mm.matmul(be, x2, swap_last2(w), bias=b, activation=activation,
-                    want_pre=activation is not None)
+                    want_pre=activation is not None, out_dtype=low, round_to=(low, None, None))
     y, pre = res if activation is not None else (res, None)
     shape = x.shape[:-1] + (n_out,)
     y = y.view(shape, None, 0)
@@ -40,9 +48,12 @@ def linear_backward(be, x, w, pre, gy, activation, need_bias, need_input=True):
     if activation is not None:
         g2 = map_kernel(be, activation.backward, [g2, _rows(be, pre, n_out)], g2.dtype)
     x2 = _rows(be, x, n_in)
-    dx = mm.matmul(be, g2, w).view(x.shape, None, 0) if need_input else None
+    low = _input_rounding(x, w)  # dx then rounded to it too: the cast's gradient, fused
+    dx = mm.matmul(be, g2, w, out_dtype=x.dtype if low else None,
+                   round_to=(None, None, low)).view(x.shape, None, 0) if need_input else None
     # the bias gradient (g2 summed over rows) comes out of dw's matmul: its A is g2^T
-    res = mm.matmul(be, swap_last2(g2), x2, want_row_sums=need_bias)
+    res = mm.matmul(be, swap_last2(g2), x2, want_row_sums=need_bias, out_dtype=low,
+                    round_to=(None, low, None))
     dw, db = res if need_bias else (res, None)
     return dx, dw, db
 

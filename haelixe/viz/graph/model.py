@@ -39,7 +39,9 @@ def detail(info) -> str:
 
 
 def is_cast(info) -> bool:
-    return info.op.startswith("Cast")
+    """A Cast node, or an op that casts an input inside its kernel (autocast's Linear
+    reading a float32 input rounded to bfloat16: its name says from->to)."""
+    return info.op.startswith("Cast") or "->" in info.op
 
 
 # -- names from the user's variables -----------------------------------------------------
