@@ -23,6 +23,25 @@ fn rotated(c: array<i32, 8>, t: i32) -> f32 {
     return select(x * cs + partner * sn, x * cs - partner * sn, first);
 }
 
+// Elements d and d + 1 (d even) at once, x's pairs read as words (rope.py uses it where
+// x's last dim is contiguous from an even element, so a pair never straddles words).
+fn rotated2(c: array<i32, 8>) -> vec2<f32> {
+    let nd = metadata[8];
+    let s = c[nd - 2];
+    let d = c[nd - 1];
+    let h = metadata[1] / 2;
+    let first = d < h;
+    let k = select(d - h, d, first);
+    let co = metadata[2] + s * metadata[3] + k * metadata[4];
+    let so = metadata[5] + s * metadata[6] + k * metadata[7];
+    let cs = vec2<f32>(f32(load_cos(co)), f32(load_cos(co + metadata[4])));
+    let sn = ${SIGN} * vec2<f32>(f32(load_sin(so)), f32(load_sin(so + metadata[7])));
+    let xo = op_offset(1, c);
+    let x = load2_x(xo);
+    let partner = load2_x(select(xo - h, xo + h, first));
+    return select(x * cs + partner * sn, x * cs - partner * sn, first);
+}
+
 // One element per invocation (UNIT 1), or two, (d, d + 1) with d even (UNIT 2: when D is
 // a multiple of 4 a pair never straddles the halves, and a 16-bit out contiguous from an
 // even element takes them as one word, without atomics); STORE writes them.

@@ -453,6 +453,13 @@ def test_rope_pairs_and_single_elements(be):
         for np_dt, tol in ((np.float32, 1e-6), (BF16, 2e-2)):
             got = be.rope(up(be, x.astype(np_dt)), up(be, cos), up(be, sin))
             np.testing.assert_allclose(f64(be.to_numpy(got)), want, rtol=tol, atol=tol)
+            # the same x from an odd element (pairs computed, read one element at a time)
+            wide = np.zeros((2, 5, d + 1), np_dt)
+            wide[..., 1:] = x.astype(np_dt)
+            base = up(be, wide)
+            odd = base.view((2, 5, d), base.strides, 1)
+            np.testing.assert_array_equal(
+                be.to_numpy(be.rope(odd, up(be, cos), up(be, sin))), be.to_numpy(got))
 
 
 # -- int64 -------------------------------------------------------------------------------------

@@ -275,8 +275,12 @@ def rope(be, x, cos, sin, inverse=False):
     bindings = [("out", gd.kind(out.dtype), "write_words" if unit == 2 else "write"),
                 ("x", gd.kind(x.dtype), "read"), ("cos", gd.kind(cos.dtype), "read"),
                 ("sin", gd.kind(sin.dtype), "read")]
-    store = ("store2_out(op_offset(0, c), vec2<f32>(rotated(c, 0), rotated(c, 1)));"
-             if unit == 2 else "store_out(op_offset(0, c), rotated(c, 0));")
+    if unit == 1:
+        store = "store_out(op_offset(0, c), rotated(c, 0));"
+    elif _pairs_aligned(x):  # x's pairs are words too
+        store = "store2_out(op_offset(0, c), rotated2(c));"
+    else:
+        store = "store2_out(op_offset(0, c), vec2<f32>(rotated(c, 0), rotated(c, 1)));"
     spec = kernel("rope.wgsl", "rope", bindings, SIGN="-1.0" if inverse else "1.0",
                   UNIT=unit, STORE=store)
     be.dispatcher.dispatch(spec, [out.buffer, x.buffer, cos.buffer, sin.buffer], meta,
