@@ -39,6 +39,23 @@ def _keep_shape(shape, dims):
     return tuple(1 if i in dims else n for i, n in enumerate(shape))
 
 
+def _unreduced_strides(g, shape, dims) -> tuple:
+    """Strides that show ``g`` (a reduction over ``dims`` of a tensor of ``shape``, the
+    dims kept or not) over ``shape``: 0 along the reduced dims."""
+    if not g.ndim:  # a full reduction to 0-d: the common case (loss.sum())
+        return (0,) * len(shape)
+    kept = g.ndim == len(shape)
+    strides, j, gs = [], 0, g.strides
+    for d in range(len(shape)):
+        if d in dims:
+            strides.append(0)
+            j += kept
+        else:
+            strides.append(gs[j])
+            j += 1
+    return tuple(strides)
+
+
 def _unreduce(g, in_shape, dims):
     """A reduction's gradient broadcast back over the reduced dims: one zero-stride view."""
     return Unreduce.apply(g, tuple(in_shape), dims)
@@ -52,18 +69,9 @@ class Unreduce(Function):
 
     @staticmethod
     def forward(ctx, g, shape, dims):
-        kept = g.ndim == len(shape)
         if ctx is not SINK:  # (a first-order backward records nothing: skip the writes)
-            ctx.dims, ctx.kept = dims, kept
-        strides, j, gs = [], 0, g.strides
-        for d in range(len(shape)):
-            if d in dims:
-                strides.append(0)
-                j += kept
-            else:
-                strides.append(gs[j])
-                j += 1
-        return g._view(shape, tuple(strides), g.offset)
+            ctx.dims, ctx.kept = dims, g.ndim == len(shape)
+        return g._view(shape, _unreduced_strides(g, shape, dims), g.offset)
 
     @staticmethod
     def backward(ctx, gg):
@@ -80,6 +88,9 @@ class Sum(Function):
 
     @staticmethod
     def backward(ctx, g):
+        if not STATE.grad_enabled:  # first order: the zero-stride view itself, no node
+            shape = ctx.in_shape
+            return g._view(shape, _unreduced_strides(g, shape, ctx.dims), g.offset), None, None
         return _unreduce(g, ctx.in_shape, ctx.dims), None, None
 
 
