@@ -185,12 +185,22 @@ class SliceGrad(PartialGrad):
         return self.g.device
 
     def dense(self) -> Tensor:
-        return SliceBackward.apply(self.g, self.shape, self.key)
+        # (first order only, as every SliceGrad is: the scatter itself, recording nothing)
+        return _scatter_into_zeros(self.g, self.shape, self.key)
 
     def add_into(self, t: Tensor) -> None:
         be = t._be
         part = be.make_view(t._storage, *layout.index(t.shape, t.strides, t.offset, self.key))
         be.add_into(part, self.g._data)
+
+
+def _scatter_into_zeros(g, shape, key) -> Tensor:
+    """A fresh tensor of zeros of ``shape`` with ``g`` written where ``key`` picks."""
+    be = g._be
+    out = Tensor._wrap(be.full(shape, 0, g.dtype.np))
+    dst = be.make_view(out._storage, *layout.index(out.shape, out.strides, 0, key))
+    be.copy_into(dst, g._data)
+    return out
 
 
 class SliceBackward(Function):
@@ -200,11 +210,7 @@ class SliceBackward(Function):
     @staticmethod
     def forward(ctx, g, shape, key):
         ctx.key = key
-        be = g._be
-        out = Tensor._wrap(be.full(shape, 0, g.dtype.np))
-        dst = be.make_view(out._storage, *layout.index(out.shape, out.strides, 0, key))
-        be.copy_into(dst, g._data)
-        return out
+        return _scatter_into_zeros(g, shape, key)
 
     @staticmethod
     def backward(ctx, gg):
