@@ -137,9 +137,10 @@ def computes_in_f32(kernel):
     def wrapper(self, *args, **kwargs):
         # the first array (x, q) sets the dtype: a norm's float32 input with a 16-bit
         # weight runs as float32, the weight read (and its gradient given) as it is
-        low = args[0].dtype
-        if args[0].__class__ is not np.ndarray or low not in _LOW_SET:
+        first = args[0]
+        if first.__class__ is not np.ndarray or first.dtype not in _LOW_SET:
             return kernel(self, *args, **kwargs)
+        low = first.dtype
         out = kernel(self, *(up(a) for a in args), **kwargs)
         return down(out, low)
 
