@@ -84,7 +84,7 @@ def matmul(a, b):
         return MatMul.apply(a.unsqueeze(0), b).squeeze(-2)
     if b.ndim == 1:
         return MatMul.apply(a, b.unsqueeze(1)).squeeze(-1)
-    if a.ndim > 2 or b.ndim > 2:
+    if a.ndim > 2 and b.ndim > 2:  # (a matrix broadcasts against any batch)
         layout.broadcast_shapes(a.shape[:-2], b.shape[:-2], op="matmul (batch dims)")
     return MatMul.apply(a, b)
 
