@@ -254,3 +254,48 @@ def test_linear_autocast_matches_pytorch():
                                rtol=1e-2, atol=1e-2)
     np.testing.assert_array_equal(x.grad.numpy(), tx.grad.numpy())
     np.testing.assert_allclose(w.grad.float().numpy(), tw.grad.float().numpy(), rtol=1e-2)
+
+
+EDGES = {  # name: (fn, operands as (values, dtype name, requires_grad))
+    "0-d float32 with bf16": (lambda a, b: a + b, [(np.array(2.0), "float32", True),
+                                                   (np.ones((3, 4)), "bfloat16", True)]),
+    "0-d bf16 with float32": (lambda a, b: a * b, [(np.array(2.0), "bfloat16", True),
+                                                   (np.ones((3, 4)), "float32", True)]),
+    "both 0-d": (lambda a, b: a * b, [(np.array(3.0), "bfloat16", True),
+                                      (np.array(2.0), "float32", True)]),
+    "0-size": (lambda a, b: a * b, [(np.zeros((0, 4)), "float32", True),
+                                    (np.zeros((0, 4)), "bfloat16", True)]),
+    "int32 with bf16": (lambda a, b: a + b, [(np.arange(12).reshape(3, 4), "int32", False),
+                                             (np.ones((3, 4)), "bfloat16", True)]),
+    "bool with bf16": (lambda a, b: a * b, [(np.eye(3, 4) > 0, "bool", False),
+                                            (np.ones((3, 4)), "bfloat16", True)]),
+    "transposed": (lambda a, b: a.mT / b, [(np.arange(12.0).reshape(4, 3), "float32", True),
+                                           (np.full((3, 4), 2.0), "bfloat16", True)]),
+    "expanded": (lambda a, b: a + b.expand(3, 4), [(np.ones((3, 4)), "float32", True),
+                                                   (np.arange(4.0)[None], "bfloat16", True)]),
+    "flipped float16": (lambda a, b: a.flip(0).maximum(b), [
+        (np.arange(12.0).reshape(3, 4), "float32", True), (np.full((3, 4), 5.0), "float16", True)]),
+}
+
+
+@pytest.mark.parametrize("device", ["cpu", "gpu"])
+@pytest.mark.parametrize("case", list(EDGES))
+def test_mixed_edges_match_pytorch(case, device, request):
+    """0-d operands (which promote within their category as PyTorch says), 0-size ones,
+    ints and bools beside bf16, and views: dtypes, values and gradients as PyTorch's."""
+    torch = pytest.importorskip("torch")
+    device = _device(device, request)
+    fn, operands = EDGES[case]
+    hs = [hx.from_numpy(np.asarray(v, np.float32) if d != "bool" else np.asarray(v)).to(device)
+          .to(getattr(hx, d)).detach().requires_grad_(rg) for v, d, rg in operands]
+    ts = [torch.from_numpy(np.asarray(v, np.float32) if d != "bool" else np.asarray(v))
+          .to(getattr(torch, d)).requires_grad_(rg) for v, d, rg in operands]
+    y, ty = fn(*hs), fn(*ts)
+    assert y.dtype.name == str(ty.dtype).removeprefix("torch.") and y.shape == tuple(ty.shape)
+    np.testing.assert_array_equal(y.detach().float().numpy(), ty.detach().float().numpy())
+    y.float().sum().backward()
+    ty.float().sum().backward()
+    for h, t, (_, _, rg) in zip(hs, ts, operands):
+        if rg:
+            assert h.grad.dtype.name == str(t.grad.dtype).removeprefix("torch.")
+            np.testing.assert_array_equal(h.grad.float().numpy(), t.grad.float().numpy())
