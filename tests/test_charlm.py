@@ -3,7 +3,6 @@ command line, and its training against PyTorch's from the same weights and batch
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 import os
@@ -12,6 +11,7 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
+import benchmark_script
 import numpy as np
 import pytest
 
@@ -168,17 +168,9 @@ def test_short_training_beats_the_uniform_guess(corpus):
     assert len(res["sample"]) == 30 and set(res["sample"]) <= set(corpus.chars)
 
 
-def _benchmark():
-    spec = importlib.util.spec_from_file_location(
-        "charlm_vs_torch", REPO / "benchmarks" / "charlm_vs_torch.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_training_matches_pytorch_from_the_same_weights_and_batches(corpus):
     pytest.importorskip("torch")
-    bench = _benchmark()
+    bench = benchmark_script.load("charlm_vs_torch")
     cfg = tiny_config(steps=12)
     lines = []
     result = bench.compare(cfg, corpus, rounds=2, log=lines.append)

@@ -4,25 +4,14 @@ same loss as fp32 (and as PyTorch where it is installed) and reports their ratio
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
+import benchmark_script
 import pytest
-
-REPO = Path(__file__).resolve().parents[1]
-
-
-def _benchmark():
-    spec = importlib.util.spec_from_file_location(
-        "gpu_transformer", REPO / "benchmarks" / "gpu_transformer.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def test_bf16_against_own_f32_in_the_same_rounds(be, capsys):
-    report = _benchmark().main(["--small", "--dtype", "bf16", "--own-f32", "--steps", "1",
-                                "--rounds", "2", "--warmup", "1"])
+    bench = benchmark_script.load("gpu_transformer")
+    report = bench.main(["--small", "--dtype", "bf16", "--own-f32", "--steps", "1",
+                         "--rounds", "2", "--warmup", "1"])
     rates = report["steps_per_s"]
     assert {"haelixe (gpu)", "haelixe (gpu, f32)"} <= set(rates)
     assert all(r["median"] > 0 for r in rates.values())
