@@ -98,6 +98,7 @@ F16_FLUSH_TILES = None
 RUNTIME_CHECKS = False
 
 _BIAS = "bias_at({n})"
+_NO_ROUNDING = (None, None, None)  # matmul's round_to: no operand rounded
 
 
 class Variant(NamedTuple):
@@ -204,7 +205,7 @@ _ROWSUM_REDUCE = """if (n == 0) {
 
 
 def matmul(be, a, b, bias=None, activation=None, want_pre=False, want_row_sums=False,
-           variant: Variant | None = None, out_dtype=None, round_to=(None, None, None)):
+           variant: Variant | None = None, out_dtype=None, round_to=_NO_ROUNDING):
     """numpy.matmul of ``a`` and ``b`` (any strides), plus ``bias`` along the last output
     dim and ``activation`` when given: an Activation (its forward kernel is traced into
     the epilogue) or a WGSL f32 expression in ``{x}``. Returns C, or (C, pre) when
@@ -235,8 +236,9 @@ def matmul(be, a, b, bias=None, activation=None, want_pre=False, want_row_sums=F
                         f"dtype, got {a.dtype} and {b.dtype}")
     out_dtype = a.dtype if out_dtype is None else gd.check_dtype(out_dtype, "matmul")
     # (a 16-bit operand holds 16-bit values already: only float32 ones are rounded)
-    rounds = tuple(None if r is None or kind != "f32" else _round_kind(r) for r, kind in
-                   zip(round_to, (gd.kind(a.dtype), gd.kind(b.dtype), gd.kind(out_dtype))))
+    rounds = _NO_ROUNDING if round_to == _NO_ROUNDING else tuple(
+        None if r is None or kind != "f32" else _round_kind(r) for r, kind in
+        zip(round_to, (gd.kind(a.dtype), gd.kind(b.dtype), gd.kind(out_dtype))))
     if gd.kind(out_dtype) not in gd.FLOAT_KINDS:
         raise TypeError(f"matmul: out_dtype must be float32, bfloat16 or float16, got "
                         f"{out_dtype}")
@@ -283,7 +285,7 @@ def _round_kind(dtype) -> str:
 
 
 def _run(be, a, b, bias, activation, out, pre, sums, batch, variant: Variant,
-         rounds=(None, None, None)) -> None:
+         rounds=_NO_ROUNDING) -> None:
     (M, K), N = a.shape[-2:], b.shape[-1]
     nbatch = math.prod(batch)
     tile = variant.tile
@@ -326,7 +328,7 @@ def _run(be, a, b, bias, activation, out, pre, sums, batch, variant: Variant,
 
 @functools.lru_cache(maxsize=512)
 def _matmul_spec(kinds, flush, a_mode, b_mode, vec_out, bias_kind, pre, sums, split, tile,
-                 activation, checks=True, rounds=(None, None, None)):
+                 activation, checks=True, rounds=_NO_ROUNDING):
     """The KernelSpec of one matmul variant (built once: a dispatch only looks it up).
     ``kinds``: of A, B and C. Bindings: a, b, c (the output, or split-K's f32 partials),
     then bias, pre and the row sums where present. ``flush`` > 0: f16 arithmetic, summed
