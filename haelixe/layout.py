@@ -201,6 +201,13 @@ def permute(shape: Shape, strides: Strides, dims) -> tuple[Shape, Strides]:
     return tuple(shape[d] for d in dims), tuple(strides[d] for d in dims)
 
 
+def memory_order(shape: Shape, strides: Strides) -> tuple:
+    """The dims from the outermost in memory to the innermost: largest |stride| first,
+    ties in dim order, size-1 dims (never stepped over, so anywhere will do) first."""
+    return tuple(sorted(range(len(shape)),
+                        key=lambda d: -abs(strides[d]) if shape[d] != 1 else -math.inf))
+
+
 def inverse_permutation(dims) -> tuple:
     inv = [0] * len(dims)
     for i, d in enumerate(dims):

@@ -630,6 +630,33 @@ def test_a_partial_gradient_never_writes_into_a_tensor_held_elsewhere(device, sl
     assert_close(x.grad.cpu(), 2.0 * np.array([1.0, 6.0, 6.0, 1.0]))
 
 
+@pytest.mark.parametrize("device", ["cpu", "gpu"])
+def test_slices_of_a_permuted_view_send_their_gradient_back_in_its_memory_order(device):
+    # attention's heads: q, k, v sliced out of a permuted (b, t, 3, h, d) projection. The
+    # slices' gradients are laid out in the projection's memory order, so the permute's
+    # and the reshape's backwards are views: the leaf gets the buffer itself, no copy
+    dev = _device(device)
+    g = rng(5)
+    a = g.standard_normal((2, 3, 3 * 4 * 5)).astype(np.float32)
+    coef = g.standard_normal((3, 2, 4, 3, 5)).astype(np.float32)
+    x = hx.tensor(a, device=dev, requires_grad=True)
+    h = (x * 2.0).reshape(2, 3, 3, 4, 5).permute(2, 0, 3, 1, 4)
+    c = hx.tensor(coef, device=dev)
+    parts = [h[i] for i in range(3)]
+    (sum((p * c[i]).sum() for i, p in enumerate(parts))).backward()
+    want = 2.0 * coef.transpose(1, 3, 0, 2, 4).reshape(2, 3, 60)
+    assert_close(x.grad.cpu(), want, rtol=1e-6, atol=1e-6)
+
+    from haelixe.ops.views import SliceGrad
+
+    y = hx.tensor(a, device=dev).reshape(2, 3, 3, 4, 5).permute(2, 0, 3, 1, 4)
+    part = SliceGrad(y.shape, (1,), hx.tensor(coef[1], device=dev), y._layout).dense()
+    back = part.permute(1, 3, 0, 2, 4)
+    assert back.is_contiguous() and back.shape == (2, 3, 3, 4, 5)
+    assert_close(back.cpu(), np.stack([np.zeros_like(coef[0]), coef[1],
+                                       np.zeros_like(coef[0])]).transpose(1, 3, 0, 2, 4))
+
+
 def test_hooks_and_autograd_grad_see_whole_tensors_from_slices():
     x = hx.tensor(np.arange(6.0).reshape(2, 3), requires_grad=True)
     h = x * 1.0

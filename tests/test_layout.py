@@ -350,3 +350,19 @@ def test_reduced_dims_for_broadcast_gradients():
     assert layout.reduced_dims((3,), (2, 3)) == ((0,), ())
     assert layout.reduced_dims((1, 3), (2, 3)) == ((), (0,))
     assert layout.reduced_dims((), (2, 3)) == ((0, 1), ())
+
+
+@given(layouts(shape_st=nonempty_shapes))
+@SETTINGS
+def test_memory_order_lists_dims_by_falling_stride(lay):
+    shape, strides, _, _ = lay
+    order = layout.memory_order(shape, strides)
+    assert sorted(order) == list(range(len(shape)))
+    stepped = [abs(strides[d]) for d in order if shape[d] != 1]
+    assert stepped == sorted(stepped, reverse=True)
+    # a permuted contiguous layout is put back in the order it was made in
+    perm = tuple(np.random.default_rng(len(shape)).permutation(len(shape)))
+    c = layout.contiguous_strides(shape)
+    got = layout.memory_order(tuple(shape[d] for d in perm), tuple(c[d] for d in perm))
+    moved = [perm[d] for d in got if shape[perm[d]] != 1]
+    assert moved == sorted(moved)

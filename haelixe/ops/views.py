@@ -44,6 +44,10 @@ class View(Function):
     @staticmethod
     def backward(ctx, g):
         _check_history(ctx)
+        if not STATE.grad_enabled:  # first order: the view of g itself, no node to record
+            strides = layout.view_strides(g.shape, g.strides, ctx.in_shape)
+            if strides is not None:
+                return g._view(ctx.in_shape, strides, g.offset), None, None
         return reshape(g, ctx.in_shape), None, None
 
 
@@ -104,7 +108,12 @@ class Permute(Function):
     @staticmethod
     def backward(ctx, g):
         _check_history(ctx)
-        return permute(g, layout.inverse_permutation(ctx.dims)), None
+        dims = layout.inverse_permutation(ctx.dims)
+        if not STATE.grad_enabled:  # first order: the view of g itself, no node to record
+            strides = g.strides
+            return g._view(tuple(g.shape[d] for d in dims), tuple(strides[d] for d in dims),
+                           g.offset), None
+        return permute(g, dims), None
 
 
 def permute(x, dims):
@@ -155,6 +164,7 @@ class Slice(Function):
     @staticmethod
     def forward(ctx, x, key):
         ctx.in_shape = x.shape
+        ctx.in_layout = x._layout  # (None: contiguous) the order its gradient is laid out in
         ctx.key = key
         shape, strides, offset = layout.index(x.shape, x.strides, x.offset, key)
         return _view_of(ctx, x, shape, strides, offset)
@@ -163,7 +173,7 @@ class Slice(Function):
     def backward(ctx, g):
         _check_history(ctx)
         if not STATE.grad_enabled:  # first order: kept partial until needed whole
-            return SliceGrad(ctx.in_shape, ctx.key, g), None
+            return SliceGrad(ctx.in_shape, ctx.key, g, ctx.in_layout), None
         return SliceBackward.apply(g, ctx.in_shape, ctx.key), None
 
 
@@ -171,10 +181,11 @@ class SliceGrad(PartialGrad):
     """A slice's first-order gradient: ``g`` where ``key`` picks out of ``shape``, zero
     elsewhere (the engine adds several into one buffer; see PartialGrad)."""
 
-    __slots__ = ("shape", "key", "g")
+    __slots__ = ("shape", "key", "g", "like")
 
-    def __init__(self, shape, key, g):
-        self.shape, self.key, self.g = shape, key, g
+    def __init__(self, shape, key, g, like=None):
+        # like: the sliced tensor's (strides, offset) where it is not contiguous
+        self.shape, self.key, self.g, self.like = shape, key, g, like
 
     @property
     def dtype(self):
@@ -186,7 +197,7 @@ class SliceGrad(PartialGrad):
 
     def dense(self) -> Tensor:
         # (first order only, as every SliceGrad is: the scatter itself, recording nothing)
-        return _scatter_into_zeros(self.g, self.shape, self.key)
+        return _scatter_into_zeros(self.g, self.shape, self.key, self.like)
 
     def add_into(self, t: Tensor) -> None:
         be = t._be
@@ -194,11 +205,21 @@ class SliceGrad(PartialGrad):
         be.add_into(part, self.g._data)
 
 
-def _scatter_into_zeros(g, shape, key) -> Tensor:
-    """A fresh tensor of zeros of ``shape`` with ``g`` written where ``key`` picks."""
+def _scatter_into_zeros(g, shape, key, like=None) -> Tensor:
+    """A fresh tensor of zeros of ``shape`` with ``g`` written where ``key`` picks; laid
+    out in memory in the order of the layout ``like`` (strides, offset) where one is
+    given, as PyTorch's gradients follow their input's layout. The gradient of q, k and
+    v sliced out of a permuted projection then comes back in the projection's own order,
+    and the reshape that made the heads undoes itself without a copy."""
     be = g._be
-    out = Tensor._wrap(be.full(shape, 0, g.dtype.np))
-    dst = be.make_view(out._storage, *layout.index(out.shape, out.strides, 0, key))
+    order = None if like is None else layout.memory_order(shape, like[0])
+    if order is None or order == tuple(range(len(shape))):
+        out = Tensor._wrap(be.full(shape, 0, g.dtype.np))
+    else:
+        dense = Tensor._wrap(be.full(tuple(shape[d] for d in order), 0, g.dtype.np))
+        out = dense._view(*layout.permute(dense.shape, dense.strides,
+                                          layout.inverse_permutation(order)), 0)
+    dst = be.make_view(out._storage, *layout.index(out.shape, out.strides, out.offset, key))
     be.copy_into(dst, g._data)
     return out
 
