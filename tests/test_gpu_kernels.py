@@ -153,6 +153,26 @@ def test_matmul_choice_by_shape():
     assert small_out.splits > 1 and small_out.tile == mm.TILES["64x64"]
     assert mm.choose(8, 8, 8, 1).splits == 1  # short K: no split
     assert all(t.valid() for t in mm.TILES.values())
+    # 16-bit operands (or float32 ones rounded as read) take half the accumulators
+    assert mm.choose(8192, 1536, 512, 1) == mm.Variant(mm.TILES["128x256"])
+    assert mm.choose(8192, 1536, 512, 1, sixteen_bit=True) == \
+        mm.Variant(mm.TILES["128x128k8"])
+    assert mm.choose(512, 64, 512, 128, sixteen_bit=True).tile == mm.TILES["128x64"]
+
+
+def test_matmul_tells_the_choice_which_operands_are_16_bit(be, monkeypatch):
+    from haelixe.backends.wgpu import matmul as mm
+
+    seen = []
+    real = mm.choose
+    monkeypatch.setattr(mm, "choose", lambda *a: seen.append(a[-1]) or real(*a))
+    x = np.ones((8, 4), np.float32)
+    for a, b, rnd in [(x, x.T, mm._NO_ROUNDING), (x.astype(BF16), x.T.astype(BF16),
+                                                   mm._NO_ROUNDING),
+                      (x, x.T.astype(BF16), (np.dtype(BF16), None, None))]:
+        mm.matmul(be, up(be, a), up(be, np.ascontiguousarray(b)),
+                  out_dtype=None if rnd == mm._NO_ROUNDING else np.dtype(BF16), round_to=rnd)
+    assert seen == [False, True, True]
 
 
 @pytest.mark.parametrize("dtype", ["f16", "bf16"])

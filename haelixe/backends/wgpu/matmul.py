@@ -107,7 +107,7 @@ class Variant(NamedTuple):
 
 
 def choose(M: int, N: int, K: int, nbatch: int, a_mode: str = "a_gen",
-           b_mode: str = "b_gen") -> Variant:
+           b_mode: str = "b_gen", sixteen_bit: bool = False) -> Variant:
     """The tile and split-K factor for a (batch of) M x K @ K x N, from sweeps of the
     variants over the Linear shapes on an H200 (benchmarks/gpu_matmul_sweep.py):
 
@@ -115,6 +115,11 @@ def choose(M: int, N: int, K: int, nbatch: int, a_mode: str = "a_gen",
       A is contiguous along m, as in a weight gradient dY^T X, or B along k, as W^T in
       x W^T), each only where it does not overhang M x N much (a narrow N of 64, as
       attention's p v, takes 128 x 64);
+    - ``sixteen_bit`` operands (or float32 ones rounded to 16 bits as read) take 128 x 128
+      with BK 8 where fp32 takes 128 x 256: widening their words costs registers, and
+      with half the accumulators the Transformer's Linear products ran 8-20% faster
+      (bias, GELU and its pre-activation fused; benchmarks/gpu_kernels.py's shapes at
+      M = 8192, H200);
     - fewer tiles and a long K: split-K, 128 x 128 while there are a few dozen tiles,
       else 64 x 64 split up to 16 ways (a small layer's weight gradient);
     - fewer tiles and a short K: 128 x 64, or 64 x 64, whichever makes more workgroups
@@ -128,6 +133,9 @@ def choose(M: int, N: int, K: int, nbatch: int, a_mode: str = "a_gen",
 
     wide = TILES["128x256"]
     if count(wide) >= WIDE_WAVE and fits(wide):
+        k8 = TILES["128x128k8"]
+        if sixteen_bit and count(k8) >= FULL_WAVE and fits(k8):
+            return Variant(k8)
         return Variant(wide)
     big = TILES["128x128k8" if a_mode == "a_m4" or b_mode == "b_k4" else "128x128"]
     n_big = count(big)
@@ -257,7 +265,10 @@ def matmul(be, a, b, bias=None, activation=None, want_pre=False, want_row_sums=F
         raise ValueError(f"matmul: bias of shape {bias.shape} does not match {N} outputs")
     if out.size:
         if variant is None:
-            variant = choose(M, N, K, nbatch, _a_mode(a, batch), _b_mode(b, batch))
+            sixteen_bit = any(r is not None or gd.kind(t.dtype) != "f32"
+                         for r, t in zip(rounds[:2], (a, b)))
+            variant = choose(M, N, K, nbatch, _a_mode(a, batch), _b_mode(b, batch),
+                             sixteen_bit)
             if be.context.software:  # LLVM compiles unrolled steps slowly; loops run as fast
                 variant = variant._replace(tile=variant.tile._replace(unrolled=False))
         if nbatch * variant.splits > 65535:
