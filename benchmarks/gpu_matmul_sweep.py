@@ -11,7 +11,10 @@ attention goes through matmuls):
 4. the three matmuls of the Transformer's Linear layers (M = 8192) over the best
    variants, split-K and the small tiles, against PyTorch;
 5. attention: the flash kernels against the matmul way, forward and forward + backward,
-   against PyTorch's scaled_dot_product_attention.
+   against PyTorch's scaled_dot_product_attention;
+6. the Linear forward with 16-bit operands (bf16, f16, or f32 rounded to bf16 as read)
+   and its fused epilogue (bias; bias, GELU and pre-activation) over tiles, fp32 beside
+   it: the evidence for choose()'s tile for 16-bit operands.
 
     python benchmarks/gpu_matmul_sweep.py --out sweep.json     # a real GPU
     python benchmarks/gpu_matmul_sweep.py --small               # tiny: a smoke test
@@ -23,6 +26,7 @@ variant names read BMxBN/TMxTN/kBK/sSTAGES[/u unrolled][/nc no runtime checks].
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import math
 import sys
@@ -327,6 +331,56 @@ def sweep_linears(b: Bench, shapes, candidates, checks: bool, report: dict):
             rows.append(row)
 
 
+# -- 6. 16-bit Linear forward ------------------------------------------------------------
+# the Transformer's Linear forwards (M = batch x sequence, in, out); the first is timed
+# twice, its first pass discarded (the GPU's clocks ramp up on the first kernels)
+SIXTEEN_BIT_LINEARS = [(8192, 512, 512), (8192, 512, 512), (8192, 512, 1536),
+                       (8192, 512, 2048), (8192, 2048, 512)]
+
+
+def sweep_sixteen_bit(b: Bench, shapes, report: dict):
+    """y = x W^T + bias (and GELU with its pre-activation kept) for fp32, bf16 and f16
+    operands and for an fp32 x rounded to bf16 as read (autocast's Linear), over the
+    tiles choose() picks from; each time a median of rounds of back-to-back calls."""
+    import ml_dtypes
+
+    from haelixe.backends.wgpu import matmul as mm
+    from haelixe.backends.wgpu.geometry import swap_last2
+    from haelixe.ops.elementwise import ACTIVATIONS
+
+    be, gelu = b.be, ACTIVATIONS["gelu"]
+    bf16 = np.dtype(ml_dtypes.bfloat16)
+    tiles = {"choose()": None, **{name: mm.Variant(mm.TILES[name]) for name in
+                                  ("128x256", "128x128", "128x128k8")},
+             "256x128": mm.Variant(mm.Tile(256, 128, 16, 8, 16))}
+    rows = report.setdefault("sixteen_bit", [])
+    for i, (m, k, n) in enumerate(shapes):
+        x, w, bias = b.randn(m, k), b.randn(n, k), b.randn(n)
+        for kind, (xt, wt, out, rnd) in {
+                "f32": (np.float32, np.float32, None, None),
+                "bf16": (bf16, bf16, None, None),
+                "f16": (np.float16, np.float16, None, None),
+                "f32 read as bf16": (np.float32, bf16, bf16, bf16)}.items():
+            gx, gw = be.from_numpy(x.astype(xt)), swap_last2(be.from_numpy(w.astype(wt)))
+            gb = be.from_numpy(bias.astype(wt))
+            for epilogue in ("bias", "bias+gelu+pre"):
+                act = dict(activation=gelu, want_pre=True) if epilogue != "bias" else {}
+                row = {"M": m, "in": k, "out": n, "operands": kind, "epilogue": epilogue,
+                       "warm-up": i == 0 and len(shapes) > 1, "times": {}}
+                for name, var in tiles.items():
+                    run = functools.partial(mm.matmul, be, gx, gw, bias=gb, out_dtype=out,
+                                            variant=var, round_to=(rnd, None, None), **act)
+                    try:
+                        row["times"][name] = b.hx_time(run)["median"] * 1e3
+                    except ValueError as e:  # a tile the adapter cannot hold
+                        row["times"][name] = repr(e)[:120]
+                rows.append(row)
+                if not row["warm-up"]:
+                    print(f"  {m}x{k}x{n} {kind:>16} {epilogue:>13}: " + " ".join(
+                        f"{t} {v:.3f}" if isinstance(v, float) else f"{t} -"
+                        for t, v in row["times"].items()) + " ms", flush=True)
+
+
 # -- 5. attention -------------------------------------------------------------------------
 def sweep_attention(b: Bench, shapes, report: dict):
     from haelixe.backends.wgpu import attention as at
@@ -393,7 +447,7 @@ def main(argv=None) -> dict:
     ap.add_argument("--quick", action="store_true",
                     help="Linear shapes: choose() against the TILES only")
     ap.add_argument("--skip", nargs="*", default=(),
-                    choices=("alu", "square", "f16", "linears", "attention"))
+                    choices=("alu", "square", "f16", "linears", "attention", "sixteen"))
     ap.add_argument("--out", default=None, help="write the results as JSON here")
     args = ap.parse_args(argv)
 
@@ -446,6 +500,10 @@ def main(argv=None) -> dict:
     if "attention" not in args.skip:
         print("5. attention", flush=True)
         sweep_attention(b, [(2, 2, 40, 16)] if small else ATTENTION_SHAPES, report)
+        save()
+    if "sixteen" not in args.skip:
+        print("6. 16-bit Linear forward with its epilogue, over tiles", flush=True)
+        sweep_sixteen_bit(b, [(64, 32, 48)] if small else SIXTEEN_BIT_LINEARS, report)
         save()
     return report
 

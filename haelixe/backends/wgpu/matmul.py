@@ -117,9 +117,8 @@ def choose(M: int, N: int, K: int, nbatch: int, a_mode: str = "a_gen",
       attention's p v, takes 128 x 64);
     - ``sixteen_bit`` operands (or float32 ones rounded to 16 bits as read) take 128 x 128
       with BK 8 where fp32 takes 128 x 256: widening their words costs registers, and
-      with half the accumulators the Transformer's Linear products ran 8-20% faster
-      (bias, GELU and its pre-activation fused; benchmarks/gpu_kernels.py's shapes at
-      M = 8192, H200);
+      with half the accumulators the Transformer's Linear forwards ran 8-20% faster
+      (bias, GELU and its pre-activation fused; gpu_matmul_sweep.py's section 6, H200);
     - fewer tiles and a long K: split-K, 128 x 128 while there are a few dozen tiles,
       else 64 x 64 split up to 16 ways (a small layer's weight gradient);
     - fewer tiles and a short K: 128 x 64, or 64 x 64, whichever makes more workgroups
@@ -266,7 +265,7 @@ def matmul(be, a, b, bias=None, activation=None, want_pre=False, want_row_sums=F
     if out.size:
         if variant is None:
             sixteen_bit = any(r is not None or gd.kind(t.dtype) != "f32"
-                         for r, t in zip(rounds[:2], (a, b)))
+                              for r, t in zip(rounds[:2], (a, b)))
             variant = choose(M, N, K, nbatch, _a_mode(a, batch), _b_mode(b, batch),
                              sixteen_bit)
             if be.context.software:  # LLVM compiles unrolled steps slowly; loops run as fast
