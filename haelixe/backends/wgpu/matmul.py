@@ -106,6 +106,7 @@ class Variant(NamedTuple):
     splits: int = 1
 
 
+@functools.lru_cache(maxsize=1024)  # asked on every product; a model has few shapes
 def choose(M: int, N: int, K: int, nbatch: int, a_mode: str = "a_gen",
            b_mode: str = "b_gen", sixteen_bit: bool = False) -> Variant:
     """The tile and split-K factor for a (batch of) M x K @ K x N, from sweeps of the
@@ -263,11 +264,11 @@ def matmul(be, a, b, bias=None, activation=None, want_pre=False, want_row_sums=F
     if bias is not None and (bias.shape[-1:] != (N,) or bias.size != N):
         raise ValueError(f"matmul: bias of shape {bias.shape} does not match {N} outputs")
     if out.size:
+        modes = _a_mode(a, batch), _b_mode(b, batch)
         if variant is None:
             sixteen_bit = any(r is not None or gd.kind(t.dtype) != "f32"
                               for r, t in zip(rounds[:2], (a, b)))
-            variant = choose(M, N, K, nbatch, _a_mode(a, batch), _b_mode(b, batch),
-                             sixteen_bit)
+            variant = choose(M, N, K, nbatch, *modes, sixteen_bit)
             if be.context.software:  # LLVM compiles unrolled steps slowly; loops run as fast
                 variant = variant._replace(tile=variant.tile._replace(unrolled=False))
         if nbatch * variant.splits > 65535:
@@ -275,7 +276,7 @@ def matmul(be, a, b, bias=None, activation=None, want_pre=False, want_row_sums=F
                 raise ValueError(f"matmul: {nbatch} batch matrices exceed one dispatch "
                                  f"(65535)")
             variant = Variant(variant.tile)
-        _run(be, a, b, bias, activation, out, pre, sums, batch, variant, rounds)
+        _run(be, a, b, bias, activation, out, pre, sums, batch, variant, modes, rounds)
     if squeeze:
         shape = tuple(n for i, n in enumerate(out.shape)
                       if i - out.ndim not in squeeze)
@@ -294,7 +295,7 @@ def _round_kind(dtype) -> str:
     return kind
 
 
-def _run(be, a, b, bias, activation, out, pre, sums, batch, variant: Variant,
+def _run(be, a, b, bias, activation, out, pre, sums, batch, variant: Variant, modes,
          rounds=_NO_ROUNDING) -> None:
     (M, K), N = a.shape[-2:], b.shape[-1]
     nbatch = math.prod(batch)
@@ -312,7 +313,7 @@ def _run(be, a, b, bias, activation, out, pre, sums, batch, variant: Variant,
     ks = -(-max(K, 1) // variant.splits)
     ks = -(-ks // tile.bk) * tile.bk
     splits = max(1, -(-K // ks))
-    a_mode, b_mode = _a_mode(a, batch), _b_mode(b, batch)
+    a_mode, b_mode = modes  # (how A's and B's tiles are fetched: see _vec4_mode)
     ops = [(broadcast_strides(_batch_view(a), batch), a.offset),
            (broadcast_strides(_batch_view(b), batch), b.offset),
            bias_operand(bias, batch)]
