@@ -15,6 +15,7 @@ Every kernel reads one ``array<i32>`` of metadata (binding 0) laid out as
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -109,9 +110,14 @@ def reshape_view(a: GpuArray, shape) -> GpuArray | None:
 def merge_dims(shape, strides_list):
     """Drop size-1 dims and merge neighbours that every operand walks contiguously.
 
-    Returns (shape, [strides per operand]); the iteration order (C order over
+    Returns (shape, [strides per operand]) as tuples; the iteration order (C order over
     ``shape``) is unchanged, only the index arithmetic gets cheaper.
     """
+    return _merged(tuple(shape), tuple(map(tuple, strides_list)))
+
+
+@functools.lru_cache(maxsize=4096)  # every dispatch asks; a training step repeats its layouts
+def _merged(shape, strides_list):
     dims = [d for d, n in enumerate(shape) if n != 1]
     m_shape = [shape[d] for d in dims]
     m_strides = [[s[d] for d in dims] for s in strides_list]
@@ -124,7 +130,7 @@ def merge_dims(shape, strides_list):
                 st[i] = st[i + 1]
                 del st[i + 1]
         i -= 1
-    return m_shape, m_strides
+    return tuple(m_shape), tuple(map(tuple, m_strides))
 
 
 def meta_block(scalars, shape, operands, merge: bool = True, what: str = "kernel"):
@@ -135,7 +141,7 @@ def meta_block(scalars, shape, operands, merge: bool = True, what: str = "kernel
     """
     strides_list = [op[0] for op in operands]
     if merge:
-        shape, strides_list = merge_dims(tuple(shape), strides_list)
+        shape, strides_list = merge_dims(shape, strides_list)
     if len(shape) > MAXD:
         raise ValueError(f"{what}: {len(shape)} dims after merging; the GPU kernels "
                          f"handle at most {MAXD} (make the tensor contiguous first)")

@@ -52,7 +52,7 @@ def _reduce_meta(x, axes, n_out):
     red = sorted(axes)
     k_shape = tuple(x.shape[d] for d in kept)
     r_shape, (r_strides,) = merge_dims(tuple(x.shape[d] for d in red),
-                                       [[x.strides[d] for d in red]])
+                                       [tuple(x.strides[d] for d in red)])
     if len(r_shape) > MAXD:
         raise ValueError(f"reduction over {len(r_shape)} non-mergeable dims (max {MAXD})")
     length = math.prod(x.shape[d] for d in red)
