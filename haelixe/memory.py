@@ -27,6 +27,7 @@ This module imports nothing else from haelixe when it loads, and nothing from wg
 
 from __future__ import annotations
 
+import bisect
 import collections
 import sys as _sys
 import threading
@@ -170,6 +171,10 @@ class MemoryEvent(NamedTuple):
     tag: str | None
     allocated_bytes: int
     reserved_bytes: int
+
+
+def _falling_id(handle) -> int:
+    return -id(handle)
 
 
 _new_event = tuple.__new__  # skips NamedTuple's Python-level __new__ on the hot path
@@ -395,7 +400,9 @@ class Allocator:
         self._owner = None  # thread id inside a critical section (see _reclaim)
         self._get_ident = threading.get_ident  # bound here: usable at shutdown
         self._dead = collections.deque()  # blocks that died while their thread held the lock
-        self._free: dict[int, list] = {}  # bin -> cached handles, most recent last
+        # bin -> cached handles: most recent last ("recent"), or by falling id ("stable":
+        # the last is the least, the slab a repeated request gets again)
+        self._free: dict[int, list] = {}
         self._bins: dict[int, list] = {}  # bin -> [in_use, cached, requested, allocated]
         self._by_tag = dict.fromkeys(TAGS, 0)
         self._allocated = self._requested = self._reserved = 0
@@ -479,12 +486,7 @@ class Allocator:
                 self._hits += 1
                 kind = "reuse"
             elif self._free.get(b):
-                free = self._free[b]
-                if self._stable and len(free) > 1:  # the same slab of a set: least id
-                    ids = list(map(id, free))
-                    i = ids.index(min(ids))
-                    free[i], free[-1] = free[-1], free[i]
-                handle = free.pop()
+                handle = self._free[b].pop()
                 st = self._bins[b]
                 st[1] -= 1
                 self._cached -= 1
@@ -560,7 +562,7 @@ class Allocator:
         st = self._bins[b]
         pools = self._pools_of.get(id(handle)) if self._pools_of else None
         if not pools:
-            self._free.setdefault(b, []).append(handle)
+            self._cache(b, handle)
             st[1] += 1
             self._cached += 1
         else:  # kept free for the pools that name it only
@@ -579,6 +581,14 @@ class Allocator:
         self._by_tag[tag] -= size
         if self._emitting:
             self._emit("free", size, requested, b, tag)
+
+    def _cache(self, b: int, handle) -> None:
+        """Keep a free slab in its bin's list, in the order ``reuse`` hands slabs out."""
+        free = self._free.setdefault(b, [])
+        if self._stable:
+            bisect.insort(free, handle, key=_falling_id)
+        else:
+            free.append(handle)
 
     def _release_cached(self) -> int:
         released = 0
@@ -633,7 +643,7 @@ class Allocator:
                     if others:  # another pool names it too: still kept
                         others[0]._keep(handle, b)
                         continue
-                    self._free.setdefault(b, []).append(handle)
+                    self._cache(b, handle)
                     st[1] += 1
                     self._cached += 1
                     self._captured -= size
