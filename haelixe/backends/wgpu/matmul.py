@@ -155,13 +155,13 @@ def _batch_view(x: GpuArray) -> GpuArray:
     return x.view(x.shape[:-2], x.strides[:-2], x.offset)
 
 
-def _vec4_mode(x: GpuArray, batch, inner: str, outer: str) -> str:
-    """How to fetch the tile of a (..., R, C) operand: ``outer`` ("m4" / "n4") when it is
-    contiguous along R, ``inner`` ("k4") along C, with every index a multiple of 4 so
-    that vec4 loads are aligned; "gen" otherwise."""
+def _vec4_mode(x: GpuArray, bstrides, inner: str, outer: str) -> str:
+    """How to fetch the tile of a (..., R, C) operand whose batch strides (broadcast over
+    the product's batch) are ``bstrides``: ``outer`` ("m4" / "n4") when it is contiguous
+    along R, ``inner`` ("k4") along C, with every index a multiple of 4 so that vec4
+    loads are aligned; "gen" otherwise."""
     rows, cols = x.shape[-2:]
     sr, sc = x.strides[-2:]
-    bstrides = broadcast_strides(_batch_view(x), batch)
     aligned = x.offset % 4 == 0 and all(s % 4 == 0 for s in bstrides)
     if aligned and sr == 1 and rows % 4 == 0 and (cols == 1 or sc % 4 == 0):
         return outer
@@ -170,14 +170,14 @@ def _vec4_mode(x: GpuArray, batch, inner: str, outer: str) -> str:
     return "gen"
 
 
-def _a_mode(a, batch) -> str:
-    return "a_" + _vec4_mode(a, batch, "k4", "m4")
+def _a_mode(a, bstrides) -> str:
+    return "a_" + _vec4_mode(a, bstrides, "k4", "m4")
 
 
-def _b_mode(b, batch) -> str:
+def _b_mode(b, bstrides) -> str:
     bt = b.view(b.shape[:-2] + (b.shape[-1], b.shape[-2]),
                 b.strides[:-2] + (b.strides[-1], b.strides[-2]), b.offset)
-    return "b_" + _vec4_mode(bt, batch, "k4", "n4")
+    return "b_" + _vec4_mode(bt, bstrides, "k4", "n4")
 
 
 def _emit(value: str, index: str, n: str, width: int, bias: bool, pre: bool, act,
@@ -264,7 +264,10 @@ def matmul(be, a, b, bias=None, activation=None, want_pre=False, want_row_sums=F
     if bias is not None and (bias.shape[-1:] != (N,) or bias.size != N):
         raise ValueError(f"matmul: bias of shape {bias.shape} does not match {N} outputs")
     if out.size:
-        modes = _a_mode(a, batch), _b_mode(b, batch)
+        # (each operand's batch strides, worked out once: the load modes and the
+        # metadata both read them)
+        bstrides = tuple(broadcast_strides(_batch_view(t), batch) for t in (a, b))
+        modes = _a_mode(a, bstrides[0]), _b_mode(b, bstrides[1])
         if variant is None:
             sixteen_bit = any(r is not None or gd.kind(t.dtype) != "f32"
                               for r, t in zip(rounds[:2], (a, b)))
@@ -276,7 +279,8 @@ def matmul(be, a, b, bias=None, activation=None, want_pre=False, want_row_sums=F
                 raise ValueError(f"matmul: {nbatch} batch matrices exceed one dispatch "
                                  f"(65535)")
             variant = Variant(variant.tile)
-        _run(be, a, b, bias, activation, out, pre, sums, batch, variant, modes, rounds)
+        _run(be, a, b, bias, activation, out, pre, sums, batch, variant, modes, bstrides,
+             rounds)
     if squeeze:
         shape = tuple(n for i, n in enumerate(out.shape)
                       if i - out.ndim not in squeeze)
@@ -296,7 +300,7 @@ def _round_kind(dtype) -> str:
 
 
 def _run(be, a, b, bias, activation, out, pre, sums, batch, variant: Variant, modes,
-         rounds=_NO_ROUNDING) -> None:
+         bstrides, rounds=_NO_ROUNDING) -> None:
     (M, K), N = a.shape[-2:], b.shape[-1]
     nbatch = math.prod(batch)
     tile = variant.tile
@@ -314,8 +318,7 @@ def _run(be, a, b, bias, activation, out, pre, sums, batch, variant: Variant, mo
     ks = -(-ks // tile.bk) * tile.bk
     splits = max(1, -(-K // ks))
     a_mode, b_mode = modes  # (how A's and B's tiles are fetched: see _vec4_mode)
-    ops = [(broadcast_strides(_batch_view(a), batch), a.offset),
-           (broadcast_strides(_batch_view(b), batch), b.offset),
+    ops = [(bstrides[0], a.offset), (bstrides[1], b.offset),
            bias_operand(bias, batch)]
     meta = meta_block([M, N, K, a.strides[-2], a.strides[-1], b.strides[-2],
                        b.strides[-1], ks], batch, ops, what="matmul")
