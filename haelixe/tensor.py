@@ -60,9 +60,25 @@ class Tensor:
         if raw.__class__ is not np.ndarray and isinstance(raw, np.generic):
             raw = np.asarray(raw)  # the numpy scalar of a full reduction
         if raw.__class__ is np.ndarray and raw.flags.c_contiguous:  # the common case
+            # (every op's output comes this way: the fields are stored here directly, as
+            # Storage.__init__ and _init would, which saves their two calls: 40% of it)
             dtype = _DTYPE_OF_NP[raw.dtype]
-            return _new(Tensor)._init(raw, Storage(raw, CPU, dtype, raw.nbytes), None,
-                                      raw.shape, dtype, CPU, None)
+            storage = _new(Storage)
+            storage.data = raw
+            storage.device = CPU
+            storage.dtype = dtype
+            storage.nbytes = raw.nbytes
+            storage.version = storage.history = 0
+            t = _new(Tensor)
+            t._data = raw
+            t._storage = storage
+            t._layout = None
+            t.shape = raw.shape
+            t.dtype = dtype
+            t.device = CPU
+            t._requires_grad = t._is_param = t._retains_grad = False
+            t.grad = t.grad_fn = t._accumulator = t._base = t.name = None
+            return t
         be = backend_of(raw)
         if raw.__class__ is not be.raw_type:
             raw = np.asarray(raw)  # numpy scalars from full reductions
