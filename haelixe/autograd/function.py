@@ -188,10 +188,15 @@ class Function(Node):
         state = STATE  # (one lookup: the state lives per thread)
         requires = False
         if state.grad_enabled and cls.differentiable:
+            # the edges are gathered in the same pass that looks for an input requiring
+            # grad (the usual input already has its node: the edge inline)
+            edges = []
             for a in args:
                 if isinstance(a, Tensor) and a._requires_grad:
+                    edges.append(a.grad_fn or a._accumulator or _edge(a))
                     requires = True
-                    break
+                else:
+                    edges.append(None)
         anomaly = state.anomaly
         if not requires and not anomaly:
             # Nothing to record (inference, no_grad, a first-order backward): forward
@@ -205,18 +210,14 @@ class Function(Node):
         if anomaly:
             _check_finite(out, f"forward of {ctx.name}")
         if requires:
-            # (the edge inline for the usual input: one that already has its node)
-            ctx.next = [(a.grad_fn or a._accumulator or _edge(a))
-                        if isinstance(a, Tensor) and a._requires_grad else None
-                        for a in args]
+            ctx.next = edges
             out._requires_grad = True
             out.grad_fn = ctx
             ctx.meta = (out.shape, out.dtype, out.device)
             if cls.saves_output:
                 ctx.save_for_backward(*ctx.saved, out._alias())
-            modules = state.modules
-            if modules:
-                ctx.module = modules[-1]
+            if state.modules:
+                ctx.module = state.modules[-1]
             if anomaly:
                 ctx.trace = traceback.format_stack()[:-1]
         return out
