@@ -25,18 +25,20 @@ def add_backward_observer(fn):
 
 
 def _dependencies(roots):
-    deps = {}
+    """node -> how many edges lead into it, for every node reachable from ``roots`` (a
+    root no edge reaches counts 0). The count doubles as the visited mark."""
+    deps = dict.fromkeys(roots, 0)
+    get = deps.get
     stack = list(roots)
-    seen = set(roots)
     while stack:
-        node = stack.pop()
-        for nxt in node.next:
-            if nxt is None:
-                continue
-            deps[nxt] = deps.get(nxt, 0) + 1
-            if nxt not in seen:
-                seen.add(nxt)
-                stack.append(nxt)
+        for nxt in stack.pop().next:
+            if nxt is not None:
+                n = get(nxt)
+                if n is None:  # first reached: its own edges are counted once, now
+                    deps[nxt] = 1
+                    stack.append(nxt)
+                else:
+                    deps[nxt] = n + 1
     return deps
 
 
@@ -53,7 +55,7 @@ def run_backward(roots, grads, retain_graph=False, create_graph=False, capture=N
         pending[node] = pending[node] + g if node in pending else g
     root_nodes = list(pending)
     deps = _dependencies(root_nodes)
-    ready = [n for n in root_nodes if n not in deps]
+    ready = [n for n in root_nodes if not deps[n]]
     # hooks, retain_grad, capture, observers and anomaly mode are rare: one flag says
     # whether a node needs the slow path's checks at all
     watched = bool(_observers) or capture is not None or STATE.anomaly
@@ -109,7 +111,7 @@ def run_backward(roots, grads, retain_graph=False, create_graph=False, capture=N
                     # accumulate it now; its own turn in the loop would do just that,
                     # after a round trip through pending and ready
                     del deps[nxt]
-                    leaf = nxt.leaf
+                    leaf = nxt._leaf()
                     if accumulate and leaf is not None:
                         accumulate_into_leaf(leaf, gi.dense() if isinstance(gi, PartialGrad)
                                              else gi, create_graph)
