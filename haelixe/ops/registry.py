@@ -263,33 +263,7 @@ class ElementwiseFunction(Function):
 
     forward = None  # made per op by _make_forward
 
-    @classmethod
-    def backward(cls, ctx, g):
-        saved = ctx.saved_tensors
-        if STATE.grad_enabled:
-            return cls._backward_with_graph(ctx, g, saved, ctx.args)
-        nexts = ctx.next
-        shapes = ctx.in_shapes
-        dtype = ctx.meta[1]  # the inputs' dtype too, unless in_dtypes says otherwise
-        in_dtypes = ctx.in_dtypes
-        out = [None] * len(nexts)
-        gd, run, np_dt = g._data, g._be.map, dtype.np
-        for i, kernel, sources in cls.plans:
-            if nexts[i] is None:
-                continue
-            if kernel is None:
-                gi = g
-            else:
-                raws = [gd]
-                for j, k in sources:  # a saved tensor, or (None there) a number in args
-                    t = None if j is None else saved[j]
-                    raws.append(np_dt.type(ctx.args[k]) if t is None else t._data)
-                gi = Tensor._wrap(run(kernel, raws, np_dt))
-            if shapes is not None and gi.shape != shapes[i]:
-                gi = gi.sum_to(shapes[i])
-            target = dtype if in_dtypes is None else in_dtypes[i]
-            out[i] = gi if gi.dtype is target else gi.to(target)
-        return tuple(out)
+    backward = None  # made per op by _make_backward
 
     @classmethod
     def _backward_with_graph(cls, ctx, g, saved, args):
@@ -341,6 +315,53 @@ def _plans(decl, names):
                          order.index(n) if n in order else None) for n in gk.needs)
         plans.append((i, None if gk.identity else gk.kernel, sources))
     return tuple(plans)
+
+
+def _make_backward(decl, plans):
+    """The op's backward, written out for its plans: a first-order backward runs each
+    gradient kernel straight on raw arrays, with no loop over plans or sources (it runs
+    for every recorded op); create_graph goes to _backward_with_graph."""
+    env = {"STATE": STATE, "wrap": Tensor._wrap, "fit": _fit_gradient}
+    lines = ["def backward(ctx, g):",
+             "    saved = ctx.saved_tensors",
+             "    if STATE.grad_enabled:",
+             "        return ctx._backward_with_graph(ctx, g, saved, ctx.args)",
+             "    nexts, args, shapes, in_dtypes = ctx.next, ctx.args, ctx.in_shapes, "
+             "ctx.in_dtypes",
+             "    dtype = ctx.meta[1]  # the inputs' dtype too, unless in_dtypes says otherwise",
+             "    gd, run, np_dt = g._data, g._be.map, dtype.np",
+             "    out = [None] * len(nexts)"]
+    for i, kernel, sources in plans:
+        lines.append(f"    if nexts[{i}] is not None:")
+        if kernel is None:
+            lines.append("        gi = g")
+        else:
+            env[f"kernel{i}"] = kernel
+            raws = ["gd"]
+            for n, (j, k) in enumerate(sources):
+                if j is None:  # a parameter
+                    raws.append(f"np_dt.type(args[{k}])")
+                elif k is None:  # the output
+                    raws.append(f"saved[{j}]._data")
+                else:  # a saved input, or (None there) the number it was
+                    lines.append(f"        t{n} = saved[{j}]")
+                    raws.append(f"(np_dt.type(args[{k}]) if t{n} is None else t{n}._data)")
+            lines.append(f"        gi = wrap(run(kernel{i}, ({', '.join(raws)},), np_dt))")
+        lines.append(f"        out[{i}] = gi if shapes is None and in_dtypes is None and "
+                     f"gi.dtype is dtype else fit(gi, {i}, shapes, dtype, in_dtypes)")
+    lines.append("    return tuple(out)")
+    exec("\n".join(lines), env)  # noqa: S102 (source built above from the plans only)
+    backward = env["backward"]
+    backward.__qualname__ = f"{decl.label}.backward"
+    return staticmethod(backward)
+
+
+def _fit_gradient(gi, i, shapes, dtype, in_dtypes):
+    """Input i's gradient summed back over its broadcast dims and in its dtype."""
+    if shapes is not None and gi.shape != shapes[i]:
+        gi = gi.sum_to(shapes[i])
+    target = dtype if in_dtypes is None else in_dtypes[i]
+    return gi if gi.dtype is target else gi.to(target)
 
 
 def _saved_names(decl):
@@ -453,12 +474,13 @@ def _make_function(decl, mixed: bool = False) -> type:
     names = _saved_names(decl)
     save_index = tuple(decl.inputs.index(n) for n in names if n != "y")
     make = _make_mixed_forward if mixed else _make_forward
+    plans = _plans(decl, names)
     return type(decl.label, (ElementwiseFunction,), {
         "forward": make(decl, save_index),
         "decl": decl, "label": decl.label, "__slots__": (),
         "args": (None,) * (decl.arity + len(decl.params)),  # a node's unless it sets its own
         "saves_output": "y" in names, "differentiable": decl.differentiable,
-        "plans": _plans(decl, names)})
+        "plans": plans, "backward": _make_backward(decl, plans)})
 
 
 # -- fronts: promotion, broadcasting, then the Function -------------------------------------
