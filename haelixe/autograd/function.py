@@ -139,7 +139,14 @@ class Function(Node):
         saved = self.saved
         if saved is None:
             raise freed_graph_error(self.name)
-        for t, v in zip(saved, self._versions):
+        versions = self._versions
+        if len(saved) == 2:  # (as in save_for_backward: no loop for the usual two)
+            a, b = saved
+            if (a is not None and a._storage.version != versions[0]) or \
+                    (b is not None and b._storage.version != versions[1]):
+                self._modified_error()
+            return saved
+        for t, v in zip(saved, versions):
             if t is not None and t._storage.version != v:
                 self._modified_error()
         return saved
