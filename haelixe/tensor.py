@@ -30,7 +30,7 @@ _new = object.__new__
 class Tensor:
     __slots__ = ("_data", "_storage", "shape", "dtype", "device", "_requires_grad", "grad",
                  "grad_fn", "_layout", "_accumulator", "_base", "_is_param", "name",
-                 "_retains_grad", "__weakref__")
+                 "_retains_grad", "_be", "__weakref__")
 
     # numpy defers to Tensor's reflected operators (np.float32(2) * t is t.__rmul__)
     __array_ufunc__ = None
@@ -44,6 +44,7 @@ class Tensor:
         self.shape = shape
         self.dtype = dtype
         self.device = device
+        self._be = device._be or backend_for(device)  # (every op asks: no property)
         self._requires_grad = False
         self.grad = None
         self.grad_fn = None
@@ -76,6 +77,7 @@ class Tensor:
             t.shape = raw.shape
             t.dtype = dtype
             t.device = CPU
+            t._be = CPU._be or backend_for(CPU)
             t._requires_grad = t._is_param = t._retains_grad = False
             t.grad = t.grad_fn = t._accumulator = t._base = t.name = None
             return t
@@ -108,7 +110,7 @@ class Tensor:
         """Point this tensor at ``src``'s storage and layout (Module.to, flat optimizer
         buffers): the object, and everything holding it, stays the same."""
         self._data, self._storage, self._layout = src._data, src._storage, src._layout
-        self.shape, self.dtype, self.device = src.shape, src.dtype, src.device
+        self.shape, self.dtype, self.device, self._be = src.shape, src.dtype, src.device, src._be
 
     @property
     def data(self) -> Tensor:
@@ -163,10 +165,6 @@ class Tensor:
 
     def is_contiguous(self) -> bool:
         return self._layout is None or layout.is_contiguous(self.shape, self._layout[0])
-
-    @property
-    def _be(self):
-        return self.device._be or backend_for(self.device)
 
     # -- autograd slot -------------------------------------------------------------------
     @property

@@ -96,6 +96,13 @@ class Backend:
 
     name = "abstract"
 
+    def __reduce__(self):
+        # one backend per device: a copied or unpickled tensor (which holds its
+        # backend) gets the registered one, not a second instance
+        from . import backend_for
+
+        return backend_for, (self.device,)
+
     # -- primitives: creation and transfer ------------------------------------------------
     def empty(self, shape, dtype, tag=None):
         """Uninitialised C-contiguous array of a numpy ``dtype``. ``tag`` names what
