@@ -350,8 +350,9 @@ class CPUBackend(Backend):
         isz = storage.dtype.itemsize
         if 0 in shape:  # no element to reach: numpy would still check the offset
             return np.ndarray(shape, storage.dtype.np, buffer=storage.data.reshape(-1)[:0])
-        return np.ndarray(shape, storage.dtype.np, buffer=storage.data, offset=offset * isz,
-                          strides=[s * isz for s in strides])  # (a list: no generator)
+        # (positional: ndarray's keyword parsing costs more than the view itself)
+        return np.ndarray(shape, storage.dtype.np, storage.data, offset * isz,
+                          [s * isz for s in strides])  # (a list: no generator)
 
     # -- layout --------------------------------------------------------------------------
     def reshape(self, x, shape):
