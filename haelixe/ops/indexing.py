@@ -22,7 +22,19 @@ def _is_basic(k) -> bool:
         isinstance(k, numbers.Integral) and not isinstance(k, bool))
 
 
+#: the types of the usual key entries: basic, and nothing to convert (a bool is not one)
+_PLAIN_KEY_TYPES = frozenset((slice, int, type(None), type(Ellipsis)))
+
+
 def _normalize_key(key):
+    if key.__class__ is tuple:
+        for k in key:  # (x[:, ::2, 1:]: returned as it is, with no list built)
+            if k.__class__ not in _PLAIN_KEY_TYPES:
+                break
+        else:
+            return key
+    elif key.__class__ in _PLAIN_KEY_TYPES:
+        return (key,)
     if not isinstance(key, tuple):
         key = (key,)
     out = []
@@ -122,9 +134,11 @@ class IndexAdd(Function):
 
 def getitem(x, key):
     key = _normalize_key(key)
-    if all(_is_basic(k) for k in key):
-        return Slice.apply(x, key)
-    return Take.apply(x, _raw_key(x, key), tuple(k for k in key if isinstance(k, Tensor)))
+    for k in key:  # (a plain loop: all() over a generator costs more, on every x[...])
+        if k.__class__ not in _PLAIN_KEY_TYPES and not _is_basic(k):
+            return Take.apply(x, _raw_key(x, key), tuple(k for k in key
+                                                         if isinstance(k, Tensor)))
+    return Slice.apply(x, key)
 
 
 def setitem(x, key, value):
