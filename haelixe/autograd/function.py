@@ -107,6 +107,9 @@ class Function(Node):
     saves_output = False
     #: False for ops with no derivative (comparisons): their outputs never require grad
     differentiable = True
+    #: True where forward keeps nothing sizeable but its saved tensors (shapes, numbers,
+    #: dims): release then drops the saved tensors alone and leaves the small fields
+    small_state = False
 
     # Per-node state starts as these class-level defaults, so making a node runs no
     # __init__ (every op makes one, recorded or not); assignments land in the instance.
@@ -166,6 +169,9 @@ class Function(Node):
         """Drop the saved tensors (after backward, unless retain_graph)."""
         # everything forward kept goes (arrays, tensors, tables); what the graph shows
         # (label, meta, hooks...) stays, and saved = None marks the node as freed
+        if self.small_state:
+            self.saved = None  # (the rest is small: rebuilding the dict costs more)
+            return
         d = self.__dict__
         if "module" in d or "hooks" in d or "retain" in d or "trace" in d or "label" in d:
             kept = {k: d[k] for k in _KEPT_ON_RELEASE if k in d}

@@ -14,6 +14,8 @@ from .registry import declare, tensor_method
 
 
 class Clone(Function):
+    small_state = True
+
     @staticmethod
     def forward(ctx, x):
         return x._be.copy(x._data)
@@ -27,6 +29,7 @@ class Cast(Function):
     """dtype conversion; the gradient flows back in the input's dtype."""
 
     label = "Cast"
+    small_state = True
 
     @staticmethod
     def forward(ctx, x, dtype):
@@ -58,6 +61,8 @@ def cast(x, dtype):
 
 
 class ToDevice(Function):
+    small_state = True
+
     @staticmethod
     def forward(ctx, x, device):
         ctx.src = x.device

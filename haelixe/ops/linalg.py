@@ -18,6 +18,8 @@ class MatMul(Function):
     """a @ b for ndim >= 2. Backward multiplies by transposed *views* (g @ b.mT), which
     the backend reads through their strides, so no transpose is ever copied."""
 
+    small_state = True
+
     @staticmethod
     def forward(ctx, a, b):
         ctx.save_for_backward(a, b)

@@ -66,6 +66,7 @@ class Unreduce(Function):
     the reduced dims (whether or not they were kept). Its own backward sums again."""
 
     label = "Expand"
+    small_state = True
 
     @staticmethod
     def forward(ctx, g, shape, dims):
@@ -79,6 +80,8 @@ class Unreduce(Function):
 
 
 class Sum(Function):
+    small_state = True
+
     @staticmethod
     def forward(ctx, x, dims, keepdim):
         ctx.in_shape, ctx.dims = x.shape, dims
@@ -140,6 +143,8 @@ def std(x, dim=None, keepdim=False, correction=1, unbiased=None):
 
 class AMaxMin(Function):
     """max / min over dims (kept as size 1); tied maxima share the gradient evenly."""
+
+    small_state = True
 
     @staticmethod
     def forward(ctx, x, dims, kind):
@@ -229,6 +234,8 @@ def argmin(x, dim=None, keepdim=False):
 class Softmax(Function):
     """softmax, or log_softmax where ``log``; the backward needs only the probabilities,
     recomputed from the saved input."""
+
+    small_state = True
 
     @staticmethod
     def forward(ctx, x, dim, log):
@@ -333,6 +340,7 @@ class _Norm2(Function):
     """sqrt(sum x^2): its gradient at 0 is 0 (as PyTorch's), not 0/0."""
 
     label = "Norm"
+    small_state = True
 
     @staticmethod
     def forward(ctx, x, dims, keepdim):

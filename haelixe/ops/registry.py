@@ -260,6 +260,7 @@ class ElementwiseFunction(Function):
     plans: tuple = ()
     in_shapes = None
     in_dtypes = None  # the inputs' dtypes where they differ from the output's (mixed)
+    small_state = True  # (besides the saved tensors: shapes, dtypes and numbers)
 
     forward = None  # made per op by _make_forward
 

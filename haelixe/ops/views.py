@@ -36,6 +36,8 @@ def _check_history(ctx):
 class View(Function):
     """reshape without a copy (and squeeze / unsqueeze / flatten)."""
 
+    small_state = True
+
     @staticmethod
     def forward(ctx, x, shape, strides):
         ctx.in_shape = x.shape
@@ -99,6 +101,8 @@ def squeeze(x, dim=None):
 
 
 class Permute(Function):
+    small_state = True
+
     @staticmethod
     def forward(ctx, x, dims):
         ctx.dims = dims
@@ -123,6 +127,8 @@ def permute(x, dims):
 class Expand(Function):
     """Broadcast by zero strides; backward sums over the broadcast dims."""
 
+    small_state = True
+
     @staticmethod
     def forward(ctx, x, shape):
         ctx.in_shape = x.shape
@@ -140,6 +146,8 @@ def expand(x, shape):
 
 
 class Flip(Function):
+    small_state = True
+
     @staticmethod
     def forward(ctx, x, dims):
         ctx.dims = dims
@@ -160,6 +168,7 @@ class Slice(Function):
     """Basic indexing (ints, slices with any step, None, Ellipsis)."""
 
     label = "Slice"
+    small_state = True
 
     @staticmethod
     def forward(ctx, x, key):
@@ -228,6 +237,8 @@ class SliceBackward(Function):
     """Scatter a slice's gradient into zeros of the base shape; its own backward slices
     again, so second derivatives pass through views."""
 
+    small_state = True
+
     @staticmethod
     def forward(ctx, g, shape, key):
         ctx.key = key
@@ -266,6 +277,8 @@ class AsStrided(Function):
     into the storage cells each output element reads (overlaps accumulate), then reads
     those cells back through the input's own layout. Both steps are differentiable ops
     (IndexAdd and Take, each other's adjoint), so second derivatives pass through."""
+
+    small_state = True
 
     @staticmethod
     def forward(ctx, x, shape, strides, offset):
