@@ -327,29 +327,30 @@ def _make_backward(decl, plans):
              "    saved = ctx.saved_tensors",
              "    if STATE.grad_enabled:",
              "        return ctx._backward_with_graph(ctx, g, saved, ctx.args)",
-             "    nexts, args, shapes, in_dtypes = ctx.next, ctx.args, ctx.in_shapes, "
-             "ctx.in_dtypes",
+             "    nexts = ctx.next",
              "    dtype = ctx.meta[1]  # the inputs' dtype too, unless in_dtypes says otherwise",
+             "    plain = ctx.in_shapes is None and ctx.in_dtypes is None  # (no sum_to, no cast)",
              "    gd, run, np_dt = g._data, g._be.map, dtype.np",
              "    out = [None] * len(nexts)"]
     for i, kernel, sources in plans:
         lines.append(f"    if nexts[{i}] is not None:")
-        if kernel is None:
-            lines.append("        gi = g")
-        else:
-            env[f"kernel{i}"] = kernel
-            raws = ["gd"]
-            for n, (j, k) in enumerate(sources):
-                if j is None:  # a parameter
-                    raws.append(f"np_dt.type(args[{k}])")
-                elif k is None:  # the output
-                    raws.append(f"saved[{j}]._data")
-                else:  # a saved input, or (None there) the number it was
-                    lines.append(f"        t{n} = saved[{j}]")
-                    raws.append(f"(np_dt.type(args[{k}]) if t{n} is None else t{n}._data)")
-            lines.append(f"        gi = wrap(run(kernel{i}, ({', '.join(raws)},), np_dt))")
-        lines.append(f"        out[{i}] = gi if shapes is None and in_dtypes is None and "
-                     f"gi.dtype is dtype else fit(gi, {i}, shapes, dtype, in_dtypes)")
+        if kernel is None:  # g itself, in whatever dtype it came
+            lines.append(f"        out[{i}] = g if plain and g.dtype is dtype else "
+                         f"fit(g, {i}, ctx, dtype)")
+            continue
+        env[f"kernel{i}"] = kernel
+        raws = ["gd"]
+        for n, (j, k) in enumerate(sources):
+            if j is None:  # a parameter
+                raws.append(f"np_dt.type(ctx.args[{k}])")
+            elif k is None:  # the output
+                raws.append(f"saved[{j}]._data")
+            else:  # a saved input, or (None there) the number it was
+                lines.append(f"        t{n} = saved[{j}]")
+                raws.append(f"(np_dt.type(ctx.args[{k}]) if t{n} is None else t{n}._data)")
+        # (map gives the output's dtype: only a mixed node's inputs need a cast)
+        lines.append(f"        gi = wrap(run(kernel{i}, ({', '.join(raws)},), np_dt))")
+        lines.append(f"        out[{i}] = gi if plain else fit(gi, {i}, ctx, dtype)")
     lines.append("    return tuple(out)")
     exec("\n".join(lines), env)  # noqa: S102 (source built above from the plans only)
     backward = env["backward"]
@@ -357,8 +358,9 @@ def _make_backward(decl, plans):
     return staticmethod(backward)
 
 
-def _fit_gradient(gi, i, shapes, dtype, in_dtypes):
+def _fit_gradient(gi, i, ctx, dtype):
     """Input i's gradient summed back over its broadcast dims and in its dtype."""
+    shapes, in_dtypes = ctx.in_shapes, ctx.in_dtypes
     if shapes is not None and gi.shape != shapes[i]:
         gi = gi.sum_to(shapes[i])
     target = dtype if in_dtypes is None else in_dtypes[i]
