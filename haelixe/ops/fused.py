@@ -95,6 +95,7 @@ class RoPEFn(Function):
     """Rotate-half rotary embedding; the backward is the inverse rotation."""
 
     label = "RoPE"
+    small_state = True
 
     @staticmethod
     def forward(ctx, x, cos, sin, inverse):
@@ -143,6 +144,7 @@ class MSELossFn(Function):
     incoming one, so 10 * loss has ten times the gradient (the reference ignored it)."""
 
     label = "MSELoss"
+    small_state = True
 
     @staticmethod
     def forward(ctx, x, y):

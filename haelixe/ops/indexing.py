@@ -234,6 +234,8 @@ def masked_fill_(x, mask, value):
 # -- gather --------------------------------------------------------------------------------
 
 class Gather(Function):
+    small_state = True
+
     @staticmethod
     def forward(ctx, x, dim, index):
         ctx.in_shape, ctx.dim = x.shape, dim
@@ -247,6 +249,8 @@ class Gather(Function):
 
 
 class ScatterAdd(Function):
+    small_state = True
+
     @staticmethod
     def forward(ctx, g, shape, dim, index):
         ctx.dim = dim
@@ -292,6 +296,8 @@ def _check_index(op, x, dim, index):
 class Scatter(Function):
     """A copy of x with src written at index along dim; x's gradient is zero where it
     was overwritten, src's is gathered back."""
+
+    small_state = True
 
     @staticmethod
     def forward(ctx, x, dim, index, src):
@@ -404,6 +410,8 @@ declare("nonzero", differentiable=False, dtypes="any")
 # -- cat / stack ---------------------------------------------------------------------------
 
 class Cat(Function):
+    small_state = True
+
     @staticmethod
     def forward(ctx, dim, *tensors):
         ctx.dim = dim

@@ -82,6 +82,8 @@ def multinomial(probs, num_samples, replacement=False, generator=None):
 
 
 class CumSum(Function):
+    small_state = True
+
     @staticmethod
     def forward(ctx, x, dim):
         ctx.dim = dim
@@ -126,6 +128,7 @@ class _CumProd(Function):
     scan of logs would lose zeros and signs)."""
 
     label = "CumProd"
+    small_state = True
 
     @staticmethod
     def forward(ctx, x, dim):
