@@ -68,25 +68,27 @@ def matmul(a, b):
     if not isinstance(a, Tensor):
         raise TypeError(f"matmul: expected a Tensor, got {type(a).__name__}")
     b = as_tensor_like(b, a, a.dtype)
-    if a.ndim == 0 or b.ndim == 0:
+    na, nb = len(a.shape), len(b.shape)  # (the ndim property, read once)
+    if na == 0 or nb == 0:
         raise ValueError(f"matmul: both operands need at least 1 dim, got shapes {a.shape} "
                          f"and {b.shape}; use * for scalars")
     if STATE.autocast is not None:
         a, b = cast_inputs("matmul", a, b)
-    a, b = _promote_pair("matmul", a, b)
-    if a.shape[-1] != b.shape[-2 if b.ndim > 1 else 0]:
+    if a.dtype is not b.dtype or a.device is not b.device or a.dtype.kind == "bool":
+        a, b = _promote_pair("matmul", a, b)
+    if a.shape[-1] != b.shape[-2 if nb > 1 else 0]:
         raise ValueError(
             f"matmul: shapes {a.shape} and {b.shape} cannot be multiplied: the last dim of "
             f"the first ({a.shape[-1]}) must equal the "
-            f"{'second-to-last' if b.ndim > 1 else 'only'} dim of the second "
-            f"({b.shape[-2 if b.ndim > 1 else 0]})")
-    if a.ndim == 1 and b.ndim == 1:
+            f"{'second-to-last' if nb > 1 else 'only'} dim of the second "
+            f"({b.shape[-2 if nb > 1 else 0]})")
+    if na == 1 and nb == 1:
         return MatMul.apply(a.unsqueeze(0), b.unsqueeze(1)).reshape(())
-    if a.ndim == 1:
+    if na == 1:
         return MatMul.apply(a.unsqueeze(0), b).squeeze(-2)
-    if b.ndim == 1:
+    if nb == 1:
         return MatMul.apply(a, b.unsqueeze(1)).squeeze(-1)
-    if a.ndim > 2 and b.ndim > 2:  # (a matrix broadcasts against any batch)
+    if na > 2 and nb > 2:  # (a matrix broadcasts against any batch)
         layout.broadcast_shapes(a.shape[:-2], b.shape[:-2], op="matmul (batch dims)")
     return MatMul.apply(a, b)
 
