@@ -34,7 +34,10 @@
 // (empty unless asked for) also sum each row of A over k into `rowsum` (batch, M): a
 // linear layer's bias gradient comes out of its weight gradient's matmul.
 // With ${TILE_T} = f16 (the shader-f16 feature) tiles hold f16 and products are summed in
-// f16 over one tile's BK steps (h registers), then added into the f32 accumulators.
+// f16 over a few tiles' BK steps (h registers), then added into the f32 accumulators;
+// A's tile then holds each value twice (${A_WORDS} = 2 words per vec4 of rows), so that a
+// row's value over four columns is read as a packed pair, with no splat (matmul.py's
+// ${TILE_ACCESS} stores it, ${A_LETS} and ${FMAS} read and multiply).
 // 16-bit operands read as vec4s are fetched as their raw words (${RAW_T}, by ${LD4W}) and
 // widened (widen_a / widen_b) only when put into the tile: widening at the fetch would
 // wait for the loads before the step's arithmetic, which the prefetch is there to hide.
@@ -68,7 +71,7 @@ fn nbatch_of(nwg: vec3<u32>) -> i32 {
     return i32(nwg.z) / splits;
 }
 
-var<workgroup> a_tile: array<vec4<${TILE_T}>, STAGES * SA>;
+var<workgroup> a_tile: array<vec4<${TILE_T}>, ${A_WORDS} * STAGES * SA>;
 var<workgroup> b_tile: array<vec4<${TILE_T}>, STAGES * SB>;
 
 // The register block, (f16) its partial sums and A's row sums (ROWSUM_ACC): private, so
@@ -82,7 +85,7 @@ ${DECL_H}
 // put_a(at, r, x) stores fetch_a's x into the stage of the tile that starts at `at`.
 
 //! section: a_m4 a_gen
-fn put_a(at: i32, r: i32, x: ${RAW_T}) { a_tile[at + tid + r * NT] = widen_a(x); }
+fn put_a(at: i32, r: i32, x: ${RAW_T}) { a_tile_put(at + tid + r * NT, widen_a(x)); }
 
 //! section: a_m4
 fn fetch_a(r: i32, k0: i32) -> ${RAW_T} {
@@ -121,10 +124,10 @@ fn put_a(at: i32, r: i32, w: ${RAW_T}) {  // four k rows, one component each
     let ml = v % BM;
     let i = at + 4 * (v / BM) * AM4 + ml / 4;
     let c = ml % 4;
-    a_tile[i][c] = x.x;
-    a_tile[i + AM4][c] = x.y;
-    a_tile[i + 2 * AM4][c] = x.z;
-    a_tile[i + 3 * AM4][c] = x.w;
+    a_tile_set(i, c, x.x);
+    a_tile_set(i + AM4, c, x.y);
+    a_tile_set(i + 2 * AM4, c, x.z);
+    a_tile_set(i + 3 * AM4, c, x.w);
 }
 
 //! section: bias
@@ -136,16 +139,17 @@ fn bias_at(n: i32) -> f32 {
 fn rowsum_store(z: i32, m: i32, v: f32) { if (m < M) { store_rowsum(z * M + m, v); } }
 
 //! section: matmul
+${TILE_ACCESS}
 ${WIDEN_A}
 ${B_LOADERS}
 
 // One step of k: the vec4s of A's tile from index at_a (this invocation's rows, WY
 // apart) times those of B's from at_b (its columns, WX apart), into the register block.
 fn mac(at_a: i32, at_b: i32) {
-    @unroll(AG) let a#i = a_tile[at_a + #i * WY];
+    ${A_LETS}
     @unroll(BG) let b#i = b_tile[at_b + #i * WX];
     ${ROWSUM_ACC}
-    @unroll(AG) @unroll(4) @unroll(BG) ${ACC}#i#j_#k = fma(vec4<${TILE_T}>(a#i[#j]), b#k, ${ACC}#i#j_#k);
+    ${FMAS}
 }
 
 fn emit4(z: i32, m: i32, n: i32, v: vec4<f32>) {

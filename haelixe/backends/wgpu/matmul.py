@@ -14,9 +14,9 @@ Variant choice (:func:`choose`):
 - loads: vec4 where an operand is contiguous along m/n or along k and 4-aligned, scalar
   bounds-checked loads otherwise (any strides, no copies).
 - f16: float16 operands are widened to f32 on load; with the adapter's ``shader-f16``
-  feature and :data:`F16_FLUSH_TILES` set they are multiplied in f16 instead (vec4<f16>
-  FMAs summed over a few K tiles, then added into f32 accumulators), which never paid on
-  an H200.
+  feature and :data:`F16_FLUSH_TILES` set they are multiplied in f16 instead (packed f16
+  FMAs on A's values stored paired, summed over a few K tiles, then added into f32
+  accumulators), which pays too little on an H200 to be the default.
 """
 
 from __future__ import annotations
@@ -52,8 +52,9 @@ class Tile(NamedTuple):
     def threads(self) -> int:
         return (self.bm // self.tm) * (self.bn // self.tn)
 
-    def shared_bytes(self, elem_bytes: int = 4) -> int:
-        return self.stages * self.bk * (self.bm + self.bn) * elem_bytes
+    def shared_bytes(self, elem_bytes: int = 4, paired_a: bool = False) -> int:
+        """Workgroup memory of the tiles (A's twice the size when its values are paired)."""
+        return self.stages * self.bk * ((1 + paired_a) * self.bm + self.bn) * elem_bytes
 
     def valid(self) -> bool:
         t = self.threads
@@ -87,10 +88,12 @@ MIN_TILES_FOR_BIG_SPLITS = 32
 MAX_SPLITS = 16
 # float16 operands with shader-f16 may multiply in f16, summing this many K tiles in f16
 # before adding into the f32 accumulators; None widens them to f32 on load instead. On an
-# H200 (Vulkan, driver 580) f16 arithmetic never paid: 4096^2 took 3.9-4.2 ms with f16
-# products summed over 64 or 128 k, against 3.5-3.8 ms widened, on every tile tried
-# (128 x 128, 128 x 256, 256 x 128; BK 16 and 32), though packed f16 FMAs alone ran at
-# several times the f32 rate. So it is off by default (tests reach it by setting this).
+# H200 (Vulkan, driver 580) f16 arithmetic does not pay enough to be the default: at
+# 4096^2 the best tile (64 x 128, 4 x 8 per invocation, A's tile paired) ran 2.92-2.96 ms
+# against 3.22 widened (1.09x; every larger tile 0.67-0.88x, since the f16 sums add
+# registers to the f32 ones), on the Transformer's Linear shapes 0.85-1.19x, and its
+# error grows with the K summed in f16 (4096^2: 5.4e-4 relative over 16 k, 9.4e-4 over
+# 64, against 2.1e-4 widened). So it is off (tests reach it by setting this).
 F16_FLUSH_TILES = None
 # The matmul kernels index only in bounds (every global access is guarded, every tile
 # index is below its size by construction), so they compile without wgpu's runtime
@@ -310,9 +313,10 @@ def _run(be, a, b, bias, activation, out, pre, sums, batch, variant: Variant, mo
     flush = (F16_FLUSH_TILES if kinds[:2] == ("f16", "f16") and be.context.has("shader-f16")
              else 0)
     limit = be.context.limits.get("max-compute-workgroup-storage-size", 16384)
-    if tile.shared_bytes(2 if flush else 4) > limit:
-        raise ValueError(f"matmul: tile {tile} needs {tile.shared_bytes(2 if flush else 4)} "
-                         f"bytes of workgroup memory; the adapter has {limit}")
+    shared = tile.shared_bytes(2, paired_a=True) if flush else tile.shared_bytes()
+    if shared > limit:
+        raise ValueError(f"matmul: tile {tile} needs {shared} bytes of workgroup memory; "
+                         f"the adapter has {limit}")
     # k per split, a whole number of K tiles; splits recomputed from it
     ks = -(-max(K, 1) // variant.splits)
     ks = -(-ks // tile.bk) * tile.bk
@@ -323,7 +327,7 @@ def _run(be, a, b, bias, activation, out, pre, sums, batch, variant: Variant, mo
     meta = meta_block([M, N, K, a.strides[-2], a.strides[-1], b.strides[-2],
                        b.strides[-1], ks], batch, ops, what="matmul")
     split = splits > 1
-    spec = _matmul_spec(kinds, flush or 0, a_mode, b_mode, N % 4 == 0,
+    spec = _matmul_spec(kinds, flush, a_mode, b_mode, N % 4 == 0,
                         None if bias is None or split else gd.kind(bias.dtype),
                         pre is not None and not split, sums is not None, split, tile,
                         activation if not split else None, RUNTIME_CHECKS, rounds)
@@ -371,12 +375,12 @@ def _matmul_spec(kinds, flush, a_mode, b_mode, vec_out, bias_kind, pre, sums, sp
             bindings.append(("pre", kind, out_access, width))
         if sums:
             bindings.append(("rowsum", kind, "write"))
+    f16 = _f16_params(flush) if flush else _F32
     rowsum = {"ROWSUM_ACC": "", "ROWSUM_STORE": ""}
     if sums:
-        rowsum = {"ROWSUM_ACC": "@unroll(AG) rs#i += vec4<f32>(a#i);",
+        rowsum = {"ROWSUM_ACC": f"@unroll(AG) rs#i += vec4<f32>({f16['A_ROWS']});",
                   "ROWSUM_STORE": _ROWSUM_STORE}
         sections.append("rowsum")
-    f16 = _f16_params(flush) if flush else _F32
     raw_a = _raw_fetch(a_kind, a_mode, bool(flush), f16["TILE_T"], f16["LD4"])
     raw_b = _raw_fetch(b_kind, b_mode, bool(flush), f16["TILE_T"], f16["LD4"])
     loaders = _b_loaders(b_mode, f16["TILE_T"], f16["LD"], f16["LD4"], *raw_b, rounds[1])
@@ -396,7 +400,8 @@ _MAC_LOOP = "for (var kk = 0; kk < BK; kk++) { mac(at_a + kk * AM4, at_b + kk * 
 
 
 # A's tile loaders (matmul.wgsl) with B's names: they are one text for both operands
-_B_NAMES = {"a_tile": "b_tile", "fetch_a": "fetch_b", "put_a": "put_b", "a_at": "b_at",
+_B_NAMES = {"a_tile": "b_tile", "a_tile_put": "b_tile_put", "a_tile_set": "b_tile_set",
+            "fetch_a": "fetch_b", "put_a": "put_b", "a_at": "b_at",
             "widen_a": "widen_b",
             "a_base": "b_base", "AM4": "BN4", "BM": "BN", "M": "N", "m0": "n0", "m": "n",
             "ml": "nl", "sam": "sbn", "sak": "sbk"}
@@ -461,14 +466,46 @@ def _epilogue4(width, bias, pre, act, rnd=None) -> str:
             + _emit("v[#i]", "ci + #i", "n + #i", 1, bias, pre, act, rnd) + " }")
 
 
-_F32 = {"TILE_T": "f32", "LD": "load", "LD4": "load4", "ACC": "c", "DECL_H": "",
-        "FLUSH_H": ""}
+def _tile_access(t: str, paired: bool) -> str:
+    """a_tile_put(i, x) / a_tile_set(i, c, v): store vec4 ``i`` of A's tile (four rows at
+    one k) or its component ``c``; paired, each value is stored twice, vec4 i taking
+    words 2i (x.xxyy) and 2i + 1 (x.zzww). B's tile is never paired."""
+    if paired:
+        a = (f"fn a_tile_put(i: i32, x: vec4<{t}>) {{ a_tile[2 * i] = x.xxyy; "
+             f"a_tile[2 * i + 1] = x.zzww; }}\n"
+             f"fn a_tile_set(i: i32, c: i32, v: {t}) {{\n"
+             f"    a_tile[2 * i + c / 2][2 * (c % 2)] = v;\n"
+             f"    a_tile[2 * i + c / 2][2 * (c % 2) + 1] = v;\n}}")
+    else:
+        a = (f"fn a_tile_put(i: i32, x: vec4<{t}>) {{ a_tile[i] = x; }}\n"
+             f"fn a_tile_set(i: i32, c: i32, v: {t}) {{ a_tile[i][c] = v; }}")
+    return a + (f"\nfn b_tile_put(i: i32, x: vec4<{t}>) {{ b_tile[i] = x; }}\n"
+                f"fn b_tile_set(i: i32, c: i32, v: {t}) {{ b_tile[i][c] = v; }}")
+
+
+# f32: A's vec4s (a#i, rows 4i..4i+3 at one k), each row's value splat over B's columns
+_F32 = {"TILE_T": "f32", "LD": "load", "LD4": "load4", "DECL_H": "", "FLUSH_H": "",
+        "TILE_ACCESS": _tile_access("f32", False), "A_WORDS": 1,
+        "A_LETS": "@unroll(AG) let a#i = a_tile[at_a + #i * WY];", "A_ROWS": "a#i",
+        "FMAS": "@unroll(AG) @unroll(4) @unroll(BG) c#i#j_#k = "
+                "fma(vec4<f32>(a#i[#j]), b#k, c#i#j_#k);"}
+# f16: A's tile paired, so a row's value times four columns is two packed f16 FMAs on
+# words as they were loaded (a#i: rows 0 and 1 of the vec4, e#i: rows 2 and 3); splatting
+# one f16 of a vec4 instead cost a shuffle per product (3-10% slower on an H200 over the
+# same tiles and flush lengths, 4096^2)
+_F16_FMAS = "\n".join(f"@unroll(AG) @unroll(BG) h#i{j}_#j = fma({w}#i.{sw}, b#j, h#i{j}_#j);"
+                      for j, (w, sw) in enumerate([("a", "xyxy"), ("a", "zwzw"),
+                                                   ("e", "xyxy"), ("e", "zwzw")]))
 
 
 def _f16_params(flush_tiles: int) -> dict:
     """f16 tiles and h accumulators, added into the f32 ones every ``flush_tiles`` K
     tiles (and after the last)."""
-    return {"TILE_T": "f16", "LD": "loadh", "LD4": "load4h", "ACC": "h",
+    return {"TILE_T": "f16", "LD": "loadh", "LD4": "load4h",
+            "TILE_ACCESS": _tile_access("f16", True), "A_WORDS": 2,
+            "A_LETS": "@unroll(AG) let a#i = a_tile[2 * (at_a + #i * WY)];\n"
+                      "@unroll(AG) let e#i = a_tile[2 * (at_a + #i * WY) + 1];",
+            "A_ROWS": "vec4<f16>(a#i.xz, e#i.xz)", "FMAS": _F16_FMAS,
             "DECL_H": "@unroll(AG) @unroll(4) @unroll(BG) var<private> h#i#j_#k: vec4<f16>;",
             "FLUSH_H": f"if (((k0 - k_begin) / BK) % {flush_tiles} == {flush_tiles - 1} "
                        f"|| k0 + BK >= k_end) {{\n"
