@@ -175,14 +175,16 @@ class Slice(Function):
         ctx.in_shape = x.shape
         ctx.in_layout = x._layout  # (None: contiguous) the order its gradient is laid out in
         ctx.key = key
-        shape, strides, offset = layout.index(x.shape, x.strides, x.offset, key)
+        shape, strides, offset = ctx.part = layout.index(x.shape, x.strides, x.offset, key)
         return _view_of(ctx, x, shape, strides, offset)
 
     @staticmethod
     def backward(ctx, g):
         _check_history(ctx)
         if not STATE.grad_enabled:  # first order: kept partial until needed whole
-            return SliceGrad(ctx.in_shape, ctx.key, g, ctx.in_layout), None
+            like = ctx.in_layout
+            return SliceGrad(ctx.in_shape, ctx.key, g, like,
+                             ctx.part if like is None else None), None
         return SliceBackward.apply(g, ctx.in_shape, ctx.key), None
 
 
@@ -190,11 +192,13 @@ class SliceGrad(PartialGrad):
     """A slice's first-order gradient: ``g`` where ``key`` picks out of ``shape``, zero
     elsewhere (the engine adds several into one buffer; see PartialGrad)."""
 
-    __slots__ = ("shape", "key", "g", "like")
+    __slots__ = ("shape", "key", "g", "like", "part")
 
-    def __init__(self, shape, key, g, like=None):
-        # like: the sliced tensor's (strides, offset) where it is not contiguous
-        self.shape, self.key, self.g, self.like = shape, key, g, like
+    def __init__(self, shape, key, g, like=None, part=None):
+        # like: the sliced tensor's (strides, offset) where it is not contiguous; part:
+        # the slice's layout in a contiguous tensor of ``shape``, where the forward had
+        # it (a contiguous input: the key need not be worked out again)
+        self.shape, self.key, self.g, self.like, self.part = shape, key, g, like, part
 
     @property
     def dtype(self):
@@ -206,15 +210,16 @@ class SliceGrad(PartialGrad):
 
     def dense(self) -> Tensor:
         # (first order only, as every SliceGrad is: the scatter itself, recording nothing)
-        return _scatter_into_zeros(self.g, self.shape, self.key, self.like)
+        return _scatter_into_zeros(self.g, self.shape, self.key, self.like, self.part)
 
     def add_into(self, t: Tensor) -> None:
         be = t._be
-        part = be.make_view(t._storage, *layout.index(t.shape, t.strides, t.offset, self.key))
-        be.add_into(part, self.g._data)
+        part = self.part if self.part is not None and t._layout is None else \
+            layout.index(t.shape, t.strides, t.offset, self.key)
+        be.add_into(be.make_view(t._storage, *part), self.g._data)
 
 
-def _scatter_into_zeros(g, shape, key, like=None) -> Tensor:
+def _scatter_into_zeros(g, shape, key, like=None, part=None) -> Tensor:
     """A fresh tensor of zeros of ``shape`` with ``g`` written where ``key`` picks; laid
     out in memory in the order of the layout ``like`` (strides, offset) where one is
     given, as PyTorch's gradients follow their input's layout. The gradient of q, k and
@@ -228,7 +233,9 @@ def _scatter_into_zeros(g, shape, key, like=None) -> Tensor:
         dense = Tensor._wrap(be.full(tuple(shape[d] for d in order), 0, g.dtype.np))
         out = dense._view(*layout.permute(dense.shape, dense.strides,
                                           layout.inverse_permutation(order)), 0)
-    dst = be.make_view(out._storage, *layout.index(out.shape, out.strides, out.offset, key))
+    if part is None or out._layout is not None:
+        part = layout.index(out.shape, out.strides, out.offset, key)
+    dst = be.make_view(out._storage, *part)
     be.copy_into(dst, g._data)
     return out
 
