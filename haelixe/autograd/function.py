@@ -149,6 +149,11 @@ class Function(Node):
                     (b is not None and b._storage.version != versions[1]):
                 self._modified_error()
             return saved
+        if len(saved) == 1:
+            t = saved[0]
+            if t is not None and t._storage.version != versions[0]:
+                self._modified_error()
+            return saved
         for t, v in zip(saved, versions):
             if t is not None and t._storage.version != v:
                 self._modified_error()
