@@ -34,11 +34,14 @@ class MatMul(Function):
             # on the raw arrays, as the registry's elementwise gradients run; the checks
             # and promotions of matmul() were done by the forward
             be, gd, wrap = g._be, g._data, Tensor._wrap
-            ga = wrap(be.matmul(gd, be.mT(b._data))).sum_to(a.shape) if na is not None \
-                else None
+            ga = None
+            if na is not None:
+                ga = wrap(be.matmul(gd, be.mT(b._data)))
+                if ga.shape != a.shape:  # (a broadcast batch: summed back)
+                    ga = ga.sum_to(a.shape)
             if nb is None:
                 return ga, None
-            if b.ndim == 2 and a.ndim > 2:
+            if len(b.shape) == 2 and len(a.shape) > 2:
                 # a matrix shared by a batch: the batch folds into the product's inner
                 # dim (one matmul, no per-batch products to sum afterwards)
                 (k, n), rows = b.shape, math.prod(a.shape[:-1])
