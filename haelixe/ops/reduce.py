@@ -24,15 +24,21 @@ MaxMin = namedtuple("MaxMin", ["values", "indices"])
 
 def _dims(x, dim, op):
     """The dims a reduction covers, normalised; () for a 0-d tensor."""
-    if x.ndim == 0:
+    ndim = len(x.shape)  # (every reduction asks: the property read once)
+    if ndim == 0:
         for d in (dim if isinstance(dim, (tuple, list)) else () if dim is None else (dim,)):
             layout.normalize_dim(d, 0, op)  # only 0 and -1 are valid
         return ()
-    if dim is None or (isinstance(dim, (tuple, list)) and len(dim) == 0):
-        return tuple(range(x.ndim))
+    if dim is None:
+        return _ALL_DIMS[ndim] if ndim < len(_ALL_DIMS) else tuple(range(ndim))
+    if isinstance(dim, (tuple, list)) and len(dim) == 0:
+        return tuple(range(ndim))
     if isinstance(dim, int):
         dim = (dim,)
-    return layout.normalize_dims(dim, x.ndim, op)
+    return layout.normalize_dims(dim, ndim, op)
+
+
+_ALL_DIMS = tuple(tuple(range(n)) for n in range(8))  # (a full reduction's dims, made once)
 
 
 def _keep_shape(shape, dims):
