@@ -366,22 +366,27 @@ def test_threads_chosen_by_size_cap_and_idle_cores(policy):
     assert threads.threads_for(100 * unit) == 1
 
 
+def _numpy_blas_threads():
+    from threadpoolctl import threadpool_info
+
+    return [i["num_threads"] for i in threadpool_info()
+            if i["user_api"] == "blas" and "numpy" in i["filepath"]]
+
+
 def test_blas_runs_on_the_chosen_threads_and_returns_to_one(policy):
-    seen = []
+    seen, actual = [], []
 
     def probe():
         seen.append(policy.current)
+        actual.append(_numpy_blas_threads())  # what BLAS itself reports, via its setter
         return "done"
 
     policy.cap, policy.free, policy.next_sample = 2, 2, float("inf")
     assert threads.blas(probe, work=10 * threads.MIN_WORK_PER_THREAD) == "done"
     assert threads.blas(probe, work=10) == "done"
     assert seen == [2, 1] and policy.current == 1
-    from threadpoolctl import threadpool_info
-
-    own = [i for i in threadpool_info() if i["user_api"] == "blas" and "numpy" in
-           i["filepath"]]
-    assert all(i["num_threads"] == 1 for i in own)
+    assert all(n == 2 for n in actual[0]) and all(n == 1 for n in actual[1])
+    assert all(n == 1 for n in _numpy_blas_threads())
 
 
 def test_idle_cores_measured_from_proc_stat(policy):

@@ -299,3 +299,16 @@ def test_to_device_round_trip_keeps_values_and_gradients():
     (g * g).sum().backward()
     assert x.grad.device == "cpu"
     np.testing.assert_allclose(x.grad.numpy(), 2 * x.detach().numpy())
+
+
+def test_copied_and_pickled_tensors_get_their_devices_one_backend():
+    """A tensor holds its backend: a deep copy or an unpickled tensor must get the
+    device's registered backend back, not a second instance of it."""
+    import copy
+    import pickle
+
+    t = base_tensor().requires_grad_()
+    for c in (copy.deepcopy(t), pickle.loads(pickle.dumps(t.detach()))):
+        assert c._be is t._be
+        assert c._storage is not t._storage
+        np.testing.assert_array_equal((c * 2).detach().numpy(), t.detach().numpy() * 2)
