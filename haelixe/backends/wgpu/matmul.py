@@ -491,8 +491,8 @@ _F32 = {"TILE_T": "f32", "LD": "load", "LD4": "load4", "DECL_H": "", "FLUSH_H": 
                 "fma(vec4<f32>(a#i[#j]), b#k, c#i#j_#k);"}
 # f16: A's tile paired, so a row's value times four columns is two packed f16 FMAs on
 # words as they were loaded (a#i: rows 0 and 1 of the vec4, e#i: rows 2 and 3); splatting
-# one f16 of a vec4 instead cost a shuffle per product (3-10% slower on an H200 over the
-# same tiles and flush lengths, 4096^2)
+# one f16 of a vec4 instead costs a shuffle per product (on an H200 at 4096^2, the splat
+# ran 1-12% slower on five of six tiles, the best one among them; 256 x 128 ran faster)
 _F16_FMAS = "\n".join(f"@unroll(AG) @unroll(BG) h#i{j}_#j = fma({w}#i.{sw}, b#j, h#i{j}_#j);"
                       for j, (w, sw) in enumerate([("a", "xyxy"), ("a", "zwzw"),
                                                    ("e", "xyxy"), ("e", "zwzw")]))
