@@ -312,3 +312,21 @@ def test_copied_and_pickled_tensors_get_their_devices_one_backend():
         assert c._be is t._be
         assert c._storage is not t._storage
         np.testing.assert_array_equal((c * 2).detach().numpy(), t.detach().numpy() * 2)
+
+
+def test_an_ops_output_has_every_field_the_constructor_sets():
+    """Tensor._wrap sets a fresh contiguous output's fields itself (every op's output
+    comes that way): each slot of Tensor and Storage must be set there as _init and
+    Storage() set it, so that a field added to them cannot be forgotten on this path."""
+    from haelixe.storage import Storage
+    from haelixe.tensor import Tensor
+
+    fast = Tensor._wrap(np.arange(6, dtype=np.float32))
+    slow = Tensor._wrap(np.arange(12, dtype=np.float32)[::2])  # (strided: _init's path)
+    for obj, other, cls in ((fast, slow, Tensor), (fast._storage, slow._storage, Storage)):
+        for name in cls.__slots__:
+            if name == "__weakref__":
+                continue
+            assert hasattr(obj, name), f"{cls.__name__}.{name} not set by _wrap"
+            if name not in ("_data", "data", "_layout", "nbytes", "_storage"):
+                assert getattr(obj, name) == getattr(other, name), name
