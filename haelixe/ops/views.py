@@ -114,9 +114,7 @@ class Permute(Function):
         _check_history(ctx)
         dims = layout.inverse_permutation(ctx.dims)
         if not STATE.grad_enabled:  # first order: the view of g itself, no node to record
-            strides = g.strides
-            return g._view(tuple(g.shape[d] for d in dims), tuple(strides[d] for d in dims),
-                           g.offset), None
+            return g._view(*layout.permute(g.shape, g.strides, dims), g.offset), None
         return permute(g, dims), None
 
 
