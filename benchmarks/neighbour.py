@@ -25,12 +25,31 @@ def busy_neighbour(enabled: bool = True):
 
 
 def load_note() -> str:
-    """The machine's load averages (1, 5, 15 min), for the record of a run."""
+    """The machine's load averages (1, 5, 15 min) and the kernels numpy's BLAS runs, for
+    the record of a run."""
     try:
         one, five, fifteen = os.getloadavg()
-        return f"load average {one:.2f} {five:.2f} {fifteen:.2f}"
+        load = f"load average {one:.2f} {five:.2f} {fifteen:.2f}"
     except (OSError, AttributeError):
-        return "load average unknown"
+        load = "load average unknown"
+    return f"{load}; {blas_note()}"
+
+
+def blas_note() -> str:
+    """numpy's BLAS and the kernels it chose (OpenBLAS picks them by CPU when it loads,
+    unless OPENBLAS_CORETYPE names others)."""
+    try:
+        import numpy  # noqa: F401 (loads the BLAS that threadpoolctl then finds)
+        from threadpoolctl import threadpool_info
+    except ImportError:
+        return "numpy's BLAS unknown"
+    for lib in threadpool_info():
+        if lib.get("user_api") == "blas" and "numpy" in lib.get("filepath", ""):
+            forced = os.environ.get("OPENBLAS_CORETYPE")
+            return (f"numpy's BLAS {lib.get('internal_api')} {lib.get('version')}, "
+                    f"{lib.get('architecture')} kernels"
+                    + (f" (set by OPENBLAS_CORETYPE={forced})" if forced else ""))
+    return "numpy's BLAS unknown"
 
 
 def median_range(values) -> str:

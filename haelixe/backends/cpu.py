@@ -404,6 +404,13 @@ class CPUBackend(Backend):
         return np.argmin(x, axis=axis, keepdims=keepdim)
 
     def softmax(self, x, axis):
+        n = _plain_rows(x, axis)
+        if n:
+            out = np.empty(x.shape, x.dtype)
+            rows = x.size // n
+            kernels().softmax_rows(x.reshape(rows, n), out.reshape(rows, n),
+                                   np.empty(rows, x.dtype))
+            return out
         return _rows(lambda x2, out: kernels().softmax_rows(
             x2, out, np.empty(x2.shape[0], x2.dtype)), x, axis)
 
@@ -411,6 +418,13 @@ class CPUBackend(Backend):
         return _rows(kernels().log_softmax_rows, x, axis)
 
     def softmax_backward(self, x, g, axis, log):
+        n = _plain_rows(x, axis)
+        if n and g.dtype is x.dtype and g.flags.c_contiguous:
+            out = np.empty(x.shape, x.dtype)
+            rows = x.size // n
+            kernels().softmax_backward_rows(x.reshape(rows, n), g.reshape(rows, n),
+                                            out.reshape(rows, n), log)
+            return out
         return _rows(lambda x2, out, g2: kernels().softmax_backward_rows(x2, g2, out, log),
                      x, axis, g)
 
@@ -618,6 +632,15 @@ def _weight(w, x2, fill):
     if w is None:
         return np.full(x2.shape[1], fill, x2.dtype)
     return np.ascontiguousarray(w, dtype=x2.dtype).reshape(-1)
+
+
+def _plain_rows(x, axis) -> int:
+    """The row length where a row kernel can take ``x`` as it is (its last dim, float32
+    or float64, C-contiguous, not empty), else 0. That is the usual call, and on small
+    tensors _rows' checks and reshapes cost as much as the kernel itself."""
+    if axis == x.ndim - 1 and x.dtype in _JIT_FLOATS and x.flags.c_contiguous and x.size:
+        return x.shape[-1]
+    return 0
 
 
 def _rows(kernel, x, axis, *others):
