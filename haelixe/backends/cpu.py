@@ -419,7 +419,9 @@ class CPUBackend(Backend):
 
     def softmax_backward(self, x, g, axis, log):
         n = _plain_rows(x, axis)
-        if n and g.dtype is x.dtype and g.flags.c_contiguous:
+        if n and g.dtype == x.dtype:
+            # (g is often a broadcast: the gradient of a sum or a mean after the softmax)
+            g = g if g.flags.c_contiguous else np.ascontiguousarray(g)
             out = np.empty(x.shape, x.dtype)
             rows = x.size // n
             kernels().softmax_backward_rows(x.reshape(rows, n), g.reshape(rows, n),
