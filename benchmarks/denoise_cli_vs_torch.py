@@ -9,6 +9,8 @@ table gives medians with ranges.
 
     python benchmarks/denoise_cli_vs_torch.py [--runs 4] [--epochs 10] [--steps-per-epoch 50]
     python benchmarks/denoise_cli_vs_torch.py --busy   # beside a CPU-bound process
+    python benchmarks/denoise_cli_vs_torch.py --device gpu   # the app on the GPU
+                                                             # against PyTorch CUDA
 """
 
 from __future__ import annotations
@@ -26,17 +28,22 @@ from neighbour import busy_neighbour, load_note, median, median_range
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def torch_worker(epochs: int, steps_per_epoch: int, seed: int) -> dict:
-    """The PyTorch side, run in its own process: the app's loop, step for step."""
+def torch_worker(epochs: int, steps_per_epoch: int, seed: int, device: str = "cpu") -> dict:
+    """The PyTorch side, run in its own process: the app's loop, step for step (on
+    CUDA for ``device`` gpu, TF32 off: float32 products as Haelixe's)."""
     start = time.perf_counter()
     import torch
     from denoiser_vs_torch import torch_denoiser
 
     from haelixe.data.sine import SineTask
 
+    cuda = device == "gpu"
+    if cuda:
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
     torch.manual_seed(seed)
     data = SineTask("random", None, seed)
-    model, opt = torch_denoiser(32)
+    model, opt = torch_denoiser(32, "cuda" if cuda else "cpu")
     lr_max, lr_min = 1e-3, 5e-5
     first = None
     for epoch in range(epochs):
@@ -46,6 +53,8 @@ def torch_worker(epochs: int, steps_per_epoch: int, seed: int) -> dict:
         for _ in range(steps_per_epoch):
             noisy, clean = data.batch()
             x, y = torch.from_numpy(noisy), torch.from_numpy(clean)
+            if cuda:
+                x, y = x.to("cuda"), y.to("cuda")
             opt.zero_grad()
             loss = torch.nn.functional.mse_loss(model(x), y)
             loss.backward()
@@ -58,16 +67,18 @@ def torch_worker(epochs: int, steps_per_epoch: int, seed: int) -> dict:
             "first_step_s": first - start}
 
 
-def run_haelixe(epochs: int, steps_per_epoch: int) -> dict:
+def run_haelixe(epochs: int, steps_per_epoch: int, device: str = "cpu") -> dict:
     out = subprocess.run([sys.executable, "-m", "haelixe.denoise", "--task", "random",
                           "--epochs", str(epochs), "--steps-per-epoch", str(steps_per_epoch),
-                          "--json"], capture_output=True, text=True, check=True)
+                          "--device", device, "--json"],
+                         capture_output=True, text=True, check=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def run_torch(epochs: int, steps_per_epoch: int) -> dict:
+def run_torch(epochs: int, steps_per_epoch: int, device: str = "cpu") -> dict:
     out = subprocess.run([sys.executable, os.path.abspath(__file__), "--torch-worker",
-                          "--epochs", str(epochs), "--steps-per-epoch", str(steps_per_epoch)],
+                          "--epochs", str(epochs), "--steps-per-epoch", str(steps_per_epoch),
+                          "--device", device],
                          capture_output=True, text=True, check=True, cwd=HERE)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
@@ -79,17 +90,20 @@ def main():
     p.add_argument("--steps-per-epoch", type=int, default=50)
     p.add_argument("--busy", action="store_true",
                    help="time beside a CPU-bound neighbour process")
+    p.add_argument("--device", choices=["cpu", "gpu"], default="cpu",
+                   help="gpu: the app on its WGSL backend (its step captured and replayed) "
+                        "against the script on PyTorch CUDA")
     p.add_argument("--torch-worker", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.torch_worker:
-        print(json.dumps(torch_worker(args.epochs, args.steps_per_epoch, 0)))
+        print(json.dumps(torch_worker(args.epochs, args.steps_per_epoch, 0, args.device)))
         return
     res = {"haelixe": [], "pytorch": []}
     with busy_neighbour(args.busy):
         for _ in range(args.runs):
-            res["haelixe"].append(run_haelixe(args.epochs, args.steps_per_epoch))
-            res["pytorch"].append(run_torch(args.epochs, args.steps_per_epoch))
-    print(f"denoiser CLI vs a PyTorch script, batch 16, {args.epochs} x "
+            res["haelixe"].append(run_haelixe(args.epochs, args.steps_per_epoch, args.device))
+            res["pytorch"].append(run_torch(args.epochs, args.steps_per_epoch, args.device))
+    print(f"denoiser CLI vs a PyTorch script on the {args.device}, batch 16, {args.epochs} x "
           f"{args.steps_per_epoch} steps, {args.runs} alternating runs"
           f"{', beside a CPU-bound process' if args.busy else ''} ({load_note()})")
     print("            steps/s after the first: median [range]   first step (s): median")
