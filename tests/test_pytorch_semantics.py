@@ -213,3 +213,32 @@ def test_item18_cpu_memory_stats_say_what_they_count():
     block = hx.memory.get_allocator("cpu").allocate(4 << 20)
     assert hx.memory_stats()["allocated_bytes"] >= 4 << 20
     del block
+
+
+@pytest.mark.parametrize("log", [False, True])
+@pytest.mark.parametrize("edit", ["output", "input"])
+def test_softmax_in_place_rules_are_pytorchs(log, edit):
+    """softmax and log_softmax keep their output for backward, as PyTorch's do: changing
+    the output in place before backward is refused (in both), changing the input is not,
+    and the gradient is then PyTorch's."""
+    data = np.random.default_rng(0).standard_normal((3, 5)).astype(np.float32)
+    weights = np.random.default_rng(1).standard_normal((3, 5)).astype(np.float32)
+
+    def run(lib):
+        x = lib.tensor(data, requires_grad=True)
+        h = x * 1.0
+        y = h.log_softmax(-1) if log else h.softmax(-1)
+        if edit == "output":
+            y.mul_(2.0)
+        else:
+            h.add_(1.0)
+        (y * lib.tensor(weights)).sum().backward()
+        return x.grad.numpy()
+
+    if edit == "output":
+        with pytest.raises(RuntimeError):
+            run(torch)
+        with pytest.raises(SavedTensorError, match="modified by an inplace operation"):
+            run(hx)
+    else:
+        np.testing.assert_allclose(run(hx), run(torch), rtol=1e-5, atol=1e-6)

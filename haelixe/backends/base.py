@@ -296,14 +296,14 @@ class Backend:
         s = self.sum(self.map(K_EXP_SHIFTED, [x, mx], x.dtype), (axis,), True)
         return self.map(K_LOG_SOFTMAX, [x, mx, s], x.dtype)
 
-    def softmax_backward(self, x, g, axis, log):
-        """The gradient at ``x`` of softmax along ``axis`` (log_softmax where ``log``),
-        given the output's gradient ``g``: p * (g - sum(g * p)), or g - p * sum(g)."""
-        p = self.softmax(x, axis)
+    def softmax_backward(self, y, g, axis, log):
+        """The gradient of softmax along ``axis`` (log_softmax where ``log``) from its
+        output ``y`` (p, or log p) and the output's gradient ``g``: p * (g - sum(g * p)),
+        or g - exp(y) * sum(g)."""
         if log:
-            return self.map(_K_LOG_SOFTMAX_GRAD, [g, p, self.sum(g, (axis,), True)], x.dtype)
-        dot = self.sum(self.map(K_MUL, [g, p], x.dtype), (axis,), True)
-        return self.map(_K_SOFTMAX_GRAD_ROWS, [p, g, dot], x.dtype)
+            return self.map(_K_LOG_SOFTMAX_GRAD, [g, y, self.sum(g, (axis,), True)], y.dtype)
+        dot = self.sum(self.map(K_MUL, [g, y], y.dtype), (axis,), True)
+        return self.map(_K_SOFTMAX_GRAD_ROWS, [y, g, dot], y.dtype)
 
     # -- composed: fused neural-network kernels ------------------------------------------
     def linear(self, x, w, b, activation=None):
@@ -522,7 +522,7 @@ _K_SQDIFF = Kernel("sqdiff", lambda m, x, y: (x - y) * (x - y), 2)
 _K_LSE_FINISH = Kernel("lse_finish", lambda m, mx, e: mx + m.log(e), 2)
 _K_SOFTMAX_GRAD = Kernel("attention_ds", lambda m, p, dp, rd, sc: p * (dp - rd) * sc, 4)
 _K_SOFTMAX_GRAD_ROWS = Kernel("softmax_grad", lambda m, p, g, dot: p * (g - dot), 3)
-_K_LOG_SOFTMAX_GRAD = Kernel("log_softmax_grad", lambda m, g, p, s: g - p * s, 3)
+_K_LOG_SOFTMAX_GRAD = Kernel("log_softmax_grad", lambda m, g, y, s: g - m.exp(y) * s, 3)
 _K_MASK_BOOL = Kernel("mask_bool", lambda m, s, keep: m.where(keep, s, -math.inf), 2)
 _K_MASK_ADD = Kernel("mask_add", lambda m, s, bias: s + bias, 2)
 

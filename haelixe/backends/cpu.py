@@ -417,18 +417,18 @@ class CPUBackend(Backend):
     def log_softmax(self, x, axis):
         return _rows(kernels().log_softmax_rows, x, axis)
 
-    def softmax_backward(self, x, g, axis, log):
-        n = _plain_rows(x, axis)
-        if n and g.dtype == x.dtype:
+    def softmax_backward(self, y, g, axis, log):
+        n = _plain_rows(y, axis)
+        if n and g.dtype == y.dtype:
             # (g is often a broadcast: the gradient of a sum or a mean after the softmax)
             g = g if g.flags.c_contiguous else np.ascontiguousarray(g)
-            out = np.empty(x.shape, x.dtype)
-            rows = x.size // n
-            kernels().softmax_backward_rows(x.reshape(rows, n), g.reshape(rows, n),
+            out = np.empty(y.shape, y.dtype)
+            rows = y.size // n
+            kernels().softmax_backward_rows(y.reshape(rows, n), g.reshape(rows, n),
                                             out.reshape(rows, n), log)
             return out
-        return _rows(lambda x2, out, g2: kernels().softmax_backward_rows(x2, g2, out, log),
-                     x, axis, g)
+        return _rows(lambda y2, out, g2: kernels().softmax_backward_rows(y2, g2, out, log),
+                     y, axis, g)
 
     # -- ordering, scans, scatter ----------------------------------------------------------
     def sort(self, x, axis, descending, stable):

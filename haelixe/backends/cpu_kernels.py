@@ -185,12 +185,11 @@ def softmax_rows(x, out, lse):
 
 
 @njit(**ROWS)
-def softmax_backward_rows(x, g, out, log):
-    """out = the gradient at rows x of softmax (log_softmax where ``log``) given the
-    output's gradient g: p * (g - sum(g * p)), or g - p * sum(g). p is recomputed as
-    softmax_rows makes it (the forward's bits); the row sums add up in float64."""
-    rows, n = x.shape
-    _softmax(x, typed(x, 1.0), False, 1, out, np.empty(rows, x.dtype))
+def softmax_backward_rows(y, g, out, log):
+    """out = the gradient of softmax (log_softmax where ``log``) at rows whose output is
+    y (p, or log p), given the output's gradient g: p * (g - sum(g * p)), or
+    g - exp(y) * sum(g); the row sums add up in float64."""
+    rows, n = y.shape
     for r in range(rows):
         s = 0.0
         if log:
@@ -198,14 +197,14 @@ def softmax_backward_rows(x, g, out, log):
                 s += g[r, j]
         else:
             for j in range(n):
-                s += g[r, j] * out[r, j]
-        t = typed(x, s)
+                s += g[r, j] * y[r, j]
+        t = typed(y, s)
         if log:
             for j in range(n):
-                out[r, j] = g[r, j] - out[r, j] * t
+                out[r, j] = g[r, j] - fexp(y[r, j]) * t
         else:
             for j in range(n):
-                out[r, j] = out[r, j] * (g[r, j] - t)
+                out[r, j] = y[r, j] * (g[r, j] - t)
 
 
 @njit(**ROWS)

@@ -238,28 +238,32 @@ def argmin(x, dim=None, keepdim=False):
 
 
 class Softmax(Function):
-    """softmax, or log_softmax where ``log``; the backward needs only the probabilities,
-    recomputed from the saved input."""
+    """softmax, or log_softmax where ``log``. The backward reads the output (the
+    probabilities, or their logs), as PyTorch's does, so the in-place rules are PyTorch's:
+    changing the output before backward is refused, changing the input is not."""
 
     small_state = True
+    saves_output = True
 
     @staticmethod
     def forward(ctx, x, dim, log):
         ctx.dim, ctx.log = dim, log
         ctx.label = "LogSoftmax" if log else "Softmax"
-        ctx.save_for_backward(x)
         return (x._be.log_softmax if log else x._be.softmax)(x._data, dim)
 
     @staticmethod
     def backward(ctx, g):
-        (x,) = ctx.saved_tensors
+        (y,) = ctx.saved_tensors
         if not STATE.grad_enabled:  # first order: the backend's one kernel on raw arrays
-            return (Tensor._wrap(x._be.softmax_backward(x._data, g._data, ctx.dim, ctx.log)),
+            return (Tensor._wrap(y._be.softmax_backward(y._data, g._data, ctx.dim, ctx.log)),
                     None, None)
-        p = softmax(x, ctx.dim)
+        # create_graph: the output with its history (this node), so the gradient has a
+        # graph of its own
+        y = y._alias()
+        y.grad_fn, y._requires_grad = ctx, True
         if ctx.log:
-            return g - p * g.sum(ctx.dim, keepdim=True), None, None
-        return p * (g - (g * p).sum(ctx.dim, keepdim=True)), None, None
+            return g - y.exp() * g.sum(ctx.dim, keepdim=True), None, None
+        return y * (g - (g * y).sum(ctx.dim, keepdim=True)), None, None
 
 
 def _softmax_input(x, op, dtype):
