@@ -404,31 +404,13 @@ class CPUBackend(Backend):
         return np.argmin(x, axis=axis, keepdims=keepdim)
 
     def softmax(self, x, axis):
-        n = _plain_rows(x, axis)
-        if n:
-            out = np.empty(x.shape, x.dtype)
-            rows = x.size // n
-            kernels().softmax_rows(x.reshape(rows, n), out.reshape(rows, n),
-                                   np.empty(rows, x.dtype))
-            return out
-        return _rows(lambda x2, out: kernels().softmax_rows(
-            x2, out, np.empty(x2.shape[0], x2.dtype)), x, axis)
+        return _rows(_softmax_into, x, axis)
 
     def log_softmax(self, x, axis):
         return _rows(kernels().log_softmax_rows, x, axis)
 
     def softmax_backward(self, y, g, axis, log):
-        n = _plain_rows(y, axis)
-        if n and g.dtype == y.dtype:
-            # (g is often a broadcast: the gradient of a sum or a mean after the softmax)
-            g = g if g.flags.c_contiguous else np.ascontiguousarray(g)
-            out = np.empty(y.shape, y.dtype)
-            rows = y.size // n
-            kernels().softmax_backward_rows(y.reshape(rows, n), g.reshape(rows, n),
-                                            out.reshape(rows, n), log)
-            return out
-        return _rows(lambda y2, out, g2: kernels().softmax_backward_rows(y2, g2, out, log),
-                     y, axis, g)
+        return _rows(_softmax_backward_into, y, axis, g, extra=(log,))
 
     # -- ordering, scans, scatter ----------------------------------------------------------
     def sort(self, x, axis, descending, stable):
@@ -636,22 +618,24 @@ def _weight(w, x2, fill):
     return np.ascontiguousarray(w, dtype=x2.dtype).reshape(-1)
 
 
-def _plain_rows(x, axis) -> int:
-    """The row length where a row kernel can take ``x`` as it is (its last dim, float32
-    or float64, C-contiguous, not empty), else 0. That is the usual call, and on small
-    tensors _rows' checks and reshapes cost as much as the kernel itself."""
-    if axis == x.ndim - 1 and x.dtype in _JIT_FLOATS and x.flags.c_contiguous and x.size:
-        return x.shape[-1]
-    return 0
-
-
-def _rows(kernel, x, axis, *others):
-    """A row kernel (softmax family) applied along ``axis``: moved last and made
-    contiguous where it is not already; ``others`` (of x's shape) likewise, and passed
-    after the output."""
+def _rows(kernel, x, axis, *others, extra=()):
+    """A row kernel (softmax family) applied along ``axis``: ``kernel(x2, out, *others2,
+    *extra)`` on (rows, length) arrays, ``others`` (of x's shape) passed after the
+    output. The usual call (the last dim of a C-contiguous float32/64 array) goes
+    straight to the kernel: on small tensors the general path's moves and copies cost as
+    much as the kernel itself. Otherwise the axis is moved last and made contiguous."""
+    n = x.shape[-1] if x.ndim else 0
+    if n and axis == x.ndim - 1 and x.dtype in _JIT_FLOATS and x.flags.c_contiguous:
+        rows = x.size // n
+        out = np.empty(x.shape, x.dtype)
+        if others:  # (often broadcasts: the gradient of a sum or a mean after a softmax)
+            extra = (*[np.ascontiguousarray(o, x.dtype).reshape(rows, n) for o in others],
+                     *extra)
+        kernel(x.reshape(rows, n), out.reshape(rows, n), *extra)
+        return out
     if x.dtype in _LOW_SET:  # float32 inside (see sum), rounded once at the end
         return _rows(kernel, x.astype(np.float32), axis,
-                     *(o.astype(np.float32) for o in others)).astype(x.dtype)
+                     *(o.astype(np.float32) for o in others), extra=extra).astype(x.dtype)
     if x.dtype not in _JIT_FLOATS:
         x = x.astype(np.float64)
         others = [o.astype(np.float64) for o in others]
@@ -660,9 +644,17 @@ def _rows(kernel, x, axis, *others):
     x2 = _as_rows(xm)
     out = np.empty(x2.shape, x.dtype)
     kernel(x2, out, *(_as_rows(o if last else np.moveaxis(o, axis, -1)).astype(
-        x.dtype, copy=False) for o in others))
+        x.dtype, copy=False) for o in others), *extra)
     out = out.reshape(xm.shape)
     return out if last else np.ascontiguousarray(np.moveaxis(out, -1, axis))
+
+
+def _softmax_into(x2, out):
+    kernels().softmax_rows(x2, out, np.empty(x2.shape[0], x2.dtype))
+
+
+def _softmax_backward_into(y2, out, g2, log):
+    kernels().softmax_backward_rows(y2, g2, out, log)
 
 
 def storage_for(array: np.ndarray, device, dtype) -> tuple[Storage, tuple, int]:
