@@ -136,10 +136,11 @@ def train(task: str = "random", epochs: int = 100, steps_per_epoch: int = 50,
                 master_weights=(dtype == "bf16"), capturable=gpu)
     sched = CosineAnnealing(opt, total=epochs, lr_max=lr_max, lr_min=lr_min)
 
-    python_steps = [0]  # steps whose Python ran (a replay runs none)
+    python_steps = 0  # steps whose Python ran (a replay runs none)
 
     def train_step(x, y):
-        python_steps[0] += 1
+        nonlocal python_steps
+        python_steps += 1
         # every parameter gets a gradient each step: zeroed in place, backward keeps
         # accumulating into the optimizer's flat gradient buffer
         opt.zero_grad(set_to_none=False)
@@ -193,7 +194,7 @@ def train(task: str = "random", epochs: int = 100, steps_per_epoch: int = 50,
         "parameters": model.num_parameters(),
         # steps whose Python ran: all on the CPU; on the GPU the warm-up and the two
         # recorded ones (the rest were replayed)
-        "python_steps": python_steps[0],
+        "python_steps": python_steps,
         "model": model,
     }
 
