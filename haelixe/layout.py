@@ -230,12 +230,10 @@ def index(shape: Shape, strides: Strides, offset: int, key) -> tuple[Shape, Stri
     indexing is not a view and is handled by the caller."""
     if key.__class__ is not tuple:
         key = (key,)
-    n_ellipsis = consumed = 0
-    for k in key:  # one plain loop: this runs on every x[...]
-        if k is Ellipsis:
-            n_ellipsis += 1
-        elif k is not None:
-            consumed += 1
+    # (tuple.count compares with ==, which basic entries answer plainly; this runs on
+    # every x[...])
+    n_ellipsis = key.count(Ellipsis)
+    consumed = len(key) - n_ellipsis - key.count(None)
     if n_ellipsis > 1:
         raise IndexError("an index can only have a single ellipsis ('...')")
     if consumed > len(shape):
@@ -254,7 +252,10 @@ def index(shape: Shape, strides: Strides, offset: int, key) -> tuple[Shape, Stri
         n, s = shape[d], strides[d]
         if k.__class__ is slice:
             start, stop, step = k.indices(n)  # Python's rules; refuses step 0
-            size = len(range(start, stop, step))
+            if step == 1:  # (the usual slice: len(range(...)) costs more than this)
+                size = stop - start if stop > start else 0
+            else:
+                size = len(range(start, stop, step))
             new_shape.append(size)
             new_strides.append(s * step)
             if size:

@@ -94,9 +94,11 @@ class Tensor:
         return _new(Tensor)._init(raw, storage, lay, tuple(raw.shape), storage.dtype,
                                   storage.device, None)
 
-    def _view(self, shape, strides, offset) -> Tensor:
-        """A tensor over this tensor's storage with another layout (no autograd)."""
-        raw = self._be.make_view(self._storage, shape, strides, offset)
+    def _view(self, shape, strides, offset, raw=None) -> Tensor:
+        """A tensor over this tensor's storage with another layout (no autograd); ``raw``:
+        the raw view of that layout, where the caller has it."""
+        if raw is None:
+            raw = self._be.make_view(self._storage, shape, strides, offset)
         return _new(Tensor)._init(raw, self._storage, (tuple(strides), offset), tuple(shape),
                                   self.dtype, self.device,
                                   self if self._base is None else self._base)

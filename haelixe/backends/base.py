@@ -21,6 +21,8 @@ pays (both shipped backends override all of them).
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
+from types import MappingProxyType
 
 import numpy as np
 
@@ -129,6 +131,11 @@ class Backend:
         """Raw array over ``storage`` with the given layout (elements). Zero copy."""
         raise NotImplementedError
 
+    def index_view(self, x, key, storage, shape, strides, offset):
+        """The raw view ``x[key]`` for a basic key (ints, slices, None, Ellipsis), whose
+        layout over ``storage`` the caller has worked out: make_view of that layout."""
+        return self.make_view(storage, shape, strides, offset)
+
     # -- primitives: layout and conversion ------------------------------------------------
     def reshape(self, x, shape):
         """``x`` with another shape of the same size: a view where the strides allow
@@ -156,6 +163,12 @@ class Backend:
     def cast(self, x, dtype):
         """Copy converted to a numpy ``dtype``; to bfloat16 rounds to nearest even."""
         raise NotImplementedError
+
+    #: kernel -> a callable computing it on raw float32 or float64 arrays (or one array
+    #: and a numpy scalar) of one dtype, giving that dtype: what the elementwise ops'
+    #: hot path calls instead of ``map``. Filled by the backends that have one (the CPU's
+    #: numpy ufuncs); empty here, so every other backend takes ``map``.
+    direct: Mapping = MappingProxyType({})
 
     # -- primitives: compute --------------------------------------------------------------
     def map(self, kernel: Kernel, inputs, dtype):

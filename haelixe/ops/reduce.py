@@ -244,26 +244,34 @@ class Softmax(Function):
 
     small_state = True
     saves_output = True
+    log = False  # (a class each: a node then sets its dim alone)
 
     @staticmethod
-    def forward(ctx, x, dim, log):
-        ctx.dim, ctx.log = dim, log
-        ctx.label = "LogSoftmax" if log else "Softmax"
-        return (x._be.log_softmax if log else x._be.softmax)(x._data, dim)
+    def forward(ctx, x, dim):
+        ctx.dim = dim
+        return x._be.softmax(x._data, dim)
 
     @staticmethod
     def backward(ctx, g):
         (y,) = ctx.saved_tensors
         if not STATE.grad_enabled:  # first order: the backend's one kernel on raw arrays
-            return (Tensor._wrap(y._be.softmax_backward(y._data, g._data, ctx.dim, ctx.log)),
-                    None, None)
+            return Tensor._wrap(y._be.softmax_backward(y._data, g._data, ctx.dim, ctx.log)), None
         # create_graph: the output with its history (this node), so the gradient has a
         # graph of its own
         y = y._alias()
         y.grad_fn, y._requires_grad = ctx, True
         if ctx.log:
-            return g - y.exp() * g.sum(ctx.dim, keepdim=True), None, None
-        return y * (g - (g * y).sum(ctx.dim, keepdim=True)), None, None
+            return g - y.exp() * g.sum(ctx.dim, keepdim=True), None
+        return y * (g - (g * y).sum(ctx.dim, keepdim=True)), None
+
+
+class LogSoftmax(Softmax):
+    log = True
+
+    @staticmethod
+    def forward(ctx, x, dim):
+        ctx.dim = dim
+        return x._be.log_softmax(x._data, dim)
 
 
 def _softmax_input(x, op, dtype):
@@ -278,25 +286,29 @@ def _softmax_input(x, op, dtype):
 
 
 def softmax(x, dim, dtype=None):
-    x = _softmax_input(x, "softmax", dtype)
-    if x.ndim == 0:
-        layout.normalize_dim(dim, 0, "softmax")
-        return x * 0.0 + 1.0
-    d = layout.normalize_dim(dim, x.ndim, "softmax")
-    if x.numel() == 0:
-        return x.clone()
-    return Softmax.apply(x, d, False)
+    return _softmax(Softmax, x, dim, dtype)
 
 
 def log_softmax(x, dim, dtype=None):
-    x = _softmax_input(x, "log_softmax", dtype)
+    return _softmax(LogSoftmax, x, dim, dtype)
+
+
+def _softmax(op, x, dim, dtype):
+    nd = len(x.shape)
+    if dtype is None and STATE.autocast is None and x.dtype.is_floating_point and nd and \
+            dim.__class__ is int and -nd <= dim < nd and 0 not in x.shape:
+        # the usual call, checked in one line (the general one below costs a softmax
+        # on a small tensor a sixth of its time)
+        return op.apply(x, dim + nd if dim < 0 else dim)
+    name = "log_softmax" if op.log else "softmax"
+    x = _softmax_input(x, name, dtype)
     if x.ndim == 0:
-        layout.normalize_dim(dim, 0, "log_softmax")
-        return x * 0.0
-    d = layout.normalize_dim(dim, x.ndim, "log_softmax")
+        layout.normalize_dim(dim, 0, name)
+        return x * 0.0 if op.log else x * 0.0 + 1.0
+    d = layout.normalize_dim(dim, x.ndim, name)
     if x.numel() == 0:
         return x.clone()
-    return Softmax.apply(x, d, True)
+    return op.apply(x, d)
 
 
 def logsumexp(x, dim, keepdim=False):

@@ -28,7 +28,7 @@ import numbers
 import numpy as np
 
 from .. import layout
-from ..autograd.function import SINK, Function
+from ..autograd.function import SINK, Function, grad_home
 from ..autograd.mode import STATE
 from ..backends.base import Kernel
 from ..dtype import (
@@ -39,6 +39,7 @@ from ..dtype import (
     default_float,
     float16,
     float32,
+    float64,
     int64,
     number_as,
     promote_types,
@@ -258,6 +259,7 @@ class ElementwiseFunction(Function):
     decl: Elementwise = None
     #: per input with a gradient: (index, kernel or None for g itself, sources)
     plans: tuple = ()
+    save_index: tuple = ()  # the inputs the node keeps (by position)
     in_shapes = None
     in_dtypes = None  # the inputs' dtypes where they differ from the output's (mixed)
     small_state = True  # (besides the saved tensors: shapes, dtypes and numbers)
@@ -483,13 +485,14 @@ def _make_function(decl, mixed: bool = False) -> type:
         "decl": decl, "label": decl.label, "__slots__": (),
         "args": (None,) * (decl.arity + len(decl.params)),  # a node's unless it sets its own
         "saves_output": "y" in names, "differentiable": decl.differentiable,
+        "save_index": save_index,
         "plans": plans, "backward": _make_backward(decl, plans)})
 
 
 # -- fronts: promotion, broadcasting, then the Function -------------------------------------
 def _make_front(decl):
     apply = decl.function_class.apply
-    name = decl.name
+    name, kernel = decl.name, decl.kernel
     nparams = len(decl.params)
     defaults = tuple(decl.params.values())
     fast = frozenset(dt for dt in _ALL_DTYPES if _fast_ok(decl, dt))
@@ -504,13 +507,20 @@ def _make_front(decl):
                 x = x.to(decl.compute_dtype(x.dtype))
             return apply(x, *params)
     elif decl.arity == 2 and not nparams:
+        direct = _direct_binary(decl)
+
         def front(a, b):  # the hot path of x + y, x * 2.0 ...: no promotion to do
             ca, cb = a.__class__, b.__class__
             if ca is Tensor:
                 if cb is Tensor:
-                    if a.dtype is b.dtype and a.device is b.device and a.dtype in fast:
+                    dt = a.dtype
+                    if dt is b.dtype and a.device is b.device and dt in fast:
                         if a.shape != b.shape:
                             layout.broadcast_shapes(a.shape, b.shape, op=name)
+                        elif dt in _DIRECT_DTYPES and direct is not None:
+                            f = a._be.direct.get(kernel)
+                            if f is not None and not STATE.anomaly:
+                                return direct(f(a._data, b._data), a, b)
                         return apply(a, b)
                 elif a.dtype in fast and _keeps_dtype(a.dtype, cb):
                     return apply(a, b)  # a Python number that cannot widen the tensor
@@ -538,6 +548,54 @@ def _make_front(decl):
     front.__name__ = front.__qualname__ = name
     front.__doc__ = f"Elementwise {name} (declared in the op registry)."
     return front
+
+
+#: dtypes whose tensors of one shape take an elementwise op's direct path (Backend.direct)
+_DIRECT_DTYPES = frozenset((float32, float64))
+
+
+def _direct_binary(decl):
+    """What Function.apply, the op's forward and Backend.map do for two tensors of one
+    float dtype, shape and device, written out in one function: ``record(raw, a, b)``
+    wraps the raw result the backend's direct callable gave and records the node.
+    Every recording op paid about 1 us of calls and generic checks here (a third of
+    ``x + y`` on a small tensor). None for ops that keep their output (pow: the alias
+    needs apply) or give bools."""
+    if decl.saves_output or decl.dtypes == "compare":
+        return None
+    cls = decl.function_class
+    save_a, save_b = (i in cls.save_index for i in (0, 1))
+    differentiable = decl.differentiable
+    wrap, new = Tensor._wrap, object.__new__
+
+    def record(raw, a, b):
+        out = wrap(raw)
+        state = STATE
+        if not (state.grad_enabled and differentiable and
+                (a._requires_grad or b._requires_grad)):
+            return out
+        ctx = new(cls)
+        ctx.next = [(a.grad_fn or a._accumulator or grad_home(a)) if a._requires_grad
+                    else None,
+                    (b.grad_fn or b._accumulator or grad_home(b)) if b._requires_grad
+                    else None]
+        if save_a and save_b:  # (as save_for_backward: the saved tensors' versions)
+            ctx.saved = (a, b)
+            ctx._versions = (a._storage.version, b._storage.version)
+        elif save_a:
+            ctx.saved = (a,)
+            ctx._versions = (a._storage.version,)
+        elif save_b:
+            ctx.saved = (b,)
+            ctx._versions = (b._storage.version,)
+        out._requires_grad = True
+        out.grad_fn = ctx
+        ctx.meta = (out.shape, out.dtype, out.device)
+        if state.modules:
+            ctx.module = state.modules[-1]
+        return out
+
+    return record
 
 
 def _keeps_dtype(dt, number_type) -> bool:

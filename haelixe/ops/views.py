@@ -14,12 +14,12 @@ from ..tensor import Tensor
 from .registry import declare, tensor_method
 
 
-def _view_of(ctx, x, shape, strides, offset):
+def _view_of(ctx, x, shape, strides, offset, raw=None):
     """x._view(...) for a view op, remembering how many recorded in-place ops had
     written x's storage when the view was taken (see _check_history)."""
     storage = x._storage
     ctx.history = (weakref.ref(storage), storage.history)
-    return x._view(shape, strides, offset)
+    return x._view(shape, strides, offset, raw)
 
 
 def _check_history(ctx):
@@ -174,7 +174,8 @@ class Slice(Function):
         ctx.in_layout = x._layout  # (None: contiguous) the order its gradient is laid out in
         ctx.key = key
         shape, strides, offset = ctx.part = layout.index(x.shape, x.strides, x.offset, key)
-        return _view_of(ctx, x, shape, strides, offset)
+        return _view_of(ctx, x, shape, strides, offset,
+                        x._be.index_view(x._data, key, x._storage, shape, strides, offset))
 
     @staticmethod
     def backward(ctx, g):
