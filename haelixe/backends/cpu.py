@@ -154,15 +154,17 @@ def _matmul(a, b):
     BLAS path."""
     if a.dtype in _LOW_SET:
         return _matmul(a.astype(np.float32), b.astype(np.float32)).astype(a.dtype)
-    if a.ndim > 1 and b.ndim > 1 and a.shape[-1] == 1 == b.shape[-2]:
+    na, nb = a.ndim, b.ndim
+    if na > 1 and nb > 1 and a.shape[-1] == 1 == b.shape[-2]:
         # K = 1 (a Linear from one feature): an outer product, the same products with
         # no sum; numpy's matmul takes a slow generic loop on such strided operands
         return np.multiply(a, b)
-    if b.ndim == 2 and a.ndim > 2:
+    if nb == 2 and na > 2:
         # a batch against one matrix: one product over the folded rows, where numpy
         # makes a product per batch item (16 x 32 x 64 @ 64 x 32: 13 against 21 us)
         lead = a.shape[:-1]
-        return threads.matmul(a.reshape(math.prod(lead), a.shape[-1]), b).reshape(
+        return threads.matmul(a.reshape(-1, a.shape[-1]) if a.size else
+                              a.reshape(math.prod(lead), a.shape[-1]), b).reshape(
             lead + (b.shape[-1],))
     return threads.matmul(a, b)
 

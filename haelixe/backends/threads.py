@@ -330,6 +330,8 @@ def matmul(a, b):
         return blas(np.matmul, a, b, work=0)
     each = a.shape[-2] * a.shape[-1] * b.shape[-1]
     if a.ndim == 2 and b.ndim == 2:
+        if each < 2 * MIN_WORK_PER_THREAD and _POLICY.current == 1:
+            return np.matmul(a, b)  # (blas's own small case, without its call)
         return blas(np.matmul, a, b, work=each)
     # (the cheap bound first: most batches are too small to cut)
     if each * math.prod(a.shape[:-2]) * math.prod(b.shape[:-2]) >= 2 * MIN_WORK_PER_PART \

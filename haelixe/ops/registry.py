@@ -512,20 +512,30 @@ def _make_front(decl):
         def front(a, b):  # the hot path of x + y, x * 2.0 ...: no promotion to do
             ca, cb = a.__class__, b.__class__
             if ca is Tensor:
+                dt = a.dtype
                 if cb is Tensor:
-                    dt = a.dtype
                     if dt is b.dtype and a.device is b.device and dt in fast:
                         if a.shape != b.shape:
                             layout.broadcast_shapes(a.shape, b.shape, op=name)
-                        elif dt in _DIRECT_DTYPES and direct is not None:
+                        if dt in _DIRECT_DTYPES and direct is not None:
                             f = a._be.direct.get(kernel)
                             if f is not None and not STATE.anomaly:
                                 return direct(f(a._data, b._data), a, b)
                         return apply(a, b)
-                elif a.dtype in fast and _keeps_dtype(a.dtype, cb):
-                    return apply(a, b)  # a Python number that cannot widen the tensor
-            elif cb is Tensor and b.dtype in fast and _keeps_dtype(b.dtype, ca):
-                return apply(a, b)  # 2.0 - x
+                elif dt in fast and _keeps_dtype(dt, cb):  # a number that cannot widen a
+                    if dt in _DIRECT_DTYPES and direct is not None:
+                        f = a._be.direct.get(kernel)
+                        if f is not None and not STATE.anomaly and abs(b) < _FINITE_BOUND:
+                            return direct(f(a._data, dt.np.type(b)), a, b)
+                    return apply(a, b)
+            elif cb is Tensor:
+                dt = b.dtype
+                if dt in fast and _keeps_dtype(dt, ca):  # 2.0 - x
+                    if dt in _DIRECT_DTYPES and direct is not None:
+                        f = b._be.direct.get(kernel)
+                        if f is not None and not STATE.anomaly and abs(a) < _FINITE_BOUND:
+                            return direct(f(dt.np.type(a), b._data), a, b)
+                    return apply(a, b)
             ops, mixed = _prepare(decl, (a, b))
             return (decl.mixed_apply if mixed else apply)(*ops)
     else:
@@ -554,13 +564,18 @@ def _make_front(decl):
 _DIRECT_DTYPES = frozenset((float32, float64))
 
 
+#: a Python number's magnitude below which it converts to float32 or float64 without
+#: overflow (beyond, apply's path gives the error or the infinity PyTorch gives)
+_FINITE_BOUND = 3.0e38
+
+
 def _direct_binary(decl):
-    """What Function.apply, the op's forward and Backend.map do for two tensors of one
-    float dtype, shape and device, written out in one function: ``record(raw, a, b)``
-    wraps the raw result the backend's direct callable gave and records the node.
-    Every recording op paid about 1 us of calls and generic checks here (a third of
-    ``x + y`` on a small tensor). None for ops that keep their output (pow: the alias
-    needs apply) or give bools."""
+    """What Function.apply, the op's forward and Backend.map do for two operands of one
+    float dtype and device (tensors, or a tensor and a Python number), written out in one
+    function: ``record(raw, a, b)`` wraps the raw result the backend's direct callable
+    gave and records the node. Every recording op paid about 1 us of calls and generic
+    checks there (a third of ``x + y`` on a small tensor). None for ops that keep their
+    output (pow: the alias needs apply) or give bools."""
     if decl.saves_output or decl.dtypes == "compare":
         return None
     cls = decl.function_class
@@ -571,23 +586,29 @@ def _direct_binary(decl):
     def record(raw, a, b):
         out = wrap(raw)
         state = STATE
-        if not (state.grad_enabled and differentiable and
-                (a._requires_grad or b._requires_grad)):
+        ta, tb = a.__class__ is Tensor, b.__class__ is Tensor
+        ra, rb = ta and a._requires_grad, tb and b._requires_grad
+        if not (state.grad_enabled and differentiable and (ra or rb)):
             return out
         ctx = new(cls)
-        ctx.next = [(a.grad_fn or a._accumulator or grad_home(a)) if a._requires_grad
-                    else None,
-                    (b.grad_fn or b._accumulator or grad_home(b)) if b._requires_grad
-                    else None]
-        if save_a and save_b:  # (as save_for_backward: the saved tensors' versions)
-            ctx.saved = (a, b)
-            ctx._versions = (a._storage.version, b._storage.version)
+        ctx.next = [(a.grad_fn or a._accumulator or grad_home(a)) if ra else None,
+                    (b.grad_fn or b._accumulator or grad_home(b)) if rb else None]
+        if ta and tb:
+            if a.shape != b.shape:
+                ctx.in_shapes = (a.shape, b.shape)
+        else:  # the number, kept by value (ctx.args stays the class's for two tensors)
+            ctx.args = (None if ta else a, None if tb else b)
+        # (as save_for_backward: the saved tensors and their versions; None for a number)
+        if save_a and save_b:
+            ctx.saved = (a if ta else None, b if tb else None)
+            ctx._versions = (a._storage.version if ta else None,
+                             b._storage.version if tb else None)
         elif save_a:
-            ctx.saved = (a,)
-            ctx._versions = (a._storage.version,)
+            ctx.saved = (a if ta else None,)
+            ctx._versions = (a._storage.version if ta else None,)
         elif save_b:
-            ctx.saved = (b,)
-            ctx._versions = (b._storage.version,)
+            ctx.saved = (b if tb else None,)
+            ctx._versions = (b._storage.version if tb else None,)
         out._requires_grad = True
         out.grad_fn = ctx
         ctx.meta = (out.shape, out.dtype, out.device)
