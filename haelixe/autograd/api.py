@@ -25,7 +25,7 @@ def _roots(tensors, grad_tensors, op):
                 f"grad_fn (shape {t.shape}); call requires_grad_() on the inputs before the "
                 f"forward pass, or check that grad mode was on (hx.no_grad() disables it)")
         if g is None:
-            if t.numel() != 1:
+            if t.shape and t.numel() != 1:
                 raise RuntimeError(
                     f"{op}: grad can be implicitly created only for scalar outputs, but the "
                     f"output has shape {t.shape}; pass gradient= (a tensor of that shape), "

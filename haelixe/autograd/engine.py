@@ -96,7 +96,10 @@ def run_backward(roots, grads, retain_graph=False, create_graph=False, capture=N
                     if in_grads.__class__ is not tuple:
                         in_grads = (in_grads,)
                 if not retain_graph:
-                    node.release()
+                    if node.small_state:  # (release's own first case, without its call)
+                        node.saved = None
+                    else:
+                        node.release()
                 if watched:  # what watches a gradient sees a tensor
                     in_grads = tuple(gi.dense() if isinstance(gi, PartialGrad) else gi
                                      for gi in in_grads)

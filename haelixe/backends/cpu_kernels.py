@@ -152,9 +152,10 @@ def _visible(r, n, causal, sq, k0):
 
 
 @njit(inline="always", **ROWS)
-def _softmax(x, scale, causal, sq, out, lse):
+def _softmax(x, scale, causal, sq, out, lse, with_lse):
     """out = softmax(x * scale) of each row over the keys its query may see (_visible),
-    zeros at the others; lse the rows' log-sum-exp. One pass over all rows per step
+    zeros at the others; lse the rows' log-sum-exp where ``with_lse`` (else their max:
+    a log per row is an eighth of a softmax of rows of 32). One pass over all rows per step
     (max, exp, normalise), each loop the whole row with masking selects: LLVM
     vectorises these short loops where the fused per-row loop, or a loop whose length
     varies by row, it leaves scalar (1.5x slower on rows of 64)."""
@@ -175,13 +176,14 @@ def _softmax(x, scale, causal, sq, out, lse):
         inv = typed(x, 1.0) / s
         for j in range(m):
             out[r, j] *= inv
-        lse[r] += math.log(s)
+        if with_lse:
+            lse[r] += math.log(s)
 
 
 @njit(**ROWS)
 def softmax_rows(x, out):
     """out = softmax of each row."""
-    _softmax(x, typed(x, 1.0), False, 1, out, np.empty(x.shape[0], x.dtype))
+    _softmax(x, typed(x, 1.0), False, 1, out, np.empty(x.shape[0], x.dtype), False)
 
 
 @njit(**ROWS)
@@ -213,7 +215,7 @@ def attention_probs(s, scale, causal, sq, out, lse):
     head): softmax(s * scale) over the keys each query may see, zeros at the hidden
     ones, and each row's log-sum-exp; the scale, the causal mask and the softmax in
     one kernel."""
-    _softmax(s, scale, causal, sq, out, lse)
+    _softmax(s, scale, causal, sq, out, lse, True)
 
 
 @njit(**ROWS)
