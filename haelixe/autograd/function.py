@@ -31,6 +31,8 @@ import numpy as np
 from ..tensor import Tensor
 from .mode import STATE
 
+_new = object.__new__
+
 
 class SavedTensorError(RuntimeError):
     pass
@@ -239,6 +241,38 @@ class Function(Node):
             if anomaly:
                 ctx.trace = traceback.format_stack()[:-1]
         return out
+
+
+def apply_unary(cls, x, *params):
+    """``cls.apply(x, *params)`` for an op whose one tensor argument is the first, from a
+    hot path that has checked its arguments and that anomaly mode is off: no pass over
+    the arguments looking for tensors."""
+    state = STATE
+    if state.grad_enabled and x._requires_grad and cls.differentiable:
+        ctx = _new(cls)
+        raw = cls.forward(ctx, x, *params)
+        return record(ctx, raw if raw.__class__ is Tensor else Tensor._wrap(raw),
+                      [x.grad_fn or x._accumulator or grad_home(x)] + [None] * len(params),
+                      state)
+    raw = cls.forward(SINK, x, *params)
+    return raw if raw.__class__ is Tensor else Tensor._wrap(raw)
+
+
+def record(ctx, out, edges, state):
+    """What apply does once forward has run, for an op's hot path that ran it itself (its
+    inputs checked, some input requiring grad, grad mode on, anomaly mode off): ``out``
+    gets ``ctx`` as its node, whose ``edges`` lead to the inputs' nodes."""
+    ctx.next = edges
+    out._requires_grad = True
+    out.grad_fn = ctx
+    ctx.meta = (out.shape, out.dtype, out.device)
+    if ctx.saves_output:
+        y = out._alias()
+        ctx.saved = (*ctx.saved, y)
+        ctx._versions = (*ctx._versions, y._storage.version)
+    if state.modules:
+        ctx.module = state.modules[-1]
+    return out
 
 
 class PartialGrad:

@@ -12,7 +12,7 @@ from collections import namedtuple
 
 from .. import layout
 from ..amp import cast_inputs
-from ..autograd.function import SINK, Function
+from ..autograd.function import SINK, Function, apply_unary
 from ..autograd.mode import STATE
 from ..backends.base import Kernel
 from ..dtype import bool_, float32, int64
@@ -104,6 +104,10 @@ class Sum(Function):
 
 
 def sum(x, dim=None, keepdim=False, dtype=None):  # noqa: A001 (PyTorch's name)
+    state = STATE
+    if dim is None and dtype is None and state.autocast is None and \
+            x.dtype.is_floating_point and not state.anomaly and len(x.shape) < 8:
+        return apply_unary(Sum, x, _ALL_DIMS[len(x.shape)], keepdim)  # x.sum(): the usual
     if dtype is not None:
         x = x.to(dtype)
     if STATE.autocast is not None:
@@ -246,10 +250,10 @@ class Softmax(Function):
     saves_output = True
     log = False  # (a class each: a node then sets its dim alone)
 
-    @staticmethod
-    def forward(ctx, x, dim):
+    @classmethod
+    def forward(cls, ctx, x, dim):  # (a classmethod: the ctx may be the sink)
         ctx.dim = dim
-        return x._be.softmax(x._data, dim)
+        return (x._be.log_softmax if cls.log else x._be.softmax)(x._data, dim)
 
     @staticmethod
     def backward(ctx, g):
@@ -267,11 +271,6 @@ class Softmax(Function):
 
 class LogSoftmax(Softmax):
     log = True
-
-    @staticmethod
-    def forward(ctx, x, dim):
-        ctx.dim = dim
-        return x._be.log_softmax(x._data, dim)
 
 
 def _softmax_input(x, op, dtype):
@@ -295,11 +294,13 @@ def log_softmax(x, dim, dtype=None):
 
 def _softmax(op, x, dim, dtype):
     nd = len(x.shape)
-    if dtype is None and STATE.autocast is None and x.dtype.is_floating_point and nd and \
-            dim.__class__ is int and -nd <= dim < nd and 0 not in x.shape:
-        # the usual call, checked in one line (the general one below costs a softmax
-        # on a small tensor a sixth of its time)
-        return op.apply(x, dim + nd if dim < 0 else dim)
+    state = STATE
+    if dtype is None and state.autocast is None and x.dtype.is_floating_point and nd and \
+            dim.__class__ is int and -nd <= dim < nd and 0 not in x.shape and \
+            not state.anomaly:
+        # the usual call, checked in one line and recorded without apply's generic
+        # pass over the arguments (together a sixth of a small softmax's time)
+        return apply_unary(op, x, dim + nd if dim < 0 else dim)
     name = "log_softmax" if op.log else "softmax"
     x = _softmax_input(x, name, dtype)
     if x.ndim == 0:

@@ -28,7 +28,7 @@ import numbers
 import numpy as np
 
 from .. import layout
-from ..autograd.function import SINK, Function, grad_home
+from ..autograd.function import SINK, Function, grad_home, record
 from ..autograd.mode import STATE
 from ..backends.base import Kernel
 from ..dtype import (
@@ -572,8 +572,8 @@ _FINITE_BOUND = 3.0e38
 def _direct_binary(decl):
     """What Function.apply, the op's forward and Backend.map do for two operands of one
     float dtype and device (tensors, or a tensor and a Python number), written out in one
-    function: ``record(raw, a, b)`` wraps the raw result the backend's direct callable
-    gave and records the node. Every recording op paid about 1 us of calls and generic
+    function: ``record_binary(raw, a, b)`` wraps the raw result the backend's direct
+    callable gave and records the node. Every recording op paid about 1 us of calls and generic
     checks there (a third of ``x + y`` on a small tensor). None for ops that keep their
     output (pow: the alias needs apply) or give bools."""
     if decl.saves_output or decl.dtypes == "compare":
@@ -583,7 +583,7 @@ def _direct_binary(decl):
     differentiable = decl.differentiable
     wrap, new = Tensor._wrap, object.__new__
 
-    def record(raw, a, b):
+    def record_binary(raw, a, b):
         out = wrap(raw)
         state = STATE
         ta, tb = a.__class__ is Tensor, b.__class__ is Tensor
@@ -591,8 +591,6 @@ def _direct_binary(decl):
         if not (state.grad_enabled and differentiable and (ra or rb)):
             return out
         ctx = new(cls)
-        ctx.next = [(a.grad_fn or a._accumulator or grad_home(a)) if ra else None,
-                    (b.grad_fn or b._accumulator or grad_home(b)) if rb else None]
         if ta and tb:
             if a.shape != b.shape:
                 ctx.in_shapes = (a.shape, b.shape)
@@ -609,14 +607,12 @@ def _direct_binary(decl):
         elif save_b:
             ctx.saved = (b if tb else None,)
             ctx._versions = (b._storage.version if tb else None,)
-        out._requires_grad = True
-        out.grad_fn = ctx
-        ctx.meta = (out.shape, out.dtype, out.device)
-        if state.modules:
-            ctx.module = state.modules[-1]
-        return out
+        return record(ctx, out, [(a.grad_fn or a._accumulator or grad_home(a)) if ra
+                                 else None,
+                                 (b.grad_fn or b._accumulator or grad_home(b)) if rb
+                                 else None], state)
 
-    return record
+    return record_binary
 
 
 def _keeps_dtype(dt, number_type) -> bool:
