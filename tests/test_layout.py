@@ -366,3 +366,29 @@ def test_memory_order_lists_dims_by_falling_stride(lay):
     got = layout.memory_order(tuple(shape[d] for d in perm), tuple(c[d] for d in perm))
     moved = [perm[d] for d in got if shape[perm[d]] != 1]
     assert moved == sorted(moved)
+
+
+@settings(max_examples=200, deadline=None)
+@given(layouts(allow_negative=True), st.data())
+def test_a_slice_raw_view_is_its_layout_over_the_storage(lay, data):
+    """x[key] on the CPU takes numpy's own indexing of x's raw view (Backend.index_view);
+    that raw view must be exactly the slice's layout over the storage: same first
+    element, shape and strides as make_view builds from the layout."""
+    import haelixe as hx
+
+    shape, strides, offset, size = lay
+    base = hx.arange(size, dtype=hx.float32)
+    x = base.as_strided(shape, strides, offset)
+    key = data.draw(basic_keys(shape))
+    y = x[key]
+    want = y._be.make_view(y._storage, y.shape, y.strides, y.offset)
+    np.testing.assert_array_equal(y.numpy(), np.asarray(x.numpy())[key])
+    assert type(y._data) is np.ndarray  # a view (ints for every dim: 0-d), never a scalar
+    assert y._data.shape == want.shape and y._data.strides == want.strides
+    assert y._data.__array_interface__["data"][0] == want.__array_interface__["data"][0]
+    if y.numel():  # writing through a view (0-d, from ints alone) writes the storage
+        first = y[(0,) * y.ndim]
+        assert type(first._data) is np.ndarray and first._data.ndim == 0
+        before = float(base.numpy()[first.offset])
+        first.add_(1.0)
+        assert base.numpy()[first.offset] == before + 1.0

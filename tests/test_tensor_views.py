@@ -330,3 +330,12 @@ def test_an_ops_output_has_every_field_the_constructor_sets():
             assert hasattr(obj, name), f"{cls.__name__}.{name} not set by _wrap"
             if name not in ("_data", "data", "_layout", "nbytes", "_storage"):
                 assert getattr(obj, name) == getattr(other, name), name
+
+
+def test_an_element_picked_by_ints_is_a_view_that_writes_through():
+    x = hx.zeros(2, 3)
+    v = x[0, 1]
+    assert v.shape == () and v.offset == 1
+    v.add_(1.0)
+    x[1][2].fill_(5.0)
+    np.testing.assert_array_equal(x.numpy(), [[0, 1, 0], [0, 0, 5]])
