@@ -38,7 +38,7 @@ def _run(name, a, b):
     out = front(a, b)
     node = out.grad_fn
     fields = (type(node), len(node.next), node.in_shapes, node.args,
-              tuple(s is None for s in node.saved), node._versions, node.meta)
+              tuple(s is None for s in node.saved), tuple(node._versions), node.meta)
     out.sum().backward()
     grads = [t.grad.numpy() for t in (a, b) if isinstance(t, hx.Tensor)]
     return out.detach().numpy(), fields, grads

@@ -573,10 +573,10 @@ def _direct_binary(decl):
     """What Function.apply, the op's forward and Backend.map do for two operands of one
     float dtype and device (tensors, or a tensor and a Python number), written out in one
     function: ``record_binary(raw, a, b)`` wraps the raw result the backend's direct
-    callable gave and records the node. Every recording op paid about 1 us of calls and generic
-    checks there (a third of ``x + y`` on a small tensor). None for ops that keep their
-    output (pow: the alias needs apply) or give bools."""
-    if decl.saves_output or decl.dtypes == "compare":
+    callable gave and records the node. Every recording op paid about 1 us of calls and
+    generic checks there (a third of ``x + y`` on a small tensor). None for comparisons
+    (they give bools and record nothing)."""
+    if decl.dtypes == "compare":
         return None
     cls = decl.function_class
     save_a, save_b = (i in cls.save_index for i in (0, 1))
