@@ -427,7 +427,7 @@ class CPUBackend(Backend):
         return _rows(kernels().log_softmax_rows, x, axis)
 
     def softmax_backward(self, y, g, axis, log):
-        return _rows(_softmax_backward_into, y, axis, g, extra=(log,))
+        return _rows(kernels().softmax_backward_rows, y, axis, g, extra=(log,))
 
     # -- ordering, scans, scatter ----------------------------------------------------------
     def sort(self, x, axis, descending, stable):
@@ -664,10 +664,6 @@ def _rows(kernel, x, axis, *others, extra=()):
         x.dtype, copy=False) for o in others), *extra)
     out = out.reshape(xm.shape)
     return out if last else np.ascontiguousarray(np.moveaxis(out, -1, axis))
-
-
-def _softmax_backward_into(y2, out, g2, log):
-    kernels().softmax_backward_rows(y2, g2, out, log)
 
 
 def storage_for(array: np.ndarray, device, dtype) -> tuple[Storage, tuple, int]:

@@ -187,7 +187,7 @@ def softmax_rows(x, out):
 
 
 @njit(**ROWS)
-def softmax_backward_rows(y, g, out, log):
+def softmax_backward_rows(y, out, g, log):
     """out = the gradient of softmax (log_softmax where ``log``) at rows whose output is
     y (p, or log p), given the output's gradient g: p * (g - sum(g * p)), or
     g - exp(y) * sum(g); the row sums add up in float64."""
