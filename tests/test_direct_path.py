@@ -16,6 +16,10 @@ from haelixe.ops.registry import OPS, Elementwise
 BINARY = sorted(n for n, d in OPS.items()
                 if isinstance(d, Elementwise) and d.arity == 2 and not d.params
                 and d.differentiable and isinstance(d.kernel.cpu, np.ufunc))
+#: unary ops with a gradient whose CPU kernel is one numpy ufunc
+UNARY = sorted(n for n, d in OPS.items()
+               if isinstance(d, Elementwise) and d.arity == 1 and not d.params
+               and d.differentiable and isinstance(d.kernel.cpu, np.ufunc))
 #: (a's shape or a number, b's shape or a number)
 OPERANDS = [((3, 4), (3, 4)), ((3, 4), (4,)), ((2, 1, 4), (3, 1)), ((3, 4), 1.5),
             (0.75, (3, 4)), ((3, 4), 2), ((), ()), ((0, 4), (4,))]
@@ -29,19 +33,26 @@ def _operand(spec, dtype, seed):
     return hx.from_numpy(g.uniform(0.5, 2.0, spec).astype(dtype)).requires_grad_()
 
 
-def _run(name, a, b):
+def _run(name, *operands):
     """(output values, the node's fields, each tensor operand's gradient)."""
-    for t in (a, b):
+    for t in operands:
         if isinstance(t, hx.Tensor):
             t.grad = None
     front = hx.__dict__[name] if name in hx.__dict__ else OPS[name].apply
-    out = front(a, b)
+    out = front(*operands)
     node = out.grad_fn
     fields = (type(node), len(node.next), node.in_shapes, node.args,
               tuple(s is None for s in node.saved), tuple(node._versions), node.meta)
     out.sum().backward()
-    grads = [t.grad.numpy() for t in (a, b) if isinstance(t, hx.Tensor)]
+    grads = [t.grad.numpy() for t in operands if isinstance(t, hx.Tensor)]
     return out.detach().numpy(), fields, grads
+
+
+def _same(direct, applied, what):
+    np.testing.assert_array_equal(direct[0], applied[0], err_msg=what)
+    assert direct[1] == applied[1], what
+    for gd, ga in zip(direct[2], applied[2]):
+        np.testing.assert_array_equal(gd, ga, err_msg=what)
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
@@ -52,11 +63,20 @@ def test_direct_path_records_what_apply_records(name, dtype):
         direct = _run(name, a, b)
         with hx.autograd.detect_anomaly():  # apply's path (it checks every output)
             applied = _run(name, a, b)
-        np.testing.assert_array_equal(direct[0], applied[0], err_msg=f"{name} {sa} {sb}")
         assert direct[0].dtype == np.dtype(dtype)
-        assert direct[1] == applied[1], f"{name} {sa} {sb}"
-        for gd, ga in zip(direct[2], applied[2]):
-            np.testing.assert_array_equal(gd, ga, err_msg=f"{name} {sa} {sb}")
+        _same(direct, applied, f"{name} {sa} {sb}")
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("name", UNARY)
+def test_unary_direct_path_records_what_apply_records(name, dtype):
+    for i, shape in enumerate([(3, 4), (), (0, 2)]):
+        x = _operand(shape, dtype, i)
+        direct = _run(name, x)
+        with hx.autograd.detect_anomaly():
+            applied = _run(name, x)
+        assert direct[0].dtype == np.dtype(dtype)
+        _same(direct, applied, f"{name} {shape}")
 
 
 def test_direct_path_takes_no_apply(monkeypatch):
@@ -64,7 +84,7 @@ def test_direct_path_takes_no_apply(monkeypatch):
     take it again for a dtype the path does not serve)."""
     a = hx.randn(3, 4).requires_grad_()
     b = hx.randn(3, 4)
-    for op in ("add", "mul", "sub"):
+    for op in ("add", "mul", "sub", "exp"):
         def refuse(*args):
             raise AssertionError("apply was called")
         monkeypatch.setattr(OPS[op].function_class, "apply", refuse)
@@ -73,6 +93,9 @@ def test_direct_path_takes_no_apply(monkeypatch):
     assert type(z.grad_fn).__name__ == "Sub" and z.requires_grad
     z.sum().backward()
     np.testing.assert_array_equal(a.grad.numpy(), np.full((3, 4), -2.0, np.float32))
+    e = a.exp()  # keeps its output for backward: record adds the alias
+    e.sum().backward()
+    np.testing.assert_allclose(a.grad.numpy(), -2.0 + np.exp(a.detach().numpy()), rtol=1e-6)
     monkeypatch.undo()
     c = a.bfloat16()  # not served by the direct path: apply's own
     assert (c + c).dtype is hx.bfloat16

@@ -211,7 +211,8 @@ def _compile(kernel: Kernel):
     if ufunc is not None:
         kernel.compiled["cpu"] = ufunc
         kernel.compiled["cpu_inplace"] = ufunc if isinstance(ufunc, np.ufunc) else None
-        if isinstance(ufunc, np.ufunc) and {"ff->f", "dd->d"} <= set(ufunc.types):
+        if isinstance(ufunc, np.ufunc) and ufunc.nout == 1 and \
+                {"f" * ufunc.nin + "->f", "d" * ufunc.nin + "->d"} <= set(ufunc.types):
             _DIRECT[kernel] = ufunc  # (see Backend.direct)
         return ufunc
     fn = kernel.fn

@@ -498,7 +498,14 @@ def _make_front(decl):
     fast = frozenset(dt for dt in _ALL_DTYPES if _fast_ok(decl, dt))
 
     if decl.arity == 1:
+        direct = _direct_unary(decl) if not nparams else None
+
         def front(x, *params):
+            if direct is not None and x.__class__ is Tensor and x.dtype in _DIRECT_DTYPES \
+                    and x.dtype in fast and not STATE.anomaly:
+                f = x._be.direct.get(kernel)
+                if f is not None:
+                    return direct(f(x._data), x)
             if x.__class__ is not Tensor and not isinstance(x, Tensor):
                 x = _as_operand(name, x, None)
             if len(params) < nparams:
@@ -613,6 +620,29 @@ def _direct_binary(decl):
                                  else None], state)
 
     return record_binary
+
+
+def _direct_unary(decl):
+    """_direct_binary's counterpart for one tensor operand: ``record_unary(raw, x)``."""
+    if decl.dtypes == "compare":
+        return None
+    cls = decl.function_class
+    save_x = 0 in cls.save_index
+    differentiable = decl.differentiable
+    wrap, new = Tensor._wrap, object.__new__
+
+    def record_unary(raw, x):
+        out = wrap(raw)
+        state = STATE
+        if not (state.grad_enabled and differentiable and x._requires_grad):
+            return out
+        ctx = new(cls)
+        if save_x:
+            ctx.saved = (x,)
+            ctx._versions = (x._storage.version,)
+        return record(ctx, out, [x.grad_fn or x._accumulator or grad_home(x)], state)
+
+    return record_unary
 
 
 def _keeps_dtype(dt, number_type) -> bool:
