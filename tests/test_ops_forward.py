@@ -213,6 +213,26 @@ def test_var_correction_and_std(make):
     assert_close(t.std(0), np.std(a.astype(np.float64), axis=0, ddof=1), rtol=1e-5)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shape", [(7,), (3, 1), (4, 32, 64), (2, 3, 1000), (2, 70000)])
+def test_last_dim_sums_against_float64(shape, dtype):
+    """Sums and means over the last dim of a contiguous float tensor (one matrix-vector
+    product with ones on the CPU; rows past its ones buffer take numpy's reduction):
+    values to float accuracy, shapes with and without keepdim, NaN and inf carried."""
+    a = rng(11).standard_normal(shape).astype(dtype)
+    a.reshape(-1)[0] = np.nan
+    a.reshape(-1)[-1] = np.inf
+    t = hx.from_numpy(a)
+    want = a.astype(np.float64).sum(-1, keepdims=True)
+    tol = 1e-5 if dtype == np.float32 else 1e-12
+    for keepdim in (False, True):
+        got = t.sum(-1, keepdim=keepdim).numpy()
+        assert got.dtype == dtype and got.shape == (want.shape if keepdim else want.shape[:-1])
+        np.testing.assert_allclose(got.reshape(want.shape), want, rtol=tol, atol=tol)
+        mean = t.mean(-1, keepdim=keepdim).numpy().reshape(want.shape)
+        np.testing.assert_allclose(mean, want / shape[-1], rtol=tol, atol=tol)
+
+
 def test_sum_of_bool_and_int(make):
     t, a = make(rng(1).integers(-3, 4, (3, 4)).astype(np.int64))
     assert (t.sum(1)).tolist() == a.sum(1).tolist()

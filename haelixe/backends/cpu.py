@@ -402,6 +402,13 @@ class CPUBackend(Backend):
             # accumulation is as accurate at these sizes.
             total = np.dot(x.reshape(-1), _DOT_SUM[x.dtype][:x.size])
             return np.full((1,) * x.ndim, total, x.dtype) if keepdim else total
+        n = x.shape[-1] if x.ndim else 0
+        if (axes == (x.ndim - 1,) and x.dtype in _DOT_SUM and 0 < n <= _DOT_SUM_MAX
+                and x.size and x.flags.c_contiguous):
+            # the rows' sums as one matrix-vector product with ones, the same way: 1.1
+            # against numpy's 3.4 us on 4x32x64 (its reduction machinery per short row)
+            out = np.dot(x.reshape(-1, n), _DOT_SUM[x.dtype][:n])
+            return out.reshape(x.shape[:-1] + ((1,) if keepdim else ()))
         if x.dtype in _LOW_SET:
             # add up in float32, as PyTorch does: numpy sums bfloat16 element by element
             # in bfloat16, where 256 + 1 rounds back to 256
