@@ -392,3 +392,24 @@ def test_a_slice_raw_view_is_its_layout_over_the_storage(lay, data):
         before = float(base.numpy()[first.offset])
         first.add_(1.0)
         assert base.numpy()[first.offset] == before + 1.0
+
+
+@settings(max_examples=150, deadline=None)
+@given(layouts(allow_negative=True), st.data())
+def test_a_permuted_raw_view_is_its_layout_over_the_storage(lay, data):
+    """permute and transpose on the CPU take numpy's transpose of the raw view
+    (Backend.permute_view); it must be make_view of the permuted layout."""
+    import haelixe as hx
+
+    shape, strides, offset, size = lay
+    x = hx.arange(size, dtype=hx.float32).as_strided(shape, strides, offset)
+    dims = tuple(data.draw(st.permutations(range(len(shape)))))
+    for y in [x.permute(dims)] + ([x.transpose(0, -1)] if shape else []):
+        want = y._be.make_view(y._storage, y.shape, y.strides, y.offset)
+        assert type(y._data) is np.ndarray
+        assert y._data.shape == want.shape
+        if y.numel():
+            assert y._data.strides == want.strides
+            assert y._data.__array_interface__["data"][0] == \
+                want.__array_interface__["data"][0]
+    np.testing.assert_array_equal(x.permute(dims).numpy(), x.numpy().transpose(dims))

@@ -244,10 +244,11 @@ class Function(Node):
 
 
 def apply_unary(cls, x, *params):
-    """``cls.apply(x, *params)`` for an op whose one tensor argument is the first, from a
-    hot path that has checked its arguments and that anomaly mode is off: no pass over
-    the arguments looking for tensors."""
+    """``cls.apply(x, *params)`` for an op whose one tensor argument is the first (a
+    checked Tensor): no pass over the arguments looking for tensors."""
     state = STATE
+    if state.anomaly:  # (its checks live in apply)
+        return cls.apply(x, *params)
     if state.grad_enabled and x._requires_grad and cls.differentiable:
         ctx = _new(cls)
         raw = cls.forward(ctx, x, *params)

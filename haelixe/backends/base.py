@@ -136,6 +136,11 @@ class Backend:
         layout over ``storage`` the caller has worked out: make_view of that layout."""
         return self.make_view(storage, shape, strides, offset)
 
+    def permute_view(self, x, dims, storage, shape, strides, offset):
+        """The raw view of ``x`` with its dims in the order ``dims``, whose layout the
+        caller has worked out: make_view of that layout."""
+        return self.make_view(storage, shape, strides, offset)
+
     # -- primitives: layout and conversion ------------------------------------------------
     def reshape(self, x, shape):
         """``x`` with another shape of the same size: a view where the strides allow

@@ -106,7 +106,7 @@ class Sum(Function):
 def sum(x, dim=None, keepdim=False, dtype=None):  # noqa: A001 (PyTorch's name)
     state = STATE
     if dim is None and dtype is None and state.autocast is None and \
-            x.dtype.is_floating_point and not state.anomaly and len(x.shape) < 8:
+            x.dtype.is_floating_point and len(x.shape) < 8:
         return apply_unary(Sum, x, _ALL_DIMS[len(x.shape)], keepdim)  # x.sum(): the usual
     if dtype is not None:
         x = x.to(dtype)
@@ -296,8 +296,7 @@ def _softmax(op, x, dim, dtype):
     nd = len(x.shape)
     state = STATE
     if dtype is None and state.autocast is None and x.dtype.is_floating_point and nd and \
-            dim.__class__ is int and -nd <= dim < nd and 0 not in x.shape and \
-            not state.anomaly:
+            dim.__class__ is int and -nd <= dim < nd and 0 not in x.shape:
         # the usual call, checked in one line and recorded without apply's generic
         # pass over the arguments (together a sixth of a small softmax's time)
         return apply_unary(op, x, dim + nd if dim < 0 else dim)

@@ -8,7 +8,7 @@ import weakref
 import numpy as np
 
 from .. import layout
-from ..autograd.function import Function, PartialGrad, SavedTensorError
+from ..autograd.function import Function, PartialGrad, SavedTensorError, apply_unary
 from ..autograd.mode import STATE
 from ..tensor import Tensor
 from .registry import declare, tensor_method
@@ -107,7 +107,9 @@ class Permute(Function):
     def forward(ctx, x, dims):
         ctx.dims = dims
         shape, strides = layout.permute(x.shape, x.strides, dims)
-        return _view_of(ctx, x, shape, strides, x.offset)
+        offset = x.offset
+        return _view_of(ctx, x, shape, strides, offset,
+                        x._be.permute_view(x._data, dims, x._storage, shape, strides, offset))
 
     @staticmethod
     def backward(ctx, g):
@@ -119,7 +121,7 @@ class Permute(Function):
 
 
 def permute(x, dims):
-    return Permute.apply(x, layout.normalize_dims(dims, x.ndim, "permute"))
+    return apply_unary(Permute, x, layout.normalize_dims(dims, x.ndim, "permute"))
 
 
 class Expand(Function):
@@ -374,7 +376,8 @@ def _permute_method(self, *dims):
 
 @tensor_method(function=True)
 def transpose(self, dim0, dim1):
-    return permute(self, layout.transpose_dims(self.ndim, dim0, dim1))
+    # (transpose_dims gives a checked permutation: permute's normalisation is not needed)
+    return apply_unary(Permute, self, layout.transpose_dims(self.ndim, dim0, dim1))
 
 
 Tensor.swapaxes = Tensor.transpose
