@@ -7,7 +7,7 @@ import numbers
 import numpy as np
 
 from .. import layout
-from ..autograd.function import Function
+from ..autograd.function import Function, apply_unary
 from ..dtype import bool_, number_as, promote_types, result_type
 from ..tensor import Tensor
 from .convert import as_tensor_like, cast
@@ -138,7 +138,7 @@ def getitem(x, key):
         if k.__class__ not in _PLAIN_KEY_TYPES and not _is_basic(k):
             return Take.apply(x, _raw_key(x, key), tuple(k for k in key
                                                          if isinstance(k, Tensor)))
-    return Slice.apply(x, key)
+    return apply_unary(Slice, x, key)
 
 
 def setitem(x, key, value):

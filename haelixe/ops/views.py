@@ -56,14 +56,14 @@ class View(Function):
 def view(x, shape):
     shape = layout.infer_shape(shape, x.numel(), "view")
     if shape == x.shape:
-        return View.apply(x, shape, x.strides)
+        return apply_unary(View, x, shape, x.strides)
     strides = layout.view_strides(x.shape, x.strides, shape)
     if strides is None:
         raise RuntimeError(
             f"view: shape {shape} is not compatible with input shape {x.shape} and strides "
             f"{x.strides}: at least one dim spans across two non-adjacent memory runs. "
             f"Use .reshape(...) (which copies when it must) or call .contiguous() first.")
-    return View.apply(x, shape, strides)
+    return apply_unary(View, x, shape, strides)
 
 
 def reshape(x, shape):
@@ -72,7 +72,7 @@ def reshape(x, shape):
     if strides is None:
         x = x.clone()
         strides = layout.contiguous_strides(shape)
-    return View.apply(x, shape, strides)
+    return apply_unary(View, x, shape, strides)
 
 
 def flatten(x, start_dim=0, end_dim=-1):
@@ -90,14 +90,14 @@ def flatten(x, start_dim=0, end_dim=-1):
 
 def unsqueeze(x, dim):
     shape, strides = layout.unsqueeze(x.shape, x.strides, dim)
-    return View.apply(x, shape, strides)
+    return apply_unary(View, x, shape, strides)
 
 
 def squeeze(x, dim=None):
     if dim is not None and not isinstance(dim, (tuple, list)):
         dim = (dim,)
     shape, strides = layout.squeeze(x.shape, x.strides, dim)
-    return View.apply(x, shape, strides)
+    return apply_unary(View, x, shape, strides)
 
 
 class Permute(Function):
@@ -142,7 +142,7 @@ class Expand(Function):
 
 
 def expand(x, shape):
-    return Expand.apply(x, tuple(shape))
+    return apply_unary(Expand, x, tuple(shape))
 
 
 class Flip(Function):
@@ -262,7 +262,7 @@ def narrow(x, dim, start, length):
     layout.narrow(x.shape, x.strides, x.offset, dim, start, length)  # validates
     if start < 0:
         start += x.shape[dim]
-    return Slice.apply(x, (slice(None),) * dim + (slice(start, start + length),))
+    return apply_unary(Slice, x, (slice(None),) * dim + (slice(start, start + length),))
 
 
 def split(x, split_size_or_sections, dim=0):
