@@ -198,8 +198,8 @@ def permute(shape: Shape, strides: Strides, dims) -> tuple[Shape, Strides]:
     if len(dims) != len(shape):
         raise ValueError(f"permute: got {len(dims)} dims {tuple(dims)} for a tensor of shape "
                          f"{tuple(shape)}; give one entry per dim")
-    return tuple([shape[d] for d in dims]), tuple([strides[d] for d in dims])  # (lists:
-    # a generator costs twice as much for these few dims)
+    # (from lists: a generator costs twice as much for these few dims)
+    return tuple([shape[d] for d in dims]), tuple([strides[d] for d in dims])
 
 
 def memory_order(shape: Shape, strides: Strides) -> tuple:

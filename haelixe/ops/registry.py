@@ -499,10 +499,10 @@ def _make_front(decl):
 
     if decl.arity == 1:
         direct = _direct_unary(decl) if not nparams else None
+        direct_dtypes = fast & _DIRECT_DTYPES if direct is not None else frozenset()
 
         def front(x, *params):
-            if direct is not None and x.__class__ is Tensor and x.dtype in _DIRECT_DTYPES \
-                    and x.dtype in fast and not STATE.anomaly:
+            if x.__class__ is Tensor and x.dtype in direct_dtypes and not STATE.anomaly:
                 f = x._be.direct.get(kernel)
                 if f is not None:
                     return direct(f(x._data), x)
@@ -515,6 +515,7 @@ def _make_front(decl):
             return apply(x, *params)
     elif decl.arity == 2 and not nparams:
         direct = _direct_binary(decl)
+        direct_dtypes = fast & _DIRECT_DTYPES if direct is not None else frozenset()
 
         def front(a, b):  # the hot path of x + y, x * 2.0 ...: no promotion to do
             ca, cb = a.__class__, b.__class__
@@ -524,13 +525,13 @@ def _make_front(decl):
                     if dt is b.dtype and a.device is b.device and dt in fast:
                         if a.shape != b.shape:
                             layout.broadcast_shapes(a.shape, b.shape, op=name)
-                        if dt in _DIRECT_DTYPES and direct is not None:
+                        if dt in direct_dtypes:
                             f = a._be.direct.get(kernel)
                             if f is not None and not STATE.anomaly:
                                 return direct(f(a._data, b._data), a, b)
                         return apply(a, b)
                 elif dt in fast and _keeps_dtype(dt, cb):  # a number that cannot widen a
-                    if dt in _DIRECT_DTYPES and direct is not None:
+                    if dt in direct_dtypes:
                         f = a._be.direct.get(kernel)
                         if f is not None and not STATE.anomaly and abs(b) < _FINITE_BOUND:
                             return direct(f(a._data, dt.np.type(b)), a, b)
@@ -538,7 +539,7 @@ def _make_front(decl):
             elif cb is Tensor:
                 dt = b.dtype
                 if dt in fast and _keeps_dtype(dt, ca):  # 2.0 - x
-                    if dt in _DIRECT_DTYPES and direct is not None:
+                    if dt in direct_dtypes:
                         f = b._be.direct.get(kernel)
                         if f is not None and not STATE.anomaly and abs(a) < _FINITE_BOUND:
                             return direct(f(dt.np.type(a), b._data), a, b)
@@ -567,7 +568,7 @@ def _make_front(decl):
     return front
 
 
-#: dtypes whose tensors of one shape take an elementwise op's direct path (Backend.direct)
+#: dtypes whose operands take an elementwise op's direct path (Backend.direct)
 _DIRECT_DTYPES = frozenset((float32, float64))
 
 
