@@ -33,18 +33,19 @@ def _operand(spec, dtype, seed):
     return hx.from_numpy(g.uniform(0.5, 2.0, spec).astype(dtype)).requires_grad_()
 
 
-def _run(name, *operands):
-    """(output values, the node's fields, each tensor operand's gradient)."""
-    for t in operands:
-        if isinstance(t, hx.Tensor):
-            t.grad = None
+def _run(name, *operands, leaves=None):
+    """(output values, the node's fields, the gradient of each leaf: the tensor
+    operands unless ``leaves`` names the tensors they are views of)."""
+    leaves = [t for t in operands if isinstance(t, hx.Tensor)] if leaves is None else leaves
+    for t in leaves:
+        t.grad = None
     front = hx.__dict__[name] if name in hx.__dict__ else OPS[name].apply
     out = front(*operands)
     node = out.grad_fn
     fields = (type(node), len(node.next), node.in_shapes, node.args,
               tuple(s is None for s in node.saved), tuple(node._versions), node.meta)
     out.sum().backward()
-    grads = [t.grad.numpy() for t in operands if isinstance(t, hx.Tensor)]
+    grads = [t.grad.numpy() for t in leaves if t.grad is not None]
     return out.detach().numpy(), fields, grads
 
 
@@ -126,3 +127,37 @@ def test_numbers_out_of_float32_range_take_apply():
 def test_broadcast_error_names_the_op():
     with pytest.raises(ValueError, match="add"):
         hx.ones(3, 4) + hx.ones(5)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_direct_path_on_strided_views_records_what_apply_records(dtype):
+    """Transposed, flipped and expanded operands (numpy's ufunc may then lay its output
+    out in another order): the same values, node and gradients as apply's path."""
+    g = np.random.default_rng(3)
+    base = hx.from_numpy(g.uniform(0.5, 2.0, (4, 3)).astype(dtype)).requires_grad_()
+    row = hx.from_numpy(g.uniform(0.5, 2.0, (1, 4)).astype(dtype)).requires_grad_()
+    views = {"transposed": lambda: base.T, "flipped": lambda: base.T.flip(0),
+             "expanded": lambda: row.expand(3, 4)}
+    leaves = [base, row]
+    for name in ("add", "mul", "div", "maximum"):
+        for va in views.values():
+            for vb in views.values():
+                direct = _run(name, va(), vb(), leaves=leaves)
+                with hx.autograd.detect_anomaly():
+                    applied = _run(name, va(), vb(), leaves=leaves)
+                assert direct[2], name  # some leaf got a gradient
+                _same(direct, applied, name)
+        for va in views.values():
+            direct = _run("exp", va(), leaves=leaves)
+            with hx.autograd.detect_anomaly():
+                applied = _run("exp", va(), leaves=leaves)
+            _same(direct, applied, "exp")
+
+
+def test_int_and_bool_operands_keep_apply_and_pytorch_dtypes():
+    i = hx.arange(6).reshape(2, 3)
+    assert (i + i).dtype is hx.int64 and (i * 2).dtype is hx.int64
+    assert (i / 2).dtype is hx.float32  # true division promotes, as PyTorch
+    b = i > 2
+    assert (b + b).dtype is hx.bool and (b * 1.5).dtype is hx.float32
+    np.testing.assert_array_equal((i + i).numpy(), np.arange(6).reshape(2, 3) * 2)
