@@ -31,8 +31,12 @@ def exp32(x):
     """exp in float32: Cody-Waite reduction to r in [-ln2/2, ln2/2], a degree-6
     polynomial (Cephes expf, within 1 ulp), then two exact scalings by powers of two
     so that results down to the smallest subnormal come out right. Straight-line code
-    (no branch, float floor), which LLVM vectorises also beside other functions."""
-    x = np.float32(np.minimum(np.maximum(x, _F32(-104.0)), _F32(88.8)))  # NaN stays
+    (no branch, float floor), which LLVM vectorises also beside other functions.
+    Below -104 the result is 0: those lanes compute exp(0) and select 0, since working
+    down to 0 through subnormal products costs a microcode assist per lane (a softmax
+    row with a far outlier is mostly such lanes: twice the kernel's time)."""
+    under = x < _F32(-104.0)
+    x = np.float32(np.minimum(_F32(0.0) if under else x, _F32(88.8)))  # NaN stays
     k = np.floor(x * _F32(1.4426950408889634) + _F32(0.5))
     r = x - k * _F32(0.693359375) + k * _F32(2.12194440e-4)
     p = _F32(1.9875691500e-4)
@@ -46,7 +50,7 @@ def exp32(x):
     k1 = ki >> _I32(1)
     s1 = _I32((k1 + _I32(127)) << _I32(23)).view(np.float32)
     s2 = _I32((ki - k1 + _I32(127)) << _I32(23)).view(np.float32)
-    return p * s1 * s2
+    return _F32(0.0) if under else p * s1 * s2
 
 
 @njit(inline="always", **JIT)
