@@ -9,7 +9,7 @@
 // indices wrap; 0 = no wrap), metadata[2] = STRIDE.
 
 fn wrapped_index(c: array<i32, 8>) -> i32 {
-    let j = load_idx(op_offset(2, c));
+    let j = i32(load_idx(op_offset(2, c)));  // (i32 here; i64 in check_range's module)
     return select(j, j + metadata[1], j < 0);
 }
 
@@ -31,4 +31,31 @@ fn scatter_add(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) n
     if (i >= metadata[0]) { return; }
     let c = coords(i);
     add_out(op_offset(0, c) + wrapped_index(c) * metadata[2], load_src(op_offset(1, c)));
+}
+
+//! section: check_range
+// check_range: every idx(i) lies in [metadata[1], metadata[2]) or, where metadata[4] is
+// 1, equals metadata[3]. The first failing invocation writes the check's site
+// (metadata[5], > 0) into errors[0] and its index into errors[1]; the host reads both
+// words with its next read-back from the device and raises the site's error there (as
+// CUDA's device-side asserts surface at the next synchronisation).
+@compute @workgroup_size(256)
+fn check_range(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+               @builtin(local_invocation_index) lid: u32) {
+    let i = flat_id(wid, nwg, lid, 256u);
+    if (i >= metadata[0]) { return; }
+    let j = load_idx(op_offset(0, coords(i)));  // (idx_t: i32, or i64 on int64 devices)
+    let skipped = metadata[4] == 1 && j == idx_t(metadata[3]);
+    if (skipped || (j >= idx_t(metadata[1]) && j < idx_t(metadata[2]))) { return; }
+    let low = -2147483647 - 1;
+    let shown = select(select(i32(j), 2147483647, j > idx_t(2147483647)), low, j < idx_t(low));
+    loop {
+        // (the weak exchange may fail spuriously: retry until some site is recorded)
+        let r = atomicCompareExchangeWeak(&errors_buf[0], 0, metadata[5]);
+        if (r.exchanged) {
+            atomicStore(&errors_buf[1], shown);
+            break;
+        }
+        if (r.old_value != 0) { break; }
+    }
 }

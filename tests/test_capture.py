@@ -132,3 +132,17 @@ def test_sgd_capturable_on_the_cpu_matches_the_plain_one():
 
     for a, b in zip(run(False), run(True)):
         np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)
+
+
+def test_index_checks_stay_on_the_host_on_the_cpu():
+    """The CPU never defers an index check (Backend.check_range's default reads the
+    values and raises at once)."""
+    be = hx.zeros(1)._be
+    assert not be.checks_on_device()
+    idx = np.array([[0, 3], [-100, -2]])
+    be.check_range(idx, -2, 4, -100, IndexError, "bad {value}")  # all in range or ignored
+    be.check_range(idx.T[:, ::-1], -100, 4, None, IndexError, "bad {value}")
+    with pytest.raises(IndexError, match=r"^bad 3$"):
+        be.check_range(idx, -2, 3, -100, IndexError, "bad {value}")
+    with pytest.raises(KeyError, match="bad -100"):
+        be.check_range(idx, -2, 4, None, KeyError, "bad {value}")

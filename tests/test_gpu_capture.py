@@ -561,3 +561,121 @@ def test_gpu_a_step_whose_work_changes_is_refused():
     with pytest.raises(hx.CaptureError, match=r"two calls of the step launched different "
                        r"work.*warmup="):
         _call(f, X, device="gpu")
+
+
+# -- index checks on the device ----------------------------------------------------------
+VOCAB, DIM = 11, 8
+
+
+def _lm_step():
+    """A tiny language-model step: embedding, Linear head, cross_entropy (with ignored
+    targets), AdamW. Its index checks cannot read back inside a captured step."""
+    hx.manual_seed(0)
+    emb, head = nn.Embedding(VOCAB, DIM).to("gpu"), nn.Linear(DIM, VOCAB).to("gpu")
+    params = [*emb.parameters(), *head.parameters()]
+    opt = AdamW(params, lr=1e-2, capturable=True)
+
+    def train_step(x, y):
+        opt.zero_grad(set_to_none=False)
+        logits = head(emb(x).tanh())
+        loss = F.cross_entropy(logits.reshape(-1, VOCAB), y.reshape(-1))
+        loss.backward()
+        opt.step()
+        return loss
+
+    return train_step, params
+
+
+def _lm_batches(n, seed=0):
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(n):
+        x = rng.integers(-VOCAB, VOCAB, (3, 5))  # (negative indices count from the end)
+        y = rng.integers(0, VOCAB, (3, 5))
+        y[0, :2] = -100  # ignore_index
+        out.append((x, y))
+    return out
+
+
+def test_gpu_an_embedding_and_cross_entropy_step_replays_bit_for_bit():
+    runs = []
+    for captured in (False, True):
+        fn, params = _lm_step()
+        step = hx.capture(fn, device="gpu") if captured else fn
+        losses = []
+        for x, y in _lm_batches(7):
+            args = (x, y) if captured else (hx.from_numpy(x).to("gpu"),
+                                            hx.from_numpy(y).to("gpu"))
+            losses.append(step(*args).item())
+        runs.append((losses, [p.detach().numpy() for p in params]))
+        if captured:
+            assert step.captured == 1  # the index checks did not stop the capture
+    assert runs[0][0] == runs[1][0]
+    for a, b in zip(runs[0][1], runs[1][1]):
+        np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("bad", ["index", "target"])
+def test_gpu_a_bad_index_in_a_replay_raises_at_the_next_read_back(bad):
+    fn, params = _lm_step()
+    step = hx.capture(fn, device="gpu")
+    batches = _lm_batches(5)
+    for x, y in batches[:4]:
+        step(x, y).item()
+    assert step.captured == 1
+    x, y = (a.copy() for a in batches[4])
+    if bad == "index":
+        x[2, 3] = VOCAB  # one past the embedding's rows
+        msg = (rf"indexing: index {VOCAB} is out of bounds for dim 0 of size {VOCAB} "
+               rf"\(tensor shape \({VOCAB}, {DIM}\)\) \(found by a check on the GPU inside "
+               rf"a captured step, and raised at the next read-back\)")
+    else:
+        y[1, 0] = -1  # neither a class nor ignore_index
+        msg = (rf"cross_entropy: target -1 is out of bounds for {VOCAB} classes "
+               rf"\(targets must lie in \[0, {VOCAB}\) or equal ignore_index=-100\)")
+    loss = step(x, y)  # the replay runs: no read-back, so nothing is raised yet
+    with pytest.raises(IndexError, match=msg):
+        loss.item()
+    # reported once: the error words are cleared, and good batches run on
+    good = step(*batches[0])
+    assert np.isfinite(good.item())
+
+
+def test_gpu_index_select_under_capture_checks_on_the_device():
+    w = hx.randn(6, 3, device="gpu")
+
+    def f(i):
+        return w.index_select(0, i).sum(0)
+
+    step = hx.capture(f, device="gpu")
+    for _ in range(4):
+        got = step(np.array([0, 5, -6, 2]))
+    np.testing.assert_allclose(got.numpy(), w.numpy()[[0, 5, 0, 2]].sum(0), rtol=1e-6)
+    out = step(np.array([0, 6, 1, 1]))
+    with pytest.raises(IndexError, match=r"index_select: index 6 is out of bounds for dim "
+                                         r"0 of size 6 \(input shape \(6, 3\)\)"):
+        out.numpy()
+
+
+@pytest.mark.parametrize("dtype", ["int32", "int64"])
+def test_gpu_check_range_kernel(be, dtype):
+    """The kernel alone: bounds, ignore, strided views, the first site reported and the
+    words cleared after it."""
+    dt = getattr(hx, dtype)
+    grid_ = hx.tensor([[-3, 0, 2], [4, -100, 1]], dtype=dt, device="gpu")
+    probe = hx.ones(2, device="gpu")  # any read-back reports a failed check
+    ok = [(grid_, -100, 5, None), (grid_.T, -3, 5, -100), (grid_[:, ::2], -3, 5, None),
+          (grid_[1:, 1:], 1, 2, -100)]  # (each value at a bound or ignored somewhere)
+    for t, lo, hi, ignore in ok:
+        be.check_range(t._data, lo, hi, ignore, IndexError, "bad {value}")
+        probe.numpy()
+    be.check_range(grid_._data, -2, 5, -100, IndexError, "first {value}")
+    be.check_range(grid_._data, 0, 1, None, ValueError, "second {value}")
+    with pytest.raises(IndexError, match=r"^first -3 \(found by a check on the GPU"):
+        probe.numpy()
+    probe.numpy()  # cleared
+    be.check_range(grid_.T._data, -3, 4, -100, KeyError, "high {value}")
+    with pytest.raises(KeyError, match="high 4"):
+        probe.sum().item()
+    be.check_range(hx.zeros(0, dtype=dt, device="gpu")._data, 0, 0, None, IndexError, "{value}")
+    probe.numpy()

@@ -495,6 +495,24 @@ class Backend:
 
         return EagerGraph(self)
 
+    def checks_on_device(self) -> bool:
+        """Whether index checks must run on the device now, because nothing may be read
+        back (a step being captured on this thread): ops then call :meth:`check_range`
+        instead of reading indices to the host. False by default."""
+        return False
+
+    def check_range(self, index, lo: int, hi: int, ignore, error, message: str) -> None:
+        """Check that every value v of the raw integer array ``index`` lies in [lo, hi)
+        or equals ``ignore`` (None: none is skipped); else raise
+        ``error(message.format(value=v))``. A device may check later, on the device, and
+        raise at the next read-back from it. The default reads ``index`` back now."""
+        values = self.to_numpy(index)
+        bad = (values < lo) | (values >= hi)
+        if ignore is not None:
+            bad &= values != ignore
+        if bad.any():
+            raise error(message.format(value=int(values[bad][0])))
+
     # -- helpers for the defaults --------------------------------------------------------
     def _row_mean(self, x):
         d = x.shape[-1]

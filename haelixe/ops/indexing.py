@@ -82,6 +82,13 @@ def _raw_key(x, key):
             if k.device is not x.device:
                 raise RuntimeError(f"indexing: index tensor on {k.device.type} for a tensor "
                                    f"on {x.device.type}; move the index with .to(...)")
+            if k.dtype.kind == "int" and be.checks_on_device():  # (no read-back now)
+                n = x.shape[d]
+                be.check_range(k._data, -n, n, None, IndexError,
+                               f"indexing: index {{value}} is out of bounds for dim {d} of "
+                               f"size {n} (tensor shape {x.shape})")
+                out.append(k._data)
+                continue
             arr = k._be.to_numpy(k._data)
         else:
             arr = np.asarray(k)
@@ -286,7 +293,11 @@ def _check_index(op, x, dim, index):
         raise RuntimeError(f"{op}: index on {index.device.type}, input on {x.device.type}; "
                            f"move the index with .to(...)")
     n = x.shape[dim] if x.ndim else 1
-    if index.numel():
+    if index.numel() and index._be.checks_on_device():  # (no read-back now)
+        index._be.check_range(index._data, -n, n, None, IndexError,
+                              f"{op}: index {{value}} is out of bounds for dim {dim} of "
+                              f"size {n} (input shape {x.shape})")
+    elif index.numel():
         lo, hi = int(index.min()), int(index.max())
         if lo < -n or hi >= n:
             raise IndexError(f"{op}: index {hi if hi >= n else lo} is out of bounds for dim "

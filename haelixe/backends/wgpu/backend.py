@@ -203,6 +203,13 @@ class WGPU(Backend):
     def index_add(self, shape, key, values):
         return ix.index_add(self, shape, key, values)
 
+    def checks_on_device(self) -> bool:
+        rec = self.dispatcher.recording
+        return rec is not None and rec.thread == threading.get_ident()
+
+    def check_range(self, index, lo, hi, ignore, error, message):
+        ix.check_range(self, index, lo, hi, ignore, error, message)
+
     # -- fused neural-network kernels ----------------------------------------------------
     def linear(self, x, w, b, activation=None):
         """(y, pre): y = act(x @ w.T + b) in one tiled matmul with the epilogue fused."""

@@ -75,6 +75,9 @@ class Dispatcher:
         #: the Recording of a step being captured (graph.py), told of every command its
         #: thread (``recording.thread``) issues
         self.recording = None
+        self._errors = None  # the device-side checks' error words (see error_words)
+        self._sites: list = []  # (error class, message) of each check site, 1-based
+        self._site_ids: dict = {}
         self.counters = dict.fromkeys(
             ("dispatches", "submits", "bind_groups", "pipelines_compiled", "uploads",
              "upload_bytes", "downloads", "download_bytes", "replays"), 0)
@@ -180,14 +183,17 @@ class Dispatcher:
                 _ENCODE.dispatch(cpass, op[1], op[2][0], op[3])
                 dispatches += 1
             self._pass = cpass
+            errors = self._errors
             for buffer, first, end, staging in stage:
                 self.encode_copy(buffer, first, staging, 0, end - first)
+                if errors is not None:  # (staging buffers have room for them after)
+                    self.encode_copy(errors, 0, staging, _words(end - first), 8)
             self._pending += dispatches
             self.counters["dispatches"] += dispatches
             self.counters["replays"] += 1
             self.flush()
             for buffer, first, end, staging in stage:
-                self._staged[id(buffer)] = (staging, first, end)
+                self._staged[id(buffer)] = (staging, first, end, errors is not None)
 
     def unstage(self, buffer) -> None:
         """Forget a staged copy of ``buffer`` (its staging buffer is going away)."""
@@ -256,25 +262,68 @@ class Dispatcher:
                 self.recording.on_download(nbytes)
             self.counters["downloads"] += 1
             self.counters["download_bytes"] += nbytes
+            errors = self._errors
             hit = self._staged.get(id(buffer))
-            if hit is not None and hit[1] <= byte_offset and byte_offset + nbytes <= hit[2]:
-                return _read_mapped(hit[0], byte_offset - hit[1], nbytes)
-            size = max(256, 1 << (nbytes - 1).bit_length())
+            if hit is not None and hit[1] <= byte_offset and byte_offset + nbytes <= hit[2] \
+                    and (errors is None or hit[3]):
+                staging, first, end, _ = hit
+                data, words = _read_mapped(staging, byte_offset - first, nbytes,
+                                           None if errors is None else _words(end - first))
+                self._raise_device_error(words)
+                return data
+            at = _words(nbytes)  # where the error words go, when there are any
+            size = max(256, 1 << (at + 8 - 1).bit_length())
             staging = self._staging.get(size)
             if staging is None:
                 staging = self.device.create_buffer(size=size, usage=self._map_usage)
                 if size <= STAGING_KEPT_BYTES:
                     self._staging[size] = staging
             self.encode_copy(buffer, byte_offset, staging, 0, nbytes)
+            if errors is not None:
+                self.encode_copy(errors, 0, staging, at, 8)
             self.flush()
-            data = _read_mapped(staging, 0, nbytes)
+            data, words = _read_mapped(staging, 0, nbytes, None if errors is None else at)
             if size > STAGING_KEPT_BYTES:
                 staging.destroy()
+            self._raise_device_error(words)
             return data
 
+    # -- device-side checks ----------------------------------------------------------------
+    def error_words(self):
+        """The two i32 words device-side checks (indexing.check_range) write a failure
+        into: the check's site and the failing value, zeros while none failed. Made on
+        first use; from then on every read-back reads them too, in the same copy and
+        map, and raises the site's error when they are set."""
+        if self._errors is None:
+            import wgpu
+
+            usage = wgpu.BufferUsage
+            self._errors = self.device.create_buffer(  # (new buffers hold zeros)
+                size=8, usage=usage.STORAGE | usage.COPY_SRC | usage.COPY_DST)
+        return self._errors
+
+    def error_site(self, error, message: str) -> int:
+        """The number (from 1) of a check site raising ``error(message)``; ``message``
+        may name the failing value as ``{value}``."""
+        key = (error, message)
+        site = self._site_ids.get(key)
+        if site is None:
+            self._sites.append(key)
+            site = self._site_ids[key] = len(self._sites)
+        return site
+
+    def _raise_device_error(self, words) -> None:
+        if words is None or not words[0]:
+            return
+        self.queue.write_buffer(self._errors, 0, np.zeros(2, np.int32))  # (reported once)
+        error, message = self._sites[int(words[0]) - 1]
+        raise error(f"{message.format(value=int(words[1]))} (found by a check on the GPU "
+                    f"inside a captured step, and raised at the next read-back)")
+
     def staging_buffer(self, nbytes: int):
-        """A new mappable buffer a replay copies outputs into (see :meth:`replay`)."""
-        return self.device.create_buffer(size=max(nbytes, 4), usage=self._map_usage)
+        """A new mappable buffer a replay copies outputs into (see :meth:`replay`), with
+        room for the error words after them."""
+        return self.device.create_buffer(size=_words(nbytes) + 8, usage=self._map_usage)
 
     def synchronize(self) -> None:
         """Submit recorded work and wait until the GPU has finished it."""
@@ -355,11 +404,22 @@ def _unchecked_module(device, src: str, label: str):
     return _api.GPUShaderModule(label, handle, device)
 
 
-def _read_mapped(staging, first: int, nbytes: int) -> memoryview:
-    """Wait for the GPU to fill ``staging`` and copy ``nbytes`` from ``first`` out."""
-    end = first + nbytes  # mapped from 0: map offsets must be multiples of 8
+def _read_mapped(staging, first: int, nbytes: int, errors_at=None):
+    """Wait for the GPU to fill ``staging``; (``nbytes`` from ``first``, the two error
+    words at ``errors_at`` as int32, or None where that is None)."""
+    end = _words(first + nbytes)  # mapped from 0: map offsets must be multiples of 8
+    if errors_at is not None:
+        end = max(end, errors_at + 8)
     staging.map_async("READ_NOSYNC", 0, end).sync_wait()
     try:
-        return staging.read_mapped(0, end)[first:]
+        mapped = staging.read_mapped(0, end)
     finally:
         staging.unmap()
+    words = None if errors_at is None else \
+        np.frombuffer(mapped[errors_at:errors_at + 8], np.int32)
+    return mapped[first:first + nbytes], words
+
+
+def _words(nbytes: int) -> int:
+    """``nbytes`` rounded up to whole 4-byte words (copy offsets and sizes must be)."""
+    return -(-nbytes // 4) * 4

@@ -76,6 +76,27 @@ def _finish(be, acc, dt):
     return acc if acc.dtype == dt else be.cast(acc, dt)
 
 
+def check_range(be, index, lo, hi, ignore, error, message):
+    """Every value of ``index`` (int32 or int64) in [lo, hi) or equal to ``ignore``,
+    checked by a kernel: a failure is recorded on the device and raised by the next
+    read-back (Dispatcher.error_words), so the check needs no read-back of its own and a
+    captured step replays it."""
+    if index.dtype not in (gd.I32, gd.I64):
+        raise TypeError(f"check_range: index arrays must be int32 or int64, got "
+                        f"{index.dtype}")
+    n = index.size
+    if n == 0:
+        return
+    d = be.dispatcher
+    scalars = [n, lo, hi, 0 if ignore is None else ignore, ignore is not None,
+               d.error_site(error, message)]
+    meta = meta_block(scalars, index.shape, [(index.strides, index.offset)],
+                      what="check_range")
+    spec = kernel("index.wgsl", "check_range",
+                  [("idx", gd.kind(index.dtype), "read"), ("errors", "i32", "atomic_add")])
+    d.dispatch(spec, [index.buffer, d.error_words()], meta, grid(-(-n // 256)))
+
+
 # -- torch.gather / scatter_add ----------------------------------------------------------
 def gather(be, x, axis, index):
     """``out[..., i, ...] = x[..., index[..., i, ...], ...]`` along ``axis`` (numpy's
