@@ -11,7 +11,9 @@ docstring of a fixed list of standard-library modules, so nothing is downloaded.
 
 Prints the uniform-guess loss ln(vocab), the train and validation loss, the time to the
 first step and the steps/s after it, and a sample drawn with temperature and top-k;
-with --json the last line is one JSON object.
+with --json the last line is one JSON object. On the GPU (--device gpu) the training
+step is captured after its first call and replayed (hx.capture): the same results, bit
+for bit, without the step's Python.
 """
 
 from __future__ import annotations
@@ -216,23 +218,62 @@ def build(vocab_size: int, cfg: Config, device="cpu", seed: int = 0):
     hx.manual_seed(seed)."""
     hx.manual_seed(seed)
     model = CharLM.from_config(vocab_size, cfg).to(device)
-    opt = AdamW(param_groups(model, cfg.weight_decay), lr=cfg.lr, betas=cfg.betas)
+    # on the GPU the optimizer keeps its learning rate and step counts on the device, so
+    # that train() can capture the step (hx.capture)
+    opt = AdamW(param_groups(model, cfg.weight_decay), lr=cfg.lr, betas=cfg.betas,
+                capturable=hx.device(device).type == "gpu")
     return model, opt, warmup_cosine(opt, cfg)
 
 
-def train_step(model, opt, sched, x: np.ndarray, y: np.ndarray, grad_clip: float,
-               device="cpu") -> float:
-    """One step on the batch (x, y): forward, backward, clip, AdamW, schedule. Returns
-    the loss before the update."""
-    loss = lm_loss(model(hx.from_numpy(x).to(device)), hx.from_numpy(y).to(device))
+def loss_step(model, opt, x, y, grad_clip: float):
+    """Forward, backward, clip and AdamW on the batch (x, y) of device tensors; returns
+    the loss before the update (a tensor: nothing is read back, so the GPU can capture
+    it). The scheduler steps outside."""
+    loss = lm_loss(model(x), y)
     # every parameter gets a gradient each step: zeroed in place, backward keeps
     # accumulating into the optimizer's flat gradient buffer
     opt.zero_grad(set_to_none=False)
     loss.backward()
     nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
     opt.step()
+    return loss
+
+
+def train_step(model, opt, sched, x: np.ndarray, y: np.ndarray, grad_clip: float,
+               device="cpu") -> float:
+    """One step on the batch (x, y): forward, backward, clip, AdamW, schedule. Returns
+    the loss before the update."""
+    loss = loss_step(model, opt, hx.from_numpy(x).to(device), hx.from_numpy(y).to(device),
+                     grad_clip)
     sched.step()
     return loss.item()
+
+
+class StepRunner:
+    """``runner(x, y)``: train_step on host batches, the way train() runs it. On the GPU
+    the step is captured after its first call and replayed (hx.capture), as the
+    denoiser's: its kernels run without its Python, one submit a step, and the index
+    checks of the embedding and of cross_entropy run on the device."""
+
+    def __init__(self, model, opt, sched, grad_clip: float, device="cpu"):
+        self.model, self.opt, self.sched, self.grad_clip = model, opt, sched, grad_clip
+        self.device = hx.device(device)
+        self.python_steps = 0  # steps whose Python ran (a replay runs none)
+        self._captured = hx.capture(self._step, device=self.device) \
+            if self.device.type == "gpu" else None
+
+    def _step(self, x, y):
+        self.python_steps += 1
+        return loss_step(self.model, self.opt, x, y, self.grad_clip)
+
+    def __call__(self, x: np.ndarray, y: np.ndarray) -> float:
+        if self._captured is not None:  # (host batches go into its static inputs)
+            loss = self._captured(x, y)
+        else:
+            loss = self._step(hx.from_numpy(x).to(self.device),
+                              hx.from_numpy(y).to(self.device))
+        self.sched.step()
+        return loss.item()
 
 
 def train(size: str = "fast", steps: int | None = None, device: str = "cpu",
@@ -249,12 +290,13 @@ def train(size: str = "fast", steps: int | None = None, device: str = "cpu",
     model, opt, sched = build(corpus.vocab_size, cfg, device, seed)
     rng = np.random.default_rng(seed)
     fixed = eval_batches(corpus, cfg, seed)
+    run_step = StepRunner(model, opt, sched, cfg.grad_clip, device)
     start = time.perf_counter()
     first_step_s, losses = None, []
     for step in range(1, cfg.steps + 1):
         x, y = corpus.batch("train", cfg.batch_size, cfg.context, rng)
         lr = sched.get_last_lr()[0]
-        value = train_step(model, opt, sched, x, y, cfg.grad_clip, device)
+        value = run_step(x, y)
         losses.append(value)
         if first_step_s is None:
             first_step_s = time.perf_counter() - start
@@ -278,6 +320,9 @@ def train(size: str = "fast", steps: int | None = None, device: str = "cpu",
         "val_loss": final["val"],
         "first_step_s": first_step_s,
         "steps_per_sec": (cfg.steps - 1) / rest if cfg.steps > 1 and rest > 0 else None,
+        # all steps on the CPU; on the GPU the warm-up and the two recorded ones (the rest
+        # were replayed)
+        "python_steps": run_step.python_steps,
         "sample": sample(model, corpus, sample_chars, temperature=temperature, top_k=top_k,
                          device=device) if sample_chars else "",
         "temperature": temperature,
@@ -325,6 +370,9 @@ def main(argv=None) -> int:
     print(f"validation loss          {result['val_loss']:.4f}")
     print(f"time to first step       {result['first_step_s']:.2f} s")
     print("steps/s after it         " + (f"{rate:.1f}" if rate is not None else "n/a"))
+    if result["python_steps"] < result["steps"]:
+        print(f"replayed steps           {result['steps'] - result['python_steps']} of "
+              f"{result['steps']}   (hx.capture)")
     print(f"sample (temperature {result['temperature']}, top-k {result['top_k']}):")
     print(result["sample"])
     if args.json:

@@ -193,6 +193,20 @@ def test_gpu_training_follows_the_cpu(be, corpus):
         assert gpu[key] == pytest.approx(cpu[key], rel=2e-3), key
 
 
+@pytest.mark.gpu
+def test_gpu_training_is_captured_and_replays_what_eager_steps_compute(be, corpus):
+    cfg = tiny_config(steps=8)
+    model, opt, sched = charlm.build(corpus.vocab_size, cfg, "gpu", 0)
+    rng = np.random.default_rng(0)
+    for _ in range(cfg.steps):
+        x, y = corpus.batch("train", cfg.batch_size, cfg.context, rng)
+        charlm.train_step(model, opt, sched, x, y, cfg.grad_clip, "gpu")
+    eager = charlm.estimate_loss(model, charlm.eval_batches(corpus, cfg, 0), "gpu")
+    res = charlm.train(steps=cfg.steps, device="gpu", corpus=corpus, sample_chars=0, **TINY)
+    assert res["python_steps"] == 3  # a warm-up call and two recorded: 5 replays
+    assert (res["train_loss"], res["val_loss"]) == (eager["train"], eager["val"])
+
+
 # -- the command line --------------------------------------------------------------------------
 def _cli(*args):
     env = dict(os.environ, PYTHONPATH=str(REPO), OPENBLAS_NUM_THREADS="1",
