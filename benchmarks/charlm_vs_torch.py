@@ -12,6 +12,11 @@ rounds, after the first step (whose time is reported apart).
     python benchmarks/charlm_vs_torch.py                       # fast size, 300 steps
     python benchmarks/charlm_vs_torch.py --size full --steps 1000
     python benchmarks/charlm_vs_torch.py --tiny --steps 20 --rounds 2   # a check it runs
+    python benchmarks/charlm_vs_torch.py --device gpu    # against PyTorch CUDA (TF32 off)
+
+On the GPU Haelixe runs the app's step as ``python -m haelixe.charlm --device gpu`` does
+(captured after its first call and replayed: charlm.StepRunner), PyTorch its eager step;
+both read the loss every step.
 """
 
 from __future__ import annotations
@@ -32,17 +37,15 @@ TINY = dict(dim=32, heads=2, layers=1, context=16, batch_size=4, eval_batches=2,
 
 
 class HaelixeRun:
-    """The app's own training step (haelixe.charlm.build and train_step)."""
+    """The app's own training step (haelixe.charlm.build and StepRunner)."""
 
-    def __init__(self, cfg, vocab_size, seed=0):
-        self.cfg = cfg
-        self.model, self.opt, self.sched = charlm.build(vocab_size, cfg, "cpu", seed)
-
-    def step(self, x, y) -> float:
-        return charlm.train_step(self.model, self.opt, self.sched, x, y, self.cfg.grad_clip)
+    def __init__(self, cfg, vocab_size, seed=0, device="cpu"):
+        self.cfg, self.device = cfg, device
+        self.model, self.opt, self.sched = charlm.build(vocab_size, cfg, device, seed)
+        self.step = charlm.StepRunner(self.model, self.opt, self.sched, cfg.grad_clip, device)
 
     def losses(self, batches) -> dict:
-        return charlm.estimate_loss(self.model, batches, "cpu")
+        return charlm.estimate_loss(self.model, batches, self.device)
 
     def state_arrays(self) -> dict:
         return {k: v.numpy().copy() for k, v in self.model.state_dict().items()}
@@ -122,13 +125,15 @@ class TorchRun:
     """PyTorch's own modules, AdamW, SequentialLR(LinearLR, CosineAnnealingLR) and
     clip_grad_norm_, started from the given state dict (strictly)."""
 
-    def __init__(self, cfg, vocab_size, state: dict):
+    def __init__(self, cfg, vocab_size, state: dict, device="cpu"):
         import torch
 
         self.torch, self.cfg = torch, cfg
+        self.device = "cuda" if device == "gpu" else "cpu"
         self.model = torch_model(vocab_size, cfg)
         self.model.load_state_dict({k: torch.from_numpy(v) for k, v in state.items()},
                                    strict=True)
+        self.model.to(self.device)
         params = list(self.model.parameters())
         self.opt = torch.optim.AdamW(
             [{"params": [p for p in params if p.ndim >= 2], "weight_decay": cfg.weight_decay},
@@ -143,9 +148,10 @@ class TorchRun:
         ], milestones=[warm])
 
     def _loss(self, x, y):
-        logits = self.model(self.torch.from_numpy(x))
-        return self.torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]),
-                                                      self.torch.from_numpy(y).reshape(-1))
+        to = self.device
+        logits = self.model(self.torch.from_numpy(x).to(to))
+        return self.torch.nn.functional.cross_entropy(
+            logits.reshape(-1, logits.shape[-1]), self.torch.from_numpy(y).to(to).reshape(-1))
 
     def step(self, x, y) -> float:
         loss = self._loss(x, y)
@@ -165,18 +171,22 @@ class TorchRun:
         return out
 
 
-def compare(cfg, corpus, rounds: int = 5, seed: int = 0, log=print) -> dict:
+def compare(cfg, corpus, rounds: int = 5, seed: int = 0, log=print, device="cpu") -> dict:
     """Train both for cfg.steps steps on the same batches, timed in alternating rounds;
     returns the losses and the per-round steps/s of each."""
-    ours = HaelixeRun(cfg, corpus.vocab_size, seed)
+    ours = HaelixeRun(cfg, corpus.vocab_size, seed, device)
     runs = {"haelixe": ours}
     try:
         import torch
 
+        if device == "gpu" and not torch.cuda.is_available():
+            raise ImportError("no CUDA device")
+        torch.backends.cuda.matmul.allow_tf32 = False  # (full fp32, as Haelixe's)
+        torch.backends.cudnn.allow_tf32 = False
         torch.manual_seed(seed)
-        runs["pytorch"] = TorchRun(cfg, corpus.vocab_size, ours.state_arrays())
-    except ImportError:
-        log("PyTorch not available: timing Haelixe alone")
+        runs["pytorch"] = TorchRun(cfg, corpus.vocab_size, ours.state_arrays(), device)
+    except ImportError as err:
+        log(f"PyTorch not available ({err}): timing Haelixe alone")
     rng = np.random.default_rng(seed)
     batches = [corpus.batch("train", cfg.batch_size, cfg.context, rng)
                for _ in range(cfg.steps)]
@@ -198,14 +208,16 @@ def compare(cfg, corpus, rounds: int = 5, seed: int = 0, log=print) -> dict:
                 rates[name].append(len(chunk) / (time.perf_counter() - t0))
     fixed = charlm.eval_batches(corpus, cfg, seed)
     return {"losses": {name: run.losses(fixed) for name, run in runs.items()},
-            "first_loss": first_loss, "first_step_s": first_s, "rates": rates}
+            "first_loss": first_loss, "first_step_s": first_s, "rates": rates,
+            "device": device}
 
 
 def report(cfg, result, log=print) -> bool:
     """Print the comparison; True when every loss is within TOLERANCE of PyTorch's."""
     losses, rates = result["losses"], result["rates"]
     log(f"charlm: dim {cfg.dim}, {cfg.layers} layers x {cfg.heads} heads, context "
-        f"{cfg.context}, batch {cfg.batch_size}, {cfg.steps} steps")
+        f"{cfg.context}, batch {cfg.batch_size}, {cfg.steps} steps, on the "
+        f"{result.get('device', 'cpu')}")
     ok = True
     for split in ("train", "val"):
         line = f"  {split:5s} loss  haelixe {losses['haelixe'][split]:.4f}"
@@ -237,10 +249,11 @@ def main(argv=None) -> int:
     p.add_argument("--steps", type=int, default=300)
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--device", choices=["cpu", "gpu"], default="cpu")
     args = p.parse_args(argv)
     cfg = replace(charlm.SIZES[args.size], steps=args.steps, **(TINY if args.tiny else {}))
     corpus = CharCorpus.from_stdlib()
-    ok = report(cfg, compare(cfg, corpus, args.rounds, args.seed))
+    ok = report(cfg, compare(cfg, corpus, args.rounds, args.seed, device=args.device))
     return 0 if ok else 1
 
 
