@@ -11,7 +11,9 @@ eagerly; the next two run eagerly *and are recorded*; they are compared word by 
 and the second becomes the replay. From then on a call copies the arguments into the
 step's static inputs (host data straight from numpy with one upload each), replays the
 recorded kernels with one submit, and returns the step's outputs: tensors over buffers
-the next replay rewrites (clone one to keep it). Results equal eager mode bit for bit.
+the next replay rewrites (clone one to keep it). Results equal eager mode bit for bit
+(where eager mode is itself deterministic: kernels that accumulate with atomics, such as
+an embedding's gradient over repeated indices, add in an order the GPU picks).
 
 A replay runs none of the step's Python, so:
 
