@@ -12,8 +12,9 @@ and the second becomes the replay. From then on a call copies the arguments into
 step's static inputs (host data straight from numpy with one upload each), replays the
 recorded kernels with one submit, and returns the step's outputs: tensors over buffers
 the next replay rewrites (clone one to keep it). Results equal eager mode bit for bit
-(where eager mode is itself deterministic: kernels that accumulate with atomics, such as
-an embedding's gradient over repeated indices, add in an order the GPU picks).
+(where eager mode is itself deterministic: scatter_add and index_add into large tables
+accumulate with atomics, in an order the GPU picks; an embedding's gradient sums its
+repeated rows in a fixed order up to a table of 2**31 / positions elements).
 
 A replay runs none of the step's Python, so:
 

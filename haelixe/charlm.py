@@ -12,9 +12,8 @@ docstring of a fixed list of standard-library modules, so nothing is downloaded.
 Prints the uniform-guess loss ln(vocab), the train and validation loss, the time to the
 first step and the steps/s after it, and a sample drawn with temperature and top-k;
 with --json the last line is one JSON object. On the GPU (--device gpu) the training
-step is captured after its first call and replayed (hx.capture): the results of eager
-steps without the step's Python (up to the order in which the embedding's gradient adds
-repeated characters: atomics, whose order a GPU leaves open in eager steps too).
+step is captured after its first call and replayed (hx.capture): the same results, bit
+for bit, without the step's Python.
 """
 
 from __future__ import annotations

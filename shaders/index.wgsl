@@ -59,3 +59,28 @@ fn check_range(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) n
         if (r.old_value != 0) { break; }
     }
 }
+
+//! section: index_add_rows
+// index_add_rows: out[r, c] = the sum of src[i, c] over the positions i (in order) whose
+// index idx[i] (negative ones wrapping) is r: an embedding's gradient with its repeated
+// rows added in one fixed order, as the CPU adds them (scatter_add's atomics leave the
+// order to the GPU). One invocation per element of out, each scanning every index.
+// metadata: [0] rows * width, [1] width, [2] positions, [3] rows, [4] src's offset,
+// [5] idx's offset (both contiguous).
+@compute @workgroup_size(256)
+fn index_add_rows(@builtin(workgroup_id) wid: vec3<u32>,
+                  @builtin(num_workgroups) nwg: vec3<u32>,
+                  @builtin(local_invocation_index) lid: u32) {
+    let e = flat_id(wid, nwg, lid, 256u);
+    if (e >= metadata[0]) { return; }
+    let width = metadata[1];
+    let rows = metadata[3];
+    let r = e / width;
+    let c = e - r * width;
+    var acc = 0.0;
+    for (var i = 0; i < metadata[2]; i++) {
+        let j = i32(load_idx(metadata[5] + i));
+        if (select(j, j + rows, j < 0) == r) { acc += load_src(metadata[4] + i * width + c); }
+    }
+    store_out(e, acc);
+}

@@ -587,15 +587,13 @@ def _lm_step():
 
 
 def _lm_batches(n, seed=0):
-    """Batches of distinct rows: the embedding's gradient adds repeated rows with
-    atomics, in an order a GPU leaves open (eager runs differ too), so only distinct rows
-    make the replay's parameters comparable bit for bit."""
     rng = np.random.default_rng(seed)
     out = []
     for _ in range(n):
-        x = rng.permutation(VOCAB)[:9].reshape(3, 3)
-        x[1] -= VOCAB  # (negative indices count from the end)
-        y = rng.integers(0, VOCAB, (3, 3))
+        # repeated rows (the embedding's gradient adds them in the positions' order) and
+        # negative indices (counting from the end)
+        x = rng.integers(-VOCAB, VOCAB, (3, 5))
+        y = rng.integers(0, VOCAB, (3, 5))
         y[0, :2] = -100  # ignore_index
         out.append((x, y))
     return out
@@ -629,7 +627,7 @@ def test_gpu_a_bad_index_in_a_replay_raises_at_the_next_read_back(bad):
     assert step.captured == 1
     x, y = (a.copy() for a in batches[4])
     if bad == "index":
-        x[2, 1] = VOCAB  # one past the embedding's rows
+        x[2, 3] = VOCAB  # one past the embedding's rows
         msg = (rf"indexing: index {VOCAB} is out of bounds for dim 0 of size {VOCAB} "
                rf"\(tensor shape \({VOCAB}, {DIM}\)\) \(found by a check on the GPU inside "
                rf"a captured step, and raised at the next read-back\)")

@@ -122,6 +122,35 @@ def test_embedding_lookup_and_backward_with_repeats(be):
     close(be.to_numpy(be.index_add(table.shape, (tokens,), up(be, grad))), want)
 
 
+@pytest.mark.parametrize("rows_kernel", [True, False], ids=["rows", "atomics"])
+def test_index_add_of_rows_sums_in_the_cpus_order(be, monkeypatch, rows_kernel):
+    """An embedding's gradient: repeated rows add up in the positions' order, as on the
+    CPU, so the sums are the CPU's bit for bit (scatter_add's atomics, kept for tables
+    too large to scan, add in an order the GPU picks)."""
+    from haelixe.backends.cpu import CPUBackend
+    from haelixe.backends.wgpu import indexing as ix
+
+    if not rows_kernel:
+        monkeypatch.setattr(ix, "ROWS_MAX_WORK", 0)
+    rng = np.random.default_rng(5)
+    idx = rng.integers(-9, 9, (5, 6))  # int64, negative and repeated
+    vals = (rng.standard_normal((4, 6, 3, 2)) * 10 ** rng.uniform(-3, 3, (4, 6, 3, 2)))
+    vals = vals.astype(np.float32)
+    g_idx = up(be, idx)
+    g_idx = g_idx.view((4, 6), g_idx.strides, g_idx.offset + 6)  # rows 1.. (an offset)
+    g_vals = up(be, vals)
+    g_vals = g_vals.view((4, 6, 2, 3), (36, 6, 1, 2), 0)  # a transposed view
+    want = CPUBackend().index_add((9, 2, 3), (idx[1:],), vals.transpose(0, 1, 3, 2))
+    got = be.to_numpy(be.index_add((9, 2, 3), (g_idx,), g_vals))
+    if rows_kernel:
+        np.testing.assert_array_equal(got, want)
+    else:
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-3)
+    bf16 = be.index_add((9, 2, 3), (idx[1:],), be.cast(g_vals, ml_dtypes.bfloat16))
+    np.testing.assert_allclose(be.to_numpy(bf16).astype(np.float32), want, rtol=2e-2,
+                               atol=0.5)
+
+
 # -- fused linear ------------------------------------------------------------------------
 def gelu_ref(x, approx):
     if approx == "gelu_tanh":

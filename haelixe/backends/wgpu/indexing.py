@@ -228,8 +228,44 @@ def take(be, x, key):
     return out
 
 
+#: the most inner iterations (rows x width x positions) index_add_rows may take; above
+#: it, scatter_add's atomics (an order the GPU picks) serve a large table
+ROWS_MAX_WORK = 1 << 31
+
+
+def _index_add_rows(be, shape, key, values):
+    """index_add for one index array picking rows (an embedding's gradient), summed in
+    the positions' order by index_add_rows: the same sums on every run, and the CPU's.
+    None where the key is another kind or the table too large for the scan."""
+    if len(key) != 1 or len(shape) < 1 or not shape[0]:
+        return None
+    idx = key[0]
+    if isinstance(idx, np.ndarray) and idx.dtype.kind in "iu":
+        idx = as_index(be, idx)  # (host indices: uploaded, as gather's are)
+    if not isinstance(idx, GpuArray) or idx.dtype not in (gd.I32, gd.I64) \
+            or values.shape != idx.shape + tuple(shape[1:]):
+        return None
+    rows, width, n = shape[0], math.prod(shape[1:]), idx.size
+    if rows * width * n > ROWS_MAX_WORK or not width or not n:
+        return None
+    acc = be.empty((rows, width), _accumulator_dtype(values.dtype))
+    idx = idx if idx.is_contiguous() else be.copy(idx)
+    src = values if values.is_contiguous() else be.copy(values)
+    spec = kernel("index.wgsl", "index_add_rows",
+                  [("out", gd.kind(acc.dtype), "write"), ("src", gd.kind(src.dtype), "read"),
+                   ("idx", gd.kind(idx.dtype), "read")])
+    meta = [rows * width, width, n, rows, src.offset, idx.offset]
+    be.dispatcher.dispatch(spec, [acc.buffer, src.buffer, idx.buffer], meta,
+                           grid(-(-rows * width // 256)))
+    return _finish(be, be.reshape(acc, tuple(shape)), values.dtype)
+
+
 def index_add(be, shape, key, values):
     """Zeros of ``shape`` with ``values`` added at ``[key]``; repeated indices add up."""
+    key = key if isinstance(key, tuple) else (key,)
+    rows = _index_add_rows(be, shape, key, values)
+    if rows is not None:
+        return rows
     acc = be.full(shape, 0, _accumulator_dtype(values.dtype))
     r = resolve_key(be, acc.shape, acc.strides, acc.offset, key)
     target = acc.view(r.shape, r.strides, r.offset)
