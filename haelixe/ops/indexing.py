@@ -107,7 +107,9 @@ def _raw_key(x, key):
             if lo < -n or hi >= n:
                 raise IndexError(f"indexing: index {hi if hi >= n else lo} is out of bounds "
                                  f"for dim {d} of size {n} (tensor shape {x.shape})")
-        out.append(be.from_numpy(arr))
+        # an index tensor's own array once checked (on the GPU: no second upload)
+        out.append(k._data if isinstance(k, Tensor) and arr.dtype.kind in "iu"
+                   else be.from_numpy(arr))
     return tuple(out)
 
 
