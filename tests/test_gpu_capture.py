@@ -638,7 +638,8 @@ def test_gpu_a_bad_index_in_a_replay_raises_at_the_next_read_back(bad):
     loss = step(x, y)  # the replay runs: no read-back, so nothing is raised yet
     with pytest.raises(IndexError, match=msg):
         loss.item()
-    # reported once: the error words are cleared, and good batches run on
+    loss.item()  # reported once (a value computed from a clamped read)
+    # the error words are cleared, and good batches run on
     good = step(*batches[0])
     assert np.isfinite(good.item())
 

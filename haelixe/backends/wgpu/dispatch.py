@@ -315,7 +315,10 @@ class Dispatcher:
     def _raise_device_error(self, words) -> None:
         if words is None or not words[0]:
             return
-        self.queue.write_buffer(self._errors, 0, np.zeros(2, np.int32))  # (reported once)
+        # reported once: the words are cleared, and so are the replay's staged copies of
+        # them (a later read of its outputs copies afresh)
+        self.queue.write_buffer(self._errors, 0, np.zeros(2, np.int32))
+        self._staged.clear()
         error, message = self._sites[int(words[0]) - 1]
         raise error(f"{message.format(value=int(words[1]))} (found by a check on the GPU "
                     f"inside a captured step, and raised at the next read-back)")
