@@ -149,6 +149,11 @@ def test_index_add_of_rows_sums_in_the_cpus_order(be, monkeypatch, rows_kernel):
     bf16 = be.index_add((9, 2, 3), (idx[1:],), be.cast(g_vals, ml_dtypes.bfloat16))
     np.testing.assert_allclose(be.to_numpy(bf16).astype(np.float32), want, rtol=2e-2,
                                atol=0.5)
+    ints = np.arange(4 * 6 * 6, dtype=np.int32).reshape(4, 6, 2, 3)  # (atomics: exact)
+    want_ints = np.zeros((9, 2, 3), np.int32)
+    np.add.at(want_ints, idx[1:], ints)
+    np.testing.assert_array_equal(
+        be.to_numpy(be.index_add((9, 2, 3), (idx[1:],), up(be, ints))), want_ints)
 
 
 # -- fused linear ------------------------------------------------------------------------

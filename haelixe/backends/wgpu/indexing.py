@@ -237,7 +237,8 @@ def _index_add_rows(be, shape, key, values):
     """index_add for one index array picking rows (an embedding's gradient), summed in
     the positions' order by index_add_rows: the same sums on every run, and the CPU's.
     None where the key is another kind or the table too large for the scan."""
-    if len(key) != 1 or len(shape) < 1 or not shape[0]:
+    if len(key) != 1 or len(shape) < 1 or not shape[0] \
+            or gd.kind(values.dtype) not in ("f32", "bf16", "f16"):  # (the sum is f32)
         return None
     idx = key[0]
     if isinstance(idx, np.ndarray) and idx.dtype.kind in "iu":
