@@ -230,14 +230,7 @@ class Function(Node):
         if anomaly:
             _check_finite(out, f"forward of {ctx.name}")
         if requires:
-            ctx.next = edges
-            out._requires_grad = True
-            out.grad_fn = ctx
-            ctx.meta = (out.shape, out.dtype, out.device)
-            if cls.saves_output:
-                ctx.save_for_backward(*ctx.saved, out._alias())
-            if state.modules:
-                ctx.module = state.modules[-1]
+            record(ctx, out, edges, state)
             if anomaly:
                 ctx.trace = traceback.format_stack()[:-1]
         return out
@@ -260,9 +253,10 @@ def apply_unary(cls, x, *params):
 
 
 def record(ctx, out, edges, state):
-    """What apply does once forward has run, for an op's hot path that ran it itself (its
-    inputs checked, some input requiring grad, grad mode on, anomaly mode off): ``out``
-    gets ``ctx`` as its node, whose ``edges`` lead to the inputs' nodes."""
+    """What apply does once forward has run and some input requires grad, also for an
+    op's hot path that ran forward itself (its inputs checked, anomaly mode off): ``out``
+    gets ``ctx`` as its node, whose ``edges`` lead to the inputs' nodes; an op that
+    saves its output keeps a detached alias of it (with its version)."""
     ctx.next = edges
     out._requires_grad = True
     out.grad_fn = ctx
