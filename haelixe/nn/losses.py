@@ -115,18 +115,15 @@ def _check_classes(target, c, ignore_index, op):
         raise TypeError(f"{op}: class targets must be integers, got {target.dtype.name}; "
                         f"for class probabilities pass a floating target of the input's "
                         f"shape (cross_entropy)")
+    message = (f"{op}: target {{value}} is out of bounds for {c} classes (targets must lie "
+               f"in [0, {c}) or equal ignore_index={ignore_index})")
     if target._be.checks_on_device():  # (no read-back now)
-        target._be.check_range(target._data, 0, c, ignore_index, IndexError,
-                               f"{op}: target {{value}} is out of bounds for {c} classes "
-                               f"(targets must lie in [0, {c}) or equal ignore_index="
-                               f"{ignore_index})")
+        target._be.check_range(target._data, 0, c, ignore_index, IndexError, message)
         return
     values = target.numpy()
     bad = values[(values != ignore_index) & ((values < 0) | (values >= c))]
     if bad.size:
-        raise IndexError(f"{op}: target {int(bad[0])} is out of bounds for {c} classes "
-                         f"(targets must lie in [0, {c}) or equal ignore_index="
-                         f"{ignore_index})")
+        raise IndexError(message.format(value=int(bad[0])))
 
 
 def _check_weight(weight, c, op):

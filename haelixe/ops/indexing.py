@@ -85,8 +85,7 @@ def _raw_key(x, key):
             if k.dtype.kind == "int" and be.checks_on_device():  # (no read-back now)
                 n = x.shape[d]
                 be.check_range(k._data, -n, n, None, IndexError,
-                               f"indexing: index {{value}} is out of bounds for dim {d} of "
-                               f"size {n} (tensor shape {x.shape})")
+                               _out_of_bounds("indexing", d, n, x.shape))
                 out.append(k._data)
                 continue
             arr = k._be.to_numpy(k._data)
@@ -105,12 +104,19 @@ def _raw_key(x, key):
             n = x.shape[d]
             lo, hi = int(arr.min()), int(arr.max())
             if lo < -n or hi >= n:
-                raise IndexError(f"indexing: index {hi if hi >= n else lo} is out of bounds "
-                                 f"for dim {d} of size {n} (tensor shape {x.shape})")
+                raise IndexError(_out_of_bounds("indexing", d, n, x.shape).format(
+                    value=hi if hi >= n else lo))
         # an index tensor's own array once checked (on the GPU: no second upload)
         out.append(k._data if isinstance(k, Tensor) and arr.dtype.kind in "iu"
                    else be.from_numpy(arr))
     return tuple(out)
+
+
+def _out_of_bounds(op, dim, n, shape, what="tensor") -> str:
+    """The message of an index outside dim ``dim`` (of size ``n``) of a tensor of
+    ``shape``, the index left as ``{value}`` (see Backend.check_range)."""
+    return (f"{op}: index {{value}} is out of bounds for dim {dim} of size {n} ({what} "
+            f"shape {shape})")
 
 
 class Take(Function):
@@ -295,15 +301,13 @@ def _check_index(op, x, dim, index):
         raise RuntimeError(f"{op}: index on {index.device.type}, input on {x.device.type}; "
                            f"move the index with .to(...)")
     n = x.shape[dim] if x.ndim else 1
+    message = _out_of_bounds(op, dim, n, x.shape, "input")
     if index.numel() and index._be.checks_on_device():  # (no read-back now)
-        index._be.check_range(index._data, -n, n, None, IndexError,
-                              f"{op}: index {{value}} is out of bounds for dim {dim} of "
-                              f"size {n} (input shape {x.shape})")
+        index._be.check_range(index._data, -n, n, None, IndexError, message)
     elif index.numel():
         lo, hi = int(index.min()), int(index.max())
         if lo < -n or hi >= n:
-            raise IndexError(f"{op}: index {hi if hi >= n else lo} is out of bounds for dim "
-                             f"{dim} of size {n} (input shape {x.shape})")
+            raise IndexError(message.format(value=hi if hi >= n else lo))
 
 
 class Scatter(Function):
