@@ -241,14 +241,15 @@ def _index_add_rows(be, shape, key, values):
             or gd.kind(values.dtype) not in ("f32", "bf16", "f16"):  # (the sum is f32)
         return None
     idx = key[0]
-    if isinstance(idx, np.ndarray) and idx.dtype.kind in "iu":
-        idx = as_index(be, idx)  # (host indices: uploaded, as gather's are)
-    if not isinstance(idx, GpuArray) or idx.dtype not in (gd.I32, gd.I64) \
+    host = isinstance(idx, np.ndarray) and idx.dtype.kind in "iu"
+    if not (host or isinstance(idx, GpuArray) and idx.dtype in (gd.I32, gd.I64)) \
             or values.shape != idx.shape + tuple(shape[1:]):
         return None
     rows, width, n = shape[0], math.prod(shape[1:]), idx.size
     if rows * width * n > ROWS_MAX_WORK or not width or not n:
         return None
+    if host:
+        idx = as_index(be, idx)  # (host indices: uploaded, as gather's are)
     acc = be.empty((rows, width), _accumulator_dtype(values.dtype))
     idx = idx if idx.is_contiguous() else be.copy(idx)
     src = values if values.is_contiguous() else be.copy(values)
