@@ -267,11 +267,11 @@ class StepRunner:
         return loss_step(self.model, self.opt, x, y, self.grad_clip)
 
     def __call__(self, x: np.ndarray, y: np.ndarray) -> float:
-        if self._captured is not None:  # (host batches go into its static inputs)
-            loss = self._captured(x, y)
-        else:
-            loss = self._step(hx.from_numpy(x).to(self.device),
-                              hx.from_numpy(y).to(self.device))
+        if self._captured is None:
+            self.python_steps += 1
+            return train_step(self.model, self.opt, self.sched, x, y, self.grad_clip,
+                              self.device)
+        loss = self._captured(x, y)  # (host batches go into its static inputs)
         self.sched.step()
         return loss.item()
 
