@@ -543,6 +543,42 @@ def test_backward_observer_sees_every_node_with_grad_norms():
     assert len(events) == 8  # removed: the second backward was not observed
 
 
+def test_each_node_runs_once_after_every_node_that_feeds_it():
+    # a diamond whose branches differ in length, a node reached twice from one consumer
+    # and a consumer made later that backward never reaches (it must not be waited on)
+    a = randn(3, 4)
+    h = a.exp()
+    long = ((h * 2.0).sin() + 1.0).tanh()
+    short = h * h
+    unreached = (h * 5.0).sum()
+    y = (long + short).sum()
+    consumers = {}
+    stack = [y.grad_fn]
+    while stack:
+        node = stack.pop()
+        for nxt in node.next:
+            if nxt is not None:
+                if nxt not in consumers:
+                    stack.append(nxt)
+                consumers.setdefault(nxt, set()).add(node)
+    order = []
+    remove = hx.autograd.add_backward_observer(
+        lambda ev, node, norms: order.append(node) if ev == "start" else None)
+    try:
+        y.backward()
+    finally:
+        remove()
+    assert len(order) == len(set(order)) == len(consumers) + 1
+    at = {node: i for i, node in enumerate(order)}
+    for node, feeders in consumers.items():
+        assert all(at[f] < at[node] for f in feeders), node.name
+    want = np.exp(a.detach().numpy().astype(np.float64))
+    inner = np.sin(2 * want) + 1.0
+    dh = (1 - np.tanh(inner) ** 2) * np.cos(2 * want) * 2 + 2 * want
+    assert_close(a.grad, dh * want, rtol=1e-5, atol=1e-6)
+    assert unreached.grad_fn.next[0].saved is not None  # its Mul never ran: still whole
+
+
 def test_graph_nodes_remember_the_module_that_made_them():
     from haelixe import nn
 

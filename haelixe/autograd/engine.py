@@ -1,13 +1,17 @@
 """The backward engine: reverse topological order, gradients accumulated per node.
 
-The walk is iterative (a 100,000-op chain does not touch Python's recursion limit):
-one pass counts, for every node reachable from the roots, how many edges lead into it;
-then Kahn's algorithm runs each node once all its incoming gradients have arrived.
-Gradients wait in a dict keyed by node, summed as they arrive.
+The walk is iterative (a 100,000-op chain does not touch Python's recursion limit).
+Every node is numbered when it is recorded, after the nodes of its inputs, so running
+the reached nodes latest-numbered first (a heap) runs each one after every node that
+can send it a gradient: no pass over the graph counts edges first. Gradients wait in a
+dict keyed by node, summed as they arrive.
 """
 
 from __future__ import annotations
 
+from heapq import heapify, heappop, heappush
+
+from ..tensor import Tensor
 from .function import AccumulateGrad, PartialGrad, _check_finite, freed_graph_error
 from .mode import STATE
 
@@ -24,22 +28,7 @@ def add_backward_observer(fn):
     return lambda: _observers.remove(fn) if fn in _observers else None
 
 
-def _dependencies(roots):
-    """node -> how many edges lead into it, for every node reachable from ``roots`` (a
-    root no edge reaches counts 0). The count doubles as the visited mark."""
-    deps = dict.fromkeys(roots, 0)
-    get = deps.get
-    stack = list(roots)
-    while stack:
-        for nxt in stack.pop().next:
-            if nxt is not None:
-                n = get(nxt)
-                if n is None:  # first reached: its own edges are counted once, now
-                    deps[nxt] = 1
-                    stack.append(nxt)
-                else:
-                    deps[nxt] = n + 1
-    return deps
+_ABSENT = object()
 
 
 def run_backward(roots, grads, retain_graph=False, create_graph=False, capture=None,
@@ -53,27 +42,31 @@ def run_backward(roots, grads, retain_graph=False, create_graph=False, capture=N
     owned = {}  # id -> pending gradient the engine made itself (see _sum)
     for node, g in zip(roots, grads):
         pending[node] = pending[node] + g if node in pending else g
-    root_nodes = list(pending)
-    deps = _dependencies(root_nodes)
-    ready = [n for n in root_nodes if not deps[n]]
+    # Nodes run latest-made first: every node is made after the nodes its edges lead to
+    # (record numbers it then), so when a node comes off this max-heap every node that
+    # can send it a gradient has run, and its pending gradient is complete. (PyTorch's
+    # engine orders its ready queue the same way.) No pass counting edges is needed.
+    heap = [(-node.seq, node) for node in pending]
+    heapify(heap)
     # hooks, retain_grad, capture, observers and anomaly mode are rare: one flag says
     # whether a node needs the slow path's checks at all
     watched = bool(_observers) or capture is not None or STATE.anomaly
     prev_mode = STATE.grad_enabled
     STATE.grad_enabled = create_graph
     try:
-        while ready:
-            node = ready.pop()
-            g = pending.pop(node, None)
-            if owned and g is not None:
-                owned.pop(id(g), None)
-            if isinstance(g, PartialGrad):
-                g = g.dense()
+        while heap:
+            node = heappop(heap)[1]
+            g = pending.pop(node)
+            if g.__class__ is not Tensor and g is not None:
+                if owned:
+                    owned.pop(id(g), None)
+                if isinstance(g, PartialGrad):
+                    g = g.dense()
             if watched or node.hooks or node.retain is not None:
                 g = _before_node(node, g, capture)
             if node.is_accumulate:
                 if g is not None and accumulate:
-                    leaf = node.leaf
+                    leaf = node._leaf()
                     if leaf is not None:
                         accumulate_into_leaf(leaf, g, create_graph)
                 if _observers:
@@ -108,28 +101,18 @@ def run_backward(roots, grads, retain_graph=False, create_graph=False, capture=N
             for nxt, gi in zip(node.next, in_grads):
                 if nxt is None:
                     continue
-                if nxt.is_accumulate and not watched and deps[nxt] == 1 and not nxt.hooks \
-                        and gi is not None and nxt not in pending:
-                    # a leaf's only gradient (the last edge into it, and none waiting):
-                    # accumulate it now; its own turn in the loop would do just that,
-                    # after a round trip through pending and ready
-                    del deps[nxt]
-                    leaf = nxt._leaf()
-                    if accumulate and leaf is not None:
-                        accumulate_into_leaf(leaf, gi.dense() if isinstance(gi, PartialGrad)
-                                             else gi, create_graph)
-                    continue
                 if gi is not None:
                     meta = nxt.meta
                     if meta is not None and gi.shape != meta[0]:
                         _wrong_shape(node, nxt, gi)
-                    prev = pending.get(nxt)
+                prev = pending.get(nxt, _ABSENT)
+                if prev is _ABSENT:
+                    # first reached: it waits on the heap (one reached by None gradients
+                    # only still runs, passing None on, as hooks and observers expect)
+                    pending[nxt] = gi
+                    heappush(heap, (-nxt.seq, nxt))
+                elif gi is not None:
                     pending[nxt] = gi if prev is None else _sum(prev, gi, owned)
-                left = deps[nxt] - 1
-                if left:
-                    deps[nxt] = left
-                else:
-                    ready.append(nxt)
     finally:
         STATE.grad_enabled = prev_mode
     return capture

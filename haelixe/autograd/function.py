@@ -23,6 +23,7 @@ graph of the gradient itself.
 
 from __future__ import annotations
 
+import itertools
 import traceback
 import weakref
 
@@ -32,6 +33,10 @@ from ..tensor import Tensor
 from .mode import STATE
 
 _new = object.__new__
+
+#: the number a node gets when it is recorded: it is made after the nodes its edges lead
+#: to, so numbers decrease along every edge (the backward engine's order)
+next_seq = itertools.count().__next__
 
 
 class SavedTensorError(RuntimeError):
@@ -66,11 +71,12 @@ class AccumulateGrad(Node):
     can still be freed; its gradient is then dropped, as in PyTorch.
     """
 
-    __slots__ = ("_leaf", "hooks", "next", "_home", "__weakref__")
+    __slots__ = ("_leaf", "hooks", "next", "_home", "seq", "__weakref__")
     is_accumulate = True
 
     def __init__(self, leaf):
         self._leaf = weakref.ref(leaf)
+        self.seq = next_seq()
         self.hooks = None
         self.next = ()
         self._home = None
@@ -97,7 +103,7 @@ class AccumulateGrad(Node):
 class Function(Node):
     """Base of every differentiable op. Instances are the graph's nodes (and the ctx)."""
 
-    __slots__ = ("next", "needs_input_grad", "out_ref", "__dict__", "__weakref__")
+    __slots__ = ("next", "seq", "needs_input_grad", "out_ref", "__dict__", "__weakref__")
 
     #: False for fused kernels whose backward calls raw kernels: create_graph through
     #: them raises instead of silently giving a gradient without its own graph.
@@ -258,6 +264,7 @@ def record(ctx, out, edges, state):
     gets ``ctx`` as its node, whose ``edges`` lead to the inputs' nodes; an op that
     saves its output keeps a detached alias of it (with its version)."""
     ctx.next = edges
+    ctx.seq = next_seq()
     out._requires_grad = True
     out.grad_fn = ctx
     ctx.meta = (out.shape, out.dtype, out.device)
