@@ -135,6 +135,13 @@ def retain_grad(t) -> None:
 # -- the Tensor methods autograd provides -------------------------------------------------
 def _backward_method(self, gradient=None, retain_graph=None, create_graph=False,
                      inputs=None):
+    if gradient is None and inputs is None and not create_graph and self._requires_grad \
+            and self.grad_fn is not None and self._data.size == 1:
+        # loss.backward(), every step: the scalar root's gradient of one, made here
+        run_backward((self.grad_fn,), (Tensor._wrap(self._be.full(self.shape, 1,
+                                                                  self.dtype.np)),),
+                     retain_graph=bool(retain_graph))
+        return
     backward([self], None if gradient is None else [gradient], retain_graph, create_graph,
              inputs)
 

@@ -46,7 +46,9 @@ def run_backward(roots, grads, retain_graph=False, create_graph=False, capture=N
     # (record numbers it then), so when a node comes off this max-heap every node that
     # can send it a gradient has run, and its pending gradient is complete. (PyTorch's
     # engine orders its ready queue the same way.) No pass counting edges is needed.
-    heap = [(-node.seq, node) for node in pending]
+    heap = []
+    for node in pending:  # (a loop: a comprehension is one more call)
+        heap.append((-node.seq, node))
     heapify(heap)
     # hooks, retain_grad, capture, observers and anomaly mode are rare: one flag says
     # whether a node needs the slow path's checks at all

@@ -258,6 +258,24 @@ def apply_unary(cls, x, *params):
     return raw if raw.__class__ is Tensor else Tensor._wrap(raw)
 
 
+def apply_binary(cls, a, b):
+    """``cls.apply(a, b)`` for an op of two checked Tensors (matmul): apply_unary's
+    counterpart, no pass over the arguments looking for tensors."""
+    state = STATE
+    if state.anomaly:  # (its checks live in apply)
+        return cls.apply(a, b)
+    ra, rb = a._requires_grad, b._requires_grad
+    if state.grad_enabled and (ra or rb) and cls.differentiable:
+        ctx = _new(cls)
+        raw = cls.forward(ctx, a, b)
+        return record(ctx, raw if raw.__class__ is Tensor else Tensor._wrap(raw),
+                      [(a.grad_fn or a._accumulator or grad_home(a)) if ra else None,
+                       (b.grad_fn or b._accumulator or grad_home(b)) if rb else None],
+                      state)
+    raw = cls.forward(SINK, a, b)
+    return raw if raw.__class__ is Tensor else Tensor._wrap(raw)
+
+
 def record(ctx, out, edges, state):
     """What apply does once forward has run and some input requires grad, also for an
     op's hot path that ran forward itself (its inputs checked, anomaly mode off): ``out``

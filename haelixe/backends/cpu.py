@@ -392,7 +392,7 @@ class CPUBackend(Backend):
         return np.array(x, order="C", copy=True)
 
     def copy_into(self, dst, src):
-        np.copyto(dst, src, casting="unsafe")
+        dst[...] = src  # (np.copyto(casting="unsafe") runs a Python dispatcher first)
 
     def cast(self, x, dtype):
         return x.astype(dtype)
@@ -404,14 +404,15 @@ class CPUBackend(Backend):
             # A full sum of a short contiguous buffer as a dot product with ones: BLAS
             # does it in half the time of numpy's reduction machinery, and its blocked
             # accumulation is as accurate at these sizes.
-            total = np.dot(x.reshape(-1), _DOT_SUM[x.dtype][:x.size])
+            # (the method: np.dot runs a Python dispatcher first)
+            total = x.reshape(-1).dot(_DOT_SUM[x.dtype][:x.size])
             return np.full((1,) * x.ndim, total, x.dtype) if keepdim else total
         n = x.shape[-1] if x.ndim else 0
         if (axes == (x.ndim - 1,) and x.dtype in _DOT_SUM and 0 < n <= _DOT_SUM_MAX
                 and x.size and x.flags.c_contiguous):
             # the rows' sums as one matrix-vector product with ones, the same way: 1.1
             # against numpy's 3.4 us on 4x32x64 (its reduction machinery per short row)
-            out = np.dot(x.reshape(-1, n), _DOT_SUM[x.dtype][:n])
+            out = x.reshape(-1, n).dot(_DOT_SUM[x.dtype][:n])
             return out.reshape(x.shape[:-1] + ((1,) if keepdim else ()))
         if x.dtype in _LOW_SET:
             # add up in float32, as PyTorch does: numpy sums bfloat16 element by element

@@ -6,7 +6,7 @@ import math
 
 from .. import layout
 from ..amp import cast_inputs
-from ..autograd.function import Function
+from ..autograd.function import Function, apply_binary
 from ..autograd.mode import STATE
 from ..dtype import promote_types
 from ..tensor import Tensor
@@ -70,7 +70,8 @@ def _promote_pair(op, a, b):
 def matmul(a, b):
     if not isinstance(a, Tensor):
         raise TypeError(f"matmul: expected a Tensor, got {type(a).__name__}")
-    b = as_tensor_like(b, a, a.dtype)
+    if b.__class__ is not Tensor:
+        b = as_tensor_like(b, a, a.dtype)
     na, nb = len(a.shape), len(b.shape)  # (the ndim property, read once)
     if na == 0 or nb == 0:
         raise ValueError(f"matmul: both operands need at least 1 dim, got shapes {a.shape} "
@@ -93,7 +94,7 @@ def matmul(a, b):
         return MatMul.apply(a, b.unsqueeze(1)).squeeze(-1)
     if na > 2 and nb > 2:  # (a matrix broadcasts against any batch)
         layout.broadcast_shapes(a.shape[:-2], b.shape[:-2], op="matmul (batch dims)")
-    return MatMul.apply(a, b)
+    return apply_binary(MatMul, a, b)
 
 
 def bmm(a, b):

@@ -48,9 +48,10 @@ def _keep_shape(shape, dims):
 def _unreduced_strides(g, shape, dims) -> tuple:
     """Strides that show ``g`` (a reduction over ``dims`` of a tensor of ``shape``, the
     dims kept or not) over ``shape``: 0 along the reduced dims."""
-    if not g.ndim:  # a full reduction to 0-d: the common case (loss.sum())
+    ndim = len(g.shape)
+    if not ndim:  # a full reduction to 0-d: the common case (loss.sum())
         return (0,) * len(shape)
-    kept = g.ndim == len(shape)
+    kept = ndim == len(shape)
     strides, j, gs = [], 0, g.strides
     for d in range(len(shape)):
         if d in dims:
