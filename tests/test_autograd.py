@@ -253,6 +253,11 @@ def test_custom_function_with_a_wrong_gradient_shape_is_named():
                                            r"shape \(3,\) for input 0, but that input "
                                            r"\(made by Mul\) has shape \(2, 3\)"):
         BadSum.apply(x * 2.0).sum().backward()
+    # the check runs for the Functions users write; Haelixe's own ops skip it on every
+    # node (their gradients are tested against PyTorch's)
+    assert BadSum.checks_gradients
+    assert not type((x * 2.0).grad_fn).checks_gradients
+    assert not type(x.sum().grad_fn).checks_gradients
 
 
 # -- second derivatives --------------------------------------------------------------------

@@ -100,13 +100,11 @@ def run_backward(roots, grads, retain_graph=False, create_graph=False, capture=N
                                      for gi in in_grads)
             if _observers:
                 _notify("finish", node, in_grads)
+            if node.checks_gradients:
+                _check_shapes(node, in_grads)
             for nxt, gi in zip(node.next, in_grads):
                 if nxt is None:
                     continue
-                if gi is not None:
-                    meta = nxt.meta
-                    if meta is not None and gi.shape != meta[0]:
-                        _wrong_shape(node, nxt, gi)
                 prev = pending.get(nxt, _ABSENT)
                 if prev is _ABSENT:
                     # first reached: it waits on the heap (one reached by None gradients
@@ -172,13 +170,17 @@ def _notify(event, node, grads):
         fn(event, node, norms)
 
 
-def _wrong_shape(node, nxt, gi):
-    # Caught here, a bad backward (a custom Function's, say) names itself; let through,
-    # it would broadcast silently in the next node or fail there under another name.
-    i = next(k for k, n in enumerate(node.next) if n is nxt)
-    raise RuntimeError(f"backward of {node.name} returned a gradient of shape {gi.shape} "
-                       f"for input {i}, but that input (made by {nxt.name}) has shape "
-                       f"{nxt.meta[0]}")
+def _check_shapes(node, in_grads):
+    """Every gradient a custom Function's backward returned has its input's shape.
+    Caught here, a bad backward names itself; let through, it would broadcast silently in
+    the next node or fail there under another name."""
+    for i, (nxt, gi) in enumerate(zip(node.next, in_grads)):
+        if nxt is not None and gi is not None:
+            meta = nxt.meta
+            if meta is not None and gi.shape != meta[0]:
+                raise RuntimeError(
+                    f"backward of {node.name} returned a gradient of shape {gi.shape} for "
+                    f"input {i}, but that input (made by {nxt.name}) has shape {meta[0]}")
 
 
 def _backward_checked(node, g):

@@ -56,6 +56,7 @@ class Node:
 
     __slots__ = ()
     is_accumulate = False
+    checks_gradients = False
     retain = None  # retain_grad's keeper (Functions only), run after the hooks
     meta = None  # a Function's output (shape, dtype, device); None for a leaf's sink
 
@@ -118,6 +119,15 @@ class Function(Node):
     #: True where forward keeps nothing sizeable but its saved tensors (shapes, numbers,
     #: dims): release then drops the saved tensors alone and leaves the small fields
     small_state = False
+    #: whether the engine checks the shapes of the gradients backward returns: for the
+    #: Functions a user writes (set per subclass below); Haelixe's own ops are tested
+    #: against PyTorch's gradients instead, and skip the check on every node
+    checks_gradients = True
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if "checks_gradients" not in cls.__dict__:
+            cls.checks_gradients = not cls.__module__.startswith("haelixe.")
 
     # Per-node state starts as these class-level defaults, so making a node runs no
     # __init__ (every op makes one, recorded or not); assignments land in the instance.
