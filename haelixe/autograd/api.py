@@ -109,6 +109,7 @@ def register_hook(t, fn):
     if node.hooks is None:
         node.hooks = []
     node.hooks.append(fn)
+    node.watch = True
     return RemovableHandle(node.hooks, fn)
 
 
@@ -130,6 +131,7 @@ def retain_grad(t) -> None:
             owner.grad = g.detach() if owner.grad is None else owner.grad + g.detach()
 
     t.grad_fn.retain = keep
+    t.grad_fn.watch = True
 
 
 # -- the Tensor methods autograd provides -------------------------------------------------

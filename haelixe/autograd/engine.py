@@ -64,14 +64,14 @@ def run_backward(roots, grads, retain_graph=False, create_graph=False, capture=N
                     owned.pop(id(g), None)
                 if isinstance(g, PartialGrad):
                     g = g.dense()
-            if watched or node.hooks or node.retain is not None:
+            if watched or node.watch:  # (hooks, retain_grad)
                 g = _before_node(node, g, capture)
             if node.is_accumulate:
                 if g is not None and accumulate:
                     leaf = node._leaf()
                     if leaf is not None:
                         accumulate_into_leaf(leaf, g, create_graph)
-                if _observers:
+                if watched and _observers:
                     _notify("finish", node, (g,))
                 continue
             if g is None:
@@ -98,7 +98,7 @@ def run_backward(roots, grads, retain_graph=False, create_graph=False, capture=N
                 if watched:  # what watches a gradient sees a tensor
                     in_grads = tuple(gi.dense() if isinstance(gi, PartialGrad) else gi
                                      for gi in in_grads)
-            if _observers:
+            if watched and _observers:
                 _notify("finish", node, in_grads)
             if node.checks_gradients:
                 _check_shapes(node, in_grads)

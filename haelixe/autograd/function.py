@@ -57,6 +57,9 @@ class Node:
     __slots__ = ()
     is_accumulate = False
     checks_gradients = False
+    #: True once a hook or retain_grad is on the node: the engine's one read per node
+    #: for both (set by register_hook and retain_grad, never cleared)
+    watch = False
     retain = None  # retain_grad's keeper (Functions only), run after the hooks
     meta = None  # a Function's output (shape, dtype, device); None for a leaf's sink
 
@@ -72,13 +75,14 @@ class AccumulateGrad(Node):
     can still be freed; its gradient is then dropped, as in PyTorch.
     """
 
-    __slots__ = ("_leaf", "hooks", "next", "_home", "seq", "__weakref__")
+    __slots__ = ("_leaf", "hooks", "next", "_home", "seq", "watch", "__weakref__")
     is_accumulate = True
 
     def __init__(self, leaf):
         self._leaf = weakref.ref(leaf)
         self.seq = next_seq()
         self.hooks = None
+        self.watch = False
         self.next = ()
         self._home = None
 
