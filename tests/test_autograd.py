@@ -763,3 +763,66 @@ def test_the_sum_of_an_empty_tensor_has_a_gradient(device):
     y = hx.tensor(np.ones((4, 5), np.float32), device=dev, requires_grad=True)
     y[0:0].sum().backward()
     assert_close(y.grad.cpu(), np.zeros((4, 5)))
+
+
+# -- raw first-order gradients (Function.raw_backward) ---------------------------------------
+
+def _raw_graph(lib, xs):
+    """A graph where raw gradients meet every other kind: summed with each other and with
+    a slice's partial gradient, into a node without raw_backward (Sum's view), shared
+    by two leaves (an add), into leaves, through matmul and softmax."""
+    x, w, u, v = xs
+    y = x.exp()
+    a = y * 2.0 + y / 3.0           # two raw gradients for y
+    b = y[:, 1:] * y[:, 1:]         # slices: partial gradients for y
+    c = (y @ w).softmax(-1)         # matmul and softmax
+    d = u + v                       # one gradient for two leaves
+    return a.sum() + b.sum() + (c * c).sum() + (d * y[:, :2].sum()).sum()
+
+
+def test_raw_gradients_give_pytorchs_gradients_and_own_buffers():
+    torch = pytest.importorskip("torch")
+    g = rng(3)
+    arrays = [g.standard_normal((3, 4)), g.standard_normal((4, 5)),
+              g.standard_normal((3, 2)), g.standard_normal((3, 2))]
+    ours = [hx.tensor(a).requires_grad_() for a in arrays]
+    theirs = [torch.tensor(a, requires_grad=True) for a in arrays]
+    for _ in range(2):  # the second backward accumulates in place
+        _raw_graph(hx, ours).backward()
+        _raw_graph(torch, theirs).backward()
+    for t, r in zip(ours, theirs):
+        assert_close(t.grad, r.grad.numpy(), rtol=1e-12, atol=1e-12)
+    # u and v got one raw gradient: each .grad is a buffer of its own
+    u, v = ours[2], ours[3]
+    u.grad.mul_(0.0)
+    assert np.abs(v.grad.numpy()).sum() > 0
+
+
+def test_raw_gradients_reach_hooks_retain_grad_and_observers_as_tensors():
+    x = randn(3, 4)
+    w = randn(4, 5, seed=1)
+    h = x * 2.0
+    y = h @ w
+    seen = []
+    h.register_hook(lambda g: seen.append(type(g)))
+    x.register_hook(lambda g: seen.append(type(g)))
+    y.retain_grad()
+    h.retain_grad()
+    y.softmax(-1).sum().backward()
+    assert seen == [hx.Tensor, hx.Tensor]
+    assert isinstance(y.grad, hx.Tensor) and isinstance(h.grad, hx.Tensor)
+    assert_close(h.grad, y.grad.numpy() @ w.detach().numpy().T, rtol=1e-12, atol=1e-12)
+    assert_close(x.grad, 2 * h.grad.numpy(), rtol=1e-12, atol=1e-12)
+    norms = []
+    remove = hx.autograd.add_backward_observer(
+        lambda ev, node, ns: norms.extend(ns) if ev == "finish" else None)
+    try:
+        ((x * 2.0) @ w).softmax(-1).sum().backward()
+    finally:
+        remove()
+    # one norm per edge that carried a gradient: Sum 1, Softmax 1, MatMul 2, Mul 1, and
+    # the two leaves (a raw gradient reaching an observer would have no norm)
+    assert sum(isinstance(n, float) for n in norms) == 7
+    (gx,) = hx.autograd.grad((x * 3.0).exp().sum(), [x])  # autograd.grad's capture
+    assert isinstance(gx, hx.Tensor)
+    assert_close(gx, 3 * np.exp(3 * x.detach().numpy()), rtol=1e-12)

@@ -12,7 +12,13 @@ from __future__ import annotations
 from heapq import heapify, heappop, heappush
 
 from ..tensor import Tensor
-from .function import AccumulateGrad, PartialGrad, _check_finite, freed_graph_error
+from .function import (
+    AccumulateGrad,
+    PartialGrad,
+    _check_finite,
+    freed_graph_error,
+    wrap_grads,
+)
 from .mode import STATE
 
 # Callbacks told about each node as backward starts and finishes it (the graph widget's
@@ -59,12 +65,17 @@ def run_backward(roots, grads, retain_graph=False, create_graph=False, capture=N
         while heap:
             node = heappop(heap)[1]
             g = pending.pop(node)
+            raw = False  # g is a raw array (a raw_backward's), not a tensor
             if g.__class__ is not Tensor and g is not None:
                 if owned:
                     owned.pop(id(g), None)
                 if isinstance(g, PartialGrad):
                     g = g.dense()
-            if watched or node.watch:  # (hooks, retain_grad)
+                else:
+                    raw = True
+            if watched or node.watch:  # (hooks, retain_grad: they see a tensor)
+                if raw:
+                    g, raw = Tensor._wrap(g), False
                 g = _before_node(node, g, capture)
             if node.is_accumulate:
                 if g is not None and accumulate:
@@ -86,8 +97,11 @@ def run_backward(roots, grads, retain_graph=False, create_graph=False, capture=N
                         f"from elementary ops to take higher derivatives.")
                 if watched and STATE.anomaly:
                     in_grads = _backward_checked(node, g)
+                elif node.raw_backward is not None and not create_graph:
+                    # first order, on raw arrays: no tensor for a gradient passed on
+                    in_grads = node.raw_backward(node, g if raw else g._data)
                 else:
-                    in_grads = node.backward(node, g)
+                    in_grads = node.backward(node, Tensor._wrap(g) if raw else g)
                     if in_grads.__class__ is not tuple:
                         in_grads = (in_grads,)
                 if not retain_graph:
@@ -97,7 +111,7 @@ def run_backward(roots, grads, retain_graph=False, create_graph=False, capture=N
                         node.release()
                 if watched:  # what watches a gradient sees a tensor
                     in_grads = tuple(gi.dense() if isinstance(gi, PartialGrad) else gi
-                                     for gi in in_grads)
+                                     for gi in wrap_grads(in_grads))
             if watched and _observers:
                 _notify("finish", node, in_grads)
             if node.checks_gradients:
@@ -123,6 +137,10 @@ def _sum(prev, gi, owned):
     gradients the engine made itself (held there, so an id is never reused while
     listed): only those are written in place; a partial gradient adds into one."""
     partial_prev, partial_gi = isinstance(prev, PartialGrad), isinstance(gi, PartialGrad)
+    if prev.__class__ is not Tensor and not partial_prev:  # raw arrays: as tensors here
+        prev = Tensor._wrap(prev)
+    if gi.__class__ is not Tensor and not partial_gi:
+        gi = Tensor._wrap(gi)
     if not partial_prev and not partial_gi:
         out = prev + gi
     else:
@@ -210,9 +228,20 @@ def _backward_checked(node, g):
 
 
 def accumulate_into_leaf(leaf, g, create_graph):
+    """Add ``g`` (a tensor, or a raw array: the engine's first-order gradients) into
+    ``leaf.grad``: in place where it has the gradient's shape, dtype and device."""
     grad = leaf.grad
-    if grad is None or create_graph or g.shape != grad.shape or g.dtype is not grad.dtype \
-            or g.device is not grad.device:
+    if g.__class__ is Tensor:
+        gd = g._data
+        fits = grad is not None and not create_graph and g.shape == grad.shape and \
+            g.dtype is grad.dtype and g.device is grad.device
+    else:
+        gd = g
+        fits = grad is not None and not create_graph and gd.shape == grad.shape and \
+            gd.__class__ is grad._data.__class__ and gd.dtype == grad._data.dtype
+    if not fits:
+        if g.__class__ is not Tensor:
+            g = Tensor._wrap(g)
         if g.shape != leaf.shape:
             g = g.sum_to(leaf.shape)
         if g.dtype is not leaf.dtype:
@@ -239,8 +268,9 @@ def accumulate_into_leaf(leaf, g, create_graph):
         if create_graph:
             leaf.grad = grad + g
             return
+        gd = g._data
     # in place: one kernel reading and writing .grad, no temporary
-    grad._be.add_into(grad._data, g._data)
+    grad._be.add_into(grad._data, gd)
     grad._storage.version += 1
 
 

@@ -123,6 +123,13 @@ class Function(Node):
     #: True where forward keeps nothing sizeable but its saved tensors (shapes, numbers,
     #: dims): release then drops the saved tensors alone and leaves the small fields
     small_state = False
+    #: A first-order backward on raw arrays, where the op has one: ``raw_backward(ctx,
+    #: gd)`` takes the gradient's raw array (the output's shape and dtype) and returns,
+    #: per input, a raw array, a Tensor, a PartialGrad or None. The engine passes raw
+    #: gradients from node to node with it: no tensor is made for a gradient that only
+    #: goes on to another such node or into a leaf's ``.grad``. backward's first-order
+    #: branch is then ``wrap_grads(raw_backward(...))``: one formula.
+    raw_backward = None
     #: whether the engine checks the shapes of the gradients backward returns: for the
     #: Functions a user writes (set per subclass below); Haelixe's own ops are tested
     #: against PyTorch's gradients instead, and skip the check on every node
@@ -270,6 +277,12 @@ def apply_unary(cls, x, *params):
                       state)
     raw = cls.forward(SINK, x, *params)
     return raw if raw.__class__ is Tensor else Tensor._wrap(raw)
+
+
+def wrap_grads(grads) -> tuple:
+    """A raw_backward's results as backward returns them: raw arrays made tensors."""
+    return tuple(gi if gi is None or gi.__class__ is Tensor or isinstance(gi, PartialGrad)
+                 else Tensor._wrap(gi) for gi in grads)
 
 
 def apply_binary(cls, a, b):

@@ -6,7 +6,7 @@ import math
 
 from .. import layout
 from ..amp import cast_inputs
-from ..autograd.function import Function, apply_binary
+from ..autograd.function import Function, apply_binary, wrap_grads
 from ..autograd.mode import STATE
 from ..dtype import promote_types
 from ..tensor import Tensor
@@ -26,28 +26,34 @@ class MatMul(Function):
         return a._be.matmul(a._data, b._data)
 
     @staticmethod
-    def backward(ctx, g):
+    def raw_backward(ctx, gd):
+        # first order (the gradient needs no graph of its own): the backend's kernel on
+        # the raw arrays, as the registry's elementwise gradients run; the checks and
+        # promotions of matmul() were done by the forward
         a, b = ctx.saved_tensors
         na, nb = ctx.next
+        be = b._be
+        ga = None
+        if na is not None:
+            ga = be.matmul(gd, be.mT(b._data))
+            if ga.shape != a.shape:  # (a broadcast batch: summed back)
+                ga = Tensor._wrap(ga).sum_to(a.shape)
+        if nb is None:
+            return ga, None
+        if len(b.shape) == 2 and len(a.shape) > 2:
+            # a matrix shared by a batch: the batch folds into the product's inner dim
+            # (one matmul, no per-batch products to sum afterwards)
+            (k, n), rows = b.shape, math.prod(a.shape[:-1])
+            return ga, be.matmul(be.mT(be.reshape(a._data, (rows, k))),
+                                 be.reshape(gd, (rows, n)))
+        return ga, Tensor._wrap(be.matmul(be.mT(a._data), gd)).sum_to(b.shape)
+
+    @staticmethod
+    def backward(ctx, g):
         if not STATE.grad_enabled:
-            # first order (the gradient needs no graph of its own): the backend's kernel
-            # on the raw arrays, as the registry's elementwise gradients run; the checks
-            # and promotions of matmul() were done by the forward
-            be, gd, wrap = g._be, g._data, Tensor._wrap
-            ga = None
-            if na is not None:
-                ga = wrap(be.matmul(gd, be.mT(b._data)))
-                if ga.shape != a.shape:  # (a broadcast batch: summed back)
-                    ga = ga.sum_to(a.shape)
-            if nb is None:
-                return ga, None
-            if len(b.shape) == 2 and len(a.shape) > 2:
-                # a matrix shared by a batch: the batch folds into the product's inner
-                # dim (one matmul, no per-batch products to sum afterwards)
-                (k, n), rows = b.shape, math.prod(a.shape[:-1])
-                return ga, wrap(be.matmul(be.mT(be.reshape(a._data, (rows, k))),
-                                          be.reshape(gd, (rows, n))))
-            return ga, wrap(be.matmul(be.mT(a._data), gd)).sum_to(b.shape)
+            return wrap_grads(MatMul.raw_backward(ctx, g._data))
+        a, b = ctx.saved_tensors
+        na, nb = ctx.next
         ga = matmul(g, b.mT).sum_to(a.shape) if na is not None else None
         gb = matmul(a.mT, g).sum_to(b.shape) if nb is not None else None
         return ga, gb

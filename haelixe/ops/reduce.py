@@ -12,7 +12,7 @@ from collections import namedtuple
 
 from .. import layout
 from ..amp import cast_inputs
-from ..autograd.function import SINK, Function, apply_unary
+from ..autograd.function import SINK, Function, apply_unary, wrap_grads
 from ..autograd.mode import STATE
 from ..backends.base import Kernel
 from ..dtype import bool_, float32, int64
@@ -257,10 +257,15 @@ class Softmax(Function):
         return (x._be.log_softmax if cls.log else x._be.softmax)(x._data, dim)
 
     @staticmethod
-    def backward(ctx, g):
+    def raw_backward(ctx, gd):  # first order: the backend's one kernel on raw arrays
         (y,) = ctx.saved_tensors
-        if not STATE.grad_enabled:  # first order: the backend's one kernel on raw arrays
-            return Tensor._wrap(y._be.softmax_backward(y._data, g._data, ctx.dim, ctx.log)), None
+        return y._be.softmax_backward(y._data, gd, ctx.dim, ctx.log), None
+
+    @staticmethod
+    def backward(ctx, g):
+        if not STATE.grad_enabled:
+            return wrap_grads(Softmax.raw_backward(ctx, g._data))
+        (y,) = ctx.saved_tensors
         # create_graph: the output with its history (this node), so the gradient has a
         # graph of its own
         y = y._alias()

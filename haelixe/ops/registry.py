@@ -28,7 +28,7 @@ import numbers
 import numpy as np
 
 from .. import layout
-from ..autograd.function import SINK, Function, grad_home, record
+from ..autograd.function import SINK, Function, grad_home, record, wrap_grads
 from ..autograd.mode import STATE
 from ..backends.base import Kernel
 from ..dtype import (
@@ -321,24 +321,24 @@ def _plans(decl, names):
 
 
 def _make_backward(decl, plans):
-    """The op's backward, written out for its plans: a first-order backward runs each
-    gradient kernel straight on raw arrays, with no loop over plans or sources (it runs
-    for every recorded op); create_graph goes to _backward_with_graph."""
-    env = {"STATE": STATE, "wrap": Tensor._wrap, "fit": _fit_gradient}
-    lines = ["def backward(ctx, g):",
+    """The op's backward and raw_backward, written out for its plans: the first-order
+    gradient runs each gradient kernel straight on raw arrays, with no loop over plans or
+    sources (it runs for every recorded op), and returns raw arrays (tensors where a
+    gradient is summed back over broadcast dims or cast); backward wraps them, and sends
+    create_graph to _backward_with_graph."""
+    env = {"wrap": Tensor._wrap, "fit": _fit_gradient}
+    lines = ["def raw_backward(ctx, gd):",
              "    saved = ctx.saved_tensors",
-             "    if STATE.grad_enabled:",
-             "        return ctx._backward_with_graph(ctx, g, saved, ctx.args)",
-             "    nexts = ctx.next",
-             "    dtype = ctx.meta[1]  # the inputs' dtype too, unless in_dtypes says otherwise",
+             "    nexts, meta = ctx.next, ctx.meta",
+             "    dtype = meta[1]  # the inputs' dtype too, unless in_dtypes says otherwise",
              "    plain = ctx.in_shapes is None and ctx.in_dtypes is None  # (no sum_to, no cast)",
-             "    gd, run, np_dt = g._data, g._be.map, dtype.np",
+             "    run, np_dt = meta[2]._be.map, dtype.np",
              "    out = [None] * len(nexts)"]
     for i, kernel, sources in plans:
         lines.append(f"    if nexts[{i}] is not None:")
         if kernel is None:  # g itself, in whatever dtype it came
-            lines.append(f"        out[{i}] = g if plain and g.dtype is dtype else "
-                         f"fit(g, {i}, ctx, dtype)")
+            lines.append(f"        out[{i}] = gd if plain and gd.dtype == np_dt else "
+                         f"fit(wrap(gd), {i}, ctx, dtype)")
             continue
         env[f"kernel{i}"] = kernel
         raws = ["gd"]
@@ -351,13 +351,20 @@ def _make_backward(decl, plans):
                 lines.append(f"        t{n} = saved[{j}]")
                 raws.append(f"(np_dt.type(ctx.args[{k}]) if t{n} is None else t{n}._data)")
         # (map gives the output's dtype: only a mixed node's inputs need a cast)
-        lines.append(f"        gi = wrap(run(kernel{i}, ({', '.join(raws)},), np_dt))")
-        lines.append(f"        out[{i}] = gi if plain else fit(gi, {i}, ctx, dtype)")
+        lines.append(f"        gi = run(kernel{i}, ({', '.join(raws)},), np_dt)")
+        lines.append(f"        out[{i}] = gi if plain else fit(wrap(gi), {i}, ctx, dtype)")
     lines.append("    return tuple(out)")
     exec("\n".join(lines), env)  # noqa: S102 (source built above from the plans only)
-    backward = env["backward"]
+    raw_backward = env["raw_backward"]
+    raw_backward.__qualname__ = f"{decl.label}.raw_backward"
+
+    def backward(ctx, g):
+        if STATE.grad_enabled:
+            return ctx._backward_with_graph(ctx, g, ctx.saved_tensors, ctx.args)
+        return wrap_grads(raw_backward(ctx, g._data))
+
     backward.__qualname__ = f"{decl.label}.backward"
-    return staticmethod(backward)
+    return staticmethod(raw_backward), staticmethod(backward)
 
 
 def _fit_gradient(gi, i, ctx, dtype):
@@ -480,13 +487,14 @@ def _make_function(decl, mixed: bool = False) -> type:
     save_index = tuple(decl.inputs.index(n) for n in names if n != "y")
     make = _make_mixed_forward if mixed else _make_forward
     plans = _plans(decl, names)
+    raw_backward, backward = _make_backward(decl, plans)
     return type(decl.label, (ElementwiseFunction,), {
         "forward": make(decl, save_index),
         "decl": decl, "label": decl.label, "__slots__": (),
         "args": (None,) * (decl.arity + len(decl.params)),  # a node's unless it sets its own
         "saves_output": "y" in names, "differentiable": decl.differentiable,
         "save_index": save_index,
-        "plans": plans, "backward": _make_backward(decl, plans)})
+        "plans": plans, "raw_backward": raw_backward, "backward": backward})
 
 
 # -- fronts: promotion, broadcasting, then the Function -------------------------------------
