@@ -826,3 +826,19 @@ def test_raw_gradients_reach_hooks_retain_grad_and_observers_as_tensors():
     (gx,) = hx.autograd.grad((x * 3.0).exp().sum(), [x])  # autograd.grad's capture
     assert isinstance(gx, hx.Tensor)
     assert_close(gx, 3 * np.exp(3 * x.detach().numpy()), rtol=1e-12)
+
+
+def test_a_subclass_with_its_own_backward_is_not_run_by_its_parents_raw_one():
+    from haelixe.ops.linalg import MatMul
+
+    class HalfGradMatMul(MatMul):
+        @staticmethod
+        def backward(ctx, g):
+            ga, gb = MatMul.backward(ctx, g)
+            return ga * 0.5, gb * 0.5
+
+    assert MatMul.raw_backward is not None and HalfGradMatMul.raw_backward is None
+    a, b = randn(2, 3), randn(3, 4, seed=1)
+    HalfGradMatMul.apply(a, b).sum().backward()
+    assert_close(a.grad, 0.5 * np.ones((2, 4)) @ b.detach().numpy().T, rtol=1e-12)
+    assert_close(b.grad, 0.5 * a.detach().numpy().T @ np.ones((2, 4)), rtol=1e-12)

@@ -139,6 +139,9 @@ class Function(Node):
         super().__init_subclass__(**kwargs)
         if "checks_gradients" not in cls.__dict__:
             cls.checks_gradients = not cls.__module__.startswith("haelixe.")
+        if "backward" in cls.__dict__ and "raw_backward" not in cls.__dict__:
+            # a subclass that writes its own backward is not run by its parent's raw one
+            cls.raw_backward = None
 
     # Per-node state starts as these class-level defaults, so making a node runs no
     # __init__ (every op makes one, recorded or not); assignments land in the instance.
