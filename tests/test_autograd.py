@@ -253,6 +253,14 @@ def test_custom_function_with_a_wrong_gradient_shape_is_named():
                                            r"shape \(3,\) for input 0, but that input "
                                            r"\(made by Mul\) has shape \(2, 3\)"):
         BadSum.apply(x * 2.0).sum().backward()
+    class ArraySum(BadSum):
+        @staticmethod
+        def backward(ctx, g):
+            return np.ones((2, 3))  # an array, not a tensor
+
+    with pytest.raises(TypeError, match=r"backward of ArraySum returned a ndarray, not a "
+                                        r"Tensor, for input 0.*hx.from_numpy"):
+        ArraySum.apply(x * 2.0).sum().backward()
     # the check runs for the Functions users write; Haelixe's own ops skip it on every
     # node (their gradients are tested against PyTorch's)
     assert BadSum.checks_gradients

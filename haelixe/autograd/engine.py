@@ -189,10 +189,16 @@ def _notify(event, node, grads):
 
 
 def _check_shapes(node, in_grads):
-    """Every gradient a custom Function's backward returned has its input's shape.
+    """Every gradient a custom Function's backward returned is a tensor of its input's
+    shape.
     Caught here, a bad backward names itself; let through, it would broadcast silently in
     the next node or fail there under another name."""
     for i, (nxt, gi) in enumerate(zip(node.next, in_grads)):
+        if gi is not None and not isinstance(gi, (Tensor, PartialGrad)):
+            raise TypeError(
+                f"backward of {node.name} returned a {type(gi).__name__}, not a Tensor, for "
+                f"input {i}: a backward returns a Tensor (or None) per forward argument; "
+                f"wrap an array with hx.from_numpy(...)")
         if nxt is not None and gi is not None:
             meta = nxt.meta
             if meta is not None and gi.shape != meta[0]:
