@@ -30,9 +30,8 @@ def _roots(tensors, grad_tensors, op):
                     f"{op}: grad can be implicitly created only for scalar outputs, but the "
                     f"output has shape {t.shape}; pass gradient= (a tensor of that shape), "
                     f"or reduce first (.sum() / .mean())")
-            # a fresh tensor with no history: nothing to detach
             nodes.append(_edge(t))
-            grads.append(Tensor._wrap(t._be.full(t.shape, 1, t.dtype.np)))
+            grads.append(_seed(t))
             continue
         if not isinstance(g, Tensor):
             g = tensor(g, dtype=t.dtype, device=t.device)
@@ -42,6 +41,12 @@ def _roots(tensors, grad_tensors, op):
         nodes.append(_edge(t))
         grads.append(g.detach())
     return nodes, grads
+
+
+def _seed(t) -> Tensor:
+    """The implicit gradient of a one-element output: a fresh one (no history, nothing
+    to detach)."""
+    return Tensor._wrap(t._be.full(t.shape, 1, t.dtype.np))
 
 
 def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, inputs=None):
@@ -139,10 +144,8 @@ def _backward_method(self, gradient=None, retain_graph=None, create_graph=False,
                      inputs=None):
     if gradient is None and inputs is None and not create_graph and self._requires_grad \
             and self.grad_fn is not None and self._data.size == 1:
-        # loss.backward(), every step: the scalar root's gradient of one, made here
-        run_backward((self.grad_fn,), (Tensor._wrap(self._be.full(self.shape, 1,
-                                                                  self.dtype.np)),),
-                     retain_graph=bool(retain_graph))
+        # loss.backward(), every step: straight to the engine
+        run_backward((self.grad_fn,), (_seed(self),), retain_graph=bool(retain_graph))
         return
     backward([self], None if gradient is None else [gradient], retain_graph, create_graph,
              inputs)

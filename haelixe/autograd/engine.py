@@ -95,11 +95,12 @@ def run_backward(roots, grads, retain_graph=False, create_graph=False, capture=N
                         f"{node.name} is a fused kernel with a first derivative only; "
                         f"create_graph=True through it is not supported. Compose the op "
                         f"from elementary ops to take higher derivatives.")
+                raw_backward = None if create_graph else node.raw_backward
                 if watched and STATE.anomaly:
                     in_grads = _backward_checked(node, g)
-                elif node.raw_backward is not None and not create_graph:
+                elif raw_backward is not None:
                     # first order, on raw arrays: no tensor for a gradient passed on
-                    in_grads = node.raw_backward(node, g if raw else g._data)
+                    in_grads = raw_backward(node, g if raw else g._data)
                 else:
                     in_grads = node.backward(node, Tensor._wrap(g) if raw else g)
                     if in_grads.__class__ is not tuple:
