@@ -166,15 +166,31 @@ fn remainder_f32(a: f32, b: f32) -> f32 {
     let r = a - b * floor(a / b);
     return r;
 }
+// Integers divide by magnitudes, in u32: signed / and % of negative operands are left
+// undefined by GLSL, which naga writes for OpenGL adapters (Mesa's llvmpipe takes i32 %
+// as unsigned there), while unsigned division means the same on every target, and
+// |i32 min| = 2^31 fits. A zero divisor gives 0, as numpy (WGSL's a / 0 is a).
+fn abs_u32(x: i32) -> u32 {
+    let u = bitcast<u32>(x);
+    return select(u, 0u - u, x < 0);
+}
 fn floor_divide_i32(a: i32, b: i32) -> i32 {
-    let q = a / b;
-    return select(q, q - 1, (a % b != 0) && ((a < 0) != (b < 0)));
+    let ua = abs_u32(a);
+    let ub = max(abs_u32(b), 1u);
+    let q = ua / ub;
+    let neg = (a < 0) != (b < 0);
+    // a negative quotient rounds down: one more in magnitude when inexact
+    let m = select(q, q + 1u, neg && q * ub != ua);
+    return select(bitcast<i32>(select(m, 0u - m, neg)), 0, b == 0);
 }
 fn remainder_i32(a: i32, b: i32) -> i32 {
-    let r = a % b;
-    return select(r, r + b, (r != 0) && ((r < 0) != (b < 0)));
+    let ua = abs_u32(a);
+    let ub = max(abs_u32(b), 1u);
+    let r = ua - (ua / ub) * ub;
+    // the result takes the divisor's sign: |b| - r from the other side of zero
+    let m = select(r, ub - r, (a < 0) != (b < 0) && r != 0u);
+    return select(bitcast<i32>(select(m, 0u - m, b < 0)), 0, b == 0);
 }
-
 
 // numpy's power: negative bases with integral exponents are defined.
 fn pow_f32(a: f32, b: f32) -> f32 {

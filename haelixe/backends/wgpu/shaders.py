@@ -188,14 +188,26 @@ def prelude(bindings, native_f16: bool = False) -> str:
 
 
 _I64_HELPERS = """fn no_nan_i64(x: i64) -> bool { return false; }
-// a - (a / b) * b, not a % b: one driver (NVIDIA 580, Vulkan) takes % of i64 as unsigned
+// as floor_divide_i32 / remainder_i32 (common.wgsl), in u64: one driver (NVIDIA 580,
+// Vulkan) also takes % of i64 as unsigned
+fn abs_u64(x: i64) -> u64 {
+    let u = bitcast<u64>(x);
+    return select(u, 0lu - u, x < 0li);
+}
 fn floor_divide_i64(a: i64, b: i64) -> i64 {
-    let q = a / b;
-    return select(q, q - 1li, (a - q * b != 0li) && ((a < 0li) != (b < 0li)));
+    let ua = abs_u64(a);
+    let ub = max(abs_u64(b), 1lu);
+    let q = ua / ub;
+    let neg = (a < 0li) != (b < 0li);
+    let m = select(q, q + 1lu, neg && q * ub != ua);
+    return select(bitcast<i64>(select(m, 0lu - m, neg)), 0li, b == 0li);
 }
 fn remainder_i64(a: i64, b: i64) -> i64 {
-    let r = a - (a / b) * b;
-    return select(r, r + b, r != 0li && ((r < 0li) != (b < 0li)));
+    let ua = abs_u64(a);
+    let ub = max(abs_u64(b), 1lu);
+    let r = ua - (ua / ub) * ub;
+    let m = select(r, ub - r, (a < 0li) != (b < 0li) && r != 0lu);
+    return select(bitcast<i64>(select(m, 0lu - m, b < 0li)), 0li, b == 0li);
 }
 fn ipow_i64(a: i64, b: i64) -> i64 {
     if (b < 0li) {
