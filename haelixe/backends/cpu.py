@@ -602,7 +602,21 @@ class CPUBackend(Backend):
 
     # -- optimizers ----------------------------------------------------------------------
     def adamw_step(self, p, g, m, v, lr, beta1, beta2, eps, weight_decay, step):
-        args = (lr, beta1, beta2, eps, weight_decay, 1.0 - beta1 ** step, 1.0 - beta2 ** step)
+        self._adamw(p, g, m, v, lr, beta1, beta2, eps, weight_decay, 1.0 - beta1 ** step,
+                    1.0 - beta2 ** step)
+
+    def adamw_step_capturable(self, p, g, m, v, lr, step, beta1, beta2, eps, weight_decay):
+        # the count and lr read here, on every call (a replay of a captured step runs this
+        # method too); the bias corrections in their dtype, as the generic kernel does,
+        # then the fused pass of adamw_step
+        t = step.dtype.type
+        n = step.reshape(-1)[0]
+        bc1, bc2 = t(1.0) - t(beta1) ** n, t(1.0) - t(beta2) ** n
+        self._adamw(p, g, m, v, float(lr.reshape(-1)[0]), beta1, beta2, eps, weight_decay,
+                    float(bc1), float(bc2))
+
+    def _adamw(self, p, g, m, v, lr, beta1, beta2, eps, weight_decay, bc1, bc2):
+        args = (lr, beta1, beta2, eps, weight_decay, bc1, bc2)
         bufs = (p, g, m, v)
         if p.dtype in _JIT_FLOATS and all(b.dtype == p.dtype for b in bufs):
             kernels().adamw_flat(p, g, m, v, *args)
