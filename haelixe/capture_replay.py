@@ -30,9 +30,11 @@ A replay runs none of the step's Python, so:
   only. Library code that keeps host state in step with the device registers it with
   :func:`on_replay` or :func:`every_call`, as the optimizers do.
 
-Buffers the replay names stay reserved for it (a private pool) until ``release()`` or
-until the captured step is garbage-collected. On a backend without launch overhead to
-save (the CPU) every call simply runs the step.
+On the GPU the buffers the replay names stay reserved for it (a private pool) until
+``release()`` or until the captured step is garbage-collected. On the CPU a replay makes
+the recorded backend calls (numpy's kernels, the fused ones) from one generated function,
+without the Python above them: modules, autograd, the optimizer's bookkeeping (see
+``backends/cpu_graph.py``).
 """
 
 from __future__ import annotations

@@ -16,7 +16,9 @@ from .tensor import Tensor
 
 def _finish(raw_host: np.ndarray, device, requires_grad) -> Tensor:
     device = as_device(device)
-    raw = raw_host if device is CPU else backend_for(device).from_numpy(raw_host)
+    # (on the CPU the same array: through the backend all the same, so that a captured
+    # step sees host data made inside it)
+    raw = backend_for(device).from_numpy(raw_host)
     t = Tensor._wrap(raw)
     if requires_grad:
         t.requires_grad_(True)
@@ -87,7 +89,9 @@ def from_numpy(array: np.ndarray) -> Tensor:
     if not isinstance(array, np.ndarray):
         raise TypeError(f"from_numpy expects a numpy.ndarray, got {type(array).__name__}")
     dt.from_numpy(array.dtype)  # refuses dtypes Haelixe lacks, naming the fix
-    return Tensor._wrap(array)  # (which shares a strided array's buffer: storage_for)
+    # (which shares a strided array's buffer: storage_for; through the backend, which
+    # on the CPU gives the array itself, so that a captured step sees host data)
+    return Tensor._wrap(backend_for(CPU).from_numpy(array))
 
 
 def _shape(size) -> tuple:

@@ -1,9 +1,11 @@
-"""hx.capture's front end on the CPU, where a "replay" runs the step again (numpy kernels
-have no launch cost to save): the same results and the same rules as on the GPU, so one
-script runs on both; the decorator forms, arguments, outputs and signatures."""
+"""hx.capture's front end and its CPU graph: a replay runs the recorded backend calls
+without the Python above them and equals eager mode bit for bit; the decorator forms,
+arguments, outputs and signatures; and, as on the GPU, the steps a replay would get
+wrong are refused naming the call and the fix."""
 
 from __future__ import annotations
 
+import gc
 from collections import namedtuple
 
 import numpy as np
@@ -39,28 +41,35 @@ def _step_fn(model, opt, calls):
     return train_step
 
 
-def test_on_the_cpu_every_call_runs_the_step_and_equals_eager():
+def test_on_the_cpu_a_replay_equals_eager_bit_for_bit():
     def run(captured):
         model, opt = _setup()
         sched = lr_scheduler.CosineAnnealingLR(opt, T_max=5)
         calls = []
         fn = _step_fn(model, opt, calls)
         step = hx.capture(fn) if captured else fn
-        losses = []
+        losses, grads = [], []
         for x, y in _batches():
             losses.append(step(hx.from_numpy(x), hx.from_numpy(y)).item())
+            grads.append([p.grad.numpy().copy() for p in model.parameters()])
             sched.step()
-        return losses, [p.detach().numpy() for p in model.parameters()], calls, opt
+        return losses, grads, [p.detach().numpy() for p in model.parameters()], calls, \
+            step, opt
 
-    (le, pe, ce, oe), (lr_, pr, cr, orr) = run(False), run(True)
-    assert le == lr_
+    (le, ge, pe, ce, _, oe), (lr_, gr, pr, cr, step, orr) = run(False), run(True)
+    assert le == lr_ and len(set(le)) == len(le)
     for a, b in zip(pe, pr):
         np.testing.assert_array_equal(a, b)
-    assert len(cr) == len(ce) == 7  # nothing skipped the step's Python
-    assert orr.step_count == oe.step_count == 7
+    for a, b in zip(ge, gr):  # .grad after a replay holds that replay's gradient
+        for ga, gb in zip(a, b):
+            np.testing.assert_array_equal(ga, gb)
+    # the warm-up call and the two recorded ones ran the Python; four replays did not
+    assert len(ce) == 7 and len(cr) == 3
+    assert step.captured == 1 and step.graph_stats()[0]["dispatches"] > 10
+    assert orr.step_count == oe.step_count == 7  # (host counts kept by the replays)
 
 
-def test_on_the_cpu_the_rules_of_a_capture_still_hold():
+def test_on_the_cpu_an_optimizer_without_capturable_is_refused():
     model, opt = _setup(capturable=False)
     step = hx.capture(_step_fn(model, opt, []))
     x, y = _batches(1)[0]
@@ -146,3 +155,252 @@ def test_index_checks_stay_on_the_host_on_the_cpu():
         be.check_range(idx, -2, 3, -100, IndexError, "bad {value}")
     with pytest.raises(KeyError, match="bad -100"):
         be.check_range(idx, -2, 4, None, KeyError, "bad {value}")
+
+
+# -- the CPU graph: what it refuses, naming the call and the fix ---------------------------
+X = np.ones((4, 8), np.float32)
+Y = np.zeros((4, 4), np.float32)
+
+
+def _mlp(dropout=0.0):
+    hx.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 16), nn.GELU(), nn.Dropout(dropout), nn.Linear(16, 4))
+    return model, AdamW(model.parameters(), lr=1e-2, capturable=True)
+
+
+def _call(fn, *args, times=4, **kwargs):
+    step = hx.capture(fn, **kwargs)
+    for _ in range(times):
+        step(*args)
+    return step
+
+
+def _train_step(model, opt, extra=None):
+    def train_step(x, y):
+        opt.zero_grad()
+        loss = F.mse_loss(model(x), y)
+        loss.backward()
+        opt.step()
+        if extra is not None:
+            extra(loss)
+        return loss
+
+    return train_step
+
+
+@pytest.mark.parametrize("read", [lambda t: t.item(), lambda t: t.numpy(),
+                                  lambda t: print(t), lambda t: float(t)],
+                         ids=["item", "numpy", "print", "float"])
+def test_cpu_a_read_back_inside_the_step_is_refused(read):
+    model, opt = _mlp()
+    with pytest.raises(hx.CaptureError, match=r"read-back .* inside a captured step .*"
+                       r"test_capture.py:\d+ in .*loss.item\(\)"):
+        _call(_train_step(model, opt, extra=lambda loss: read(loss.detach())), X, Y)
+
+
+def test_cpu_host_randomness_inside_the_step_is_refused():
+    model, opt = _mlp(dropout=0.5)
+    with pytest.raises(hx.CaptureError, match=r"from_numpy .*dropout.* in train_step\) "
+                       r"turned other host data into a tensor.*randomness"):
+        _call(_train_step(model, opt), X, Y)
+
+
+def test_cpu_a_changing_python_number_is_refused():
+    scale = [1.0]
+    w = hx.randn(8, 4)
+
+    def f(x):
+        scale[0] *= 2
+        return (x @ w * scale[0]).sum()
+
+    with pytest.raises(hx.CaptureError, match=r"capture: mul \(backend call #\d+, .*in f\) "
+                       r"got other values on two calls: its argument 1 was np.float32\(4.0\) "
+                       r"and then np.float32\(8.0\)"):
+        _call(f, X)
+
+
+def test_cpu_data_read_through_a_closure_is_refused():
+    w = hx.randn(8, 4)
+    box = {}
+
+    def f(y):
+        return ((box["x"] @ w) - y).abs().sum()
+
+    step = hx.capture(f)
+    with pytest.raises(hx.CaptureError, match=r"(different tensor created outside the "
+                       r"function|freed since the capture).*as an argument"):
+        for i in range(5):
+            box["x"] = hx.from_numpy(X + i)
+            step(Y)
+
+
+def test_cpu_state_replaced_instead_of_updated_is_refused():
+    state = {"h": hx.zeros(4, 8)}
+
+    def f(x):
+        state["h"] = state["h"] * 0.5 + x
+        return state["h"].sum()
+
+    with pytest.raises(hx.CaptureError, match=r"reads a tensor the previous call created.*"
+                       r"in place"):
+        _call(f, X)
+
+
+def test_cpu_state_updated_in_place_replays():
+    state = hx.zeros(4, 8)
+
+    def f(x):
+        state.mul_(0.5).add_(x)
+        return state.sum()
+
+    step = hx.capture(f)
+    h = np.zeros((4, 8), np.float32)
+    for i in range(6):
+        got = step(X * i).item()
+        h = h * np.float32(0.5) + X * i
+        assert got == float(h.sum())
+        np.testing.assert_array_equal(state.numpy(), h)
+    assert step.captured == 1
+
+
+def test_cpu_host_data_made_inside_the_step_is_refused_when_it_changes():
+    host = [np.zeros(3, np.float32)]
+
+    def f(x):
+        host[0] = host[0] + 1
+        return (x - hx.from_numpy(host[0])).sum()
+
+    with pytest.raises(hx.CaptureError, match=r"from_numpy .*other host data into a tensor"):
+        _call(f, np.ones(3, np.float32))
+
+
+def test_cpu_a_constant_made_inside_the_step_is_baked_and_fresh_every_replay():
+    def f(x):
+        c = hx.tensor([1.0, 2.0, 3.0])
+        c.mul_(2.0)  # written in place: the next replay must start from the constant again
+        return (x * c).sum()
+
+    step = hx.capture(f)
+    for i in range(5):
+        assert step(np.full(3, float(i), np.float32)).item() == 12.0 * i
+    assert step.captured == 1
+
+
+def test_cpu_outputs_are_rewritten_by_the_next_replay():
+    w = hx.randn(8, 4)
+    step = _call(lambda x: x @ w, X)
+    first = step(X)
+    kept = first.clone()
+    second = step(2 * X)
+    np.testing.assert_array_equal(second.numpy(), (2 * X) @ w.numpy())
+    np.testing.assert_array_equal(first.numpy(), second.numpy())  # the same buffer
+    np.testing.assert_array_equal(kept.numpy(), X @ w.numpy())
+
+
+def test_cpu_nested_captures_are_refused():
+    w = hx.randn(8, 4)
+    inner = hx.capture(lambda x: (x @ w).sum())
+    with pytest.raises(hx.CaptureError, match="inside another captured function"):
+        _call(lambda x: inner(x) * 2.0, X)
+
+
+def test_cpu_a_freed_outside_tensor_stops_the_replay():
+    w = [hx.randn(8, 4)]
+
+    def f(x):
+        return (x @ w[0]).sum()
+
+    step = _call(f, X)
+    w[0] = hx.randn(8, 4)  # the one the replay reads dies
+    gc.collect()
+    with pytest.raises(hx.CaptureError, match=r"freed since the capture \(first read by "
+                                              r"matmul"):
+        step(X)
+    step.release()
+    assert step(X).item() == pytest.approx(float((X @ w[0].numpy()).sum()), rel=1e-6)
+
+
+def test_cpu_a_step_whose_work_changes_is_refused():
+    w = hx.randn(8, 4)
+    n = [0]
+
+    def f(x):
+        n[0] += 1
+        y = x @ w
+        return y.exp().sum() if n[0] % 2 else y.sum()
+
+    with pytest.raises(hx.CaptureError, match=r"two calls of the step launched different "
+                       r"work.*warmup="):
+        _call(f, X)
+
+
+# -- a language-model step: embedding, cross-entropy, index checks --------------------------
+VOCAB, DIM = 11, 8
+
+
+def _lm_step():
+    hx.manual_seed(0)
+    emb, head = nn.Embedding(VOCAB, DIM), nn.Linear(DIM, VOCAB)
+    params = [*emb.parameters(), *head.parameters()]
+    opt = AdamW(params, lr=1e-2, capturable=True)
+
+    def train_step(x, y):
+        opt.zero_grad(set_to_none=False)
+        logits = head(emb(x).tanh())
+        loss = F.cross_entropy(logits.reshape(-1, VOCAB), y.reshape(-1))
+        loss.backward()
+        opt.step()
+        return loss
+
+    return train_step, params
+
+
+def _lm_batches(n, seed=0):
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(n):
+        x = rng.integers(-VOCAB, VOCAB, (3, 5))  # repeated rows, negative indices
+        y = rng.integers(0, VOCAB, (3, 5))
+        y[0, :2] = -100  # ignore_index
+        out.append((x, y))
+    return out
+
+
+def test_cpu_an_embedding_and_cross_entropy_step_replays_bit_for_bit():
+    runs = []
+    for captured in (False, True):
+        fn, params = _lm_step()
+        step = hx.capture(fn) if captured else fn
+        losses = []
+        for x, y in _lm_batches(7):
+            args = (x, y) if captured else (hx.from_numpy(x), hx.from_numpy(y))
+            losses.append(step(*args).item())
+        runs.append((losses, [p.detach().numpy() for p in params]))
+        if captured:
+            assert step.captured == 1
+    assert runs[0][0] == runs[1][0]
+    for a, b in zip(runs[0][1], runs[1][1]):
+        np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("bad", ["index", "target"])
+def test_cpu_a_bad_index_in_a_replay_raises_at_once(bad):
+    fn, params = _lm_step()
+    step = hx.capture(fn)
+    batches = _lm_batches(5)
+    for x, y in batches[:4]:
+        step(x, y).item()
+    assert step.captured == 1
+    before = [p.detach().numpy().copy() for p in params]
+    x, y = (a.copy() for a in batches[4])
+    if bad == "index":
+        x[2, 3] = VOCAB  # one past the embedding's rows
+        msg = rf"index {VOCAB} is out of bounds for dim 0 of size {VOCAB}"
+    else:
+        y[1, 0] = -1  # neither a class nor ignore_index
+        msg = rf"cross_entropy: target -1 is out of bounds for {VOCAB} classes"
+    with pytest.raises(IndexError, match=msg):
+        step(x, y)
+    for a, p in zip(before, params):  # raised before the optimizer's update
+        np.testing.assert_array_equal(a, p.detach().numpy())
+    assert np.isfinite(step(*batches[0]).item())

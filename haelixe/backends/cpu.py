@@ -19,6 +19,7 @@ from ..device import CPU
 from ..storage import Storage
 from . import threads
 from .base import K_ADD, Backend, Kernel
+from .cpu_graph import CpuGraph, recording_here
 
 
 def _keep_freed_memory() -> None:
@@ -599,6 +600,24 @@ class CPUBackend(Backend):
         from .cpu_attention import attention_backward
 
         return attention_backward(q, k, v, out, lse, gout, causal, scale, mask, saved)
+
+    # -- capture (hx.capture) -------------------------------------------------------------
+    def new_graph(self):
+        """A recorder and replayer of one captured step's backend calls (hx.capture; see
+        cpu_graph.py)."""
+        return CpuGraph(self)
+
+    def _direct_of(self, kernel):
+        """``direct.get(kernel)`` as it will be once the kernel is compiled (a captured
+        step's two recordings must take the same path through the op)."""
+        if "cpu" not in kernel.compiled:
+            _compile(kernel)
+        return _DIRECT.get(kernel)
+
+    def checks_on_device(self) -> bool:
+        # while a step is captured on this thread, index checks are backend calls (which
+        # its replays make again), not reads of the indices by the op's Python
+        return recording_here()
 
     # -- optimizers ----------------------------------------------------------------------
     def adamw_step(self, p, g, m, v, lr, beta1, beta2, eps, weight_decay, step):

@@ -17,8 +17,8 @@ call of a step and replays them later without running its Python.
 - ``release()``: give back everything the graph keeps; ``stats``: what a replay holds.
 
 :class:`EagerGraph` is the default: it records nothing and "replays" by running the step
-again. That is what the CPU uses: numpy kernels carry no launch cost to save, and a
-replay of the Python-level calls would save little more than the Python it skips.
+again. The GPU's graph (``wgpu/graph.py``) replays its kernel launches in one submit; the
+CPU's (``cpu_graph.py``) replays its backend calls without the Python above them.
 """
 
 from __future__ import annotations
