@@ -11,9 +11,9 @@ docstring of a fixed list of standard-library modules, so nothing is downloaded.
 
 Prints the uniform-guess loss ln(vocab), the train and validation loss, the time to the
 first step and the steps/s after it, and a sample drawn with temperature and top-k;
-with --json the last line is one JSON object. On the GPU (--device gpu) the training
-step is captured after its first call and replayed (hx.capture): the same results, bit
-for bit, without the step's Python.
+with --json the last line is one JSON object. The training step is captured after its
+first call and replayed (hx.capture), on the CPU and on the GPU (--device gpu): the same
+results, bit for bit, without the step's Python.
 """
 
 from __future__ import annotations
@@ -218,10 +218,10 @@ def build(vocab_size: int, cfg: Config, device="cpu", seed: int = 0):
     hx.manual_seed(seed)."""
     hx.manual_seed(seed)
     model = CharLM.from_config(vocab_size, cfg).to(device)
-    # on the GPU the optimizer keeps its learning rate and step counts on the device, so
-    # that train() can capture the step (hx.capture)
+    # the optimizer keeps its learning rate and step counts in tensors, so that train()
+    # can capture the step (hx.capture)
     opt = AdamW(param_groups(model, cfg.weight_decay), lr=cfg.lr, betas=cfg.betas,
-                capturable=hx.device(device).type == "gpu")
+                capturable=True)
     return model, opt, warmup_cosine(opt, cfg)
 
 
@@ -250,27 +250,22 @@ def train_step(model, opt, sched, x: np.ndarray, y: np.ndarray, grad_clip: float
 
 
 class StepRunner:
-    """``runner(x, y)``: train_step on host batches, the way train() runs it. On the GPU
-    the step is captured after its first call and replayed (hx.capture), as the
-    denoiser's: its kernels run without its Python, one submit a step, and the index
-    checks of the embedding and of cross_entropy run on the device."""
+    """``runner(x, y)``: train_step on host batches, the way train() runs it: the step is
+    captured after its first call and replayed (hx.capture), as the denoiser's: its
+    backend calls run without its Python (on the GPU, one submit a step), and the index
+    checks of the embedding and of cross_entropy are among them."""
 
     def __init__(self, model, opt, sched, grad_clip: float, device="cpu"):
         self.model, self.opt, self.sched, self.grad_clip = model, opt, sched, grad_clip
         self.device = hx.device(device)
         self.python_steps = 0  # steps whose Python ran (a replay runs none)
-        self._captured = hx.capture(self._step, device=self.device) \
-            if self.device.type == "gpu" else None
+        self._captured = hx.capture(self._step, device=self.device)
 
     def _step(self, x, y):
         self.python_steps += 1
         return loss_step(self.model, self.opt, x, y, self.grad_clip)
 
     def __call__(self, x: np.ndarray, y: np.ndarray) -> float:
-        if self._captured is None:
-            self.python_steps += 1
-            return train_step(self.model, self.opt, self.sched, x, y, self.grad_clip,
-                              self.device)
         loss = self._captured(x, y)  # (host batches go into its static inputs)
         self.sched.step()
         return loss.item()

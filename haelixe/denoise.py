@@ -6,9 +6,9 @@ Model: Linear(1, 64) -> TransformerBlock(64, 4) -> RMSNorm(64) -> Linear(64, 1),
 (weight decay 0.01) with the learning rate cosine-annealed from 1e-3 to 5e-5 over the
 epochs. Prints the final train MSE, the held-out MSE, the trivial baselines, the time to
 the first step (model built, kernels compiled or loaded from their cache, one step run)
-and steps/s over the steps after it; with --json the last line is one JSON object. On
-the GPU (--device gpu) the training step is captured after its first call and replayed
-(hx.capture): the same results, bit for bit, without the step's Python.
+and steps/s over the steps after it; with --json the last line is one JSON object. The
+training step is captured after its first call and replayed (hx.capture), on the CPU and
+on the GPU (--device gpu): the same results, bit for bit, without the step's Python.
 """
 
 from __future__ import annotations
@@ -128,12 +128,11 @@ def train(task: str = "random", epochs: int = 100, steps_per_epoch: int = 50,
     model = Denoiser().to(device)
     if dtype == "bf16":
         model.to(hx.bfloat16)
-    # On the GPU the step is captured once and replayed (hx.capture): its kernels run
-    # without its Python, one submit a step (the optimizer keeps its learning rate and
-    # step counts on the device for that: capturable)
-    gpu = hx.device(device).type == "gpu"
+    # The step is captured once and replayed (hx.capture): its backend calls run without
+    # the Python above them (on the GPU, one submit a step); the optimizer keeps its
+    # learning rate and step counts in tensors for that (capturable)
     opt = AdamW(model.parameters(), lr=lr_max, weight_decay=0.01,
-                master_weights=(dtype == "bf16"), capturable=gpu)
+                master_weights=(dtype == "bf16"), capturable=True)
     sched = CosineAnnealing(opt, total=epochs, lr_max=lr_max, lr_min=lr_min)
 
     python_steps = 0  # steps whose Python ran (a replay runs none)
@@ -149,7 +148,7 @@ def train(task: str = "random", epochs: int = 100, steps_per_epoch: int = 50,
         opt.step()
         return loss
 
-    captured = hx.capture(train_step, device=device) if gpu else None
+    captured = hx.capture(train_step, device=device)
     total_steps = epochs * steps_per_epoch
     last_epoch_losses = []
     step = 0
@@ -159,10 +158,7 @@ def train(task: str = "random", epochs: int = 100, steps_per_epoch: int = 50,
             last_epoch_losses = []
             for _ in range(steps_per_epoch):
                 noisy, clean = data.batch()
-                if captured is not None:  # (host batches go into its static inputs)
-                    loss = captured(noisy, clean)
-                else:
-                    loss = train_step(hx.from_numpy(noisy), hx.from_numpy(clean))
+                loss = captured(noisy, clean)  # (host batches go into its static inputs)
                 value = loss.item()
                 last_epoch_losses.append(value)
                 step += 1
@@ -192,8 +188,8 @@ def train(task: str = "random", epochs: int = 100, steps_per_epoch: int = 50,
         "device": str(device),
         "dtype": dtype,
         "parameters": model.num_parameters(),
-        # steps whose Python ran: all on the CPU; on the GPU the warm-up and the two
-        # recorded ones (the rest were replayed)
+        # steps whose Python ran: the warm-up and the two recorded ones (the rest were
+        # replayed)
         "python_steps": python_steps,
         "model": model,
     }

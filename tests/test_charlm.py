@@ -193,18 +193,26 @@ def test_gpu_training_follows_the_cpu(be, corpus):
         assert gpu[key] == pytest.approx(cpu[key], rel=2e-3), key
 
 
-@pytest.mark.gpu
-def test_gpu_training_is_captured_and_replays_what_eager_steps_compute(be, corpus):
+def _replays_what_eager_steps_compute(corpus, device):
     cfg = tiny_config(steps=8)
-    model, opt, sched = charlm.build(corpus.vocab_size, cfg, "gpu", 0)
+    model, opt, sched = charlm.build(corpus.vocab_size, cfg, device, 0)
     rng = np.random.default_rng(0)
     for _ in range(cfg.steps):
         x, y = corpus.batch("train", cfg.batch_size, cfg.context, rng)
-        charlm.train_step(model, opt, sched, x, y, cfg.grad_clip, "gpu")
-    eager = charlm.estimate_loss(model, charlm.eval_batches(corpus, cfg, 0), "gpu")
-    res = charlm.train(steps=cfg.steps, device="gpu", corpus=corpus, sample_chars=0, **TINY)
+        charlm.train_step(model, opt, sched, x, y, cfg.grad_clip, device)
+    eager = charlm.estimate_loss(model, charlm.eval_batches(corpus, cfg, 0), device)
+    res = charlm.train(steps=cfg.steps, device=device, corpus=corpus, sample_chars=0, **TINY)
     assert res["python_steps"] == 3  # a warm-up call and two recorded: 5 replays
     assert (res["train_loss"], res["val_loss"]) == (eager["train"], eager["val"])
+
+
+def test_cpu_training_is_captured_and_replays_what_eager_steps_compute(corpus):
+    _replays_what_eager_steps_compute(corpus, "cpu")
+
+
+@pytest.mark.gpu
+def test_gpu_training_is_captured_and_replays_what_eager_steps_compute(be, corpus):
+    _replays_what_eager_steps_compute(corpus, "gpu")
 
 
 # -- the command line --------------------------------------------------------------------------
