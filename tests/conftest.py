@@ -24,3 +24,16 @@ def be():
         return get_backend()
     except GpuUnavailableError as err:
         pytest.skip(f"no wgpu adapter: {err}")
+
+
+@pytest.fixture
+def one_blas_thread():
+    """BLAS on one thread for the test: the thread policy picks a product's threads from
+    the cores idle at the call, and a split product rounds differently, so two runs
+    compared bit for bit (eager against a replay) must not depend on the machine's load."""
+    import haelixe as hx
+
+    before = hx.get_num_threads()
+    hx.set_num_threads(1)
+    yield
+    hx.set_num_threads(before)

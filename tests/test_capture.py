@@ -41,7 +41,7 @@ def _step_fn(model, opt, calls):
     return train_step
 
 
-def test_on_the_cpu_a_replay_equals_eager_bit_for_bit():
+def test_on_the_cpu_a_replay_equals_eager_bit_for_bit(one_blas_thread):
     def run(captured):
         model, opt = _setup()
         sched = lr_scheduler.CosineAnnealingLR(opt, T_max=5)
@@ -366,7 +366,7 @@ def _lm_batches(n, seed=0):
     return out
 
 
-def test_cpu_an_embedding_and_cross_entropy_step_replays_bit_for_bit():
+def test_cpu_an_embedding_and_cross_entropy_step_replays_bit_for_bit(one_blas_thread):
     runs = []
     for captured in (False, True):
         fn, params = _lm_step()

@@ -206,7 +206,8 @@ def _replays_what_eager_steps_compute(corpus, device):
     assert (res["train_loss"], res["val_loss"]) == (eager["train"], eager["val"])
 
 
-def test_cpu_training_is_captured_and_replays_what_eager_steps_compute(corpus):
+def test_cpu_training_is_captured_and_replays_what_eager_steps_compute(corpus,
+                                                                   one_blas_thread):
     _replays_what_eager_steps_compute(corpus, "cpu")
 
 

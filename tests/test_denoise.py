@@ -89,7 +89,7 @@ def _replays_with_the_eager_losses(device):
     assert len(set(losses)) == len(losses)  # (ten steps that each changed the model)
 
 
-def test_cpu_training_replays_its_step_with_the_eager_losses():
+def test_cpu_training_replays_its_step_with_the_eager_losses(one_blas_thread):
     _replays_with_the_eager_losses("cpu")
 
 
