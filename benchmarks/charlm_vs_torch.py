@@ -14,8 +14,8 @@ rounds, after the first step (whose time is reported apart).
     python benchmarks/charlm_vs_torch.py --tiny --steps 20 --rounds 2   # a check it runs
     python benchmarks/charlm_vs_torch.py --device gpu    # against PyTorch CUDA (TF32 off)
 
-On the GPU Haelixe runs the app's step as ``python -m haelixe.charlm --device gpu`` does
-(captured after its first call and replayed: charlm.StepRunner), PyTorch its eager step;
+Haelixe runs the app's step as ``python -m haelixe.charlm`` does (captured after its first
+call and replayed: charlm.StepRunner), on the CPU and on the GPU; PyTorch its eager step;
 both read the loss every step.
 """
 

@@ -10,6 +10,7 @@ from collections import namedtuple
 
 import numpy as np
 import pytest
+from capture_steps import VOCAB, X, Y, call, lm_batches, lm_step, model_and_opt, train_step
 
 import haelixe as hx
 from haelixe import nn
@@ -158,51 +159,21 @@ def test_index_checks_stay_on_the_host_on_the_cpu():
 
 
 # -- the CPU graph: what it refuses, naming the call and the fix ---------------------------
-X = np.ones((4, 8), np.float32)
-Y = np.zeros((4, 4), np.float32)
-
-
-def _mlp(dropout=0.0):
-    hx.manual_seed(0)
-    model = nn.Sequential(nn.Linear(8, 16), nn.GELU(), nn.Dropout(dropout), nn.Linear(16, 4))
-    return model, AdamW(model.parameters(), lr=1e-2, capturable=True)
-
-
-def _call(fn, *args, times=4, **kwargs):
-    step = hx.capture(fn, **kwargs)
-    for _ in range(times):
-        step(*args)
-    return step
-
-
-def _train_step(model, opt, extra=None):
-    def train_step(x, y):
-        opt.zero_grad()
-        loss = F.mse_loss(model(x), y)
-        loss.backward()
-        opt.step()
-        if extra is not None:
-            extra(loss)
-        return loss
-
-    return train_step
-
-
 @pytest.mark.parametrize("read", [lambda t: t.item(), lambda t: t.numpy(),
                                   lambda t: print(t), lambda t: float(t)],
                          ids=["item", "numpy", "print", "float"])
 def test_cpu_a_read_back_inside_the_step_is_refused(read):
-    model, opt = _mlp()
+    model, opt = model_and_opt()
     with pytest.raises(hx.CaptureError, match=r"read-back .* inside a captured step .*"
                        r"test_capture.py:\d+ in .*loss.item\(\)"):
-        _call(_train_step(model, opt, extra=lambda loss: read(loss.detach())), X, Y)
+        call(train_step(model, opt, extra=lambda loss: read(loss.detach())), X, Y)
 
 
 def test_cpu_host_randomness_inside_the_step_is_refused():
-    model, opt = _mlp(dropout=0.5)
+    model, opt = model_and_opt(dropout=0.5)
     with pytest.raises(hx.CaptureError, match=r"from_numpy .*dropout.* in train_step\) "
                        r"turned other host data into a tensor.*randomness"):
-        _call(_train_step(model, opt), X, Y)
+        call(train_step(model, opt), X, Y)
 
 
 def test_cpu_a_changing_python_number_is_refused():
@@ -216,7 +187,7 @@ def test_cpu_a_changing_python_number_is_refused():
     with pytest.raises(hx.CaptureError, match=r"capture: mul \(backend call #\d+, .*in f\) "
                        r"got other values on two calls: its argument 1 was np.float32\(4.0\) "
                        r"and then np.float32\(8.0\)"):
-        _call(f, X)
+        call(f, X)
 
 
 def test_cpu_data_read_through_a_closure_is_refused():
@@ -243,7 +214,7 @@ def test_cpu_state_replaced_instead_of_updated_is_refused():
 
     with pytest.raises(hx.CaptureError, match=r"reads a tensor the previous call created.*"
                        r"in place"):
-        _call(f, X)
+        call(f, X)
 
 
 def test_cpu_state_updated_in_place_replays():
@@ -271,7 +242,7 @@ def test_cpu_host_data_made_inside_the_step_is_refused_when_it_changes():
         return (x - hx.from_numpy(host[0])).sum()
 
     with pytest.raises(hx.CaptureError, match=r"from_numpy .*other host data into a tensor"):
-        _call(f, np.ones(3, np.float32))
+        call(f, np.ones(3, np.float32))
 
 
 def test_cpu_a_constant_made_inside_the_step_is_baked_and_fresh_every_replay():
@@ -288,7 +259,7 @@ def test_cpu_a_constant_made_inside_the_step_is_baked_and_fresh_every_replay():
 
 def test_cpu_outputs_are_rewritten_by_the_next_replay():
     w = hx.randn(8, 4)
-    step = _call(lambda x: x @ w, X)
+    step = call(lambda x: x @ w, X)
     first = step(X)
     kept = first.clone()
     second = step(2 * X)
@@ -301,7 +272,7 @@ def test_cpu_nested_captures_are_refused():
     w = hx.randn(8, 4)
     inner = hx.capture(lambda x: (x @ w).sum())
     with pytest.raises(hx.CaptureError, match="inside another captured function"):
-        _call(lambda x: inner(x) * 2.0, X)
+        call(lambda x: inner(x) * 2.0, X)
 
 
 def test_cpu_a_freed_outside_tensor_stops_the_replay():
@@ -310,7 +281,7 @@ def test_cpu_a_freed_outside_tensor_stops_the_replay():
     def f(x):
         return (x @ w[0]).sum()
 
-    step = _call(f, X)
+    step = call(f, X)
     w[0] = hx.randn(8, 4)  # the one the replay reads dies
     gc.collect()
     with pytest.raises(hx.CaptureError, match=r"freed since the capture \(first read by "
@@ -320,8 +291,11 @@ def test_cpu_a_freed_outside_tensor_stops_the_replay():
     assert step(X).item() == pytest.approx(float((X @ w[0].numpy()).sum()), rel=1e-6)
 
 
-def test_cpu_a_step_whose_work_changes_is_refused():
-    w = hx.randn(8, 4)
+@pytest.mark.parametrize("device", ["cpu", pytest.param("gpu", marks=pytest.mark.gpu)])
+def test_a_step_whose_work_changes_is_refused(device, request):
+    if device == "gpu":
+        request.getfixturevalue("be")  # (skips without an adapter)
+    w = hx.randn(8, 4, device=device)
     n = [0]
 
     def f(x):
@@ -331,48 +305,17 @@ def test_cpu_a_step_whose_work_changes_is_refused():
 
     with pytest.raises(hx.CaptureError, match=r"two calls of the step launched different "
                        r"work.*warmup="):
-        _call(f, X)
+        call(f, X, device=device)
 
 
 # -- a language-model step: embedding, cross-entropy, index checks --------------------------
-VOCAB, DIM = 11, 8
-
-
-def _lm_step():
-    hx.manual_seed(0)
-    emb, head = nn.Embedding(VOCAB, DIM), nn.Linear(DIM, VOCAB)
-    params = [*emb.parameters(), *head.parameters()]
-    opt = AdamW(params, lr=1e-2, capturable=True)
-
-    def train_step(x, y):
-        opt.zero_grad(set_to_none=False)
-        logits = head(emb(x).tanh())
-        loss = F.cross_entropy(logits.reshape(-1, VOCAB), y.reshape(-1))
-        loss.backward()
-        opt.step()
-        return loss
-
-    return train_step, params
-
-
-def _lm_batches(n, seed=0):
-    rng = np.random.default_rng(seed)
-    out = []
-    for _ in range(n):
-        x = rng.integers(-VOCAB, VOCAB, (3, 5))  # repeated rows, negative indices
-        y = rng.integers(0, VOCAB, (3, 5))
-        y[0, :2] = -100  # ignore_index
-        out.append((x, y))
-    return out
-
-
 def test_cpu_an_embedding_and_cross_entropy_step_replays_bit_for_bit(one_blas_thread):
     runs = []
     for captured in (False, True):
-        fn, params = _lm_step()
+        fn, params = lm_step()
         step = hx.capture(fn) if captured else fn
         losses = []
-        for x, y in _lm_batches(7):
+        for x, y in lm_batches(7):
             args = (x, y) if captured else (hx.from_numpy(x), hx.from_numpy(y))
             losses.append(step(*args).item())
         runs.append((losses, [p.detach().numpy() for p in params]))
@@ -385,9 +328,9 @@ def test_cpu_an_embedding_and_cross_entropy_step_replays_bit_for_bit(one_blas_th
 
 @pytest.mark.parametrize("bad", ["index", "target"])
 def test_cpu_a_bad_index_in_a_replay_raises_at_once(bad):
-    fn, params = _lm_step()
+    fn, params = lm_step()
     step = hx.capture(fn)
-    batches = _lm_batches(5)
+    batches = lm_batches(5)
     for x, y in batches[:4]:
         step(x, y).item()
     assert step.captured == 1

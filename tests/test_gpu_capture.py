@@ -9,6 +9,7 @@ import gc
 
 import numpy as np
 import pytest
+from capture_steps import DIM, VOCAB, X, Y, call, lm_batches, lm_step, model_and_opt, train_step
 
 import haelixe as hx
 from haelixe import nn
@@ -361,72 +362,41 @@ def test_gpu_new_shapes_capture_again():
 
 
 # -- what cannot be captured ----------------------------------------------------------------
-def _model_and_opt(capturable=True, dropout=0.0):
-    hx.manual_seed(0)
-    model = nn.Sequential(nn.Linear(8, 16), nn.GELU(), nn.Dropout(dropout),
-                          nn.Linear(16, 4)).to("gpu")
-    return model, AdamW(model.parameters(), lr=1e-2, capturable=capturable)
-
-
-X = np.ones((4, 8), np.float32)
-Y = np.zeros((4, 4), np.float32)
-
-
-def _call(fn, *args, times=4, **kwargs):
-    step = hx.capture(fn, **kwargs)
-    for _ in range(times):
-        step(*args)
-    return step
-
-
-def _train_step(model, opt, extra=None):
-    def train_step(x, y):
-        opt.zero_grad()
-        loss = F.mse_loss(model(x), y)
-        loss.backward()
-        opt.step()
-        if extra is not None:
-            extra(loss)
-        return loss
-
-    return train_step
-
-
 @pytest.mark.parametrize("read", [lambda t: t.item(), lambda t: t.numpy(),
                                   lambda t: print(t), lambda t: float(t)],
                          ids=["item", "numpy", "print", "float"])
 def test_gpu_a_read_back_inside_the_step_is_refused(read):
-    model, opt = _model_and_opt()
+    model, opt = model_and_opt("gpu")
     with pytest.raises(hx.CaptureError, match=r"read-back .* inside a captured step .*"
                        r"test_gpu_capture.py:\d+ in .*loss.item\(\)"):
-        _call(_train_step(model, opt, extra=lambda loss: read(loss.detach())), X, Y,
+        call(train_step(model, opt, extra=lambda loss: read(loss.detach())), X, Y,
               device="gpu")
 
 
 def test_gpu_an_optimizer_without_capturable_is_refused():
-    model, opt = _model_and_opt(capturable=False)
+    model, opt = model_and_opt("gpu", capturable=False)
     with pytest.raises(hx.CaptureError, match=r"AdamW.step\(\) inside a captured step.*"
                        r"capturable=True"):
-        _call(_train_step(model, opt), X, Y, device="gpu")
+        call(train_step(model, opt), X, Y, device="gpu")
 
 
 @pytest.mark.parametrize("where", ["scheduler", "set_lr"])
 def test_gpu_a_scheduler_stepped_inside_the_step_is_refused(where):
-    model, opt = _model_and_opt()
+    model, opt = model_and_opt("gpu")
     sched = lr_scheduler.StepLR(opt, 2)
     act = (lambda loss: sched.step()) if where == "scheduler" else \
         (lambda loss: opt.set_lr(0.5))
     name = "StepLR.step()" if where == "scheduler" else "AdamW.set_lr()"
     with pytest.raises(hx.CaptureError, match=rf"{name.replace('(', '.').replace(')', '.')}"
                        r" inside a captured step.*outside the captured function"):
-        _call(_train_step(model, opt, extra=act), X, Y, device="gpu")
+        call(train_step(model, opt, extra=act), X, Y, device="gpu")
 
 
 def test_gpu_host_randomness_inside_the_step_is_refused():
-    model, opt = _model_and_opt(dropout=0.5)
+    model, opt = model_and_opt("gpu", dropout=0.5)
     with pytest.raises(hx.CaptureError, match=r"upload of \d+ bytes inside the step .*"
                        r"dropout.* in train_step.*randomness"):
-        _call(_train_step(model, opt), X, Y, device="gpu")
+        call(train_step(model, opt), X, Y, device="gpu")
 
 
 def test_gpu_a_changing_python_number_is_refused():
@@ -439,7 +409,7 @@ def test_gpu_a_changing_python_number_is_refused():
 
     with pytest.raises(hx.CaptureError, match=r"kernel elementwise:\w+ .*Mul.forward.* "
                        r"in f\) got other values.*scalar operand 1 differs \(4 and 8"):
-        _call(f, X, device="gpu")
+        call(f, X, device="gpu")
 
 
 def test_gpu_data_read_through_a_closure_is_refused():
@@ -466,7 +436,7 @@ def test_gpu_state_replaced_instead_of_updated_is_refused():
 
     with pytest.raises(hx.CaptureError, match=r"reads a tensor the previous call created.*"
                        r"in place"):
-        _call(f, X, device="gpu")
+        call(f, X, device="gpu")
 
 
 def test_gpu_state_updated_in_place_replays():
@@ -490,7 +460,7 @@ def test_gpu_a_cpu_tensor_mixed_in_is_refused():
 
     with pytest.raises(hx.CaptureError, match=r"argument 1 is host data \(a CPU tensor\).*"
                        r"device='gpu'"):
-        _call(f, hx.ones(3, device="gpu"), hx.ones(3))
+        call(f, hx.ones(3, device="gpu"), hx.ones(3))
 
 
 def test_gpu_a_cpu_tensor_moved_inside_the_step_is_refused_when_it_changes():
@@ -502,7 +472,7 @@ def test_gpu_a_cpu_tensor_moved_inside_the_step_is_refused_when_it_changes():
 
     with pytest.raises(hx.CaptureError, match=r"upload of 12 bytes .*CPU tensor moved to "
                        r"the GPU"):
-        _call(f, np.ones(3, np.float32), device="gpu")
+        call(f, np.ones(3, np.float32), device="gpu")
 
 
 def test_gpu_a_constant_moved_inside_the_step_is_baked():
@@ -522,14 +492,14 @@ def test_gpu_a_constant_moved_inside_the_step_is_baked():
 def test_gpu_outputs_must_be_device_tensors(ret, msg):
     w = hx.randn(8, 4, device="gpu")
     with pytest.raises(hx.CaptureError, match=msg):
-        _call(lambda x: ret((x @ w).sum()), X, device="gpu")
+        call(lambda x: ret((x @ w).sum()), X, device="gpu")
 
 
 def test_gpu_nested_captures_and_grad_arguments_are_refused():
     w = hx.randn(8, 4, device="gpu")
     inner = hx.capture(lambda x: (x @ w).sum(), device="gpu")
     with pytest.raises(hx.CaptureError, match="inside another captured function"):
-        _call(lambda x: inner(x) * 2.0, X, device="gpu")
+        call(lambda x: inner(x) * 2.0, X, device="gpu")
     with pytest.raises(hx.CaptureError, match=r"argument 0 requires grad.*detach"):
         hx.capture(lambda x: x.sum())(hx.ones(3, device="gpu", requires_grad=True))
 
@@ -540,7 +510,7 @@ def test_gpu_a_freed_outside_tensor_stops_the_replay():
     def f(x):
         return (x @ w[0]).sum()
 
-    step = _call(f, X, device="gpu")
+    step = call(f, X, device="gpu")
     w[0] = hx.randn(8, 4, device="gpu")  # the one the replay reads dies
     with pytest.raises(hx.CaptureError, match=r"freed since the capture \(first read by "
                                               r"kernel matmul"):
@@ -549,63 +519,14 @@ def test_gpu_a_freed_outside_tensor_stops_the_replay():
     assert step(X).item() == pytest.approx(float((X @ w[0].numpy()).sum()), rel=1e-5)
 
 
-def test_gpu_a_step_whose_work_changes_is_refused():
-    w = hx.randn(8, 4, device="gpu")
-    n = [0]
-
-    def f(x):
-        n[0] += 1
-        y = x @ w
-        return y.exp().sum() if n[0] % 2 else y.sum()
-
-    with pytest.raises(hx.CaptureError, match=r"two calls of the step launched different "
-                       r"work.*warmup="):
-        _call(f, X, device="gpu")
-
-
 # -- index checks on the device ----------------------------------------------------------
-VOCAB, DIM = 11, 8
-
-
-def _lm_step():
-    """A tiny language-model step: embedding, Linear head, cross_entropy (with ignored
-    targets), AdamW. Its index checks cannot read back inside a captured step."""
-    hx.manual_seed(0)
-    emb, head = nn.Embedding(VOCAB, DIM).to("gpu"), nn.Linear(DIM, VOCAB).to("gpu")
-    params = [*emb.parameters(), *head.parameters()]
-    opt = AdamW(params, lr=1e-2, capturable=True)
-
-    def train_step(x, y):
-        opt.zero_grad(set_to_none=False)
-        logits = head(emb(x).tanh())
-        loss = F.cross_entropy(logits.reshape(-1, VOCAB), y.reshape(-1))
-        loss.backward()
-        opt.step()
-        return loss
-
-    return train_step, params
-
-
-def _lm_batches(n, seed=0):
-    rng = np.random.default_rng(seed)
-    out = []
-    for _ in range(n):
-        # repeated rows (the embedding's gradient adds them in the positions' order) and
-        # negative indices (counting from the end)
-        x = rng.integers(-VOCAB, VOCAB, (3, 5))
-        y = rng.integers(0, VOCAB, (3, 5))
-        y[0, :2] = -100  # ignore_index
-        out.append((x, y))
-    return out
-
-
 def test_gpu_an_embedding_and_cross_entropy_step_replays_bit_for_bit():
     runs = []
     for captured in (False, True):
-        fn, params = _lm_step()
+        fn, params = lm_step("gpu")
         step = hx.capture(fn, device="gpu") if captured else fn
         losses = []
-        for x, y in _lm_batches(7):
+        for x, y in lm_batches(7):
             args = (x, y) if captured else (hx.from_numpy(x).to("gpu"),
                                             hx.from_numpy(y).to("gpu"))
             losses.append(step(*args).item())
@@ -619,9 +540,9 @@ def test_gpu_an_embedding_and_cross_entropy_step_replays_bit_for_bit():
 
 @pytest.mark.parametrize("bad", ["index", "target"])
 def test_gpu_a_bad_index_in_a_replay_raises_at_the_next_read_back(bad):
-    fn, params = _lm_step()
+    fn, params = lm_step("gpu")
     step = hx.capture(fn, device="gpu")
-    batches = _lm_batches(5)
+    batches = lm_batches(5)
     for x, y in batches[:4]:
         step(x, y).item()
     assert step.captured == 1

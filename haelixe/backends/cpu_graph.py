@@ -35,6 +35,7 @@ import numpy as np
 
 from ..device import CPU
 from ..storage import Storage
+from . import graph as shared
 from .graph import CaptureError, where
 
 __all__ = ["CpuGraph", "recording_here"]
@@ -301,12 +302,7 @@ class CpuGraph:
 
     def _lost(self, i: int):
         name, at = self._readers[i]
-        raise CaptureError(
-            f"a tensor created outside the captured function and read by it has been freed "
-            f"since the capture (first read by {name}, {at}); the replay would "
-            f"read stale data. Pass data that changes as an argument of the captured "
-            f"function, keep the model and optimizer alive while the captured step is in "
-            f"use, or call release() on it and capture again.")
+        raise shared.lost_error(f"{name}, {at}")
 
     # -- replay ----------------------------------------------------------------------------
     def replay(self, run, static_outputs, prelude):
@@ -423,14 +419,8 @@ def recording_here() -> bool:
 
 
 def _read_back(a) -> CaptureError:
-    shape = getattr(a, "shape", ())
-    return CaptureError(
-        f"a read-back of a tensor of shape {tuple(shape)} inside a captured step "
-        f"({where(skip=2)}): .item(), .numpy(), .tolist(), float(t), printing a tensor and "
-        f"boolean-mask indexing read its values on the host, but a replay runs none of the "
-        f"step's Python, so the value could not be read on later calls. Return the tensor "
-        f"from the function and read it after the call (loss = step(x, y); loss.item()), "
-        f"or move the read-back out of the captured function.")
+    return shared.read_back_error(f"a tensor of shape {tuple(getattr(a, 'shape', ()))}",
+                           where(skip=2), "read its values on the host")
 
 
 # -- comparing two recordings ----------------------------------------------------------------
@@ -505,20 +495,8 @@ def _equal(x, y) -> bool:
 
 
 def _diverged(a, b, k) -> CaptureError:
-    def at(rec):
-        if k < len(rec.calls):
-            c = rec.calls[k]
-            return f"{c.name} ({c.where})"
-        return "nothing more"
-
-    return CaptureError(
-        f"capture: two calls of the step launched different work ({len(a.calls)} and "
-        f"{len(b.calls)} backend calls; call #{k} was {at(a)} on the first and {at(b)} on "
-        f"the second). The step's Python takes a different path from call to call (a "
-        f"branch on a counter, a lazily created state, a set of parameters with gradients "
-        f"that changes), which a replay cannot follow. Make every call do the same work "
-        f"(create state before capturing), or raise warmup= in hx.capture so the first "
-        f"calls run eagerly.")
+    return shared.diverged_error(a.calls, b.calls, k, "backend call",
+                                 lambda c: f"{c.name} ({c.where})")
 
 
 def _describe(t) -> str:
@@ -537,47 +515,36 @@ def _describe(t) -> str:
     return f"a {t.kind.__name__} of {len(t.items)}"
 
 
+def _head(k, cb, slot=None) -> str:
+    head = f"capture: {cb.name} (backend call #{k}, {cb.where})"
+    return head if slot is None else f"{head}, {_slot(slot)},"
+
+
 def _values_differ(k, slot, cb, ta, tb) -> CaptureError:
-    return CaptureError(
-        f"capture: {cb.name} (backend call #{k}, {cb.where}) got other values on two "
-        f"calls: its {_slot(slot)} was {_describe(ta)} and then {_describe(tb)}: a host "
-        f"value (a Python number, a size) that changes from call to call would be frozen "
-        f"into the replay. Keep such values in a tensor the step updates itself "
-        f"(optimizers: capturable=True keeps the step count and learning rate in "
-        f"tensors) or pass them as a tensor argument.")
+    return shared.values_differ_error(
+        _head(k, cb), f"its {_slot(slot)} was {_describe(ta)} and then {_describe(tb)}: a "
+                      f"host value (a Python number, a size)")
 
 
 def _host_data_differs(k, cb) -> CaptureError:
     return CaptureError(
-        f"capture: {cb.name} (backend call #{k}, {cb.where}) turned other host data into "
-        f"a tensor on two calls: host data that changes would be frozen into the replay. "
-        f"That is host-side randomness or a numpy array made inside the step. Pass such "
-        f"data as an argument of the captured function.")
+        f"{_head(k, cb)} turned other host data into a tensor on two calls: host data that "
+        f"changes would be frozen into the replay. That is host-side randomness (dropout, "
+        f"hx.rand/randn inside the step) or a numpy array made inside it. Pass such data as "
+        f"an argument of the captured function, or turn the randomness off (model.eval(), "
+        f"dropout p=0).")
 
 
 def _state_replaced(k, slot, cb) -> CaptureError:
-    return CaptureError(
-        f"capture: {cb.name} (backend call #{k}, {cb.where}), {_slot(slot)}, reads a tensor "
-        f"the previous call created: the step carries state from call to call by replacing "
-        f"a tensor (an attribute or a list entry assigned a new tensor), so a replay would "
-        f"keep reading the first one. Update such state in place (state.copy_(new), "
-        f"state.add_(...)).")
+    return shared.state_replaced_error(_head(k, cb, slot))
 
 
 def _different_outside(k, slot, cb) -> CaptureError:
-    return CaptureError(
-        f"capture: {cb.name} (backend call #{k}, {cb.where}), {_slot(slot)}, reads a "
-        f"different tensor created outside the function on each call (data read through "
-        f"a global or a closure?): a replay would keep reading the last one. Pass data "
-        f"that changes as an argument of the captured function.")
+    return shared.different_outside_error(_head(k, cb, slot))
 
 
 def _flow_differs(k, slot, cb, ta, tb) -> CaptureError:
-    return CaptureError(
-        f"capture: {cb.name} (backend call #{k}, {cb.where}), {_slot(slot)}, names "
-        f"different data on two calls ({_describe(ta)} and {_describe(tb)}): the step's "
-        f"data flow changes from call to call, which a replay cannot follow. Make every "
-        f"call compute the same way, or pass changing data as arguments.")
+    return shared.flow_differs_error(_head(k, cb, slot), _describe(ta), _describe(tb))
 
 
 def _slot(slot) -> str:

@@ -27,7 +27,9 @@ import contextlib
 import sys
 from pathlib import Path
 
-__all__ = ["CaptureError", "EagerGraph", "where"]
+__all__ = ["CaptureError", "EagerGraph", "where", "read_back_error", "diverged_error",
+           "values_differ_error", "state_replaced_error", "different_outside_error",
+           "flow_differs_error", "lost_error"]
 
 _PACKAGE = str(Path(__file__).resolve().parents[1])
 _BACKENDS = str(Path(__file__).resolve().parent)
@@ -113,3 +115,72 @@ def _short(frame) -> str:
     path = Path(frame.f_code.co_filename)
     rel = path.relative_to(Path(_PACKAGE).parent)
     return f"{rel.as_posix()}:{frame.f_lineno}"
+
+
+# -- the errors both graphs give, worded once ------------------------------------------------
+def read_back_error(what: str, at: str, reads: str) -> CaptureError:
+    return CaptureError(
+        f"a read-back of {what} inside a captured step ({at}): .item(), .numpy(), .tolist(), "
+        f"float(t), printing a tensor and boolean-mask indexing {reads}, but a replay runs "
+        f"none of the step's Python, so the value could not be read on later calls. Return "
+        f"the tensor from the function and read it after the call (loss = step(x, y); "
+        f"loss.item()), or move the read-back out of the captured function.")
+
+
+def diverged_error(first: list, second: list, k: int, unit: str, describe) -> CaptureError:
+    """Two recordings (lists of commands; ``unit``: what one is called) part at number
+    ``k``; ``describe(command)`` names one for the message."""
+    def at(commands):
+        return describe(commands[k]) if k < len(commands) else "nothing more"
+
+    return CaptureError(
+        f"capture: two calls of the step launched different work ({len(first)} and "
+        f"{len(second)} {unit}s; {unit} #{k} was {at(first)} on the first and "
+        f"{at(second)} on the second). The step's Python takes a different path from "
+        f"call to call (a branch on a counter, a lazily created state, a set of parameters "
+        f"with gradients that changes), which a replay cannot follow. Make every call do "
+        f"the same work (create state before capturing), or raise warmup= in hx.capture so "
+        f"the first calls run eagerly.")
+
+
+def values_differ_error(head: str, detail: str) -> CaptureError:
+    """``head``: "capture: <the op> (<which command>, <where>)"; ``detail``: which value
+    differed, ending in what it is (a Python number, a size)."""
+    return CaptureError(
+        f"{head} got other values on two calls: {detail} that changes from call to call "
+        f"would be frozen into the replay. Keep such values in a tensor the step updates "
+        f"itself (optimizers: capturable=True keeps the step count and learning rate in "
+        f"tensors on the device) or pass them as a tensor argument.")
+
+
+def state_replaced_error(head: str) -> CaptureError:
+    """``head``: "capture: <the op> (<which command>, <where>), <which operand>,"."""
+    return CaptureError(
+        f"{head} reads a tensor the previous call created: the step carries state from "
+        f"call to call by replacing a tensor (an attribute or a list entry assigned a new "
+        f"tensor), so a replay would keep reading the first one. Update such state in place "
+        f"(state.copy_(new), state.add_(...)).")
+
+
+def different_outside_error(head: str) -> CaptureError:
+    return CaptureError(
+        f"{head} reads a different tensor created outside the function on each call (data "
+        f"read through a global or a closure?): a replay would keep reading the last one. "
+        f"Pass data that changes as an argument of the captured function.")
+
+
+def flow_differs_error(head: str, first: str, second: str) -> CaptureError:
+    return CaptureError(
+        f"{head} names different data on two calls ({first} and {second}): the step's data "
+        f"flow changes from call to call, which a replay cannot follow. Make every call "
+        f"compute the same way, or pass changing data as arguments.")
+
+
+def lost_error(first: str) -> CaptureError:
+    """An outside tensor the replay reads was freed; ``first``: the op that read it."""
+    return CaptureError(
+        f"a tensor created outside the captured function and read by it has been freed "
+        f"since the capture (first read by {first}); the replay would read stale data. Pass "
+        f"data that changes as an argument of the captured function, keep the model and "
+        f"optimizer alive while the captured step is in use, or call release() on it and "
+        f"capture again.")

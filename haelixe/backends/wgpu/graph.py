@@ -30,6 +30,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from .. import graph as shared
 from ..graph import CaptureError, where
 from . import dtypes as gd
 from .array import GpuArray
@@ -101,13 +102,7 @@ class Recording:
                                     np.array(words).view(np.uint32).reshape(-1), where()))
 
     def on_download(self, nbytes) -> None:
-        raise CaptureError(
-            f"a read-back of {nbytes} bytes inside a captured step ({where()}): .item(), "
-            f".numpy(), .tolist(), float(t), printing a tensor and boolean-mask indexing "
-            f"read the GPU, but a replay runs none of the step's Python, so the value "
-            f"could not be read on later calls. Return the tensor from the function and "
-            f"read it after the call (loss = step(x, y); loss.item()), or move the "
-            f"read-back out of the captured function.")
+        raise shared.read_back_error(f"{nbytes} bytes", where(), "read the GPU")
 
     def on_replay(self) -> None:
         raise CaptureError(f"a captured step was called inside another captured function "
@@ -263,13 +258,7 @@ class WgpuGraph:
         if self._ops is None:
             raise CaptureError("capture: this graph was released")
         if self._pool.lost:
-            first = self._lost_reader()
-            raise CaptureError(
-                f"a tensor created outside the captured function and read by it has been "
-                f"freed since the capture (first read by {first}); the replay would read "
-                f"a stale buffer. Pass data that changes as an argument of the captured "
-                f"function, keep the model and optimizer alive while the captured step is "
-                f"in use, or call release() on it and capture again.")
+            raise shared.lost_error(self._lost_reader())
         prelude()
         self.dispatcher.replay(self._ops, self._stage)
         return static_outputs()
@@ -326,25 +315,13 @@ def _compare(a: Recording, b: Recording) -> None:
 
 
 def _diverged(a, b, k) -> CaptureError:
-    def at(rec):
-        if k < len(rec.entries):
-            e = rec.entries[k]
-            return f"{e.what} ({e.where})"
-        return "nothing more"
-
-    return CaptureError(
-        f"capture: two calls of the step launched different work ({len(a.entries)} and "
-        f"{len(b.entries)} commands; command #{k} was {at(a)} on the first and {at(b)} on "
-        f"the second). The step's Python takes a different path from call to call (a "
-        f"branch on a counter, a lazily created state, a set of parameters with gradients "
-        f"that changes), which a replay cannot follow. Make every call do the same work "
-        f"(create state before capturing), or raise warmup= in hx.capture so the first "
-        f"calls run eagerly.")
+    return shared.diverged_error(a.entries, b.entries, k, "command",
+                                 lambda e: f"{e.what} ({e.where})")
 
 
 def _values_differ(k, ea, eb) -> CaptureError:
     if ea.grid != eb.grid:
-        detail = f"its launch size differs ({ea.grid} and {eb.grid})"
+        detail = f"its launch size differs ({ea.grid} and {eb.grid}): a size"
     else:
         i = int(np.flatnonzero(ea.meta != eb.meta)[0])
         va, vb = int(ea.meta[i]), int(eb.meta[i])
@@ -354,12 +331,7 @@ def _values_differ(k, ea, eb) -> CaptureError:
                       f"{va} and {vb} as int32): a Python number")
         else:
             detail = f"its metadata word {i} differs ({va} and {vb}): a size or offset"
-    return CaptureError(
-        f"capture: {ea.what} (command #{k}, {eb.where}) got other values on two calls: "
-        f"{detail} that changes from call to call would be frozen into the replay. Keep "
-        f"such values in a tensor the step updates itself (optimizers: capturable=True "
-        f"keeps the step count and learning rate on the device) or pass them as a "
-        f"tensor argument.")
+    return shared.values_differ_error(f"capture: {ea.what} (command #{k}, {eb.where})", detail)
 
 
 def _upload_differs(k, ea, eb) -> CaptureError:
@@ -375,21 +347,10 @@ def _upload_differs(k, ea, eb) -> CaptureError:
 def _buffers_differ(k, slot, ea, eb, ta, tb, made_by_first) -> CaptureError:
     head = f"capture: {ea.what} (command #{k}, {eb.where}), buffer {slot},"
     if tb[0] == "outside" and tb[1] in made_by_first:
-        return CaptureError(
-            f"{head} reads a tensor the previous call created: the step carries state "
-            f"from call to call by replacing a tensor (an attribute or a list entry "
-            f"assigned a new tensor), so a replay would keep reading the first one. "
-            f"Update such state in place (state.copy_(new), state.add_(...)).")
+        return shared.state_replaced_error(head)
     if ta[0] == tb[0] == "outside":
-        return CaptureError(
-            f"{head} reads a different tensor created outside the function on each call "
-            f"(data read through a global or a closure?): a replay would keep reading "
-            f"the last one. Pass data that changes as an argument of the captured "
-            f"function.")
-    return CaptureError(
-        f"{head} names a different buffer on two calls ({_token(ta)} and {_token(tb)}): "
-        f"the step's data flow changes from call to call, which a replay cannot follow. "
-        f"Make every call compute the same way, or pass changing data as arguments.")
+        return shared.different_outside_error(head)
+    return shared.flow_differs_error(head, _token(ta), _token(tb))
 
 
 def _token(t) -> str:
