@@ -10,12 +10,28 @@ from collections import namedtuple
 
 import numpy as np
 import pytest
-from capture_steps import VOCAB, X, Y, call, lm_batches, lm_step, model_and_opt, train_step
+from capture_steps import (
+    OPTIMIZERS,
+    VOCAB,
+    X,
+    Y,
+    assert_identical,
+    call,
+    lm_batches,
+    lm_step,
+    mlp,
+    mlp_batches,
+    model_and_opt,
+    train_run,
+    train_step,
+)
 
 import haelixe as hx
 from haelixe import nn
+from haelixe.data.sine import SineTask
+from haelixe.denoise import Denoiser
 from haelixe.nn import functional as F
-from haelixe.optim import SGD, AdamW, lr_scheduler
+from haelixe.optim import SGD, AdamW, CosineAnnealing, clip_grad_norm_, lr_scheduler
 
 
 def _setup(capturable=True):
@@ -156,6 +172,117 @@ def test_index_checks_stay_on_the_host_on_the_cpu():
         be.check_range(idx, -2, 3, -100, IndexError, "bad {value}")
     with pytest.raises(KeyError, match="bad -100"):
         be.check_range(idx, -2, 4, None, KeyError, "bad {value}")
+
+
+# -- replays equal eager mode bit for bit, on either device --------------------------------
+@pytest.fixture(params=["cpu", pytest.param("gpu", marks=pytest.mark.gpu)])
+def device(request):
+    """Each device: the GPU where an adapter exists; the CPU with BLAS on one thread (its
+    thread count would otherwise follow the machine's load, and with it the rounding)."""
+    if request.param == "gpu":
+        request.getfixturevalue("be")  # (skips without an adapter)
+    else:
+        request.getfixturevalue("one_blas_thread")
+    return request.param
+
+
+def _denoiser_run(device, captured: bool, steps=9):
+    hx.manual_seed(0)
+    model = Denoiser().to(device)
+    opt = AdamW(model.parameters(), lr=1e-3, weight_decay=0.01, capturable=True)
+    sched = CosineAnnealing(opt, total=4, lr_max=1e-3, lr_min=5e-5)
+    data = SineTask("random", 4, 0)
+    batches = [data.batch() for _ in range(steps)]
+    out = train_run(model, opt, batches, captured, device,
+                    on_call=lambda i: sched.step() if i % 2 else None)
+    return out, opt
+
+
+def test_denoiser_replay_equals_eager_bit_for_bit(device):
+    eager, opt_e = _denoiser_run(device, False)
+    replayed, opt_r = _denoiser_run(device, True)
+    assert_identical(eager, replayed)
+    assert replayed[3] == 3  # warm-up + two recorded calls: the rest ran no Python
+    assert replayed[4].captured == 1
+    # the host's step counts advanced with the replays (state dicts, schedulers)
+    assert opt_r.step_count == opt_e.step_count == 9
+    assert opt_r.state_dict()["param_steps"] == opt_e.state_dict()["param_steps"]
+
+
+def test_bf16_autocast_master_weights_and_clipping_replay_bit_for_bit(device):
+    def run(captured):
+        hx.manual_seed(0)
+        model = Denoiser().to(device).to(hx.bfloat16)
+        opt = AdamW(model.parameters(), lr=1e-3, weight_decay=0.01, master_weights=True,
+                    capturable=True)
+        data = SineTask("random", 4, 0)
+
+        def train_step(x, y):
+            opt.zero_grad(set_to_none=False)
+            with hx.autocast(dtype=hx.bfloat16):
+                loss = F.mse_loss(model(x).float(), y)
+            loss.backward()
+            norm = clip_grad_norm_(model.parameters(), 0.5)
+            opt.step()
+            return loss, norm
+
+        step = hx.capture(train_step, device=device) if captured else train_step
+        values = []
+        for _ in range(6):
+            noisy, clean = data.batch()
+            if not captured:
+                noisy, clean = (hx.from_numpy(noisy).to(device),
+                                hx.from_numpy(clean).to(device))
+            loss, norm = step(noisy, clean)
+            values.append((loss.item(), norm.item()))
+        return values, [p.detach().float().numpy() for p in model.parameters()]
+
+    (ve, pe), (vr, pr) = run(False), run(True)
+    assert ve == vr
+    for a, b in zip(pe, pr):
+        np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("name", sorted(OPTIMIZERS))
+def test_mlp_with_a_cosine_schedule_replays_bit_for_bit(name, device):
+    def run(captured):
+        model = mlp(device)
+        opt = OPTIMIZERS[name](model.parameters())
+        sched = lr_scheduler.CosineAnnealingLR(opt, T_max=6, eta_min=1e-4)
+        return train_run(model, opt, mlp_batches(10), captured, device,
+                         on_call=lambda i: sched.step())
+
+    eager, replayed = run(False), run(True)
+    assert_identical(eager, replayed)
+    assert replayed[3] == 3
+
+
+def test_device_arguments_are_copied_into_the_static_inputs(device):
+    model = mlp(device)
+    opt = AdamW(model.parameters(), lr=1e-2, capturable=True)
+
+    def train_step(x, y):
+        opt.zero_grad()
+        loss = F.mse_loss(model(x), y)
+        loss.backward()
+        opt.step()
+        return loss, model(x)
+
+    step = hx.capture(train_step)
+    ref_model = mlp(device)
+    ref_opt = AdamW(ref_model.parameters(), lr=1e-2, capturable=True)
+    for x, y in mlp_batches(6):
+        xd, yd = hx.from_numpy(x).to(device), hx.from_numpy(y).to(device)
+        strided = hx.from_numpy(np.ascontiguousarray(x.T)).to(device).T  # read by strides
+        loss, pred = step(strided, yd)
+        ref_opt.zero_grad()
+        ref_loss = F.mse_loss(ref_model(xd), yd)
+        ref_loss.backward()
+        ref_opt.step()
+        assert loss.item() == ref_loss.item()
+        np.testing.assert_array_equal(pred.numpy(), ref_model(xd).detach().numpy())
+        assert isinstance(pred, hx.Tensor) and not pred.requires_grad
+    assert step.captured == 1
 
 
 # -- the CPU graph: what it refuses, naming the call and the fix ---------------------------
