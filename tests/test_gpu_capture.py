@@ -1,7 +1,8 @@
-"""hx.capture on the GPU: a replayed training step equals eager mode bit for bit (the
-denoiser, an MLP with AdamW and a cosine schedule), costs one submit, keeps its buffers
-from other tensors, gives them back when released, captures again for new shapes, and
-refuses, naming the op and the fix, the steps a replay would get wrong."""
+"""hx.capture on the GPU: a replayed step costs one submit, keeps its buffers from other
+tensors, gives them back when released, captures again for new shapes, and refuses,
+naming the op and the fix, the steps a replay would get wrong; its index checks run on
+the device. (That replays equal eager mode bit for bit is tested on both devices in
+test_capture.py.)"""
 
 from __future__ import annotations
 
