@@ -7,6 +7,7 @@ gives both speeds and their ratio, reported as medians with their ranges.
 
     python benchmarks/denoiser_vs_torch.py [--batch-size 16] [--steps 200] [--rounds 5]
     python benchmarks/denoiser_vs_torch.py --busy       # beside a CPU-bound process
+    python benchmarks/denoiser_vs_torch.py --captured   # + the step replayed (hx.capture)
     python benchmarks/denoiser_vs_torch.py --device gpu   # WGSL vs PyTorch CUDA eager
 """
 
@@ -26,19 +27,26 @@ from haelixe.nn import functional as F
 from haelixe.optim import AdamW
 
 
-def haelixe_stepper(batches, device="cpu"):
+def haelixe_stepper(batches, device="cpu", captured=False):
+    """``run(n)``: n training steps; ``captured``: the step recorded once and replayed
+    (hx.capture, with the capturable AdamW it needs), as the denoiser app runs it."""
     hx.manual_seed(0)
     model = Denoiser().to(device)
-    opt = AdamW(model.parameters(), lr=1e-3, weight_decay=0.01)
+    opt = AdamW(model.parameters(), lr=1e-3, weight_decay=0.01, capturable=captured)
     data = [(hx.from_numpy(x).to(device), hx.from_numpy(y).to(device)) for x, y in batches]
+
+    def train_step(x, y):
+        opt.zero_grad(set_to_none=False)  # as the denoiser app: gradients in place
+        loss = F.mse_loss(model(x), y)
+        loss.backward()
+        opt.step()
+        return loss
+
+    step = hx.capture(train_step, device=device) if captured else train_step
 
     def run(n):
         for i in range(n):
-            x, y = data[i % len(data)]
-            opt.zero_grad(set_to_none=False)  # as the denoiser app: gradients in place
-            loss = F.mse_loss(model(x), y)
-            loss.backward()
-            opt.step()
+            loss = step(*data[i % len(data)])
         return loss.item()
 
     return run
@@ -91,10 +99,14 @@ def main():
                    help="time beside a CPU-bound neighbour process")
     p.add_argument("--device", choices=["cpu", "gpu"], default="cpu",
                    help="gpu: Haelixe on its WGSL backend vs PyTorch CUDA eager")
+    p.add_argument("--captured", action="store_true",
+                   help="also time Haelixe's step captured and replayed (hx.capture)")
     args = p.parse_args()
     rng = np.random.default_rng(0)
     batches = [random_batch(rng, args.batch_size) for _ in range(50)]
     runners = {"haelixe": haelixe_stepper(batches, args.device)}
+    if args.captured:
+        runners["captured"] = haelixe_stepper(batches, args.device, captured=True)
     try:
         import torch
 
@@ -120,9 +132,11 @@ def main():
     for name in runners:
         print(f"  {name:8s} {median_range(speeds[name])}")
     if "pytorch" in speeds:
-        ratios = [h / t for h, t in zip(speeds["haelixe"], speeds["pytorch"])]
-        print(f"  ratio haelixe / pytorch: {median(ratios):.2f}x "
-              f"[{min(ratios):.2f} .. {max(ratios):.2f}]")
+        for name in ("haelixe", "captured"):
+            if name in speeds:
+                ratios = [h / t for h, t in zip(speeds[name], speeds["pytorch"])]
+                print(f"  ratio {name} / pytorch: {median(ratios):.2f}x "
+                      f"[{min(ratios):.2f} .. {max(ratios):.2f}]")
 
 
 if __name__ == "__main__":
