@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
 
 from haelixe.data.sine import baselines, heldout_set, seed_batch
 from haelixe.denoise import Denoiser, train
@@ -93,5 +94,6 @@ def test_cpu_training_replays_its_step_with_the_eager_losses(one_blas_thread):
     _replays_with_the_eager_losses("cpu")
 
 
+@pytest.mark.gpu
 def test_gpu_training_replays_its_step_with_the_eager_losses(be):
     _replays_with_the_eager_losses("gpu")

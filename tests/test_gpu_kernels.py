@@ -19,6 +19,8 @@ import pytest
 from haelixe.backends.wgpu.geometry import swap_last2
 from haelixe.ops.elementwise import ACTIVATIONS
 
+pytestmark = pytest.mark.gpu
+
 BF16 = ml_dtypes.bfloat16
 
 

@@ -5,6 +5,9 @@ on the chosen tile and on the 16-bit one."""
 from __future__ import annotations
 
 import benchmark_script
+import pytest
+
+pytestmark = pytest.mark.gpu
 
 
 def test_sixteen_bit_section_times_every_kind_on_every_tile(be, capsys):

@@ -7,6 +7,8 @@ from __future__ import annotations
 import benchmark_script
 import pytest
 
+pytestmark = pytest.mark.gpu
+
 
 def test_bf16_against_own_f32_in_the_same_rounds(be, capsys):
     bench = benchmark_script.load("gpu_transformer")
