@@ -285,6 +285,30 @@ def test_device_arguments_are_copied_into_the_static_inputs(device):
     assert step.captured == 1
 
 
+def test_a_backward_observer_is_told_no_norms_while_a_step_is_recorded(device):
+    """A live graph view watches every backward pass: a captured step's recorded calls
+    tell it each node without reading its gradients back (norms None), its replays run no
+    Python to tell it anything, and the step still equals eager mode."""
+    from haelixe.autograd import add_backward_observer
+
+    events = []
+    remove = add_backward_observer(lambda event, node, norms: events.append((event, norms)))
+    try:
+        eager, _ = _denoiser_run(device, False, steps=5)
+        n_eager = len(events)
+        events.clear()
+        replayed, _ = _denoiser_run(device, True, steps=5)
+    finally:
+        remove()
+    assert_identical(eager, replayed)
+    per_call = n_eager // 5
+    assert per_call > 0 and len(events) == 3 * per_call  # warm-up + two recorded calls
+    norms = [n for event, n in events if event == "finish"]
+    warm, recorded = norms[:len(norms) // 3], norms[len(norms) // 3:]
+    assert any(isinstance(v, float) for ns in warm for v in ns)
+    assert all(v is None for ns in recorded for v in ns)
+
+
 # -- the CPU graph: what it refuses, naming the call and the fix ---------------------------
 @pytest.mark.parametrize("read", [lambda t: t.item(), lambda t: t.numpy(),
                                   lambda t: print(t), lambda t: float(t)],

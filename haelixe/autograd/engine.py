@@ -23,7 +23,8 @@ from .mode import STATE
 
 # Callbacks told about each node as backward starts and finishes it (the graph widget's
 # live mode). Each is called as fn("start", node, None) and fn("finish", node, norms),
-# where norms are the L2 norms of the gradients the node produced, one per input edge.
+# where norms are the L2 norms of the gradients the node produced, one per input edge
+# (None for a None gradient, and while a captured step is recorded).
 _observers: list = []
 
 
@@ -281,9 +282,13 @@ def accumulate_into_leaf(leaf, g, create_graph):
     grad._storage.version += 1
 
 
-def _norm(t) -> float:
+def _norm(t) -> float | None:
+    """The L2 norm an observer is told; None while nothing may be read back (a step being
+    captured: its replays run no Python to tell observers anything either)."""
     import numpy as np
 
+    if t._be.checks_on_device():
+        return None
     data = t._be.to_numpy(t._data)
     return float(np.sqrt(np.sum(np.square(data, dtype=np.float64))))
 
