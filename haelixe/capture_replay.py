@@ -19,7 +19,7 @@ repeated rows in a fixed order up to a table of 2**31 / positions elements).
 A replay runs none of the step's Python, so:
 
 - what a call computes must not depend on host values that change from call to call.
-  The comparison of the two recordings catches the ones that reach the GPU (a Python
+  The comparison of the two recordings catches the ones that reach the device (a Python
   number given to a kernel, host-side randomness, a tensor replaced instead of updated)
   and raises :class:`CaptureError` naming the op. Optimizers need ``capturable=True``
   (their step count and learning rate then live on the device) and schedulers step
@@ -29,6 +29,9 @@ A replay runs none of the step's Python, so:
 - host-side effects (appending to a list, counters, logging) happen on the recorded calls
   only. Library code that keeps host state in step with the device registers it with
   :func:`on_replay` or :func:`every_call`, as the optimizers do.
+
+Under ``hx.autograd.detect_anomaly()`` every call runs eagerly: its checks read each
+gradient back.
 
 On the GPU the buffers the replay names stay reserved for it (a private pool) until
 ``release()`` or until the captured step is garbage-collected. On the CPU a replay makes
@@ -136,7 +139,7 @@ class CapturedStep:
             names = list(kwargs)
             values = [*args, *(kwargs[k] for k in names)]
             device = self._device_of(values)
-            key = (STATE.grad_enabled, STATE.autocast, tuple(names),
+            key = (STATE.grad_enabled, STATE.autocast, STATE.anomaly, tuple(names),
                    tuple(_signature_of(v, i) for i, v in enumerate(values)))
             sig = self._signatures.get(key)
             if sig is None:
@@ -246,6 +249,8 @@ class _Signature:
             for st, v in zip(self.static, values):
                 if st is not None:
                     self.graph.load(st._data, _raw_for(v, st))
+        if STATE.anomaly:  # its checks read every gradient back: eager on every call
+            return self._run(values)
         if self.replaying:
             return self.graph.replay(lambda: self._run(values), self._static_outputs,
                                      self._run_hooks)

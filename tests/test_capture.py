@@ -309,6 +309,24 @@ def test_a_backward_observer_is_told_no_norms_while_a_step_is_recorded(device):
     assert all(v is None for ns in recorded for v in ns)
 
 
+def test_in_anomaly_mode_every_call_runs_eagerly(device):
+    model, opt = model_and_opt(device)
+    calls = []
+    step = hx.capture(train_step(model, opt, extra=lambda loss: calls.append(1)),
+                      device=device)
+    with hx.autograd.detect_anomaly():
+        for _ in range(5):
+            assert np.isfinite(step(X, Y).item())
+        assert len(calls) == 5 and step.captured == 0
+        bad = X.copy()
+        bad[0, 0] = np.nan
+        with pytest.raises(RuntimeError, match="NaN"):
+            step(bad, Y)
+    for _ in range(4):  # outside: a signature of its own, captured as usual
+        step(X, Y)
+    assert len(calls) == 5 + 3 and step.captured == 1
+
+
 # -- the CPU graph: what it refuses, naming the call and the fix ---------------------------
 @pytest.mark.parametrize("read", [lambda t: t.item(), lambda t: t.numpy(),
                                   lambda t: print(t), lambda t: float(t)],
