@@ -477,6 +477,27 @@ def test_a_step_whose_work_changes_is_refused(device, request):
         call(f, X, device=device)
 
 
+def test_cpu_a_captured_step_and_what_it_holds_are_collected():
+    import weakref
+
+    class Trainer:
+        def __init__(self):
+            self.w = hx.randn(8, 4)
+            self.step = hx.capture(self.train_step)
+
+        def train_step(self, x):
+            return (x @ self.w).sum() * 2.0
+
+    trainer = Trainer()
+    for _ in range(4):
+        out = trainer.step(X)
+    assert trainer.step.captured == 1
+    held = [weakref.ref(trainer), weakref.ref(trainer.w._data), weakref.ref(out._data)]
+    del trainer, out  # a cycle through the bound method: the garbage collector frees it
+    gc.collect()
+    assert all(r() is None for r in held)
+
+
 # -- a language-model step: embedding, cross-entropy, index checks --------------------------
 def test_cpu_an_embedding_and_cross_entropy_step_replays_bit_for_bit(one_blas_thread):
     runs = []

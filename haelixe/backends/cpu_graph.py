@@ -168,7 +168,6 @@ class CpuGraph:
         self._recordings: list = []
         self._active = None  # the Recording taking calls now
         self._replay = None  # the generated function
-        self._readers: list = []  # per outside object, the first call reading it
         self._escaped: list = []  # arrays the recorded call made that outlived it
         self._n_calls = 0
 
@@ -238,71 +237,10 @@ class CpuGraph:
         rec.made = rec.made_ids = None
         gc.collect(1)  # (the call's own garbage is young: the full collection takes 50 ms)
         escaped = [(n, r()) for n, r in enumerate(refs) if r is not None and r() is not None]
-        env: dict = {"_asarray": np.asarray, "_Storage": Storage, "_CPU": CPU,
-                     "_copy": np.array, "_lost": self._lost}
-        names: dict = {}  # id of a constant -> its name in env
-        outside: dict = {}  # id of an outside object -> (its name, the first call reading it)
-
-        def name_of(value, prefix):
-            key = id(value)
-            if key not in names:
-                names[key] = f"{prefix}{len(names)}"
-                env[names[key]] = value
-            return names[key]
-
-        def expr(t, call):
-            cls = t.__class__
-            if cls is _New:
-                return f"v{t.n}"
-            if cls is _Arg:
-                return name_of(rec.inputs[t.i], "a")
-            if cls is _Outside:  # held weakly: read at the start of every replay
-                if id(t.obj) not in outside:
-                    outside[id(t.obj)] = (f"o{len(outside)}", weakref.ref(t.obj), call)
-                return outside[id(t.obj)][0]
-            if cls is _StorageOf:
-                return f"_Storage(v{t.n}, _CPU, {name_of(t.dtype, 'd')}, v{t.n}.nbytes)"
-            if cls is _Seq:
-                inner = ", ".join(expr(e, call) for e in t.items)
-                if t.kind is tuple:
-                    return f"({inner},)" if len(t.items) == 1 else f"({inner})"
-                return f"[{inner}]"
-            value = t.value
-            if value is None or value is True or value is False or value.__class__ is int:
-                return repr(value)
-            return name_of(value, "c")
-
-        body = []
-        for call in calls:
-            args = [expr(a, call) for a in call.args]
-            args += [f"{key}={expr(v, call)}" for key, v in call.kwargs]
-            if call.fresh:  # from_numpy of a host constant: a copy of it on every replay
-                rhs = f"_copy({args[0]})"
-            else:
-                rhs = f"{name_of(call.fn, 'f')}({', '.join(args)})"
-                if call.scalar:
-                    rhs = f"_asarray({rhs})"
-            target = _target(call.result)
-            body.append(f"    {target} = {rhs}" if target else f"    {rhs}")
-        for n, arr in escaped:
-            body.append(f"    {name_of(arr, 'e')}[...] = v{n}")
-        head = ["def replay():"]
-        for i, (name, ref, _) in enumerate(outside.values()):
-            env[f"r{name}"] = ref
-            head.append(f"    {name} = r{name}()")
-            head.append(f"    if {name} is None: _lost({i})")
-        code = compile("\n".join(head + body + ["    return None"]), "<hx.capture replay>",
-                       "exec")
-        exec(code, env)
-        self._replay = env["replay"]
         # (nothing here holds an outside object: a freed one is seen by its weak reference)
-        self._readers = [(call.name, call.where) for _, _, call in outside.values()]
+        self._replay = _Source(rec.inputs).function(calls, escaped)
         self._escaped = [arr for _, arr in escaped]
         self._n_calls = len(calls)
-
-    def _lost(self, i: int):
-        name, at = self._readers[i]
-        raise shared.lost_error(f"{name}, {at}")
 
     # -- replay ----------------------------------------------------------------------------
     def replay(self, run, static_outputs, prelude):
@@ -317,13 +255,88 @@ class CpuGraph:
     def release(self) -> None:
         self._recordings = []
         self._replay = None
-        self._readers, self._escaped, self._n_calls = [], [], 0
+        self._escaped, self._n_calls = [], 0
 
     @property
     def stats(self) -> dict:
         """What a replay holds: backend calls, copies into outputs, nothing staged."""
         return {"dispatches": self._n_calls, "copies": len(self._escaped),
                 "staged_outputs": 0, "pool_free_bytes": 0}
+
+
+class _Source:
+    """The replay's Python source, from the second recording: one line per backend call,
+    a made array a local ``v<n>``, an outside object a weak reference read into ``o<k>``
+    at the start (a freed one stops the replay), every other value a global of the
+    function."""
+
+    def __init__(self, inputs):
+        self.inputs = inputs
+        self.env: dict = {"_asarray": np.asarray, "_Storage": Storage, "_CPU": CPU,
+                          "_copy": np.array}
+        self.names: dict = {}  # id of a value -> its name in env
+        self.outside: dict = {}  # id of an outside object -> (name, weak ref, first reader)
+
+    def function(self, calls, escaped):
+        body = [f"    {self.line(call)}" for call in calls]
+        body += [f"    {self.name_of(arr, 'e')}[...] = v{n}" for n, arr in escaped]
+        head = ["def replay():"]
+        readers = []
+        for i, (name, ref, call) in enumerate(self.outside.values()):
+            self.env[f"r{name}"] = ref
+            head += [f"    {name} = r{name}()", f"    if {name} is None: _lost({i})"]
+            readers.append(f"{call.name}, {call.where}")
+        self.env["_lost"] = lambda i: _raise(shared.lost_error(readers[i]))
+        code = compile("\n".join(head + body + ["    return None"]), "<hx.capture replay>",
+                       "exec")
+        exec(code, self.env)
+        return self.env.pop("replay")  # (no cycle: released, it frees what it holds at once)
+
+    def line(self, call) -> str:
+        args = [self.expr(a, call) for a in call.args]
+        args += [f"{key}={self.expr(v, call)}" for key, v in call.kwargs]
+        if call.fresh:  # from_numpy of a host constant: a copy of it on every replay
+            rhs = f"_copy({args[0]})"
+        else:
+            rhs = f"{self.name_of(call.fn, 'f')}({', '.join(args)})"
+            if call.scalar:
+                rhs = f"_asarray({rhs})"
+        target = _target(call.result)
+        return f"{target} = {rhs}" if target else rhs
+
+    def name_of(self, value, prefix: str) -> str:
+        key = id(value)
+        if key not in self.names:
+            self.names[key] = f"{prefix}{len(self.names)}"
+            self.env[self.names[key]] = value
+        return self.names[key]
+
+    def expr(self, t, call) -> str:
+        cls = t.__class__
+        if cls is _New:
+            return f"v{t.n}"
+        if cls is _Arg:
+            return self.name_of(self.inputs[t.i], "a")
+        if cls is _Outside:
+            key = id(t.obj)
+            if key not in self.outside:
+                self.outside[key] = (f"o{len(self.outside)}", weakref.ref(t.obj), call)
+            return self.outside[key][0]
+        if cls is _StorageOf:
+            return f"_Storage(v{t.n}, _CPU, {self.name_of(t.dtype, 'd')}, v{t.n}.nbytes)"
+        if cls is _Seq:
+            inner = ", ".join(self.expr(e, call) for e in t.items)
+            if t.kind is tuple:
+                return f"({inner},)" if len(t.items) == 1 else f"({inner})"
+            return f"[{inner}]"
+        value = t.value
+        if value is None or value is True or value is False or value.__class__ is int:
+            return repr(value)
+        return self.name_of(value, "c")
+
+
+def _raise(error):
+    raise error
 
 
 def _target(t) -> str:
