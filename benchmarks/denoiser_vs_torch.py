@@ -27,13 +27,13 @@ from haelixe.nn import functional as F
 from haelixe.optim import AdamW
 
 
-def haelixe_stepper(batches, device="cpu", captured=False):
-    """``run(n)``: n training steps; ``captured``: the step recorded once and replayed
-    (hx.capture, with the capturable AdamW it needs), as the denoiser app runs it."""
+def haelixe_train_step(device="cpu", captured=False):
+    """The denoiser's training step in Haelixe as the app runs it: ``step(x, y)`` gives
+    the loss tensor; ``captured``: recorded once and replayed (hx.capture), with the
+    capturable AdamW that needs (host batches then go straight into its inputs)."""
     hx.manual_seed(0)
     model = Denoiser().to(device)
     opt = AdamW(model.parameters(), lr=1e-3, weight_decay=0.01, capturable=captured)
-    data = [(hx.from_numpy(x).to(device), hx.from_numpy(y).to(device)) for x, y in batches]
 
     def train_step(x, y):
         opt.zero_grad(set_to_none=False)  # as the denoiser app: gradients in place
@@ -42,7 +42,13 @@ def haelixe_stepper(batches, device="cpu", captured=False):
         opt.step()
         return loss
 
-    step = hx.capture(train_step, device=device) if captured else train_step
+    return hx.capture(train_step, device=device) if captured else train_step
+
+
+def haelixe_stepper(batches, device="cpu", captured=False):
+    """``run(n)``: n training steps over the batches (device tensors)."""
+    step = haelixe_train_step(device, captured)
+    data = [(hx.from_numpy(x).to(device), hx.from_numpy(y).to(device)) for x, y in batches]
 
     def run(n):
         for i in range(n):

@@ -33,32 +33,19 @@ except ImportError:  # run from a checkout without installing
 
 import haelixe as hx
 from haelixe.data.sine import random_batch
-from haelixe.denoise import Denoiser
-from haelixe.nn import functional as F
-from haelixe.optim import AdamW
 
 COUNTERS = ("dispatches", "submits", "uploads", "downloads")
 
 
 def haelixe_step(mode: str):
     """One step (host batch in, loss value out) of the eager or the captured denoiser."""
-    hx.manual_seed(0)
-    model = Denoiser().to("gpu")
-    opt = AdamW(model.parameters(), lr=1e-3, weight_decay=0.01,
-                capturable=(mode == "replay"))
+    from denoiser_vs_torch import haelixe_train_step
 
-    def train_step(x, y):
-        opt.zero_grad(set_to_none=False)  # as the denoiser app: gradients in place
-        loss = F.mse_loss(model(x), y)
-        loss.backward()
-        opt.step()
-        return loss
-
+    step = haelixe_train_step("gpu", captured=(mode == "replay"))
     if mode == "replay":
-        step = hx.capture(train_step, device="gpu")
         return lambda noisy, clean: step(noisy, clean).item()
-    return lambda noisy, clean: train_step(hx.from_numpy(noisy).to("gpu"),
-                                           hx.from_numpy(clean).to("gpu")).item()
+    return lambda noisy, clean: step(hx.from_numpy(noisy).to("gpu"),
+                                     hx.from_numpy(clean).to("gpu")).item()
 
 
 def torch_step(seq: int):
