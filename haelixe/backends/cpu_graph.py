@@ -41,7 +41,7 @@ from .graph import CaptureError, where
 __all__ = ["CpuGraph", "recording_here"]
 
 #: backend methods a step's Python may call that are not recorded: they compute nothing
-#: on the step's data (or, for to_numpy, are refused: a read-back)
+#: on the step's data (to_numpy is recorded as refused: a read-back)
 _NOT_RECORDED = frozenset({"new_graph", "checks_on_device", "info"})
 
 
@@ -377,6 +377,14 @@ class _Recorder:
         backend.direct = _RecordingDirect(backend._direct_of, self)
         self.names = tuple(names)
 
+    def active(self):
+        """The Recording taking this thread's backend calls now (None: none, or paused)."""
+        graph = self.graph
+        rec = graph._active if graph is not None else None
+        if rec is None or rec.paused or rec.thread != threading.get_ident():
+            return None
+        return rec
+
     def stop(self, backend) -> None:
         for name in self.names:
             backend.__dict__.pop(name, None)
@@ -387,9 +395,8 @@ class _Recorder:
         recorder = self
 
         def recorded(*args, **kwargs):
-            graph = recorder.graph
-            rec = graph._active if graph is not None else None
-            if rec is None or rec.depth or rec.paused or rec.thread != threading.get_ident():
+            rec = recorder.active()
+            if rec is None or rec.depth:  # (a call made by a recorded call is its own)
                 return fn(*args, **kwargs)
             if name == "to_numpy":
                 raise _read_back(args[0])
@@ -426,14 +433,12 @@ _RECORDER = _Recorder()
 
 def recording_here() -> bool:
     """Whether a step is being recorded on this thread now (not paused)."""
-    graph = _RECORDER.graph
-    rec = graph._active if graph is not None else None
-    return rec is not None and not rec.paused and rec.thread == threading.get_ident()
+    return _RECORDER.active() is not None
 
 
 def _read_back(a) -> CaptureError:
     return shared.read_back_error(f"a tensor of shape {tuple(getattr(a, 'shape', ()))}",
-                           where(skip=2), "read its values on the host")
+                                  where(skip=2), "read its values on the host")
 
 
 # -- comparing two recordings ----------------------------------------------------------------
