@@ -21,7 +21,7 @@ LAYERS = [
     ("autograd", ["autograd"]),
     ("amp", ["amp", "amp_scaler"]),
     ("ops", ["ops"]),
-    ("library", ["nn", "optim", "data", "serialization", "capture_replay"]),
+    ("library", ["nn", "optim", "data", "utils", "serialization", "capture_replay"]),
     ("widgets", ["viz"]),
     ("apps", ["denoise", "charlm", "progress", "exercises", "__main__"]),
 ]

@@ -88,10 +88,10 @@ def test_dataloader_generator_and_unsupported_arguments():
     a = order(generator=np.random.default_rng(4))
     assert a == order(generator=np.random.default_rng(4))
     assert a != order(generator=np.random.default_rng(5))
-    with pytest.raises(ValueError, match="num_workers=2"):
-        DataLoader(ds, 4, num_workers=2)
+    with pytest.raises(ValueError, match="num_workers option should be non-negative"):
+        DataLoader(ds, 4, num_workers=-1)
     with pytest.raises(ValueError, match="batch_size=None"):
-        DataLoader(ds, None)
+        DataLoader(ds, None, drop_last=True)
     with pytest.raises(TypeError, match="collate_fn must be callable"):
         DataLoader(ds, 4, collate_fn="stack")
 

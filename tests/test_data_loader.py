@@ -49,7 +49,7 @@ def test_sequential_batches_are_views_of_one_storage(ds, prefetch):
                                   ds.arrays["inputs"])
 
 
-def test_shuffle_is_seeded_per_epoch_and_sorted_within_a_batch(ds):
+def test_shuffle_is_seeded_per_epoch_and_batches_hold_the_epochs_order(ds):
     a, b = DataLoader(ds, 10, shuffle=True, seed=7), DataLoader(ds, 10, shuffle=True, seed=7)
     e0, e1 = _ids(a), _ids(a)
     assert e0 == _ids(b) and e1 == _ids(b)  # same seed, same sequence of epochs
@@ -58,7 +58,9 @@ def test_shuffle_is_seeded_per_epoch_and_sorted_within_a_batch(ds):
     for epoch in (e0, e1):
         flat = [i for batch in epoch for i in batch]
         assert sorted(flat) == list(range(103))  # every sample once
-        assert all(batch == sorted(batch) for batch in epoch)
+    assert [i for batch in e0 for i in batch] == a.order(0).tolist()
+    assert [i for batch in e1 for i in batch] == a.order(1).tolist()
+    assert any(batch != sorted(batch) for batch in e0)
     # gathered batches hold the right rows and are copies
     x, y = next(iter(DataLoader(ds, 10, shuffle=True, seed=7)))
     np.testing.assert_array_equal(x.numpy(), ds.arrays["inputs"][y.numpy()])

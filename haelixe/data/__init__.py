@@ -1,16 +1,13 @@
-"""Data: the sine-denoising task, datasets (in memory, memory-mapped, over tensors) and
-the DataLoader."""
+"""Data: the sine-denoising task, datasets (in memory, memory-mapped, over tensors,
+PyTorch's Dataset classes), the samplers and the DataLoader with its worker processes."""
 
 from .sine import SineTask, baselines, heldout_set, random_batch, seed_batch
 
-_LAZY = ("memmap", "loader", "dataset", "npy", "sine_file")
+_LAZY = ("memmap", "loader", "dataset", "sampler", "workers", "npy", "sine_file")
 _MISSING = {
-    "IterableDataset": "a map-style dataset (__len__ and __getitem__) with DataLoader",
-    "Dataset": "any class with __len__ and __getitem__ (no base class is needed)",
-    "RandomSampler": "DataLoader(shuffle=True, seed=...)",
-    "SequentialSampler": "DataLoader(shuffle=False)",
-    "ConcatDataset": "ArrayDataset over concatenated arrays, or TensorDataset(hx.cat(...))",
-    "get_worker_info": "DataLoader(prefetch=...), which prepares batches on one thread",
+    "DistributedSampler": "RandomSampler or SubsetRandomSampler over this process's "
+                          "share of the indices; there is no distributed training",
+    "StackDataset": "TensorDataset, or a Dataset whose __getitem__ returns a tuple",
 }
 
 

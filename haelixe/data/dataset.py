@@ -1,9 +1,12 @@
-"""Map-style datasets over tensors (PyTorch's torch.utils.data names): TensorDataset,
-Subset, random_split, and default_collate, which turns a list of samples into a batch."""
+"""Datasets (PyTorch's torch.utils.data names): the Dataset and IterableDataset base
+classes, TensorDataset, Subset, ConcatDataset, ChainDataset, random_split, and
+default_collate, which turns a list of samples into a batch."""
 
 from __future__ import annotations
 
+import bisect
 import collections.abc
+import itertools
 import math
 import numbers
 
@@ -11,11 +14,80 @@ import numpy as np
 
 from ..creation import from_numpy, tensor
 from ..ops.indexing import stack
-from ..random import generator as default_generator
 from ..tensor import Tensor
+from .sampler import numpy_generator
 
 
-class TensorDataset:
+class Dataset:
+    """Base class of map-style datasets: a subclass defines ``__getitem__(index)`` and
+    usually ``__len__``; ``a + b`` is their ConcatDataset."""
+
+    def __getitem__(self, index):
+        raise NotImplementedError(f"{type(self).__name__} must define __getitem__")
+
+    def __add__(self, other):
+        return ConcatDataset([self, other])
+
+
+class IterableDataset(Dataset):
+    """Base class of stream-style datasets: a subclass defines ``__iter__``. With
+    DataLoader workers each worker iterates its own copy; split the stream with
+    ``get_worker_info()`` to avoid duplicates, as in PyTorch."""
+
+    def __iter__(self):
+        raise NotImplementedError(f"{type(self).__name__} must define __iter__")
+
+    def __add__(self, other):
+        return ChainDataset([self, other])
+
+
+class ConcatDataset(Dataset):
+    """The samples of several map-style datasets one after the other."""
+
+    def __init__(self, datasets):
+        self.datasets = list(datasets)
+        if not self.datasets:
+            raise ValueError("ConcatDataset: datasets should not be an empty iterable")
+        for d in self.datasets:
+            if isinstance(d, IterableDataset):
+                raise TypeError("ConcatDataset does not support IterableDataset; use "
+                                "ChainDataset")
+        self.cumulative_sizes = list(itertools.accumulate(len(d) for d in self.datasets))
+
+    def __len__(self) -> int:
+        return self.cumulative_sizes[-1]
+
+    def __getitem__(self, index):
+        n = len(self)
+        if index < 0:
+            if -index > n:
+                raise ValueError(f"ConcatDataset: absolute value of index {index} should "
+                                 f"not exceed dataset length {n}")
+            index += n
+        if index >= n:
+            raise IndexError(f"ConcatDataset: index {index} out of range for {n} samples")
+        d = bisect.bisect_right(self.cumulative_sizes, index)
+        start = self.cumulative_sizes[d - 1] if d else 0
+        return self.datasets[d][index - start]
+
+
+class ChainDataset(IterableDataset):
+    """The streams of several IterableDatasets one after the other."""
+
+    def __init__(self, datasets):
+        self.datasets = list(datasets)
+
+    def __iter__(self):
+        for d in self.datasets:
+            if not isinstance(d, IterableDataset):
+                raise TypeError("ChainDataset only supports IterableDataset")
+            yield from d
+
+    def __len__(self) -> int:
+        return sum(len(d) for d in self.datasets)
+
+
+class TensorDataset(Dataset):
     """Sample i is ``tuple(t[i] for t in tensors)``: tensors that share their first
     dim (inputs, targets, ...), on any device.
 
@@ -62,7 +134,7 @@ class TensorDataset:
         return f"TensorDataset({shapes})"
 
 
-class Subset:
+class Subset(Dataset):
     """The samples of ``dataset`` at ``indices``, in that order."""
 
     def __init__(self, dataset, indices):
@@ -94,8 +166,8 @@ class Subset:
 def random_split(dataset, lengths, generator=None) -> list:
     """Split ``dataset`` into non-overlapping Subsets of the given ``lengths`` (counts
     summing to len(dataset), or fractions summing to 1, the remainder spread one by one
-    from the first subset, as PyTorch). ``generator`` is a numpy Generator; by default
-    Haelixe's (seeded by hx.manual_seed)."""
+    from the first subset, as PyTorch). ``generator`` is an hx.Generator or a numpy
+    Generator; by default Haelixe's (seeded by hx.manual_seed)."""
     n = len(dataset)
     lengths = list(lengths)
     if not lengths:
@@ -114,7 +186,7 @@ def random_split(dataset, lengths, generator=None) -> list:
     if sum(lengths) != n:
         raise ValueError(f"random_split: the lengths sum to {sum(lengths)}, but the "
                          f"dataset has {n} samples")
-    gen = generator if generator is not None else default_generator()
+    gen = numpy_generator(generator, "random_split")
     order = gen.permutation(n)
     out, start = [], 0
     for k in lengths:
@@ -168,4 +240,30 @@ def default_collate(batch):
                     f"__getitem__, or pass a collate_fn")
 
 
-__all__ = ["TensorDataset", "Subset", "random_split", "default_collate"]
+def default_convert(data):
+    """What a DataLoader without automatic batching (batch_size=None) gives for a
+    sample: numpy arrays and scalars become tensors, containers are converted field by
+    field, anything else is returned as it is."""
+    if isinstance(data, Tensor):
+        return data
+    if isinstance(data, (np.ndarray, np.generic)) and data.dtype.kind not in "OUS":
+        return from_numpy(np.asarray(data))
+    if isinstance(data, collections.abc.Mapping):
+        try:
+            return type(data)({k: default_convert(v) for k, v in data.items()})
+        except TypeError:
+            return {k: default_convert(v) for k, v in data.items()}
+    if isinstance(data, tuple) and hasattr(data, "_fields"):
+        return type(data)(*(default_convert(d) for d in data))
+    if isinstance(data, tuple):
+        return [default_convert(d) for d in data]
+    if isinstance(data, collections.abc.Sequence) and not isinstance(data, (str, bytes)):
+        try:
+            return type(data)([default_convert(d) for d in data])
+        except TypeError:
+            return [default_convert(d) for d in data]
+    return data
+
+
+__all__ = ["Dataset", "IterableDataset", "ConcatDataset", "ChainDataset", "TensorDataset",
+           "Subset", "random_split", "default_collate", "default_convert"]

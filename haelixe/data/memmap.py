@@ -222,19 +222,29 @@ class MemmapDataset(ArrayDataset):
     # -- gathers, read past the mapping when bounded ---------------------------------
     def gather(self, indices) -> tuple:
         """The samples at ``indices`` (1-D) of every field, copied into fresh tensors
-        (in the order given); read with pread(2) when the dataset is ``bounded``."""
+        (in the order given); read with pread(2) when the dataset is ``bounded``. The
+        rows are read in ascending order, so the reads sweep the file forwards, and
+        placed where ``indices`` asks."""
         idx = np.asarray(indices).reshape(-1)
         self._check_sizes()
-        if not self.bounded:
-            return super().gather(idx)
+        ascending = len(idx) < 2 or bool((np.diff(idx) >= 0).all())
+        order = None if ascending else np.argsort(idx, kind="stable")
+        reads = idx if order is None else idx[order]
         outs = []
         for n in self.fields:
             a = self.arrays[n]
-            out = np.empty((len(idx),) + a.shape[1:], a.dtype)
-            _pread_rows(self._fds[n], self._headers[n], self._rows[n], idx,
-                        out.reshape(len(idx), self._rows[n] // a.itemsize).view(np.uint8),
-                        self.length)
-            outs.append(from_numpy(out))
+            if self.bounded:
+                got = np.empty((len(idx),) + a.shape[1:], a.dtype)
+                _pread_rows(self._fds[n], self._headers[n], self._rows[n], reads,
+                            got.reshape(len(idx), self._rows[n] // a.itemsize)
+                            .view(np.uint8), self.length)
+            else:
+                got = np.take(a, reads, axis=0)
+            if order is not None:
+                placed = np.empty_like(got)
+                placed[order] = got
+                got = placed
+            outs.append(from_numpy(got))
         return tuple(outs)
 
     def prefetch(self, start: int, stop: int) -> None:
