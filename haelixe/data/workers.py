@@ -55,32 +55,33 @@ class _Shipped:
         self.requires_grad = t.requires_grad
 
 
-def _ship(obj):
-    if isinstance(obj, Tensor):
-        return _Shipped(obj)
+def _map(obj, leaf):
+    """``obj`` with ``leaf`` applied to everything that is not a container."""
     if isinstance(obj, tuple) and hasattr(obj, "_fields"):
-        return type(obj)(*(_ship(x) for x in obj))
+        return type(obj)(*(_map(x, leaf) for x in obj))
     if isinstance(obj, (list, tuple)):
-        return type(obj)(_ship(x) for x in obj)
+        return type(obj)(_map(x, leaf) for x in obj)
     if isinstance(obj, dict):
-        return type(obj)((k, _ship(v)) for k, v in obj.items())
-    return obj
+        return type(obj)((k, _map(v, leaf)) for k, v in obj.items())
+    return leaf(obj)
+
+
+def _ship(obj):
+    return _map(obj, lambda x: _Shipped(x) if isinstance(x, Tensor) else x)
+
+
+def _rebuilt(x):
+    if not isinstance(x, _Shipped):
+        return x
+    from ..creation import from_numpy
+
+    t = from_numpy(x.array)
+    return t.requires_grad_() if x.requires_grad else t
 
 
 def unship(obj):
     """A batch as the worker made it, its tensors rebuilt in this process."""
-    if isinstance(obj, _Shipped):
-        from ..creation import from_numpy
-
-        t = from_numpy(obj.array)
-        return t.requires_grad_() if obj.requires_grad else t
-    if isinstance(obj, tuple) and hasattr(obj, "_fields"):
-        return type(obj)(*(unship(x) for x in obj))
-    if isinstance(obj, (list, tuple)):
-        return type(obj)(unship(x) for x in obj)
-    if isinstance(obj, dict):
-        return type(obj)((k, unship(v)) for k, v in obj.items())
-    return obj
+    return _map(obj, _rebuilt)
 
 
 class WorkerError:
