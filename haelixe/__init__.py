@@ -51,7 +51,18 @@ from .dtype import (
     int64,
     promote_types,
 )
-from .ops import convert, elementwise, fused, indexing, inplace, linalg, ordering, reduce, views  # noqa: E402,F401
+from .ops import (  # noqa: E402,F401
+    conv,
+    convert,
+    elementwise,
+    fused,
+    indexing,
+    inplace,
+    linalg,
+    ordering,
+    reduce,
+    views,
+)
 from .ops.registry import FUNCTIONS as _FUNCTIONS  # noqa: E402
 from .random import manual_seed
 from .tensor import Tensor

@@ -393,9 +393,9 @@ def test_item13_rope_table_views_on_gpu(be):
 
 # -- errors that name the closest thing ---------------------------------------------------------
 @pytest.mark.parametrize("module,name,closest", [
-    (nn, "Conv2d", "Linear"),
+    (nn, "Conv3d", "Conv2d"),
     (nn, "CrossEntropyloss", "hx.nn.CrossEntropyLoss"),
-    (nn, "BatchNorm1d", "LayerNorm"),
+    (nn, "LSTM", "TransformerBlock"),
     (nn.init, "orthogonal_", "xavier_normal_"),
     (nn.init, "kaiming_uniform", "kaiming_uniform_"),
     (hx.optim, "RMSprop", "Adam"),

@@ -360,6 +360,15 @@ OTHER = {
     "diagonal": (lambda x: x.diagonal(1), lambda x: x.diagonal(1)),
     "nonzero": (lambda x: (x > 0).nonzero(), lambda x: (x > 0).nonzero()),
     "multinomial": (None, None),  # random: tests/test_ops_api.py checks its distribution
+    "conv1d": (lambda x: hx.nn.functional.conv1d(x[None], x[None, :, :3]),
+               lambda x: F.conv1d(x[None], x[None, :, :3])),
+    "conv2d": (lambda x: hx.nn.functional.conv2d(x[None, None], x[None, None, :2, :3]),
+               lambda x: F.conv2d(x[None, None], x[None, None, :2, :3])),
+    "conv_transpose1d": (lambda x: hx.nn.functional.conv_transpose1d(x[None], x[:, None, :3]),
+                         lambda x: F.conv_transpose1d(x[None], x[:, None, :3])),
+    "conv_transpose2d": (
+        lambda x: hx.nn.functional.conv_transpose2d(x[None, None], x[None, None, :2, :2]),
+        lambda x: F.conv_transpose2d(x[None, None], x[None, None, :2, :2])),
 }
 
 

@@ -1,6 +1,7 @@
 """Neural-network building blocks on Haelixe tensors (PyTorch's torch.nn names)."""
 
 from . import functional, init, utils
+from .conv import Conv1d, Conv2d, ConvTranspose1d, ConvTranspose2d
 from .layers import (
     GELU,
     Dropout,
@@ -31,9 +32,7 @@ from .module import Module, ModuleList, Parameter, Sequential
 from .transformer import MLP, MultiHeadAttention, RoPE, TransformerBlock
 
 _MISSING = {
-    "Conv1d": "Linear (hx.nn.Linear); there are no convolution layers",
-    "Conv2d": "Linear (hx.nn.Linear); there are no convolution layers",
-    "Conv3d": "Linear (hx.nn.Linear); there are no convolution layers",
+    "Conv3d": "Conv2d over each depth slice; there is no 3-D convolution",
     "MaxPool2d": "amax over a reshaped tensor (x.amax(dim)); there are no pooling layers",
     "AvgPool2d": "mean over a reshaped tensor (x.mean(dim)); there are no pooling layers",
     "BatchNorm1d": "LayerNorm or RMSNorm",

@@ -9,6 +9,7 @@ from .. import creation
 from ..amp import autocast_dtype, cast_inputs
 from ..dtype import float32
 from ..ops import fused
+from ..ops.conv import conv1d, conv2d, conv_transpose1d, conv_transpose2d, fold, unfold
 from ..ops.elementwise import gelu as _gelu
 from ..ops.indexing import cat, where
 from ..tensor import Tensor
@@ -361,11 +362,11 @@ __all__ = ["linear", "rms_norm", "layer_norm", "gelu", "silu", "relu", "sigmoid"
            "softplus", "logsigmoid", "softmax", "log_softmax", "dropout", "embedding",
            "one_hot", "normalize", "pad", "rope_tables", "apply_rope",
            "scaled_dot_product_attention", "mse_loss", "l1_loss", "smooth_l1_loss",
-           "huber_loss", "nll_loss", "cross_entropy", "binary_cross_entropy_with_logits"]
+           "huber_loss", "nll_loss", "cross_entropy", "binary_cross_entropy_with_logits",
+           "conv1d", "conv2d", "conv_transpose1d", "conv_transpose2d", "unfold", "fold"]
 
 _MISSING = {
-    "conv1d": "linear (hx.nn.functional.linear); there are no convolutions",
-    "conv2d": "linear (hx.nn.functional.linear); there are no convolutions",
+    "conv3d": "conv2d over each depth slice; there is no 3-D convolution",
     "max_pool2d": "amax over a reshaped tensor (x.amax(dim)); there is no pooling",
     "avg_pool2d": "mean over a reshaped tensor (x.mean(dim)); there is no pooling",
     "binary_cross_entropy": "binary_cross_entropy_with_logits (pass the logits)",

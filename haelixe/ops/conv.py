@@ -1,0 +1,288 @@
+"""Convolutions as a product with the windows view, and unfold/fold (im2col, col2im).
+
+conv2d(x, w) with G groups is: pad x, take its windows (N, C, kh, kw, Ho, Wo) as a view
+(ops/windows.py), lay them out as (N, G, C/G*kh*kw, Ho*Wo) and multiply by the weight
+(G, O/G, C/G*kh*kw): one batched product, no loop over positions. Everything is a
+composition of differentiable ops, so the gradients come from theirs: the weight's is
+one product with the same windows, the input's a product followed by SumWindows (col2im:
+a loop over the kh*kw kernel offsets adding strided slices), and derivatives of any
+order pass through. The transposed convolution is the same two steps the other way
+round: a product, then the windows summed back into the (larger) output.
+
+Both backends run it through the kernel contract's primitives (a strided view, a copy,
+matmul, strided adds), so the GPU needs no convolution kernel of its own.
+"""
+
+from __future__ import annotations
+
+import math
+
+from ..amp import cast_inputs
+from ..tensor import Tensor
+from .linalg import matmul
+from .registry import declare, function
+from .windows import pad, sum_windows, window_geometry, windows
+
+
+def ntuple(value, d, name, op):
+    """An int or a sequence of d ints as a d-tuple (PyTorch's _pair/_single)."""
+    if isinstance(value, (tuple, list)):
+        if len(value) == 1:
+            value = tuple(value) * d
+        if len(value) != d or not all(isinstance(v, int) for v in value):
+            raise ValueError(f"{op}: {name} must be an int or {d} ints, got {value!r}")
+        return tuple(value)
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise TypeError(f"{op}: {name} must be an int or a tuple of {d} ints, got "
+                        f"{type(value).__name__}")
+    return (value,) * d
+
+
+def _positive(values, name, op, allow_zero=False):
+    lo = 0 if allow_zero else 1
+    if any(v < lo for v in values):
+        raise ValueError(f"{op}: {name} must be {'non-negative' if allow_zero else 'positive'}"
+                         f", got {values}")
+
+
+def same_padding(kernel, dilation):
+    """padding='same': (before, after) per dim; an odd total puts the extra cell after,
+    as PyTorch does."""
+    out = []
+    for k, d in zip(kernel, dilation):
+        total = d * (k - 1)
+        out.append((total // 2, total - total // 2))
+    return tuple(out)
+
+
+def conv_padding(padding, d, kernel, stride, dilation, op):
+    """(before, after) per spatial dim from an int, a tuple, 'same' or 'valid'."""
+    if isinstance(padding, str):
+        if padding == "valid":
+            return ((0, 0),) * d
+        if padding == "same":
+            if any(s != 1 for s in stride):
+                raise ValueError(f"{op}: padding='same' is not supported for strided "
+                                 f"convolutions (stride {stride}); give the padding as "
+                                 f"ints, or use stride 1")
+            return same_padding(kernel, dilation)
+        raise ValueError(f"{op}: padding must be an int, a tuple, 'same' or 'valid', got "
+                         f"{padding!r}")
+    p = ntuple(padding, d, "padding", op)
+    _positive(p, "padding", op, allow_zero=True)
+    return tuple((n, n) for n in p)
+
+
+def _check_operands(op, x, weight, bias, ints=()):
+    """Tensors of one device and dtype: floating, or one of the integer dtypes ``ints``
+    PyTorch's CPU kernels of the op take."""
+    for name, t in (("input", x), ("weight", weight), ("bias", bias)):
+        if t is None:
+            continue
+        if not isinstance(t, Tensor):
+            raise TypeError(f"{op}: {name} must be a Tensor, got {type(t).__name__}")
+        if not t.dtype.is_floating_point and t.dtype.name not in ints:
+            raise TypeError(f"{op}: not defined for {t.dtype.name} tensors ({name} of shape "
+                            f"{t.shape}); convert with .float() first")
+    for name, t in (("weight", weight), ("bias", bias)):
+        if t is None:
+            continue
+        if t.device is not x.device:
+            raise RuntimeError(f"{op}: input on {x.device.type}, {name} on {t.device.type}; "
+                               f"move the module or the input with .to(...)")
+        if t.dtype is not x.dtype:
+            raise TypeError(f"{op}: input is {x.dtype.name} but {name} is {t.dtype.name}; "
+                            f"use hx.autocast or cast the input with .to(dtype)")
+
+
+def _batched(op, x, d):
+    """x with its batch dim, and whether one was added (an unbatched (C, *spatial) input)."""
+    if x.ndim == d + 1:
+        return x.unsqueeze(0), True
+    if x.ndim != d + 2:
+        raise ValueError(f"{op}: expected a {d + 1}-D (unbatched) or {d + 2}-D (batched) "
+                         f"input of shape (N, C, {', '.join('LHW'[3 - d:] if d < 3 else 'DHW')})"
+                         f", got shape {x.shape}")
+    return x, False
+
+
+def _operands(op, d, input, weight, bias, stride, dilation, ints, weight_dims):
+    """What both convolutions check first: autocast's casts, the operands' dtypes and
+    devices, a batch dim, the weight's rank, stride and dilation as d positive ints."""
+    x, weight, bias = cast_inputs("matmul", input, weight, bias)
+    _check_operands(op, x, weight, bias, ints)
+    x, unbatched = _batched(op, x, d)
+    if weight.ndim != d + 2:
+        raise ValueError(f"{op}: weight must be {d + 2}-D ({weight_dims}, *kernel), got "
+                         f"shape {weight.shape}")
+    stride = ntuple(stride, d, "stride", op)
+    dilation = ntuple(dilation, d, "dilation", op)
+    _positive(stride, "stride", op)
+    _positive(dilation, "dilation", op)
+    return x, weight, bias, unbatched, stride, dilation
+
+
+def conv(op, d, input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    """The d-dimensional convolution (cross-correlation, as PyTorch's) behind conv1d/2d."""
+    x, weight, bias, unbatched, stride, dilation = _operands(
+        op, d, input, weight, bias, stride, dilation, ("int32", "int64"),
+        "out_channels, in_channels / groups")
+    if not isinstance(groups, int) or groups < 1:
+        raise ValueError(f"{op}: groups must be a positive int, got {groups!r}")
+    n, c = x.shape[:2]
+    o, cg = weight.shape[:2]
+    kernel = tuple(weight.shape[2:])
+    if c % groups or o % groups:
+        raise ValueError(f"{op}: in_channels ({c}) and out_channels ({o}) must both be "
+                         f"divisible by groups ({groups}); change groups or the channels")
+    if cg * groups != c:
+        raise ValueError(f"{op}: input of shape {x.shape} has {c} channels, but the weight "
+                         f"of shape {weight.shape} with groups={groups} expects "
+                         f"{cg * groups} ({cg} per group)")
+    if bias is not None and bias.shape != (o,):
+        raise ValueError(f"{op}: bias must have shape ({o},) for a weight of shape "
+                         f"{weight.shape}, got {bias.shape}")
+    pads = conv_padding(padding, d, kernel, stride, dilation, op)
+    xp = pad(x, pads, 0, op)
+    win = windows(xp, kernel, stride, dilation, op)  # (N, C, *kernel, *out): a view
+    out = win.shape[2 + d:]
+    k = cg * math.prod(kernel)
+    cols = win.reshape(n, groups, k, math.prod(out))  # (im2col laid out for the product)
+    y = matmul(weight.reshape(groups, o // groups, k), cols)  # (N, G, O/G, positions)
+    y = y.reshape((n, o) + out)
+    if bias is not None:
+        y = y + bias.reshape((o,) + (1,) * d)
+    return y.squeeze(0) if unbatched else y
+
+
+def conv_transpose(op, d, input, weight, bias=None, stride=1, padding=0, output_padding=0,
+                   groups=1, dilation=1):
+    """The d-dimensional transposed convolution behind conv_transpose1d/2d: each input
+    pixel's product with the weight, (O*kh*kw) values, summed back as windows into the
+    output (SumWindows), then the padding cropped."""
+    x, weight, bias, unbatched, stride, dilation = _operands(
+        op, d, input, weight, bias, stride, dilation, ("int64",),
+        "in_channels, out_channels / groups")
+    if isinstance(padding, str):
+        raise ValueError(f"{op}: padding must be an int or a tuple of ints, got "
+                         f"{padding!r} (only convolutions take 'same' or 'valid')")
+    padding = ntuple(padding, d, "padding", op)
+    output_padding = ntuple(output_padding, d, "output_padding", op)
+    _positive(padding, "padding", op, allow_zero=True)
+    _positive(output_padding, "output_padding", op, allow_zero=True)
+    for op_, s, dl in zip(output_padding, stride, dilation):
+        if op_ >= max(s, dl):
+            raise ValueError(f"{op}: output_padding {output_padding} must be smaller than "
+                             f"either stride {stride} or dilation {dilation}")
+    if not isinstance(groups, int) or groups < 1:
+        raise ValueError(f"{op}: groups must be a positive int, got {groups!r}")
+    n, c = x.shape[:2]
+    if weight.shape[0] != c:
+        raise ValueError(f"{op}: input of shape {x.shape} has {c} channels, but the weight "
+                         f"of shape {weight.shape} expects {weight.shape[0]}")
+    if c % groups:
+        raise ValueError(f"{op}: in_channels ({c}) must be divisible by groups ({groups})")
+    og = weight.shape[1]
+    o = og * groups
+    kernel = tuple(weight.shape[2:])
+    if bias is not None and bias.shape != (o,):
+        raise ValueError(f"{op}: bias must have shape ({o},), got {bias.shape}")
+    spatial = x.shape[2:]
+    full = tuple((i - 1) * s + dl * (k - 1) + 1
+                 for i, s, dl, k in zip(spatial, stride, dilation, kernel))
+    size = tuple(f + p - 2 * q for f, p, q in zip(full, output_padding, padding))
+    if any(i < 1 for i in spatial) or any(m < 1 for m in size):
+        raise ValueError(f"{op}: input of shape {x.shape} with kernel {kernel}, stride "
+                         f"{stride}, padding {padding} gives an output of size {size}; "
+                         f"use less padding")
+    cg = c // groups
+    k = og * math.prod(kernel)
+    per_pixel = matmul(weight.reshape(groups, cg, k).mT,
+                       x.reshape(n, groups, cg, math.prod(spatial)))  # (N, G, k, pixels)
+    cols = per_pixel.reshape((n, o) + kernel + spatial)
+    y = sum_windows(cols, (n, o) + full, kernel, stride, dilation, op)
+    y = pad(y, tuple((-q, p - q) for p, q in zip(output_padding, padding)), 0, op)
+    if bias is not None:
+        y = y + bias.reshape((o,) + (1,) * d)
+    return y.squeeze(0) if unbatched else y
+
+
+def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    """1-D convolution over (N, C, L) or (C, L), PyTorch's signature."""
+    return conv("conv1d", 1, input, weight, bias, stride, padding, dilation, groups)
+
+
+def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    """2-D convolution over (N, C, H, W) or (C, H, W), PyTorch's signature: stride,
+    padding (ints, 'same', 'valid'), dilation and groups (depthwise: groups = C)."""
+    return conv("conv2d", 2, input, weight, bias, stride, padding, dilation, groups)
+
+
+def conv_transpose1d(input, weight, bias=None, stride=1, padding=0, output_padding=0,
+                     groups=1, dilation=1):
+    return conv_transpose("conv_transpose1d", 1, input, weight, bias, stride, padding,
+                          output_padding, groups, dilation)
+
+
+def conv_transpose2d(input, weight, bias=None, stride=1, padding=0, output_padding=0,
+                     groups=1, dilation=1):
+    """The adjoint of conv2d (its gradient for the input), PyTorch's signature."""
+    return conv_transpose("conv_transpose2d", 2, input, weight, bias, stride, padding,
+                          output_padding, groups, dilation)
+
+
+def _fold_args(op, kernel_size, dilation, padding, stride):
+    kernel = ntuple(kernel_size, 2, "kernel_size", op)
+    dilation = ntuple(dilation, 2, "dilation", op)
+    padding = ntuple(padding, 2, "padding", op)
+    stride = ntuple(stride, 2, "stride", op)
+    _positive(kernel, "kernel_size", op)
+    _positive(dilation, "dilation", op)
+    _positive(stride, "stride", op)
+    _positive(padding, "padding", op, allow_zero=True)
+    return kernel, dilation, tuple((p, p) for p in padding), stride
+
+
+def unfold(input, kernel_size, dilation=1, padding=0, stride=1):
+    """im2col: (N, C, H, W) -> (N, C*kh*kw, L), each column one window (PyTorch's F.unfold)."""
+    op = "unfold"
+    kernel, dilation, pads, stride = _fold_args(op, kernel_size, dilation, padding, stride)
+    x, unbatched = _batched(op, input, 2)
+    win = windows(pad(x, pads, 0, op), kernel, stride, dilation, op)
+    n, c = x.shape[:2]
+    cols = win.reshape(n, c * math.prod(kernel), math.prod(win.shape[4:]))
+    return cols.squeeze(0) if unbatched else cols
+
+
+def fold(input, output_size, kernel_size, dilation=1, padding=0, stride=1):
+    """col2im: (N, C*kh*kw, L) -> (N, C, H, W), overlapping windows summed (F.fold)."""
+    op = "fold"
+    kernel, dilation, pads, stride = _fold_args(op, kernel_size, dilation, padding, stride)
+    size = ntuple(output_size, 2, "output_size", op)
+    unbatched = input.ndim == 2
+    x = input.unsqueeze(0) if unbatched else input
+    if x.ndim != 3:
+        raise ValueError(f"fold: expected a 2-D or 3-D input (N, C*kh*kw, L), got shape "
+                         f"{input.shape}")
+    kk = math.prod(kernel)
+    n, ck, positions = x.shape
+    if ck % kk:
+        raise ValueError(f"fold: the input's dim 1 ({ck}) must be divisible by the kernel's "
+                         f"size {kernel} = {kk}")
+    padded = tuple(m + a + b for m, (a, b) in zip(size, pads))
+    out = window_geometry(op, padded, kernel, stride, dilation)
+    if math.prod(out) != positions:
+        raise ValueError(f"fold: an output of size {size} with kernel {kernel}, padding "
+                         f"{tuple(p for p, _ in pads)}, stride {stride} and dilation "
+                         f"{dilation} has {math.prod(out)} windows, but the input has "
+                         f"{positions} (its dim 2)")
+    c = ck // kk
+    cols = x.reshape((n, c) + kernel + out)
+    y = sum_windows(cols, (n, c) + padded, kernel, stride, dilation, op)
+    y = pad(y, tuple((-a, -b) for a, b in pads), 0, op)
+    return y.squeeze(0) if unbatched else y
+
+
+for _fn in (conv1d, conv2d, conv_transpose1d, conv_transpose2d):
+    declare(_fn.__name__, arity=3, dtypes="float")
+    function(_fn)

@@ -1,0 +1,167 @@
+"""Sliding windows as a strided view, their adjoint (summing windows back), and padding.
+
+The windows of an image are one zero-copy view of it: for a (N, C, H, W) tensor and a
+(kh, kw) kernel, ``Windows`` is the (N, C, kh, kw, Ho, Wo) tensor over the same memory
+whose element [n, c, i, j, y, x] is the pixel [n, c, y*sh + i*dh, x*sw + j*dw]. The
+kernel dims step by the dilation times the image's strides, the output dims by the
+stride times them, so no byte moves (im2col as ``as_strided``). Convolution, pooling and
+unfold read it; every layer of the images issue is a product or a reduction over it.
+
+Its gradient is ``SumWindows`` (col2im): every window's values added back where the
+window read them. That is one loop over the kernel's kh*kw offsets, each adding a
+strided slice of all windows at once, never a loop over output positions. The two are
+each other's adjoint, so each one's backward is the other, and derivatives of any order
+pass through. ``Pad`` (zeros, or any constant, around the last dims; negative sizes
+crop) is its own adjoint the same way: its backward is the opposite padding.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+
+from .. import layout
+from ..autograd.function import Function
+from ..tensor import Tensor
+from .views import _check_history, _view_of
+
+
+def window_geometry(op, spatial, kernel, stride, dilation):
+    """The output size of each windowed dim, or a ValueError naming ``op`` when a
+    (dilated) kernel does not fit the (padded) input."""
+    out = []
+    for n, k, s, d in zip(spatial, kernel, stride, dilation):
+        span = d * (k - 1) + 1
+        if span > n:
+            raise ValueError(
+                f"{op}: the kernel {tuple(kernel)} (dilation {tuple(dilation)}, so spanning "
+                f"{span} cells) is larger than the padded input's spatial size "
+                f"{tuple(spatial)}; use a smaller kernel or dilation, or more padding")
+        out.append((n - span) // s + 1)
+    return tuple(out)
+
+
+def window_layout(shape, strides, kernel, stride, dilation, op="windows"):
+    """(shape, strides) of the windows view over a tensor of ``shape``/``strides``: the
+    last len(kernel) dims windowed, the ones before kept."""
+    d = len(kernel)
+    lead, spatial = shape[:-d], shape[-d:]
+    lead_strides, spatial_strides = strides[:-d], strides[-d:]
+    out = window_geometry(op, spatial, kernel, stride, dilation)
+    return (lead + tuple(kernel) + out,
+            lead_strides + tuple(st * dl for st, dl in zip(spatial_strides, dilation))
+            + tuple(st * s for st, s in zip(spatial_strides, stride)))
+
+
+class Windows(Function):
+    """The sliding windows of the last len(kernel) dims, as a view (see the module)."""
+
+    small_state = True
+
+    @staticmethod
+    def forward(ctx, x, kernel, stride, dilation):
+        ctx.in_shape, ctx.geometry = x.shape, (kernel, stride, dilation)
+        shape, strides = window_layout(x.shape, x.strides, kernel, stride, dilation)
+        return _view_of(ctx, x, shape, strides, x.offset)
+
+    @staticmethod
+    def backward(ctx, g):
+        _check_history(ctx)
+        return SumWindows.apply(g, ctx.in_shape, *ctx.geometry), None, None, None
+
+
+class SumWindows(Function):
+    """col2im: windows (lead, *kernel, *out) added into zeros of ``shape``, each where
+    Windows would have read it; one strided add per kernel offset. 16-bit windows are
+    summed in float32 and rounded once."""
+
+    small_state = True
+
+    @staticmethod
+    def forward(ctx, cols, shape, kernel, stride, dilation):
+        ctx.geometry = (kernel, stride, dilation)
+        d = len(kernel)
+        lead = len(shape) - d
+        out_size = cols.shape[lead + d:]
+        be = cols._be
+        dtype = cols.dtype.np
+        if cols.dtype.itemsize < 4:
+            cols = Tensor._wrap(be.cast(cols._data, np.float32))
+        out = Tensor._wrap(be.full(shape, 0, cols.dtype.np))
+        every = (slice(None),) * lead
+        for offsets in itertools.product(*(range(k) for k in kernel)):
+            dst = every + tuple(slice(o * dl, o * dl + s * (n - 1) + 1, s) for o, dl, s, n
+                                in zip(offsets, dilation, stride, out_size))
+            be.add_into(be.make_view(out._storage, *layout.index(
+                            out.shape, out.strides, out.offset, dst)),
+                        be.make_view(cols._storage, *layout.index(
+                            cols.shape, cols.strides, cols.offset, every + offsets)))
+        return out if out.dtype.np == dtype else be.cast(out._data, dtype)
+
+    @staticmethod
+    def backward(ctx, g):
+        return Windows.apply(g, *ctx.geometry), None, None, None, None
+
+
+def sum_windows(cols, shape, kernel, stride, dilation, op="fold"):
+    """SumWindows, checked: the windows' output dims must be those ``shape`` has."""
+    d = len(kernel)
+    want = window_geometry(op, shape[-d:], kernel, stride, dilation)
+    if tuple(cols.shape[-d:]) != want:
+        raise ValueError(f"{op}: {tuple(cols.shape[-d:])} window positions do not fit an "
+                         f"output of spatial size {tuple(shape[-d:])}, which has {want} for "
+                         f"kernel {tuple(kernel)}, stride {tuple(stride)}, dilation "
+                         f"{tuple(dilation)}")
+    return SumWindows.apply(cols, tuple(shape), tuple(kernel), tuple(stride), tuple(dilation))
+
+
+class Pad(Function):
+    """Constant padding of the last len(pads) dims, ``pads`` one (before, after) per dim
+    (a negative size crops): a new tensor of the value with the input copied inside.
+    Its backward is the opposite padding of the gradient, with zeros."""
+
+    small_state = True
+
+    @staticmethod
+    def forward(ctx, x, pads, value):
+        ctx.pads = pads
+        lead = x.ndim - len(pads)
+        shape = x.shape[:lead] + tuple(n + a + b for n, (a, b) in zip(x.shape[lead:], pads))
+        be = x._be
+        out = Tensor._wrap(be.full(shape, value, x.dtype.np))
+        if math.prod(shape) and x.numel():
+            src = (slice(None),) * lead + tuple(slice(max(-a, 0), n - max(-b, 0))
+                                                for n, (a, b) in zip(x.shape[lead:], pads))
+            dst = (slice(None),) * lead + tuple(slice(max(a, 0), m - max(b, 0))
+                                                for m, (a, b) in zip(shape[lead:], pads))
+            be.copy_into(be.make_view(out._storage, *layout.index(out.shape, out.strides,
+                                                                  out.offset, dst)),
+                         be.make_view(x._storage, *layout.index(x.shape, x.strides,
+                                                                x.offset, src)))
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        return Pad.apply(g, tuple((-a, -b) for a, b in ctx.pads), 0), None, None
+
+
+def pad(x, pads, value=0, op="pad"):
+    """x padded with ``value`` by ``pads`` ((before, after) per trailing dim); the
+    input itself where every size is zero."""
+    pads = tuple((int(a), int(b)) for a, b in pads)
+    if not any(a or b for a, b in pads):
+        return x
+    lead = x.ndim - len(pads)
+    for n, (a, b) in zip(x.shape[lead:], pads):
+        if n + a + b < 0:
+            raise ValueError(f"{op}: padding {pads} crops more than the input of shape "
+                             f"{x.shape} has")
+    return Pad.apply(x, pads, value)
+
+
+def windows(x, kernel, stride, dilation, op="windows"):
+    """The windows view of x's last len(kernel) dims (kernel, stride, dilation tuples)."""
+    window_geometry(op, x.shape[-len(kernel):], kernel, stride, dilation)
+    return Windows.apply(x, tuple(kernel), tuple(stride), tuple(dilation))
