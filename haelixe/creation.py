@@ -10,6 +10,7 @@ from . import dtype as dt
 from .backends import backend_for
 from .device import CPU, as_device
 from .dtype import as_dtype, number_as
+from .errors import OpError
 from .random import generator
 from .tensor import Tensor
 
@@ -67,9 +68,9 @@ def _host_array(data, np_dtype=None):
                            f"range") from None
     except (ValueError, TypeError) as e:
         if "inhomogeneous" in str(e) or "sequence" in str(e):
-            raise ValueError("tensor: the nested lists are ragged (rows of different "
-                             "lengths); every row of one level needs the same length, as "
-                             "a tensor is rectangular") from None
+            raise OpError("tensor: the nested lists are ragged (rows of different "
+                          "lengths); every row of one level needs the same length, as "
+                          "a tensor is rectangular") from None
         raise TypeError(f"tensor: cannot build a tensor from {type(data).__name__} "
                         f"({e})") from None
 
@@ -99,7 +100,7 @@ def _shape(size) -> tuple:
         size = tuple(size[0])
     for n in size:
         if not isinstance(n, numbers.Integral) or n < 0:
-            raise ValueError(f"sizes must be non-negative ints, got {tuple(size)}")
+            raise OpError(f"sizes must be non-negative ints, got {tuple(size)}")
     return tuple(int(n) for n in size)
 
 
@@ -177,7 +178,7 @@ def randint(low, high=None, size=None, dtype=None, device=None) -> Tensor:
     if high is None:
         low, high = 0, low
     if high <= low:
-        raise ValueError(f"randint: high ({high}) must be greater than low ({low})")
+        raise OpError(f"randint: high ({high}) must be greater than low ({low})")
     arr = generator().integers(low, high, size=tuple(size or ()))
     return _finish(arr.astype(_dtype(dtype, dt.int64).np), device, False)
 

@@ -13,6 +13,8 @@ import functools
 import math
 import operator
 
+from .errors import OpError
+
 Shape = tuple
 Strides = tuple
 
@@ -64,7 +66,7 @@ def normalize_dims(dims, ndim: int, op: str = "op") -> tuple:
         out.append(d if 0 <= d < ndim else normalize_dim(d, ndim, op))
     out = tuple(out)
     if len(set(out)) != len(out):
-        raise ValueError(f"{op}: dims {tuple(dims)} repeat a dim")
+        raise OpError(f"{op}: dims {tuple(dims)} repeat a dim")
     return out
 
 
@@ -97,7 +99,7 @@ def broadcast_shapes(*shapes: Shape, op: str = "broadcast") -> Shape:
                 out[i] = n
             else:
                 shown = " and ".join(str(tuple(s)) for s in shapes)
-                raise ValueError(
+                raise OpError(
                     f"{op}: shapes {shown} cannot be broadcast together: size {m} vs {n} "
                     f"at dim {i - ndim}; sizes must match or one of them be 1 "
                     f"(reshape or unsqueeze one input)")
@@ -108,15 +110,15 @@ def expand(shape: Shape, strides: Strides, target: Shape, op: str = "expand") ->
     """Strides that view ``shape`` as ``target`` with zero strides on broadcast dims.
     -1 in ``target`` keeps the existing size."""
     if len(target) < len(shape):
-        raise ValueError(f"{op}: cannot expand shape {tuple(shape)} to {tuple(target)}: "
-                         f"the target has fewer dims")
+        raise OpError(f"{op}: cannot expand shape {tuple(shape)} to {tuple(target)}: "
+                      f"the target has fewer dims")
     lead = len(target) - len(shape)
     out = [0] * len(target)
     for i, t in enumerate(target):
         if i < lead:
             if t < 0:
-                raise ValueError(f"{op}: -1 is not allowed for new leading dim {i} "
-                                 f"(expanding {tuple(shape)} to {tuple(target)})")
+                raise OpError(f"{op}: -1 is not allowed for new leading dim {i} "
+                              f"(expanding {tuple(shape)} to {tuple(target)})")
             continue
         n, s = shape[i - lead], strides[i - lead]
         if t == -1 or t == n:
@@ -124,8 +126,8 @@ def expand(shape: Shape, strides: Strides, target: Shape, op: str = "expand") ->
         elif n == 1:
             out[i] = 0
         else:
-            raise ValueError(f"{op}: cannot expand shape {tuple(shape)} to {tuple(target)}: "
-                             f"size {n} at dim {i - lead} is not 1")
+            raise OpError(f"{op}: cannot expand shape {tuple(shape)} to {tuple(target)}: "
+                          f"size {n} at dim {i - lead} is not 1")
     return tuple(out)
 
 
@@ -150,14 +152,14 @@ def infer_shape(shape, total: int, op: str = "view") -> Shape:
     if -1 not in shape and math.prod(shape) == total:
         return shape  # the common case: nothing to infer
     if shape.count(-1) > 1:
-        raise ValueError(f"{op}: only one dim may be -1, got {shape}")
+        raise OpError(f"{op}: only one dim may be -1, got {shape}")
     known = math.prod(n for n in shape if n != -1)
     if -1 in shape:
         if known == 0 or total % known:
-            raise ValueError(f"{op}: shape {shape} is invalid for {total} elements")
+            raise OpError(f"{op}: shape {shape} is invalid for {total} elements")
         shape = tuple(total // known if n == -1 else n for n in shape)
     if any(n < 0 for n in shape) or math.prod(shape) != total:
-        raise ValueError(f"{op}: shape {shape} is invalid for input of {total} elements")
+        raise OpError(f"{op}: shape {shape} is invalid for input of {total} elements")
     return shape
 
 
@@ -196,8 +198,8 @@ def view_strides(shape: Shape, strides: Strides, new_shape: Shape):
 def permute(shape: Shape, strides: Strides, dims) -> tuple[Shape, Strides]:
     dims = normalize_dims(dims, len(shape), "permute")
     if len(dims) != len(shape):
-        raise ValueError(f"permute: got {len(dims)} dims {tuple(dims)} for a tensor of shape "
-                         f"{tuple(shape)}; give one entry per dim")
+        raise OpError(f"permute: got {len(dims)} dims {tuple(dims)} for a tensor of shape "
+                      f"{tuple(shape)}; give one entry per dim")
     # (from lists: a generator costs twice as much for these few dims)
     return tuple([shape[d] for d in dims]), tuple([strides[d] for d in dims])
 
@@ -319,18 +321,18 @@ def split_sizes(n: int, split_size_or_sections, dim_desc: str = "") -> list[int]
     if isinstance(split_size_or_sections, int):
         k = split_size_or_sections
         if k <= 0:
-            raise ValueError(f"split: split_size must be positive, got {k}")
+            raise OpError(f"split: split_size must be positive, got {k}")
         return [min(k, n - i) for i in range(0, n, k)] or [0]
     sizes = list(split_size_or_sections)
     if sum(sizes) != n:
-        raise ValueError(f"split: sizes {sizes} sum to {sum(sizes)} but {dim_desc} has "
-                         f"size {n}")
+        raise OpError(f"split: sizes {sizes} sum to {sum(sizes)} but {dim_desc} has "
+                      f"size {n}")
     return sizes
 
 
 def chunk_sizes(n: int, chunks: int) -> list[int]:
     if chunks <= 0:
-        raise ValueError(f"chunk: chunks must be positive, got {chunks}")
+        raise OpError(f"chunk: chunks must be positive, got {chunks}")
     k = -(-n // chunks) if n else 1
     return split_sizes(n, k)
 
@@ -340,15 +342,15 @@ def chunk_sizes(n: int, chunks: int) -> list[int]:
 def check_as_strided(storage_size: int, shape, strides, offset: int) -> None:
     """Refuse a layout that reaches outside its storage."""
     if len(shape) != len(strides):
-        raise ValueError(f"as_strided: shape {tuple(shape)} and strides {tuple(strides)} "
-                         f"must have the same length")
+        raise OpError(f"as_strided: shape {tuple(shape)} and strides {tuple(strides)} "
+                      f"must have the same length")
     if any(n < 0 for n in shape):
-        raise ValueError(f"as_strided: negative size in shape {tuple(shape)}")
+        raise OpError(f"as_strided: negative size in shape {tuple(shape)}")
     if offset < 0:
-        raise ValueError(f"as_strided: storage offset {offset} is negative")
+        raise OpError(f"as_strided: storage offset {offset} is negative")
     lo, hi = extent(shape, strides, offset)
     if hi >= lo and (lo < 0 or hi >= storage_size):
-        raise ValueError(
+        raise OpError(
             f"as_strided: shape {tuple(shape)}, strides {tuple(strides)} and offset {offset} "
             f"reach storage elements {lo}..{hi}, but the storage holds {storage_size} "
             f"(valid 0..{storage_size - 1}); shrink the shape or the strides")

@@ -191,6 +191,12 @@ class Tensor:
         return self
 
     @property
+    def _version(self) -> int:
+        """In-place writes so far into this tensor's storage, through any view or
+        detach() of it (PyTorch's name): one counter per storage, as PyTorch shares it."""
+        return self._storage.version
+
+    @property
     def is_leaf(self) -> bool:
         return self.grad_fn is None
 

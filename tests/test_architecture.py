@@ -13,7 +13,7 @@ ROOT = Path(__file__).resolve().parents[1] / "haelixe"
 
 #: lowest first; a module may import its own layer and the layers below it
 LAYERS = [
-    ("foundations", ["dtype", "device", "layout", "storage", "atomic", "fileio", "random",
+    ("foundations", ["errors", "dtype", "device", "layout", "storage", "atomic", "fileio", "random",
                      "memory", "closest"]),
     ("backends", ["backends"]),
     ("tensor", ["tensor"]),

@@ -64,12 +64,13 @@ CE_CASES = {
 
 @pytest.mark.parametrize("case", sorted(CE_CASES))
 @pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
-@pytest.mark.parametrize("options", ["plain", "weight", "ignore", "smooth", "all"])
+@pytest.mark.parametrize("options", ["plain", "weight", "ignore", "smooth", "ignore_smooth",
+                                     "all"])
 def test_cross_entropy_class_indices(device, case, reduction, options):
     xs, ts = CE_CASES[case]
-    ignore = options in ("ignore", "all") and case != "unbatched"
+    ignore = options in ("ignore", "ignore_smooth", "all") and case != "unbatched"
     w = np.linspace(0.5, 2.0, 5).astype(np.float32) if options in ("weight", "all") else None
-    ls = 0.2 if options in ("smooth", "all") else 0.0
+    ls = 0.2 if options in ("smooth", "ignore_smooth", "all") else 0.0
     x = randn(*xs, seed=1, scale=2.0)
     t = classes(*ts, c=5, seed=2, ignore=3 if ignore else None)
     kw = dict(reduction=reduction, label_smoothing=ls, ignore_index=3 if ignore else -100)

@@ -8,6 +8,7 @@ import math
 from .. import creation
 from ..amp import autocast_dtype, cast_inputs
 from ..dtype import float32
+from ..errors import OpError
 from ..ops import fused
 from ..ops.conv import conv1d, conv2d, conv_transpose1d, conv_transpose2d, fold, unfold
 from ..ops.elementwise import gelu as _gelu
@@ -28,11 +29,11 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None, activation=Non
     """x @ weight.T + bias (weight is (out, in)), optionally followed by GELU, in one
     fused kernel forward and backward."""
     if x.shape[-1] != weight.shape[1]:
-        raise ValueError(f"linear: input of shape {x.shape} has {x.shape[-1]} features but "
-                         f"the weight {weight.shape} expects {weight.shape[1]}")
+        raise OpError(f"linear: input of shape {x.shape} has {x.shape[-1]} features but "
+                      f"the weight {weight.shape} expects {weight.shape[1]}")
     if activation not in (None, "gelu", "gelu_tanh"):
-        raise ValueError(f"linear: activation must be None, 'gelu' or 'gelu_tanh', got "
-                         f"{activation!r}")
+        raise OpError(f"linear: activation must be None, 'gelu' or 'gelu_tanh', got "
+                      f"{activation!r}")
     low = autocast_dtype()
     if low is not None and x.dtype is float32 and weight.dtype is low:
         # a 16-bit weight already: the kernel reads the float32 input rounded to its
@@ -86,11 +87,11 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
         tuple(int(n) for n in normalized_shape)
     k = len(shape)
     if k == 0 or input.ndim < k or input.shape[input.ndim - k:] != shape:
-        raise ValueError(f"layer_norm: normalized_shape={shape} must be the trailing dims "
-                         f"of the input, got an input of shape {input.shape}")
+        raise OpError(f"layer_norm: normalized_shape={shape} must be the trailing dims "
+                      f"of the input, got an input of shape {input.shape}")
     for name, t in (("weight", weight), ("bias", bias)):
         if t is not None and t.shape != shape:
-            raise ValueError(f"layer_norm: {name} has shape {t.shape}, expected {shape}")
+            raise OpError(f"layer_norm: {name} has shape {t.shape}, expected {shape}")
     (x,) = cast_inputs("norm", input)
     # under autocast the weight and bias are read as they are (a cast to float32 would be
     # exact, and one more pass); outside it PyTorch refuses mixed dtypes, and so do we
@@ -152,7 +153,7 @@ def dropout(input, p=0.5, training=True, inplace=False):
     """Zero each element with probability ``p`` and scale the rest by 1 / (1 - p)
     during training; the identity otherwise. ``inplace`` writes into ``input``."""
     if not 0.0 <= p <= 1.0:
-        raise ValueError(f"dropout: p must be in [0, 1], got {p}")
+        raise OpError(f"dropout: p must be in [0, 1], got {p}")
     if not training or p == 0.0:
         return input
     if p == 1.0:
@@ -173,8 +174,8 @@ def embedding(input, weight, padding_idx=None):
         return rows
     n = weight.shape[0]
     if not -n <= padding_idx < n:
-        raise ValueError(f"embedding: padding_idx {padding_idx} is outside the "
-                         f"{n} embeddings")
+        raise OpError(f"embedding: padding_idx {padding_idx} is outside the "
+                      f"{n} embeddings")
     pad = padding_idx % n
     return where((input != pad).unsqueeze(-1), rows, rows.detach())
 
@@ -186,16 +187,16 @@ def one_hot(tensor, num_classes=-1):
         raise TypeError(f"one_hot: expects an integer tensor, got {tensor.dtype.name}")
     values = tensor.numpy()
     if values.size and values.min() < 0:
-        raise ValueError(f"one_hot: class values must be non-negative, got "
-                         f"{int(values.min())}")
+        raise OpError(f"one_hot: class values must be non-negative, got "
+                      f"{int(values.min())}")
     if num_classes == -1:
         if not values.size:
-            raise ValueError("one_hot: cannot infer num_classes from an empty tensor; "
-                             "pass num_classes")
+            raise OpError("one_hot: cannot infer num_classes from an empty tensor; "
+                          "pass num_classes")
         num_classes = int(values.max()) + 1
     elif values.size and values.max() >= num_classes:
-        raise ValueError(f"one_hot: class value {int(values.max())} does not fit "
-                         f"num_classes={num_classes}")
+        raise OpError(f"one_hot: class value {int(values.max())} does not fit "
+                      f"num_classes={num_classes}")
     classes = creation.arange(num_classes, dtype="int64", device=tensor.device)
     return (tensor.unsqueeze(-1).to("int64") == classes).to("int64")
 
@@ -226,12 +227,12 @@ def pad(input, pad, mode="constant", value=None):
     (with ``value``, default 0), 'reflect', 'replicate', 'circular'."""
     pad = tuple(int(n) for n in pad)
     if len(pad) % 2 or len(pad) // 2 > input.ndim:
-        raise ValueError(f"pad: needs an even number of sizes, at most 2 per dim of the "
-                         f"input ({input.ndim} dims), got {pad}")
+        raise OpError(f"pad: needs an even number of sizes, at most 2 per dim of the "
+                      f"input ({input.ndim} dims), got {pad}")
     if mode not in _PAD_MODES:
-        raise ValueError(f"pad: mode must be one of {_PAD_MODES}, got {mode!r}")
+        raise OpError(f"pad: mode must be one of {_PAD_MODES}, got {mode!r}")
     if mode != "constant" and value:
-        raise ValueError(f"pad: value= applies to mode='constant' only, not {mode!r}")
+        raise OpError(f"pad: value= applies to mode='constant' only, not {mode!r}")
     x = input
     for i in range(len(pad) // 2):
         x = _pad_dim(x, x.ndim - 1 - i, pad[2 * i], pad[2 * i + 1], mode,
@@ -244,7 +245,7 @@ def _pad_dim(x, dim, before, after, mode, value):
     if before < 0 or after < 0:  # crop first
         lo, hi = max(-before, 0), max(-after, 0)
         if lo + hi > n:
-            raise ValueError(f"pad: cropping {lo} + {hi} from dim {dim} of size {n}")
+            raise OpError(f"pad: cropping {lo} + {hi} from dim {dim} of size {n}")
         x = x.narrow(dim, lo, n - lo - hi)
         n = n - lo - hi
         before, after = max(before, 0), max(after, 0)
@@ -253,8 +254,8 @@ def _pad_dim(x, dim, before, after, mode, value):
     if mode != "constant":
         limit = n - 1 if mode == "reflect" else n
         if n == 0 or (mode != "replicate" and max(before, after) > limit):
-            raise ValueError(f"pad: {mode} padding of {(before, after)} needs dim {dim} "
-                             f"to be larger (its size is {n})")
+            raise OpError(f"pad: {mode} padding of {(before, after)} needs dim {dim} "
+                          f"to be larger (its size is {n})")
     parts = []
     for side, k in (("before", before), ("after", after)):
         if not k:
@@ -286,7 +287,7 @@ def rope_tables(seq_len, head_dim, base=10000.0, offset=0, device=None, dtype=No
     from ..creation import tensor
 
     if head_dim % 2:
-        raise ValueError(f"rope: head_dim must be even, got {head_dim}")
+        raise OpError(f"rope: head_dim must be even, got {head_dim}")
     inv = base ** (-np.arange(0, head_dim, 2, dtype=np.float64) / head_dim)
     ang = np.arange(offset, offset + seq_len, dtype=np.float64)[:, None] * inv[None, :]
     dt = dtype or "float32"
@@ -297,8 +298,8 @@ def rope_tables(seq_len, head_dim, base=10000.0, offset=0, device=None, dtype=No
 def apply_rope(x, cos, sin):
     """Rotate-half RoPE on the last dim of x (..., seq, head_dim)."""
     if cos.shape != (x.shape[-2], x.shape[-1] // 2):
-        raise ValueError(f"rope: tables of shape {cos.shape} do not fit input {x.shape}; "
-                         f"expected ({x.shape[-2]}, {x.shape[-1] // 2})")
+        raise OpError(f"rope: tables of shape {cos.shape} do not fit input {x.shape}; "
+                      f"expected ({x.shape[-2]}, {x.shape[-1] // 2})")
     return fused.RoPEFn.apply(x, cos, sin, False)
 
 
@@ -313,19 +314,20 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     if causal is not None:
         is_causal = causal
     if q.shape[-1] != k.shape[-1] or k.shape[-2] != v.shape[-2]:
-        raise ValueError(f"scaled_dot_product_attention: q {q.shape}, k {k.shape} and "
-                         f"v {v.shape} do not fit: q and k need one head_dim, k and v one "
-                         f"sequence length")
+        raise OpError(f"scaled_dot_product_attention: q {q.shape}, k {k.shape} and "
+                      f"v {v.shape} do not fit: q and k need one head_dim, k and v one "
+                      f"sequence length")
     if attn_mask is not None and is_causal:
-        raise ValueError("scaled_dot_product_attention: give attn_mask or is_causal=True, "
-                         "not both (fold the causal mask into attn_mask)")
+        raise OpError("scaled_dot_product_attention: give attn_mask or is_causal=True, "
+                      "not both (fold the causal mask into attn_mask)")
     q, k, v = cast_inputs("attention", q, k, v)
     _same("scaled_dot_product_attention", q, k, v)
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale)
     if attn_mask is not None:
         attn_mask = _attention_mask(attn_mask, q, k)
-    if dropout_p > 0.0:
-        # dropout on the probabilities needs them whole: the composed form
+    if dropout_p > 0.0 or (attn_mask is not None and attn_mask.requires_grad):
+        # dropout on the probabilities needs them whole, and so does the gradient of an
+        # additive mask (the scores' gradient): the composed form
         s = (q @ k.mT) * scale
         if attn_mask is not None:
             s = s.masked_fill(~attn_mask, -math.inf) if attn_mask.dtype.name == "bool" \
@@ -335,7 +337,8 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
 
             keep = ones(s.shape[-2], s.shape[-1], dtype="bool", device=s.device).tril()
             s = s.masked_fill(~keep, -math.inf)
-        return dropout(s.softmax(-1), dropout_p, True) @ v
+        p = s.softmax(-1)
+        return (dropout(p, dropout_p, True) if dropout_p > 0.0 else p) @ v
     return fused.AttentionFn.apply(q, k, v, bool(is_causal), scale, attn_mask)
 
 
@@ -351,8 +354,8 @@ def _attention_mask(mask, q, k):
 
     if broadcast_shapes(mask.shape, scores, op="scaled_dot_product_attention mask") \
             != scores:
-        raise ValueError(f"scaled_dot_product_attention: attn_mask of shape {mask.shape} "
-                         f"does not broadcast to the scores' shape {scores}")
+        raise OpError(f"scaled_dot_product_attention: attn_mask of shape {mask.shape} "
+                      f"does not broadcast to the scores' shape {scores}")
     if mask.dtype.name != "bool" and mask.dtype is not q.dtype:
         mask = mask.to(q.dtype)
     return mask

@@ -199,10 +199,8 @@ def cross_entropy(input, target, weight=None, ignore_index=-100, reduction="mean
         smooth = smooth.reshape(batch)
     elif reduction == "sum":
         smooth = smooth.sum()
-    elif weight is not None:
+    else:  # over the rows counted, by their weight (PyTorch's mean, as nll's)
         smooth = smooth.sum() / w.sum()
-    else:  # PyTorch averages this part over every row, ignored ones included
-        smooth = smooth.mean()
     return nll * (1.0 - label_smoothing) + smooth * (label_smoothing / c)
 
 

@@ -14,6 +14,8 @@ import math
 import numpy as np
 
 from ..backends.base import Activation, Kernel
+from ..dtype import result_type
+from ..errors import OpError
 from ..tensor import Tensor
 from .registry import elementwise, tensor_method
 
@@ -178,7 +180,7 @@ ACTIVATIONS = {
 def gelu(x, approximate="none"):
     """GELU, exact (erf) or with PyTorch's tanh approximation."""
     if approximate not in ("none", "tanh"):
-        raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
+        raise OpError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
     return (GELU_TANH if approximate == "tanh" else GELU).apply(x)
 
 
@@ -202,7 +204,7 @@ CLAMP_MAX = elementwise(
 @tensor_method(function=True)
 def clamp(x, min=None, max=None):  # noqa: A002 (PyTorch's argument names)
     if min is None and max is None:
-        raise ValueError("clamp: at least one of min and max must be given")
+        raise OpError("clamp: at least one of min and max must be given")
     if max is None:
         return CLAMP_MIN.apply(x, min)
     if min is None:
@@ -213,7 +215,7 @@ def clamp(x, min=None, max=None):  # noqa: A002 (PyTorch's argument names)
 @tensor_method(name="clamp_")
 def clamp_(x, min=None, max=None):  # noqa: A002
     if min is None and max is None:
-        raise ValueError("clamp_: at least one of min and max must be given")
+        raise OpError("clamp_: at least one of min and max must be given")
     if max is None:
         return x.clamp_min_(min)
     if min is None:
@@ -255,6 +257,10 @@ def rsub(x, other, alpha=1):
     return SUB.apply(other, x if alpha == 1 else x * alpha)
 
 
+def _sign_of(v):
+    return v.sign() if isinstance(v, Tensor) else (v > 0) - (v < 0)
+
+
 @tensor_method(function=True)
 def div(x, other, rounding_mode=None):
     if rounding_mode is None:
@@ -262,10 +268,15 @@ def div(x, other, rounding_mode=None):
     if rounding_mode == "floor":
         return x.floor_divide(other)
     if rounding_mode == "trunc":
-        q = DIV.apply(x, other).trunc()
-        return q if x.dtype.is_floating_point else q.to(x.dtype)
-    raise ValueError(f"div: rounding_mode must be None, 'floor' or 'trunc', got "
-                     f"{rounding_mode!r}")
+        dtype = result_type(*((o.dtype, o.ndim == 0) if isinstance(o, Tensor) else o
+                              for o in (x, other)))
+        if dtype.is_floating_point:  # (an int tensor by a float divides in floats)
+            return DIV.apply(x, other).trunc()
+        # integers exactly (a float quotient rounds past 2**24): |x| // |other| signed
+        magnitude = abs(x).floor_divide(abs(other))
+        return magnitude * (_sign_of(x) * _sign_of(other))
+    raise OpError(f"div: rounding_mode must be None, 'floor' or 'trunc', got "
+                  f"{rounding_mode!r}")
 
 
 for _alias, _target in (("subtract", "sub"), ("multiply", "mul"), ("divide", "div"),

@@ -9,6 +9,7 @@ import numpy as np
 from .. import layout
 from ..autograd.function import Function, apply_unary
 from ..dtype import bool_, number_as, promote_types, result_type
+from ..errors import OpError
 from ..tensor import Tensor
 from .convert import as_tensor_like, cast
 from .registry import declare, elementwise, function, tensor_method
@@ -53,9 +54,9 @@ def _key_dims(ndim, key):
     consumed = [0 if k is None or k is Ellipsis else
                 (np.ndim(k) if _is_bool_array(k) else 1) for k in key]
     dims, d = [], 0
-    for k, n in zip(key, consumed):
+    for i, (k, n) in enumerate(zip(key, consumed)):
         if k is Ellipsis:
-            d = ndim - sum(consumed[key.index(k) + 1:])
+            d = ndim - sum(consumed[i + 1:])
             dims.append(None)
             continue
         dims.append(None if k is None else d)
@@ -151,9 +152,33 @@ def getitem(x, key):
     key = _normalize_key(key)
     for k in key:  # (a plain loop: all() over a generator costs more, on every x[...])
         if k.__class__ not in _PLAIN_KEY_TYPES and not _is_basic(k):
+            if any(k.__class__ is int for k in key):
+                basic, advanced = _split_key(key)
+                x = apply_unary(Slice, x, basic)
+                key = advanced
             return Take.apply(x, _raw_key(x, key), tuple(k for k in key
                                                          if isinstance(k, Tensor)))
     return apply_unary(Slice, x, key)
+
+
+def _split_key(key):
+    """A key of ints and index arrays as PyTorch reads it: the basic entries first (an
+    int drops its dim, so it does not count among the advanced indices, as it does in
+    numpy), then the arrays over the result; where the arrays' dims go follows from the
+    second key alone (x[0, :, [1, 2]] puts them in place of the last dim, not first)."""
+    basic, advanced = [], []
+    for k in key:
+        if k.__class__ is int:
+            basic.append(k)
+        elif k is Ellipsis or isinstance(k, slice) or k is None:
+            basic.append(k)
+            advanced.append(k if k is Ellipsis else slice(None))
+        else:  # (a bool addresses no dim: x[True] adds one)
+            dims = 0 if isinstance(k, (bool, np.bool_)) else \
+                np.ndim(k) if _is_bool_array(k) else 1
+            basic.extend([slice(None)] * dims)
+            advanced.append(k)
+    return tuple(basic), tuple(advanced)
 
 
 def setitem(x, key, value):
@@ -167,12 +192,16 @@ def setitem(x, key, value):
     if _records_graph(x, value, "setitem"):  # as the basic-index path refuses it
         raise RuntimeError(_SETITEM_RECORDING)
     x._storage.check_writable("setitem")
-    raw = _raw_key(x, key)
+    target = x
+    if any(k.__class__ is int for k in key):  # PyTorch's placement, as getitem's
+        basic, key = _split_key(key)
+        target = x._view(*layout.index(x.shape, x.strides, x.offset, basic))
+    raw = _raw_key(target, key)
     if not isinstance(value, Tensor):
         value = as_tensor_like(value, x, x.dtype)
     if value.device is not x.device:
         value = value.to(x.device)
-    x._be.index_put(x._data, raw, cast(value.detach(), x.dtype)._data)
+    x._be.index_put(target._data, raw, cast(value.detach(), x.dtype)._data)
     x._storage.version += 1
 
 
@@ -228,12 +257,12 @@ def masked_fill(x, mask, value):
                         f"{getattr(mask, 'dtype', type(mask).__name__)}")
     shape = layout.broadcast_shapes(x.shape, mask.shape, op="masked_fill")
     if shape != x.shape:
-        raise ValueError(f"masked_fill: mask of shape {mask.shape} must broadcast to the "
-                         f"input's shape {x.shape}")
+        raise OpError(f"masked_fill: mask of shape {mask.shape} must broadcast to the "
+                      f"input's shape {x.shape}")
     if isinstance(value, Tensor):
         if value.ndim:
-            raise ValueError(f"masked_fill: value must be a number or a 0-d tensor, got "
-                             f"shape {value.shape}")
+            raise OpError(f"masked_fill: value must be a number or a 0-d tensor, got "
+                          f"shape {value.shape}")
         value = cast(value, x.dtype)
     else:
         value = as_tensor_like(value, x, x.dtype)
@@ -283,11 +312,11 @@ def gather(x, dim, index):
     if index.dtype.is_floating_point or index.dtype is bool_:
         raise TypeError(f"gather: index must be an integer tensor, got {index.dtype.name}")
     if index.ndim != x.ndim:
-        raise ValueError(f"gather: index has {index.ndim} dims but input has {x.ndim} "
-                         f"(shapes {index.shape} and {x.shape})")
+        raise OpError(f"gather: index has {index.ndim} dims but input has {x.ndim} "
+                      f"(shapes {index.shape} and {x.shape})")
     if any(i > n for d, (i, n) in enumerate(zip(index.shape, x.shape)) if d != dim):
-        raise ValueError(f"gather: index of shape {index.shape} is larger than the input "
-                         f"of shape {x.shape} outside dim {dim}")
+        raise OpError(f"gather: index of shape {index.shape} is larger than the input "
+                      f"of shape {x.shape} outside dim {dim}")
     return Gather.apply(x, dim, index)
 
 
@@ -457,11 +486,11 @@ class Cat(Function):
 def cat(tensors, dim=0):
     tensors = list(tensors)
     if not tensors:
-        raise ValueError("cat: expected a non-empty sequence of tensors")
+        raise OpError("cat: expected a non-empty sequence of tensors")
     ref = tensors[0]
     if any(t.ndim == 0 for t in tensors):
-        raise ValueError("cat: zero-dimensional tensors cannot be concatenated; use stack, "
-                         "or unsqueeze(0) them first")
+        raise OpError("cat: zero-dimensional tensors cannot be concatenated; use stack, "
+                      "or unsqueeze(0) them first")
     dim = layout.normalize_dim(dim, ref.ndim, "cat")
     dt = ref.dtype
     for t in tensors[1:]:
@@ -471,7 +500,7 @@ def cat(tensors, dim=0):
                                f"{t.device.type} (shape {t.shape}); move one with .to(...)")
         if t.ndim != ref.ndim or any(a != b for i, (a, b) in enumerate(zip(t.shape, ref.shape))
                                      if i != dim):
-            raise ValueError(f"cat: shapes {ref.shape} and {t.shape} differ outside dim {dim}")
+            raise OpError(f"cat: shapes {ref.shape} and {t.shape} differ outside dim {dim}")
     tensors = [cast(t, dt) for t in tensors]
     return Cat.apply(dim, *tensors)
 
@@ -479,12 +508,12 @@ def cat(tensors, dim=0):
 def stack(tensors, dim=0):
     tensors = list(tensors)
     if not tensors:
-        raise ValueError("stack: expected a non-empty sequence of tensors")
+        raise OpError("stack: expected a non-empty sequence of tensors")
     shape = tensors[0].shape
     for t in tensors[1:]:
         if t.shape != shape:
-            raise ValueError(f"stack: all tensors must have one shape, got {shape} and "
-                             f"{t.shape}")
+            raise OpError(f"stack: all tensors must have one shape, got {shape} and "
+                          f"{t.shape}")
     dim = layout.normalize_dim(dim, len(shape) + 1, "stack")
     return cat([t.unsqueeze(dim) for t in tensors], dim)
 

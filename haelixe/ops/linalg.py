@@ -9,6 +9,7 @@ from ..amp import cast_inputs
 from ..autograd.function import Function, apply_binary, wrap_grads
 from ..autograd.mode import STATE
 from ..dtype import promote_types
+from ..errors import OpError
 from ..tensor import Tensor
 from .convert import as_tensor_like
 from .registry import declare, function, tensor_method
@@ -80,14 +81,14 @@ def matmul(a, b):
         b = as_tensor_like(b, a, a.dtype)
     na, nb = len(a.shape), len(b.shape)  # (the ndim property, read once)
     if na == 0 or nb == 0:
-        raise ValueError(f"matmul: both operands need at least 1 dim, got shapes {a.shape} "
-                         f"and {b.shape}; use * for scalars")
+        raise OpError(f"matmul: both operands need at least 1 dim, got shapes {a.shape} "
+                      f"and {b.shape}; use * for scalars")
     if STATE.autocast is not None:
         a, b = cast_inputs("matmul", a, b)
     if a.dtype is not b.dtype or a.device is not b.device or a.dtype.kind == "bool":
         a, b = _promote_pair("matmul", a, b)
     if a.shape[-1] != b.shape[-2 if nb > 1 else 0]:
-        raise ValueError(
+        raise OpError(
             f"matmul: shapes {a.shape} and {b.shape} cannot be multiplied: the last dim of "
             f"the first ({a.shape[-1]}) must equal the "
             f"{'second-to-last' if nb > 1 else 'only'} dim of the second "
@@ -106,10 +107,10 @@ def matmul(a, b):
 def bmm(a, b):
     """Batched matrix product of two 3-D tensors (b, n, m) @ (b, m, p)."""
     if a.ndim != 3 or b.ndim != 3:
-        raise ValueError(f"bmm: expected 3-D tensors, got shapes {a.shape} and {b.shape}; "
-                         f"use matmul for other ranks")
+        raise OpError(f"bmm: expected 3-D tensors, got shapes {a.shape} and {b.shape}; "
+                      f"use matmul for other ranks")
     if a.shape[0] != b.shape[0]:
-        raise ValueError(f"bmm: batch sizes {a.shape[0]} and {b.shape[0]} differ")
+        raise OpError(f"bmm: batch sizes {a.shape[0]} and {b.shape[0]} differ")
     return matmul(a, b)
 
 
@@ -123,17 +124,17 @@ def einsum(equation, *operands):
     lhs, arrow, out = eq.partition("->")
     ins = lhs.split(",")
     if len(ins) != len(operands) or not 1 <= len(ins) <= 2:
-        raise ValueError(f"einsum: {equation!r} names {len(ins)} operands, got "
-                         f"{len(operands)} (one or two are supported)")
+        raise OpError(f"einsum: {equation!r} names {len(ins)} operands, got "
+                      f"{len(operands)} (one or two are supported)")
     for spec, t in zip(ins, operands):
         if "." in spec:
-            raise ValueError("einsum: '...' is not supported; name every dim")
+            raise OpError("einsum: '...' is not supported; name every dim")
         if len(spec) != t.ndim:
-            raise ValueError(f"einsum: {spec!r} names {len(spec)} dims, operand has "
-                             f"shape {t.shape}")
+            raise OpError(f"einsum: {spec!r} names {len(spec)} dims, operand has "
+                          f"shape {t.shape}")
         if len(set(spec)) != len(spec):
-            raise ValueError(f"einsum: a letter repeats within {spec!r} (diagonals are "
-                             f"not supported); use torch-style diagonal() first")
+            raise OpError(f"einsum: a letter repeats within {spec!r} (diagonals are "
+                          f"not supported); use torch-style diagonal() first")
     if not arrow:
         counts = {c: "".join(ins).count(c) for c in "".join(ins)}
         out = "".join(sorted(c for c, k in counts.items() if k == 1))
@@ -157,8 +158,8 @@ def einsum(equation, *operands):
     size = {c: n for spec, t in zip(ins, ts) for c, n in zip(spec, t.shape)}
     for c in batch + contract:
         if a.shape[sa.index(c)] != b.shape[sb.index(c)]:
-            raise ValueError(f"einsum: dim {c!r} has size {a.shape[sa.index(c)]} and "
-                             f"{b.shape[sb.index(c)]}")
+            raise OpError(f"einsum: dim {c!r} has size {a.shape[sa.index(c)]} and "
+                          f"{b.shape[sb.index(c)]}")
 
     def prod(letters):
         n = 1

@@ -144,8 +144,11 @@ def var(x, dim=None, keepdim=False, correction=1, unbiased=None):
     dims = _dims(x, dim, "var")
     n = _count(x, dims)
     centered = x - mean(x, dims, keepdim=True)
+    # PyTorch divides by max(N - correction, 0): no degrees of freedom left gives inf
+    # (or nan where every value equals the mean)
     dof = n - correction
-    return sum(centered * centered, dims, keepdim) * (1.0 / dof if dof > 0 else math.nan)
+    squares = sum(centered * centered, dims, keepdim)
+    return squares * (1.0 / dof) if dof > 0 else squares / 0.0
 
 
 def std(x, dim=None, keepdim=False, correction=1, unbiased=None):

@@ -10,6 +10,7 @@ import numpy as np
 from .. import layout
 from ..autograd.function import Function, PartialGrad, SavedTensorError, apply_unary
 from ..autograd.mode import STATE
+from ..errors import OpError
 from ..tensor import Tensor
 from .registry import declare, tensor_method
 
@@ -81,7 +82,7 @@ def flatten(x, start_dim=0, end_dim=-1):
     s = layout.normalize_dim(start_dim, x.ndim, "flatten")
     e = layout.normalize_dim(end_dim, x.ndim, "flatten")
     if s > e:
-        raise ValueError(f"flatten: start_dim {start_dim} comes after end_dim {end_dim}")
+        raise OpError(f"flatten: start_dim {start_dim} comes after end_dim {end_dim}")
     n = 1
     for d in x.shape[s:e + 1]:
         n *= d
@@ -386,8 +387,8 @@ Tensor.swapaxes = Tensor.transpose
 @tensor_method
 def t(self):
     if self.ndim > 2:
-        raise ValueError(f"t() expects a tensor with <= 2 dims, got shape {self.shape}; "
-                         f"use .mT or transpose(-2, -1)")
+        raise OpError(f"t() expects a tensor with <= 2 dims, got shape {self.shape}; "
+                      f"use .mT or transpose(-2, -1)")
     return self if self.ndim < 2 else self.transpose(0, 1)
 
 
@@ -396,7 +397,7 @@ Tensor.T = property(lambda self: permute(self, tuple(range(self.ndim - 1, -1, -1
 
 def _mT(self):
     if self.ndim < 2:
-        raise ValueError(f"mT needs at least 2 dims, got shape {self.shape}")
+        raise OpError(f"mT needs at least 2 dims, got shape {self.shape}")
     return self.transpose(-2, -1)
 
 
@@ -464,7 +465,7 @@ def diagonal(self, offset=0, dim1=0, dim2=1):
     d1 = layout.normalize_dim(dim1, self.ndim, "diagonal")
     d2 = layout.normalize_dim(dim2, self.ndim, "diagonal")
     if d1 == d2:
-        raise ValueError(f"diagonal: dim1 and dim2 must differ, got {dim1} and {dim2}")
+        raise OpError(f"diagonal: dim1 and dim2 must differ, got {dim1} and {dim2}")
     n1, n2 = self.shape[d1], self.shape[d2]
     s1, s2 = self.strides[d1], self.strides[d2]
     start = self.offset + (offset * s2 if offset >= 0 else -offset * s1)

@@ -1,0 +1,12 @@
+"""The error class of a bad argument to an op.
+
+PyTorch reports a wrong shape, dim or option as a RuntimeError, numpy and Python's own
+functions as a ValueError; code written for either catches its own. OpError is both, so
+``except RuntimeError`` (code ported from PyTorch) and ``except ValueError`` catch it.
+"""
+
+from __future__ import annotations
+
+
+class OpError(RuntimeError, ValueError):
+    """A bad argument to an op: a shape, dim, dtype or option it cannot take."""
