@@ -43,7 +43,8 @@ def _run(name, *operands, leaves=None):
     out = front(*operands)
     node = out.grad_fn
     fields = (type(node), len(node.next), node.in_shapes, node.args,
-              tuple(s is None for s in node.saved), tuple(node._versions), node.meta)
+              tuple(s is None for s in node.saved), tuple(node._versions),
+              (node.out_shape, node.out_dtype, node.out_device))
     out.sum().backward()
     grads = [t.grad.numpy() for t in leaves if t.grad is not None]
     return out.detach().numpy(), fields, grads

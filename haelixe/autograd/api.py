@@ -7,7 +7,7 @@ import weakref
 from ..creation import tensor, zeros_like
 from ..tensor import Tensor
 from .engine import accumulate_into_leaf, run_backward
-from .function import _edge
+from .function import edge_of
 
 
 def _roots(tensors, grad_tensors, op):
@@ -30,7 +30,7 @@ def _roots(tensors, grad_tensors, op):
                     f"{op}: grad can be implicitly created only for scalar outputs, but the "
                     f"output has shape {t.shape}; pass gradient= (a tensor of that shape), "
                     f"or reduce first (.sum() / .mean())")
-            nodes.append(_edge(t))
+            nodes.append(edge_of(t))
             grads.append(_seed(t))
             continue
         if not isinstance(g, Tensor):
@@ -38,7 +38,7 @@ def _roots(tensors, grad_tensors, op):
         if g.shape != t.shape:
             raise RuntimeError(f"{op}: gradient of shape {g.shape} does not match the output "
                                f"shape {t.shape}")
-        nodes.append(_edge(t))
+        nodes.append(edge_of(t))
         grads.append(g.detach())
     return nodes, grads
 
@@ -78,7 +78,7 @@ def _grad_impl(nodes, grads, inputs, retain_graph, create_graph, allow_unused,
         if not t._requires_grad:
             raise RuntimeError(f"grad: one of the inputs (shape {t.shape}) does not require "
                                f"grad")
-        targets.append(_edge(t))
+        targets.append(edge_of(t))
     capture = run_backward(nodes, grads, retain_graph=retain_graph,
                            create_graph=create_graph, capture=dict.fromkeys(targets),
                            accumulate=False)
@@ -110,7 +110,7 @@ class RemovableHandle:
 def register_hook(t, fn):
     if not t._requires_grad:
         raise RuntimeError("cannot register a hook on a tensor that doesn't require grad")
-    node = _edge(t)
+    node = edge_of(t)
     if node.hooks is None:
         node.hooks = []
     node.hooks.append(fn)
@@ -144,8 +144,10 @@ def _backward_method(self, gradient=None, retain_graph=None, create_graph=False,
                      inputs=None):
     if gradient is None and inputs is None and not create_graph and self._requires_grad \
             and self.grad_fn is not None and self._data.size == 1:
-        # loss.backward(), every step: straight to the engine
-        run_backward((self.grad_fn,), (_seed(self),), retain_graph=bool(retain_graph))
+        # loss.backward(), every step: straight to the engine, the seed a raw array
+        # (the engine's first-order form; the node wraps it if it takes a tensor)
+        run_backward((self.grad_fn,), (self._be.full(self.shape, 1, self.dtype.np),),
+                     retain_graph=bool(retain_graph))
         return
     backward([self], None if gradient is None else [gradient], retain_graph, create_graph,
              inputs)

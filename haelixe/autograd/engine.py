@@ -202,11 +202,11 @@ def _check_shapes(node, in_grads):
                 f"input {i}: a backward returns a Tensor (or None) per forward argument; "
                 f"wrap an array with hx.from_numpy(...)")
         if nxt is not None and gi is not None:
-            meta = nxt.meta
-            if meta is not None and gi.shape != meta[0]:
+            shape = nxt.out_shape
+            if shape is not None and gi.shape != shape:
                 raise RuntimeError(
                     f"backward of {node.name} returned a gradient of shape {gi.shape} for "
-                    f"input {i}, but that input (made by {nxt.name}) has shape {meta[0]}")
+                    f"input {i}, but that input (made by {nxt.name}) has shape {shape}")
 
 
 def _backward_checked(node, g):
@@ -239,47 +239,47 @@ def accumulate_into_leaf(leaf, g, create_graph):
     """Add ``g`` (a tensor, or a raw array: the engine's first-order gradients) into
     ``leaf.grad``: in place where it has the gradient's shape, dtype and device."""
     grad = leaf.grad
-    if g.__class__ is Tensor:
-        gd = g._data
-        fits = grad is not None and not create_graph and g.shape == grad.shape and \
-            g.dtype is grad.dtype and g.device is grad.device
-    else:
-        gd = g
-        fits = grad is not None and not create_graph and gd.shape == grad.shape and \
-            gd.__class__ is grad._data.__class__ and gd.dtype == grad._data.dtype
-    if not fits:
-        if g.__class__ is not Tensor:
-            g = Tensor._wrap(g)
-        if g.shape != leaf.shape:
-            g = g.sum_to(leaf.shape)
-        if g.dtype is not leaf.dtype:
-            g = g.to(leaf.dtype)
-        if g.device is not leaf.device:
-            g = g.to(leaf.device)
-        if grad is None:
-            # The first gradient gets a buffer of its own: the incoming one may be shared
-            # (an add passes one gradient to both inputs) or an expanded view. With
-            # create_graph too (the clone is then recorded), or a later in-place
-            # accumulation into one leaf's .grad would change another's. A leaf with a
-            # gradient home (its view in an optimizer's flat buffer) is written there:
-            # one copy, where a clone and the optimizer's copy into its buffer were two.
-            home = None if create_graph or leaf._accumulator is None else \
-                leaf._accumulator.home
-            if home is not None and home.shape == g.shape and home.dtype is g.dtype \
-                    and home.device is g.device:
-                home._be.copy_into(home._data, g._data)
+    if not create_graph:
+        gd = g._data if g.__class__ is Tensor else g
+        like = leaf if grad is None else grad
+        if gd.shape == like.shape and gd.__class__ is like._data.__class__ and \
+                gd.dtype == like._data.dtype:
+            if grad is not None:  # in place: one kernel reading and writing .grad
+                grad._be.add_into(grad._data, gd)
+                grad._storage.version += 1
+                return
+            # The first gradient gets a buffer of its own: the incoming one may be
+            # shared (an add passes one gradient to both inputs) or an expanded view. A
+            # leaf with a gradient home (its view in an optimizer's flat buffer) is
+            # written there: one copy, where a clone and the optimizer's copy were two.
+            home = leaf._accumulator._home  # (a weak reference, or None)
+            home = None if home is None else home()
+            if home is None:
+                leaf.grad = Tensor._wrap(leaf._be.copy(gd))
+            else:
+                home._be.copy_into(home._data, gd)
                 home._storage.version += 1
                 leaf.grad = home
-                return
-            leaf.grad = g.clone() if create_graph else g.detach().clone()
             return
-        if create_graph:
-            leaf.grad = grad + g
-            return
-        gd = g._data
-    # in place: one kernel reading and writing .grad, no temporary
-    grad._be.add_into(grad._data, gd)
-    grad._storage.version += 1
+    # a gradient to sum back over broadcast dims, cast or move; or create_graph (the
+    # sum is then recorded)
+    if g.__class__ is not Tensor:
+        g = Tensor._wrap(g)
+    if g.shape != leaf.shape:
+        g = g.sum_to(leaf.shape)
+    if g.dtype is not leaf.dtype:
+        g = g.to(leaf.dtype)
+    if g.device is not leaf.device:
+        g = g.to(leaf.device)
+    if grad is None:
+        # (a clone under create_graph too, or a later in-place accumulation into one
+        # leaf's .grad would change another's)
+        leaf.grad = g.clone() if create_graph else g.detach().clone()
+    elif create_graph:
+        leaf.grad = grad + g
+    else:
+        grad._be.add_into(grad._data, g._data)
+        grad._storage.version += 1
 
 
 def _norm(t) -> float | None:

@@ -61,7 +61,8 @@ class Node:
     #: for both (set by register_hook and retain_grad, never cleared)
     watch = False
     retain = None  # retain_grad's keeper (Functions only), run after the hooks
-    meta = None  # a Function's output (shape, dtype, device); None for a leaf's sink
+    #: a Function's output's shape, dtype and device (None for a leaf's accumulator)
+    out_shape = out_dtype = out_device = None
 
     @property
     def name(self) -> str:
@@ -148,7 +149,6 @@ class Function(Node):
     saved = ()
     _versions = ()
     hooks = None
-    meta = None  # (shape, dtype, device) of the output, for introspection
     trace = None
     module = None  # the innermost Module whose forward made this node
 
@@ -205,7 +205,8 @@ class Function(Node):
     def release(self) -> None:
         """Drop the saved tensors (after backward, unless retain_graph)."""
         # everything forward kept goes (arrays, tensors, tables); what the graph shows
-        # (label, meta, hooks...) stays, and saved = None marks the node as freed
+        # (label, the output's shape, dtype and device, hooks...) stays, and saved = None
+        # marks the node as freed
         if self.small_state:
             self.saved = None  # (the rest is small: rebuilding the dict costs more)
             return
@@ -213,7 +214,7 @@ class Function(Node):
         if "module" in d or "hooks" in d or "retain" in d or "trace" in d or "label" in d:
             kept = {k: d[k] for k in _KEPT_ON_RELEASE if k in d}
         else:
-            kept = {"meta": d["meta"]} if "meta" in d else {}
+            kept = {k: d[k] for k in _OUTPUT_FIELDS if k in d}
         kept["saved"] = None
         self.__dict__ = kept
 
@@ -238,84 +239,36 @@ class Function(Node):
         state = STATE  # (one lookup: the state lives per thread)
         requires = False
         if state.grad_enabled and cls.differentiable:
-            # the edges are gathered in the same pass that looks for an input requiring
-            # grad (the usual input already has its node: the edge inline)
-            edges = []
             for a in args:
                 if isinstance(a, Tensor) and a._requires_grad:
-                    edges.append(a.grad_fn or a._accumulator or _edge(a))
                     requires = True
-                else:
-                    edges.append(None)
-        anomaly = state.anomaly
-        if not requires and not anomaly:
+                    break
+        if not requires and not state.anomaly:
             # Nothing to record (inference, no_grad, a first-order backward): forward
             # writes its ctx attributes into a sink instead of a node nobody keeps.
             raw = cls.forward(SINK, *args)
             return raw if raw.__class__ is Tensor else Tensor._wrap(raw)
-        ctx = cls()
+        ctx = _new(cls)
         raw = cls.forward(ctx, *args)
         # Views return a Tensor over their input's storage; other ops a raw array.
         out = raw if raw.__class__ is Tensor else Tensor._wrap(raw)
-        if anomaly:
+        if state.anomaly:
             _check_finite(out, f"forward of {ctx.name}")
-        if requires:
-            record(ctx, out, edges, state)
-            if anomaly:
-                ctx.trace = traceback.format_stack()[:-1]
-        return out
+            ctx.trace = traceback.format_stack()[:-1]
+        return record(ctx, out, args, state) if requires else out
 
 
-def apply_unary(cls, x, *params):
-    """``cls.apply(x, *params)`` for an op whose one tensor argument is the first (a
-    checked Tensor): no pass over the arguments looking for tensors."""
-    state = STATE
-    if state.anomaly:  # (its checks live in apply)
-        return cls.apply(x, *params)
-    if state.grad_enabled and x._requires_grad and cls.differentiable:
-        ctx = _new(cls)
-        raw = cls.forward(ctx, x, *params)
-        return record(ctx, raw if raw.__class__ is Tensor else Tensor._wrap(raw),
-                      [x.grad_fn or x._accumulator or grad_home(x)] + [None] * len(params),
-                      state)
-    raw = cls.forward(SINK, x, *params)
-    return raw if raw.__class__ is Tensor else Tensor._wrap(raw)
-
-
-def wrap_grads(grads) -> tuple:
-    """A raw_backward's results as backward returns them: raw arrays made tensors."""
-    return tuple(gi if gi is None or gi.__class__ is Tensor or isinstance(gi, PartialGrad)
-                 else Tensor._wrap(gi) for gi in grads)
-
-
-def apply_binary(cls, a, b):
-    """``cls.apply(a, b)`` for an op of two checked Tensors (matmul): apply_unary's
-    counterpart, no pass over the arguments looking for tensors."""
-    state = STATE
-    if state.anomaly:  # (its checks live in apply)
-        return cls.apply(a, b)
-    ra, rb = a._requires_grad, b._requires_grad
-    if state.grad_enabled and (ra or rb) and cls.differentiable:
-        ctx = _new(cls)
-        raw = cls.forward(ctx, a, b)
-        return record(ctx, raw if raw.__class__ is Tensor else Tensor._wrap(raw),
-                      [(a.grad_fn or a._accumulator or grad_home(a)) if ra else None,
-                       (b.grad_fn or b._accumulator or grad_home(b)) if rb else None],
-                      state)
-    raw = cls.forward(SINK, a, b)
-    return raw if raw.__class__ is Tensor else Tensor._wrap(raw)
-
-
-def record(ctx, out, edges, state):
-    """What apply does once forward has run and some input requires grad, also for an
-    op's hot path that ran forward itself (its inputs checked, anomaly mode off): ``out``
-    gets ``ctx`` as its node, whose ``edges`` lead to the inputs' nodes; an op that
-    saves its output keeps a detached alias of it (with its version)."""
-    ctx.next = edges
+def record(ctx, out, inputs, state):
+    """The one place a node is recorded, once forward has run and some input requires
+    grad: ``out`` gets ``ctx`` as its node, whose edges lead from each of ``inputs`` to
+    the node its gradient flows into (None for a number or a tensor needing none). An op
+    that saves its output keeps a detached alias of it (with its version). Function.apply
+    calls it, and so does an elementwise op's direct path, which ran its kernel itself."""
+    ctx.next = edges_of(inputs)
     ctx.seq = next_seq()
     out._requires_grad = True
     out.grad_fn = ctx
-    ctx.meta = (out.shape, out.dtype, out.device)
+    ctx.out_shape, ctx.out_dtype, ctx.out_device = out.shape, out.dtype, out.device
     if ctx.saves_output:
         y = out._alias()
         ctx.saved = (*ctx.saved, y)
@@ -323,6 +276,38 @@ def record(ctx, out, edges, state):
     if state.modules:
         ctx.module = state.modules[-1]
     return out
+
+
+def edges_of(inputs) -> list:
+    """Per input, the node its gradient flows into: the node that made it, or a leaf's
+    accumulator; None for a number or a tensor that needs no gradient."""
+    edges = []
+    for t in inputs:  # (a loop, not a comprehension: it runs for every recorded node)
+        if isinstance(t, Tensor) and t._requires_grad:
+            edges.append(t.grad_fn or t._accumulator or accumulator_of(t))
+        else:
+            edges.append(None)
+    return edges
+
+
+def edge_of(t):
+    """The node a gradient for the tensor ``t`` flows into (None if it needs none)."""
+    return edges_of((t,))[0]
+
+
+def accumulator_of(leaf) -> AccumulateGrad:
+    """The AccumulateGrad node of ``leaf``, made on first use. Its ``home``, where set,
+    is where the leaf's first gradient is written (see accumulate_into_leaf)."""
+    acc = leaf._accumulator
+    if acc is None:
+        acc = leaf._accumulator = AccumulateGrad(leaf)
+    return acc
+
+
+def wrap_grads(grads) -> tuple:
+    """A raw_backward's results as backward returns them: raw arrays made tensors."""
+    return tuple(gi if gi is None or gi.__class__ is Tensor or isinstance(gi, PartialGrad)
+                 else Tensor._wrap(gi) for gi in grads)
 
 
 class PartialGrad:
@@ -361,26 +346,8 @@ class _Sink:
 SINK = _Sink()
 
 # what a node keeps once backward has freed it: what pictures of the graph show
-_KEPT_ON_RELEASE = ("label", "meta", "hooks", "trace", "module", "retain")
-
-
-def _edge(t):
-    """The node a gradient for ``t`` flows into, or None when ``t`` needs none."""
-    if not t._requires_grad:
-        return None
-    fn = t.grad_fn
-    if fn is not None:
-        return fn
-    return grad_home(t)
-
-
-def grad_home(leaf) -> AccumulateGrad:
-    """The AccumulateGrad node of ``leaf`` (made if need be): its ``home`` places the
-    leaf's fresh gradients (see accumulate_into_leaf)."""
-    acc = leaf._accumulator
-    if acc is None:
-        acc = leaf._accumulator = AccumulateGrad(leaf)
-    return acc
+_OUTPUT_FIELDS = ("out_shape", "out_dtype", "out_device")
+_KEPT_ON_RELEASE = ("label", *_OUTPUT_FIELDS, "hooks", "trace", "module", "retain")
 
 
 def _check_finite(t, where: str) -> None:

@@ -75,7 +75,7 @@ def _leaf_info(acc) -> NodeInfo:
 
 
 def _op_info(fn) -> NodeInfo:
-    shape, dtype, device = fn.meta if fn.meta else ((), None, None)
+    shape, dtype, device = fn.out_shape or (), fn.out_dtype, fn.out_device
     saved = []
     if fn.saved:
         saved = [(t.shape, t.dtype.name, t.numel() * t.dtype.itemsize)
@@ -87,9 +87,9 @@ def _op_info(fn) -> NodeInfo:
 
 def graph(*tensors) -> Graph:
     """The autograd DAG behind ``tensors``: nodes and input->op edges."""
-    from .function import _edge
+    from .function import edge_of
 
-    roots = [_edge(t) for t in tensors if t._requires_grad]
+    roots = [edge_of(t) for t in tensors if t._requires_grad]
     infos, edges = {}, []
     stack = list(roots)
     seen = set(map(id, roots))

@@ -359,9 +359,11 @@ class CPUBackend(Backend):
         isz = storage.dtype.itemsize
         if 0 in shape:  # no element to reach: numpy would still check the offset
             return np.ndarray(shape, storage.dtype.np, buffer=storage.data.reshape(-1)[:0])
+        byte_strides = []
+        for s in strides:  # (a loop: a comprehension is one more call, on every view)
+            byte_strides.append(s * isz)
         # (positional: ndarray's keyword parsing costs more than the view itself)
-        return np.ndarray(shape, storage.dtype.np, storage.data, offset * isz,
-                          [s * isz for s in strides])  # (a list: no generator)
+        return np.ndarray(shape, storage.dtype.np, storage.data, offset * isz, byte_strides)
 
     def index_view(self, x, key, storage, shape, strides, offset):
         # numpy's own basic indexing of the raw view: a fifth of make_view's time. Not

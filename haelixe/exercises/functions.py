@@ -13,7 +13,7 @@ import numpy as np
 
 from ..autograd import add_backward_observer
 from ..autograd import graph as build_graph
-from ..autograd.function import _edge
+from ..autograd.function import edge_of
 from ..autograd.gradcheck import GradcheckError, gradcheck
 from .values import as_array, first_difference
 
@@ -78,7 +78,7 @@ def _run(build, op, inputs):
     leaves = [t.detach().clone().requires_grad_() for t in inputs]
     loss = build(op, *leaves)
     records = build_graph(loss)
-    root = _edge(loss)
+    root = edge_of(loss)
     sent = {}
 
     def observe(event, node, norms):

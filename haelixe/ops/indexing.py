@@ -7,7 +7,7 @@ import numbers
 import numpy as np
 
 from .. import layout
-from ..autograd.function import Function, apply_unary
+from ..autograd.function import Function
 from ..dtype import bool_, number_as, promote_types, result_type
 from ..errors import OpError
 from ..tensor import Tensor
@@ -158,7 +158,7 @@ def getitem(x, key):
                 key = advanced
             return Take.apply(x, _raw_key(x, key), tuple(k for k in key
                                                          if isinstance(k, Tensor)))
-    return apply_unary(Slice, x, key)
+    return Slice.apply(x, key)
 
 
 def _split_key(key):

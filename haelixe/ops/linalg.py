@@ -6,7 +6,7 @@ import math
 
 from .. import layout
 from ..amp import cast_inputs
-from ..autograd.function import Function, apply_binary, wrap_grads
+from ..autograd.function import Function, wrap_grads
 from ..autograd.mode import STATE
 from ..dtype import promote_types
 from ..errors import OpError
@@ -101,7 +101,7 @@ def matmul(a, b):
         return MatMul.apply(a, b.unsqueeze(1)).squeeze(-1)
     if na > 2 and nb > 2:  # (a matrix broadcasts against any batch)
         layout.broadcast_shapes(a.shape[:-2], b.shape[:-2], op="matmul (batch dims)")
-    return apply_binary(MatMul, a, b)
+    return MatMul.apply(a, b)
 
 
 def bmm(a, b):

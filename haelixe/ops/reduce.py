@@ -12,7 +12,7 @@ from collections import namedtuple
 
 from .. import layout
 from ..amp import cast_inputs
-from ..autograd.function import SINK, Function, apply_unary, wrap_grads
+from ..autograd.function import SINK, Function, wrap_grads
 from ..autograd.mode import STATE
 from ..backends.base import Kernel
 from ..dtype import bool_, float32, int64
@@ -108,7 +108,7 @@ def sum(x, dim=None, keepdim=False, dtype=None):  # noqa: A001 (PyTorch's name)
     state = STATE
     if dim is None and dtype is None and state.autocast is None and \
             x.dtype.is_floating_point and len(x.shape) < 8:
-        return apply_unary(Sum, x, _ALL_DIMS[len(x.shape)], keepdim)  # x.sum(): the usual
+        return Sum.apply(x, _ALL_DIMS[len(x.shape)], keepdim)  # x.sum(): the usual
     if dtype is not None:
         x = x.to(dtype)
     if STATE.autocast is not None:
@@ -308,7 +308,7 @@ def _softmax(op, x, dim, dtype):
             dim.__class__ is int and -nd <= dim < nd and 0 not in x.shape:
         # the usual call, checked in one line and recorded without apply's generic
         # pass over the arguments (together a sixth of a small softmax's time)
-        return apply_unary(op, x, dim + nd if dim < 0 else dim)
+        return op.apply(x, dim + nd if dim < 0 else dim)
     name = "log_softmax" if op.log else "softmax"
     x = _softmax_input(x, name, dtype)
     if x.ndim == 0:

@@ -28,7 +28,7 @@ import numbers
 import numpy as np
 
 from .. import layout
-from ..autograd.function import SINK, Function, grad_home, record, wrap_grads
+from ..autograd.function import SINK, Function, record, wrap_grads
 from ..autograd.mode import STATE
 from ..backends.base import Kernel
 from ..dtype import (
@@ -265,8 +265,13 @@ class ElementwiseFunction(Function):
     small_state = True  # (besides the saved tensors: shapes, dtypes and numbers)
 
     forward = None  # made per op by _make_forward
+    raw_backward = None  # made per op by _make_raw_backward
 
-    backward = None  # made per op by _make_backward
+    @staticmethod
+    def backward(ctx, g):
+        if STATE.grad_enabled:
+            return ctx._backward_with_graph(ctx, g, ctx.saved_tensors, ctx.args)
+        return wrap_grads(ctx.raw_backward(ctx, g._data))
 
     @classmethod
     def _backward_with_graph(cls, ctx, g, saved, args):
@@ -280,7 +285,7 @@ class ElementwiseFunction(Function):
             y = values["y"]._alias()
             y.grad_fn, y._requires_grad = ctx, True
             values["y"] = y
-        shapes, dtype, in_dtypes = ctx.in_shapes, ctx.meta[1], ctx.in_dtypes
+        shapes, dtype, in_dtypes = ctx.in_shapes, ctx.out_dtype, ctx.in_dtypes
         out = []
         for i, nxt in enumerate(ctx.next):
             gk = decl.grads[i] if i < len(decl.grads) else None
@@ -305,66 +310,68 @@ class ElementwiseFunction(Function):
         return tuple(out)
 
 
+#: where a value a gradient kernel reads comes from (see _plans)
+_PARAM, _OUTPUT, _INPUT = 0, 1, 2
+
+
 def _plans(decl, names):
     """Per input with a gradient: its index, its gradient kernel (None where the
-    gradient is g itself) and where each value it reads comes from, as (index into the
-    saved tensors or None, index into ctx.args or None)."""
+    gradient is g itself) and where each value it reads comes from, as (kind, index):
+    a parameter (index into ctx.args), the output (index into the saved tensors), or an
+    input (index into the saved tensors; None there, the number it was in ctx.args)."""
     order = list(decl.inputs) + list(decl.params)
     plans = []
     for i, gk in enumerate(decl.grads[:decl.arity]):
         if gk is None:
             continue
-        sources = tuple((names.index(n) if n in names else None,
-                         order.index(n) if n in order else None) for n in gk.needs)
-        plans.append((i, None if gk.identity else gk.kernel, sources))
+        sources = []
+        for n in gk.needs:
+            if n not in names:
+                sources.append((_PARAM, order.index(n)))
+            elif n == "y":
+                sources.append((_OUTPUT, names.index(n)))
+            else:
+                sources.append((_INPUT, names.index(n), order.index(n)))
+        plans.append((i, None if gk.identity else gk.kernel, tuple(sources)))
     return tuple(plans)
 
 
-def _make_backward(decl, plans):
-    """The op's backward and raw_backward, written out for its plans: the first-order
-    gradient runs each gradient kernel straight on raw arrays, with no loop over plans or
-    sources (it runs for every recorded op), and returns raw arrays (tensors where a
-    gradient is summed back over broadcast dims or cast); backward wraps them, and sends
-    create_graph to _backward_with_graph."""
-    env = {"wrap": Tensor._wrap, "fit": _fit_gradient}
-    lines = ["def raw_backward(ctx, gd):",
-             "    saved = ctx.saved_tensors",
-             "    nexts, meta = ctx.next, ctx.meta",
-             "    dtype = meta[1]  # the inputs' dtype too, unless in_dtypes says otherwise",
-             "    plain = ctx.in_shapes is None and ctx.in_dtypes is None  # (no sum_to, no cast)",
-             "    run, np_dt = meta[2]._be.map, dtype.np",
-             "    out = [None] * len(nexts)"]
-    for i, kernel, sources in plans:
-        lines.append(f"    if nexts[{i}] is not None:")
-        if kernel is None:  # g itself, in whatever dtype it came
-            lines.append(f"        out[{i}] = gd if plain and gd.dtype == np_dt else "
-                         f"fit(wrap(gd), {i}, ctx, dtype)")
-            continue
-        env[f"kernel{i}"] = kernel
-        raws = ["gd"]
-        for n, (j, k) in enumerate(sources):
-            if j is None:  # a parameter
-                raws.append(f"np_dt.type(ctx.args[{k}])")
-            elif k is None:  # the output
-                raws.append(f"saved[{j}]._data")
-            else:  # a saved input, or (None there) the number it was
-                lines.append(f"        t{n} = saved[{j}]")
-                raws.append(f"(np_dt.type(ctx.args[{k}]) if t{n} is None else t{n}._data)")
-        # (map gives the output's dtype: only a mixed node's inputs need a cast)
-        lines.append(f"        gi = run(kernel{i}, ({', '.join(raws)},), np_dt)")
-        lines.append(f"        out[{i}] = gi if plain else fit(wrap(gi), {i}, ctx, dtype)")
-    lines.append("    return tuple(out)")
-    exec("\n".join(lines), env)  # noqa: S102 (source built above from the plans only)
-    raw_backward = env["raw_backward"]
-    raw_backward.__qualname__ = f"{decl.label}.raw_backward"
+def _make_raw_backward(decl, plans):
+    """The op's first-order backward on raw arrays: each input's gradient kernel run once
+    over the incoming gradient ``gd`` and what the kernel reads. It returns raw arrays,
+    or tensors where a gradient is summed back over broadcast dims or cast (see
+    Function.raw_backward)."""
+    reads_saved = any(sources for _, _, sources in plans)
+    wrap, fit = Tensor._wrap, _fit_gradient
 
-    def backward(ctx, g):
-        if STATE.grad_enabled:
-            return ctx._backward_with_graph(ctx, g, ctx.saved_tensors, ctx.args)
-        return wrap_grads(raw_backward(ctx, g._data))
+    def raw_backward(ctx, gd):
+        saved = ctx.saved_tensors if reads_saved else ()
+        dtype = ctx.out_dtype  # the inputs' dtype too, unless in_dtypes says otherwise
+        np_dt = dtype.np
+        plain = ctx.in_shapes is None and ctx.in_dtypes is None  # (no sum_to, no cast)
+        nexts = ctx.next
+        out = [None] * len(nexts)
+        for i, kernel, sources in plans:
+            if nexts[i] is None:
+                continue
+            if kernel is None:  # g itself, in whatever dtype it came
+                out[i] = gd if plain and gd.dtype == np_dt else fit(wrap(gd), i, ctx, dtype)
+                continue
+            raws = [gd]
+            for source in sources:
+                if source[0] == _PARAM:
+                    raws.append(np_dt.type(ctx.args[source[1]]))
+                elif source[0] == _OUTPUT:
+                    raws.append(saved[source[1]]._data)
+                else:  # a saved input, or (None there) the number it was
+                    t = saved[source[1]]
+                    raws.append(np_dt.type(ctx.args[source[2]]) if t is None else t._data)
+            # (map gives the output's dtype: only a mixed node's inputs need a cast)
+            gi = ctx.out_device._be.map(kernel, raws, np_dt)
+            out[i] = gi if plain else fit(wrap(gi), i, ctx, dtype)
+        return tuple(out)
 
-    backward.__qualname__ = f"{decl.label}.backward"
-    return staticmethod(raw_backward), staticmethod(backward)
+    return _named(raw_backward, decl, "raw_backward")
 
 
 def _fit_gradient(gi, i, ctx, dtype):
@@ -382,91 +389,103 @@ def _saved_names(decl):
     return names + (["y"] if decl.saves_output else [])
 
 
-def _remember(ctx, args, arity, save_index):
-    """What a recorded node of the generic forward keeps: numbers and parameters by value;
-    of tensors only what the gradient reads, and their shapes where they differ (the
-    output has the common one)."""
-    ctx.args = [None if isinstance(a, Tensor) else a for a in args]
-    shapes = [a.shape if isinstance(a, Tensor) else None for a in args[:arity]]
-    if len({s for s in shapes if s is not None}) > 1:
-        ctx.in_shapes = shapes
-    ctx.save_for_backward(*[a if isinstance(a, Tensor) else None
-                            for a in (args[i] for i in save_index)])
-
-
-def _make_mixed_forward(decl, save_index):
-    """The forward for float operands of different widths: the op runs in the widest
-    (promote_types of the tensors' dtypes), each operand read as it is."""
-    kernel, arity, name = decl.kernel, decl.arity, decl.name
-    compare, record = decl.dtypes == "compare", decl.differentiable
-
-    def forward(ctx, *args):
-        tensors = [a for a in args[:arity] if isinstance(a, Tensor)]
-        dt = tensors[0].dtype
-        for t in tensors[1:]:
-            dt = promote_types(dt, t.dtype)
-        np_dt = dt.np
-        raws = [a._data if isinstance(a, Tensor) else number_as(np_dt, a, name, False)
-                for a in args]
-        if record and ctx is not SINK:
-            _remember(ctx, args, arity, save_index)
-            ctx.in_dtypes = tuple(a.dtype if isinstance(a, Tensor) else dt
-                                  for a in args[:arity])
-        return tensors[0]._be.map(kernel, raws, bool_.np if compare else np_dt)
-
-    return _named(forward, decl)
-
-
-def _named(forward, decl):
-    # tracebacks and capture errors name the op (Mul.forward), not its factory
-    qualname = f"{decl.label}.forward"
-    forward.__qualname__ = qualname
-    if hasattr(forward.__code__, "co_qualname"):  # Python 3.11+
-        forward.__code__ = forward.__code__.replace(co_qualname=qualname)
-    return staticmethod(forward)
-
-
-def _make_forward(decl, save_index):
-    """The op's forward, with what it needs bound once (it runs on every call)."""
-    kernel, arity, dfrom, name = decl.kernel, decl.arity, decl.dtype_from, decl.name
-    wrap = decl.wraps_ints
-    compare, record = decl.dtypes == "compare", decl.differentiable
-    bool_np = bool_.np
-
-    if arity == 2 and not decl.params and dfrom == 0:
+def _make_keep(decl, save_index):
+    """``keep(ctx, *args)``: what a recorded node of the op keeps for its backward.
+    Numbers and parameters by value (``ctx.args``); of tensors only those the gradient
+    reads (with their versions), and the inputs' shapes where they differ (the output
+    has the common one: broadcasting to undo). forward calls it, and so does the direct
+    path, which runs the kernel itself."""
+    arity = decl.arity
+    if arity == 2 and not decl.params:
         save_a, save_b = 0 in save_index, 1 in save_index
 
-        def forward(ctx, a, b):  # (no list built: x + y is the hottest path there is)
+        def keep(ctx, a, b):  # (x + y, the commonest node: no list built, no call made)
             ta, tb = isinstance(a, Tensor), isinstance(b, Tensor)
+            if ta and tb:  # (ctx.args stays the class's: all tensors)
+                if a.shape != b.shape:
+                    ctx.in_shapes = (a.shape, b.shape)
+            else:
+                ctx.args = (None if ta else a, None if tb else b)
+            # (as save_for_backward: the saved tensors and their versions)
+            if save_a and save_b:
+                ctx.saved = (a if ta else None, b if tb else None)
+                ctx._versions = (a._storage.version if ta else None,
+                                 b._storage.version if tb else None)
+            elif save_a:
+                ctx.saved = (a if ta else None,)
+                ctx._versions = (a._storage.version if ta else None,)
+            elif save_b:
+                ctx.saved = (b if tb else None,)
+                ctx._versions = (b._storage.version if tb else None,)
+    elif arity == 1 and not decl.params:
+        save_x = bool(save_index)
+
+        def keep(ctx, x):
+            if save_x:
+                ctx.saved = (x,)
+                ctx._versions = (x._storage.version,)
+    else:
+        def keep(ctx, *args):
+            ctx.args = [None if isinstance(a, Tensor) else a for a in args]
+            shapes = [a.shape if isinstance(a, Tensor) else None for a in args[:arity]]
+            if len({s for s in shapes if s is not None}) > 1:
+                ctx.in_shapes = shapes
+            ctx.save_for_backward(*[a if isinstance(a, Tensor) else None
+                                    for a in (args[i] for i in save_index)])
+
+    return _named(keep, decl, "keep").__func__
+
+
+def _named(fn, decl, what):
+    # tracebacks and capture errors name the op (Mul.forward), not its factory
+    qualname = f"{decl.label}.{what}"
+    fn.__qualname__ = qualname
+    if hasattr(fn.__code__, "co_qualname"):  # Python 3.11+
+        fn.__code__ = fn.__code__.replace(co_qualname=qualname)
+    return staticmethod(fn)
+
+
+def _make_forward(decl, keep, mixed=False):
+    """The op's forward: ``keep`` where a node is recorded, then the backend's map over
+    the inputs' raw arrays (numbers converted to the compute dtype). ``mixed``: float
+    operands of different widths, each read as it is, the op run in the widest."""
+    kernel, arity, dfrom, name = decl.kernel, decl.arity, decl.dtype_from, decl.name
+    wrap = decl.wraps_ints
+    out_np = bool_.np if decl.dtypes == "compare" else None
+
+    if mixed:
+        def forward(ctx, *args):
+            tensors = [a for a in args[:arity] if isinstance(a, Tensor)]
+            dt = tensors[0].dtype
+            for t in tensors[1:]:
+                dt = promote_types(dt, t.dtype)
+            np_dt = dt.np
+            raws = [a._data if isinstance(a, Tensor) else number_as(np_dt, a, name, False)
+                    for a in args]
+            if ctx is not SINK:
+                keep(ctx, *args)
+                ctx.in_dtypes = tuple(a.dtype if isinstance(a, Tensor) else dt
+                                      for a in args[:arity])
+            return tensors[0]._be.map(kernel, raws, out_np or np_dt)
+    elif arity == 2 and not decl.params and dfrom == 0:
+        def forward(ctx, a, b):  # (no list built: x + y is the hottest path there is)
+            ta = isinstance(a, Tensor)
             ref = a if ta else b
             np_dt = ref.dtype.np
             try:
                 ra = a._data if ta else np_dt.type(a)
-                rb = b._data if tb else np_dt.type(b)
+                rb = b._data if isinstance(b, Tensor) else np_dt.type(b)
             except OverflowError:  # a Python int beyond an int tensor's range
                 ra, rb = (x._data if isinstance(x, Tensor) else number_as(np_dt, x, name, wrap)
                           for x in (a, b))
-            if record and ctx is not SINK:
-                if ta and tb:  # (ctx.args stays the class's: all tensors)
-                    if a.shape != b.shape:
-                        ctx.in_shapes = (a.shape, b.shape)
-                else:
-                    ctx.args = (None if ta else a, None if tb else b)
-                if save_a and save_b:
-                    ctx.save_for_backward(a if ta else None, b if tb else None)
-                elif save_a:
-                    ctx.save_for_backward(a if ta else None)
-                elif save_b:
-                    ctx.save_for_backward(b if tb else None)
-            return ref._be.map(kernel, (ra, rb), bool_np if compare else np_dt)
+            if ctx is not SINK:
+                keep(ctx, a, b)
+            return ref._be.map(kernel, (ra, rb), out_np or np_dt)
     elif arity == 1 and not decl.params:
-        save_x = 0 in save_index
-
         def forward(ctx, x):
-            if record and ctx is not SINK:
-                if save_x:
-                    ctx.save_for_backward(x)
-            return x._be.map(kernel, (x._data,), bool_np if compare else x.dtype.np)
+            if ctx is not SINK:
+                keep(ctx, x)
+            return x._be.map(kernel, (x._data,), out_np or x.dtype.np)
     else:
         def forward(ctx, *args):
             ref = args[dfrom]
@@ -475,85 +494,106 @@ def _make_forward(decl, save_index):
             np_dt = ref.dtype.np
             raws = [a._data if isinstance(a, Tensor) else number_as(np_dt, a, name, wrap)
                     for a in args]
-            if record and ctx is not SINK:
-                _remember(ctx, args, arity, save_index)
-            return ref._be.map(kernel, raws, bool_np if compare else np_dt)
+            if ctx is not SINK:
+                keep(ctx, *args)
+            return ref._be.map(kernel, raws, out_np or np_dt)
 
-    return _named(forward, decl)
+    return _named(forward, decl, "forward")
 
 
 def _make_function(decl, mixed: bool = False) -> type:
     names = _saved_names(decl)
     save_index = tuple(decl.inputs.index(n) for n in names if n != "y")
-    make = _make_mixed_forward if mixed else _make_forward
     plans = _plans(decl, names)
-    raw_backward, backward = _make_backward(decl, plans)
+    keep = _make_keep(decl, save_index)
     return type(decl.label, (ElementwiseFunction,), {
-        "forward": make(decl, save_index),
+        "forward": _make_forward(decl, keep, mixed), "keep": staticmethod(keep),
         "decl": decl, "label": decl.label, "__slots__": (),
         "args": (None,) * (decl.arity + len(decl.params)),  # a node's unless it sets its own
         "saves_output": "y" in names, "differentiable": decl.differentiable,
         "save_index": save_index,
-        "plans": plans, "raw_backward": raw_backward, "backward": backward})
+        "plans": plans, "raw_backward": _make_raw_backward(decl, plans)})
 
 
 # -- fronts: promotion, broadcasting, then the Function -------------------------------------
 def _make_front(decl):
-    apply = decl.function_class.apply
+    """``hx.<op>``: the operands promoted and broadcast (_prepare), then the Function.
+    The direct path is Function.apply with its checks hoisted: for operands already of
+    one float32/float64 dtype and device the backend's direct callable computes the
+    output (no Backend.map, no generic pass over the arguments), then the same ``keep``
+    and ``record`` as apply."""
+    cls = decl.function_class
+    apply, keep = cls.apply, cls.keep
     name, kernel = decl.name, decl.kernel
     nparams = len(decl.params)
     defaults = tuple(decl.params.values())
-    fast = frozenset(dt for dt in _ALL_DTYPES if _fast_ok(decl, dt))
+    needs_no_promotion = frozenset(dt for dt in _ALL_DTYPES if _computes_in_its_dtype(decl, dt))
+    # the dtypes whose operands take the direct path (none for comparisons: no node)
+    direct_dtypes = needs_no_promotion & _DIRECT_DTYPES if decl.dtypes != "compare" \
+        else frozenset()
+    differentiable = decl.differentiable
+    wrap, new = Tensor._wrap, object.__new__
 
     if decl.arity == 1:
-        direct = _direct_unary(decl) if not nparams else None
-        direct_dtypes = fast & _DIRECT_DTYPES if direct is not None else frozenset()
-
         def front(x, *params):
-            if x.__class__ is Tensor and x.dtype in direct_dtypes and not STATE.anomaly:
+            if x.__class__ is Tensor and x.dtype in direct_dtypes and not nparams \
+                    and not STATE.anomaly:
                 f = x._be.direct.get(kernel)
                 if f is not None:
-                    return direct(f(x._data), x)
+                    out = wrap(f(x._data))
+                    state = STATE
+                    if state.grad_enabled and differentiable and x._requires_grad:
+                        ctx = new(cls)
+                        keep(ctx, x)
+                        record(ctx, out, (x,), state)
+                    return out
             if x.__class__ is not Tensor and not isinstance(x, Tensor):
                 x = _as_operand(name, x, None)
             if len(params) < nparams:
                 params = params + defaults[len(params):]
-            if x.dtype not in fast:
+            if x.dtype not in needs_no_promotion:
                 x = x.to(decl.compute_dtype(x.dtype))
             return apply(x, *params)
     elif decl.arity == 2 and not nparams:
-        direct = _direct_binary(decl)
-        direct_dtypes = fast & _DIRECT_DTYPES if direct is not None else frozenset()
-
         def front(a, b):  # the hot path of x + y, x * 2.0 ...: no promotion to do
             ca, cb = a.__class__, b.__class__
+            f = None
             if ca is Tensor:
                 dt = a.dtype
                 if cb is Tensor:
-                    if dt is b.dtype and a.device is b.device and dt in fast:
+                    if dt is b.dtype and a.device is b.device and dt in needs_no_promotion:
                         if a.shape != b.shape:
                             layout.broadcast_shapes(a.shape, b.shape, op=name)
-                        if dt in direct_dtypes:
+                        if dt in direct_dtypes and not STATE.anomaly:
                             f = a._be.direct.get(kernel)
-                            if f is not None and not STATE.anomaly:
-                                return direct(f(a._data, b._data), a, b)
-                        return apply(a, b)
-                elif dt in fast and _keeps_dtype(dt, cb):  # a number that cannot widen a
-                    if dt in direct_dtypes:
+                        if f is None:
+                            return apply(a, b)
+                        raw = f(a._data, b._data)
+                elif dt in needs_no_promotion and _keeps_dtype(dt, cb):  # a number: no widening
+                    if dt in direct_dtypes and not STATE.anomaly and abs(b) < _FINITE_BOUND:
                         f = a._be.direct.get(kernel)
-                        if f is not None and not STATE.anomaly and abs(b) < _FINITE_BOUND:
-                            return direct(f(a._data, dt.np.type(b)), a, b)
-                    return apply(a, b)
+                    if f is None:
+                        return apply(a, b)
+                    raw = f(a._data, dt.np.type(b))
             elif cb is Tensor:
                 dt = b.dtype
-                if dt in fast and _keeps_dtype(dt, ca):  # 2.0 - x
-                    if dt in direct_dtypes:
+                if dt in needs_no_promotion and _keeps_dtype(dt, ca):  # 2.0 - x
+                    if dt in direct_dtypes and not STATE.anomaly and abs(a) < _FINITE_BOUND:
                         f = b._be.direct.get(kernel)
-                        if f is not None and not STATE.anomaly and abs(a) < _FINITE_BOUND:
-                            return direct(f(dt.np.type(a), b._data), a, b)
-                    return apply(a, b)
-            ops, mixed = _prepare(decl, (a, b))
-            return (decl.mixed_apply if mixed else apply)(*ops)
+                    if f is None:
+                        return apply(a, b)
+                    raw = f(dt.np.type(a), b._data)
+            if f is None:
+                ops, mixed = _prepare(decl, (a, b))
+                return (decl.mixed_apply if mixed else apply)(*ops)
+            out = wrap(raw)
+            state = STATE
+            if state.grad_enabled and differentiable and (
+                    (ca is Tensor and a._requires_grad) or (cb is Tensor and b._requires_grad)):
+                ctx = new(cls)
+                keep(ctx, a, b)
+                record(ctx, out, (a, b), state)
+            return out
     else:
         def front(*xs):
             params = xs[decl.arity:]
@@ -564,7 +604,7 @@ def _make_front(decl):
             if decl.arity == 2:
                 b = xs[1]
                 if a.__class__ is Tensor and b.__class__ is Tensor and a.dtype is b.dtype \
-                        and a.device is b.device and a.dtype in fast:
+                        and a.device is b.device and a.dtype in needs_no_promotion:
                     if a.shape != b.shape:
                         layout.broadcast_shapes(a.shape, b.shape, op=name)
                     return apply(a, b, *params)
@@ -585,75 +625,6 @@ _DIRECT_DTYPES = frozenset((float32, float64))
 _FINITE_BOUND = 3.0e38
 
 
-def _direct_binary(decl):
-    """What Function.apply, the op's forward and Backend.map do for two operands of one
-    float dtype and device (tensors, or a tensor and a Python number), written out in one
-    function: ``record_binary(raw, a, b)`` wraps the raw result the backend's direct
-    callable gave and records the node. Every recording op paid about 1 us of calls and
-    generic checks there (a third of ``x + y`` on a small tensor). None for comparisons
-    (they give bools and record nothing)."""
-    if decl.dtypes == "compare":
-        return None
-    cls = decl.function_class
-    save_a, save_b = (i in cls.save_index for i in (0, 1))
-    differentiable = decl.differentiable
-    wrap, new = Tensor._wrap, object.__new__
-
-    def record_binary(raw, a, b):
-        out = wrap(raw)
-        state = STATE
-        ta, tb = a.__class__ is Tensor, b.__class__ is Tensor
-        ra, rb = ta and a._requires_grad, tb and b._requires_grad
-        if not (state.grad_enabled and differentiable and (ra or rb)):
-            return out
-        ctx = new(cls)
-        if ta and tb:
-            if a.shape != b.shape:
-                ctx.in_shapes = (a.shape, b.shape)
-        else:  # the number, kept by value (ctx.args stays the class's for two tensors)
-            ctx.args = (None if ta else a, None if tb else b)
-        # (as save_for_backward: the saved tensors and their versions; None for a number)
-        if save_a and save_b:
-            ctx.saved = (a if ta else None, b if tb else None)
-            ctx._versions = (a._storage.version if ta else None,
-                             b._storage.version if tb else None)
-        elif save_a:
-            ctx.saved = (a if ta else None,)
-            ctx._versions = (a._storage.version if ta else None,)
-        elif save_b:
-            ctx.saved = (b if tb else None,)
-            ctx._versions = (b._storage.version if tb else None,)
-        return record(ctx, out, [(a.grad_fn or a._accumulator or grad_home(a)) if ra
-                                 else None,
-                                 (b.grad_fn or b._accumulator or grad_home(b)) if rb
-                                 else None], state)
-
-    return record_binary
-
-
-def _direct_unary(decl):
-    """_direct_binary's counterpart for one tensor operand: ``record_unary(raw, x)``."""
-    if decl.dtypes == "compare":
-        return None
-    cls = decl.function_class
-    save_x = 0 in cls.save_index
-    differentiable = decl.differentiable
-    wrap, new = Tensor._wrap, object.__new__
-
-    def record_unary(raw, x):
-        out = wrap(raw)
-        state = STATE
-        if not (state.grad_enabled and differentiable and x._requires_grad):
-            return out
-        ctx = new(cls)
-        if save_x:
-            ctx.saved = (x,)
-            ctx._versions = (x._storage.version,)
-        return record(ctx, out, [x.grad_fn or x._accumulator or grad_home(x)], state)
-
-    return record_unary
-
-
 def _keeps_dtype(dt, number_type) -> bool:
     """A Python number of this type leaves a tensor of ``dt`` its dtype (PyTorch's
     wrapped-number rule: a float changes only an int or bool tensor, an int a bool)."""
@@ -662,7 +633,8 @@ def _keeps_dtype(dt, number_type) -> bool:
     return number_type is int and dt.kind != "bool"
 
 
-def _fast_ok(decl, dt) -> bool:
+def _computes_in_its_dtype(decl, dt) -> bool:
+    """An operand of ``dt`` needs no promotion: the op computes in ``dt`` itself."""
     try:
         return decl.compute_dtype(dt) is dt
     except TypeError:

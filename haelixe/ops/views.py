@@ -8,7 +8,7 @@ import weakref
 import numpy as np
 
 from .. import layout
-from ..autograd.function import Function, PartialGrad, SavedTensorError, apply_unary
+from ..autograd.function import Function, PartialGrad, SavedTensorError
 from ..autograd.mode import STATE
 from ..errors import OpError
 from ..tensor import Tensor
@@ -57,14 +57,14 @@ class View(Function):
 def view(x, shape):
     shape = layout.infer_shape(shape, x.numel(), "view")
     if shape == x.shape:
-        return apply_unary(View, x, shape, x.strides)
+        return View.apply(x, shape, x.strides)
     strides = layout.view_strides(x.shape, x.strides, shape)
     if strides is None:
         raise RuntimeError(
             f"view: shape {shape} is not compatible with input shape {x.shape} and strides "
             f"{x.strides}: at least one dim spans across two non-adjacent memory runs. "
             f"Use .reshape(...) (which copies when it must) or call .contiguous() first.")
-    return apply_unary(View, x, shape, strides)
+    return View.apply(x, shape, strides)
 
 
 def reshape(x, shape):
@@ -73,7 +73,7 @@ def reshape(x, shape):
     if strides is None:
         x = x.clone()
         strides = layout.contiguous_strides(shape)
-    return apply_unary(View, x, shape, strides)
+    return View.apply(x, shape, strides)
 
 
 def flatten(x, start_dim=0, end_dim=-1):
@@ -91,14 +91,14 @@ def flatten(x, start_dim=0, end_dim=-1):
 
 def unsqueeze(x, dim):
     shape, strides = layout.unsqueeze(x.shape, x.strides, dim)
-    return apply_unary(View, x, shape, strides)
+    return View.apply(x, shape, strides)
 
 
 def squeeze(x, dim=None):
     if dim is not None and not isinstance(dim, (tuple, list)):
         dim = (dim,)
     shape, strides = layout.squeeze(x.shape, x.strides, dim)
-    return apply_unary(View, x, shape, strides)
+    return View.apply(x, shape, strides)
 
 
 class Permute(Function):
@@ -122,7 +122,7 @@ class Permute(Function):
 
 
 def permute(x, dims):
-    return apply_unary(Permute, x, layout.normalize_dims(dims, x.ndim, "permute"))
+    return Permute.apply(x, layout.normalize_dims(dims, x.ndim, "permute"))
 
 
 class Expand(Function):
@@ -143,7 +143,7 @@ class Expand(Function):
 
 
 def expand(x, shape):
-    return apply_unary(Expand, x, tuple(shape))
+    return Expand.apply(x, tuple(shape))
 
 
 class Flip(Function):
@@ -263,7 +263,7 @@ def narrow(x, dim, start, length):
     layout.narrow(x.shape, x.strides, x.offset, dim, start, length)  # validates
     if start < 0:
         start += x.shape[dim]
-    return apply_unary(Slice, x, (slice(None),) * dim + (slice(start, start + length),))
+    return Slice.apply(x, (slice(None),) * dim + (slice(start, start + length),))
 
 
 def split(x, split_size_or_sections, dim=0):
@@ -378,7 +378,7 @@ def _permute_method(self, *dims):
 @tensor_method(function=True)
 def transpose(self, dim0, dim1):
     # (transpose_dims gives a checked permutation: permute's normalisation is not needed)
-    return apply_unary(Permute, self, layout.transpose_dims(self.ndim, dim0, dim1))
+    return Permute.apply(self, layout.transpose_dims(self.ndim, dim0, dim1))
 
 
 Tensor.swapaxes = Tensor.transpose

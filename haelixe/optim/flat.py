@@ -17,7 +17,7 @@ with its optimizer state.
 from __future__ import annotations
 
 from .. import creation
-from ..autograd.function import grad_home
+from ..autograd.function import accumulator_of
 from ..autograd.mode import no_grad
 from ..memory import tagged
 
@@ -52,7 +52,7 @@ class FlatGroup:
                 p._set_data(dv)
                 gv = self.grad[start:start + n].view(p.shape)
                 if p.requires_grad:  # backward writes a fresh gradient straight here
-                    grad_home(p).home = gv
+                    accumulator_of(p).home = gv
                 if p.grad is not None:  # a gradient that exists is kept; None stays None
                     gv.copy_(p.grad)
                     p.grad = gv
