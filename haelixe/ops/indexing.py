@@ -154,7 +154,7 @@ def getitem(x, key):
         if k.__class__ not in _PLAIN_KEY_TYPES and not _is_basic(k):
             if any(k.__class__ is int for k in key):
                 basic, advanced = _split_key(key)
-                x = apply_unary(Slice, x, basic)
+                x = Slice.apply(x, basic)
                 key = advanced
             return Take.apply(x, _raw_key(x, key), tuple(k for k in key
                                                          if isinstance(k, Tensor)))
