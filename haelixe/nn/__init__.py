@@ -29,6 +29,7 @@ from .loss_layers import (
     SmoothL1Loss,
 )
 from .module import Module, ModuleList, Parameter, Sequential
+from .rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNBase, RNNCell, RNNCellBase
 from .transformer import MLP, MultiHeadAttention, RoPE, TransformerBlock
 
 _MISSING = {
@@ -38,9 +39,6 @@ _MISSING = {
     "BatchNorm1d": "LayerNorm or RMSNorm",
     "BatchNorm2d": "LayerNorm or RMSNorm",
     "GroupNorm": "LayerNorm or RMSNorm",
-    "LSTM": "TransformerBlock (hx.nn.TransformerBlock); there are no recurrent layers",
-    "GRU": "TransformerBlock (hx.nn.TransformerBlock); there are no recurrent layers",
-    "RNN": "TransformerBlock (hx.nn.TransformerBlock); there are no recurrent layers",
     "MultiheadAttention": "MultiHeadAttention (hx.nn.MultiHeadAttention(dim, num_heads))",
     "TransformerEncoderLayer": "TransformerBlock (hx.nn.TransformerBlock(dim, num_heads))",
     "TransformerDecoderLayer": "TransformerBlock(dim, num_heads, causal=True)",

@@ -1,0 +1,388 @@
+"""Recurrent layers with PyTorch's signatures, parameter names and initialisation: RNN,
+LSTM (with proj_size), GRU and their cells.
+
+A layer multiplies its input by ``weight_ih`` once for every time step together (one
+matrix product over (seq, batch)), then runs the recurrence, one product by ``weight_hh``
+and the gate arithmetic per step. Packed sequences (nn.utils.rnn.PackedSequence) are not
+supported: pad the batch and pass the padded tensor."""
+
+from __future__ import annotations
+
+import math
+
+from .. import creation
+from ..autograd.mode import no_grad
+from ..ops.indexing import cat, stack
+from ..tensor import Tensor
+from . import functional as F
+from .module import Module, Parameter
+
+#: gate blocks per mode (rows of weight_ih = gates * hidden_size)
+_GATES = {"RNN_TANH": 1, "RNN_RELU": 1, "LSTM": 4, "GRU": 3}
+
+
+# -- one time step, given the input's projection xp = x @ W_ih^T + b_ih ---------------------
+def _rnn_step(xp, h, w_hh, b_hh, relu):
+    pre = xp + F.linear(h, w_hh, b_hh)
+    return pre.relu() if relu else pre.tanh()
+
+
+def _lstm_step(xp, h, c, w_hh, b_hh, w_hr):
+    gates = xp + F.linear(h, w_hh, b_hh)
+    n = c.shape[-1]
+    i = gates[..., :n].sigmoid()
+    f = gates[..., n:2 * n].sigmoid()
+    g = gates[..., 2 * n:3 * n].tanh()
+    o = gates[..., 3 * n:].sigmoid()
+    c = f * c + i * g
+    h = o * c.tanh()
+    if w_hr is not None:
+        h = F.linear(h, w_hr)
+    return h, c
+
+
+def _gru_step(xp, h, w_hh, b_hh):
+    hp = F.linear(h, w_hh, b_hh)
+    n = h.shape[-1]
+    rz = (xp[..., :2 * n] + hp[..., :2 * n]).sigmoid()
+    r, z = rz[..., :n], rz[..., n:]
+    cand = (xp[..., 2 * n:] + r * hp[..., 2 * n:]).tanh()
+    return cand + z * (h - cand)  # (1 - z) * cand + z * h
+
+
+def _add_parameters(module, shapes, dtype, device):
+    for name, shape in shapes:
+        setattr(module, name, Parameter(creation.empty(*shape, dtype=dtype, device=device)))
+
+
+def _uniform_init(module):
+    bound = 1.0 / math.sqrt(module.hidden_size)
+    with no_grad():
+        for p in module.parameters():
+            p.uniform_(-bound, bound)
+
+
+def _check_cell_input(op, x, input_size):
+    if not isinstance(x, Tensor):
+        raise TypeError(f"{op}: input must be a tensor, got {type(x).__name__}")
+    if x.ndim not in (1, 2) or x.shape[-1] != input_size:
+        raise ValueError(f"{op}: expected input of shape (batch, {input_size}) or "
+                         f"({input_size},), got {x.shape}")
+
+
+class RNNBase(Module):
+    """The shared machinery of RNN, LSTM and GRU (PyTorch's nn.RNNBase)."""
+
+    def __init__(self, mode: str, input_size: int, hidden_size: int, num_layers: int = 1,
+                 bias: bool = True, batch_first: bool = False, dropout: float = 0.0,
+                 bidirectional: bool = False, proj_size: int = 0, device=None, dtype=None):
+        super().__init__()
+        name = type(self).__name__
+        if not isinstance(hidden_size, int) or hidden_size <= 0:
+            raise ValueError(f"{name}: hidden_size must be a positive integer, got "
+                             f"{hidden_size!r}")
+        if not isinstance(num_layers, int) or num_layers <= 0:
+            raise ValueError(f"{name}: num_layers must be a positive integer, got "
+                             f"{num_layers!r}")
+        if isinstance(dropout, bool) or not 0 <= dropout <= 1:
+            raise ValueError(f"{name}: dropout should be a number in range [0, 1] "
+                             f"representing the probability of an element being zeroed, "
+                             f"got {dropout!r}")
+        if proj_size < 0:
+            raise ValueError(f"{name}: proj_size should be a positive integer or zero to "
+                             f"disable projections, got {proj_size}")
+        if proj_size >= hidden_size:
+            raise ValueError(f"{name}: proj_size has to be smaller than hidden_size "
+                             f"({proj_size} >= {hidden_size})")
+        if proj_size and mode != "LSTM":
+            raise ValueError(f"{name}: proj_size argument is only supported for LSTM, "
+                             f"not RNN or GRU")
+        self.mode, self.input_size, self.hidden_size = mode, input_size, hidden_size
+        self.num_layers, self.bias, self.batch_first = num_layers, bias, batch_first
+        self.dropout, self.bidirectional = float(dropout), bidirectional
+        self.proj_size = proj_size
+        dirs = 2 if bidirectional else 1
+        out = proj_size or hidden_size
+        gate = _GATES[mode] * hidden_size
+        self._flat_weights_names = []
+        for layer in range(num_layers):
+            layer_in = input_size if layer == 0 else out * dirs
+            for d in range(dirs):
+                sfx = f"_l{layer}" + ("_reverse" if d else "")
+                shapes = [("weight_ih" + sfx, (gate, layer_in)),
+                          ("weight_hh" + sfx, (gate, out))]
+                if bias:
+                    shapes += [("bias_ih" + sfx, (gate,)), ("bias_hh" + sfx, (gate,))]
+                if proj_size:
+                    shapes.append(("weight_hr" + sfx, (proj_size, hidden_size)))
+                _add_parameters(self, shapes, dtype, device)
+                self._flat_weights_names += [pname for pname, _ in shapes]
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """Every weight and bias uniform in +-1/sqrt(hidden_size), as PyTorch."""
+        _uniform_init(self)
+
+    @property
+    def all_weights(self) -> list:
+        return [[getattr(self, n) for n in self._flat_weights_names
+                 if n.split("_", 2)[2] == sfx[1:]] for sfx in self._suffixes()]
+
+    def _suffixes(self):
+        for layer in range(self.num_layers):
+            yield f"_l{layer}"
+            if self.bidirectional:
+                yield f"_l{layer}_reverse"
+
+    def _weights(self, sfx):
+        get = self._parameters.get
+        return (get("weight_ih" + sfx), get("weight_hh" + sfx), get("bias_ih" + sfx),
+                get("bias_hh" + sfx), get("weight_hr" + sfx))
+
+    def extra_repr(self) -> str:
+        s = f"{self.input_size}, {self.hidden_size}"
+        if self.proj_size:
+            s += f", proj_size={self.proj_size}"
+        if self.num_layers != 1:
+            s += f", num_layers={self.num_layers}"
+        if not self.bias:
+            s += ", bias=False"
+        if self.batch_first:
+            s += ", batch_first=True"
+        if self.dropout:
+            s += f", dropout={self.dropout}"
+        if self.bidirectional:
+            s += ", bidirectional=True"
+        return s
+
+    # -- forward ------------------------------------------------------------------------
+    def _check_input(self, x, hx):
+        name = type(self).__name__
+        if not isinstance(x, Tensor):
+            raise TypeError(f"{name}: input must be a tensor, got {type(x).__name__}")
+        if x.ndim not in (2, 3):
+            raise ValueError(f"{name}: expected input to be 2-D (unbatched) or 3-D, got "
+                             f"{x.ndim}-D input of shape {x.shape}")
+        if x.shape[-1] != self.input_size:
+            raise RuntimeError(f"{name}: input.size(-1) must be equal to input_size. "
+                               f"Expected {self.input_size}, got {x.shape[-1]}")
+
+    def _states(self, hx, batch, x, batched):
+        """(h0, c0) as (layers * dirs, batch, size) tensors (c0 None but for LSTM)."""
+        name = type(self).__name__
+        dirs = 2 if self.bidirectional else 1
+        out = self.proj_size or self.hidden_size
+        lead = (self.num_layers * dirs, batch)
+        if hx is None:
+            h0 = creation.zeros(*lead, out, dtype=x.dtype, device=x.device)
+            c0 = creation.zeros(*lead, self.hidden_size, dtype=x.dtype, device=x.device) \
+                if self.mode == "LSTM" else None
+            return h0, c0
+        if self.mode == "LSTM":
+            if not isinstance(hx, (tuple, list)) or len(hx) != 2:
+                raise TypeError(f"{name}: hx must be a tuple (h_0, c_0) of tensors")
+            h0, c0 = hx
+        else:
+            if not isinstance(hx, Tensor):
+                raise TypeError(f"{name}: hx must be a tensor, got {type(hx).__name__}")
+            h0, c0 = hx, None
+        pairs = [(h0, out, "h_0" if c0 is not None else "hx")]
+        if c0 is not None:
+            pairs.append((c0, self.hidden_size, "c_0"))
+        fixed = []
+        for t, size, what in pairs:
+            want = lead + (size,) if batched else (lead[0], size)
+            if t.shape != want:
+                raise RuntimeError(f"{name}: expected {what} of size {list(want)}, got "
+                                   f"{list(t.shape)}")
+            fixed.append(t if batched else t.unsqueeze(1))
+        return fixed[0], (fixed[1] if c0 is not None else None)
+
+    def forward(self, input, hx=None):
+        self._check_input(input, hx)
+        batched = input.ndim == 3
+        x = input if batched else input.unsqueeze(1)
+        if batched and self.batch_first:
+            x = x.transpose(0, 1)
+        h0, c0 = self._states(hx, x.shape[1], x, batched)
+        dirs = 2 if self.bidirectional else 1
+        hs, cs = [], []
+        for layer in range(self.num_layers):
+            outs = []
+            for d in range(dirs):
+                k = layer * dirs + d
+                sfx = f"_l{layer}" + ("_reverse" if d else "")
+                y, h, c = self._direction(x, h0[k], None if c0 is None else c0[k],
+                                          self._weights(sfx), reverse=bool(d))
+                outs.append(y)
+                hs.append(h)
+                cs.append(c)
+            x = outs[0] if dirs == 1 else cat(outs, -1)
+            if self.dropout and self.training and layer < self.num_layers - 1:
+                x = F.dropout(x, self.dropout, True)
+        h_n = stack(hs)
+        state = (h_n, stack(cs)) if self.mode == "LSTM" else h_n
+        if batched and self.batch_first:
+            x = x.transpose(0, 1)
+        if not batched:
+            x = x.squeeze(1)
+            state = (state[0].squeeze(1), state[1].squeeze(1)) if self.mode == "LSTM" \
+                else state.squeeze(1)
+        return x, state
+
+    def _direction(self, x, h, c, weights, reverse):
+        """One layer in one direction over x (seq, batch, features): (outputs, h_n,
+        c_n). The input projection of every step is one product."""
+        w_ih, w_hh, b_ih, b_hh, w_hr = weights
+        steps = F.linear(x, w_ih, b_ih).unbind(0)
+        order = range(len(steps) - 1, -1, -1) if reverse else range(len(steps))
+        outs = [None] * len(steps)
+        mode = self.mode
+        for t in order:
+            if mode == "LSTM":
+                h, c = _lstm_step(steps[t], h, c, w_hh, b_hh, w_hr)
+            elif mode == "GRU":
+                h = _gru_step(steps[t], h, w_hh, b_hh)
+            else:
+                h = _rnn_step(steps[t], h, w_hh, b_hh, mode == "RNN_RELU")
+            outs[t] = h
+        if not outs:
+            raise ValueError(f"{type(self).__name__}: the input has no time steps "
+                             f"(sequence length 0)")
+        return stack(outs), h, c
+
+
+class RNN(RNNBase):
+    """Elman RNN: h_t = tanh(x_t W_ih^T + b_ih + h_{t-1} W_hh^T + b_hh) (or relu), as
+    torch.nn.RNN: (input, h_0) -> (output, h_n)."""
+
+    def __init__(self, input_size: int, hidden_size: int, num_layers: int = 1,
+                 nonlinearity: str = "tanh", bias: bool = True, batch_first: bool = False,
+                 dropout: float = 0.0, bidirectional: bool = False, device=None,
+                 dtype=None):
+        if nonlinearity not in ("tanh", "relu"):
+            raise ValueError(f"RNN: unknown nonlinearity {nonlinearity!r}; select from "
+                             f"'tanh' or 'relu'")
+        super().__init__("RNN_TANH" if nonlinearity == "tanh" else "RNN_RELU",
+                         input_size, hidden_size, num_layers, bias, batch_first, dropout,
+                         bidirectional, 0, device, dtype)
+        self.nonlinearity = nonlinearity
+
+    def extra_repr(self) -> str:
+        s = super().extra_repr()
+        return s + (", nonlinearity='relu'" if self.nonlinearity == "relu" else "")
+
+
+class LSTM(RNNBase):
+    """Long short-term memory, gates (i, f, g, o) as torch.nn.LSTM: (input, (h_0, c_0))
+    -> (output, (h_n, c_n)); ``proj_size`` projects h by weight_hr."""
+
+    def __init__(self, input_size: int, hidden_size: int, num_layers: int = 1,
+                 bias: bool = True, batch_first: bool = False, dropout: float = 0.0,
+                 bidirectional: bool = False, proj_size: int = 0, device=None, dtype=None):
+        super().__init__("LSTM", input_size, hidden_size, num_layers, bias, batch_first,
+                         dropout, bidirectional, proj_size, device, dtype)
+
+
+class GRU(RNNBase):
+    """Gated recurrent unit, gates (r, z, n) as torch.nn.GRU: (input, h_0) -> (output,
+    h_n)."""
+
+    def __init__(self, input_size: int, hidden_size: int, num_layers: int = 1,
+                 bias: bool = True, batch_first: bool = False, dropout: float = 0.0,
+                 bidirectional: bool = False, device=None, dtype=None):
+        super().__init__("GRU", input_size, hidden_size, num_layers, bias, batch_first,
+                         dropout, bidirectional, 0, device, dtype)
+
+
+# -- cells ----------------------------------------------------------------------------------
+class RNNCellBase(Module):
+    def __init__(self, input_size: int, hidden_size: int, bias: bool, gates: int,
+                 device=None, dtype=None):
+        super().__init__()
+        self.input_size, self.hidden_size, self.bias = input_size, hidden_size, bias
+        shapes = [("weight_ih", (gates * hidden_size, input_size)),
+                  ("weight_hh", (gates * hidden_size, hidden_size))]
+        if bias:
+            shapes += [("bias_ih", (gates * hidden_size,)), ("bias_hh", (gates * hidden_size,))]
+        _add_parameters(self, shapes, dtype, device)
+        if not bias:
+            self.bias_ih = self.bias_hh = None
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """Every weight and bias uniform in +-1/sqrt(hidden_size), as PyTorch."""
+        _uniform_init(self)
+
+    def _prepare(self, x, hx, n_states):
+        """(batched x, states as (batch, hidden) tensors, whether x was batched)."""
+        name = type(self).__name__
+        _check_cell_input(name, x, self.input_size)
+        batched = x.ndim == 2
+        x = x if batched else x.unsqueeze(0)
+        if hx is None:
+            zeros = creation.zeros(x.shape[0], self.hidden_size, dtype=x.dtype,
+                                   device=x.device)
+            return x, [zeros] * n_states, batched
+        states = list(hx) if n_states == 2 else [hx]
+        want = (x.shape[0], self.hidden_size) if batched else (self.hidden_size,)
+        for s in states:
+            if not isinstance(s, Tensor) or s.shape != want:
+                got = s.shape if isinstance(s, Tensor) else type(s).__name__
+                raise RuntimeError(f"{name}: expected hidden state of shape {want}, got "
+                                   f"{got}")
+        return x, [s if batched else s.unsqueeze(0) for s in states], batched
+
+    def extra_repr(self) -> str:
+        s = f"{self.input_size}, {self.hidden_size}"
+        return s + ("" if self.bias else ", bias=False")
+
+
+class RNNCell(RNNCellBase):
+    """One step of nn.RNN: h' = tanh(x W_ih^T + b_ih + h W_hh^T + b_hh) (or relu)."""
+
+    def __init__(self, input_size: int, hidden_size: int, bias: bool = True,
+                 nonlinearity: str = "tanh", device=None, dtype=None):
+        if nonlinearity not in ("tanh", "relu"):
+            raise ValueError(f"RNNCell: unknown nonlinearity {nonlinearity!r}; select "
+                             f"from 'tanh' or 'relu'")
+        super().__init__(input_size, hidden_size, bias, 1, device, dtype)
+        self.nonlinearity = nonlinearity
+
+    def forward(self, input, hx=None):
+        x, (h,), batched = self._prepare(input, hx, 1)
+        h = _rnn_step(F.linear(x, self.weight_ih, self.bias_ih), h, self.weight_hh,
+                      self.bias_hh, self.nonlinearity == "relu")
+        return h if batched else h.squeeze(0)
+
+
+class LSTMCell(RNNCellBase):
+    """One step of nn.LSTM: (input, (h, c)) -> (h', c')."""
+
+    def __init__(self, input_size: int, hidden_size: int, bias: bool = True, device=None,
+                 dtype=None):
+        super().__init__(input_size, hidden_size, bias, 4, device, dtype)
+
+    def forward(self, input, hx=None):
+        x, (h, c), batched = self._prepare(input, hx, 2)
+        h, c = _lstm_step(F.linear(x, self.weight_ih, self.bias_ih), h, c, self.weight_hh,
+                          self.bias_hh, None)
+        return (h, c) if batched else (h.squeeze(0), c.squeeze(0))
+
+
+class GRUCell(RNNCellBase):
+    """One step of nn.GRU: (input, h) -> h'."""
+
+    def __init__(self, input_size: int, hidden_size: int, bias: bool = True, device=None,
+                 dtype=None):
+        super().__init__(input_size, hidden_size, bias, 3, device, dtype)
+
+    def forward(self, input, hx=None):
+        x, (h,), batched = self._prepare(input, hx, 1)
+        h = _gru_step(F.linear(x, self.weight_ih, self.bias_ih), h, self.weight_hh,
+                      self.bias_hh)
+        return h if batched else h.squeeze(0)
+
+
+__all__ = ["RNNBase", "RNN", "LSTM", "GRU", "RNNCellBase", "RNNCell", "LSTMCell",
+           "GRUCell"]

@@ -1,0 +1,173 @@
+"""nn.RNN, nn.LSTM, nn.GRU and their cells against PyTorch's with the same weights:
+parameter names and shapes, outputs, final states and every gradient, over layers,
+directions, batch_first, unbatched inputs, projections and given initial states."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import haelixe as hx
+
+torch = pytest.importorskip("torch")
+
+DEVICES = ["cpu", pytest.param("gpu", marks=pytest.mark.gpu)]
+
+
+def _copy_weights(mine, ref, device="cpu"):
+    names = [n for n, _ in ref.named_parameters()]
+    assert [n for n, _ in mine.named_parameters()] == names
+    for (n, p), (_, q) in zip(mine.named_parameters(), ref.named_parameters()):
+        assert p.shape == tuple(q.shape), n
+    state = {n: hx.tensor(q.detach().numpy().astype(np.float64)) for n, q in
+             ref.named_parameters()}
+    mine.load_state_dict(state)
+    return mine.to(device)
+
+
+def _close(a, b, tol, what):
+    np.testing.assert_allclose(np.asarray(a.detach().numpy(), np.float64),
+                               b.detach().double().numpy(), rtol=tol, atol=tol,
+                               err_msg=what)
+
+
+def _flatten(out):
+    if isinstance(out, (tuple, list)):
+        return [t for o in out for t in _flatten(o)]
+    return [out]
+
+
+def _run_both(make, x_shape, states, device, dtype=np.float64, seed=0, **call):
+    """Build the module in both libraries with the same weights, run it forward and
+    backward (a weighted sum of every output) and compare everything."""
+    torch.manual_seed(seed)
+    ref = make(torch.nn).double() if dtype == np.float64 else make(torch.nn)
+    mine = make(hx.nn)
+    mine = _copy_weights(mine.double() if dtype == np.float64 else mine, ref, device)
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal(x_shape).astype(dtype)
+    st = [rng.standard_normal(s).astype(dtype) for s in states]
+    tx = torch.tensor(x, requires_grad=True)
+    ts = [torch.tensor(s, requires_grad=True) for s in st]
+    hxx = hx.tensor(x, device=device, requires_grad=True)
+    hs = [hx.tensor(s, device=device, requires_grad=True) for s in st]
+
+    def pack(v):
+        if not v:
+            return ()
+        return ((v[0], v[1]) if len(v) == 2 else v[0],)
+
+    out_t = _flatten(ref(tx, *pack(ts)))
+    out_h = _flatten(mine(hxx, *pack(hs)))
+    tol = 1e-9 if dtype == np.float64 else 2e-5
+    assert len(out_t) == len(out_h)
+    weights = [rng.standard_normal(tuple(o.shape)) for o in out_t]
+    for a, b in zip(out_h, out_t):
+        assert a.shape == tuple(b.shape)
+        _close(a, b, tol, "output")
+    sum(((o * torch.tensor(w, dtype=o.dtype)).sum() for o, w in zip(out_t, weights))
+        ).backward()
+    sum(((o * hx.tensor(w.astype(dtype), device=device)).sum()
+         for o, w in zip(out_h, weights))).backward()
+    _close(hxx.grad, tx.grad, tol, "input grad")
+    for a, b in zip(hs, ts):
+        _close(a.grad, b.grad, tol, "state grad")
+    for (n, p), (_, q) in zip(mine.named_parameters(), ref.named_parameters()):
+        _close(p.grad, q.grad, tol, f"grad of {n}")
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("kind, kwargs", [
+    ("RNN", {}), ("RNN", {"nonlinearity": "relu", "num_layers": 2}),
+    ("RNN", {"bidirectional": True, "bias": False}),
+    ("LSTM", {}), ("LSTM", {"num_layers": 2, "bidirectional": True}),
+    ("LSTM", {"proj_size": 3, "num_layers": 2}),
+    ("GRU", {}), ("GRU", {"num_layers": 2, "bidirectional": True}),
+])
+def test_recurrent_layer_matches_pytorch(kind, kwargs, device, request):
+    if device == "gpu":
+        request.getfixturevalue("be")
+    dtype = np.float64 if device == "cpu" else np.float32
+    _run_both(lambda nn: getattr(nn, kind)(4, 5, **kwargs), (6, 3, 4), [], device, dtype)
+
+
+@pytest.mark.parametrize("kind", ["RNN", "LSTM", "GRU"])
+def test_batch_first_given_states_and_unbatched_inputs_match_pytorch(kind):
+    dirs, layers, h = 2, 2, 5
+    out = 3 if kind == "LSTM" else h
+    kw = {"num_layers": layers, "bidirectional": True, "batch_first": True}
+    if kind == "LSTM":
+        kw["proj_size"] = 3
+    states = [(dirs * layers, 2, out)] + ([(dirs * layers, 2, h)] if kind == "LSTM" else [])
+    _run_both(lambda nn: getattr(nn, kind)(4, h, **kw), (2, 7, 4), states, "cpu")
+    states = [(dirs * layers, out)] + ([(dirs * layers, h)] if kind == "LSTM" else [])
+    _run_both(lambda nn: getattr(nn, kind)(4, h, **kw), (7, 4), states, "cpu")
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("kind", ["RNNCell", "LSTMCell", "GRUCell"])
+def test_cells_match_pytorch(kind, device, request):
+    if device == "gpu":
+        request.getfixturevalue("be")
+    dtype = np.float64 if device == "cpu" else np.float32
+    n = 2 if kind == "LSTMCell" else 1
+    _run_both(lambda nn: getattr(nn, kind)(4, 5), (3, 4), [(3, 5)] * n, device, dtype)
+    _run_both(lambda nn: getattr(nn, kind)(4, 5), (4,), [(5,)] * n, device, dtype)
+    _run_both(lambda nn: getattr(nn, kind)(4, 5, bias=False), (3, 4), [], device, dtype)
+
+
+def test_float32_lstm_language_model_step_matches_pytorch():
+    _run_both(lambda nn: nn.LSTM(8, 16, num_layers=2), (12, 4, 8), [], "cpu",
+              np.float32)
+
+
+def test_parameter_names_shapes_and_init_follow_pytorch():
+    for kind, kw in (("LSTM", {"num_layers": 2, "bidirectional": True, "proj_size": 2}),
+                     ("GRU", {"num_layers": 3}), ("RNN", {"bias": False})):
+        mine, ref = getattr(hx.nn, kind)(3, 4, **kw), getattr(torch.nn, kind)(3, 4, **kw)
+        assert [(n, p.shape) for n, p in mine.named_parameters()] == \
+            [(n, tuple(p.shape)) for n, p in ref.named_parameters()]
+        for p in mine.parameters():
+            assert float(p.abs().max()) <= 0.5  # uniform in +-1/sqrt(4)
+        assert len(mine.all_weights) == len(ref.all_weights)
+        assert repr(mine).replace("hx.", "") == repr(ref)
+    cell = hx.nn.LSTMCell(3, 4)
+    assert [n for n, _ in cell.named_parameters()] == \
+        [n for n, _ in torch.nn.LSTMCell(3, 4).named_parameters()]
+
+
+def test_dropout_between_layers_only_in_training():
+    hx.manual_seed(0)
+    lstm = hx.nn.LSTM(3, 4, num_layers=2, dropout=0.5).double()
+    x = hx.randn(5, 2, 3, dtype="float64")
+    a, _ = lstm(x)
+    b, _ = lstm(x)
+    assert not np.allclose(a.detach().numpy(), b.detach().numpy())  # a new dropout mask each call
+    lstm.eval()
+    c, _ = lstm(x)
+    d, _ = lstm(x)
+    np.testing.assert_array_equal(c.detach().numpy(), d.detach().numpy())
+
+
+def test_bad_inputs_and_arguments_raise_clear_errors():
+    lstm = hx.nn.LSTM(3, 4)
+    with pytest.raises(RuntimeError, match="input.size\\(-1\\) must be equal to input_size"):
+        lstm(hx.randn(5, 2, 7))
+    with pytest.raises(RuntimeError, match="expected h_0 of size \\[1, 2, 4\\]"):
+        lstm(hx.randn(5, 2, 3), (hx.zeros(1, 3, 4), hx.zeros(1, 2, 4)))
+    with pytest.raises(TypeError, match="tuple"):
+        lstm(hx.randn(5, 2, 3), hx.zeros(1, 2, 4))
+    with pytest.raises(ValueError, match="4-D input"):
+        lstm(hx.randn(1, 5, 2, 3))
+    with pytest.raises(ValueError, match="proj_size argument is only supported for LSTM"):
+        hx.nn.RNNBase("GRU", 3, 4, proj_size=2)
+    with pytest.raises(ValueError, match="proj_size has to be smaller"):
+        hx.nn.LSTM(3, 4, proj_size=4)
+    with pytest.raises(ValueError, match="nonlinearity"):
+        hx.nn.RNN(3, 4, nonlinearity="gelu")
+    with pytest.raises(ValueError, match="dropout"):
+        hx.nn.GRU(3, 4, dropout=2.0)
+    with pytest.raises(RuntimeError, match="hidden state of shape"):
+        hx.nn.GRUCell(3, 4)(hx.randn(2, 3), hx.zeros(3, 4))
+    with pytest.raises(ValueError, match="expected input of shape"):
+        hx.nn.RNNCell(3, 4)(hx.randn(2, 5))
