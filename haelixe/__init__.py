@@ -63,11 +63,23 @@ from .ops import (  # noqa: E402,F401
     reduce,
     views,
 )
+from .ops.convert import LEGACY_NAMES as _LEGACY_NAMES
+from .ops.convert import LEGACY_TYPES as _LEGACY_TYPES
 from .ops.registry import FUNCTIONS as _FUNCTIONS  # noqa: E402
-from .random import manual_seed
+from .random import (
+    Generator,
+    default_generator,
+    get_rng_state,
+    initial_seed,
+    manual_seed,
+    seed,
+    set_rng_state,
+)
 from .tensor import Tensor
 
 globals().update(_FUNCTIONS)  # hx.exp(x), hx.where(c, a, b), hx.cat([...]) ...
+# PyTorch's legacy tensor types: hx.LongTensor([1, 2]), isinstance(x, hx.FloatTensor)
+globals().update({_LEGACY_NAMES[d]: t for d, t in _LEGACY_TYPES.items()})
 
 bool = _dtype_module.bool_  # noqa: A001  (hx.bool, as torch.bool)
 half = float16
@@ -85,8 +97,13 @@ def __getattr__(name):
     # Heavier subpackages load on first use so `import haelixe` stays quick.
     import importlib
 
-    if name in ("nn", "optim", "data", "viz", "memory", "amp", "denoise"):
+    if name in ("nn", "optim", "data", "viz", "memory", "amp", "denoise", "cuda",
+                "accelerator", "onnx", "pickled"):
         return importlib.import_module(f".{name}", __name__)
+    if name == "compile":
+        return importlib.import_module(".compiling", __name__).compile
+    if name in ("install_as_torch", "uninstall_as_torch"):
+        return getattr(importlib.import_module(".torch_alias", __name__), name)
     if name in ("autocast",):
         return importlib.import_module(".amp", __name__).autocast
     if name in ("memory_stats", "empty_cache", "reset_peak_stats"):
@@ -96,8 +113,9 @@ def __getattr__(name):
     from .closest import missing_attribute
 
     raise missing_attribute("haelixe", name, globals(), {
-        "cuda": "hx.Device.gpu() (the GPU is the device 'gpu')",
-        "compile": "nothing yet: Haelixe runs eagerly"})
+        "ByteTensor": "IntTensor or LongTensor; Haelixe has no uint8 dtype",
+        "CharTensor": "IntTensor or LongTensor; Haelixe has no int8 dtype",
+        "ShortTensor": "IntTensor; Haelixe has no int16 dtype"})
 
 
 def allclose(a, b, rtol=1e-5, atol=1e-8):

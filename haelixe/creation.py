@@ -11,7 +11,7 @@ from .backends import backend_for
 from .device import CPU, as_device
 from .dtype import as_dtype, number_as
 from .errors import OpError
-from .random import generator
+from .random import generator as numpy_generator
 from .tensor import Tensor
 
 
@@ -158,20 +158,22 @@ def eye(n, m=None, dtype=None, device=None, requires_grad=False) -> Tensor:
     return _finish(np.eye(n, m, dtype=_dtype(dtype).np), device, requires_grad)
 
 
-def rand(*size, dtype=None, device=None, requires_grad=False) -> Tensor:
+def rand(*size, generator=None, dtype=None, device=None, requires_grad=False) -> Tensor:
     d = _dtype(dtype)
-    arr = generator().random(_shape(size), dtype=np.float64 if d is dt.float64 else np.float32)
+    arr = numpy_generator(generator).random(_shape(size),
+                                            dtype=np.float64 if d is dt.float64 else np.float32)
     return _finish(arr.astype(d.np, copy=False), device, requires_grad)
 
 
-def randn(*size, dtype=None, device=None, requires_grad=False) -> Tensor:
+def randn(*size, generator=None, dtype=None, device=None, requires_grad=False) -> Tensor:
     d = _dtype(dtype)
-    arr = generator().standard_normal(_shape(size),
+    arr = numpy_generator(generator).standard_normal(_shape(size),
                                       dtype=np.float64 if d is dt.float64 else np.float32)
     return _finish(arr.astype(d.np, copy=False), device, requires_grad)
 
 
-def randint(low, high=None, size=None, dtype=None, device=None) -> Tensor:
+def randint(low, high=None, size=None, generator=None, dtype=None, device=None,
+            requires_grad=False) -> Tensor:
     """Integers in [low, high); PyTorch's randint(high, size) form works too."""
     if size is None and isinstance(high, (tuple, list)):
         low, high, size = 0, low, high
@@ -179,12 +181,17 @@ def randint(low, high=None, size=None, dtype=None, device=None) -> Tensor:
         low, high = 0, low
     if high <= low:
         raise OpError(f"randint: high ({high}) must be greater than low ({low})")
-    arr = generator().integers(low, high, size=tuple(size or ()))
+    if requires_grad:
+        raise RuntimeError("randint: only floating-point tensors can require gradients")
+    arr = numpy_generator(generator).integers(low, high, size=tuple(size or ()))
     return _finish(arr.astype(_dtype(dtype, dt.int64).np), device, False)
 
 
-def randperm(n, device=None) -> Tensor:
-    return _finish(generator().permutation(n).astype(np.int64), device, False)
+def randperm(n, generator=None, dtype=None, device=None, requires_grad=False) -> Tensor:
+    if requires_grad:
+        raise RuntimeError("randperm: only floating-point tensors can require gradients")
+    arr = numpy_generator(generator).permutation(n)
+    return _finish(arr.astype(_dtype(dtype, dt.int64).np), device, False)
 
 
 def _like(x, dtype, device):

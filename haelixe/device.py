@@ -10,10 +10,15 @@ class Device:
     __slots__ = ("type", "_be")
     _interned: dict[str, Device] = {}
 
-    def __new__(cls, type: str = "cpu"):
-        key = {"cpu": "cpu", "gpu": "gpu", "wgpu": "gpu", "cuda": "gpu"}.get(str(type))
+    def __new__(cls, type: str = "cpu", index: int | None = None):
+        name, _, number = str(type).partition(":")
+        key = {"cpu": "cpu", "gpu": "gpu", "wgpu": "gpu", "cuda": "gpu"}.get(name)
         if key is None:
             raise ValueError(f"unknown device {type!r}: use 'cpu' or 'gpu'")
+        if number or index is not None:  # "cuda:0", device("cuda", 0): there is one of each
+            if (number and number != "0") or index not in (None, 0):
+                raise ValueError(f"device {type!r}{'' if index is None else f', {index}'}: "
+                                 f"Haelixe has one {key.upper()} device, index 0")
         dev = cls._interned.get(key)
         if dev is None:
             dev = object.__new__(cls)
@@ -31,6 +36,11 @@ class Device:
         """The GPU. Its context (adapter, device, queue) starts on first use, so this
         raises only when an op first needs an adapter and none exists."""
         return cls("gpu")
+
+    @property
+    def index(self) -> int | None:
+        """None, as for PyTorch's ``torch.device("cuda")`` (there is one device of each)."""
+        return None
 
     # set by haelixe.backends, which sits above this module
     _describe = None

@@ -158,6 +158,8 @@ class Tensor:
     def numel(self) -> int:
         return math.prod(self.shape)
 
+    nelement = numel
+
     def element_size(self) -> int:
         return self.dtype.itemsize
 
@@ -272,6 +274,12 @@ class Tensor:
                                f"ambiguous; use .any() or .all()")
         return bool(self.item())
 
+    def __format__(self, spec: str) -> str:
+        # f"{loss:.4f}": a 0-d tensor formats as its number, as in PyTorch
+        if self.ndim == 0:
+            return format(self.item(), spec)
+        return object.__format__(self, spec)
+
     def __float__(self) -> float:
         return float(self.item())
 
@@ -299,7 +307,8 @@ def vars_of_tensor() -> dict:
 
 #: PyTorch names Haelixe spells otherwise
 _TENSOR_HINTS = {
-    "cuda": "hx.Tensor.gpu() (the GPU is the device 'gpu')",
-    "is_cuda": "t.device.type == 'gpu'",
-    "unique": "np.unique(t.numpy()) for now (no unique op on tensors)",
+    "byte": "hx.Tensor.int() (Haelixe has no uint8 dtype)",
+    "char": "hx.Tensor.int() (Haelixe has no int8 dtype)",
+    "short": "hx.Tensor.int() (Haelixe has no int16 dtype)",
+    "data_ptr": "hx.Tensor.storage and .offset (a tensor's place in its buffer)",
 }

@@ -13,17 +13,19 @@ ROOT = Path(__file__).resolve().parents[1] / "haelixe"
 
 #: lowest first; a module may import its own layer and the layers below it
 LAYERS = [
-    ("foundations", ["errors", "dtype", "device", "layout", "storage", "atomic", "fileio", "random",
+    ("foundations", ["errors", "dtype", "device", "layout", "storage", "atomic", "fileio",
                      "memory", "closest"]),
     ("backends", ["backends"]),
     ("tensor", ["tensor"]),
-    ("creation", ["creation"]),
+    ("creation", ["creation", "random"]),  # random: Generator states are tensors
     ("autograd", ["autograd"]),
     ("amp", ["amp", "amp_scaler"]),
     ("ops", ["ops"]),
-    ("library", ["nn", "optim", "data", "utils", "serialization", "capture_replay"]),
+    ("library", ["nn", "optim", "data", "utils", "serialization", "capture_replay", "pickled",
+                 "compiling", "cuda", "accelerator", "backend_flags", "onnx"]),
     ("widgets", ["viz"]),
-    ("apps", ["denoise", "charlm", "progress", "exercises", "__main__"]),
+    ("apps", ["denoise", "charlm", "progress", "exercises", "__main__", "torch_alias",
+              "run"]),
 ]
 CONCRETE_BACKENDS = ("haelixe.backends.cpu", "haelixe.backends.cpu_attention",
                      "haelixe.backends.wgpu")

@@ -56,3 +56,24 @@ def device_info(device: Device) -> dict:
 # device.py sits below this package: the backend-facing properties are installed here
 Device._describe = device_info
 Device.backend = property(backend_for, doc="The backend that runs this device's kernels.")
+
+
+def gpu_adapter_info() -> dict | None:
+    """The GPU's adapter information (``info["software"]`` says whether it is emulated
+    on the CPU), or None where no wgpu adapter exists (or wgpu is not installed)."""
+    try:
+        from .wgpu.context import GpuUnavailableError
+    except ImportError:
+        return None
+    try:
+        return device_info(Device.gpu())
+    except (GpuUnavailableError, ImportError):
+        return None
+
+
+def synchronize(device: Device) -> None:
+    """Wait until the device has finished every kernel queued so far (the CPU runs each
+    kernel at its call, so there it returns at once)."""
+    sync = getattr(backend_for(device), "synchronize", None)
+    if sync is not None:
+        sync()

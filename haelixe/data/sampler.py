@@ -14,18 +14,11 @@ def numpy_generator(generator, op: str) -> np.random.Generator:
     """The numpy Generator behind ``generator``: None is Haelixe's own (seeded by
     hx.manual_seed), a numpy Generator is itself, and a Haelixe Generator object gives
     the numpy Generator it draws from."""
-    if generator is None:
-        return default_generator()
-    if isinstance(generator, np.random.Generator):
-        return generator
-    for name in ("numpy_generator", "_numpy", "_rng", "rng", "_gen", "gen"):
-        inner = getattr(generator, name, None)
-        inner = inner() if callable(inner) and not isinstance(inner, np.random.Generator) \
-            else inner
-        if isinstance(inner, np.random.Generator):
-            return inner
-    raise TypeError(f"{op}: generator must be an hx.Generator or a numpy Generator, got "
-                    f"{type(generator).__name__}")
+    try:
+        return default_generator(generator)
+    except TypeError:
+        raise TypeError(f"{op}: generator must be an hx.Generator or a numpy Generator, "
+                        f"got {type(generator).__name__}") from None
 
 
 def _positive_int(value, what: str, op: str) -> int:

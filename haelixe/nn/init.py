@@ -1,6 +1,7 @@
 """Parameter initialisation in place (PyTorch's torch.nn.init names, fan and gain
 rules). Every function runs under no_grad, draws from Haelixe's generator (seeded by
-hx.manual_seed) unless given a numpy ``generator``, and returns the tensor."""
+hx.manual_seed) unless given a ``generator`` (an hx.Generator, or a numpy Generator), and
+returns the tensor."""
 
 from __future__ import annotations
 
@@ -70,19 +71,15 @@ def _check(tensor, op):
 def uniform_(tensor, a: float = 0.0, b: float = 1.0, generator=None):
     """Values drawn uniformly from [a, b)."""
     _check(tensor, "uniform_")
-    if generator is not None:
-        return _fill(tensor, generator.uniform(a, b, tensor.shape))
     with no_grad():
-        return tensor.uniform_(a, b)
+        return tensor.uniform_(a, b, generator=generator)
 
 
 def normal_(tensor, mean: float = 0.0, std: float = 1.0, generator=None):
     """Values drawn from N(mean, std^2)."""
     _check(tensor, "normal_")
-    if generator is not None:
-        return _fill(tensor, generator.standard_normal(tensor.shape) * std + mean)
     with no_grad():
-        return tensor.normal_(mean, std)
+        return tensor.normal_(mean, std, generator=generator)
 
 
 def trunc_normal_(tensor, mean: float = 0.0, std: float = 1.0, a: float = -2.0,
@@ -94,7 +91,7 @@ def trunc_normal_(tensor, mean: float = 0.0, std: float = 1.0, a: float = -2.0,
         raise ValueError(f"nn.init.trunc_normal_: need a < b, got a={a}, b={b}")
     from ..random import generator as default_generator
 
-    gen = generator if generator is not None else default_generator()
+    gen = default_generator(generator)
     n = tensor.numel()
     out = np.empty(n)
     filled = 0

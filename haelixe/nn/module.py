@@ -323,6 +323,10 @@ class Module:
     def cpu(self):
         return self._apply_to(as_device("cpu"), None)
 
+    def cuda(self, device=None):
+        """The module on the GPU (PyTorch's name; see hx.cuda for the rule)."""
+        return self.to("gpu")
+
     def gpu(self):
         return self._apply_to(as_device("gpu"), None)
 

@@ -196,3 +196,72 @@ def new_empty(self, *size, dtype=None, device=None, requires_grad=False) -> Tens
 def new_tensor(self, data, dtype=None, device=None) -> Tensor:
     return tensor(data, dtype=self.dtype if dtype is None else dtype,
                   device=self.device if device is None else device)
+
+
+@tensor_method
+def cuda(self, device=None, non_blocking=False) -> Tensor:
+    """This tensor on the GPU (see hx.cuda for when a program's "cuda" is the GPU)."""
+    if device not in (None, 0) and as_device(device) is not GPU:
+        raise ValueError(f"cuda({device!r}): the GPU is device 0 (or 'cuda', 'gpu')")
+    return self.to(GPU)
+
+
+Tensor.is_cuda = property(lambda self: self.device is GPU,
+                          doc="Whether the tensor is on the GPU (PyTorch's name).")
+
+# -- PyTorch's legacy tensor types: torch.LongTensor(...), x.type(), isinstance ----------
+#: dtype name -> the legacy type's name
+LEGACY_NAMES = {"float32": "FloatTensor", "float64": "DoubleTensor", "float16": "HalfTensor",
+                "bfloat16": "BFloat16Tensor", "int64": "LongTensor", "int32": "IntTensor",
+                "bool": "BoolTensor"}
+
+
+class LegacyTensorType(type):
+    """``torch.LongTensor`` and its kin: calling one makes a tensor of its dtype (from data,
+    or uninitialised of a size); ``isinstance(x, torch.LongTensor)`` checks dtype and
+    device."""
+
+    def __call__(cls, *args, device=None):
+        if len(args) == 1 and not isinstance(args[0], int):
+            data = args[0]
+            if isinstance(data, Tensor):
+                return data.to(dtype=cls.dtype, device=cls.device)
+            return tensor(data, dtype=cls.dtype, device=cls.device)
+        size = _new_size(args) if args else (0,)
+        return Tensor._wrap(backend_for(cls.device).full(size, 0, as_dtype(cls.dtype).np))
+
+    def __instancecheck__(cls, obj):
+        return (isinstance(obj, Tensor) and obj.dtype is as_dtype(cls.dtype)
+                and obj.device is cls.device)
+
+    def __repr__(cls):
+        return f"<class '{cls.type_name}'>"
+
+
+def _legacy(dtype_name: str, device: Device) -> type:
+    name = LEGACY_NAMES[dtype_name]
+    prefix = "torch.cuda." if device is GPU else "torch."
+    return LegacyTensorType(name, (), {"dtype": dtype_name, "device": device,
+                                       "type_name": prefix + name})
+
+
+LEGACY_TYPES = {d: _legacy(d, CPU) for d in LEGACY_NAMES}
+LEGACY_GPU_TYPES = {d: _legacy(d, GPU) for d in LEGACY_NAMES}
+_BY_TYPE_NAME = {t.type_name: t for t in (*LEGACY_TYPES.values(), *LEGACY_GPU_TYPES.values())}
+
+
+@tensor_method(name="type")
+def type_(self, dtype=None, non_blocking=False, **kwargs):
+    """Without an argument: the legacy type name ("torch.FloatTensor",
+    "torch.cuda.LongTensor"); with a dtype, a legacy type or its name: this tensor
+    converted to it (itself when it already is)."""
+    if dtype is None:
+        return (LEGACY_GPU_TYPES if self.device is GPU else LEGACY_TYPES)[self.dtype.name].type_name
+    if isinstance(dtype, str) and dtype.startswith("torch."):
+        if dtype not in _BY_TYPE_NAME:
+            raise ValueError(f"type({dtype!r}): not a tensor type Haelixe has; the types are "
+                             f"{', '.join(sorted(_BY_TYPE_NAME))}")
+        dtype = _BY_TYPE_NAME[dtype]
+    if isinstance(dtype, LegacyTensorType):
+        return self.to(device=dtype.device, dtype=dtype.dtype)
+    return self.to(dtype=dtype)

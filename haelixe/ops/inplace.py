@@ -135,10 +135,10 @@ def copy_(x, src, through=None):
     return x
 
 
-def random_(x, kind, a, b):
-    from ..random import generator
+def random_(x, kind, a, b, generator=None):
+    from ..random import generator as numpy_generator
 
-    gen = generator()
+    gen = numpy_generator(generator)
     if kind == "normal":
         host = gen.standard_normal(x.shape) * b + a
     else:
@@ -156,13 +156,13 @@ tensor_method(name="copy_")(lambda x, src: copy_(x, src))
 
 
 @tensor_method
-def normal_(x, mean=0.0, std=1.0):
-    return random_(x, "normal", mean, std)
+def normal_(x, mean=0.0, std=1.0, *, generator=None):
+    return random_(x, "normal", mean, std, generator)
 
 
 @tensor_method
-def uniform_(x, a=0.0, b=1.0):
-    return random_(x, "uniform", a, b)
+def uniform_(x, a=0.0, b=1.0, *, generator=None):
+    return random_(x, "uniform", a, b, generator)
 
 
 # x += y writes into x, as in PyTorch (every name holding x sees the change)

@@ -1,4 +1,4 @@
-"""Order and scans: sort, argsort, topk, multinomial, cumsum, cumprod.
+"""Order and scans: sort, argsort, topk, unique, multinomial, cumsum, cumprod.
 
 Sorted values reach their gradient through gather (the indices say where each value came
 from); cumsum's gradient is the reverse cumsum of the incoming one.
@@ -7,6 +7,8 @@ from); cumsum's gradient is the reverse cumsum of the incoming one.
 from __future__ import annotations
 
 from collections import namedtuple
+
+import numpy as np
 
 from .. import layout
 from ..autograd.function import Function
@@ -76,7 +78,7 @@ def multinomial(probs, num_samples, replacement=False, generator=None):
             raise RuntimeError(f"multinomial: a row has fewer than {num_samples} categories "
                                f"with non-zero probability; pass replacement=True")
     raw = probs._be.multinomial(p2.detach()._data, num_samples, replacement,
-                                generator or default_generator())
+                                default_generator(generator))
     out = Tensor._wrap(raw).to(int64)
     return out.reshape(num_samples) if probs.ndim == 1 else out
 
@@ -154,6 +156,37 @@ class _CumProd(Function):
         return cat(cols, d), None
 
 
-for _name in ("sort", "argsort", "topk", "multinomial", "cumsum", "cumprod"):
+@tensor_method(function=True)
+def unique(x, sorted=True, return_inverse=False, return_counts=False, dim=None):  # noqa: A002
+    """The distinct values (or, with ``dim``, the distinct slices along ``dim``) in
+    ascending order; with ``return_inverse`` also where each element went (the input's
+    shape, or the length of ``dim``), with ``return_counts`` how often each occurs. The
+    result carries no gradient, as in PyTorch. ``sorted=False`` gives them sorted too
+    (PyTorch's CPU kernel does the same)."""
+    host = x.detach().cpu().numpy()
+    if dim is None:
+        values, inverse, counts = np.unique(host.reshape(-1), return_inverse=True,
+                                            return_counts=True)
+        inverse = inverse.reshape(host.shape)
+    else:
+        d = layout.normalize_dim(dim, x.ndim, "unique")
+        if host.shape[d] == 0:
+            values = host
+            inverse = counts = np.zeros(0, np.int64)
+        else:
+            values, inverse, counts = np.unique(host, return_inverse=True,
+                                                return_counts=True, axis=d)
+            inverse = inverse.reshape(-1)
+
+    def back(a):
+        return Tensor._wrap(x._be.from_numpy(np.array(a, order="C")))  # (0-d stays 0-d)
+
+    out = back(values.astype(host.dtype, copy=False))
+    extra = [back(a.astype(np.int64)) for a, want in ((inverse, return_inverse),
+                                                     (counts, return_counts)) if want]
+    return (out, *extra) if extra else out
+
+
+for _name in ("sort", "argsort", "topk", "multinomial", "cumsum", "cumprod", "unique"):
     declare(_name, differentiable=_name in ("sort", "topk", "cumsum", "cumprod"),
             dtypes="any")

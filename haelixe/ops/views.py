@@ -489,3 +489,33 @@ declare("diagonal", dtypes="any")
 @tensor_method(name="as_strided", function=True)
 def _as_strided_method(self, size, stride, storage_offset=None):
     return as_strided(self, tuple(size), tuple(stride), storage_offset)
+
+
+# -- roll: composed of narrow and cat, so its gradient (a roll back) comes from theirs ----
+@tensor_method(function=True)
+def roll(self, shifts, dims=None) -> Tensor:
+    """Elements shifted by ``shifts`` along ``dims`` (wrapping around); without ``dims``
+    the tensor is rolled as if flattened, then given its shape back."""
+    from .indexing import cat
+
+    shifts = (shifts,) if isinstance(shifts, int) else tuple(shifts)
+    if dims is None:
+        if len(shifts) != 1:
+            raise RuntimeError(f"roll: shifts {shifts} without dims: give one shift (the "
+                               f"tensor is rolled flattened) or one dim per shift")
+        return roll(self.reshape(-1), shifts, 0).reshape(self.shape)
+    dims = (dims,) if isinstance(dims, int) else tuple(dims)
+    if len(shifts) != len(dims):
+        raise RuntimeError(f"roll: shifts and dimensions must align: {len(shifts)} shifts "
+                           f"{shifts} for {len(dims)} dims {dims}")
+    out = self
+    for s, d in zip(shifts, dims):  # a dim may repeat: its shifts add up, as PyTorch
+        d = layout.normalize_dim(d, self.ndim, "roll")
+        n = out.shape[d]
+        s = s % n if n else 0
+        if s:
+            out = cat([out.narrow(d, n - s, s), out.narrow(d, 0, n - s)], d)
+    return out.clone() if out is self else out
+
+
+declare("roll", differentiable=True, dtypes="any")
