@@ -29,13 +29,23 @@ from .loss_layers import (
     SmoothL1Loss,
 )
 from .module import Module, ModuleList, Parameter, Sequential
+from .pooling import (
+    AdaptiveAvgPool1d,
+    AdaptiveAvgPool2d,
+    AdaptiveMaxPool1d,
+    AdaptiveMaxPool2d,
+    AvgPool1d,
+    AvgPool2d,
+    MaxPool1d,
+    MaxPool2d,
+    MaxUnpool1d,
+    MaxUnpool2d,
+)
 from .rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNBase, RNNCell, RNNCellBase
 from .transformer import MLP, MultiHeadAttention, RoPE, TransformerBlock
 
 _MISSING = {
     "Conv3d": "Conv2d over each depth slice; there is no 3-D convolution",
-    "MaxPool2d": "amax over a reshaped tensor (x.amax(dim)); there are no pooling layers",
-    "AvgPool2d": "mean over a reshaped tensor (x.mean(dim)); there are no pooling layers",
     "BatchNorm1d": "LayerNorm or RMSNorm",
     "BatchNorm2d": "LayerNorm or RMSNorm",
     "GroupNorm": "LayerNorm or RMSNorm",

@@ -13,6 +13,18 @@ from ..ops import fused
 from ..ops.conv import conv1d, conv2d, conv_transpose1d, conv_transpose2d, fold, unfold
 from ..ops.elementwise import gelu as _gelu
 from ..ops.indexing import cat, where
+from ..ops.pooling import (
+    adaptive_avg_pool1d,
+    adaptive_avg_pool2d,
+    adaptive_max_pool1d,
+    adaptive_max_pool2d,
+    avg_pool1d,
+    avg_pool2d,
+    max_pool1d,
+    max_pool2d,
+    max_unpool1d,
+    max_unpool2d,
+)
 from ..tensor import Tensor
 from .losses import (
     binary_cross_entropy_with_logits,
@@ -366,12 +378,13 @@ __all__ = ["linear", "rms_norm", "layer_norm", "gelu", "silu", "relu", "sigmoid"
            "one_hot", "normalize", "pad", "rope_tables", "apply_rope",
            "scaled_dot_product_attention", "mse_loss", "l1_loss", "smooth_l1_loss",
            "huber_loss", "nll_loss", "cross_entropy", "binary_cross_entropy_with_logits",
-           "conv1d", "conv2d", "conv_transpose1d", "conv_transpose2d", "unfold", "fold"]
+           "conv1d", "conv2d", "conv_transpose1d", "conv_transpose2d", "unfold", "fold",
+           "max_pool1d", "max_pool2d", "max_unpool1d", "max_unpool2d", "avg_pool1d",
+           "avg_pool2d", "adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_max_pool1d",
+           "adaptive_max_pool2d"]
 
 _MISSING = {
     "conv3d": "conv2d over each depth slice; there is no 3-D convolution",
-    "max_pool2d": "amax over a reshaped tensor (x.amax(dim)); there is no pooling",
-    "avg_pool2d": "mean over a reshaped tensor (x.mean(dim)); there is no pooling",
     "binary_cross_entropy": "binary_cross_entropy_with_logits (pass the logits)",
     "kl_div": "cross_entropy with class-probability targets",
     "leaky_relu": "relu or gelu",

@@ -1,0 +1,323 @@
+"""Pooling over the windows view: max, average, their adaptive forms, and max-unpooling.
+
+max_pool2d pads with -inf, takes the windows view (N, C, kh, kw, Ho, Wo) of the image,
+lays each window out along one dim and picks its largest value with argmax and gather:
+the gradient goes back through gather (to the one cell each window picked, the first
+where several tie) and the windows (SumWindows), so each input cell receives the sum
+over the windows that picked it. avg_pool sums over the same view and divides by the
+count of cells PyTorch's rule counts. The adaptive pools have windows of varying size:
+the average is a product with a (out, in) averaging matrix per dim, the max a gather
+of each window's cells through an index table.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .. import creation
+from ..amp import autocast
+from ..autograd.function import Function
+from ..backends.base import Kernel
+from ..tensor import Tensor
+from .conv import ntuple
+from .linalg import matmul
+from .windows import pad, windows
+
+
+def _input(op, d, x, ints=False):
+    if not isinstance(x, Tensor):
+        raise TypeError(f"{op}: input must be a Tensor, got {type(x).__name__}")
+    if not x.dtype.is_floating_point and not (ints and x.dtype.kind == "int"):
+        raise TypeError(f"{op}: not defined for {x.dtype.name} tensors (shape {x.shape}); "
+                        f"convert with .float() first")
+    if x.ndim not in (d + 1, d + 2):
+        raise ValueError(f"{op}: expected a {d + 1}-D (unbatched) or {d + 2}-D (batched) "
+                         f"input, got shape {x.shape}")
+    if any(n == 0 for n in x.shape[x.ndim - d - 1:]):
+        raise ValueError(f"{op}: input of shape {x.shape} has an empty channel or spatial "
+                         f"dim; only the batch dim may be 0")
+    return (x.unsqueeze(0), True) if x.ndim == d + 1 else (x, False)
+
+
+def pool_geometry(op, d, spatial, kernel_size, stride, padding, dilation, ceil_mode):
+    """(kernel, stride, dilation, out sizes, pads): PyTorch's pooling output size (the
+    last window starts inside the input or its left padding) and the padding that makes
+    exactly those windows fit (a negative size after crops unread cells)."""
+    kernel = ntuple(kernel_size, d, "kernel_size", op)
+    stride = kernel if stride is None or stride == [] or stride == () else \
+        ntuple(stride, d, "stride", op)
+    padding = ntuple(padding, d, "padding", op)
+    dilation = ntuple(dilation, d, "dilation", op)
+    if min(kernel) < 1 or min(stride) < 1 or min(dilation) < 1 or min(padding) < 0:
+        raise ValueError(f"{op}: kernel_size {kernel}, stride {stride} and dilation "
+                         f"{dilation} must be positive and padding {padding} non-negative")
+    out, pads = [], []
+    for n, k, s, p, dl in zip(spatial, kernel, stride, padding, dilation):
+        if p > k // 2:
+            raise ValueError(f"{op}: padding {padding} should be at most half of the "
+                             f"kernel size {kernel}")
+        span = dl * (k - 1) + 1
+        room = n + 2 * p - span
+        o = (-(-room // s) if ceil_mode else room // s) + 1
+        if ceil_mode and (o - 1) * s >= n + p:
+            o -= 1
+        if o < 1:
+            raise ValueError(f"{op}: the kernel {kernel} (dilation {dilation}) is larger "
+                             f"than the padded input's spatial size "
+                             f"{tuple(m + 2 * q for m, q in zip(spatial, padding))}; use a "
+                             f"smaller kernel or more padding")
+        out.append(o)
+        pads.append((p, (o - 1) * s + span - n - p))
+    return kernel, stride, dilation, tuple(out), tuple(pads)
+
+
+def _lowest(dtype):
+    return -math.inf if dtype.is_floating_point else int(np.iinfo(dtype.np).min)
+
+
+def _flat_positions(picked, kernel, stride, dilation, pads, spatial, device):
+    """The index into the flattened input of the cell each window picked (``picked``:
+    the offset inside its window, (N, C, *out)), as max_pool's return_indices gives."""
+    d = len(kernel)
+    out = picked.shape[2:]
+    flat, rest = None, picked
+    for i in reversed(range(d)):
+        tap = rest % kernel[i]
+        rest = rest // kernel[i]
+        shape = [1] * (d + 2)
+        shape[2 + i] = out[i]
+        start = creation.arange(out[i], dtype="int64", device=device).reshape(shape) * \
+            stride[i] - pads[i][0]
+        pos = start + tap * dilation[i]
+        flat = pos if flat is None else flat + pos * math.prod(spatial[i + 1:])
+    return flat
+
+
+def max_pool(op, d, input, kernel_size, stride=None, padding=0, dilation=1,
+             ceil_mode=False, return_indices=False):
+    x, unbatched = _input(op, d, input, ints=True)
+    spatial = x.shape[2:]
+    kernel, stride, dilation, out, pads = pool_geometry(op, d, spatial, kernel_size, stride,
+                                                        padding, dilation, ceil_mode)
+    win = windows(pad(x, pads, _lowest(x.dtype), op), kernel, stride, dilation, op)
+    n, c = x.shape[:2]
+    cells = win.reshape((n, c, math.prod(kernel)) + out)  # each window along dim 2
+    picked = cells.argmax(2, keepdim=True)
+    y = cells.gather(2, picked).squeeze(2)
+    if unbatched:
+        y = y.squeeze(0)
+    if not return_indices:
+        return y
+    idx = _flat_positions(picked.squeeze(2), kernel, stride, dilation, pads, spatial,
+                          x.device)
+    return y, idx.squeeze(0) if unbatched else idx
+
+
+def max_unpool(op, d, input, indices, kernel_size, stride=None, padding=0,
+               output_size=None):
+    """Each value put back at the flat index max_pool gave for it; zeros elsewhere."""
+    x, unbatched = _input(op, d, input)
+    if not isinstance(indices, Tensor) or indices.shape != input.shape:
+        raise ValueError(f"{op}: indices must be a tensor of the input's shape "
+                         f"{input.shape} (the indices max_pool returned), got "
+                         f"{getattr(indices, 'shape', type(indices).__name__)}")
+    kernel = ntuple(kernel_size, d, "kernel_size", op)
+    stride = kernel if stride is None else ntuple(stride, d, "stride", op)
+    padding = ntuple(padding, d, "padding", op)
+    spatial = x.shape[2:]
+    default = tuple((i - 1) * s - 2 * p + k for i, s, p, k in
+                    zip(spatial, stride, padding, kernel))
+    size = default if output_size is None else tuple(output_size)[-d:]
+    if len(size) != d:
+        raise ValueError(f"{op}: output_size must end with {d} sizes, got {output_size!r}")
+    for m, dm, s in zip(size, default, stride):
+        if not dm - s < m < dm + s:
+            raise ValueError(f"{op}: output_size {size} is not a size max_pool could have "
+                             f"pooled to {tuple(spatial)} (expected within stride of "
+                             f"{default})")
+    n, c = x.shape[:2]
+    idx = (indices.unsqueeze(0) if unbatched else indices).reshape(n, c, -1)
+    cells = math.prod(size)
+    if idx.numel():
+        lo, hi = int(idx.min()), int(idx.max())
+        if lo < 0 or hi >= cells:
+            raise IndexError(f"{op}: index {hi if hi >= cells else lo} is outside the "
+                             f"output's {cells} cells (output_size {size}); pass the "
+                             f"output_size the input was pooled from")
+    y = Unpool.apply(x.reshape(n, c, -1), idx, cells).reshape((n, c) + size)
+    return y.squeeze(0) if unbatched else y
+
+
+_K_MEAN_OF_HITS = Kernel("unpool_put", lambda m, put, hit: put / m.maximum(hit, 1.0), 2)
+
+
+class Unpool(Function):
+    """Zeros of (N, C, cells) with each value put at its index along the last dim. Two
+    windows that picked one cell carry its one value: it is put there once (the sum over
+    the hits divided by their count, on every backend), and, as PyTorch's, each of them
+    receives the cell's gradient."""
+
+    small_state = True
+
+    @staticmethod
+    def forward(ctx, src, index, cells):
+        ctx.save_for_backward(index)
+        be, dt = src._be, src.dtype.np
+        shape = src.shape[:-1] + (cells,)
+        put = be.scatter_add(shape, 2, index._data, src._data)
+        hit = be.scatter_add(shape, 2, index._data, be.full(index.shape, 1, dt))
+        return be.map(_K_MEAN_OF_HITS, [put, hit], dt)
+
+    @staticmethod
+    def backward(ctx, g):
+        (index,) = ctx.saved_tensors
+        return g.gather(2, index), None, None
+
+
+def _avg_divisor(spatial, kernel, stride, pads, out, count_include_pad):
+    """The count of cells each window averages over, (*out), by PyTorch's rule: the
+    window clipped to the padded input (count_include_pad) or to the input itself."""
+    total = np.ones((), np.float64)
+    for n, k, s, (p, _), o in zip(spatial, kernel, stride, pads, out):
+        start = np.arange(o) * s - p
+        if count_include_pad:
+            count = np.minimum(start + k, n + p) - start
+        else:
+            count = np.minimum(start + k, n) - np.maximum(start, 0)
+        total = np.multiply.outer(total, count)
+    return total
+
+
+def avg_pool(op, d, input, kernel_size, stride=None, padding=0, ceil_mode=False,
+             count_include_pad=True, divisor_override=None):
+    x, unbatched = _input(op, d, input)
+    spatial = x.shape[2:]
+    kernel, stride, _, out, pads = pool_geometry(op, d, spatial, kernel_size, stride,
+                                                 padding, 1, ceil_mode)
+    win = windows(pad(x, pads, 0, op), kernel, stride, (1,) * d, op)
+    total = win.sum(tuple(range(2, 2 + d)))
+    if divisor_override is not None:
+        if not divisor_override:
+            raise ValueError(f"{op}: divisor_override must be non-zero")
+        y = total / float(divisor_override)
+    else:
+        count = _avg_divisor(spatial, kernel, stride, pads, out, count_include_pad)
+        if np.all(count == count.flat[0]):
+            y = total / float(count.flat[0])
+        else:
+            y = total / creation.tensor(count, dtype=x.dtype, device=x.device)
+    return y.squeeze(0) if unbatched else y
+
+
+def _adaptive_output(op, d, spatial, output_size):
+    size = ntuple(output_size, d, "output_size", op) if not isinstance(
+        output_size, (tuple, list)) or None not in output_size else tuple(output_size)
+    if len(size) != d:
+        raise ValueError(f"{op}: output_size must be {d} sizes, got {output_size!r}")
+    size = tuple(n if o is None else o for o, n in zip(size, spatial))
+    if any(o < 1 for o in size):
+        raise ValueError(f"{op}: output_size {size} must be positive")
+    return size
+
+
+def _bins(n, o):
+    """PyTorch's adaptive bins: [floor(i n / o), ceil((i + 1) n / o)) for each output i."""
+    i = np.arange(o)
+    return (i * n) // o, -((-(i + 1) * n) // o)
+
+
+def adaptive_avg_pool(op, d, input, output_size):
+    x, unbatched = _input(op, d, input)
+    size = _adaptive_output(op, d, x.shape[2:], output_size)
+    y = x
+    with autocast(enabled=False):  # (the products are averages: kept in the input's dtype)
+        for i, (n, o) in enumerate(zip(x.shape[2:], size)):
+            if n == o:
+                continue
+            start, end = _bins(n, o)
+            mean = np.zeros((o, n))
+            for r, (a, b) in enumerate(zip(start, end)):
+                mean[r, a:b] = 1.0 / (b - a)
+            m = creation.tensor(mean, dtype=x.dtype, device=x.device)
+            y = matmul(y, m.mT) if i == d - 1 else matmul(m, y)  # (d <= 2)
+    return y.squeeze(0) if unbatched else y
+
+
+def adaptive_max_pool(op, d, input, output_size, return_indices=False):
+    x, unbatched = _input(op, d, input)
+    spatial = x.shape[2:]
+    size = _adaptive_output(op, d, spatial, output_size)
+    flat = np.zeros((), np.int64)
+    for n, o in zip(spatial, size):
+        start, end = _bins(n, o)
+        width = int((end - start).max())
+        cells = np.minimum(start[:, None] + np.arange(width), end[:, None] - 1)  # (o, w)
+        flat = flat[..., None, None] * n + cells  # (..., o, w)
+    # (o1, w1, o2, w2) -> (o1, o2, w1 * w2): each output's window cells along the last dim
+    perm = tuple(range(0, 2 * d, 2)) + tuple(range(1, 2 * d, 2))
+    table = flat.transpose(perm).reshape(size + (-1,))
+    index = creation.tensor(table, dtype="int64", device=x.device)
+    nb, c = x.shape[:2]
+    cells = x.reshape(nb, c, -1)[:, :, index]  # (N, C, *out, cells)
+    picked = cells.argmax(-1, keepdim=True)
+    y = cells.gather(-1, picked).squeeze(-1)
+    if unbatched:
+        y = y.squeeze(0)
+    if not return_indices:
+        return y
+    idx = index.expand(cells.shape).gather(-1, picked).squeeze(-1)
+    return y, idx.squeeze(0) if unbatched else idx
+
+
+def max_pool1d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
+               return_indices=False):
+    return max_pool("max_pool1d", 1, input, kernel_size, stride, padding, dilation,
+                    ceil_mode, return_indices)
+
+
+def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
+               return_indices=False):
+    """The largest value of each window; with ``return_indices`` also its index into the
+    flattened (H*W) input, which max_unpool2d takes."""
+    return max_pool("max_pool2d", 2, input, kernel_size, stride, padding, dilation,
+                    ceil_mode, return_indices)
+
+
+def max_unpool1d(input, indices, kernel_size, stride=None, padding=0, output_size=None):
+    return max_unpool("max_unpool1d", 1, input, indices, kernel_size, stride, padding,
+                      output_size)
+
+
+def max_unpool2d(input, indices, kernel_size, stride=None, padding=0, output_size=None):
+    return max_unpool("max_unpool2d", 2, input, indices, kernel_size, stride, padding,
+                      output_size)
+
+
+def avg_pool1d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
+               count_include_pad=True):
+    return avg_pool("avg_pool1d", 1, input, kernel_size, stride, padding, ceil_mode,
+                    count_include_pad)
+
+
+def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
+               count_include_pad=True, divisor_override=None):
+    return avg_pool("avg_pool2d", 2, input, kernel_size, stride, padding, ceil_mode,
+                    count_include_pad, divisor_override)
+
+
+def adaptive_avg_pool1d(input, output_size):
+    return adaptive_avg_pool("adaptive_avg_pool1d", 1, input, output_size)
+
+
+def adaptive_avg_pool2d(input, output_size):
+    return adaptive_avg_pool("adaptive_avg_pool2d", 2, input, output_size)
+
+
+def adaptive_max_pool1d(input, output_size, return_indices=False):
+    return adaptive_max_pool("adaptive_max_pool1d", 1, input, output_size, return_indices)
+
+
+def adaptive_max_pool2d(input, output_size, return_indices=False):
+    return adaptive_max_pool("adaptive_max_pool2d", 2, input, output_size, return_indices)
