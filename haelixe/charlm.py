@@ -11,16 +11,18 @@ docstring of a fixed list of standard-library modules, so nothing is downloaded.
 
 Prints the uniform-guess loss ln(vocab), the train and validation loss, the time to the
 first step and the steps/s after it, and a sample drawn with temperature and top-k;
-with --json the last line is one JSON object. The training step is captured after its
-first call and replayed (hx.capture), on the CPU and on the GPU (--device gpu): the same
-results, bit for bit, without the step's Python.
+with --json standard output is one JSON object (the summary goes to standard error). The
+training step is captured after its first call and replayed (hx.capture), on the CPU and
+on the GPU (--device gpu): the same results, bit for bit, without the step's Python.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import math
+import sys
 import time
 from dataclasses import asdict, dataclass, replace
 
@@ -341,7 +343,8 @@ def main(argv=None) -> int:
     p.add_argument("--sample-chars", type=int, default=200)
     p.add_argument("--temperature", type=float, default=0.8)
     p.add_argument("--top-k", type=int, default=10)
-    p.add_argument("--json", action="store_true", help="end with one JSON line")
+    p.add_argument("--json", action="store_true",
+                   help="print one JSON object on stdout (the summary on stderr)")
     args = p.parse_args(argv)
     if args.steps is not None and args.steps < 1:
         p.error(f"--steps must be at least 1, got {args.steps}")
@@ -357,19 +360,21 @@ def main(argv=None) -> int:
                        temperature=args.temperature, top_k=args.top_k, **overrides)
     result.pop("model")
     rate = result["steps_per_sec"]
-    print(f"charlm ({result['size']}) on {result['device']}: {result['parameters']} "
-          f"parameters, vocab {result['vocab_size']}, {result['steps']} steps")
-    print(f"uniform guess ln(vocab)  {result['uniform_loss']:.4f}")
-    print(f"first-step loss          {result['first_loss']:.4f}")
-    print(f"train loss               {result['train_loss']:.4f}")
-    print(f"validation loss          {result['val_loss']:.4f}")
-    print(f"time to first step       {result['first_step_s']:.2f} s")
-    print("steps/s after it         " + (f"{rate:.1f}" if rate is not None else "n/a"))
+    # with --json, stdout carries the JSON object alone; the summary goes to stderr
+    say = functools.partial(print, file=sys.stderr if args.json else sys.stdout)
+    say(f"charlm ({result['size']}) on {result['device']}: {result['parameters']} "
+        f"parameters, vocab {result['vocab_size']}, {result['steps']} steps")
+    say(f"uniform guess ln(vocab)  {result['uniform_loss']:.4f}")
+    say(f"first-step loss          {result['first_loss']:.4f}")
+    say(f"train loss               {result['train_loss']:.4f}")
+    say(f"validation loss          {result['val_loss']:.4f}")
+    say(f"time to first step       {result['first_step_s']:.2f} s")
+    say("steps/s after it         " + (f"{rate:.1f}" if rate is not None else "n/a"))
     if result["python_steps"] < result["steps"]:
-        print(f"replayed steps           {result['steps'] - result['python_steps']} of "
-              f"{result['steps']}   (hx.capture)")
-    print(f"sample (temperature {result['temperature']}, top-k {result['top_k']}):")
-    print(result["sample"])
+        say(f"replayed steps           {result['steps'] - result['python_steps']} of "
+            f"{result['steps']}   (hx.capture)")
+    say(f"sample (temperature {result['temperature']}, top-k {result['top_k']}):")
+    say(result["sample"])
     if args.json:
         print(json.dumps(result))
     return 0

@@ -6,16 +6,19 @@ Model: Linear(1, 64) -> TransformerBlock(64, 4) -> RMSNorm(64) -> Linear(64, 1),
 (weight decay 0.01) with the learning rate cosine-annealed from 1e-3 to 5e-5 over the
 epochs. Prints the final train MSE, the held-out MSE, the trivial baselines, the time to
 the first step (model built, kernels compiled or loaded from their cache, one step run)
-and steps/s over the steps after it; with --json the last line is one JSON object. The
-training step is captured after its first call and replayed (hx.capture), on the CPU and
-on the GPU (--device gpu): the same results, bit for bit, without the step's Python.
+and steps/s over the steps after it; with --json standard output is one JSON object (the
+summary goes to standard error). The training step is captured after its first call and
+replayed (hx.capture), on the CPU and on the GPU (--device gpu): the same results, bit
+for bit, without the step's Python.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import math
+import sys
 import time
 
 import numpy as np
@@ -202,13 +205,14 @@ def main(argv=None) -> int:
     p.add_argument("--epochs", type=int, default=100)
     p.add_argument("--steps-per-epoch", type=int, default=50)
     p.add_argument("--batch-size", type=int, default=None,
-                   help="default 4 for seed (the reference's batch), 16 for random")
+                   help="default 4 for seed (its fixed batch), 16 for random")
     p.add_argument("--device", choices=["cpu", "gpu"], default="cpu")
     p.add_argument("--dtype", choices=["f32", "bf16"], default="f32")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--data", metavar="PATH", default=None,
                    help="train from a dataset directory (hx.data.write_sine_dataset)")
-    p.add_argument("--json", action="store_true", help="end with one JSON line")
+    p.add_argument("--json", action="store_true",
+                   help="print one JSON object on stdout (the summary on stderr)")
     args = p.parse_args(argv)
 
     from .progress import TerminalProgress
@@ -218,17 +222,19 @@ def main(argv=None) -> int:
                        args.dtype, args.batch_size, args.seed, progress=bar.update,
                        data_path=args.data)
     result.pop("model")
-    print(f"task {result['task']} on {result['device']} ({result['dtype']}), "
-          f"{result['steps']} steps")
-    print(f"final train MSE     {result['final_mse']:.5f}")
-    print(f"held-out MSE        {result['heldout_mse']:.5f}")
-    print(f"predict-input MSE   {result['noise_mse']:.5f}   (the noise itself)")
-    print(f"predict-zero MSE    {result['zero_mse']:.5f}")
-    print(f"first step          {result['first_step_s']:.2f} s   (model, kernels, one step)")
-    print(f"steps/s             {result['steps_per_sec']:.1f}   (after the first step)")
+    # with --json, stdout carries the JSON object alone; the summary goes to stderr
+    say = functools.partial(print, file=sys.stderr if args.json else sys.stdout)
+    say(f"task {result['task']} on {result['device']} ({result['dtype']}), "
+        f"{result['steps']} steps")
+    say(f"final train MSE     {result['final_mse']:.4g}")
+    say(f"held-out MSE        {result['heldout_mse']:.4g}")
+    say(f"predict-input MSE   {result['noise_mse']:.4g}   (the noise itself)")
+    say(f"predict-zero MSE    {result['zero_mse']:.4g}")
+    say(f"first step          {result['first_step_s']:.2f} s   (model, kernels, one step)")
+    say(f"steps/s             {result['steps_per_sec']:.1f}   (after the first step)")
     replayed = result["steps"] - result["python_steps"]
     if replayed:
-        print(f"replayed steps      {replayed} of {result['steps']}   (hx.capture)")
+        say(f"replayed steps      {replayed} of {result['steps']}   (hx.capture)")
     if args.json:
         print(json.dumps(result))
     return 0

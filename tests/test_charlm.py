@@ -224,17 +224,17 @@ def _cli(*args):
                           text=True, env=env, timeout=300)
 
 
-def test_cli_json_line():
+def test_cli_json_is_alone_on_stdout_and_the_summary_on_stderr():
     out = _cli("--steps", "3", "--sample-chars", "25", "--top-k", "5", "--json")
     assert out.returncode == 0, out.stderr
-    record = json.loads(out.stdout.strip().splitlines()[-1])
+    record = json.loads(out.stdout)
     assert record["steps"] == 3 and record["device"] == "cpu" and record["size"] == "fast"
     assert record["uniform_loss"] == pytest.approx(math.log(record["vocab_size"]))
     for key in ("first_loss", "train_loss", "val_loss", "first_step_s", "steps_per_sec"):
         assert math.isfinite(record[key]) and record[key] > 0, key
     assert len(record["sample"]) == 25 and record["top_k"] == 5
     assert record["config"]["dim"] == charlm.SIZES["fast"].dim
-    assert "validation loss" in out.stdout and "steps/s after it" in out.stdout
+    assert "validation loss" in out.stderr and "steps/s after it" in out.stderr
 
 
 def test_cli_refuses_bad_arguments():

@@ -43,11 +43,12 @@ def test_short_training_beats_predicting_the_input():
     assert res["final_mse"] < 0.5 * res["noise_mse"], res
 
 
-def test_cli_json_line():
+def test_cli_json_is_alone_on_stdout_and_the_summary_on_stderr():
     out = subprocess.run(
         [sys.executable, "-m", "haelixe.denoise", "--task", "seed", "--epochs", "2",
          "--steps-per-epoch", "10", "--json"], capture_output=True, text=True, check=True)
-    record = json.loads(out.stdout.strip().splitlines()[-1])
+    record = json.loads(out.stdout)
+    assert "held-out MSE" in out.stderr
     for key in ("final_mse", "heldout_mse", "noise_mse", "steps_per_sec", "first_step_s",
                 "epochs", "steps", "device", "dtype"):
         assert key in record
@@ -97,3 +98,19 @@ def test_cpu_training_replays_its_step_with_the_eager_losses(one_blas_thread):
 @pytest.mark.gpu
 def test_gpu_training_replays_its_step_with_the_eager_losses(be):
     _replays_with_the_eager_losses("gpu")
+
+
+def test_cli_summary_prints_a_tiny_mse_with_its_precision(monkeypatch, capsys):
+    import haelixe.denoise as app
+
+    def trained(*args, **kwargs):
+        return {"task": "seed", "device": "cpu", "dtype": "f32", "steps": 2, "model": None,
+                "final_mse": 6.6e-7, "heldout_mse": 6.5e-7, "noise_mse": 0.0849,
+                "zero_mse": 0.625, "first_step_s": 0.4, "steps_per_sec": 900.0,
+                "python_steps": 2}
+
+    monkeypatch.setattr(app, "train", trained)
+    app.main(["--task", "seed", "--epochs", "1", "--steps-per-epoch", "2"])
+    out = capsys.readouterr().out
+    assert "final train MSE     6.6e-07" in out and "held-out MSE        6.5e-07" in out
+    assert "predict-zero MSE    0.625" in out
