@@ -15,10 +15,17 @@ reaches the learner's code only through :meth:`Checker.call`, so a stub's
 NotImplementedError becomes "not done yet" and any other exception a failed attempt that
 names the line it came from; :meth:`Checker.fail` ends the check with what was expected,
 what came back and a hint. Returning normally means the answer passed.
+
+Hints come in steps, as in MiniTorch's and nbgrader's labs: the first miss of an
+exercise gets a nudge (what to look at, the exercise's ``nudge`` or the section that
+teaches it), a later miss the checker's specific hint (the formula, the usual mistake).
+The solution only comes when asked for: ``LAB.solution("1.1")`` reads it from the
+instructor's notebook.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import traceback
 from dataclasses import dataclass, field
@@ -160,8 +167,10 @@ class Exercise:
     until the learner's passes."""
 
     def __init__(self, lab: Lab, number: str, title: str, checker, *, section: str,
-                 fallback=None, error_hint: str | None = None):
+                 fallback=None, error_hint: str | None = None, nudge: str | None = None):
         self.lab = lab
+        self.nudge = nudge
+        self.misses = 0  # failed checks so far: the first gets a nudge, later ones the hint
         self.number = number
         self.title = title
         self.section = section
@@ -199,10 +208,25 @@ class Exercise:
         except Exception as err:  # a defect of the checker: say so instead of crashing
             result = Result(self, FAILED, f"the checker could not judge this answer "
                             f"({type(err).__name__}: {err})", checker_error=True)
+        if result.status == FAILED and not result.checker_error:
+            self.misses += 1
+            result.hint = self._staged_hint(result.hint)
         self.last = result
         self._passed_answer = answer if result.passed else None
         self.lab.changed()
         return result
+
+    def _staged_hint(self, hint: str | None) -> str | None:
+        """The first miss's nudge, or from the second miss on the specific hint, with
+        where the solution is."""
+        if hint is None:
+            return None
+        if self.misses == 1:
+            look = self.nudge or "compare what came back with what was expected"
+            return (f"{look}; {self.where}. Check again after your next change for a more "
+                    f"specific hint.")
+        return (f"{hint} (stuck? {self.lab.module_name}.LAB.solution(\"{self.number}\") "
+                f"shows the solution)")
 
     def use(self, answer):
         """``answer`` if its last check passed, else the engine's own implementation, so
@@ -228,15 +252,21 @@ class Lab:
         self._listeners = []
         LABS[number] = self
 
+    @property
+    def module_name(self) -> str:
+        """The module a notebook imports this lab's exercises from: 'lab01'."""
+        return f"lab{self.number:02d}"
+
     def exercise(self, number: str, title: str, *, section: str, fallback=None,
-                 error_hint: str | None = None):
+                 error_hint: str | None = None, nudge: str | None = None):
         """Decorator: the checking function ``checker(answer, fb)`` of exercise
-        ``number``; the decorated name becomes the :class:`Exercise`."""
+        ``number``; the decorated name becomes the :class:`Exercise`. ``nudge`` is what
+        the first miss points at (default: compare expected and got, and the section)."""
         def register(checker) -> Exercise:
             if number in self.exercises:
                 raise ValueError(f"lab {self.number}: exercise {number} is declared twice")
             ex = Exercise(self, number, title, checker, section=section, fallback=fallback,
-                          error_hint=error_hint)
+                          error_hint=error_hint, nudge=nudge)
             self.exercises[number] = ex
             return ex
         return register
@@ -254,12 +284,76 @@ class Lab:
 
         return show_progress(self)
 
+    def solution(self, number: str) -> Solution:
+        """The instructor's solution of exercise ``number`` ("5.1"), read from the
+        instructor's notebook (labs/NN_*.ipynb): asked for, never shown by a check."""
+        if number not in self.exercises:
+            raise KeyError(f"lab {self.number} has no exercise {number!r}; its exercises: "
+                           f"{', '.join(self.exercises)}")
+        path = instructor_notebook(self.number)
+        return Solution(self.exercises[number], solution_code(path, number), path)
+
     def reset(self) -> None:
-        """Forget every result (tests start from a clean state)."""
+        """Forget every result and miss (tests start from a clean state)."""
         for ex in self.exercises.values():
-            ex.last, ex._passed_answer = None, None
+            ex.last, ex._passed_answer, ex.misses = None, None, 0
         self.changed()
 
 
 #: lab number -> Lab, filled as the lab modules are imported
 LABS: dict[int, Lab] = {}
+
+#: the instructor's notebooks of a source checkout (the package sits beside labs/)
+LABS_DIR = os.path.join(os.path.dirname(_PACKAGE_ROOT), "labs")
+BEGIN_SOLUTION, END_SOLUTION = "### BEGIN SOLUTION", "### END SOLUTION"
+
+
+def instructor_notebook(lab_number: int) -> str:
+    names = sorted(n for n in (os.listdir(LABS_DIR) if os.path.isdir(LABS_DIR) else ())
+                   if n.startswith(f"{lab_number:02d}_") and n.endswith(".ipynb"))
+    if not names:
+        raise FileNotFoundError(
+            f"lab {lab_number}'s instructor notebook is not in {LABS_DIR}: the solutions "
+            f"come with a clone of the repository (labs/{lab_number:02d}_*.ipynb)")
+    return os.path.join(LABS_DIR, names[0])
+
+
+def solution_code(path: str, number: str) -> str:
+    """The code of exercise ``number``'s solution cells (those holding the solution
+    markers, from its heading ``<a id="ex-N-M">`` to the next exercise's), markers
+    removed: the solution in its context (the class or ``def`` around it)."""
+    with open(path, encoding="utf-8") as f:
+        cells = json.load(f)["cells"]
+    anchor, inside, parts = f'id="ex-{number.replace(".", "-")}"', False, []
+    for cell in cells:
+        src = "".join(cell["source"])
+        if cell["cell_type"] == "markdown" and 'id="ex-' in src:
+            if inside:
+                break
+            inside = anchor in src
+        elif inside and cell["cell_type"] == "code" and BEGIN_SOLUTION in src:
+            parts.append("\n".join(line for line in src.splitlines()
+                                   if line.strip() not in (BEGIN_SOLUTION, END_SOLUTION)
+                                   and not line.startswith("# NBVAL_")))
+    if not parts:
+        raise LookupError(f"exercise {number} has no solution cell in {path}")
+    return "\n\n".join(parts)
+
+
+@dataclass
+class Solution:
+    """The instructor's code for one exercise, shown as a code block in a notebook."""
+
+    exercise: Exercise
+    code: str
+    path: str
+
+    def __str__(self) -> str:
+        return self.code
+
+    def __repr__(self) -> str:
+        return f"{self.exercise.label}: the solution (from {self.path})\n\n{self.code}"
+
+    def _repr_markdown_(self) -> str:
+        return (f"**{self.exercise.label}: the solution** (from "
+                f"`{os.path.relpath(self.path)}`)\n\n```python\n{self.code}\n```")

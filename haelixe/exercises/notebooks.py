@@ -32,9 +32,11 @@ _EXERCISE = re.compile(r"^###\s+Exercise\s+(\d+\.\d+)\s+·\s+(.+?)(\s*<a\s.*)?$"
 LEARNER_NOTE = (
     "\n\n> **The learner's version.** Each exercise cell raises `NotImplementedError` "
     "until you write its code; the checker under it then says what it expected, what "
-    "came back and where to look. Until an exercise passes, the cells after it use the "
-    "engine's own implementation, so the notebook always runs top to bottom. The "
-    "solutions are in the instructor's version, `labs/{name}`.")
+    "came back and where to look (the first miss a nudge, later ones the specific hint). "
+    "Until an exercise passes, the cells after it use the engine's own implementation, "
+    "so the notebook always runs top to bottom. The solutions are in the instructor's "
+    "version, [`labs/{name}`](../{name}) (one folder up in JupyterLab's file browser), "
+    "or one at a time when you ask: `{module}.LAB.solution(\"N.M\")`.")
 
 
 class NotebookError(ValueError):
@@ -164,5 +166,5 @@ def learner_version(nb, name: str):
         cell.execution_count = None
     first = next((c for c in out.cells if c.cell_type == "markdown"), None)
     if first is not None:
-        first.source += LEARNER_NOTE.format(name=name)
+        first.source += LEARNER_NOTE.format(name=name, module=f"lab{name[:2]}")
     return out
