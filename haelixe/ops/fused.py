@@ -141,7 +141,8 @@ class AttentionFn(Function):
 
 class MSELossFn(Function):
     """mean((x - y)^2) of two tensors of one shape; the gradient is scaled by the
-    incoming one, so 10 * loss has ten times the gradient (the reference ignored it)."""
+    incoming one, so 10 * loss has ten times the gradient (a loss that ignores it is a
+    common slip)."""
 
     label = "MSELoss"
     small_state = True

@@ -10,7 +10,7 @@ from .. import capture_replay as replay
 class CosineAnnealing:
     """lr(step) = lr_min + 0.5 * (lr_max - lr_min) * (1 + cos(pi * step / total)).
 
-    The 0.5 is applied once (the reference applied it twice). With ``warmup`` > 0 the
+    The 0.5 is applied once (a common slip applies it twice). With ``warmup`` > 0 the
     first ``warmup`` steps rise linearly to lr_max and the cosine spans the rest. Call
     ``step()`` once per scheduling unit (a step or an epoch); the optimizer's lr is set
     to ``lr(0)`` at construction.
