@@ -29,6 +29,13 @@ from .loss_layers import (
     SmoothL1Loss,
 )
 from .module import Module, ModuleList, Parameter, Sequential
+from .normalization import (
+    BatchNorm1d,
+    BatchNorm2d,
+    GroupNorm,
+    InstanceNorm1d,
+    InstanceNorm2d,
+)
 from .pooling import (
     AdaptiveAvgPool1d,
     AdaptiveAvgPool2d,
@@ -42,13 +49,11 @@ from .pooling import (
     MaxUnpool2d,
 )
 from .rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNBase, RNNCell, RNNCellBase
+from .spatial import Dropout2d, Fold, Unflatten, Unfold, Upsample
 from .transformer import MLP, MultiHeadAttention, RoPE, TransformerBlock
 
 _MISSING = {
     "Conv3d": "Conv2d over each depth slice; there is no 3-D convolution",
-    "BatchNorm1d": "LayerNorm or RMSNorm",
-    "BatchNorm2d": "LayerNorm or RMSNorm",
-    "GroupNorm": "LayerNorm or RMSNorm",
     "MultiheadAttention": "MultiHeadAttention (hx.nn.MultiHeadAttention(dim, num_heads))",
     "TransformerEncoderLayer": "TransformerBlock (hx.nn.TransformerBlock(dim, num_heads))",
     "TransformerDecoderLayer": "TransformerBlock(dim, num_heads, causal=True)",
@@ -56,7 +61,6 @@ _MISSING = {
     "KLDivLoss": "CrossEntropyLoss with class-probability targets",
     "LeakyReLU": "ReLU or GELU",
     "ELU": "GELU or SiLU",
-    "Unflatten": "Tensor.unflatten(dim, sizes) inside a Module's forward",
     "ModuleDict": "ModuleList, or sub-modules set as attributes",
     "ParameterList": "Parameters set as attributes (setattr(self, f'w{i}', Parameter(t)))",
 }

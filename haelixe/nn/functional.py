@@ -25,6 +25,7 @@ from ..ops.pooling import (
     max_unpool1d,
     max_unpool2d,
 )
+from ..ops.resample import interpolate
 from ..tensor import Tensor
 from .losses import (
     binary_cross_entropy_with_logits,
@@ -35,6 +36,7 @@ from .losses import (
     nll_loss,
     smooth_l1_loss,
 )
+from .normalization import batch_norm, group_norm, instance_norm
 
 
 def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None, activation=None) -> Tensor:
@@ -173,6 +175,20 @@ def dropout(input, p=0.5, training=True, inplace=False):
     else:
         keep = (creation.rand(*input.shape, device=input.device) >= p).to(input.dtype)
         keep = keep * (1.0 / (1.0 - p))
+    return input.mul_(keep) if inplace else input * keep
+
+
+def dropout2d(input, p=0.5, training=True, inplace=False):
+    """Zero whole channels with probability ``p`` (scaling the rest by 1 / (1 - p)):
+    one draw per (sample, channel) of (N, C, H, W), per channel of an unbatched (C, H, W)."""
+    if input.ndim not in (3, 4):
+        raise ValueError(f"dropout2d: expected a 3-D (unbatched) or 4-D input, got shape "
+                         f"{input.shape}")
+    shape = input.shape[:input.ndim - 2] + (1, 1)
+    keep = dropout(creation.ones(*shape, dtype=input.dtype, device=input.device), p,
+                   training)
+    if not training or p == 0.0:
+        return input
     return input.mul_(keep) if inplace else input * keep
 
 
@@ -381,7 +397,8 @@ __all__ = ["linear", "rms_norm", "layer_norm", "gelu", "silu", "relu", "sigmoid"
            "conv1d", "conv2d", "conv_transpose1d", "conv_transpose2d", "unfold", "fold",
            "max_pool1d", "max_pool2d", "max_unpool1d", "max_unpool2d", "avg_pool1d",
            "avg_pool2d", "adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_max_pool1d",
-           "adaptive_max_pool2d"]
+           "adaptive_max_pool2d", "batch_norm", "group_norm", "instance_norm", "dropout2d",
+           "interpolate"]
 
 _MISSING = {
     "conv3d": "conv2d over each depth slice; there is no 3-D convolution",
@@ -390,9 +407,6 @@ _MISSING = {
     "leaky_relu": "relu or gelu",
     "elu": "gelu or silu",
     "hardtanh": "clamp (x.clamp(min, max))",
-    "batch_norm": "layer_norm or rms_norm",
-    "group_norm": "layer_norm or rms_norm",
-    "interpolate": "pad or indexing; there is no resampling",
     "multi_head_attention_forward": "hx.nn.MultiHeadAttention or "
                                     "scaled_dot_product_attention",
 }

@@ -1,0 +1,244 @@
+"""Batch, group and instance normalisation over (N, C, *) inputs: the functions and the
+layers, with PyTorch's arguments, running statistics and state-dict names.
+
+Each is composed of Haelixe ops (means, a variance, elementwise scale and shift), so
+the gradient through the batch statistics, and its own derivative, come from theirs.
+Group and instance norm normalise each (sample, group) row with the fused LayerNorm
+kernel, then apply the per-channel affine.
+"""
+
+from __future__ import annotations
+
+from .. import creation
+from ..amp import cast_inputs
+from ..autograd.mode import no_grad
+from ..ops import fused
+from ..tensor import Tensor
+from .module import Module, Parameter
+
+
+def _channels(op, x, weight=None, bias=None):
+    if not isinstance(x, Tensor):
+        raise TypeError(f"{op}: input must be a Tensor, got {type(x).__name__}")
+    if x.ndim < 2:
+        raise ValueError(f"{op}: expected an input of shape (N, C, *), got {x.shape}")
+    if not x.dtype.is_floating_point:
+        raise TypeError(f"{op}: not defined for {x.dtype.name} tensors; convert with "
+                        f".float() first")
+    c = x.shape[1]
+    for name, t in (("weight", weight), ("bias", bias)):
+        if t is not None and t.shape != (c,):
+            raise ValueError(f"{op}: {name} of shape {t.shape} does not fit the input's "
+                             f"{c} channels (input shape {x.shape}); expected ({c},)")
+    return c, (1, c) + (1,) * (x.ndim - 2)
+
+
+def batch_norm(input, running_mean, running_var, weight=None, bias=None, training=False,
+               momentum=0.1, eps=1e-5):
+    """Normalise each channel by the batch's statistics (``training``; the running ones
+    are then updated in place: ``momentum`` of the new value, the variance unbiased) or
+    by ``running_mean``/``running_var`` (evaluation), then scale and shift."""
+    (x,) = cast_inputs("norm", input)
+    c, shape = _channels("batch_norm", x, weight, bias)
+    dims = (0,) + tuple(range(2, x.ndim))
+    if training:
+        count = x.numel() // c if c else 0
+        if count <= 1:
+            raise ValueError(f"batch_norm: expected more than 1 value per channel when "
+                             f"training, got input of shape {x.shape}; use a larger batch "
+                             f"or call .eval()")
+        mean = x.mean(dims)
+        var = x.var(dims, correction=0)
+        if running_mean is not None or running_var is not None:
+            with no_grad():
+                if running_mean is not None:
+                    running_mean.mul_(1.0 - momentum).add_(
+                        mean.detach().to(running_mean.dtype) * momentum)
+                if running_var is not None:
+                    unbiased = var.detach().to(running_var.dtype) * (count / (count - 1))
+                    running_var.mul_(1.0 - momentum).add_(unbiased * momentum)
+    else:
+        if running_mean is None or running_var is None:
+            raise ValueError("batch_norm: evaluation needs running_mean and running_var; "
+                             "pass training=True to use the batch's statistics")
+        mean, var = running_mean.to(x.dtype), running_var.to(x.dtype)
+    scale = (var + eps).rsqrt()
+    if weight is not None:
+        scale = scale * weight
+    y = (x - mean.reshape(shape)) * scale.reshape(shape)
+    return y if bias is None else y + bias.reshape(shape)
+
+
+def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
+    """Normalise each sample's channels in ``num_groups`` groups (over the group's
+    channels and all positions), then a per-channel scale and shift."""
+    (x,) = cast_inputs("norm", input)
+    c, shape = _channels("group_norm", x, weight, bias)
+    if not isinstance(num_groups, int) or num_groups < 1 or c % num_groups:
+        raise ValueError(f"group_norm: the input's {c} channels (shape {x.shape}) must be "
+                         f"divisible by num_groups ({num_groups})")
+    n = x.shape[0]
+    rows = x.reshape(n, num_groups, -1)
+    y = fused.LayerNormFn.apply(rows, None, None, eps).reshape(x.shape)
+    if weight is not None:
+        y = y * weight.reshape(shape)
+    return y if bias is None else y + bias.reshape(shape)
+
+
+def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=None,
+                  use_input_stats=True, momentum=0.1, eps=1e-5):
+    """Normalise each (sample, channel) over its positions (``use_input_stats``; the
+    running statistics, where given, move towards the batch's average of them), or by
+    the running statistics."""
+    if not use_input_stats:
+        return batch_norm(input, running_mean, running_var, weight, bias, False, momentum,
+                          eps)
+    (x,) = cast_inputs("norm", input)
+    c, _ = _channels("instance_norm", x, weight, bias)
+    positions = x.numel() // (x.shape[0] * c) if x.shape[0] * c else 0
+    if positions <= 1:
+        raise ValueError(f"instance_norm: expected more than 1 spatial element when "
+                         f"training, got input of shape {x.shape}")
+    if running_mean is not None or running_var is not None:
+        dims = tuple(range(2, x.ndim))
+        with no_grad():
+            if running_mean is not None:
+                mean = x.detach().mean(dims).mean(0).to(running_mean.dtype)
+                running_mean.mul_(1.0 - momentum).add_(mean * momentum)
+            if running_var is not None:
+                var = x.detach().var(dims, correction=1).mean(0).to(running_var.dtype)
+                running_var.mul_(1.0 - momentum).add_(var * momentum)
+    return group_norm(x, c, weight, bias, eps)
+
+
+class _NormBase(Module):
+    """The affine parameters and running statistics batch and instance norm share:
+    weight (ones) and bias (zeros) where ``affine``; running_mean, running_var and
+    num_batches_tracked buffers where ``track_running_stats`` (None otherwise)."""
+
+    def __init__(self, num_features, eps=1e-5, momentum=0.1, affine=True,
+                 track_running_stats=True, device=None, dtype=None, *, bias=True):
+        super().__init__()
+        self.num_features, self.eps, self.momentum = num_features, eps, momentum
+        self.affine, self.track_running_stats = affine, track_running_stats
+        self.weight = Parameter(creation.ones(num_features)) if affine else None
+        self.bias = Parameter(creation.zeros(num_features)) if affine and bias else None
+        if track_running_stats:
+            self.register_buffer("running_mean", creation.zeros(num_features))
+            self.register_buffer("running_var", creation.ones(num_features))
+            self.register_buffer("num_batches_tracked", creation.tensor(0, dtype="int64"))
+        else:
+            for name in ("running_mean", "running_var", "num_batches_tracked"):
+                self.register_buffer(name, None)
+        if device is not None or dtype is not None:
+            self.to(device=device, dtype=dtype)
+
+    def reset_running_stats(self) -> None:
+        if self.track_running_stats:
+            with no_grad():
+                self.running_mean.fill_(0.0)
+                self.running_var.fill_(1.0)
+                self.num_batches_tracked.fill_(0)
+
+    def _check_input_dim(self, x):
+        raise NotImplementedError
+
+    def _momentum(self):
+        """The weight of this batch's statistics: ``momentum``, or with momentum=None
+        the cumulative average's 1 / batches seen (counting this one)."""
+        if self.training and self.track_running_stats:
+            with no_grad():
+                self.num_batches_tracked.add_(1)
+            if self.momentum is None:
+                return 1.0 / int(self.num_batches_tracked.item())
+        return 0.0 if self.momentum is None else self.momentum
+
+    def extra_repr(self) -> str:
+        return (f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, "
+                f"affine={self.affine}, bias={self.bias is not None}, "
+                f"track_running_stats={self.track_running_stats}")
+
+
+def _dims_error(cls, want, x):
+    return ValueError(f"{cls}: expected {want} input, got a {x.ndim}D input of shape "
+                      f"{x.shape}")
+
+
+class _BatchNorm(_NormBase):
+    def forward(self, input):
+        self._check_input_dim(input)
+        factor = self._momentum()
+        use_batch = self.training or self.running_mean is None
+        track = not self.training or self.track_running_stats
+        return batch_norm(input, self.running_mean if track else None,
+                          self.running_var if track else None, self.weight, self.bias,
+                          use_batch, factor, self.eps)
+
+
+class BatchNorm1d(_BatchNorm):
+    """Batch norm over (N, C) or (N, C, L)."""
+
+    def _check_input_dim(self, x):
+        if x.ndim not in (2, 3):
+            raise _dims_error("BatchNorm1d", "2D or 3D", x)
+
+
+class BatchNorm2d(_BatchNorm):
+    """Batch norm over (N, C, H, W): each channel normalised over the batch and the
+    image."""
+
+    def _check_input_dim(self, x):
+        if x.ndim != 4:
+            raise _dims_error("BatchNorm2d", "4D", x)
+
+
+class _InstanceNorm(_NormBase):
+    dims = 2
+
+    def __init__(self, num_features, eps=1e-5, momentum=0.1, affine=False,
+                 track_running_stats=False, device=None, dtype=None, *, bias=True):
+        super().__init__(num_features, eps, momentum, affine, track_running_stats, device,
+                         dtype, bias=bias)
+
+    def forward(self, input):
+        name, d = type(self).__name__, self.dims
+        if input.ndim not in (d + 1, d + 2):
+            raise _dims_error(name, f"{d + 1}D (unbatched) or {d + 2}D", input)
+        unbatched = input.ndim == d + 1
+        x = input.unsqueeze(0) if unbatched else input
+        factor = self._momentum()
+        y = instance_norm(x, self.running_mean, self.running_var, self.weight, self.bias,
+                          self.training or not self.track_running_stats, factor, self.eps)
+        return y.squeeze(0) if unbatched else y
+
+
+class InstanceNorm1d(_InstanceNorm):
+    dims = 1
+
+
+class InstanceNorm2d(_InstanceNorm):
+    """Each (sample, channel) image normalised over its own pixels."""
+
+    dims = 2
+
+
+class GroupNorm(Module):
+    def __init__(self, num_groups, num_channels, eps=1e-5, affine=True, device=None,
+                 dtype=None, *, bias=True):
+        super().__init__()
+        if num_channels % num_groups:
+            raise ValueError(f"GroupNorm: num_channels ({num_channels}) must be divisible "
+                             f"by num_groups ({num_groups})")
+        self.num_groups, self.num_channels = num_groups, num_channels
+        self.eps, self.affine = eps, affine
+        self.weight = Parameter(creation.ones(num_channels)) if affine else None
+        self.bias = Parameter(creation.zeros(num_channels)) if affine and bias else None
+        if device is not None or dtype is not None:
+            self.to(device=device, dtype=dtype)
+
+    def forward(self, input):
+        return group_norm(input, self.num_groups, self.weight, self.bias, self.eps)
+
+    def extra_repr(self) -> str:
+        return (f"{self.num_groups}, {self.num_channels}, eps={self.eps}, affine="
+                f"{self.affine}, bias={self.bias is not None}")
