@@ -395,13 +395,13 @@ def test_item13_rope_table_views_on_gpu(be):
 @pytest.mark.parametrize("module,name,closest", [
     (nn, "Conv3d", "Conv2d"),
     (nn, "CrossEntropyloss", "hx.nn.CrossEntropyLoss"),
-    (nn, "TransformerEncoderLayer", "TransformerBlock"),
+    (nn, "BCELoss", "BCEWithLogitsLoss"),
     (nn.init, "orthogonal_", "xavier_normal_"),
     (nn.init, "kaiming_uniform", "kaiming_uniform_"),
     (hx.optim, "RMSprop", "Adam"),
     (hx.optim, "AdamW_", "hx.optim.AdamW"),
     (hx.optim.lr_scheduler, "OneCycleLR", "SequentialLR"),
-    (hx.data, "IterableDataset", "map-style"),
+    (hx.data, "DistributedSampler", "RandomSampler"),
 ])
 def test_missing_names_point_to_the_closest(module, name, closest):
     with pytest.raises(AttributeError) as err:

@@ -2,6 +2,13 @@
 
 from . import functional, init, utils
 from .conv import Conv1d, Conv2d, ConvTranspose1d, ConvTranspose2d
+from .encoder_decoder import (
+    Transformer,
+    TransformerDecoder,
+    TransformerDecoderLayer,
+    TransformerEncoder,
+    TransformerEncoderLayer,
+)
 from .layers import (
     GELU,
     Dropout,
@@ -29,6 +36,7 @@ from .loss_layers import (
     SmoothL1Loss,
 )
 from .module import Module, ModuleList, Parameter, Sequential
+from .multihead import MultiheadAttention
 from .normalization import (
     BatchNorm1d,
     BatchNorm2d,
@@ -54,9 +62,6 @@ from .transformer import MLP, MultiHeadAttention, RoPE, TransformerBlock
 
 _MISSING = {
     "Conv3d": "Conv2d over each depth slice; there is no 3-D convolution",
-    "MultiheadAttention": "MultiHeadAttention (hx.nn.MultiHeadAttention(dim, num_heads))",
-    "TransformerEncoderLayer": "TransformerBlock (hx.nn.TransformerBlock(dim, num_heads))",
-    "TransformerDecoderLayer": "TransformerBlock(dim, num_heads, causal=True)",
     "BCELoss": "BCEWithLogitsLoss (pass the logits, not probabilities)",
     "KLDivLoss": "CrossEntropyLoss with class-probability targets",
     "LeakyReLU": "ReLU or GELU",
