@@ -54,6 +54,7 @@ from .dtype import (
 from .ops import (  # noqa: E402,F401
     conv,
     convert,
+    einstein,
     elementwise,
     fused,
     indexing,

@@ -150,6 +150,9 @@ def arange(start, end=None, step=1, dtype=None, device=None, requires_grad=False
 
 
 def linspace(start, end, steps, dtype=None, device=None, requires_grad=False) -> Tensor:
+    if _dtype(dtype) is dt.bool_:
+        raise OpError("linspace: dtype bool is not supported (as in PyTorch); make the "
+                      "values in a number dtype and compare them")
     arr = np.linspace(start, end, steps).astype(_dtype(dtype).np)
     return _finish(arr, device, requires_grad)
 

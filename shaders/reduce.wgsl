@@ -3,6 +3,9 @@
 // Iteration space = the kept dims (one output each, written contiguously). Operand 0 is
 // x over the kept dims. The reduced dims follow at RED = OPS_BASE + OP_STRIDE:
 // [ndim, shape[MAXD], strides of x[MAXD]]. metadata[0] = outputs, [1] = reduced length.
+// The row kernels split each row into metadata[2] chunks of metadata[3] elements, one
+// workgroup each, writing output o * chunks + chunk (software adapters stop a loop after
+// 65535 iterations: reduce.py keeps every invocation's loops far below that).
 // ${ACC_T} is the accumulator type, ${INIT} its identity, ${COMBINE} the body of
 // combine(a, b). argmax gives the index of the first maximum (the first NaN if any;
 // ${ISNAN}(v) marks NaNs).
@@ -31,11 +34,14 @@ fn combine(a: ${ACC_T}, b: ${ACC_T}) -> ${ACC_T} { ${COMBINE} }
 @compute @workgroup_size(${WG})
 fn reduce_rows(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
                @builtin(local_invocation_index) lid: u32) {
-    let o = flat_group(wid, nwg);
+    let g = flat_group(wid, nwg);
+    let o = g / metadata[2];
     if (o >= metadata[0]) { return; }
     let base = op_offset(0, coords(o));
+    let start = (g % metadata[2]) * metadata[3];
+    let stop = min(metadata[1], start + metadata[3]);
     var acc: ${ACC_T} = ${INIT};
-    for (var r = i32(lid); r < metadata[1]; r += i32(RWG)) {
+    for (var r = start + i32(lid); r < stop; r += i32(RWG)) {
         acc = combine(acc, load_x(base + red_offset(r)));
     }
     part[lid] = acc;
@@ -44,7 +50,7 @@ fn reduce_rows(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) n
         if (lid < s) { part[lid] = combine(part[lid], part[lid + s]); }
         workgroupBarrier();
     }
-    if (lid == 0u) { store_out(o, part[0]); }
+    if (lid == 0u) { store_out(g, part[0]); }
 }
 
 //! section: reduce_threads
@@ -77,12 +83,15 @@ fn arg_better(va: ${ACC_T}, ia: i32, vb: ${ACC_T}, ib: i32) -> bool {
 @compute @workgroup_size(${WG})
 fn argmax_rows(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
                @builtin(local_invocation_index) lid: u32) {
-    let o = flat_group(wid, nwg);
+    let g = flat_group(wid, nwg);
+    let o = g / metadata[2];
     if (o >= metadata[0]) { return; }
     let base = op_offset(0, coords(o));
+    let start = (g % metadata[2]) * metadata[3];
+    let stop = min(metadata[1], start + metadata[3]);
     var best: ${ACC_T} = ${INIT};
     var bi = 2147483647;
-    for (var r = i32(lid); r < metadata[1]; r += i32(RWG)) {
+    for (var r = start + i32(lid); r < stop; r += i32(RWG)) {
         let v = load_x(base + red_offset(r));
         if (arg_better(best, bi, v, r)) { best = v; bi = r; }
     }
@@ -96,7 +105,7 @@ fn argmax_rows(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) n
         }
         workgroupBarrier();
     }
-    if (lid == 0u) { store_out(o, out_t(part_i[0])); }
+    if (lid == 0u) { store_out(g, out_t(part_i[0])); }
 }
 
 //! section: argmax_threads

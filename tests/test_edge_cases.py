@@ -188,3 +188,168 @@ def test_bad_arguments_raise_a_runtime_error_that_is_also_a_value_error(case):
     with pytest.raises(RuntimeError) as err:
         BAD_ARGUMENTS[case]()
     assert isinstance(err.value, ValueError) and isinstance(err.value, OpError)
+
+
+# -- GPU kernels past the software adapter's loop limit ------------------------------------
+#: past 65535 / 3 * 256 elements: one workgroup per row would stop early on llvmpipe
+LONG = 5_700_000
+
+
+@pytest.mark.gpu
+def test_reductions_of_rows_past_the_adapters_loop_limit_are_exact(be):
+    ones = hx.ones(LONG, device="gpu")
+    assert ones.sum().item() == LONG
+    assert ones.mean().item() == pytest.approx(1.0, rel=1e-6)
+    assert ones.norm().item() == pytest.approx(LONG ** 0.5, rel=1e-6)
+    assert hx.ones(LONG, dtype=hx.int32, device="gpu").sum().item() == LONG
+    sevens = hx.arange(LONG, device="gpu") % 7  # the first maximum is at 6
+    assert sevens.argmax().item() == 6 and sevens.max().item() == 6
+    assert sevens.min().item() == 0
+    ramp = hx.arange(LONG, dtype=hx.float32, device="gpu")
+    assert ramp.argmax().item() == LONG - 1 and ramp.max().item() == LONG - 1
+    # two rows, and the reduced dim strided (columns of a transposed view)
+    rows = hx.ones(2, LONG // 2, device="gpu")
+    assert rows.sum(1).tolist() == [LONG // 2] * 2
+    assert rows.t().sum(0).tolist() == [LONG // 2] * 2
+    assert rows.t().argmax(0).tolist() == [0, 0]
+
+
+@pytest.mark.gpu
+def test_softmax_and_cross_entropy_of_rows_past_the_adapters_loop_limit(be):
+    x = hx.zeros(1, LONG, device="gpu")
+    assert x.softmax(-1).sum().item() == pytest.approx(1.0, rel=1e-4)
+    assert x.log_softmax(-1)[0, -1].item() == pytest.approx(-np.log(LONG), rel=1e-6)
+    target = hx.tensor([LONG - 1], device="gpu")
+    assert F.cross_entropy(x, target).item() == pytest.approx(np.log(LONG), rel=1e-6)
+
+
+@pytest.mark.gpu
+def test_an_embedding_gradient_over_many_positions_matches_the_cpu(be):
+    idx = np.random.default_rng(0).integers(0, 50, 70_000)
+    g = values(70_000, 3)
+    for device in ("cpu", "gpu"):
+        w = hx.zeros(50, 3, device=device, requires_grad=True)
+        w[hx.tensor(idx, device=device)].backward(hx.tensor(g, device=device))
+        if device == "cpu":
+            want = w.grad.numpy()
+    np.testing.assert_allclose(w.grad.to("cpu").numpy(), want, rtol=1e-4, atol=1e-3)
+
+
+# -- what crashed or reached the user as a raw error ---------------------------------------
+EINSUMS = [("ij->j", [(2, 3)]), ("ii->i", [(3, 3)]), ("iij->ji", [(3, 3, 2)]), ("ii", [(3, 3)]),
+           ("...ij,...jk->...ik", [(2, 2, 3), (2, 3, 4)]),
+           ("...ij,...jk", [(5, 2, 2, 3), (2, 3, 4)]),
+           ("i...->...", [(2, 3, 4)]), ("ij,jk,kl->il", [(2, 3), (3, 4), (4, 5)]),
+           ("i,i,i->", [(4,), (4,), (4,)]), ("bn,anm,bm->ba", [(2, 3), (4, 3, 5), (2, 5)]),
+           ("ij,kj->ik", [(2, 3), (1, 3)]), ("ii,i->i", [(3, 3), (3,)]), (",->", [(), ()])]
+
+
+@pytest.mark.parametrize("equation, shapes", EINSUMS, ids=[e for e, _ in EINSUMS])
+def test_einsum_with_ellipsis_diagonals_and_many_operands_matches_pytorch(device, equation,
+                                                                           shapes):
+    arrays = [values(*s, seed=i) for i, s in enumerate(shapes)]
+    ours = [hx.tensor(a, device=device, requires_grad=True) for a in arrays]
+    theirs = [torch.tensor(a, requires_grad=True) for a in arrays]
+    got, want = hx.einsum(equation, *ours), torch.einsum(equation, *theirs)
+    assert got.shape == tuple(want.shape)
+    np.testing.assert_allclose(got.detach().to("cpu").numpy(), want.detach().numpy(),
+                               rtol=1e-5, atol=1e-5)
+    g = values(*want.shape, seed=9)
+    got.backward(hx.tensor(g, device=device))
+    want.backward(torch.tensor(g))
+    for a, b in zip(ours, theirs):
+        np.testing.assert_allclose(a.grad.to("cpu").numpy(), b.grad.numpy(), rtol=1e-5,
+                                   atol=1e-5)
+
+
+@pytest.mark.parametrize("equation, shapes", [("ij,jk->ik", [(2, 3), (4, 5)]),
+                                              ("ij->k", [(2, 3)]), ("ij", [(2,)]),
+                                              ("ij,jk", [(2, 3)]), ("ij->ii", [(2, 2)])])
+def test_einsum_refuses_what_pytorch_refuses_with_a_runtime_error(equation, shapes):
+    with pytest.raises(RuntimeError, match="einsum"):
+        hx.einsum(equation, *[hx.ones(*s) for s in shapes])
+    with pytest.raises(RuntimeError):
+        torch.einsum(equation, *[torch.ones(*s) for s in shapes])
+
+
+@pytest.mark.parametrize("value", [2.5, 0.0])
+def test_nonzero_of_a_0d_tensor_as_pytorch(value):
+    assert hx.tensor(value).nonzero().shape == tuple(torch.tensor(value).nonzero().shape)
+    (ours,), (theirs,) = hx.tensor(value).nonzero(as_tuple=True), \
+        torch.tensor(value).nonzero(as_tuple=True)
+    assert ours.tolist() == theirs.tolist() and ours.dtype is hx.int64
+
+
+def test_normalize_with_p_0_divides_by_the_count_of_nonzeros():
+    a = np.array([[0.0, 1.0, 2.0], [3.0, 0.0, 5.0]], np.float32)
+    x, t = hx.tensor(a, requires_grad=True), torch.tensor(a, requires_grad=True)
+    y, u = F.normalize(x, p=0), torch.nn.functional.normalize(t, p=0)
+    np.testing.assert_allclose(y.detach().numpy(), u.detach().numpy(), rtol=1e-6)
+    y.sum().backward()
+    u.sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), t.grad.numpy(), rtol=1e-6)
+
+
+def test_the_gradient_of_an_empty_cumprod_is_empty():
+    x = hx.zeros(2, 0, requires_grad=True)
+    x.cumprod(1).sum().backward()
+    assert x.grad.shape == (2, 0)
+
+
+@pytest.mark.parametrize("mode", ["reflect", "replicate", "constant"])
+def test_pad_with_negative_entries_crops_as_pytorch(mode):
+    a = values(2, 5)
+    for pad in [(-1, 2), (2, -1), (-2, -1)]:
+        got = F.pad(hx.tensor(a), pad, mode=mode)
+        want = torch.nn.functional.pad(torch.tensor(a), pad, mode=mode)
+        np.testing.assert_array_equal(got.numpy(), want.numpy())
+
+
+def test_scatter_refuses_a_source_of_another_dtype_and_an_oversized_index():
+    with pytest.raises(RuntimeError, match="dtype float32 and the input float16"):
+        hx.zeros(3, dtype=hx.float16).scatter(0, hx.tensor([1]), hx.ones(1))
+    with pytest.raises(RuntimeError, match="float16"):
+        hx.zeros(3, dtype=hx.float16).scatter_add(0, hx.tensor([1]), hx.ones(1))
+    with pytest.raises(IndexError, match="index 5 is out of bounds for dim 0 of size 3"):
+        hx.zeros(3).scatter(0, hx.tensor([5]), hx.ones(1))
+
+
+@pytest.mark.gpu
+def test_gather_names_the_devices_of_an_index_on_another_device(be):
+    with pytest.raises(RuntimeError, match="gather: index on gpu, input on cpu"):
+        hx.ones(3).gather(0, hx.tensor([1], device="gpu"))
+
+
+MORE_BAD_ARGUMENTS = {
+    "gather dims": lambda: hx.ones(2, 3).gather(0, hx.tensor([0])),
+    "diagonal dims": lambda: hx.ones(2, 3).diagonal(0, 0, 0),
+    "cat of 0-d": lambda: hx.cat([hx.tensor(1.0), hx.tensor(2.0)]),
+    "clamp without bounds": lambda: hx.ones(2).clamp(),
+    "int to a negative power": lambda: hx.tensor([2]) ** -1,
+    "linspace to bool": lambda: hx.linspace(0, 1, 3, dtype=hx.bool),
+    "einsum shapes": lambda: hx.einsum("ij,jk->ik", hx.ones(2, 3), hx.ones(4, 5)),
+}
+
+
+@pytest.mark.parametrize("case", sorted(MORE_BAD_ARGUMENTS))
+def test_more_bad_arguments_raise_pytorchs_runtime_error(case):
+    with pytest.raises(OpError):
+        MORE_BAD_ARGUMENTS[case]()
+
+
+def test_empty_inputs_skip_dtype_checks_and_bool_powers_stay_bool_as_pytorch():
+    empty = hx.zeros(0, dtype=hx.int64)
+    assert empty.softmax(0).shape == (0,) and empty.log_softmax(0).dtype is hx.int64
+    b = [True, False]
+    for exponent in (True, False):
+        got, want = hx.tensor(b) ** exponent, torch.tensor(b) ** exponent
+        assert got.dtype is hx.bool and got.tolist() == want.tolist()
+    assert (hx.tensor(b) ** 2).tolist() == (torch.tensor(b) ** 2).tolist()
+
+
+def test_layer_norm_takes_its_weight_and_bias_positionally():
+    a, w, b = values(2, 3), values(3, seed=1), values(3, seed=2)
+    got = F.layer_norm(hx.tensor(a), (3,), hx.tensor(w), hx.tensor(b))
+    want = torch.nn.functional.layer_norm(torch.tensor(a), (3,), torch.tensor(w),
+                                          torch.tensor(b))
+    np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-5, atol=1e-6)

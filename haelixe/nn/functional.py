@@ -239,6 +239,8 @@ def _norm(x, p, dim):
     PyTorch's norm; the root's derivative is infinite there)."""
     if p == math.inf:
         return x.abs().amax(dim, keepdim=True)
+    if p == 0:  # the count of non-zero entries, whose gradient is 0 (as PyTorch's)
+        return (x != 0).to(x.dtype).sum(dim, keepdim=True)
     total = (x * x if p == 2 else x.abs() ** p).sum(dim, keepdim=True)
     nonzero = total > 0
     safe = where(nonzero, total, 1.0)

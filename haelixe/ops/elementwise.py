@@ -17,7 +17,7 @@ from ..backends.base import Activation, Kernel
 from ..dtype import result_type
 from ..errors import OpError
 from ..tensor import Tensor
-from .registry import elementwise, tensor_method
+from .registry import FUNCTIONS, elementwise, tensor_method
 
 _SQRT_HALF = 1.0 / math.sqrt(2.0)
 _INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
@@ -46,6 +46,29 @@ POW = elementwise(
     grad=(lambda m, g, a, b: m.where(b == 0, 0.0, g * b * m.pow(a, b - 1)),
           lambda m, g, a, b, y: m.where((a == 0) & (b >= 0), 0.0, g * y * m.log(a))),
     cpu=np.power, bool_ok=False, dunders=("__pow__", "__rpow__"))
+
+
+def _pow_checked(front):
+    """``front`` (x ** exponent) with PyTorch's two cases on a tensor base: a bool tensor
+    to a bool power stays bool (x ** True is x, x ** False all True), and an integer
+    tensor to a negative integer power is refused with PyTorch's RuntimeError."""
+    def pow(x, exponent):  # noqa: A001 (PyTorch's name)
+        if isinstance(x, Tensor) and isinstance(exponent, (bool, np.bool_)) \
+                and x.dtype.kind == "bool":
+            return x.clone() if exponent else x == x
+        if isinstance(x, Tensor) and x.dtype.kind == "int" and x.numel() and \
+                isinstance(exponent, (int, np.integer)) and exponent < 0:
+            raise OpError(f"pow: integers to negative integer powers are not allowed "
+                          f"({x.dtype.name} tensor ** {exponent}); use a float tensor "
+                          f"(x.float() ** {exponent})")
+        return front(x, exponent)
+
+    return pow
+
+
+Tensor.__pow__ = _pow_checked(Tensor.__pow__)
+Tensor.pow = _pow_checked(Tensor.pow)
+FUNCTIONS["pow"] = _pow_checked(FUNCTIONS["pow"])
 elementwise("floor_divide", lambda m, a, b: m.floor_divide(a, b), cpu=np.floor_divide,
             bool_ok=False, dunders=("__floordiv__", "__rfloordiv__"), wraps_ints=True)
 elementwise("remainder", lambda m, a, b: m.remainder(a, b),

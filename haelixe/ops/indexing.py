@@ -311,6 +311,9 @@ def gather(x, dim, index):
     dim = layout.normalize_dim(dim, x.ndim, "gather")
     if index.dtype.is_floating_point or index.dtype is bool_:
         raise TypeError(f"gather: index must be an integer tensor, got {index.dtype.name}")
+    if index.device is not x.device:
+        raise RuntimeError(f"gather: index on {index.device.type}, input on "
+                           f"{x.device.type}; move the index with .to(...)")
     if index.ndim != x.ndim:
         raise OpError(f"gather: index has {index.ndim} dims but input has {x.ndim} "
                       f"(shapes {index.shape} and {x.shape})")
@@ -321,6 +324,12 @@ def gather(x, dim, index):
 
 
 # -- scatter, index_select, index_add, tril / triu ----------------------------------------
+
+def _same_dtype(op, x, src):
+    if src.dtype is not x.dtype:  # (PyTorch refuses too: a cast would round silently)
+        raise OpError(f"{op}: src has dtype {src.dtype.name} and the input "
+                      f"{x.dtype.name}; they must match: convert with src.to({x.dtype!r})")
+
 
 def _check_index(op, x, dim, index):
     if not isinstance(index, Tensor) or index.dtype.is_floating_point or index.dtype is bool_:
@@ -368,7 +377,7 @@ def scatter(x, dim, index, src=None, value=None):
     d = layout.normalize_dim(dim, x.ndim, "scatter")
     _check_index("scatter", x, d, index)
     if isinstance(src, Tensor):
-        src = cast(src, x.dtype)
+        _same_dtype("scatter", x, src)
         src = src[tuple(slice(0, n) for n in index.shape)]
     return Scatter.apply(x, d, index, src)
 
@@ -378,7 +387,8 @@ def scatter_add(x, dim, index, src):
     """``out = x``, then ``out[index[i][j]][j] += src[i][j]`` (dim 0); repeats add up."""
     d = layout.normalize_dim(dim, x.ndim, "scatter_add")
     _check_index("scatter_add", x, d, index)
-    src = cast(src, x.dtype)[tuple(slice(0, n) for n in index.shape)]
+    _same_dtype("scatter_add", x, src)
+    src = src[tuple(slice(0, n) for n in index.shape)]
     return x + ScatterAdd.apply(src, x.shape, d, index)
 
 
@@ -443,7 +453,13 @@ def triu(x, diagonal=0):
 def nonzero(x, as_tuple=False):
     """The indices of the non-zero elements: an (n, ndim) int64 tensor, or one 1-D
     tensor per dim with ``as_tuple`` (read on the host: the count decides the shape)."""
-    idx = np.nonzero(x.detach()._be.to_numpy(x._data).reshape(x.shape))
+    host = x.detach()._be.to_numpy(x._data).reshape(x.shape)
+    if x.ndim == 0:  # a 0-d tensor: one match with no coordinates, or none (PyTorch)
+        n = int(host != 0)
+        if as_tuple:
+            return (as_tensor_like(np.zeros(n, np.int64), x),)
+        return as_tensor_like(np.zeros((n, 0), np.int64), x)
+    idx = np.nonzero(host)
     if as_tuple:
         return tuple(as_tensor_like(i.astype(np.int64), x) for i in idx)
     stacked = np.stack(idx, axis=1) if idx else np.zeros((0, 0), np.int64)

@@ -12,7 +12,7 @@ from ..dtype import promote_types
 from ..errors import OpError
 from ..tensor import Tensor
 from .convert import as_tensor_like
-from .registry import declare, function, tensor_method
+from .registry import declare, tensor_method
 
 
 class MatMul(Function):
@@ -114,71 +114,7 @@ def bmm(a, b):
     return matmul(a, b)
 
 
-def einsum(equation, *operands):
-    """Einstein summation over one or two operands, as torch.einsum (implicit output
-    too). Two operands become one batched matmul: batch letters, contracted letters,
-    and each side's own letters, permuted and flattened into place."""
-    if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
-        operands = tuple(operands[0])
-    eq = equation.replace(" ", "")
-    lhs, arrow, out = eq.partition("->")
-    ins = lhs.split(",")
-    if len(ins) != len(operands) or not 1 <= len(ins) <= 2:
-        raise OpError(f"einsum: {equation!r} names {len(ins)} operands, got "
-                      f"{len(operands)} (one or two are supported)")
-    for spec, t in zip(ins, operands):
-        if "." in spec:
-            raise OpError("einsum: '...' is not supported; name every dim")
-        if len(spec) != t.ndim:
-            raise OpError(f"einsum: {spec!r} names {len(spec)} dims, operand has "
-                          f"shape {t.shape}")
-        if len(set(spec)) != len(spec):
-            raise OpError(f"einsum: a letter repeats within {spec!r} (diagonals are "
-                          f"not supported); use torch-style diagonal() first")
-    if not arrow:
-        counts = {c: "".join(ins).count(c) for c in "".join(ins)}
-        out = "".join(sorted(c for c, k in counts.items() if k == 1))
-    # letters only one operand has and the output lacks: summed away first
-    ts = []
-    for i, (spec, t) in enumerate(zip(ins, operands)):
-        others = "".join(s for j, s in enumerate(ins) if j != i) + out
-        gone = tuple(k for k, c in enumerate(spec) if c not in others)
-        if gone:
-            t = t.sum(gone)
-            spec = "".join(c for c in spec if c not in others)
-        ins[i] = spec
-        ts.append(t)
-    if len(ts) == 1:
-        return ts[0].permute([ins[0].index(c) for c in out])
-    (a, b), (sa, sb) = ts, ins
-    batch = [c for c in sa if c in sb and c in out]
-    contract = [c for c in sa if c in sb and c not in out]
-    left = [c for c in sa if c not in sb]
-    right = [c for c in sb if c not in sa]
-    size = {c: n for spec, t in zip(ins, ts) for c, n in zip(spec, t.shape)}
-    for c in batch + contract:
-        if a.shape[sa.index(c)] != b.shape[sb.index(c)]:
-            raise OpError(f"einsum: dim {c!r} has size {a.shape[sa.index(c)]} and "
-                          f"{b.shape[sb.index(c)]}")
-
-    def prod(letters):
-        n = 1
-        for c in letters:
-            n *= size[c]
-        return n
-
-    a2 = a.permute([sa.index(c) for c in batch + left + contract]).reshape(
-        prod(batch), prod(left), prod(contract))
-    b2 = b.permute([sb.index(c) for c in batch + contract + right]).reshape(
-        prod(batch), prod(contract), prod(right))
-    y = matmul(a2, b2).reshape([size[c] for c in batch + left + right])
-    order = batch + left + right
-    return y.permute([order.index(c) for c in out])
-
-
 declare("matmul", arity=2)
-declare("einsum", arity=2)
-function(einsum)
 declare("bmm", arity=2)
 declare("mm", arity=2)
 tensor_method(matmul, function=True)

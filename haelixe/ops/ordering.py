@@ -144,6 +144,8 @@ class _CumProd(Function):
         (x,) = ctx.saved_tensors
         d = ctx.dim
         n = x.shape[d]
+        if n == 0:  # (nothing to multiply: an empty gradient of x's shape)
+            return g * 0.0, None
         # dx_i = sum_{j >= i} g_j * prod_{k <= j, k != i} x_k, one column i at a time
         # (exact with zeros, unlike dividing y by x)
         cols = []

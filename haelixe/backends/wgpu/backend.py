@@ -176,10 +176,15 @@ class WGPU(Backend):
         """First index of the maximum, as int32 (int64 does not exist in WGSL)."""
         return rd.argmax(self, x, axis, keepdim)
 
+    # (rows too long for one workgroup: composed from the chunked reductions)
     def softmax(self, x, axis):
+        if not rd.row_fits(x.shape[axis]):
+            return super().softmax(x, axis)
         return rd.softmax(self, x, axis)
 
     def log_softmax(self, x, axis):
+        if not rd.row_fits(x.shape[axis]):
+            return super().log_softmax(x, axis)
         return rd.softmax(self, x, axis, log=True)
 
     # -- linear algebra ------------------------------------------------------------------
@@ -219,15 +224,23 @@ class WGPU(Backend):
         return nn.linear_backward(self, x, w, pre, gy, activation, need_bias, need_input)
 
     def rmsnorm(self, x, w, eps):
+        if not rd.row_fits(x.shape[-1]):
+            return super().rmsnorm(x, w, eps)
         return nn.rmsnorm(self, x, w, eps)
 
     def rmsnorm_backward(self, x, w, rstd, gy):
+        if not rd.row_fits(x.shape[-1]):
+            return super().rmsnorm_backward(x, w, rstd, gy)
         return nn.rmsnorm_backward(self, x, w, rstd, gy)
 
     def layernorm(self, x, w, b, eps):
+        if not rd.row_fits(x.shape[-1]):
+            return super().layernorm(x, w, b, eps)
         return nn.layernorm(self, x, w, b, eps)
 
     def layernorm_backward(self, x, w, mean, rstd, gy):
+        if not rd.row_fits(x.shape[-1]):
+            return super().layernorm_backward(x, w, mean, rstd, gy)
         return nn.layernorm_backward(self, x, w, mean, rstd, gy)
 
     def rope(self, x, cos, sin, inverse=False):

@@ -26,6 +26,11 @@ MAXD = 8
 N_SCALARS = 8
 OPS_BASE = N_SCALARS + 1 + MAXD
 OP_STRIDE = 2 + MAXD
+#: Steps of a kernel's data-sized loop per invocation, at most. Software adapters
+#: (llvmpipe, lavapipe) end every shader loop after 65535 iterations, counting the nested
+#: ones (a step of a row reduction also runs red_offset's loop over up to MAXD dims), and
+#: the result is silently short: kernels split their work or take a composed path.
+STEPS_PER_INVOCATION = 4096
 
 
 def f32_bits(x: float) -> int:

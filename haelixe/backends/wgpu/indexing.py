@@ -16,7 +16,7 @@ import numpy as np
 from . import dtypes as gd
 from .array import GpuArray, contiguous_strides
 from .elementwise import run_map
-from .geometry import broadcast_shapes, broadcast_strides, grid, meta_block
+from .geometry import STEPS_PER_INVOCATION, broadcast_shapes, broadcast_strides, grid, meta_block
 from .shaders import kernel
 
 
@@ -246,8 +246,8 @@ def _index_add_rows(be, shape, key, values):
             or values.shape != idx.shape + tuple(shape[1:]):
         return None
     rows, width, n = shape[0], math.prod(shape[1:]), idx.size
-    if rows * width * n > ROWS_MAX_WORK or not width or not n:
-        return None
+    if rows * width * n > ROWS_MAX_WORK or not width or not n or n > STEPS_PER_INVOCATION:
+        return None  # (each invocation loops over the n positions)
     if host:
         idx = as_index(be, idx)  # (host indices: uploaded, as gather's are)
     acc = be.empty((rows, width), _accumulator_dtype(values.dtype))

@@ -5,7 +5,9 @@ from __future__ import annotations
 import math
 
 from . import dtypes as gd
-from .geometry import MAXD, grid, merge_dims, meta_block
+from .array import contiguous_strides
+from .geometry import MAXD, STEPS_PER_INVOCATION, grid, merge_dims, meta_block
+from .geometry import permute as geo_permute
 from .shaders import kernel
 
 # per compute type: identity of (sum, max, min) and the NaN test argmax uses
@@ -32,6 +34,12 @@ def workgroup_size(length: int) -> int:
     return 32 if length <= 64 else 64 if length <= 512 else 256
 
 
+def row_fits(length: int) -> bool:
+    """Whether one workgroup may walk a row of ``length`` (STEPS_PER_INVOCATION): the
+    row kernels (softmax, the norms) take the composed path for longer rows."""
+    return -(-length // workgroup_size(length)) <= STEPS_PER_INVOCATION
+
+
 def row_reduction(be, length: int) -> dict:
     """Params of a kernel built on rows.wgsl for rows of ``length``: its workgroup size
     and how it reduces a row (subgroup operations where the adapter has them)."""
@@ -45,9 +53,18 @@ def row_reduction(be, length: int) -> dict:
             "SG_SET": ""}
 
 
-def _reduce_meta(x, axes, n_out):
+def chunking(length: int, wg: int) -> tuple:
+    """(chunks, chunk length) that split a row of ``length`` so that no invocation of a
+    ``wg``-wide workgroup loops more than STEPS_PER_INVOCATION times."""
+    chunk = STEPS_PER_INVOCATION * wg
+    if length <= chunk:
+        return 1, max(length, 1)
+    return -(-length // chunk), chunk
+
+
+def _reduce_meta(x, axes, n_out, chunks=(1, 0)):
     """Metadata for reducing ``x`` over ``axes``: kept dims as the iteration space, the
-    reduced dims after operand 0."""
+    reduced dims after operand 0; ``chunks``: (count, length) of the row kernels' pieces."""
     kept = [d for d in range(x.ndim) if d not in axes]
     red = sorted(axes)
     k_shape = tuple(x.shape[d] for d in kept)
@@ -56,8 +73,8 @@ def _reduce_meta(x, axes, n_out):
     if len(r_shape) > MAXD:
         raise ValueError(f"reduction over {len(r_shape)} non-mergeable dims (max {MAXD})")
     length = math.prod(x.shape[d] for d in red)
-    meta = meta_block([n_out, length], k_shape, [([x.strides[d] for d in kept], x.offset)],
-                      what="reduce")
+    meta = meta_block([n_out, length, chunks[0], chunks[1] or length], k_shape,
+                      [([x.strides[d] for d in kept], x.offset)], what="reduce")
     pad = MAXD - len(r_shape)
     meta += [len(r_shape)] + list(r_shape) + [1] * pad + list(r_strides) + [0] * pad
     return meta, length
@@ -79,11 +96,12 @@ def reduce(be, op: str, x, axes, keepdim: bool, out_dtype=None):
         from .elementwise import cast, copy
 
         return copy(be, x) if out_dtype is None else cast(be, x, out_dtype)
-    out = be.empty(_out_shape(x, axes, keepdim), x.dtype if out_dtype is None else out_dtype)
-    n_out = out.size
+    shape = _out_shape(x, axes, keepdim)
+    out_dtype = x.dtype if out_dtype is None else out_dtype
+    n_out = math.prod(shape)
+    length = math.prod(x.shape[d] for d in axes)
     if n_out == 0:
-        return out
-    meta, length = _reduce_meta(x, axes, n_out)
+        return be.empty(shape, out_dtype)
     if length == 0 and op != "sum":
         raise ValueError(f"{op}: zero-size reduction over axes {axes} of shape {x.shape} "
                          f"has no identity")
@@ -91,12 +109,23 @@ def reduce(be, op: str, x, axes, keepdim: bool, out_dtype=None):
     ct = gd.COMPUTE_TYPE[k]
     per_thread = length <= 16 and n_out > 1
     wg = 64 if per_thread else workgroup_size(length)
+    chunks = (1, 0) if per_thread else chunking(length, wg)
+    if chunks[0] > 1:  # long rows: partial results per chunk (in the accumulator's
+        # precision), then those reduced
+        partial = be.empty((n_out, chunks[0]), gd.F32 if k in gd.FLOAT_KINDS else x.dtype)
+    else:
+        partial = be.empty(shape, out_dtype)
+    meta, _ = _reduce_meta(x, axes, n_out, chunks)
     spec = kernel("reduce.wgsl", "reduce_threads" if per_thread else "reduce_rows",
-                  [("out", gd.kind(out.dtype), "write"), ("x", k, "read")],
+                  [("out", gd.kind(partial.dtype), "write"), ("x", k, "read")],
                   WG=wg, ACC_T=ct, INIT=_INIT[ct][op], COMBINE=_COMBINE[ct][op])
-    groups = -(-n_out // wg) if per_thread else n_out
-    be.dispatcher.dispatch(spec, [out.buffer, x.buffer], meta, grid(groups))
-    return out
+    groups = -(-n_out // wg) if per_thread else n_out * chunks[0]
+    be.dispatcher.dispatch(spec, [partial.buffer, x.buffer], meta, grid(groups))
+    if chunks[0] == 1:
+        return partial
+    total = reduce(be, op, partial, (1,), False,
+                   out_dtype if k in gd.FLOAT_KINDS else None)
+    return total.view(shape, contiguous_strides(shape), total.offset)
 
 
 def argmax(be, x, axis, keepdim: bool):
@@ -105,23 +134,52 @@ def argmax(be, x, axis, keepdim: bool):
     axes = tuple(range(x.ndim)) if axis is None else (axis,)
     shape = _out_shape(x, axes, keepdim) if axis is not None else \
         ((1,) * x.ndim if keepdim else ())
-    out = be.empty(shape, gd.I64)
-    n_out = out.size
+    n_out = math.prod(shape)
+    length = math.prod(x.shape[d] for d in axes)
     if n_out == 0:
-        return out
-    meta, length = _reduce_meta(x, axes, n_out)
+        return be.empty(shape, gd.I64)
     if length == 0:
         raise ValueError(f"argmax: zero-size axis in shape {x.shape}")
     k = gd.kind(x.dtype)
     ct = gd.COMPUTE_TYPE[k]
     per_thread = length <= 16 and n_out > 1
     wg = 64 if per_thread else workgroup_size(length)
+    chunks = (1, 0) if per_thread else chunking(length, wg)
+    if chunks[0] > 1:
+        return _argmax_chunked(be, x, axes, shape, wg, chunks)
+    out = be.empty(shape, gd.I64)
+    meta, _ = _reduce_meta(x, axes, n_out)
     spec = kernel("reduce.wgsl", "argmax_threads" if per_thread else "argmax_rows",
                   [("out", gd.kind(gd.I64), "write"), ("x", k, "read")],
                   WG=wg, ACC_T=ct, INIT=_INIT[ct]["max"], ISNAN=_ISNAN[ct])
     groups = -(-n_out // wg) if per_thread else n_out
     be.dispatcher.dispatch(spec, [out.buffer, x.buffer], meta, grid(groups))
     return out
+
+
+def _argmax_chunked(be, x, axes, shape, wg, chunks):
+    """argmax of long rows: each chunk's first maximum (an index into the row), then the
+    first maximum among those chunks' values, which is the row's first maximum."""
+    from .elementwise import copy
+    from .indexing import gather
+
+    n_out = math.prod(shape)
+    kept = [d for d in range(x.ndim) if d not in axes]
+    rows = copy(be, geo_permute(x, kept + list(axes)))  # (kept..., reduced...) in C order
+    rows = rows.view((n_out, rows.size // n_out), (rows.size // n_out, 1), rows.offset)
+    k = gd.kind(x.dtype)
+    ct = gd.COMPUTE_TYPE[k]
+    best = be.empty((n_out, chunks[0]), gd.I64)
+    meta, _ = _reduce_meta(rows, (1,), n_out, chunks)
+    spec = kernel("reduce.wgsl", "argmax_rows",
+                  [("out", gd.kind(gd.I64), "write"), ("x", k, "read")],
+                  WG=wg, ACC_T=ct, INIT=_INIT[ct]["max"], ISNAN=_ISNAN[ct])
+    be.dispatcher.dispatch(spec, [best.buffer, rows.buffer], meta,
+                           grid(n_out * chunks[0]))
+    winners = gather(be, rows, 1, best)  # (n_out, chunks): each chunk's maximum
+    which = argmax(be, winners, 1, True)  # the first chunk holding the row's maximum
+    out = gather(be, best, 1, which)
+    return out.view(shape, contiguous_strides(shape), out.offset)
 
 
 def row_meta(x, out, axis, scalars):
