@@ -1,6 +1,7 @@
 """Neural-network building blocks on Haelixe tensors (PyTorch's torch.nn names)."""
 
 from . import functional, init, utils
+from .containers import ModuleDict, ParameterDict, ParameterList
 from .conv import Conv1d, Conv2d, ConvTranspose1d, ConvTranspose2d
 from .encoder_decoder import (
     Transformer,
@@ -14,11 +15,14 @@ from .layers import (
     Dropout,
     Embedding,
     Flatten,
+    Hardtanh,
     Identity,
     LayerNorm,
+    LeakyReLU,
     Linear,
     LogSoftmax,
     ReLU,
+    ReLU6,
     RMSNorm,
     Sigmoid,
     SiLU,
@@ -64,10 +68,7 @@ _MISSING = {
     "Conv3d": "Conv2d over each depth slice; there is no 3-D convolution",
     "BCELoss": "BCEWithLogitsLoss (pass the logits, not probabilities)",
     "KLDivLoss": "CrossEntropyLoss with class-probability targets",
-    "LeakyReLU": "ReLU or GELU",
     "ELU": "GELU or SiLU",
-    "ModuleDict": "ModuleList, or sub-modules set as attributes",
-    "ParameterList": "Parameters set as attributes (setattr(self, f'w{i}', Parameter(t)))",
 }
 
 

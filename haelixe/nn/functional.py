@@ -123,12 +123,25 @@ def gelu(x, approximate="none"):
     return _gelu(x, approximate)
 
 
-def silu(x):
-    return x.silu()
+def silu(x, inplace=False):
+    return x.silu_() if inplace else x.silu()
 
 
-def relu(x):
-    return x.relu()
+def relu(x, inplace=False):
+    """max(x, 0); ``inplace`` writes into ``x`` (autograd checks the write, as PyTorch)."""
+    return x.relu_() if inplace else x.relu()
+
+
+def leaky_relu(x, negative_slope=0.01, inplace=False):
+    return x.leaky_relu_(negative_slope) if inplace else x.leaky_relu(negative_slope)
+
+
+def hardtanh(x, min_val=-1.0, max_val=1.0, inplace=False):
+    return x.hardtanh_(min_val, max_val) if inplace else x.hardtanh(min_val, max_val)
+
+
+def relu6(x, inplace=False):
+    return hardtanh(x, 0.0, 6.0, inplace)
 
 
 def sigmoid(x):

@@ -94,12 +94,57 @@ class _Pointwise(Module):
         return getattr(x, self.method)()
 
 
-class SiLU(_Pointwise):
-    method = "silu"
+class _InPlaceable(Module):
+    """An activation PyTorch lets write into its input (``inplace=True``)."""
+
+    function = None
+
+    def __init__(self, inplace: bool = False):
+        super().__init__()
+        self.inplace = inplace
+
+    def forward(self, x):
+        return type(self).function(x, inplace=self.inplace)
+
+    def extra_repr(self) -> str:
+        return "inplace=True" if self.inplace else ""
 
 
-class ReLU(_Pointwise):
-    method = "relu"
+class SiLU(_InPlaceable):
+    function = F.silu
+
+
+class ReLU(_InPlaceable):
+    function = F.relu
+
+
+class ReLU6(_InPlaceable):
+    function = F.relu6
+
+
+class LeakyReLU(Module):
+    def __init__(self, negative_slope: float = 0.01, inplace: bool = False):
+        super().__init__()
+        self.negative_slope, self.inplace = negative_slope, inplace
+
+    def forward(self, x):
+        return F.leaky_relu(x, self.negative_slope, self.inplace)
+
+    def extra_repr(self) -> str:
+        return f"negative_slope={self.negative_slope}" + (", inplace=True" if self.inplace else "")
+
+
+class Hardtanh(Module):
+    def __init__(self, min_val: float = -1.0, max_val: float = 1.0, inplace: bool = False):
+        super().__init__()
+        self.min_val, self.max_val, self.inplace = min_val, max_val, inplace
+
+    def forward(self, x):
+        return F.hardtanh(x, self.min_val, self.max_val, self.inplace)
+
+    def extra_repr(self) -> str:
+        return f"min_val={self.min_val}, max_val={self.max_val}" + (
+            ", inplace=True" if self.inplace else "")
 
 
 class Sigmoid(_Pointwise):

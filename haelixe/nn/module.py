@@ -229,28 +229,37 @@ class Module:
     def load_state_dict(self, state_dict, strict: bool = True, assign: bool = False):
         """Copy values (tensors or arrays) into the existing parameters and buffers in
         place, keeping their identity (and any optimizer holding them). Everything is
-        checked before anything is written. Returns (missing_keys, unexpected_keys)."""
+        checked before anything is written. Returns the named tuple (missing_keys,
+        unexpected_keys); with ``strict`` (the default) either being non-empty raises
+        RuntimeError, as does a shape that differs (strict or not), as in PyTorch."""
         if assign:
             raise NotImplementedError("load_state_dict(assign=True) is not supported: "
                                       "values are always copied into the existing tensors")
         own = dict(self._state_items())
         missing = [k for k in own if k not in state_dict]
         unexpected = [k for k in state_dict if k not in own]
-        if strict and (missing or unexpected):
-            raise KeyError(f"load_state_dict for {type(self).__name__}: missing keys "
-                           f"{missing}, unexpected keys {unexpected}")
         from ..creation import tensor as to_tensor
 
-        sources = {}
+        errors, sources = [], {}
+        if strict and unexpected:
+            errors.append("Unexpected key(s) in state_dict: "
+                          + ", ".join(f'"{k}"' for k in unexpected) + ". ")
+        if strict and missing:
+            errors.append("Missing key(s) in state_dict: "
+                          + ", ".join(f'"{k}"' for k in missing) + ". ")
         for k, t in own.items():
             if k not in state_dict:
                 continue
             src = state_dict[k]
             src = src if isinstance(src, Tensor) else to_tensor(src)
             if tuple(src.shape) != t.shape:
-                raise ValueError(f"load_state_dict: {k} has shape {tuple(src.shape)} in "
-                                 f"the state dict but {t.shape} in the model")
+                errors.append(f"size mismatch for {k}: copying a param with shape "
+                              f"{tuple(src.shape)} from checkpoint, the shape in current "
+                              f"model is {t.shape}.")
             sources[k] = src
+        if errors:  # PyTorch's error: every problem listed, nothing written
+            raise RuntimeError(f"Error(s) in loading state_dict for {type(self).__name__}:"
+                               + "".join(f"\n\t{e}" for e in errors))
         with no_grad():
             for k, src in sources.items():
                 own[k].copy_(src)
@@ -424,3 +433,12 @@ class Sequential(_ModuleSequence):
 
 class ModuleList(_ModuleSequence):
     """A list of modules whose parameters the parent module sees."""
+
+    def extend(self, modules):
+        for m in modules:
+            self.append(m)
+        return self
+
+    def __setitem__(self, i: int, module) -> None:
+        key = list(self._modules)[i]  # (an IndexError names the bad index)
+        self.add_module(key, module)
