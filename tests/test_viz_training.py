@@ -239,3 +239,24 @@ def test_progress_bar_follows_the_denoiser_training_loop():
     root = ET.fromstring(bar.picture.svg)
     assert (root.get("data-step"), root.get("data-total")) == ("10", "10")
     assert bar.loss is not None and "step 10/10 · loss" in bar.to_svg()
+
+
+def test_by_default_the_dashboard_redraws_at_most_every_three_quarters_of_a_second():
+    # each redraw ships an SVG the browser parses on the cores training runs on
+    clock = FakeClock()
+    dash = TrainingDashboard(total_steps=10_000, now=clock)
+    drawn = []
+    for s in range(1, 2001):
+        clock.t += 0.005
+        before = dash.clock.redraws
+        dash.update(s, 1.0 / s, 1e-3)
+        if dash.clock.redraws > before:
+            drawn.append(clock.t)
+    gaps = np.diff(drawn)
+    assert gaps.min() >= 0.75 - 1e-9 and gaps.max() <= 1.0 + 1e-9
+    assert len(drawn) <= 10 / 0.75 + 1
+
+
+def test_before_the_first_step_the_status_says_what_it_waits_for():
+    dash = TrainingDashboard(total_steps=10)
+    assert "compiles its kernels" in dash._status.value

@@ -6,7 +6,9 @@ draws them as SVG panels (loss, learning rate, sample, text). Widget part:
 :meth:`TrainingDashboard.update` records one step (cheap); at a fixed step interval it
 asks the caller's ``evaluate(model)`` for the held-out loss and ``sample(model)`` for a
 prediction, and it redraws on the redraw clock: at most every ``interval`` seconds and
-at least once a second while steps come, however fast the machine is.
+at least once a second while steps come, however fast the machine is. The default
+interval, 0.75 s, is for the browser: each redraw ships a fresh SVG that the page parses
+and lays out on the same cores the training loop runs on, a cost the kernel never sees.
 
 The dashboard knows nothing of the model or the task: what to evaluate, what to sample
 and the baseline to beat come from the caller (``haelixe.denoise.dashboard_hooks()``
@@ -217,7 +219,7 @@ class TrainingDashboard(LiveWidget):
     def __init__(self, total_steps: int | None = None, *, evaluate=None, sample=None,
                  baseline: float | None = None, baseline_label: str = "baseline",
                  loss_label: str = "loss", eval_every: int | None = None, lr_plan=None,
-                 memory=None, interval: float = 0.25, now=time.perf_counter):
+                 memory=None, interval: float = 0.75, now=time.perf_counter):
         import ipywidgets as w
 
         self.evaluate_fn = evaluate
@@ -322,8 +324,8 @@ class TrainingDashboard(LiveWidget):
 
     def status_html(self) -> str:
         h = self.history
-        if not h.steps:
-            text = "waiting for the first step"
+        if not h.steps:  # the first step builds the model and compiles kernels: seconds
+            text = "waiting for the first step (it builds the model and compiles its kernels)"
             done = 0.0
         else:
             text = " · ".join(self._status_parts())
