@@ -3,8 +3,9 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+DOCS_STAMP := $(VENV)/.docs-installed
 
-.PHONY: venv lab learner test test-browser denoise bench lint clean
+.PHONY: venv lab learner test test-browser denoise bench results docs docs-venv lint clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -14,20 +15,26 @@ $(STAMP): pyproject.toml
 
 venv: $(STAMP)
 
-# Open the learner's lab notebooks in JupyterLab: exercises to fill in, each checked with
-# feedback (the instructor's versions, with solutions, are labs/NN_*.ipynb). Root, as in
-# a container, needs --allow-root.
+# JupyterLab on labs/: the learner's notebooks in labs/learner/ (exercises to fill in,
+# each checked with feedback) beside the instructor's labs/NN_*.ipynb (the solutions).
+# PORT=8890 picks the port, ARGS="--no-browser ..." passes options on. Root, as in a
+# container, needs --allow-root; the news popup is off for a first open.
+PORT ?= 8888
 lab: $(STAMP)
-	$(VENV)/bin/jupyter lab labs/learner/ $(if $(filter 0,$(shell id -u)),--allow-root)
+	mkdir -p $(VENV)/share/jupyter/lab/settings
+	cp labs/jupyterlab_overrides.json $(VENV)/share/jupyter/lab/settings/overrides.json
+	$(VENV)/bin/jupyter lab --ServerApp.root_dir=labs --port=$(PORT) \
+		$(if $(filter 0,$(shell id -u)),--allow-root) $(ARGS)
 
 # After editing an instructor notebook: run it (fresh outputs), strip volatile metadata
 # and regenerate the learner's version (the test suite checks they are up to date).
 learner: $(STAMP)
 	$(PY) -m haelixe.exercises.make_learner --execute
 
-# The whole suite: unit tests, GPU kernels on whatever adapter exists, the labs (nbval:
-# the instructor's notebooks compared, the learner's run without error).
-test: $(STAMP)
+# The whole suite: unit tests, GPU kernels on whatever adapter exists, the documentation
+# site built strict (tests/test_docs_site.py), the labs (nbval: the instructor's
+# notebooks compared, the learner's run without error).
+test: $(DOCS_STAMP)
 	$(PY) -m ruff check haelixe tests benchmarks
 	$(PY) -m pytest -q tests labs --nbval-lax --nbval-sanitize-with labs/sanitize.cfg -p no:cacheprovider
 
@@ -45,8 +52,22 @@ bench: $(STAMP)
 	$(PY) benchmarks/autograd_overhead.py
 	$(PY) benchmarks/denoiser_vs_torch.py
 
+# Run the benchmarks and write benchmarks/RESULTS.md and the README's headline table
+# (ARGS="--quick" for fewer rounds, "--gpu" to add the GPU figures). The comparison
+# figures need PyTorch in the venv (.venv/bin/pip install torch); without it they are left out.
+results: $(STAMP)
+	$(PY) benchmarks/results.py $(ARGS)
+
+# The documentation site (mkdocs, strict: a warning or a broken link fails) into site/.
+$(DOCS_STAMP): $(STAMP)
+	$(PY) -m pip install -q -e ".[lab,test,docs]"
+	touch $(DOCS_STAMP)
+
+docs: $(DOCS_STAMP)
+	$(VENV)/bin/mkdocs build --strict --quiet
+
 lint: $(STAMP)
 	$(PY) -m ruff check haelixe tests benchmarks
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache
+	rm -rf $(VENV) .pytest_cache .ruff_cache site
