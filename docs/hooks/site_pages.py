@@ -3,14 +3,17 @@
 - the instructor's lab notebooks (labs/NN_*.ipynb, saved with their outputs), rendered by
   mkdocs-jupyter;
 - benchmarks/RESULTS.md, the generated results table;
-- the reference of the names made at import time, which mkdocstrings (reading the source)
-  cannot see: the op registry's function forms (``hx.exp``) and the methods the op
-  modules attach to Tensor. These are listed by importing haelixe, each with its
-  signature and docstring.
+- the API reference of each public namespace (``hx``, ``hx.nn``, ``hx.optim`` ...):
+  every public name with its signature and docstring, and each class's own public
+  methods. Much of the API is made at import time (the op registry's function forms,
+  the methods the op modules attach to Tensor), which a reader of the source cannot see,
+  so these pages come from importing haelixe. mkdocstrings renders the module-level
+  pages (amp, memory, capture, exercises) from the source.
 """
 
 from __future__ import annotations
 
+import importlib
 import inspect
 import sys
 from pathlib import Path
@@ -20,6 +23,37 @@ from mkdocs.structure.files import File
 
 ROOT = Path(__file__).resolve().parents[2]
 
+#: page -> (title, intro, [(module, prefix shown before each name)])
+NAMESPACES = {
+    "api/haelixe.md": ("haelixe", "Every public name of the `haelixe` namespace (`import "
+                       "haelixe as hx`). The function forms of the ops (`hx.exp(x)`, "
+                       "`hx.cat([...])`) come from the op registry. `hx.autocast`, "
+                       "`hx.save`, `hx.load`, `hx.memory_stats` and `hx.empty_cache` load "
+                       "their modules on first use: see [amp, memory and "
+                       "checkpoints](amp_memory.md).",
+                       [("haelixe", "hx.")]),
+    "api/nn.md": ("nn", "Modules, layers and losses (`hx.nn`), with PyTorch's names and "
+                  "signatures, then `hx.nn.init` and `hx.nn.utils`. The functional forms "
+                  "are on [functional](functional.md).",
+                  [("haelixe.nn", "nn."), ("haelixe.nn.init", "nn.init."),
+                   ("haelixe.nn.utils", "nn.utils.")]),
+    "api/functional.md": ("nn.functional", "`from haelixe.nn import functional as F`.",
+                          [("haelixe.nn.functional", "F.")]),
+    "api/optim.md": ("optim", "Optimizers, clipping and learning-rate schedules.",
+                     [("haelixe.optim", "optim."),
+                      ("haelixe.optim.lr_scheduler", "optim.lr_scheduler.")]),
+    "api/data.md": ("data", "Datasets, samplers and the DataLoader (`hx.data`, as "
+                    "`torch.utils.data`), then the memory-mapped datasets and the tasks the "
+                    "labs train on.",
+                    [("haelixe.data", "data."), ("haelixe.data.memmap", "data.memmap."),
+                     ("haelixe.data.sine", "data.sine."), ("haelixe.data.text", "data.text.")]),
+    "api/autograd.md": ("autograd", "Reverse-mode automatic differentiation: custom "
+                        "Functions, `grad`, `gradcheck`, grad modes, anomaly detection and "
+                        "graph introspection.", [("haelixe.autograd", "autograd.")]),
+    "api/viz.md": ("viz", "The notebook widgets and their pure render functions (needs the "
+                   "`lab` extra).", [("haelixe.viz", "viz.")]),
+}
+
 
 def _signature(obj) -> str:
     try:
@@ -28,9 +62,20 @@ def _signature(obj) -> str:
         return "(...)"
 
 
-def _entry(title: str, obj, prefix: str) -> str:
-    kind = ("class" if inspect.isclass(obj) else "property" if isinstance(obj, property)
-            else "function" if callable(obj) else "value")
+def _kind(obj) -> str:
+    if inspect.isclass(obj):
+        return "class"
+    if isinstance(obj, property):
+        return "property"
+    if isinstance(obj, (staticmethod, classmethod)):
+        return "function"
+    return "function" if callable(obj) else "value"
+
+
+def _entry(title: str, obj, prefix: str, level: str = "###") -> str:
+    kind = _kind(obj)
+    if isinstance(obj, (staticmethod, classmethod)):
+        obj = obj.__func__
     head = f"{prefix}{title}"
     if kind in ("class", "function"):
         head += _signature(obj)
@@ -38,41 +83,57 @@ def _entry(title: str, obj, prefix: str) -> str:
         value = repr(obj)
         head += f" = {value if len(value) <= 80 else value[:77] + '...'}"
     doc = inspect.cleandoc(obj.__doc__ or "") if kind != "value" else ""
-    text = f"### `{title}`\n\n```python\n{head}\n```\n\n"
+    if kind == "class" and obj.__doc__ is type.__doc__:
+        doc = ""
+    text = f"{level} `{prefix}{title}`\n\n```python\n{head}\n```\n\n"
     if doc:
         text += "```text\n" + doc.replace("```", "'''") + "\n```\n\n"
     return text
 
 
 def public_names(module) -> list[str]:
-    """The public names of the ``haelixe`` namespace the namespace page lists (modules
-    and the Tensor class have pages of their own)."""
-    return sorted(n for n, v in vars(module).items()
-                  if not n.startswith("_") and not inspect.ismodule(v) and n != "Tensor")
+    """The public names a namespace page lists: ``__all__`` where the module has one,
+    else every public non-module name (the top-level page leaves Tensor to its own)."""
+    names = getattr(module, "__all__", None)
+    if names is None:
+        names = [n for n, v in vars(module).items()
+                 if not n.startswith("_") and not inspect.ismodule(v)]
+    return sorted(n for n in names if not (module.__name__ == "haelixe" and n == "Tensor"))
+
+
+def own_members(cls) -> list[str]:
+    """A class's public methods and properties defined in the class itself."""
+    return sorted(n for n, v in vars(cls).items() if not n.startswith("_")
+                  and (callable(v) or isinstance(v, (property, staticmethod, classmethod))))
 
 
 def tensor_members(cls) -> list[str]:
     return sorted(n for n in dir(cls) if not n.startswith("_"))
 
 
-def namespace_page() -> str:
-    sys.path.insert(0, str(ROOT))
-    import haelixe
+def _import_haelixe() -> None:
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
 
-    out = ["# haelixe\n",
-           "Every public name of the `haelixe` namespace (`import haelixe as hx`), with its "
-           "signature and docstring. The function forms of the ops (`hx.exp(x)`, "
-           "`hx.cat([...])`) come from the op registry; the subpackages have pages of their "
-           "own: [nn](nn.md), [optim](optim.md), [data](data.md), [autograd](autograd.md), "
-           "[amp and memory](amp_memory.md), [viz](viz.md). `hx.autocast`, `hx.save`, "
-           "`hx.load`, `hx.memory_stats` and `hx.empty_cache` load their modules on first "
-           "use and are described on [amp and memory](amp_memory.md).\n"]
-    out += [_entry(n, getattr(haelixe, n), "hx.") for n in public_names(haelixe)]
+
+def namespace_page(title: str, intro: str, modules) -> str:
+    _import_haelixe()
+    out = [f"# {title}\n", intro + "\n"]
+    for module_name, prefix in modules:
+        module = importlib.import_module(module_name)
+        if len(modules) > 1:
+            out.append(f"## `{module_name.replace('haelixe', 'hx', 1)}`\n")
+        for name in public_names(module):
+            obj = getattr(module, name)
+            out.append(_entry(name, obj, prefix))
+            if inspect.isclass(obj) and obj.__module__.startswith("haelixe"):
+                out += [_entry(m, inspect.getattr_static(obj, m), f"{prefix}{name}.", "####")
+                        for m in own_members(obj)]
     return "\n".join(out)
 
 
 def tensor_page() -> str:
-    sys.path.insert(0, str(ROOT))
+    _import_haelixe()
     from haelixe.tensor import Tensor
 
     out = ["# Tensor\n", "Every public method and property, with its signature (most are "
@@ -90,6 +151,8 @@ def on_files(files, config):
     results = ROOT / "benchmarks" / "RESULTS.md"
     if results.exists():
         files.append(File.generated(config, "results.md", content=results.read_text()))
-    files.append(File.generated(config, "api/haelixe.md", content=namespace_page()))
+    for page, (title, intro, modules) in NAMESPACES.items():
+        files.append(File.generated(config, page, content=namespace_page(title, intro,
+                                                                           modules)))
     files.append(File.generated(config, "api/tensor.md", content=tensor_page()))
     return files
