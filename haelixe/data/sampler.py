@@ -7,18 +7,17 @@ import numbers
 
 import numpy as np
 
-from ..random import generator as default_generator
+from ..random import generator as random_generator
 
 
 def numpy_generator(generator, op: str) -> np.random.Generator:
-    """The numpy Generator behind ``generator``: None is Haelixe's own (seeded by
-    hx.manual_seed), a numpy Generator is itself, and a Haelixe Generator object gives
-    the numpy Generator it draws from."""
+    """The numpy Generator behind ``generator``: None is Haelixe's default (seeded by
+    hx.manual_seed), an hx.Generator gives its own, a numpy Generator is itself."""
     try:
-        return default_generator(generator)
+        return random_generator(generator)
     except TypeError:
-        raise TypeError(f"{op}: generator must be an hx.Generator or a numpy Generator, "
-                        f"got {type(generator).__name__}") from None
+        raise TypeError(f"{op}: generator must be an hx.Generator (torch.Generator) or a "
+                        f"numpy Generator, got {type(generator).__name__}") from None
 
 
 def _positive_int(value, what: str, op: str) -> int:
@@ -82,7 +81,7 @@ class RandomSampler(Sampler):
     def _stream(self) -> np.random.Generator:
         if self.generator is not None:
             return numpy_generator(self.generator, "RandomSampler")
-        return np.random.default_rng(default_generator().integers(2**63))
+        return np.random.default_rng(random_generator().integers(2**63))
 
     def __iter__(self):
         n, total, rng = len(self.data_source), self.num_samples, self._stream()
