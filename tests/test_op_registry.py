@@ -360,6 +360,10 @@ OTHER = {
     "diagonal": (lambda x: x.diagonal(1), lambda x: x.diagonal(1)),
     "nonzero": (lambda x: (x > 0).nonzero(), lambda x: (x > 0).nonzero()),
     "multinomial": (None, None),  # random: tests/test_ops_api.py checks its distribution
+    "mm": (lambda x: x.mm(x.mT), lambda x: x.mm(x.mT)),
+    "roll": (lambda x: x.roll((1, -2), (0, 1)), lambda x: x.roll((1, -2), (0, 1))),
+    "unique": (lambda x: (x > 0).int().unique(return_counts=True)[1],
+               lambda x: (x > 0).int().unique(return_counts=True)[1]),
     "conv1d": (lambda x: hx.nn.functional.conv1d(x[None], x[None, :, :3]),
                lambda x: F.conv1d(x[None], x[None, :, :3])),
     "conv2d": (lambda x: hx.nn.functional.conv2d(x[None, None], x[None, None, :2, :3]),
@@ -420,7 +424,8 @@ def test_other_ops_on_strided_layouts(name, layout, seed):
 
 # (not `to`: its spec rounds to bfloat16, whose gradient is rounded too)
 DIFF_OTHER = [n for n in SPEC_OPS
-              if n not in ("argmax", "argmin", "all", "any", "argsort", "to", "nonzero")]
+              if n not in ("argmax", "argmin", "all", "any", "argsort", "to", "nonzero",
+                           "unique")]
 
 
 @pytest.mark.parametrize("name", DIFF_OTHER)
