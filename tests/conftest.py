@@ -2,8 +2,34 @@
 
 from __future__ import annotations
 
+import importlib
+import os
+
 import pytest
 from layouts import LAYOUTS
+
+from haelixe.backends import cpu_jit
+
+
+def pytest_configure(config):
+    """Under HAELIXE_BLOCK_IMPORTS (make test-portable), the blocked modules must really
+    be unimportable here: a blocker that did not load would pass the run vacuously."""
+    for name in filter(None, os.environ.get("HAELIXE_BLOCK_IMPORTS", "").split(",")):
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            continue
+        raise pytest.UsageError(f"HAELIXE_BLOCK_IMPORTS names {name!r}, but it imports: "
+                                f"put tests/blocked_imports first on PYTHONPATH")
+
+
+def pytest_collection_modifyitems(config, items):
+    if cpu_jit.numba_installed():
+        return
+    skip = pytest.mark.skip(reason="checks the compiled CPU kernels; numba is not installed")
+    for item in items:
+        if "numba" in item.keywords:
+            item.add_marker(skip)
 
 
 @pytest.fixture(params=list(LAYOUTS))

@@ -16,6 +16,7 @@ from haelixe.backends import cpu_attention
 from haelixe.backends.cpu import CPU_BACKEND
 
 torch = pytest.importorskip("torch")
+pytestmark = pytest.mark.numba  # (the compiled backend's kept probabilities)
 
 RNG = np.random.default_rng(11)
 SQ, SK = 5, 6

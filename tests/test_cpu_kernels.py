@@ -68,6 +68,7 @@ def test_the_compiled_set_covers_the_ops_that_train():
     assert len(JITTED) > 30
 
 
+@pytest.mark.numba
 @pytest.mark.parametrize("name,kernel", JITTED, ids=[n for n, _ in JITTED])
 def test_compiled_kernel_equals_numpy_float32(name, kernel):
     rng = np.random.default_rng(0)
@@ -79,6 +80,7 @@ def test_compiled_kernel_equals_numpy_float32(name, kernel):
     np.testing.assert_allclose(got, want, rtol=3e-6, atol=2e-6, err_msg=name)
 
 
+@pytest.mark.numba
 @pytest.mark.parametrize("name", ["gelu_erf", "gelu_backward", "silu_grad0", "erf",
                                   "clamp3_grad0", "adamw_p"])
 def test_compiled_kernel_float64_and_strided(name):
@@ -120,6 +122,7 @@ def test_kernels_calling_log_or_tanh_are_not_compiled():
     assert "softplus" not in names and "gelu_tanh" not in names and "logaddexp" not in names
 
 
+@pytest.mark.numba
 def test_compile_failure_falls_back_to_numpy(monkeypatch):
     k = base.Kernel("probe_fallback", lambda m, x: m.exp(x) * 2.0 + 1.0, 1)
 
@@ -147,6 +150,7 @@ def test_float_edge_cases_are_silent_and_right():
     np.testing.assert_array_equal(y[:6], np.float32([np.nan, np.inf, np.nan, 1e30, -0.0, -0.0]))
 
 
+@pytest.mark.numba
 def test_exp32_and_erf32_accuracy():
     from numba import vectorize
 
@@ -178,6 +182,7 @@ def _strided(a):
     return np.moveaxis(big[::2], 0, -1)
 
 
+@pytest.mark.numba
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("strided", [False, True])
 @pytest.mark.parametrize("axis", [2, 0])
@@ -195,6 +200,7 @@ def test_softmax_family_matches_composed(dtype, strided, axis):
         np.testing.assert_allclose(got, want, **TOL[dtype])
 
 
+@pytest.mark.numba
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("strided", [False, True])
 @pytest.mark.parametrize("weight", [True, False])
@@ -219,6 +225,7 @@ def test_rmsnorm_matches_composed(dtype, strided, weight):
         assert dw is None
 
 
+@pytest.mark.numba
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("strided", [False, True])
 @pytest.mark.parametrize("affine", [True, False])
@@ -244,6 +251,7 @@ def test_layernorm_matches_composed(dtype, strided, affine):
                                    atol=1e-5 if dtype == np.float32 else 1e-12)
 
 
+@pytest.mark.numba
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("shape", [(9, 8), (3, 9, 8), (2, 3, 2, 9, 8), (2, 2, 2, 2, 9, 8)])
 def test_rope_matches_composed_on_views(dtype, shape):
@@ -265,6 +273,7 @@ def test_rope_matches_composed_on_views(dtype, shape):
     np.testing.assert_allclose(back, x, rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.numba
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_adamw_matches_composed(dtype):
     rng = np.random.default_rng(6)
@@ -282,6 +291,7 @@ def test_adamw_matches_composed(dtype):
         np.testing.assert_allclose(got, want, **TOL[dtype])
 
 
+@pytest.mark.numba
 def test_adamw_on_bfloat16_runs_in_float32():
     import ml_dtypes
 

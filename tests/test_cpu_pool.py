@@ -18,7 +18,7 @@ import pytest
 from threadpoolctl import threadpool_limits
 
 import haelixe as hx
-from haelixe.backends import cpu_attention, cpu_kernels, threads
+from haelixe.backends import cpu_attention, threads
 from haelixe.backends.cpu import CPU_BACKEND as BE
 
 RNG = np.random.default_rng(16)
@@ -203,6 +203,7 @@ MASKS = {
 }
 
 
+@pytest.mark.numba
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("mask", MASKS)
@@ -229,6 +230,7 @@ def test_attention_cut_by_heads_equals_the_whole(split, dtype, causal, mask, lea
         np.testing.assert_array_equal(got, want)
 
 
+@pytest.mark.numba
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("mask", MASKS)
 def test_kept_probabilities_serve_backward_like_rebuilt_ones(monkeypatch, dtype, mask):
@@ -260,6 +262,7 @@ def test_kept_probabilities_serve_backward_like_rebuilt_ones(monkeypatch, dtype,
     assert cpu_attention.attention_forward_keeping(q, k, v, True, 0.3, m)[2] is None
 
 
+@pytest.mark.numba
 def test_the_blocked_path_keeps_no_probabilities():
     q, k, v = _attention_inputs(np.float32, (1,), (1,), sq=3,
                                 sk=cpu_attention.FLASH_MIN_KEYS, d=2)
@@ -270,6 +273,7 @@ def test_the_blocked_path_keeps_no_probabilities():
     np.testing.assert_array_equal(lse, plain_lse)
 
 
+@pytest.mark.numba
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("mask", ["none", "bool"])
 @pytest.mark.parametrize("leads", [((4, 3), (4, 3)), ((4, 1), (4, 3))])
@@ -295,6 +299,7 @@ def test_kept_probabilities_cut_by_heads_equal_the_whole(split, causal, mask, le
         np.testing.assert_array_equal(got, want)
 
 
+@pytest.mark.numba
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("sq,sk", [(7, 9), (9, 7), (1, 1)])
 def test_attention_against_numpy(causal, sq, sk):
@@ -319,12 +324,15 @@ def test_attention_against_numpy(causal, sq, sk):
         np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12)
 
 
+@pytest.mark.numba
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_probability_kernels_mask_the_hidden_keys(dtype):
     sq, sk = 5, 19  # rows longer than one lane block, with a tail
     s = _arr((3 * sq, sk), dtype)
     s[4, 2] = np.nan  # a NaN spreads over its row, as in numpy
     p, lse = np.empty_like(s), np.empty(3 * sq, dtype)
+    from haelixe.backends import cpu_kernels
+
     cpu_kernels.attention_probs(s, dtype(0.5), True, sq, p, lse)
     hidden = np.arange(sk)[None, :] > (np.arange(3 * sq) % sq)[:, None]
     x = np.where(hidden, -np.inf, s * dtype(0.5)).astype(np.float64)
@@ -350,6 +358,7 @@ def _add_at(shape, key, values):
     return out
 
 
+@pytest.mark.numba
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("index_shape,table", [((64,), (10, 8)), ((4, 16), (10, 8)),
                                                ((30,), (6, 3, 4)), ((12,), (5,)),
@@ -394,6 +403,7 @@ def test_index_add_out_of_range_raises_add_ats_error(bad):
     assert str(got.value) == str(want.value)
 
 
+@pytest.mark.numba
 def test_embedding_gradient_through_the_compiled_path():
     torch = pytest.importorskip("torch")
 

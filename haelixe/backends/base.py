@@ -72,8 +72,9 @@ K_LN_DX = Kernel("layernorm_dx",
 K_ROPE_A = Kernel("rope_a", lambda m, x1, x2, c, s: x1 * c - x2 * s, 4)
 K_ROPE_B = Kernel("rope_b", lambda m, x1, x2, c, s: x2 * c + x1 * s, 4)
 K_MSE_GRAD = Kernel("mse_grad", lambda m, x, y, g, k: (x - y) * (g * k), 4)
-K_ADAMW_M = Kernel("adam_m", lambda m, mo, g, b1: mo * b1 + g * (1.0 - b1), 3)
-K_ADAMW_V = Kernel("adam_v", lambda m, v, g, b2: v * b2 + g * g * (1.0 - b2), 3)
+# (1 - beta) is an argument, rounded once from float64: 1 - float32(0.999) is 5e-5 off
+K_ADAMW_M = Kernel("adam_m", lambda m, mo, g, b1, c1: mo * b1 + g * c1, 4)
+K_ADAMW_V = Kernel("adam_v", lambda m, v, g, b2, c2: v * b2 + g * g * c2, 4)
 K_ADAMW_P = Kernel(
     "adamw_p", lambda m, p, mo, v, decay, lr_bc1, inv_sqrt_bc2, eps:
     p * decay - lr_bc1 * mo / (m.sqrt(v) * inv_sqrt_bc2 + eps), 7)
@@ -456,8 +457,8 @@ class Backend:
     # -- composed: optimizers (in place on flat contiguous buffers) -----------------------
     def adamw_step(self, p, g, m, v, lr, beta1, beta2, eps, weight_decay, step):
         t = p.dtype.type
-        self.map_into(K_ADAMW_M, m, [g, t(beta1)])
-        self.map_into(K_ADAMW_V, v, [g, t(beta2)])
+        self.map_into(K_ADAMW_M, m, [g, t(beta1), t(1.0 - beta1)])
+        self.map_into(K_ADAMW_V, v, [g, t(beta2), t(1.0 - beta2)])
         bc1, bc2 = 1.0 - beta1 ** step, 1.0 - beta2 ** step
         self.map_into(K_ADAMW_P, p, [m, v, t(1.0 - lr * weight_decay), t(lr / bc1),
                                      t(1.0 / math.sqrt(bc2)), t(eps)])
@@ -473,8 +474,8 @@ class Backend:
         """adamw_step with ``lr`` and ``step`` (the count, this step included) read from
         1-element arrays; the bias corrections are computed in p's dtype."""
         t = p.dtype.type
-        self.map_into(K_ADAMW_M, m, [g, t(beta1)])
-        self.map_into(K_ADAMW_V, v, [g, t(beta2)])
+        self.map_into(K_ADAMW_M, m, [g, t(beta1), t(1.0 - beta1)])
+        self.map_into(K_ADAMW_V, v, [g, t(beta2), t(1.0 - beta2)])
         self.map_into(K_ADAMW_P_CAPTURABLE, p, [m, v, lr, step, t(beta1), t(beta2), t(eps),
                                                 t(weight_decay)])
 

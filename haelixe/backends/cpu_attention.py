@@ -16,7 +16,7 @@ import math
 import numpy as np
 
 from . import threads
-from .cpu import kernels
+from .cpu_jit import kernels
 
 # Above this many keys the score matrix of one head would outgrow the caches.
 FLASH_MIN_KEYS = 512

@@ -1,4 +1,6 @@
-"""Elementwise Kernels compiled to one-pass numpy ufuncs with numba.
+"""numba's side of the CPU backend: whether it is installed, the compiled kernels
+(cpu_kernels) loaded on first use, and elementwise Kernels compiled to one-pass numpy
+ufuncs. numba is optional: without it nothing here is compiled and the CPU runs numpy.
 
 A Kernel's function is traced once per dtype with symbols for its inputs, giving a
 Python expression over scalar math (``0.5 * x0 * (1.0 + ferf(x0 * 0.7071...))``); that
@@ -26,6 +28,36 @@ import numpy as np
 
 #: dtypes the compiled ufuncs serve (everything else takes the numpy path)
 FLOATS = {np.dtype(np.float32): "float32", np.dtype(np.float64): "float64"}
+
+
+def numba_installed() -> bool:
+    """Whether numba can be found (found, not imported: numba loads in about half a
+    second, paid at the first compiled kernel). Without it, elementwise kernels run as
+    numpy expressions and the fused ops as base.py's composed defaults."""
+    global _NUMBA
+    if _NUMBA is None:
+        try:
+            _NUMBA = importlib.util.find_spec("numba") is not None
+        except (ImportError, ValueError):  # blocked, or a module without a spec
+            _NUMBA = False
+    return _NUMBA
+
+
+_NUMBA = None
+_K = None
+
+
+def kernels():
+    """cpu_kernels, imported on first use (numba loads in about half a second)."""
+    global _K
+    if _K is None:
+        try:
+            from . import cpu_kernels as _K
+        except ImportError as e:  # installed (numba_installed found it) but broken
+            raise ImportError(f"haelixe: numba is installed but does not import ({e}); "
+                              f"repair it, or uninstall it to run the CPU kernels on "
+                              f"numpy") from e
+    return _K
 
 
 class Unsupported(Exception):

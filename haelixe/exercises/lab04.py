@@ -74,12 +74,12 @@ def _bin_counts(stats) -> tuple[int, int]:
 @LAB.exercise("4.2", "Reclamation, read from MemoryView",
               section="4. Deterministic reclamation")
 def reclamation(answer, fb):
+    raw = fb.call(answer, shown="reclamation_answer()")  # (first: a stub is "not done")
     try:
         stats = memory.memory_stats("gpu")
     except RuntimeError:
         fb.fail("the GPU allocator has not started: run the scenario cell above first")
     truth = _bin_counts(stats)
-    raw = fb.call(answer, shown="reclamation_answer()")
     got, complaint = as_int_tuple(raw, 2, "reclamation_answer()")
     if complaint:
         fb.fail(complaint, hint="return the pair (slabs in use, slabs cached) of the 4 MiB "

@@ -141,9 +141,10 @@ def _create_context() -> GpuContext:
     ensure_runtime_dir()
     try:
         import wgpu
-    except ImportError as err:  # pragma: no cover - wgpu is a dependency
-        raise GpuUnavailableError(f"wgpu is not importable ({err}); pip install wgpu, "
-                                  f"or use device=\"cpu\"") from err
+    except ImportError as err:  # wgpu is optional (the "gpu" extra)
+        raise GpuUnavailableError(f"the GPU needs the wgpu package, which is not "
+                                  f"installed ({err}): pip install 'haelixe[gpu]' (or "
+                                  f"pip install wgpu), or use device=\"cpu\"") from err
     try:
         adapters = list(wgpu.gpu.enumerate_adapters_sync())
     except Exception as err:  # the native library can fail to start at all

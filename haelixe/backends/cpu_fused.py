@@ -1,0 +1,212 @@
+"""The CPU backend with numba's one-pass kernels for the fused ops: the softmax family,
+the norms, RoPE, attention (cpu_attention), an embedding's backward and the AdamW step
+run as the compiled loops of cpu_kernels, and composite elementwise ops as the ufuncs
+cpu_jit compiles from their declarations (see cpu._compile).
+
+Each method here is the compiled form of a contract method whose readable default,
+composed from primitives, is in base.py: without numba, ``CPUBackend`` (cpu.py) runs
+those defaults on numpy, with the same results to rounding. cpu.py picks this class
+when numba can be imported.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .cpu import _LOW_SET, CPUBackend, _check_rope_dtype, computes_in_f32
+from .cpu_jit import kernels
+
+_JIT_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
+
+
+def _index_add_rows(out, key, values) -> bool:
+    """out[key] += values (repeats accumulating) in one compiled pass where key is one
+    integer array picking rows of out (an embedding's backward); False, with nothing
+    added, for other keys and dtypes, and for an index out of range (np.add.at then
+    raises its own error). np.add.at walks the subspace of every index apart, 100x
+    slower on rows this short."""
+    if len(key) != 1 or out.ndim < 1 or out.dtype not in _JIT_FLOATS \
+            or values.dtype != out.dtype:
+        return False
+    index = key[0]
+    if not isinstance(index, np.ndarray) or index.dtype.kind != "i" \
+            or values.shape != index.shape + out.shape[1:]:
+        return False
+    width = math.prod(out.shape[1:])
+    return kernels().index_add_rows(out.reshape(out.shape[0], width),
+                                    np.ascontiguousarray(index).reshape(-1),
+                                    np.ascontiguousarray(values).reshape(index.size, width))
+
+
+class CompiledCPUBackend(CPUBackend):
+    """CPUBackend with the fused ops compiled (numba)."""
+
+    def softmax(self, x, axis):
+        return _rows(kernels().softmax_rows, x, axis)
+
+    def log_softmax(self, x, axis):
+        return _rows(kernels().log_softmax_rows, x, axis)
+
+    def softmax_backward(self, y, g, axis, log):
+        return _rows(kernels().softmax_backward_rows, y, axis, g, extra=(log,))
+
+    def index_add(self, shape, key, values):
+        out = np.zeros(shape, values.dtype)
+        if _index_add_rows(out, key, values):
+            return out
+        return super().index_add(shape, key, values)
+
+    # The norms run one compiled pass per row (cpu_kernels); statistics are saved per
+    # row, shaped x.shape[:-1] + (1,) as the contract says.
+    @computes_in_f32
+    def rmsnorm(self, x, w, eps):
+        x2 = _as_rows(x)
+        y = np.empty(x2.shape, x.dtype)
+        rstd = np.empty(x2.shape[0], x.dtype)
+        kernels().rmsnorm_rows(x2, _weight(w, x2, 1), eps, y, rstd)
+        return y.reshape(x.shape), rstd.reshape(x.shape[:-1] + (1,))
+
+    @computes_in_f32
+    def rmsnorm_backward(self, x, w, rstd, gy):
+        x2, g2 = _as_rows(x), _as_rows(gy)
+        dx = np.empty(x2.shape, x.dtype)
+        dw = np.zeros(x2.shape[1], np.float64)
+        kernels().rmsnorm_backward_rows(x2, _weight(w, x2, 1), _flat(rstd), g2, dx, dw)
+        return dx.reshape(x.shape), (dw.astype(w.dtype) if w is not None else None)
+
+    @computes_in_f32
+    def layernorm(self, x, w, b, eps):
+        x2 = _as_rows(x)
+        y = np.empty(x2.shape, x.dtype)
+        mean = np.empty(x2.shape[0], x.dtype)
+        rstd = np.empty(x2.shape[0], x.dtype)
+        kernels().layernorm_rows(x2, _weight(w, x2, 1), _weight(b, x2, 0), eps, y, mean,
+                                 rstd)
+        stat = x.shape[:-1] + (1,)
+        return y.reshape(x.shape), mean.reshape(stat), rstd.reshape(stat)
+
+    @computes_in_f32
+    def layernorm_backward(self, x, w, mean, rstd, gy):
+        x2, g2 = _as_rows(x), _as_rows(gy)
+        n = x2.shape[1]
+        dx = np.empty(x2.shape, x.dtype)
+        dw, db = np.zeros(n, np.float64), np.zeros(n, np.float64)
+        kernels().layernorm_backward_rows(x2, _weight(w, x2, 1), _flat(mean), _flat(rstd),
+                                          g2, dx, dw, db)
+        return (dx.reshape(x.shape), dw.astype(w.dtype) if w is not None else None,
+                db.astype(x.dtype))
+
+    @computes_in_f32
+    def rope(self, x, cos, sin, inverse=False):
+        _check_rope_dtype(x)
+        shape = x.shape
+        if x.ndim > 5:  # (the kernel takes up to five dims, any strides)
+            x = np.ascontiguousarray(x).reshape((-1,) + shape[-2:])
+        x5 = x.reshape((1,) * (5 - x.ndim) + x.shape) if x.ndim < 5 else x
+        out = np.empty(x5.shape, x.dtype)
+        t = x.dtype.type
+        kernels().rope5(x5, _same(cos, x.dtype), _same(sin, x.dtype),
+                        t(-1.0 if inverse else 1.0), out)
+        return out.reshape(shape)
+
+    @computes_in_f32
+    def attention(self, q, k, v, causal, scale, mask=None):
+        from .cpu_attention import attention_forward
+
+        return attention_forward(q, k, v, causal, scale, mask)
+
+    def attention_for_backward(self, q, k, v, causal, scale, mask=None):
+        """(out, lse, probabilities or None): the direct path's probabilities, where
+        they fit cpu_attention.KEEP_PROBS_BYTES. BF16/F16 keep none (theirs are float32,
+        which computes_in_f32 would round on the way out)."""
+        if q.dtype in _LOW_SET:
+            return super().attention_for_backward(q, k, v, causal, scale, mask)
+        from .cpu_attention import attention_forward_keeping
+
+        return attention_forward_keeping(q, k, v, causal, scale, mask)
+
+    @computes_in_f32
+    def attention_backward(self, q, k, v, out, lse, gout, causal, scale, mask=None,
+                           saved=None):
+        from .cpu_attention import attention_backward
+
+        return attention_backward(q, k, v, out, lse, gout, causal, scale, mask, saved)
+
+    def adamw_step(self, p, g, m, v, lr, beta1, beta2, eps, weight_decay, step):
+        self._adamw(p, g, m, v, lr, beta1, beta2, eps, weight_decay, 1.0 - beta1 ** step,
+                    1.0 - beta2 ** step)
+
+    def adamw_step_capturable(self, p, g, m, v, lr, step, beta1, beta2, eps, weight_decay):
+        # the count and lr read here, on every call (a replay of a captured step runs this
+        # method too); the bias corrections in their dtype, as the generic kernel does,
+        # then the fused pass of adamw_step
+        t = step.dtype.type
+        n = step.reshape(-1)[0]
+        bc1, bc2 = t(1.0) - t(beta1) ** n, t(1.0) - t(beta2) ** n
+        self._adamw(p, g, m, v, float(lr.reshape(-1)[0]), beta1, beta2, eps, weight_decay,
+                    float(bc1), float(bc2))
+
+    def _adamw(self, p, g, m, v, lr, beta1, beta2, eps, weight_decay, bc1, bc2):
+        args = (lr, beta1, beta2, eps, weight_decay, bc1, bc2)
+        bufs = (p, g, m, v)
+        if p.dtype in _JIT_FLOATS and all(b.dtype == p.dtype for b in bufs):
+            kernels().adamw_flat(p, g, m, v, *args)
+            return
+        # 16-bit buffers: the same pass in float32, each buffer rounded back once
+        p32, g32, m32, v32 = (b.astype(np.float32) for b in bufs)
+        kernels().adamw_flat(p32, g32, m32, v32, *args)
+        for dst, src in ((p, p32), (m, m32), (v, v32)):
+            np.copyto(dst, src, casting="unsafe")
+
+
+def _as_rows(x):
+    """``x`` as a C-contiguous (rows, last dim) array (a view where it already is)."""
+    return np.ascontiguousarray(x).reshape(-1, x.shape[-1]) if x.ndim else x.reshape(1, 1)
+
+
+def _flat(stat):
+    return np.ascontiguousarray(stat).reshape(-1)
+
+
+def _same(a, dtype):
+    return np.ascontiguousarray(a, dtype=dtype)
+
+
+def _weight(w, x2, fill):
+    """A norm's weight or bias as a contiguous vector (``fill`` when it is absent)."""
+    if w is None:
+        return np.full(x2.shape[1], fill, x2.dtype)
+    return np.ascontiguousarray(w, dtype=x2.dtype).reshape(-1)
+
+
+def _rows(kernel, x, axis, *others, extra=()):
+    """A row kernel (softmax family) applied along ``axis``: ``kernel(x2, out, *others2,
+    *extra)`` on (rows, length) arrays, ``others`` (of x's shape) passed after the
+    output. The usual call (the last dim of a C-contiguous float32/64 array) goes
+    straight to the kernel: on small tensors the general path's moves and copies cost as
+    much as the kernel itself. Otherwise the axis is moved last and made contiguous."""
+    n = x.shape[-1] if x.ndim else 0
+    if n and axis == x.ndim - 1 and x.dtype in _JIT_FLOATS and x.flags.c_contiguous:
+        rows = x.size // n
+        out = np.empty(x.shape, x.dtype)
+        if others:  # (often broadcasts: the gradient of a sum or a mean after a softmax)
+            extra = (*[np.ascontiguousarray(o, x.dtype).reshape(rows, n) for o in others],
+                     *extra)
+        kernel(x.reshape(rows, n), out.reshape(rows, n), *extra)
+        return out
+    if x.dtype in _LOW_SET:  # float32 inside (see sum), rounded once at the end
+        return _rows(kernel, x.astype(np.float32), axis,
+                     *(o.astype(np.float32) for o in others), extra=extra).astype(x.dtype)
+    if x.dtype not in _JIT_FLOATS:
+        x = x.astype(np.float64)
+        others = [o.astype(np.float64) for o in others]
+    last = axis == x.ndim - 1
+    xm = x if last else np.moveaxis(x, axis, -1)
+    x2 = _as_rows(xm)
+    out = np.empty(x2.shape, x.dtype)
+    kernel(x2, out, *(_as_rows(o if last else np.moveaxis(o, axis, -1)).astype(
+        x.dtype, copy=False) for o in others), *extra)
+    out = out.reshape(xm.shape)
+    return out if last else np.ascontiguousarray(np.moveaxis(out, -1, axis))
