@@ -5,12 +5,12 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 DOCS_STAMP := $(VENV)/.docs-installed
 
-.PHONY: venv lab learner test test-browser denoise bench results docs docs-venv lint clean
+.PHONY: venv lab learner test test-portable test-browser denoise bench results docs docs-venv lint clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e ".[lab,test]"
+	$(PY) -m pip install -q -e ".[fast,gpu,lab,test]"
 	touch $(STAMP)
 
 venv: $(STAMP)
@@ -37,6 +37,19 @@ learner: $(STAMP)
 test: $(DOCS_STAMP)
 	$(PY) -m ruff check haelixe tests benchmarks
 	$(PY) -m pytest -q tests labs --nbval-lax --nbval-sanitize-with labs/sanitize.cfg -p no:cacheprovider
+	$(MAKE) test-portable
+
+# Without the optional packages: numba and wgpu blocked (tests/blocked_imports, inherited
+# by the notebook kernels), the CPU tests of what numba would compile (the fused ops and
+# the optimizers against PyTorch, the denoiser) and the instructor's labs, on numpy
+# alone. About a minute of tests and two of labs on two busy cores.
+PORTABLE_TESTS := tests/test_cpu_kernels.py tests/test_softmax_backward.py \
+	tests/test_nn_functional.py tests/test_nn.py tests/test_optim_parity.py tests/test_amp.py \
+	tests/test_denoise.py tests/test_pytorch_idioms.py
+test-portable: $(STAMP)
+	PYTHONPATH=$(CURDIR)/tests/blocked_imports HAELIXE_BLOCK_IMPORTS=numba,wgpu \
+	$(PY) -m pytest -q $(PORTABLE_TESTS) labs/0*.ipynb -m "not gpu" --nbval-lax \
+	--nbval-sanitize-with labs/sanitize.cfg -p no:cacheprovider
 
 # The labs in headless Chromium at 1280x800, opened before and after running (screenshots
 # of every widget in build/screenshots); part of `make test` too.
@@ -60,7 +73,7 @@ results: $(STAMP)
 
 # The documentation site (mkdocs, strict: a warning or a broken link fails) into site/.
 $(DOCS_STAMP): $(STAMP)
-	$(PY) -m pip install -q -e ".[lab,test,docs]"
+	$(PY) -m pip install -q -e ".[fast,gpu,lab,test,docs]"
 	touch $(DOCS_STAMP)
 
 docs: $(DOCS_STAMP)

@@ -392,7 +392,10 @@ def embedding_with_padding_idx(L):
     return zero_row, out, emb.weight.grad, emb.padding_idx, emb.weight.grad[0]
 
 
-@idiom(rtol=1e-5, atol=1e-5)
+# x.grad is float32 rounding around a cancelling sum (the gradient of a normalised row's
+# sum): PyTorch's own float32 result lies 1.5e-5 from the float64 one, the composed
+# default's (without numba) 2.2e-5, the compiled kernel's 1.6e-5
+@idiom(rtol=1e-5, atol=3e-5)
 def layer_norm_module_variants(L):
     nn = L.nn
     x = grad_of(L, X3)
