@@ -260,3 +260,38 @@ def test_by_default_the_dashboard_redraws_at_most_every_three_quarters_of_a_seco
 def test_before_the_first_step_the_status_says_what_it_waits_for():
     dash = TrainingDashboard(total_steps=10)
     assert "compiles its kernels" in dash._status.value
+
+
+
+def _ytick_values(panel):
+    root = ET.fromstring(panel)
+    return [float(t.text) for t in root.iter(f"{NS}text") if t.get("class") == "hx-ytick"]
+
+
+def test_a_loss_within_one_decade_gets_an_axis_that_fits_it():
+    h = TrainingHistory(total_steps=300, baseline=4.56)
+    for s, v in enumerate(np.linspace(4.6, 2.1, 300), start=1):
+        h.record(s, float(v), 1e-3)
+    ticks = _ytick_values(render_training_panels(h)[0])
+    assert ticks and max(ticks) <= 5 and min(ticks) >= 1.5  # not stretched to 10 or 20
+
+
+def test_a_loss_over_decades_keeps_its_log_axis():
+    h = TrainingHistory(total_steps=300)
+    for s, v in enumerate(np.geomspace(1.0, 0.01, 300), start=1):
+        h.record(s, float(v), 1e-3)
+    ticks = _ytick_values(render_training_panels(h)[0])
+    assert {0.01, 0.1, 1.0} <= set(ticks)
+
+
+def test_text_samples_wrap_at_spaces_and_keep_every_character():
+    from haelixe.viz.training import wrap_words
+
+    text = "Return the number of items in a container. abcdefghijklmnopqrstuvwxyz0123 end"
+    lines = wrap_words(text, 12)
+    assert "".join(lines) == text
+    assert all(len(line.rstrip(" ")) <= 12 for line in lines)
+    words = set(text.split())
+    fitting = {w for w in words if len(w) <= 12}
+    # a word that fits a line is never cut across two
+    assert fitting <= {w for line in lines for w in line.split()}

@@ -17,6 +17,7 @@ gives the denoiser's).
 
 from __future__ import annotations
 
+import re
 import time
 import weakref
 from dataclasses import dataclass, field
@@ -82,8 +83,12 @@ def _xmax(h) -> float:
 
 def _loss_panel(h) -> str:
     vals = [v for v in (*h.loss, *h.heldout, h.baseline) if v is not None and v > 0]
-    lo, hi = (min(vals) / 1.3, max(vals) * 1.3) if vals else (1e-3, 1.0)
-    ax = Axes(LOSS_W, PANEL_H, (0, _xmax(h)), (lo, hi), log=True, title=h.loss_label,
+    lo, hi = (min(vals), max(vals)) if vals else (1e-3, 1.0)
+    # a log axis for losses that span decades (an MSE); within one decade (a
+    # cross-entropy of 2 to 4.6) a log axis would stretch to the next power of ten
+    log = hi > 10 * lo
+    span = (lo / 1.3, hi * 1.3) if log else (lo - 0.08 * (hi - lo), hi + 0.08 * (hi - lo))
+    ax = Axes(LOSS_W, PANEL_H, (0, _xmax(h)), span, log=log, title=h.loss_label,
               xlabel="step")
     legend = [("train", line_swatch(svg.SERIES_RAW, width=1)),
               ("smoothed", line_swatch(svg.SERIES_TARGET)),
@@ -154,6 +159,25 @@ def _sample_panel(h) -> str:
     return svg.document(SAMPLE_W, PANEL_H, "".join(parts), "hx-training hx-training-sample")
 
 
+def wrap_words(text: str, width: int) -> list[str]:
+    """``text`` in lines of at most ``width`` characters, broken at spaces; a word longer
+    than a line is cut. Every character is kept (spaces end the line they close)."""
+    lines, line = [], ""
+    for word in re.split(r"(?<= )", text):  # each piece keeps its trailing space
+        while len(word.rstrip(" ")) > width:  # a word longer than a line
+            if line:
+                lines.append(line)
+                line = ""
+            lines.append(word[:width])
+            word = word[width:]
+        if len(line) + len(word.rstrip(" ")) > width:
+            lines.append(line)
+            line = ""
+        line += word
+    lines.append(line)
+    return lines
+
+
 def _text_panel(h) -> str:
     """The text samples, newest first, wrapped in a monospace block."""
     size, line_h = 11, 15
@@ -165,10 +189,10 @@ def _text_panel(h) -> str:
         parts.append(svg.text(12, y, f"step {step}", 10, svg.MUTED))
         y += line_h
         for raw in text.splitlines() or [""]:
-            for k in range(0, max(len(raw), 1), per_line):
+            for line in wrap_words(raw, per_line):
                 if y > PANEL_H - 8:
                     break
-                parts.append(svg.text(12, y, raw[k:k + per_line], size, svg.INK, svg.MONO,
+                parts.append(svg.text(12, y, line, size, svg.INK, svg.MONO,
                                       xml_space="preserve", class_="hx-text-sample"))
                 y += line_h
         y += 6
