@@ -4,6 +4,7 @@ where the solutions are."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 from haelixe.exercises import FAILED, LABS, lab01, lab02, lab03, lab04, lab05, lab06, lab07  # noqa: F401
@@ -59,3 +60,51 @@ def test_learner_notebooks_link_to_the_instructors_version_and_the_solution_call
         assert f"](../{path.name})" in text, path.name
         assert (ROOT / "labs" / path.name).exists()
         assert f"lab{path.name[:2]}.LAB.solution(" in text, path.name
+
+
+def test_sampling_feedback_names_the_logits_it_draws_over():
+    def greedy(logits, temperature, top_k):
+        return logits.argmax(-1, keepdim=True)
+
+    lab07.LAB.reset()
+    r = lab07.sampling.check(greedy)
+    assert r.status == FAILED
+    assert "over all the logits (top_k None)" in r.message and "top k" not in r.message
+
+
+def test_the_progress_summary_links_to_open_exercises_look_like_links():
+    from haelixe.exercises.progress import progress_html
+
+    lab01.LAB.reset()
+    html = progress_html(lab01.LAB)
+    links = re.findall(r'<a href="#ex-1-\d"[^>]*style="([^"]*)"', html)
+    assert len(links) == len(lab01.LAB.exercises)
+    assert all("text-decoration:underline" in s and "#1a5fb4" in s for s in links)
+
+
+def test_a_wrong_rmsnorm_backward_is_explained_on_one_case():
+    from haelixe.autograd import Function
+
+    class RMSNormDirectOnly(Function):  # forgets that r depends on x
+        @staticmethod
+        def forward(ctx, x, weight, eps):
+            x, weight = x.detach(), weight.detach()
+            r = ((x * x).mean(-1, keepdim=True) + eps).rsqrt()
+            ctx.save_for_backward(x, weight, r)
+            return x * r * weight
+
+        @staticmethod
+        def backward(ctx, g):
+            x, weight, r = ctx.saved_tensors
+            return g * weight * r, (g * x * r).sum_to(weight.shape), None
+
+    lab05.LAB.reset()
+    lab05.rmsnorm.check(RMSNormDirectOnly)
+    r = lab05.rmsnorm.check(RMSNormDirectOnly)
+    assert r.status == FAILED
+    # the gradient named, and every shape shown is the one case's
+    assert "d(sum(y * g))/dx, of shape (3, 4, 6)" in r.message
+    assert "shape (3, 4, 6)" in r.detail and "(2, 5)" not in r.detail
+    assert r.expected.startswith("an array of shape (3, 4, 6)")
+    (caption, _), = r.pictures
+    assert "the engine's: " in caption  # the expected norms beside the learner's

@@ -138,10 +138,14 @@ def locate_difference(build, op, reference, inputs, names=()):
     info = by_id.get(id(bad))
     what = labels.get(id(bad)) or (info.op if info else type(bad).__name__)
     mine_norms = mine_sent.get(id(bad))
+    ref_norms = ref_sent.get(id(partner[id(bad)][1])) if id(bad) in partner else None
     picture = render_graph_svg(mine, selected=id(bad), names=labels)
+    sent = ""
+    if mine_norms:
+        sent = f" (it sent gradients of norm {_fmt_norms(mine_norms)}"
+        sent += (f"; the engine's: {_fmt_norms(ref_norms)})" if ref_norms else ")")
     caption = (f"ringed: {what}, the first node from the loss back whose gradient differs "
-               f"from the engine's" + (f" (it sent gradients of norm "
-                                      f"{_fmt_norms(mine_norms)})" if mine_norms else ""))
+               f"from the engine's" + sent)
     return picture, caption
 
 

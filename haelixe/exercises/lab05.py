@@ -74,8 +74,11 @@ def rmsnorm(answer, fb):
              ("a transposed x (6, 4), eps 0.5", (leaf(6, 4, transposed=True), leaf(4), 0.5))]
     check_forward(fb, apply, cases, _engine_rms, "RMSNormFn", _rmsnorm_forward_hint)
 
-    x, w0 = leaf(3, 4, 6), leaf(6)
-    g = from_numpy(rng.standard_normal((3, 4, 6)))
+    # one case throughout the backward feedback: the gradients compared, gradcheck and
+    # the graph all use x (3, 4, 6) and w (6,), so every shape shown is the same
+    shapes = ((3, 4, 6), (6,))
+    x, w0 = leaf(*shapes[0]), leaf(*shapes[1])
+    g = from_numpy(rng.standard_normal(shapes[0]))
     y = fb.call(apply, x, w0 * 1.0, 1e-6)
     fb.call(y.backward, g, shown="backward of RMSNormFn",
             unfinished="the forward is right; backward is not written yet")
@@ -89,8 +92,8 @@ def rmsnorm(answer, fb):
                                     "input of forward, None for eps")
         if first_difference(ref.grad.numpy(), got, 1e-6, 1e-6) is not None:
             problems.append((name, ref.grad.numpy(), got))
-    message = gradcheck_message(lambda a, b: apply(a, b, 1e-6), [leaf(2, 5), leaf(5)],
-                                "RMSNormFn")
+    message = gradcheck_message(lambda a, b: apply(a, b, 1e-6),
+                                [leaf(*shapes[0]), leaf(*shapes[1])], "RMSNormFn")
     if not problems and message is None:
         return "forward matches the fused kernel, and both gradients match (gradcheck too)"
     if not problems:
@@ -106,10 +109,13 @@ def rmsnorm(answer, fb):
         otherwise="dweight = Σ g·x·r over every dim but the last")
     located = fb.call(locate_difference, _rmsnorm_graph, apply,
                       lambda a, b, eps: _engine_rms(a, b, eps),
-                      [from_numpy(rng.standard_normal((2, 3, 4))),
-                       from_numpy(rng.standard_normal(4))], ["x", "w"])
-    fb.fail(f"backward gives a wrong gradient for {name}", expected=want, got=got, hint=hint,
-            detail=message, pictures=[located[::-1]] if located else [])
+                      [from_numpy(rng.standard_normal(shapes[0])),
+                       from_numpy(rng.standard_normal(shapes[1]))], ["x", "w"])
+    shape = shapes[0] if name == "x" else shapes[1]
+    fb.fail(f"backward gives a wrong gradient for {name}: expected and got below are "
+            f"d(sum(y * g))/d{name}, of shape {shape}, for x {shapes[0]} and w {shapes[1]}",
+            expected=want, got=got, hint=hint, detail=message,
+            pictures=[located[::-1]] if located else [])
 
 
 # -- 5.2 a causal mask --------------------------------------------------------------------

@@ -135,7 +135,8 @@ def sampling(answer, fb):
              "with hx.multinomial"),
             otherwise="probabilities = softmax(logits / temperature) over the top k "
                       "logits (the rest -inf), then one draw: hx.multinomial(p, 1)")
-        fb.fail(f"{call}: the draws do not follow softmax(logits / temperature) over the "
-                f"top k", expected=np.round(want, 3), got=np.round(freq, 3), hint=hint)
+        over = "all the logits (top_k None)" if top_k is None else f"the top {top_k}"
+        fb.fail(f"{call}: the draws do not follow softmax(logits / {temperature:g}) over "
+                f"{over}", expected=np.round(want, 3), got=np.round(freq, 3), hint=hint)
     return ("the draws follow softmax(logits / temperature) over the top k, for "
             "temperatures 0.5, 1 and 2 and k = 1, 3 and all")

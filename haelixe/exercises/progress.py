@@ -29,6 +29,10 @@ def progress_text(lab) -> str:
     return "\n".join(lines)
 
 
+#: a link that looks like one (JupyterLab's own styles leave links in the text colour)
+LINK_STYLE = "color:#1a5fb4;text-decoration:underline"
+
+
 def progress_html(lab) -> str:
     done, total = counts(lab)
     items = []
@@ -37,7 +41,7 @@ def progress_html(lab) -> str:
         symbol, word, accent, _ = look(status)
         label = escape(ex.label)
         if status != PASSED:  # a link back to the exercise, and what is left
-            label = (f'<a href="#{ex.anchor}" style="color:{TEXT}">{label}</a> '
+            label = (f'<a href="#{ex.anchor}" style="{LINK_STYLE}">{label}</a> '
                      f'<span style="color:{accent}">({word})</span>')
         items.append(f'<li data-exercise="{escape(ex.number)}" data-status="'
                      f'{escape(status or "unchecked")}" style="list-style:none;margin:2px 0">'
