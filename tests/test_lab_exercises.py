@@ -250,15 +250,28 @@ def test_stub_solutions_keeps_the_indentation_and_names_the_section():
     src = ("def f(x):\n    ### BEGIN SOLUTION\n    return x\n    ### END SOLUTION\n\n"
            "check(f)")
     out = stub_solutions(src, "1.2", "3. Steps, flips and zero strides")
-    assert out.splitlines()[1:3] == [
-        "    # YOUR CODE HERE",
-        "    raise NotImplementedError(\"write this: exercise 1.2; section 3, 'Steps, flips "
-        "and zero strides', explains it\")"]
+    assert out.splitlines()[1:4] == [
+        "    # YOUR CODE HERE (exercise 1.2)",
+        '    # section 3, "Steps, flips and zero strides", explains it',
+        '    raise NotImplementedError("exercise 1.2: write your code in place of this line")']
     assert "return x" not in out and out.endswith("check(f)")
     for broken in ("### BEGIN SOLUTION\nx", "x\n### END SOLUTION",
                    "### BEGIN SOLUTION\n### BEGIN SOLUTION\n### END SOLUTION"):
         with pytest.raises(NotebookError):
             stub_solutions(broken)
+
+
+def test_stub_lines_fit_the_notebook_column_at_1280_px():
+    from haelixe.exercises.notebooks import STUB_WIDTH
+
+    for path in NOTEBOOKS:
+        learner = read(LABS_DIR / LEARNER_DIR / path.name)
+        stubs = [line for cell in learner.cells if cell.cell_type == "code"
+                 for line in cell.source.splitlines()
+                 if "YOUR CODE HERE" in line or "explains it" in line
+                 or "NotImplementedError(" in line]
+        assert stubs, path.name
+        assert max(len(line) for line in stubs) <= STUB_WIDTH, path.name
 
 
 def test_a_solution_outside_an_exercise_is_refused():

@@ -111,13 +111,22 @@ def exercise_blocks(nb):
     return blocks
 
 
+#: the widest stub line: a code cell at 1280 px with JupyterLab's file browser open shows
+#: about 88 characters before it scrolls
+STUB_WIDTH = 88
+
+
 def _stub(indent: str, number: str | None, section: str | None) -> list[str]:
-    where = f"exercise {number}" if number else "this exercise"
+    """The lines that stand for a solution: where the exercise is explained, on comment
+    lines short enough to read without scrolling, then the ``raise``."""
+    what = f"exercise {number}" if number else "this exercise"
+    lines = [f"{indent}# YOUR CODE HERE ({what})"]
     if section:
         num, _, title = section.partition(". ")
-        where += f"; section {num}, {title!r}, explains it"
-    return [f"{indent}# YOUR CODE HERE",
-            f"{indent}raise NotImplementedError({('write this: ' + where)!r})"]
+        lines.append(f'{indent}# section {num}, "{title}", explains it')
+    lines.append(f'{indent}raise NotImplementedError("{what}: write your code in place of '
+                 f'this line")')
+    return lines
 
 
 def stub_solutions(source: str, number=None, section=None) -> str:
