@@ -42,6 +42,7 @@ MODULES = {
     "torch.optim.optimizer": "haelixe.optim",
     "torch.utils": "haelixe.utils",
     "torch.utils.data": "haelixe.utils.data",
+    "torch.utils.tensorboard": "haelixe.utils.tensorboard",
     "torch.autograd": "haelixe.autograd",
     "torch.random": "haelixe.random",
     "torch.serialization": "haelixe.pickled",
@@ -73,8 +74,6 @@ MISSING_MODULES = {
     "torch.fx": "hx.viz.GraphView to look at the autograd graph; there is no graph "
                 "rewriting",
     "torch.hub": "loading weights with torch.load / hx.load from a local file",
-    "torch.utils.tensorboard": "hx.viz's training widgets (hx.viz.TrainingView), or "
-                               "printing the losses",
     "torch.utils.checkpoint": "smaller batches; there is no activation checkpointing",
     "torch.distributions": "hx.randn / hx.rand / hx.multinomial for sampling",
     "torch.profiler": "hx.memory_stats() and benchmarks/ for timings",
@@ -147,13 +146,18 @@ class _AliasModule(types.ModuleType):
         if target is None:
             raise AttributeError(f"module {self.__name__!r} has no attribute {attr!r}")
         try:
-            return getattr(importlib.import_module(target), attr)
+            found = getattr(importlib.import_module(target), attr)
         except AttributeError as e:
             if attr.startswith("__"):
                 raise
             if _target_of(sub)[1]:  # torch.nn.modules.rnn without importing it
                 return importlib.import_module(sub)
             raise AttributeError(f"{sub} (import torch runs on Haelixe): {e}") from None
+        if isinstance(found, types.ModuleType) and _target_of(sub)[1]:
+            # a Haelixe file of the same name (haelixe.nn.normalization) is not PyTorch's
+            # torch.nn.modules.normalization: the family's one namespace answers
+            return importlib.import_module(sub)
+        return found
 
     def __dir__(self):
         target = self.__dict__["_haelixe_target"]

@@ -258,3 +258,28 @@ def test_roll_unique_mm_and_type_on_the_gpu(be):
     assert isinstance(x, hx.cuda.FloatTensor) and not isinstance(x, hx.FloatTensor)
     assert hx.cuda.LongTensor([1, 2]).device == "gpu"
     assert hx.ones(2).cuda().device == "gpu"
+
+
+def test_summary_writer_records_scalars_as_json_lines(tmp_path):
+    import json
+
+    from haelixe.utils.tensorboard import SummaryWriter
+
+    with SummaryWriter(log_dir=tmp_path / "run") as w:
+        w.add_scalar("Loss/train", hx.tensor(0.5), 10)
+        w.add_scalars("Loss", {"test": 0.25}, global_step=11)
+        with pytest.raises(NotImplementedError, match="scalars only"):
+            w.add_image("x", hx.zeros(3, 2, 2))
+    lines = (tmp_path / "run" / "scalars.jsonl").read_text().splitlines()
+    rows = [json.loads(line) for line in lines]
+    assert [(r["tag"], r["value"], r["step"]) for r in rows] == \
+        [("Loss/train", 0.5, 10), ("Loss/test", 0.25, 11)]
+
+
+def test_rnn_flatten_parameters_is_the_no_op_pytorch_documents_off_cudnn():
+    lstm = hx.nn.LSTM(3, 4)
+    before = {k: v.clone() for k, v in lstm.state_dict().items()}
+    assert lstm.flatten_parameters() is None
+    for k, v in lstm.state_dict().items():
+        np.testing.assert_array_equal(v.numpy(), before[k].numpy())
+    assert issubclass(hx.nn.NonDynamicallyQuantizableLinear, hx.nn.Linear)

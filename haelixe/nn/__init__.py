@@ -21,6 +21,7 @@ from .layers import (
     LeakyReLU,
     Linear,
     LogSoftmax,
+    NonDynamicallyQuantizableLinear,
     ReLU,
     ReLU6,
     RMSNorm,

@@ -37,6 +37,11 @@ class Linear(Module):
                 f"bias={self.bias is not None}{act}")
 
 
+class NonDynamicallyQuantizableLinear(Linear):
+    """PyTorch's name for a Linear it keeps out of dynamic quantization (the output
+    projection of MultiheadAttention); here a Linear, so programs naming it run."""
+
+
 class RMSNorm(Module):
     def __init__(self, dim: int, eps: float = 1e-6):
         super().__init__()

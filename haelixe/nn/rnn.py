@@ -139,6 +139,10 @@ class RNNBase(Module):
         return (get("weight_ih" + sfx), get("weight_hh" + sfx), get("bias_ih" + sfx),
                 get("bias_hh" + sfx), get("weight_hr" + sfx))
 
+    def flatten_parameters(self) -> None:
+        """Nothing to do, as in PyTorch away from cuDNN ("otherwise, it's a no-op"):
+        the weights are used where they are."""
+
     def extra_repr(self) -> str:
         s = f"{self.input_size}, {self.hidden_size}"
         if self.proj_size:
