@@ -3,7 +3,8 @@ LSTM (with proj_size), GRU and their cells.
 
 A layer multiplies its input by ``weight_ih`` once for every time step together (one
 matrix product over (seq, batch)), then runs the recurrence, one product by ``weight_hh``
-and the gate arithmetic per step. Packed sequences (nn.utils.rnn.PackedSequence) are not
+and the gate arithmetic per step; backward forms the gradients of ``weight_hh`` and
+``bias_hh`` once per sequence, not once per step. Packed sequences (nn.utils.rnn.PackedSequence) are not
 supported: pad the batch and pass the padded tensor."""
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import math
 
 from .. import creation
+from ..autograd.function import Function
 from ..autograd.mode import no_grad
 from ..ops.indexing import cat, stack
 from ..tensor import Tensor
@@ -21,14 +23,47 @@ from .module import Module, Parameter
 _GATES = {"RNN_TANH": 1, "RNN_RELU": 1, "LSTM": 4, "GRU": 3}
 
 
-# -- one time step, given the input's projection xp = x @ W_ih^T + b_ih ---------------------
-def _rnn_step(xp, h, w_hh, b_hh, relu):
-    pre = xp + F.linear(h, w_hh, b_hh)
+class _RecurrentProduct(Function):
+    """h @ W^T + b for one time step of a recurrence whose steps share W and b. The
+    gradient of h is given per step; those of W and b once for the whole sequence, by
+    the first step's node (made first, so it runs backward last), from every step's
+    (gradient, h) on a shared tape: one large product instead of a small one per step,
+    as PyTorch's fused RNN kernels do."""
+
+    twice_differentiable = False
+    label = "RecurrentProduct"
+
+    @staticmethod
+    def forward(ctx, h, w, b, tape, first):
+        ctx.save_for_backward(h, w)
+        ctx.tape, ctx.first, ctx.has_bias = tape, first, b is not None
+        with no_grad():
+            return F.linear(h, w, b)
+
+    @staticmethod
+    def backward(ctx, g):
+        h, w = ctx.saved_tensors
+        ctx.tape.append((g, h))
+        dh = g @ w
+        if not ctx.first:
+            return dh, None, None, None, None
+        gs, hs = zip(*ctx.tape)
+        ctx.tape.clear()
+        g_all = cat(gs) if len(gs) > 1 else gs[0]
+        h_all = cat(hs) if len(hs) > 1 else hs[0]
+        db = g_all.sum(0) if ctx.has_bias else None
+        return dh, g_all.mT @ h_all, db, None, None
+
+
+# -- one time step, given the input's projection xp = x @ W_ih^T + b_ih and the hidden
+# state's hp = h @ W_hh^T + b_hh ------------------------------------------------------------
+def _rnn_step(xp, hp, relu):
+    pre = xp + hp
     return pre.relu() if relu else pre.tanh()
 
 
-def _lstm_step(xp, h, c, w_hh, b_hh, w_hr):
-    gates = xp + F.linear(h, w_hh, b_hh)
+def _lstm_step(xp, hp, c, w_hr):
+    gates = xp + hp
     n = c.shape[-1]
     i = gates[..., :n].sigmoid()
     f = gates[..., n:2 * n].sigmoid()
@@ -41,8 +76,7 @@ def _lstm_step(xp, h, c, w_hh, b_hh, w_hr):
     return h, c
 
 
-def _gru_step(xp, h, w_hh, b_hh):
-    hp = F.linear(h, w_hh, b_hh)
+def _gru_step(xp, hp, h):
     n = h.shape[-1]
     rz = (xp[..., :2 * n] + hp[..., :2 * n]).sigmoid()
     r, z = rz[..., :n], rz[..., n:]
@@ -241,14 +275,15 @@ class RNNBase(Module):
         steps = F.linear(x, w_ih, b_ih).unbind(0)
         order = range(len(steps) - 1, -1, -1) if reverse else range(len(steps))
         outs = [None] * len(steps)
-        mode = self.mode
-        for t in order:
+        mode, tape = self.mode, []
+        for k, t in enumerate(order):
+            hp = _RecurrentProduct.apply(h, w_hh, b_hh, tape, k == 0)
             if mode == "LSTM":
-                h, c = _lstm_step(steps[t], h, c, w_hh, b_hh, w_hr)
+                h, c = _lstm_step(steps[t], hp, c, w_hr)
             elif mode == "GRU":
-                h = _gru_step(steps[t], h, w_hh, b_hh)
+                h = _gru_step(steps[t], hp, h)
             else:
-                h = _rnn_step(steps[t], h, w_hh, b_hh, mode == "RNN_RELU")
+                h = _rnn_step(steps[t], hp, mode == "RNN_RELU")
             outs[t] = h
         if not outs:
             raise ValueError(f"{type(self).__name__}: the input has no time steps "
@@ -355,8 +390,8 @@ class RNNCell(RNNCellBase):
 
     def forward(self, input, hx=None):
         x, (h,), batched = self._prepare(input, hx, 1)
-        h = _rnn_step(F.linear(x, self.weight_ih, self.bias_ih), h, self.weight_hh,
-                      self.bias_hh, self.nonlinearity == "relu")
+        h = _rnn_step(F.linear(x, self.weight_ih, self.bias_ih),
+                      F.linear(h, self.weight_hh, self.bias_hh), self.nonlinearity == "relu")
         return h if batched else h.squeeze(0)
 
 
@@ -369,8 +404,8 @@ class LSTMCell(RNNCellBase):
 
     def forward(self, input, hx=None):
         x, (h, c), batched = self._prepare(input, hx, 2)
-        h, c = _lstm_step(F.linear(x, self.weight_ih, self.bias_ih), h, c, self.weight_hh,
-                          self.bias_hh, None)
+        h, c = _lstm_step(F.linear(x, self.weight_ih, self.bias_ih),
+                          F.linear(h, self.weight_hh, self.bias_hh), c, None)
         return (h, c) if batched else (h.squeeze(0), c.squeeze(0))
 
 
@@ -383,8 +418,8 @@ class GRUCell(RNNCellBase):
 
     def forward(self, input, hx=None):
         x, (h,), batched = self._prepare(input, hx, 1)
-        h = _gru_step(F.linear(x, self.weight_ih, self.bias_ih), h, self.weight_hh,
-                      self.bias_hh)
+        h = _gru_step(F.linear(x, self.weight_ih, self.bias_ih),
+                      F.linear(h, self.weight_hh, self.bias_hh), h)
         return h if batched else h.squeeze(0)
 
 
