@@ -4,8 +4,9 @@ LSTM (with proj_size), GRU and their cells.
 A layer multiplies its input by ``weight_ih`` once for every time step together (one
 matrix product over (seq, batch)), then runs the recurrence, one product by ``weight_hh``
 and the gate arithmetic per step; backward forms the gradients of ``weight_hh`` and
-``bias_hh`` once per sequence, not once per step. Packed sequences (nn.utils.rnn.PackedSequence) are not
-supported: pad the batch and pass the padded tensor."""
+``bias_hh`` once per sequence, not once per step. Packed sequences
+(nn.utils.rnn.PackedSequence) are not supported: pad the batch and pass the padded
+tensor."""
 
 from __future__ import annotations
 
