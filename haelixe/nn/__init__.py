@@ -1,6 +1,7 @@
 """Neural-network building blocks on Haelixe tensors (PyTorch's torch.nn names)."""
 
 from . import functional, init, utils
+from .activations import LAYERS as _ACTIVATIONS
 from .containers import ModuleDict, ParameterDict, ParameterList
 from .conv import Conv1d, Conv2d, ConvTranspose1d, ConvTranspose2d
 from .encoder_decoder import (
@@ -15,21 +16,14 @@ from .layers import (
     Dropout,
     Embedding,
     Flatten,
-    Hardtanh,
     Identity,
     LayerNorm,
-    LeakyReLU,
     Linear,
     LogSoftmax,
     NonDynamicallyQuantizableLinear,
-    ReLU,
     ReLU6,
     RMSNorm,
-    Sigmoid,
-    SiLU,
     Softmax,
-    Softplus,
-    Tanh,
 )
 from .loss_layers import (
     BCEWithLogitsLoss,
@@ -64,6 +58,8 @@ from .pooling import (
 from .rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNBase, RNNCell, RNNCellBase
 from .spatial import Dropout2d, Fold, Unflatten, Unfold, Upsample
 from .transformer import MLP, MultiHeadAttention, RoPE, TransformerBlock
+
+globals().update(_ACTIVATIONS)  # (nn.ReLU, nn.LeakyReLU...: made from the op registry)
 
 _MISSING = {
     "Conv3d": "Conv2d over each depth slice; there is no 3-D convolution",

@@ -25,6 +25,7 @@ from ..ops.pooling import (
     max_unpool1d,
     max_unpool2d,
 )
+from ..ops.registry import OPS, functional_form
 from ..ops.resample import interpolate
 from ..tensor import Tensor
 from .losses import (
@@ -123,42 +124,11 @@ def gelu(x, approximate="none"):
     return _gelu(x, approximate)
 
 
-def silu(x, inplace=False):
-    return x.silu_() if inplace else x.silu()
+def relu6(input, inplace=False):  # noqa: A002 (PyTorch's name)
+    """relu6(input, inplace=False) -> Tensor
 
-
-def relu(x, inplace=False):
-    """max(x, 0); ``inplace`` writes into ``x`` (autograd checks the write, as PyTorch)."""
-    return x.relu_() if inplace else x.relu()
-
-
-def leaky_relu(x, negative_slope=0.01, inplace=False):
-    return x.leaky_relu_(negative_slope) if inplace else x.leaky_relu(negative_slope)
-
-
-def hardtanh(x, min_val=-1.0, max_val=1.0, inplace=False):
-    return x.hardtanh_(min_val, max_val) if inplace else x.hardtanh(min_val, max_val)
-
-
-def relu6(x, inplace=False):
-    return hardtanh(x, 0.0, 6.0, inplace)
-
-
-def sigmoid(x):
-    return x.sigmoid()
-
-
-def tanh(x):
-    return x.tanh()
-
-
-def softplus(input, beta=1.0, threshold=20.0):
-    """log(1 + exp(beta x)) / beta, and x itself where beta x > threshold (as PyTorch).
-    The exponential sees at most the threshold, so neither branch overflows and the
-    gradient of the branch not taken is a finite zero."""
-    z = input * beta
-    soft = z.clamp(max=threshold).exp().add(1.0).log()
-    return where(z > threshold, input, soft * (1.0 / beta) if beta != 1 else soft)
+    min(max(input, 0), 6): hardtanh over [0, 6]."""
+    return input.hardtanh_(0.0, 6.0) if inplace else input.hardtanh(0.0, 6.0)
 
 
 def logsigmoid(input):
@@ -404,8 +374,14 @@ def _attention_mask(mask, q, k):
     return mask
 
 
-__all__ = ["linear", "rms_norm", "layer_norm", "gelu", "silu", "relu", "sigmoid", "tanh",
-           "softplus", "logsigmoid", "softmax", "log_softmax", "dropout", "embedding",
+#: the declared elementwise ops PyTorch has in torch.nn.functional (relu, leaky_relu,
+#: softplus...): made from their declarations, with PyTorch's signatures
+DECLARED = {decl.name: functional_form(decl) for decl in OPS.values()
+            if getattr(decl, "functional", None)}
+globals().update(DECLARED)
+
+__all__ = [*DECLARED, "linear", "rms_norm", "layer_norm", "gelu", "logsigmoid", "softmax",
+           "log_softmax", "dropout", "embedding",
            "one_hot", "normalize", "pad", "rope_tables", "apply_rope",
            "scaled_dot_product_attention", "mse_loss", "l1_loss", "smooth_l1_loss",
            "huber_loss", "nll_loss", "cross_entropy", "binary_cross_entropy_with_logits",
@@ -419,9 +395,7 @@ _MISSING = {
     "conv3d": "conv2d over each depth slice; there is no 3-D convolution",
     "binary_cross_entropy": "binary_cross_entropy_with_logits (pass the logits)",
     "kl_div": "cross_entropy with class-probability targets",
-    "leaky_relu": "relu or gelu",
     "elu": "gelu or silu",
-    "hardtanh": "clamp (x.clamp(min, max))",
     "multi_head_attention_forward": "hx.nn.MultiHeadAttention or "
                                     "scaled_dot_product_attention",
 }

@@ -90,17 +90,9 @@ class GELU(Module):
         return f"approximate={self.approximate!r}"
 
 
-class _Pointwise(Module):
-    """An activation that is one Tensor method."""
-
-    method = ""
-
-    def forward(self, x):
-        return getattr(x, self.method)()
-
-
 class _InPlaceable(Module):
-    """An activation PyTorch lets write into its input (``inplace=True``)."""
+    """An activation PyTorch lets write into its input (``inplace=True``), where the op
+    is not an elementwise declaration of its own (those layers come from nn/activations)."""
 
     function = None
 
@@ -115,61 +107,8 @@ class _InPlaceable(Module):
         return "inplace=True" if self.inplace else ""
 
 
-class SiLU(_InPlaceable):
-    function = F.silu
-
-
-class ReLU(_InPlaceable):
-    function = F.relu
-
-
 class ReLU6(_InPlaceable):
     function = F.relu6
-
-
-class LeakyReLU(Module):
-    def __init__(self, negative_slope: float = 0.01, inplace: bool = False):
-        super().__init__()
-        self.negative_slope, self.inplace = negative_slope, inplace
-
-    def forward(self, x):
-        return F.leaky_relu(x, self.negative_slope, self.inplace)
-
-    def extra_repr(self) -> str:
-        return f"negative_slope={self.negative_slope}" + (", inplace=True" if self.inplace else "")
-
-
-class Hardtanh(Module):
-    def __init__(self, min_val: float = -1.0, max_val: float = 1.0, inplace: bool = False):
-        super().__init__()
-        self.min_val, self.max_val, self.inplace = min_val, max_val, inplace
-
-    def forward(self, x):
-        return F.hardtanh(x, self.min_val, self.max_val, self.inplace)
-
-    def extra_repr(self) -> str:
-        return f"min_val={self.min_val}, max_val={self.max_val}" + (
-            ", inplace=True" if self.inplace else "")
-
-
-class Sigmoid(_Pointwise):
-    method = "sigmoid"
-
-
-class Tanh(_Pointwise):
-    method = "tanh"
-
-
-class Softplus(Module):
-    def __init__(self, beta: float = 1.0, threshold: float = 20.0):
-        super().__init__()
-        self.beta, self.threshold = beta, threshold
-
-    def forward(self, x):
-        return F.softplus(x, self.beta, self.threshold)
-
-    def extra_repr(self) -> str:
-        return f"beta={self.beta}, threshold={self.threshold}"
 
 
 class _OverDim(Module):

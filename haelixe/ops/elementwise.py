@@ -45,14 +45,15 @@ POW = elementwise(
     "pow", lambda m, a, b: m.pow(a, b),
     grad=(lambda m, g, a, b: m.where(b == 0, 0.0, g * b * m.pow(a, b - 1)),
           lambda m, g, a, b, y: m.where((a == 0) & (b >= 0), 0.0, g * y * m.log(a))),
-    cpu=np.power, bool_ok=False, dunders=("__pow__", "__rpow__"))
+    cpu=np.power, bool_ok=False, dunders=("__pow__", "__rpow__"), names=("input", "exponent"))
 
 
 def _pow_checked(front):
     """``front`` (x ** exponent) with PyTorch's two cases on a tensor base: a bool tensor
     to a bool power stays bool (x ** True is x, x ** False all True), and an integer
     tensor to a negative integer power is refused with PyTorch's RuntimeError."""
-    def pow(x, exponent):  # noqa: A001 (PyTorch's name)
+    def pow(input, exponent):  # noqa: A001, A002 (PyTorch's names)
+        x = input
         if isinstance(x, Tensor) and isinstance(exponent, (bool, np.bool_)) \
                 and x.dtype.kind == "bool":
             return x.clone() if exponent else x == x
@@ -63,6 +64,7 @@ def _pow_checked(front):
                           f"(x.float() ** {exponent})")
         return front(x, exponent)
 
+    pow.__doc__ = front.__doc__
     return pow
 
 
@@ -145,22 +147,26 @@ elementwise("sin", lambda m, x: m.sin(x), grad=lambda m, g, x: g * m.cos(x),
 elementwise("cos", lambda m, x: m.cos(x), grad=lambda m, g, x: -g * m.sin(x),
             dtypes="float", cpu=np.cos)
 elementwise("tanh", lambda m, x: m.tanh(x), grad=lambda m, g, y: g * (1.0 - y * y),
-            dtypes="float", cpu=np.tanh)
+            dtypes="float", cpu=np.tanh, functional="plain", module="Tanh")
 elementwise("sigmoid", lambda m, x: m.sigmoid(x), grad=lambda m, g, y: g * y * (1.0 - y),
-            dtypes="float")
+            dtypes="float", functional="plain", module="Sigmoid",
+            doc="1 / (1 + exp(-input)), elementwise.")
 elementwise("erf", lambda m, x: m.erf(x),
             grad=lambda m, g, x: g * _TWO_OVER_SQRT_PI * m.exp(-x * x), dtypes="float")
-for _name, _ufunc in (("floor", np.floor), ("ceil", np.ceil), ("round", np.rint),
-                      ("trunc", np.trunc)):  # (rint: round half to even, as PyTorch)
-    elementwise(_name, (lambda f: lambda m, x: getattr(m, f)(x))(_name),
-                grad=lambda m, g: g * 0.0, cpu=_ufunc, bool_ok=False)
+ROUNDING = {
+    _name: elementwise(_name, (lambda f: lambda m, x: getattr(m, f)(x))(_name),
+                       grad=lambda m, g: g * 0.0, cpu=_ufunc, bool_ok=False)
+    for _name, _ufunc in (("floor", np.floor), ("ceil", np.ceil), ("round", np.rint),
+                          ("trunc", np.trunc))}  # (rint: round half to even, as PyTorch)
 
 # -- activations ------------------------------------------------------------------------------
 elementwise("relu", lambda m, x: m.maximum(x, 0), grad=lambda m, g, x: g * (x > 0),
-            bool_ok=False)
+            bool_ok=False, functional="inplace", module="ReLU",
+            doc="max(input, 0), elementwise.")
 elementwise("silu", lambda m, x: x * m.sigmoid(x),
             grad=lambda m, g, x: g * m.sigmoid(x) * (1.0 + x * (1.0 - m.sigmoid(x))),
-            dtypes="float_only")
+            dtypes="float_only", functional="inplace", module="SiLU",
+            doc="input * sigmoid(input) (the swish), elementwise.")
 GELU = elementwise(
     "gelu_erf", lambda m, x: 0.5 * x * (1.0 + m.erf(x * _SQRT_HALF)),
     grad=lambda m, g, x: g * (0.5 * (1.0 + m.erf(x * _SQRT_HALF))
@@ -176,14 +182,19 @@ elementwise("softplus",
                                                   m.log1p(m.exp(x * beta)) / beta),
             grad=lambda m, g, x, beta, threshold: m.where(x * beta > threshold, g,
                                                           g * m.sigmoid(x * beta)),
-            dtypes="float_only", params={"beta": 1.0, "threshold": 20.0})
+            dtypes="float_only", params={"beta": 1.0, "threshold": 20.0}, functional="plain",
+            module="Softplus",
+            doc="log(1 + exp(beta * input)) / beta, and input itself where beta * input > "
+                "threshold (as PyTorch: the linear branch keeps large inputs exact).")
 elementwise("hardtanh", lambda m, x, min_val, max_val: m.minimum(m.maximum(x, min_val),
                                                                  max_val),
             grad=lambda m, g, x, min_val, max_val: g * ((x > min_val) & (x < max_val)),
-            bool_ok=False, params={"min_val": -1.0, "max_val": 1.0})
+            bool_ok=False, params={"min_val": -1.0, "max_val": 1.0}, functional="inplace",
+            module="Hardtanh", doc="input clamped to [min_val, max_val].")
 elementwise("leaky_relu", lambda m, x, negative_slope: m.where(x > 0, x, x * negative_slope),
             grad=lambda m, g, x, negative_slope: m.where(x > 0, g, g * negative_slope),
-            dtypes="float_only", params={"negative_slope": 0.01})
+            dtypes="float_only", params={"negative_slope": 0.01}, functional="inplace",
+            module="LeakyReLU", doc="input where positive, negative_slope * input elsewhere.")
 
 
 def _gelu_tanh_slope(m, x):
@@ -217,11 +228,11 @@ CLAMP = elementwise(  # (bounds that cross: the upper one wins, as in PyTorch)
 CLAMP_MIN = elementwise(
     "clamp_min", lambda m, x, lo: m.maximum(x, lo),
     grad=(lambda m, g, x, lo: g * (x >= lo), lambda m, g, x, lo: g * (lo > x)),
-    bool_ok=True)
+    bool_ok=True, names=("input", "min"))
 CLAMP_MAX = elementwise(
     "clamp_max", lambda m, x, hi: m.minimum(x, hi),
     grad=(lambda m, g, x, hi: g * (x <= hi), lambda m, g, x, hi: g * (x > hi)),
-    bool_ok=True)
+    bool_ok=True, names=("input", "max"))
 
 
 @tensor_method(function=True)
@@ -250,34 +261,70 @@ Tensor.clip = Tensor.clamp
 Tensor.clip_ = Tensor.clamp_
 
 
-# -- PyTorch's other names and signatures -----------------------------------------------------
+# -- PyTorch's keyword arguments beyond the declarations' ---------------------------------------
 @tensor_method(function=True)
-def add(x, other, alpha=1):
-    return ADD.apply(x, other if alpha == 1 else other * alpha)
+def add(input, other, *, alpha=1):  # noqa: A002 (PyTorch's names)
+    """add(input, other, *, alpha=1) -> Tensor
+
+    input + alpha * other, elementwise (broadcast)."""
+    return ADD.apply(input, other if alpha == 1 else other * alpha)
 
 
 @tensor_method(function=True)
-def sub(x, other, alpha=1):
-    return SUB.apply(x, other if alpha == 1 else other * alpha)
+def sub(input, other, *, alpha=1):  # noqa: A002
+    """sub(input, other, *, alpha=1) -> Tensor
+
+    input - alpha * other, elementwise (broadcast)."""
+    return SUB.apply(input, other if alpha == 1 else other * alpha)
 
 
 @tensor_method(name="add_")
-def add_(x, other, alpha=1):
-    from .inplace import apply_elementwise
+def add_(self, other, *, alpha=1):
+    """add_(other, *, alpha=1) -> Tensor
 
-    return apply_elementwise(ADD, x, (other if alpha == 1 else other * alpha,))
+    In-place add: self += alpha * other."""
+    return ADD.inplace(self, other if alpha == 1 else other * alpha)
 
 
 @tensor_method(name="sub_")
-def sub_(x, other, alpha=1):
-    from .inplace import apply_elementwise
+def sub_(self, other, *, alpha=1):
+    """sub_(other, *, alpha=1) -> Tensor
 
-    return apply_elementwise(SUB, x, (other if alpha == 1 else other * alpha,))
+    In-place sub: self -= alpha * other."""
+    return SUB.inplace(self, other if alpha == 1 else other * alpha)
 
 
 @tensor_method(function=True)
-def rsub(x, other, alpha=1):
-    return SUB.apply(other, x if alpha == 1 else x * alpha)
+def rsub(input, other, *, alpha=1):  # noqa: A002
+    """rsub(input, other, *, alpha=1) -> Tensor
+
+    other - alpha * input, elementwise (broadcast)."""
+    return SUB.apply(other, input if alpha == 1 else input * alpha)
+
+
+@tensor_method(function=True)
+def round(input, *, decimals=0):  # noqa: A001, A002 (PyTorch's names)
+    """round(input, *, decimals=0) -> Tensor
+
+    Rounds half to even, to ``decimals`` decimal places (negative: to tens, hundreds...),
+    as PyTorch does: round(x * 10**decimals) / 10**decimals."""
+    if decimals == 0:
+        return ROUNDING["round"].apply(input)
+    if decimals > 0:
+        scale = 10.0 ** decimals
+        return ROUNDING["round"].apply(input * scale) / scale
+    scale = 10.0 ** -decimals
+    return ROUNDING["round"].apply(input / scale) * scale
+
+
+@tensor_method(name="round_")
+def round_(self, *, decimals=0):
+    """round_(*, decimals=0) -> Tensor
+
+    In-place round (see round)."""
+    if decimals == 0:
+        return ROUNDING["round"].inplace(self)
+    return self.copy_(round(self, decimals=decimals))
 
 
 def _sign_of(v):
@@ -285,7 +332,11 @@ def _sign_of(v):
 
 
 @tensor_method(function=True)
-def div(x, other, rounding_mode=None):
+def div(input, other, *, rounding_mode=None):  # noqa: A002
+    """div(input, other, *, rounding_mode=None) -> Tensor
+
+    input / other (true division), or rounded down ("floor") or toward zero ("trunc")."""
+    x = input
     if rounding_mode is None:
         return DIV.apply(x, other)
     if rounding_mode == "floor":
@@ -300,6 +351,18 @@ def div(x, other, rounding_mode=None):
         return magnitude * (_sign_of(x) * _sign_of(other))
     raise OpError(f"div: rounding_mode must be None, 'floor' or 'trunc', got "
                   f"{rounding_mode!r}")
+
+
+@tensor_method(name="div_")
+def div_(self, other, *, rounding_mode=None):
+    """div_(other, *, rounding_mode=None) -> Tensor
+
+    In-place div (see div)."""
+    if rounding_mode is None:
+        return DIV.inplace(self, other)
+    if rounding_mode == "floor":
+        return self.floor_divide_(other)
+    return self.copy_(div(self, other, rounding_mode=rounding_mode))
 
 
 for _alias, _target in (("subtract", "sub"), ("multiply", "mul"), ("divide", "div"),

@@ -247,6 +247,9 @@ WHERE.apply = where  # the condition stays bool: not the registry's promoting fr
 
 @tensor_method(name="where")
 def _where_method(self, condition, other):
+    """where(condition, other) -> Tensor
+
+    self where condition holds, other elsewhere: hx.where(condition, self, other)."""
     return where(condition, self, other)
 
 

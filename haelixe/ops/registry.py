@@ -46,6 +46,7 @@ from ..dtype import (
     result_type,
 )
 from ..tensor import Tensor
+from .arguments import Arguments
 
 #: every declared op: name -> its declaration (an Elementwise, or an OpInfo for others)
 OPS: dict = {}
@@ -91,6 +92,32 @@ def declare(name, **kwargs) -> OpInfo:
     return info
 
 
+def functional_form(decl):
+    """``torch.nn.functional.<op>`` of an elementwise declaration: the function form
+    itself, or, where PyTorch's takes an ``inplace`` flag, the function form and the
+    in-place method behind one signature ending with that flag."""
+    front = FUNCTIONS[decl.name]
+    if decl.functional == "plain":
+        return front
+    if decl.functional != "inplace":
+        raise ValueError(f"{decl.name}: functional must be None, 'plain' or 'inplace', got "
+                         f"{decl.functional!r}")
+    arguments = Arguments(decl.name, decl.names + tuple(decl.params) + ("inplace",),
+                          {**decl.params, "inplace": False})
+    in_place, n = decl.inplace, len(arguments.names)
+
+    def functional(*args, **kwargs):
+        if kwargs or len(args) != n:
+            args = arguments.bind(args, kwargs)
+        *values, inplace = args
+        return in_place(*values) if inplace else front(*values)
+
+    functional.__name__ = functional.__qualname__ = decl.name
+    functional.__signature__ = arguments.signature
+    functional.__doc__ = f"{arguments} -> Tensor\n\n" + decl.doc.split("\n\n", 1)[1]
+    return functional
+
+
 # -- dtype rules -----------------------------------------------------------------------------
 def _compute_dtype(rule: str, dt, op: str):
     """The dtype an op of ``rule`` computes in for inputs of ``dt`` (or a TypeError).
@@ -132,7 +159,7 @@ class Elementwise:
     def __init__(self, name, fn, grad=None, *, dtypes="promote", cpu=None, wgsl_lib="",
                  params=None, bool_ok=True, method=True, function=True, inplace=True,
                  dunders=(), label=None, dtype_from=0, bool_operands=True,
-                 wraps_ints=False):
+                 wraps_ints=False, names=None, functional=None, module=None, doc=None):
         self.name = name
         # a Python int beyond an int tensor's range wraps around (PyTorch's arithmetic,
         # bitwise ops and comparisons); elsewhere (pow, clamp...) it is refused
@@ -143,6 +170,15 @@ class Elementwise:
         self.params = dict(params or {})
         self.inputs = [n for n in sig if n not in self.params]
         self.arity = len(self.inputs)
+        # PyTorch's signature: its names for the inputs, then the parameters
+        self.names = tuple(names or _DEFAULT_NAMES.get(self.arity, self.inputs))
+        if len(self.names) != self.arity:
+            raise ValueError(f"{name}: names={self.names} must name its {self.arity} inputs")
+        self.arguments = Arguments(name, self.names + tuple(self.params), self.params)
+        #: torch.nn.functional's form: None (none), "plain" or "inplace" (it takes
+        #: PyTorch's inplace flag); the nn Module's class name, where PyTorch has one
+        self.functional, self.module = functional, module
+        self.doc = _docstring(name, self.arguments, doc)
         self.dtypes, self.bool_ok = dtypes, bool_ok
         self.kernel = Kernel(name, fn, len(sig), cpu, wgsl_lib)
         grads = grad if isinstance(grad, tuple) else (grad,)
@@ -158,14 +194,18 @@ class Elementwise:
         self.mixed_apply = _make_function(self, mixed=True).apply if self.reads_mixed \
             else None
         OPS[name] = self
-        front = _make_front(self)
+        front = _make_front(self)  # (positional, PyTorch's names where they are the usual)
         self.apply = front
+        binds_keywords = bool(self.params) or self.arity > 2  # (the front does it)
+        public = front if binds_keywords or self.names == _DEFAULT_NAMES.get(self.arity) \
+            else _with_arguments(front, self.arguments, self.doc)
         if method:
-            setattr(Tensor, name, _as_method(front, self))
+            setattr(Tensor, name, public)  # x.op(...) is hx.op(x, ...): self is the input
         if function:
-            FUNCTIONS[name] = front
-        if inplace and self.dtypes != "compare":
-            setattr(Tensor, name + "_", _make_inplace(self))
+            FUNCTIONS[name] = public
+        self.inplace = _make_inplace(self) if inplace and self.dtypes != "compare" else None
+        if self.inplace is not None:
+            setattr(Tensor, name + "_", self.inplace)
         for dunder in dunders:
             setattr(Tensor, dunder, _make_dunder(front, dunder))
 
@@ -186,6 +226,30 @@ class Elementwise:
 def elementwise(name, fn, grad=None, **kwargs) -> Elementwise:
     """Declare an elementwise op (see the module docstring)."""
     return Elementwise(name, fn, grad, **kwargs)
+
+
+#: PyTorch's names for an elementwise op's inputs, unless the declaration gives its own
+_DEFAULT_NAMES = {1: ("input",), 2: ("input", "other")}
+
+
+def _docstring(name, arguments, doc) -> str:
+    """PyTorch's first line (the signature) and the declaration's text."""
+    body = doc or f"Elementwise {name.replace('_', ' ')}, declared in the op registry."
+    return f"{arguments} -> Tensor\n\n{body}"
+
+
+def _with_arguments(fn, arguments, doc):
+    """``fn`` (positional) under the signature ``arguments``: keywords bound by name."""
+    n = len(arguments.names)
+
+    def call(*args, **kwargs):
+        if kwargs or len(args) != n:
+            args = arguments.bind(args, kwargs)
+        return fn(*args)
+
+    call.__name__ = call.__qualname__ = arguments.op
+    call.__signature__, call.__doc__ = arguments.signature, doc
+    return call
 
 
 class _GradKernel:
@@ -526,7 +590,6 @@ def _make_front(decl):
     apply, keep = cls.apply, cls.keep
     name, kernel = decl.name, decl.kernel
     nparams = len(decl.params)
-    defaults = tuple(decl.params.values())
     needs_no_promotion = frozenset(dt for dt in _ALL_DTYPES if _computes_in_its_dtype(decl, dt))
     # the dtypes whose operands take the direct path (none for comparisons: no node)
     direct_dtypes = needs_no_promotion & _DIRECT_DTYPES if decl.dtypes != "compare" \
@@ -534,12 +597,15 @@ def _make_front(decl):
     differentiable = decl.differentiable
     wrap, new = Tensor._wrap, object.__new__
 
-    if decl.arity == 1:
-        def front(x, *params):
-            if x.__class__ is Tensor and x.dtype in direct_dtypes and not nparams \
-                    and not STATE.anomaly:
+    arguments = decl.arguments
+    nargs = len(arguments.names)
+
+    if decl.arity == 1 and not nparams:
+        def front(input):  # noqa: A002 (PyTorch's name)
+            x = input
+            if x.__class__ is Tensor and x.dtype in direct_dtypes and not STATE.anomaly:
                 f = x._be.direct.get(kernel)
-                if f is not None:
+                if f is not None:  # Function.apply, its checks hoisted (see above)
                     out = wrap(f(x._data))
                     state = STATE
                     if state.grad_enabled and differentiable and x._requires_grad:
@@ -549,13 +615,22 @@ def _make_front(decl):
                     return out
             if x.__class__ is not Tensor and not isinstance(x, Tensor):
                 x = _as_operand(name, x, None)
-            if len(params) < nparams:
-                params = params + defaults[len(params):]
+            if x.dtype not in needs_no_promotion:
+                x = x.to(decl.compute_dtype(x.dtype))
+            return apply(x)
+    elif decl.arity == 1:
+        def front(input, *params, **kwargs):  # noqa: A002
+            if kwargs or len(params) != nparams:
+                params = arguments.bind((input, *params), kwargs)[1:]
+            x = input
+            if x.__class__ is not Tensor and not isinstance(x, Tensor):
+                x = _as_operand(name, x, None)
             if x.dtype not in needs_no_promotion:
                 x = x.to(decl.compute_dtype(x.dtype))
             return apply(x, *params)
     elif decl.arity == 2 and not nparams:
-        def front(a, b):  # the hot path of x + y, x * 2.0 ...: no promotion to do
+        def front(input, other):  # noqa: A002 (x + y, x * 2.0 ...: the hot path)
+            a, b = input, other
             ca, cb = a.__class__, b.__class__
             f = None
             if ca is Tensor:
@@ -595,11 +670,11 @@ def _make_front(decl):
                 record(ctx, out, (a, b), state)
             return out
     else:
-        def front(*xs):
-            params = xs[decl.arity:]
-            xs = xs[:decl.arity]
-            if len(params) < nparams:
-                params = params + defaults[len(params):]
+        def front(*args, **kwargs):
+            if kwargs or len(args) != nargs:
+                args = arguments.bind(args, kwargs)
+            params = args[decl.arity:]
+            xs = args[:decl.arity]
             a = xs[0]
             if decl.arity == 2:
                 b = xs[1]
@@ -612,7 +687,9 @@ def _make_front(decl):
             return (decl.mixed_apply if mixed else apply)(*ops, *params)
 
     front.__name__ = front.__qualname__ = name
-    front.__doc__ = f"Elementwise {name} (declared in the op registry)."
+    front.__doc__ = decl.doc
+    if nparams or decl.arity > 2:
+        front.__signature__ = arguments.signature
     return front
 
 
@@ -712,18 +789,6 @@ def _common_device(name, tensors):
     return devices.pop()
 
 
-def _as_method(front, decl):
-    if decl.arity == 1:
-        return front
-
-    def method(self, *args):
-        return front(self, *args)
-
-    method.__name__ = method.__qualname__ = decl.name
-    method.__doc__ = front.__doc__
-    return method
-
-
 _REFLECTED = {"__radd__", "__rsub__", "__rmul__", "__rtruediv__", "__rpow__",
               "__rfloordiv__", "__rmod__", "__rand__", "__ror__", "__rxor__",
               "__rmatmul__"}
@@ -746,11 +811,17 @@ def _make_dunder(front, dunder):
 def _make_inplace(decl):
     from . import inplace
 
-    def method(self, *args):
+    arguments, n = decl.arguments, len(decl.arguments.names)
+
+    def method(self, *args, **kwargs):
+        if kwargs or len(args) != n - 1:
+            args = tuple(arguments.bind((self, *args), kwargs)[1:])
         return inplace.apply_elementwise(decl, self, args)
 
     method.__name__ = method.__qualname__ = decl.name + "_"
-    method.__doc__ = f"In-place {decl.name}: writes the result into this tensor's memory."
+    method.__signature__ = arguments.without_first()
+    method.__doc__ = (f"{decl.name}_{method.__signature__} -> Tensor\n\nIn-place "
+                      f"{decl.name}: writes the result into this tensor's memory.")
     return method
 
 

@@ -1,0 +1,298 @@
+"""Every declared op is reachable where PyTorch has it, with PyTorch's signature.
+
+For each op of the registry (``OPS``): ``hx.op``, ``x.op``, ``x.op_``, ``F.op`` and the
+``nn`` layer, wherever PyTorch has the same surface. A signature is compared with
+PyTorch's as ``inspect.signature`` gives it, else as the first line of PyTorch's
+docstring writes it (``add(input, other, *, alpha=1, out=None) -> Tensor``), else with
+TABLE below. Parameter names, kinds (positional or keyword-only) and defaults must be
+the same; ``out=`` and annotations are not compared (Haelixe has no ``out=``).
+
+An elementwise declaration makes all of its surfaces, so none of them may differ. Ops
+whose surfaces are still written by hand are held to the same rule, except for the
+differences listed in HAND_WRITTEN_DIFFERENCES: that list may only shrink (an entry that
+now matches fails here, so it is taken off).
+"""
+
+from __future__ import annotations
+
+import ast
+import inspect
+
+import pytest
+
+import haelixe as hx
+from haelixe.ops.registry import OPS, Elementwise
+
+torch = pytest.importorskip("torch")
+TF = torch.nn.functional
+F = hx.nn.functional
+
+#: PyTorch's signatures where neither inspect nor the docstring gives one
+TABLE = {
+    ("function", "softplus"): "(input, beta=1.0, threshold=20.0)",
+    ("functional", "softplus"): "(input, beta=1.0, threshold=20.0)",
+    ("function", "clamp_min"): "(input, min)",
+    ("function", "clamp_max"): "(input, max)",
+    ("method", "clamp_min"): "(self, min)",
+    ("method", "clamp_max"): "(self, max)",
+    ("inplace", "clamp_min"): "(self, min)",
+    ("inplace", "clamp_max"): "(self, max)",
+    # (self is the input, the second argument: where(condition, self, other))
+    ("method", "where"): "(self, condition, other)",
+}
+
+#: op -> the surfaces whose hand-written signature still differs from PyTorch's (most:
+#: the first argument named x or self where PyTorch says input; some: a keyword-only
+#: argument positional, an overload, a missing in-place form). Only ever shrinks.
+HAND_WRITTEN_DIFFERENCES = {
+    "all": {'function', 'method'},
+    "amax": {'function'},
+    "amin": {'function'},
+    "any": {'function', 'method'},
+    "argmax": {'function', 'method'},
+    "argmin": {'function'},
+    "argsort": {'function', 'method'},
+    "as_strided": {'function', 'inplace'},
+    "bmm": {'function', 'method'},
+    "chunk": {'function'},
+    "clone": {'function', 'method'},
+    "cumprod": {'function', 'inplace', 'method'},
+    "cumsum": {'function', 'inplace', 'method'},
+    "diagonal": {'function'},
+    "einsum": {'function'},
+    "expand": {'method'},
+    "flip": {'function', 'method'},
+    "gather": {'function', 'method'},
+    "index_add": {'function', 'inplace', 'method'},
+    "index_select": {'function'},
+    "linear": {'functional'},
+    "log_softmax": {'functional'},
+    "matmul": {'function', 'method'},
+    "max": {'function', 'method'},
+    "mean": {'function', 'method'},
+    "min": {'function', 'method'},
+    "mse_loss": {'functional'},
+    "multinomial": {'function', 'method'},
+    "narrow": {'function'},
+    "nonzero": {'function', 'method'},
+    "mm": {'function'},
+    "norm": {'function', 'method'},
+    "permute": {'function', 'method'},
+    "prod": {'function', 'method'},
+    "repeat": {'method'},
+    "reshape": {'function', 'method'},
+    "rms_norm": {'functional'},
+    "roll": {'function'},
+    "scatter": {'function', 'inplace', 'method'},
+    "scatter_add": {'function'},
+    "select": {'function'},
+    "softmax": {'function', 'functional', 'method'},
+    "sort": {'function', 'method'},
+    "split": {'function'},
+    "squeeze": {'function', 'inplace', 'method'},
+    "std": {'function', 'method'},
+    "sum": {'function', 'method'},
+    "to": {'method'},
+    "topk": {'function', 'method'},
+    "transpose": {'function', 'inplace'},
+    "tril": {'function', 'inplace'},
+    "triu": {'function', 'inplace'},
+    "unbind": {'function'},
+    "unique": {'function', 'method'},
+    "unsqueeze": {'function', 'inplace'},
+    "var": {'function', 'method'},
+}
+
+IGNORED = {"out"}
+
+
+def _parse(text: str) -> inspect.Signature:
+    """A signature from its text, read with ast (nothing is executed)."""
+    fn = ast.parse(f"def f{text}: pass").body[0]
+    a = fn.args
+
+    def default(node):
+        try:
+            return ast.literal_eval(node)
+        except ValueError:
+            return ast.unparse(node)
+
+    params = []
+    positional = a.posonlyargs + a.args
+    pos_defaults = [inspect.Parameter.empty] * (len(positional) - len(a.defaults)) + \
+        [default(d) for d in a.defaults]
+    for arg, d in zip(positional, pos_defaults):
+        params.append(inspect.Parameter(arg.arg, inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                                        default=d))
+    if a.vararg:
+        params.append(inspect.Parameter(a.vararg.arg, inspect.Parameter.VAR_POSITIONAL))
+    for arg, d in zip(a.kwonlyargs, a.kw_defaults):
+        params.append(inspect.Parameter(arg.arg, inspect.Parameter.KEYWORD_ONLY,
+                                        default=inspect.Parameter.empty if d is None
+                                        else default(d)))
+    return inspect.Signature(params)
+
+
+def torch_signature(surface, name):
+    """PyTorch's signature of ``name`` on ``surface``, or None where it has none. A
+    method takes what the function form takes (``self`` for ``input``: PyTorch binds
+    ``t.mul(other=u)``, though its method docstrings name some arguments otherwise),
+    so a method is compared with the function form where PyTorch has both."""
+    if (surface, name) in TABLE:
+        return _parse(TABLE[surface, name])
+    if surface in ("method", "inplace") and \
+            getattr(torch.Tensor, name + "_" if surface == "inplace" else name, None) \
+            is not None:
+        function = torch_signature("function", name)
+        if function is not None:
+            return function
+    owner = {"function": torch, "method": torch.Tensor, "inplace": torch.Tensor,
+             "functional": TF}[surface]
+    attr = name + "_" if surface == "inplace" else name
+    fn = getattr(owner, attr, None)
+    if fn is None:
+        return None
+    try:
+        return inspect.signature(fn)
+    except (TypeError, ValueError):
+        pass
+    first = (fn.__doc__ or "").strip().split("\n", 1)[0]
+    if first.startswith(attr + "(") and ") ->" in first:
+        sig = _parse(first[len(attr):first.rindex(") ->") + 1])
+        if surface in ("method", "inplace"):  # the docstring leaves self out
+            sig = sig.replace(parameters=[inspect.Parameter(
+                "self", inspect.Parameter.POSITIONAL_OR_KEYWORD),
+                *sig.parameters.values()])
+        return sig
+    return None
+
+
+def comparable(sig: inspect.Signature, method: bool):
+    """(name, kind, default) per parameter, ``out`` left out; a method's first
+    parameter (self, or the input it stands for) left out too."""
+    params = [p for p in sig.parameters.values() if p.name not in IGNORED]
+    if method:
+        params = params[1:]
+    out = []
+    for p in params:
+        d = p.default
+        if isinstance(d, bool) or d is None or d is inspect.Parameter.empty:
+            pass
+        elif isinstance(d, (int, float)):
+            d = float(d)  # (PyTorch writes beta=1 where the value is a float)
+        out.append((p.name, p.kind, d))
+    return out
+
+
+def haelixe_surface(surface, name):
+    if surface == "function":
+        return getattr(hx, name, None)
+    if surface == "method":
+        return getattr(hx.Tensor, name, None)
+    if surface == "inplace":
+        return getattr(hx.Tensor, name + "_", None)
+    return getattr(F, name, None)
+
+
+def _public(decl) -> bool:
+    return decl.name in hx.__dict__ or hasattr(hx.Tensor, decl.name) or \
+        hasattr(F, decl.name)
+
+
+CASES = [(surface, name) for name, decl in sorted(OPS.items()) if _public(decl)
+         for surface in ("function", "method", "inplace", "functional")
+         if torch_signature(surface, name) is not None]
+
+
+@pytest.mark.parametrize("surface,name", CASES, ids=[f"{s}-{n}" for s, n in CASES])
+def test_each_declared_op_has_pytorchs_surfaces_and_signatures(surface, name):
+    ours = haelixe_surface(surface, name)
+    label = {"function": f"hx.{name}", "method": f"Tensor.{name}",
+             "inplace": f"Tensor.{name}_", "functional": f"F.{name}"}[surface]
+    if isinstance(OPS[name], Elementwise) and OPS[name].dtypes == "compare" and \
+            surface == "inplace":
+        pytest.skip("comparisons have no in-place form that keeps the dtype")
+    if ours is None and surface in HAND_WRITTEN_DIFFERENCES.get(name, ()):
+        return  # (a missing in-place form, listed)
+    assert ours is not None, f"{label} is missing (PyTorch has it)"
+    want = comparable(torch_signature(surface, name), surface in ("method", "inplace"))
+    got = comparable(inspect.signature(ours), surface in ("method", "inplace"))
+    differs = got != want
+    if surface in HAND_WRITTEN_DIFFERENCES.get(name, ()):
+        assert not isinstance(OPS[name], Elementwise), \
+            f"{label}: an elementwise declaration makes its surfaces; none may differ"
+        assert ours is None or differs, \
+            f"{label} now matches PyTorch: take it off HAND_WRITTEN_DIFFERENCES"
+        return
+    assert not differs, f"{label}{inspect.signature(ours)} differs from PyTorch's {want}"
+    if isinstance(OPS[name], Elementwise):
+        assert (ours.__doc__ or "").strip(), f"{label} has no docstring"
+
+
+def _layer_name(name):
+    """PyTorch's nn layer for an op name (leaky_relu -> LeakyReLU), or None."""
+    flat = name.replace("_", "")
+    return next((c for c in dir(torch.nn) if c.lower() == flat and
+                 isinstance(getattr(torch.nn, c), type)), None)
+
+
+ELEMENTWISE_LAYERS = sorted(n for n, d in OPS.items() if isinstance(d, Elementwise)
+                            and _public(d) and _layer_name(n))
+
+
+@pytest.mark.parametrize("name", ELEMENTWISE_LAYERS)
+def test_each_elementwise_op_with_a_pytorch_layer_has_that_layer_from_its_declaration(name):
+    cls_name = _layer_name(name)
+    decl = OPS[name]
+    assert decl.module == cls_name, f"declare {name} with module={cls_name!r}"
+    ours = getattr(hx.nn, cls_name)
+    theirs = getattr(torch.nn, cls_name)
+    # (a layer with no parameters keeps Module's __init__(self, *args, **kwargs))
+    want = inspect.signature(theirs.__init__) if "__init__" in theirs.__dict__ else \
+        inspect.Signature([inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)])
+    # (PyTorch's Hardtanh also takes the deprecated min_value / max_value)
+    want = want.replace(parameters=[p for p in want.parameters.values()
+                                    if p.name not in ("min_value", "max_value")])
+    assert comparable(inspect.signature(ours.__init__), True) == comparable(want, True)
+    assert ours.forward.__qualname__ == f"{cls_name}.forward"
+    x = hx.tensor([[-2.0, -0.5, 0.0, 0.5, 3.0]])
+    t = torch.tensor([[-2.0, -0.5, 0.0, 0.5, 3.0]])
+    got = ours()(x).numpy()
+    expected = getattr(torch.nn, cls_name)()(t).numpy()
+    assert abs(got - expected).max() < 1e-6
+    assert repr(ours()) == repr(getattr(torch.nn, cls_name)())
+
+
+def test_keywords_reach_every_surface_of_a_declared_op():
+    x = hx.tensor([-30.0, -1.0, 2.0])
+    t = torch.tensor([-30.0, -1.0, 2.0])
+    pairs = [
+        (hx.softplus(x, beta=2.0), TF.softplus(t, beta=2.0)),
+        (F.softplus(x, beta=2.0, threshold=10.0), TF.softplus(t, beta=2.0, threshold=10.0)),
+        (x.leaky_relu(negative_slope=0.1), TF.leaky_relu(t, negative_slope=0.1)),
+        (F.hardtanh(x, min_val=-0.5, max_val=1.5), TF.hardtanh(t, min_val=-0.5, max_val=1.5)),
+        (hx.nn.LeakyReLU(negative_slope=0.2)(x), torch.nn.LeakyReLU(negative_slope=0.2)(t)),
+        (hx.pow(x, exponent=2), torch.pow(t, exponent=2)),
+        (x.mul(other=x), t.mul(other=t)),
+    ]
+    for got, want in pairs:
+        assert abs(got.numpy() - want.numpy()).max() <= 1e-6 * (1 + abs(want.numpy()).max())
+    # beta=2 at x=-30: log1p(exp(-60)) / 2, PyTorch's 4.38e-27 (not 0)
+    assert abs(F.softplus(x, beta=2.0).numpy()[0] - 4.3782e-27) < 1e-30
+    y = x.clone()
+    assert y.leaky_relu_(negative_slope=0.5) is y and y.numpy()[1] == -0.5
+    z = x.clone()
+    assert F.leaky_relu(z, 0.5, inplace=True) is z and z.numpy()[1] == -0.5
+    with pytest.raises(TypeError, match="unexpected keyword argument 'slope'"):
+        x.leaky_relu(slope=0.1)
+    with pytest.raises(TypeError, match="takes 2 positional arguments"):
+        hx.leaky_relu(x, 0.1, 0.2)
+
+
+def test_the_signature_reader_reads_pytorchs_docstring_lines():
+    sig = _parse("(input, other, *, alpha=1, out=None)")
+    assert comparable(sig, False) == [
+        ("input", inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.empty),
+        ("other", inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.empty),
+        ("alpha", inspect.Parameter.KEYWORD_ONLY, 1.0)]
+    assert comparable(torch_signature("method", "add"), True) == comparable(sig, False)[1:]
