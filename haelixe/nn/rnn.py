@@ -66,10 +66,9 @@ def _rnn_step(xp, hp, relu):
 def _lstm_step(xp, hp, c, w_hr):
     gates = xp + hp
     n = c.shape[-1]
-    i = gates[..., :n].sigmoid()
-    f = gates[..., n:2 * n].sigmoid()
+    sig = gates.sigmoid()  # one pass for the three sigmoid gates (g's block unused)
+    i, f, o = sig[..., :n], sig[..., n:2 * n], sig[..., 3 * n:]
     g = gates[..., 2 * n:3 * n].tanh()
-    o = gates[..., 3 * n:].sigmoid()
     c = f * c + i * g
     h = o * c.tanh()
     if w_hr is not None:
