@@ -18,7 +18,18 @@ import pytest
 
 import haelixe as hx
 from haelixe.autograd import Function
-from haelixe.exercises import FAILED, LABS, lab01, lab02, lab03, lab04, lab05, lab06, lab07
+from haelixe.exercises import (
+    FAILED,
+    LABS,
+    lab01,
+    lab02,
+    lab03,
+    lab04,
+    lab05,
+    lab06,
+    lab07,
+    lab08,
+)
 
 WRONG: dict = {}  # exercise number -> [(wrong answer, text its feedback must contain)]
 
@@ -423,7 +434,94 @@ def sample_flat(logits, temperature=1.0, top_k=None):
     return hx.multinomial(_top_k(logits / temperature, top_k).softmax(-1), 1).reshape(-1)
 
 
-MODULES = {1: lab01, 2: lab02, 3: lab03, 4: lab04, 5: lab05, 6: lab06, 7: lab07}
+# -- lab 08 ---------------------------------------------------------------------------------
+
+
+def _view(x, shape, strides):
+    return x.as_strided(shape, strides)
+
+
+@wrong("8.1", "strides of a contiguous image")
+def windows_assuming_contiguous(x, kh, kw, stride=1):
+    n, c, h, w = x.shape
+    sn, sc, sh, sw = c * h * w, h * w, w, 1
+    return _view(x, (n, c, kh, kw, (h - kh) // stride + 1, (w - kw) // stride + 1),
+                 (sn, sc, sh, sw, stride * sh, stride * sw))
+
+
+@wrong("8.1", "the kernel dims (kh, kw) come before the output positions")
+def windows_positions_first(x, kh, kw, stride=1):
+    n, c, h, w = x.shape
+    sn, sc, sh, sw = x.stride()
+    return _view(x, (n, c, (h - kh) // stride + 1, (w - kw) // stride + 1, kh, kw),
+                 (sn, sc, stride * sh, stride * sw, sh, sw))
+
+
+@wrong("8.1", "a copy, not a view")
+def windows_copied(x, kh, kw, stride=1):
+    return lab08.engine_window_view(x, kh, kw, stride).contiguous()
+
+
+@wrong("8.1", "the output dims by stride times them")
+def windows_strides_swapped(x, kh, kw, stride=1):
+    n, c, h, w = x.shape
+    sn, sc, sh, sw = x.stride()
+    return _view(x, (n, c, kh, kw, (h - kh) // stride + 1, (w - kw) // stride + 1),
+                 (sn, sc, stride * sh, stride * sw, sh, sw))
+
+
+def _conv_by_product(x, w):
+    n, c, _, _ = x.shape
+    o, _, kh, kw = w.shape
+    win = lab08.engine_window_view(x, kh, kw)
+    ho, wo = win.shape[4:]
+    return (w.reshape(o, -1) @ win.reshape(n, c * kh * kw, ho * wo)).reshape(n, o, ho, wo)
+
+
+@wrong("8.2", "the kernel flipped")
+def conv_flipped(x, w):
+    return _conv_by_product(x, w.flip(2, 3))
+
+
+@wrong("8.2", "channels first")
+def conv_channels_last(x, w):
+    return _conv_by_product(x, w).permute(0, 2, 3, 1)
+
+
+@wrong("8.2", "the same (c, i, j) order on both sides")
+def conv_weight_order(x, w):
+    o, c, kh, kw = w.shape
+    return _conv_by_product(x, w.permute(0, 2, 3, 1).reshape(o, kh, kw, c)
+                            .reshape(o, c, kh, kw))
+
+
+def _pool_grad(x, g, pick):
+    n, c, h, w = x.shape
+    cells = lab08.engine_window_view(x, 2, 2, 2).reshape(n, c, 4, h // 2, w // 2)
+    routed = (pick(cells) * g.unsqueeze(2)).reshape(n, c, 2, 2, h // 2, w // 2)
+    return routed.permute(0, 1, 4, 2, 5, 3).reshape(n, c, h, w)
+
+
+@wrong("8.3", "average pooling's backward")
+def pool_grad_spread(x, g):
+    return _pool_grad(x, g, lambda cells: cells * 0.0 + 0.25)
+
+
+@wrong("8.3", "only the first (argmax) gets the gradient")
+def pool_grad_every_tie(x, g):
+    return _pool_grad(x, g, lambda cells: (cells == cells.amax(2, keepdim=True)).float())
+
+
+@wrong("8.3", "window (y, x)'s cell (i, j) is pixel (2y + i, 2x + j)")
+def pool_grad_misplaced(x, g):
+    n, c, h, w = x.shape
+    cells = lab08.engine_window_view(x, 2, 2, 2).reshape(n, c, 4, h // 2, w // 2)
+    first = cells.argmax(2, keepdim=True)
+    onehot = (hx.arange(4).reshape(1, 1, 4, 1, 1) == first).float()
+    return (onehot * g.unsqueeze(2)).reshape(n, c, h, w)
+
+
+MODULES = {1: lab01, 2: lab02, 3: lab03, 4: lab04, 5: lab05, 6: lab06, 7: lab07, 8: lab08}
 
 
 def _exercise(number):
