@@ -67,7 +67,10 @@ fn masked(s: f32, qi: i32, kj: i32) -> f32 {
     return select(neg_inf(), x, seen);
 }
 
-// Partial sums of the P slices of a row, exchanged through workgroup memory, laid out
+// With subgroups, the P slices of a row are adjacent lanes of one subgroup (SG_ROWS sets
+// row and part from the subgroup builtins) and add up their partial sums by shuffles
+// (EXCHANGE_S, EXCHANGE_SG). Without, the partial sums of the P slices of a row are
+// exchanged through workgroup memory, laid out
 // [slot][j][invocation] (j < KG) so that neighbouring invocations touch neighbouring
 // words. Every invocation has read them before any writes them again: the exchange
 // ends with a barrier.
@@ -101,8 +104,12 @@ fn load_kv_block(k0: i32, lid: i32) {
 }
 
 // Keys a block of queries [q0, q0 + BQ) may see: all, or up to its last query if causal.
+// Loops over blocks hold barriers, so their bounds must be uniform: they are read from
+// the metadata (read-only storage), never from the private copies, which WGSL's
+// uniformity analysis counts as varying per invocation.
 fn key_end(q0: i32) -> i32 {
-    return select(SK, min(SK, q0 + BQ), causal);
+    let sk = metadata[1];
+    return select(sk, min(sk, q0 + BQ), metadata[2] != 0);
 }
 
 @unroll(DQ) var<private> rq#i: vec4<f32>;
@@ -124,8 +131,9 @@ ${DOTS}
 // operands: 0 q, 1 k, 2 v, 3 out, 4 lse (f32), 5 mask
 @compute @workgroup_size(${BQ} * ${P})
 fn attention_forward(@builtin(workgroup_id) wid: vec3<u32>,
-                     @builtin(local_invocation_index) lidu: u32) {
+                     @builtin(local_invocation_index) lidu: u32${SG_ARGS}) {
     setup(wid, lidu);
+    ${SG_ROWS}
     let lid = i32(lidu);
     let q0 = i32(wid.x) * BQ;
     let qi = q0 + row;
@@ -174,8 +182,9 @@ ${DOTS}
 // delta = rowsum(dO * O).
 @compute @workgroup_size(${BQ} * ${P})
 fn attention_dq(@builtin(workgroup_id) wid: vec3<u32>,
-                @builtin(local_invocation_index) lidu: u32) {
+                @builtin(local_invocation_index) lidu: u32${SG_ARGS}) {
     setup(wid, lidu);
+    ${SG_ROWS}
     let lid = i32(lidu);
     let q0 = i32(wid.x) * BQ;
     let qi = q0 + row;
@@ -235,8 +244,9 @@ ${DOTS}
 // workgroup memory.
 @compute @workgroup_size(${BQ} * ${P})
 fn attention_dkdv(@builtin(workgroup_id) wid: vec3<u32>,
-                  @builtin(local_invocation_index) lidu: u32) {
+                  @builtin(local_invocation_index) lidu: u32${SG_ARGS}) {
     setup(wid, lidu);
+    ${SG_ROWS}
     let lid = i32(lidu);
     let k0 = i32(wid.x) * BQ;
     let kj = k0 + row;
@@ -249,8 +259,9 @@ fn attention_dkdv(@builtin(workgroup_id) wid: vec3<u32>,
         @unroll(DV) rv#i = get_v(vb, 4 * (part * DV + #i));
     }
     // causal: queries before k0 see none of this block's keys
-    let q_start = select(0, (k0 / BK) * BK, causal);
-    for (var q0 = q_start; q0 < SQ; q0 += BK) {
+    let q_start = select(0, (k0 / BK) * BK, metadata[2] != 0);
+    let q_stop = metadata[0];  // uniform, as key_end's
+    for (var q0 = q_start; q0 < q_stop; q0 += BK) {
         for (var t = lid; t < BK * D4; t += NT) {
             let qi = q0 + t / D4;
             var val = vec4<f32>();

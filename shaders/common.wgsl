@@ -10,9 +10,14 @@
 const MAXD: i32 = 8;
 const OPS_BASE: i32 = 17;
 const OP_STRIDE: i32 = 10;
-fn neg_inf() -> f32 { return bitcast<f32>(0xff800000u); }
-fn pos_inf() -> f32 { return bitcast<f32>(0x7f800000u); }
-fn nan_f32() -> f32 { return bitcast<f32>(0x7fc00000u); }
+// Non-finite values are made at run time: a WGSL constant expression that evaluates to
+// inf or NaN is an error (Tint rejects the module; naga lets it pass). These bit patterns
+// are module-scope variables, which no constant expression may read.
+var<private> INF_BITS: u32 = 0x7f800000u;
+var<private> NAN_BITS: u32 = 0x7fc00000u;
+fn neg_inf() -> f32 { return -bitcast<f32>(INF_BITS); }
+fn pos_inf() -> f32 { return bitcast<f32>(INF_BITS); }
+fn nan_f32() -> f32 { return bitcast<f32>(NAN_BITS); }
 
 // Flat invocation id over a 2-D grid of 1-D workgroups (grids wrap at 65535 per dim).
 fn flat_id(wid: vec3<u32>, nwg: vec3<u32>, lid: u32, wg: u32) -> i32 {

@@ -25,6 +25,6 @@ fn mse_loss(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg:
     var acc = 0.0;
     let stride = i32(nwg.x) * i32(WG);
     for (var i = i32(wid.x) * i32(WG) + i32(lid); i < ${COUNT}; i += stride) { acc += ${TERM}; }
-    let total = row_sum(lid, acc);
+    let total = row_sum(lid, sgs, acc);
     if (lid == 0u) { ${STORE} }
 }

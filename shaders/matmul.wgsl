@@ -171,7 +171,7 @@ fn matmul(@builtin(workgroup_id) wid: vec3<u32>,
     sbk = metadata[5];
     sbn = metadata[6];
     let ks = metadata[7];
-    let splits = max(1, (K + ks - 1) / ks);
+    let splits = max(1, (metadata[2] + ks - 1) / ks);  // uniform (K is private)
     let z = i32(wid.z) / splits;
     let split = i32(wid.z) % splits;
     let bc = coords(z);
@@ -180,7 +180,10 @@ fn matmul(@builtin(workgroup_id) wid: vec3<u32>,
     m0 = i32(wid.y) * BM;
     n0 = i32(wid.x) * BN;
     let k_begin = split * ks;
-    k_end = min(K, k_begin + ks);
+    // the K loop holds barriers: its bound must be uniform, so it is computed from the
+    // metadata (read-only storage) here, not read back from the private k_end
+    let k_stop = min(metadata[2], k_begin + ks);
+    k_end = k_stop;
     let tx = i32(lid.x);
     let ty = i32(lid.y);
     tid = ty * WX + tx;
@@ -191,7 +194,7 @@ fn matmul(@builtin(workgroup_id) wid: vec3<u32>,
     @unroll(LB) put_b(0, #i, rb#i);
     workgroupBarrier();
     var st = 0;  // the stage the arithmetic reads
-    for (var k0 = k_begin; k0 < k_end; k0 += BK) {
+    for (var k0 = k_begin; k0 < k_stop; k0 += BK) {
         @unroll(LA) ra#i = fetch_a(#i, k0 + BK);
         @unroll(LB) rb#i = fetch_b(#i, k0 + BK);
         let at_a = st * SA + ty;

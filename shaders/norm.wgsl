@@ -35,7 +35,7 @@ fn rmsnorm(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: 
     let c = coords(row);
     var ss = 0.0;
     for (var u = i32(lid); u < units; u += i32(WG)) { let v = ld_x(c, u); ss += total(v * v); }
-    ss = row_sum(lid, ss);
+    ss = row_sum(lid, sgs, ss);
     let r = 1.0 / sqrt(ss / f32(D) + scalar_f(2));
     for (var u = i32(lid); u < units; u += i32(WG)) {
         st_y(c, u, ld_x(c, u) * r * ${W});
@@ -61,7 +61,7 @@ fn rmsnorm_backward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgrou
         let xhat = ld_x(c, u) * r;
         proj += total(ld_gy(c, u) * ${W} * xhat);
     }
-    proj = row_sum(lid, proj) / f32(D);
+    proj = row_sum(lid, sgs, proj) / f32(D);
     for (var u = i32(lid); u < units; u += i32(WG)) {
         let xhat = ld_x(c, u) * r;
         let gyv = ld_gy(c, u);
@@ -83,13 +83,13 @@ fn layernorm(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg
     let c = coords(row);
     var s = 0.0;
     for (var u = i32(lid); u < units; u += i32(WG)) { s += total(ld_x(c, u)); }
-    let mu = row_sum(lid, s) / f32(D);
+    let mu = row_sum(lid, sgs, s) / f32(D);
     var ss = 0.0;
     for (var u = i32(lid); u < units; u += i32(WG)) {
         let d = ld_x(c, u) - mu;
         ss += total(d * d);
     }
-    let r = 1.0 / sqrt(row_sum(lid, ss) / f32(D) + scalar_f(2));
+    let r = 1.0 / sqrt(row_sum(lid, sgs, ss) / f32(D) + scalar_f(2));
     for (var u = i32(lid); u < units; u += i32(WG)) {
         st_y(c, u, (ld_x(c, u) - mu) * r * ${W} + ${B});
     }
@@ -121,8 +121,8 @@ fn layernorm_backward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgr
         s1 += total(gx);
         s2 += total(gx * xhat);
     }
-    let m1 = row_sum(lid, s1) / f32(D);
-    let m2 = row_sum(lid, s2) / f32(D);
+    let m1 = row_sum(lid, sgs, s1) / f32(D);
+    let m2 = row_sum(lid, sgs, s2) / f32(D);
     for (var u = i32(lid); u < units; u += i32(WG)) {
         let xhat = (ld_x(c, u) - mu) * r;
         let gyv = ld_gy(c, u);

@@ -5,13 +5,16 @@
 // workgroup memory (log2(WG) barriers), or, where the adapter has subgroups, subgroupAdd /
 // subgroupMax inside each subgroup and one pass over the subgroups' partials (one
 // barrier). The entry points take the subgroup builtins through ${SG_ARGS} and store
-// them with ${SG_SET}.
+// them with ${SG_SET}, which also declares `sgs`, the number of subgroups (1 for the
+// tree), passed to every call: branches before a barrier must be uniform, and a
+// module-scope private variable never is to WGSL's uniformity analysis, while the
+// num_subgroups builtin is.
 
 const WG: u32 = ${WG}u;
 var<workgroup> row_scratch: array<f32, ${WG}>;
 
 //! section: rows_tree
-fn row_sum(lid: u32, v: f32) -> f32 {
+fn row_sum(lid: u32, sgs: u32, v: f32) -> f32 {
     row_scratch[lid] = v;
     workgroupBarrier();
     for (var s = WG / 2u; s > 0u; s = s >> 1u) {
@@ -23,7 +26,7 @@ fn row_sum(lid: u32, v: f32) -> f32 {
     return r;
 }
 
-fn row_max(lid: u32, v: f32) -> f32 {
+fn row_max(lid: u32, sgs: u32, v: f32) -> f32 {
     row_scratch[lid] = v;
     workgroupBarrier();
     for (var s = WG / 2u; s > 0u; s = s >> 1u) {
@@ -37,29 +40,28 @@ fn row_max(lid: u32, v: f32) -> f32 {
 
 //! section: rows_subgroup
 var<private> sg_index: u32;  // this invocation's subgroup
-var<private> sg_count: u32;  // subgroups in the workgroup
 var<private> sg_lane: u32;   // this invocation's lane in its subgroup
 
-fn row_sum(lid: u32, v: f32) -> f32 {
+fn row_sum(lid: u32, sgs: u32, v: f32) -> f32 {
     let s = subgroupAdd(v);
-    if (sg_count == 1u) { return s; }
+    if (sgs == 1u) { return s; }
     if (sg_lane == 0u) { row_scratch[sg_index] = s; }
     workgroupBarrier();
     var t = 0.0;
-    for (var i = 0u; i < sg_count; i++) { t += row_scratch[i]; }
+    for (var i = 0u; i < sgs; i++) { t += row_scratch[i]; }
     workgroupBarrier();  // scratch is reused by the next call
     return t;
 }
 
 // NaN wins, as nan_max (a subgroup max may drop NaNs)
-fn row_max(lid: u32, v: f32) -> f32 {
+fn row_max(lid: u32, sgs: u32, v: f32) -> f32 {
     var m = subgroupMax(select(v, neg_inf(), is_nan(v)));
     if (subgroupAny(is_nan(v))) { m = nan_f32(); }
-    if (sg_count == 1u) { return m; }
+    if (sgs == 1u) { return m; }
     if (sg_lane == 0u) { row_scratch[sg_index] = m; }
     workgroupBarrier();
     var t = neg_inf();
-    for (var i = 0u; i < sg_count; i++) { t = nan_max(t, row_scratch[i]); }
+    for (var i = 0u; i < sgs; i++) { t = nan_max(t, row_scratch[i]); }
     workgroupBarrier();
     return t;
 }

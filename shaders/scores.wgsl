@@ -54,7 +54,7 @@ fn scores_backward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroup
     @unroll(R) if (j0 + #i * i32(WG) < SK) { p#i = exp(score(j0 + #i * i32(WG)) - lref); g#i = load_dp(at(2, j0 + #i * i32(WG))); }
     var d = 0.0;
     @unroll(R) d = fma(p#i, g#i, d);
-    let delta = row_sum(lid, d);
+    let delta = row_sum(lid, sgs, d);
     let scale = scalar_f(3);
     @unroll(R) if (j0 + #i * i32(WG) < SK) { store_dp(at(2, j0 + #i * i32(WG)), p#i * (g#i - delta) * scale); store_s(at(0, j0 + #i * i32(WG)), p#i); }
 }

@@ -19,11 +19,11 @@ fn softmax(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: 
     let os = op_extra(0);
     var m = neg_inf();
     for (var j = i32(lid); j < len; j += i32(WG)) { m = nan_max(m, load_x(xb + j * xs)); }
-    m = row_max(lid, m);
+    m = row_max(lid, sgs, m);
     if (m == neg_inf()) { m = 0.0; }  // a row of -inf: exp(-inf - 0) = 0, no NaN from inf - inf
     var s = 0.0;
     for (var j = i32(lid); j < len; j += i32(WG)) { s += exp(load_x(xb + j * xs) - m); }
-    s = row_sum(lid, s);
+    s = row_sum(lid, sgs, s);
     let log_s = log(s);
     for (var j = i32(lid); j < len; j += i32(WG)) {
         let z = load_x(xb + j * xs) - m;

@@ -308,6 +308,24 @@ def test_attention_every_plan(be, p, bq, bk, kg):
         check_attention(be, q, k, v, causal, 0.3, plans=plans)
 
 
+@pytest.mark.parametrize("p", [2, 4])
+def test_attention_slices_summed_through_workgroup_memory_without_subgroups(be, p):
+    """Where the adapter has subgroups, a row's slices add their partial dot products by
+    subgroup shuffles; without, through workgroup memory: both give the same results."""
+    from haelixe.backends.wgpu.attention import Plan
+
+    plans = dict.fromkeys(("attention_forward", "attention_dq", "attention_dkdv"),
+                          Plan(p, 16, 8, 4))
+    rng = np.random.default_rng(p)
+    q, k, v = (rng.standard_normal((2, 21, 16)).astype(np.float32) for _ in range(3))
+    saved = be.context.features
+    be.context.features = saved - {"subgroup"}
+    try:
+        check_attention(be, q, k, v, True, 0.3, plans=plans)
+    finally:
+        be.context.features = saved
+
+
 @pytest.fixture(params=["flash", "matmuls"])
 def attention_way(request):
     """Runs a test with the flash backward and with the backward through matmuls (scores

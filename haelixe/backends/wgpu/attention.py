@@ -50,8 +50,10 @@ MAX_HEAD_DIM = 128
 # vec4 registers per invocation for the head-dim vectors a kernel keeps (q and o in the
 # forward; q, dO and dq for dq; k, v, dk and dv for dk/dv) up to which one invocation
 # holds a whole row. On an H200 (head dim 64) one invocation per row beat two in all
-# three kernels, even dk/dv's 64 vec4s; a 128-wide head's forward (64) takes two.
-REGISTER_VEC4 = {"attention_forward": 32, "attention_dq": 64, "attention_dkdv": 64}
+# three kernels, even dk/dv's 64 vec4s; a 128-wide head's forward (64 vec4s) too: one
+# invocation per row ran (4, 16, 4096, 128) in 32.3 ms, two in 52.4 (shuffles) or about
+# 63 (workgroup memory).
+REGISTER_VEC4 = {"attention_forward": 64, "attention_dq": 64, "attention_dkdv": 64}
 
 
 # The backward through matmuls (module docstring) up to this many keys and this many
@@ -64,6 +66,13 @@ SCORES_HELD = 8
 MATMUL_MAX_KEYS = 1024
 MATMUL_MAX_SCORE_BYTES = 1 << 29
 MATMUL_PATH = None
+
+
+# The kernels whose head-dim slices add up by subgroup shuffles where the adapter has
+# subgroups (else through workgroup memory). The backward kernels keep workgroup memory:
+# with shuffles, a 128-wide head's backward, two invocations per row, ran about 4x
+# slower on an H200.
+SHUFFLE_ENTRIES = ("attention_forward",)
 
 
 class Plan(NamedTuple):
@@ -196,7 +205,7 @@ def _putter(name: str, dim: int, aligned: bool) -> str:
 
 
 def plan(entry: str, dqk: int, dv: int, workgroup_bytes: int, n_rows: int,
-         software: bool = False) -> Plan:
+         software: bool = False, subgroups: bool = False) -> Plan:
     """Invocations per row, rows per workgroup, block length and unrolled step for one
     kernel. Software adapters take small slices and step 4 keys at a time: LLVM compiles
     a fully unrolled block of a 64-wide head in minutes (and a 128-wide one held by one
@@ -210,7 +219,7 @@ def plan(entry: str, dqk: int, dv: int, workgroup_bytes: int, n_rows: int,
         p *= 2
     bq = max(16, min(128 if n_rows > 256 else 64, 256 // p))
     bk = 16
-    while bk > 4 and _shared_bytes(entry, d4, v4, p, bq, bk) > workgroup_bytes:
+    while bk > 4 and _shared_bytes(entry, d4, v4, p, bq, bk, subgroups) > workgroup_bytes:
         bk //= 2
     return Plan(p, bq, bk, 4 if software else bk)
 
@@ -219,9 +228,9 @@ def _slots(entry: str) -> int:
     return 1 if entry == "attention_forward" else 2
 
 
-def _shared_bytes(entry, d4, v4, p, bq, bk) -> int:
+def _shared_bytes(entry, d4, v4, p, bq, bk, subgroups: bool = False) -> int:
     tiles = 16 * bk * (d4 + v4) + (8 * bk if entry == "attention_dkdv" else 0)
-    return tiles + 4 * bq * (p * _slots(entry) * bk if p > 1 else 1)
+    return tiles + 4 * bq * p * (_slots(entry) * bk if p > 1 and not subgroups else 1)
 
 
 _EXCHANGE = {
@@ -238,13 +247,47 @@ _EXCHANGE = {
 }
 
 
+def _exchange(p: int, shuffles: bool) -> dict:
+    """How the P slices of a row add up their partial dot products: nothing to do for
+    one slice, subgroup shuffles where the adapter has subgroups, else workgroup memory
+    with two barriers per group of keys."""
+    if p == 1:
+        return {"EXCHANGE_S": "", "EXCHANGE_SG": "", "SG_ARGS": "", "SG_ROWS": ""}
+    if shuffles:
+        return {"EXCHANGE_S": _shuffle_exchange(p, "s"),
+                "EXCHANGE_SG": _shuffle_exchange(p, ("s", "g")),
+                "SG_ARGS": _SG_ARGS, "SG_ROWS": _SG_ROWS}
+    return {"EXCHANGE_S": _EXCHANGE[1], "EXCHANGE_SG": _EXCHANGE[2], "SG_ARGS": "",
+            "SG_ROWS": ""}
+
+
+def _shuffle_exchange(p: int, names) -> str:
+    """The slices' partial sums of a row added up by subgroup shuffles (a butterfly:
+    every lane of the row ends with the same sum, bit for bit), no workgroup memory and
+    no barrier. The row's P lanes are adjacent lanes of one subgroup (_SG_ROWS)."""
+    steps = []
+    m = 1
+    while m < p:
+        steps += [f"@unroll(KG) {n}#i += subgroupShuffleXor({n}#i, {m}u);" for n in names]
+        m *= 2
+    return "\n        ".join(steps)
+
+
+# rows and slices from the subgroup builtins, so that a row's lanes share a subgroup
+_SG_ARGS = (", @builtin(subgroup_id) sg_id: u32, @builtin(subgroup_size) sg_size: u32, "
+            "@builtin(subgroup_invocation_id) sg_inv: u32")
+_SG_ROWS = ("row = i32(sg_id * (sg_size / u32(P)) + sg_inv / u32(P)); "
+            "part = i32(sg_inv % u32(P));")
+
+
 def _dispatch(be, entry, lead, ops, arrays, bindings, scalars, n_rows, dqk, dv, mask,
               plan_: Plan | None):
     nbatch = math.prod(lead)
     if nbatch > 65535:
         raise ValueError(f"attention: {nbatch} batch-heads exceed one dispatch (65535)")
     limit = be.context.limits.get("max-compute-workgroup-storage-size", 16384)
-    pl = plan_ or plan(entry, dqk, dv, limit, n_rows, be.context.software)
+    shuffles = be.context.has("subgroup") and entry in SHUFFLE_ENTRIES
+    pl = plan_ or plan(entry, dqk, dv, limit, n_rows, be.context.software, shuffles)
     ops, arrays, bindings = list(ops), list(arrays), list(bindings)
     helpers, add_mask = [], ""
     if mask is not None:
@@ -277,10 +320,9 @@ def _dispatch(be, entry, lead, ops, arrays, bindings, scalars, n_rows, dqk, dv, 
                   P=pl.p, BQ=pl.bq, BK=pl.bk, KG=kg, NX=nx,
                   GROUPS="{ const jj = 0;" if kg == pl.bk else
                          "for (var jj = 0; jj < BK; jj += KG) {",
-                  XS=pl.bq * pl.p * nx * kg if pl.p > 1 else pl.bq,
+                  XS=pl.bq * pl.p * (nx * kg if pl.p > 1 and not shuffles else 1),
                   HELPERS="\n".join(helpers), MASK=add_mask, DOTS=_dots(entry),
-                  EXCHANGE_S=_EXCHANGE[1] if pl.p > 1 else "",
-                  EXCHANGE_SG=_EXCHANGE[2] if pl.p > 1 else "")
+                  **_exchange(pl.p, shuffles))
     be.dispatcher.dispatch(spec, [a.buffer for a in arrays], meta,
                            (-(-n_rows // pl.bq), nbatch, 1))
 

@@ -34,7 +34,7 @@ import threading
 import numpy as np
 
 from .bindings import BindGroupCache, layout_entries
-from .shaders import KernelSpec
+from .shaders import KernelSpec, for_naga
 
 _get_ident = threading.get_ident
 # submit every 32 dispatches: the GPU starts on a step while Python records the rest
@@ -64,6 +64,7 @@ class Dispatcher:
             size=META_RING_BYTES, usage=wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_DST
             | wgpu.BufferUsage.COPY_SRC)
         self._modules: dict[str, object] = {}
+        self._module_labels: dict[str, str] = {}  # WGSL source -> "file:entry"
         self._pipelines: dict[KernelSpec, tuple] = {}
         self._groups = BindGroupCache(self.device, self._meta_buf, 4 * META_WINDOW_INTS)
         self._encoder = None
@@ -87,12 +88,7 @@ class Dispatcher:
         """(pipeline, bind group layout) for ``spec``, compiled once."""
         hit = self._pipelines.get(spec)
         if hit is None:
-            src = spec.source()
-            module = self._modules.get((src, spec.checks))
-            if module is None:
-                module = (self.device.create_shader_module(code=src, label=spec.file)
-                          if spec.checks else _unchecked_module(self.device, src, spec.file))
-                self._modules[(src, spec.checks)] = module
+            module = self.pipeline_module(spec)
             # an explicit layout: binding 0 takes a dynamic offset, which "auto" cannot
             label = f"{spec.file}:{spec.entry}"
             group_layout = self.device.create_bind_group_layout(
@@ -105,6 +101,23 @@ class Dispatcher:
             self._pipelines[spec] = hit
             self.counters["pipelines_compiled"] += 1
         return hit
+
+    def pipeline_module(self, spec: KernelSpec):
+        """The shader module of ``spec`` (naga parses and validates it), made once."""
+        src = spec.source()
+        module = self._modules.get((src, spec.checks))
+        if module is None:
+            code = for_naga(src)
+            module = (self.device.create_shader_module(code=code, label=spec.file)
+                      if spec.checks else _unchecked_module(self.device, code, spec.file))
+            self._modules[(src, spec.checks)] = module
+            self._module_labels.setdefault(src, f"{spec.file}:{spec.entry}")
+        return module
+
+    def module_sources(self) -> list[dict]:
+        """The final WGSL of every module compiled so far, each once, with the
+        ``file:entry`` that first made it: what a portability check compiles elsewhere."""
+        return [{"label": label, "source": src} for src, label in self._module_labels.items()]
 
     # -- recording ---------------------------------------------------------------------
     def dispatch(self, spec: KernelSpec, buffers, meta, grid) -> None:

@@ -48,9 +48,9 @@ def row_reduction(be, length: int) -> dict:
                 "SG_ARGS": ", @builtin(subgroup_id) sg_id: u32, "
                            "@builtin(num_subgroups) sg_n: u32, "
                            "@builtin(subgroup_invocation_id) sg_inv: u32",
-                "SG_SET": "sg_index = sg_id; sg_count = sg_n; sg_lane = sg_inv;"}
+                "SG_SET": "sg_index = sg_id; sg_lane = sg_inv; let sgs = sg_n;"}
     return {"WG": workgroup_size(length), "SECTIONS": "rows_tree", "SG_ARGS": "",
-            "SG_SET": ""}
+            "SG_SET": "let sgs = 1u;"}
 
 
 def chunking(length: int, wg: int) -> tuple:

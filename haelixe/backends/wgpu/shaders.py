@@ -24,6 +24,7 @@ stores without atomics; bindings of width 4 add ``load4_x`` / ``store4_x`` (and,
 from __future__ import annotations
 
 import functools
+import re
 from pathlib import Path
 from string import Template
 from typing import NamedTuple
@@ -99,7 +100,7 @@ def module_source(file: str, entry: str, bindings: tuple, params: tuple,
     """common.wgsl + prelude + included files + the parts of ``file`` that ``entry``
     needs, with ``${NAME}`` placeholders filled from ``params``."""
     text = read_shader(file)
-    parts = [f"enable {e};" for e in enable]
+    parts = []
     parts += [read_shader("common.wgsl"), prelude(bindings, "f16" in enable)]
     keys = {entry, *dict(params).get("SECTIONS", "").split()}
     for line in text.splitlines():
@@ -111,7 +112,25 @@ def module_source(file: str, entry: str, bindings: tuple, params: tuple,
     source = "\n".join(line if line.lstrip().startswith("//") else
                        Template(line).safe_substitute(values)
                        for line in "\n".join(parts).splitlines())
-    return unroll(source, values)
+    source = unroll(source, values)
+    code = re.sub(r"//.*", "", source)  # (comments may name the builtins)
+    if _SUBGROUP_USE.search(code) and "subgroups" not in enable:
+        enable = (*enable, "subgroups")
+    return "".join(f"enable {e};\n" for e in enable) + source
+
+
+# WGSL requires ``enable subgroups;`` in a module that uses subgroup builtins
+_SUBGROUP_USE = re.compile(r"\bsubgroup[A-Z]\w*\s*\(|@builtin\((subgroup_|num_subgroups)")
+# naga (wgpu-native 0.32) accepts subgroup builtins without the directive and refuses the
+# directive itself ("not yet supported"): dispatch.py drops it for naga only
+NAGA_UNSUPPORTED_ENABLES = ("subgroups",)
+
+
+def for_naga(source: str) -> str:
+    """``source`` without the enable directives naga refuses (see above)."""
+    for e in NAGA_UNSUPPORTED_ENABLES:
+        source = source.replace(f"enable {e};\n", "", 1)
+    return source
 
 
 _PLACEHOLDERS = ("#i", "#j", "#k", "#l")
