@@ -3,6 +3,7 @@
 from ..nn.utils import clip_grad_norm_, clip_grad_value_
 from . import lr_scheduler
 from .adam import Adam, AdamW
+from .lbfgs import LBFGS
 from .optimizer import Optimizer
 from .schedule import CosineAnnealing
 from .sgd import SGD
@@ -14,7 +15,6 @@ _MISSING = {
     "Adamax": "Adam (hx.optim.Adam)",
     "NAdam": "Adam (hx.optim.Adam) or SGD(nesterov=True)",
     "RAdam": "Adam with a LinearLR warm-up (hx.optim.lr_scheduler.LinearLR)",
-    "LBFGS": "SGD or Adam; there is no second-order optimizer",
     "SparseAdam": "Adam (hx.optim.Adam); gradients are dense",
 }
 
