@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import math
 import numbers
 
 import numpy as np
@@ -11,6 +13,7 @@ from .backends import backend_for
 from .device import CPU, as_device
 from .dtype import as_dtype, number_as
 from .errors import OpError
+from .memory import OutOfMemoryError
 from .random import generator as numpy_generator
 from .tensor import Tensor
 
@@ -104,6 +107,22 @@ def _shape(size) -> tuple:
     return tuple(int(n) for n in size)
 
 
+@contextlib.contextmanager
+def _allocating(op, size, dtype):
+    """An allocation no memory holds: Haelixe's error naming the shape and the bytes
+    (numpy's "array is too big" and MemoryError name neither)."""
+    try:
+        yield
+    except (MemoryError, ValueError) as e:
+        if isinstance(e, ValueError) and "too big" not in str(e):
+            raise
+        nbytes = math.prod(size) * dtype.itemsize
+        raise OutOfMemoryError(
+            f"{op}: a tensor of shape {tuple(size)} and dtype {dtype.name} needs "
+            f"{nbytes:,} bytes ({nbytes / 2**30:,.1f} GiB), more than this machine can "
+            f"allocate; use a smaller shape, or a lower-precision dtype") from None
+
+
 def _dtype(dtype, default=None):
     return (default or dt.default_float) if dtype is None else as_dtype(dtype)
 
@@ -117,7 +136,8 @@ def full(size, fill_value, dtype=None, device=None, requires_grad=False) -> Tens
     device = as_device(device)
     value = fill_value if isinstance(fill_value, (bool, float)) else \
         number_as(dtype.np, fill_value, "full")
-    t = Tensor._wrap(backend_for(device).full(size, value, dtype.np))
+    with _allocating("full", size, dtype):
+        t = Tensor._wrap(backend_for(device).full(size, value, dtype.np))
     if requires_grad:
         t.requires_grad_(True)
     return t
@@ -133,7 +153,8 @@ def ones(*size, dtype=None, device=None, requires_grad=False) -> Tensor:
 
 def empty(*size, dtype=None, device=None, requires_grad=False) -> Tensor:
     device = as_device(device)
-    t = Tensor._wrap(backend_for(device).empty(_shape(size), _dtype(dtype).np))
+    with _allocating("empty", _shape(size), _dtype(dtype)):
+        t = Tensor._wrap(backend_for(device).empty(_shape(size), _dtype(dtype).np))
     if requires_grad:
         t.requires_grad_(True)
     return t
@@ -163,15 +184,17 @@ def eye(n, m=None, dtype=None, device=None, requires_grad=False) -> Tensor:
 
 def rand(*size, generator=None, dtype=None, device=None, requires_grad=False) -> Tensor:
     d = _dtype(dtype)
-    arr = numpy_generator(generator).random(_shape(size),
-                                            dtype=np.float64 if d is dt.float64 else np.float32)
+    with _allocating("rand", _shape(size), d):
+        arr = numpy_generator(generator).random(
+            _shape(size), dtype=np.float64 if d is dt.float64 else np.float32)
     return _finish(arr.astype(d.np, copy=False), device, requires_grad)
 
 
 def randn(*size, generator=None, dtype=None, device=None, requires_grad=False) -> Tensor:
     d = _dtype(dtype)
-    arr = numpy_generator(generator).standard_normal(_shape(size),
-                                      dtype=np.float64 if d is dt.float64 else np.float32)
+    with _allocating("randn", _shape(size), d):
+        arr = numpy_generator(generator).standard_normal(
+            _shape(size), dtype=np.float64 if d is dt.float64 else np.float32)
     return _finish(arr.astype(d.np, copy=False), device, requires_grad)
 
 

@@ -149,8 +149,8 @@ def reduced_dims(shape: Shape, target: Shape) -> tuple[tuple, tuple]:
 def infer_shape(shape, total: int, op: str = "view") -> Shape:
     """Resolve one -1 in ``shape`` so it holds ``total`` elements."""
     shape = tuple(map(operator.index, shape))
-    if -1 not in shape and math.prod(shape) == total:
-        return shape  # the common case: nothing to infer
+    if -1 not in shape and math.prod(shape) == total and min(shape, default=0) >= 0:
+        return shape  # the common case: nothing to infer (two negatives multiply to +)
     if shape.count(-1) > 1:
         raise OpError(f"{op}: only one dim may be -1, got {shape}")
     known = math.prod(n for n in shape if n != -1)

@@ -61,8 +61,11 @@ def run_backward(roots, grads, retain_graph=False, create_graph=False, capture=N
     # whether a node needs the slow path's checks at all
     watched = bool(_observers) or capture is not None or STATE.anomaly
     prev_mode = STATE.grad_enabled
-    STATE.grad_enabled = create_graph
     try:
+        # (set inside the try: a KeyboardInterrupt at the loop's backward jump is taken
+        # at the loop's head, which must not be where the try begins, or the finally
+        # that restores the mode is skipped; CPython 3.11)
+        STATE.grad_enabled = create_graph
         while heap:
             node = heappop(heap)[1]
             g = pending.pop(node)

@@ -253,7 +253,7 @@ class Function(Node):
         # Views return a Tensor over their input's storage; other ops a raw array.
         out = raw if raw.__class__ is Tensor else Tensor._wrap(raw)
         if state.anomaly:
-            _check_finite(out, f"forward of {ctx.name}")
+            _check_finite(out, f"forward of {ctx.name}", inf_ok=True)
             ctx.trace = traceback.format_stack()[:-1]
         return record(ctx, out, args, state) if requires else out
 
@@ -350,10 +350,12 @@ _OUTPUT_FIELDS = ("out_shape", "out_dtype", "out_device")
 _KEPT_ON_RELEASE = ("label", *_OUTPUT_FIELDS, "hooks", "trace", "module", "retain")
 
 
-def _check_finite(t, where: str) -> None:
+def _check_finite(t, where: str, inf_ok: bool = False) -> None:
+    """Anomaly mode's check of a gradient (NaN or Inf), or with ``inf_ok`` of a forward
+    output (NaN only: an infinity there is legitimate, a causal mask's -inf)."""
     if t.dtype.is_floating_point:
         data = t._be.to_numpy(t._data)
-        if not np.isfinite(data).all():
+        if np.isnan(data).any() or (not inf_ok and not np.isfinite(data).all()):
             bad = "NaN" if np.isnan(data).any() else "Inf"
             raise RuntimeError(f"anomaly: {where} produced {bad} values (output shape "
                                f"{t.shape}, dtype {t.dtype.name})")

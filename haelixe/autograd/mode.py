@@ -46,12 +46,7 @@ class _GradMode:
         return False
 
     def __call__(self, fn):
-        @functools.wraps(fn)
-        def wrapper(*args, **kwargs):
-            with self.__class__():
-                return fn(*args, **kwargs)
-
-        return wrapper
+        return _with_mode(fn, self.enabled)
 
 
 class no_grad(_GradMode):
@@ -75,23 +70,43 @@ class enable_grad(_GradMode):
 
 
 class set_grad_enabled(_GradMode):
+    """Sets grad mode at once, as PyTorch's: ``hx.set_grad_enabled(False)`` called as a
+    plain function switches it; as a context manager the mode before is restored at the
+    end; as a decorator it applies to each call of the function only."""
+
     def __init__(self, mode: bool):
         self.enabled = bool(mode)
+        self._prev = STATE.grad_enabled
+        STATE.grad_enabled = self.enabled
+
+    def __enter__(self):
+        return self
 
     def __call__(self, fn):
-        mode = self.enabled
+        STATE.grad_enabled = self._prev  # (a decorator changes the mode only per call)
+        return _with_mode(fn, self.enabled)
 
-        @functools.wraps(fn)
-        def wrapper(*args, **kwargs):
-            with set_grad_enabled(mode):
-                return fn(*args, **kwargs)
 
-        return wrapper
+def _with_mode(fn, enabled: bool):
+    """``fn`` run with grad mode ``enabled``, restored by a finally: a with statement's
+    __exit__ is a Python call, and a KeyboardInterrupt landing as it is entered would
+    leave the mode changed for good."""
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        prev = STATE.grad_enabled
+        try:
+            STATE.grad_enabled = enabled
+            return fn(*args, **kwargs)
+        finally:
+            STATE.grad_enabled = prev
+
+    return wrapper
 
 
 class detect_anomaly:
-    """While active, every op checks its forward output and every backward node checks
-    the gradients it produced for NaN/Inf, and raises an error naming the op."""
+    """While active, every op checks its forward output for NaN (an infinity there is
+    legitimate: a causal mask's -inf) and every backward node the gradients it produced
+    for NaN or Inf, and raises an error naming the op."""
 
     def __init__(self, check_nan: bool = True):
         self.check_nan = check_nan

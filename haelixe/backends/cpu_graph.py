@@ -188,14 +188,21 @@ class CpuGraph:
     def recording(self, inputs):
         """Record the backend calls of the step's call made inside the block."""
         if _RECORDER.graph is not None:
+            other = _RECORDER.graph._active
+            if other is not None and other.thread != threading.get_ident():
+                raise CaptureError(
+                    f"capture: another thread is recording a captured step now ({where()}); "
+                    f"the CPU backend records one step at a time per process: record each "
+                    f"captured function once from one thread (its first two calls), then "
+                    f"call it from any thread, or run this one uncaptured")
             raise CaptureError(f"a step is already being captured ({where()}); capture "
                                f"the outer function only")
         if len(self._recordings) >= 2:
             raise CaptureError("capture: this graph is already recorded")
         rec = Recording(inputs)
         self._active = rec
-        _RECORDER.start(self.backend, self)
-        try:
+        try:  # (an interrupt during start still takes off what it put on)
+            _RECORDER.start(self.backend, self)
             yield rec
         finally:
             _RECORDER.stop(self.backend)
@@ -359,11 +366,11 @@ class _Recorder:
 
     def __init__(self):
         self.graph = None
-        self.names: tuple = ()
+        self.names = ()
 
     def start(self, backend, graph) -> None:
         self.graph = graph
-        names = []
+        names = self.names = []  # (kept up to date: stop takes off what is on)
         for name in dir(type(backend)):
             if name.startswith("_") or name in _NOT_RECORDED:
                 continue
@@ -372,10 +379,9 @@ class _Recorder:
             fn = getattr(backend, name)
             if not callable(fn) or isinstance(fn, type):
                 continue
-            setattr(backend, name, self._wrap(name, fn))
             names.append(name)
+            setattr(backend, name, self._wrap(name, fn))
         backend.direct = _RecordingDirect(backend._direct_of, self)
-        self.names = tuple(names)
 
     def active(self):
         """The Recording taking this thread's backend calls now (None: none, or paused)."""

@@ -333,18 +333,20 @@ class _Failure:
         self.exc = exc
 
 
-def _produce(batches, out: queue.Queue, stop: threading.Event) -> None:
-    """The prefetch thread: make each batch and queue it, until done or stopped. It
-    holds no reference to the iterator, so dropping the iterator stops it."""
+def _produce(batches, out: queue.SimpleQueue, stop: threading.Event, bound: int) -> None:
+    """The prefetch thread: make each batch and queue it (at most ``bound`` waiting),
+    until done or stopped. It holds no reference to the iterator, so dropping the
+    iterator stops it. The queue is the C SimpleQueue: an interrupt (KeyboardInterrupt)
+    in the consumer's get cannot leave a lock of it held, which would block close()."""
 
     def put(item) -> bool:
-        while not stop.is_set():
-            try:
-                out.put(item, timeout=0.05)
-                return True
-            except queue.Full:
-                pass
-        return False
+        while out.qsize() >= bound:
+            if stop.wait(0.002):
+                return False
+        if stop.is_set():
+            return False
+        out.put(item)
+        return True
 
     try:
         for batch in batches:
@@ -373,11 +375,12 @@ class _BatchIterator:
         elif loader.num_workers:
             self._pool = loader._workers(epoch, start)
         elif loader.prefetch > 0:
-            self._queue = queue.Queue(maxsize=loader.prefetch)
+            self._queue = queue.SimpleQueue()
             self._stop = threading.Event()
             self._thread = threading.Thread(
                 target=_produce, name="haelixe-dataloader", daemon=True,
-                args=(loader._batches(epoch, start), self._queue, self._stop))
+                args=(loader._batches(epoch, start), self._queue, self._stop,
+                      loader.prefetch))
             self._thread.start()
         else:
             self._batches = loader._batches(epoch, start)

@@ -18,6 +18,7 @@ import os
 import re
 
 from .. import dtype as dt
+from ..atomic import recover_directory
 from ..fileio import json_digest, strict_json
 from .npy import NpyFormatError, NpyHeader
 
@@ -89,7 +90,7 @@ def read_layout(path: str) -> tuple[dict, int | None, dict]:
     (or None) and its meta dict, for a dataset directory or a single .npy file."""
     if os.path.isfile(path):
         return {"inputs": (path, None, None)}, None, {}
-    if not os.path.isdir(path):
+    if not os.path.isdir(path) and not recover_directory(path):
         raise FileNotFoundError(f"MemmapDataset: no dataset at {path}; write one with "
                                 f"hx.data.DatasetWriter or hx.data.write_dataset")
     mpath = os.path.join(path, MANIFEST)

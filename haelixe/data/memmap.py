@@ -35,7 +35,7 @@ import threading
 import numpy as np
 
 from .. import dtype as dt
-from ..atomic import AtomicDirectory, CommitOnSuccess
+from ..atomic import AtomicDirectory, CommitOnSuccess, naming_the_path
 from ..creation import from_numpy
 from ..fileio import read_exact
 from .manifest import check_field, check_field_names, read_layout, write_manifest
@@ -416,8 +416,9 @@ class DatasetWriter(CommitOnSuccess):
         if len(set(counts.values())) != 1:
             raise ValueError(f"DatasetWriter.append: fields got different sample counts "
                              f"{counts}")
-        for n, c in named.items():
-            self._writers[n].append(c)
+        with naming_the_path(self.path):
+            for n, c in named.items():
+                self._writers[n].append(c)
 
     def commit(self) -> None:
         """Finish every file, write the manifest and move the directory into place."""
@@ -426,10 +427,11 @@ class DatasetWriter(CommitOnSuccess):
         self.closed = True
         for w in self._writers.values():
             w.close()
-        write_manifest(self._dir.temp_path, self.length,
-                       [(n, self.dtypes[n], w.shape_tail) for n, w in self._writers.items()],
-                       self.meta)
-        self._dir.commit()
+        with naming_the_path(self.path):
+            write_manifest(self._dir.temp_path, self.length,
+                           [(n, self.dtypes[n], w.shape_tail)
+                            for n, w in self._writers.items()], self.meta)
+            self._dir.commit()
 
     def discard(self) -> None:
         """Drop everything written; ``path`` is left as it was."""

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.lib import format as npformat
 
-from ..atomic import AtomicFile, CommitOnSuccess
+from ..atomic import AtomicFile, CommitOnSuccess, naming_the_path
 
 MAGIC = b"\x93NUMPY"
 _ALIGN = 64  # numpy aligns the data start to 64 bytes
@@ -224,7 +224,8 @@ class NpyStreamWriter(CommitOnSuccess):
                                 f".astype({str(self.dtype)!r})")
             a = a.astype(self.dtype)
         # as bytes: bfloat16 has no buffer-protocol format code
-        self._file.write(np.ascontiguousarray(a).reshape(-1).view(np.uint8))
+        with naming_the_path(self.path):
+            self._file.write(np.ascontiguousarray(a).reshape(-1).view(np.uint8))
         self.count += a.shape[0]
 
     def commit(self) -> None:
@@ -232,16 +233,20 @@ class NpyStreamWriter(CommitOnSuccess):
         if self.closed:
             return
         self.closed = True
-        self._file.seek(0)
-        self._file.write(_header_bytes((self.count, *self.shape_tail), self.dtype,
-                                       self._width))
-        self._file.close()
-        self._atomic.commit()
+        with naming_the_path(self.path):
+            self._file.seek(0)
+            self._file.write(_header_bytes((self.count, *self.shape_tail), self.dtype,
+                                           self._width))
+            self._file.close()
+            self._atomic.commit()
 
     def discard(self) -> None:
         """Drop the partial file; ``path`` is left as it was."""
         self.closed = True
-        self._file.close()
+        try:
+            self._file.close()
+        except OSError:  # (the flush of what is dropped anyway: a full disk again)
+            pass
         self._atomic.discard()
 
     # the file-like names: close() publishes (discarding on failure), abort() drops

@@ -6,7 +6,7 @@ from __future__ import annotations
 import functools
 
 from .. import capture_replay as replay
-from ..autograd.mode import enable_grad, no_grad
+from ..autograd.mode import STATE, enable_grad, no_grad
 from ..tensor import Tensor
 from .flat import FlatGroup, group_by_device_dtype
 
@@ -97,7 +97,11 @@ class Optimizer:
                 loss = closure()
         recording = replay.recording()
         self.step_count += 1
-        with no_grad():
+        # (a finally, not `with no_grad()`: a KeyboardInterrupt landing as the with's
+        # __exit__ is entered would leave grad mode off for good)
+        prev_mode = STATE.grad_enabled
+        try:
+            STATE.grad_enabled = False
             for group, fgs in zip(self.param_groups, self.flat_groups):
                 capturable = group.get("capturable", False)
                 if recording and not capturable:
@@ -115,6 +119,8 @@ class Optimizer:
                     for start, stop, step in fg.runs(mask, by_step):
                         self._update(group, fg, start, stop, step)
                     replay.on_replay(functools.partial(fg.advance, mask))
+        finally:
+            STATE.grad_enabled = prev_mode
         replay.on_replay(self._count_step)
         return loss
 
