@@ -2,13 +2,20 @@
 each round a fresh interpreter importing one source tree, medians and ranges printed
 with the ratio after / before (below 1.00x: the after tree is faster).
 
-    git worktree add /tmp/before <commit>
-    python benchmarks/before_after.py --before /tmp/before [--after .] [--rounds 7]
+    python benchmarks/before_after.py --before <git ref or directory> [--after .]
+    python benchmarks/before_after.py --before . --before-env HAELIXE_TUNING=0
+
+A git ref is exported (git archive) into a temporary directory, removed afterwards. The
+``--*-env`` options set variables for one side: the same tree with a setting changed.
 
 Workloads: autograd on a mix of ops (add, div, a slice, matmul, a reduction, softmax;
 forward and backward), ``(a * b).sum().backward()``, the denoiser's training step at
-batch 16 (AdamW, loss read every step), and, where a wgpu adapter exists, the GPU
-dispatches and submits of one denoiser step (counts: deterministic, one round).
+batch 16 (AdamW, loss read every step), a makemore-style character RNN step (an
+embedding, the cell h = tanh(x @ Wx + h @ Wh + b) unrolled over 16 steps at batch 32,
+hidden 64, a cross-entropy per step, backward and AdamW) and, where a wgpu adapter
+exists, the GPU dispatches and submits of one denoiser step (counts: deterministic, one
+round). Ranges are min-max over the rounds; on a shared machine they are wide, and only
+a median ratio outside both sides' ranges says much.
 """
 
 from __future__ import annotations
@@ -19,6 +26,7 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 
 WORKLOADS = {
     "autograd mix (us/step)": """
@@ -60,6 +68,31 @@ def step():
     opt.step()
     loss.item()
 """,
+    "char RNN step, 16 x 32 x 64 (us/step)": """
+import numpy as np, haelixe as hx
+from haelixe.nn import functional as F
+from haelixe.optim import AdamW
+g = np.random.default_rng(0)
+V, E, H, T, B = 27, 16, 64, 16, 32
+def param(*shape, scale=0.1):
+    return hx.from_numpy((g.standard_normal(shape) * scale).astype(np.float32)).requires_grad_()
+C, Wx, Wh, b, Wo, bo = param(V, E), param(E, H), param(H, H), param(H), param(H, V), param(V)
+opt = AdamW([C, Wx, Wh, b, Wo, bo], lr=1e-3)
+data = [hx.from_numpy(g.integers(0, V, (B, T + 1))) for _ in range(8)]
+i = [0]
+def step():
+    idx = data[i[0] % 8]; i[0] += 1
+    x = F.embedding(idx[:, :T], C)
+    h = hx.zeros(B, H)
+    loss = 0
+    for t in range(T):
+        h = (x[:, t] @ Wx + h @ Wh + b).tanh()
+        loss = loss + F.cross_entropy(h @ Wo + bo, idx[:, t + 1])
+    opt.zero_grad()
+    (loss / T).backward()
+    opt.step()
+    loss.item()
+""",
 }
 
 TIMER = """
@@ -98,8 +131,9 @@ print(json.dumps([s["dispatches"], s["submits"]]))
 """
 
 
-def run(tree: str, code: str) -> object:
-    env = dict(os.environ, PYTHONPATH=os.path.abspath(tree), OPENBLAS_NUM_THREADS="1")
+def run(tree: str, code: str, extra_env: dict) -> object:
+    env = dict(os.environ, PYTHONPATH=os.path.abspath(tree), OPENBLAS_NUM_THREADS="1",
+               **extra_env)
     r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
                        text=True, cwd=os.path.abspath(tree))
     if r.returncode:
@@ -107,29 +141,66 @@ def run(tree: str, code: str) -> object:
     return json.loads(r.stdout.strip().splitlines()[-1])
 
 
+def _env(pairs: list[str]) -> dict:
+    out = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep:
+            raise SystemExit(f"before_after: expected KEY=VALUE, got {pair!r}")
+        out[key] = value
+    return out
+
+
+def _tree(where: str, tmp: str) -> str:
+    """``where`` itself if it is a directory, else the git ref exported under ``tmp``."""
+    if os.path.isdir(where):
+        return where
+    root = subprocess.run(["git", "rev-parse", "--show-toplevel"], capture_output=True,
+                          text=True, check=True).stdout.strip()
+    dest = os.path.join(tmp, where.replace("/", "_"))
+    os.makedirs(dest)
+    archive = subprocess.run(["git", "-C", root, "archive", where], capture_output=True)
+    if archive.returncode:
+        raise SystemExit(f"before_after: {where!r} is neither a directory nor a git ref "
+                         f"({archive.stderr.decode().strip()})")
+    subprocess.run(["tar", "-x", "-C", dest], input=archive.stdout, check=True)
+    return dest
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--before", required=True)
-    ap.add_argument("--after", default=".")
+    ap.add_argument("--before", required=True, help="a directory or a git ref")
+    ap.add_argument("--after", default=".", help="a directory or a git ref")
+    ap.add_argument("--before-env", action="append", default=[], metavar="KEY=VALUE")
+    ap.add_argument("--after-env", action="append", default=[], metavar="KEY=VALUE")
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--n", type=int, default=300, help="steps per round")
+    ap.add_argument("--only", default="", help="run the workloads whose name has this")
     args = ap.parse_args()
-    trees = {"before": args.before, "after": args.after}
+    with tempfile.TemporaryDirectory(prefix="before-after-") as tmp:
+        trees = {"before": _tree(args.before, tmp), "after": _tree(args.after, tmp)}
+        envs = {"before": _env(args.before_env), "after": _env(args.after_env)}
+        compare(trees, envs, args)
+
+
+def compare(trees: dict, envs: dict, args) -> None:
     print(f"{'workload':<36}{'before':>22}{'after':>22}{'after/before':>16}")
     for name, body in WORKLOADS.items():
+        if args.only not in name:
+            continue
         code = body + TIMER.replace("WARM", "20").replace("N", str(args.n))
         times = {k: [] for k in trees}
         for r in range(args.rounds):
             order = list(trees) if r % 2 == 0 else list(trees)[::-1]
             for k in order:
-                times[k].append(run(trees[k], code))
+                times[k].append(run(trees[k], code, envs[k]))
         med = {k: statistics.median(v) for k, v in times.items()}
         cells = [f"{med[k]:8.1f} ({min(v):.1f}-{max(v):.1f})" for k, v in times.items()]
         ratios = sorted(a / b for a, b in zip(times["after"], times["before"]))
         print(f"{name:<36}{cells[0]:>22}{cells[1]:>22}"
               f"{med['after'] / med['before']:>10.2f}x ({ratios[0]:.2f}-{ratios[-1]:.2f})")
     try:
-        counts = {k: run(t, GPU_COUNTS) for k, t in trees.items()}
+        counts = {k: run(t, GPU_COUNTS, envs[k]) for k, t in trees.items()}
         print(f"{'GPU denoiser step (dispatches, submits)':<36}{str(counts['before']):>22}"
               f"{str(counts['after']):>22}")
     except RuntimeError as e:
