@@ -4,12 +4,9 @@ in place; matmul hands transposed operands to BLAS with a transpose flag, not a 
 
 from __future__ import annotations
 
-import ctypes
 import functools
 import math
-import os
 import platform
-import sys
 import warnings
 
 import ml_dtypes
@@ -17,30 +14,12 @@ import numpy as np
 
 from ..device import CPU
 from ..storage import Storage
-from . import cpu_jit, threads
+from . import cpu_jit, threads, tuning
 from .base import K_ADD, Backend, Kernel
 from .cpu_graph import CpuGraph, recording_here
 
-
-def _keep_freed_memory() -> None:
-    """Let glibc's malloc keep freed buffers in the heap from the start. By default it
-    serves every buffer of 128 KiB or more with a fresh mmap (page faults and zeroing
-    on every op) and returns heap memory to the OS as soon as 128 KiB are free at its
-    top, and only raises both limits after the process frees a large buffer: the first
-    thousands of training steps then run about 1.4x slower than the rest. These are the
-    limits glibc itself reaches (32 MiB buffers, 64 MiB kept); a MALLOC_* setting in
-    the environment is left as the user set it."""
-    if not sys.platform.startswith("linux") or any(k.startswith("MALLOC_") for k in os.environ):
-        return
-    try:
-        libc = ctypes.CDLL("libc.so.6")
-        libc.mallopt(-3, 32 << 20)  # M_MMAP_THRESHOLD
-        libc.mallopt(-1, 64 << 20)  # M_TRIM_THRESHOLD
-    except (OSError, AttributeError):  # another C library: its own policy stands
-        pass
-
-
-_keep_freed_memory()
+if tuning.on("malloc"):
+    tuning.keep_freed_memory()
 
 # Float edge cases (log 0, overflow, 0/0) give inf and NaN silently, as in PyTorch; the
 # filter names only this package's modules, so a user's own numpy code still warns.
@@ -255,6 +234,7 @@ def _in_f32(f, xs):
                for x in xs))
 
 
+_DOT_SUMS = tuning.on("dot_sums")  # (tuning.py)
 _DOT_SUM_MAX = 1 << 16
 _DOT_SUM = {np.dtype(t): np.ones(_DOT_SUM_MAX, t) for t in (np.float32, np.float64)}
 
@@ -373,8 +353,8 @@ class CPUBackend(Backend):
 
     # -- reductions ----------------------------------------------------------------------
     def sum(self, x, axes, keepdim):
-        if (len(axes) == x.ndim and x.dtype in _DOT_SUM and x.size <= _DOT_SUM_MAX
-                and x.flags.c_contiguous):
+        if (_DOT_SUMS and len(axes) == x.ndim and x.dtype in _DOT_SUM
+                and x.size <= _DOT_SUM_MAX and x.flags.c_contiguous):
             # A full sum of a short contiguous buffer as a dot product with ones: BLAS
             # does it in half the time of numpy's reduction machinery, and its blocked
             # accumulation is as accurate at these sizes.
@@ -382,8 +362,8 @@ class CPUBackend(Backend):
             total = x.reshape(-1).dot(_DOT_SUM[x.dtype][:x.size])
             return np.full((1,) * x.ndim, total, x.dtype) if keepdim else total
         n = x.shape[-1] if x.ndim else 0
-        if (axes == (x.ndim - 1,) and x.dtype in _DOT_SUM and 0 < n <= _DOT_SUM_MAX
-                and x.size and x.flags.c_contiguous):
+        if (_DOT_SUMS and axes == (x.ndim - 1,) and x.dtype in _DOT_SUM
+                and 0 < n <= _DOT_SUM_MAX and x.size and x.flags.c_contiguous):
             # the rows' sums as one matrix-vector product with ones, the same way: 1.1
             # against numpy's 3.4 us on 4x32x64 (its reduction machinery per short row)
             out = x.reshape(-1, n).dot(_DOT_SUM[x.dtype][:n])

@@ -9,7 +9,7 @@ own count when it starts:
   thread) runs on one thread: waking and joining threads costs more than it saves;
 - a larger one takes the cores no other process is using, measured from the CPU time of
   the cores this process may run on (``/proc/stat``) minus this process's own, sampled
-  twice a second. On a busy
+  twice a second (the ``idle_cores`` piece of tuning.py; off, every usable core). On a busy
   machine BLAS threads that share cores with other work wait on each other at every
   barrier, and a 2-thread product can run 10x slower than the same product on one
   thread; measuring the neighbours keeps a busy machine at one-thread speed instead.
@@ -34,6 +34,8 @@ import time
 
 import numpy as np
 
+from . import tuning
+
 MIN_WORK_PER_THREAD = 1 << 18  # multiply-adds (about 10 us of float32 GEMM on one core)
 # a part of the pool's (below): about 150 us of work. Handing a part to a sleeping
 # thread and taking the result back costs about 60 us on a virtual machine's idle core.
@@ -42,6 +44,7 @@ MIN_WORK_PER_PART = 1 << 22
 # call they helped with: a pool thread on one of those cores runs at half speed or less
 BLAS_SPIN_SECONDS = 0.15
 SAMPLE_SECONDS = 0.5
+_MEASURE_IDLE = tuning.on("idle_cores")
 
 
 def _usable_cores() -> int:
@@ -81,6 +84,8 @@ class _Policy:
 
     # -- how busy the machine is -------------------------------------------------------
     def free_cores(self) -> int:
+        if not _MEASURE_IDLE:
+            return self.cap
         now = time.monotonic()
         if now >= self.next_sample:
             first = self.free is None
