@@ -52,6 +52,15 @@ def be():
         pytest.skip(f"no wgpu adapter: {err}")
 
 
+@pytest.fixture(params=["cpu", pytest.param("gpu", marks=pytest.mark.gpu)])
+def device(request):
+    """Each device in turn: "cpu", then "gpu" (marked gpu, skipped without an adapter).
+    A test file may define its own ``device`` fixture instead."""
+    if request.param == "gpu":
+        request.getfixturevalue("be")
+    return request.param
+
+
 @pytest.fixture
 def one_blas_thread():
     """BLAS on one thread for the test: the thread policy picks a product's threads from

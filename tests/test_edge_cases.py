@@ -17,16 +17,6 @@ from haelixe.nn import functional as F
 
 torch = pytest.importorskip("torch")
 
-DEVICES = ["cpu", pytest.param("gpu", marks=pytest.mark.gpu)]
-
-
-@pytest.fixture(params=DEVICES)
-def device(request):
-    if request.param == "gpu":
-        request.getfixturevalue("be")  # skips where there is no adapter
-    return request.param
-
-
 def values(*shape, seed=0):
     return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
 
@@ -353,3 +343,27 @@ def test_layer_norm_takes_its_weight_and_bias_positionally():
     want = torch.nn.functional.layer_norm(torch.tensor(a), (3,), torch.tensor(w),
                                           torch.tensor(b))
     np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.gpu
+def test_int64_past_int32_moved_to_a_gpu_without_shader_int64_is_refused(be):
+    import subprocess
+    import sys
+
+    code = ("import haelixe as hx\n"
+            "for move in (lambda: hx.tensor([2**40]).to('gpu'),\n"
+            "             lambda: hx.tensor([1, -2**31 - 1]).gpu(),\n"
+            "             lambda: hx.arange(2**31, 2**31 + 2, device='gpu'),\n"
+            "             lambda: hx.zeros(2, dtype=hx.int64, device='gpu').fill_(2**40)):\n"
+            "    try:\n"
+            "        move()\n"
+            "    except OverflowError as e:\n"
+            "        assert 'shader-int64' in str(e), e\n"
+            "    else:\n"
+            "        raise AssertionError('no error')\n"
+            "assert hx.tensor([2**31 - 1]).to('gpu').to('cpu').tolist() == [2**31 - 1]\n"
+            "print('ok')\n")
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=120, env=dict(__import__("os").environ,
+                                               HAELIXE_GPU_DISABLE="shader-int64"))
+    assert res.returncode == 0 and "ok" in res.stdout, res.stderr[-2000:]
