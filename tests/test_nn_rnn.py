@@ -171,3 +171,21 @@ def test_bad_inputs_and_arguments_raise_clear_errors():
         hx.nn.GRUCell(3, 4)(hx.randn(2, 3), hx.zeros(3, 4))
     with pytest.raises(ValueError, match="expected input of shape"):
         hx.nn.RNNCell(3, 4)(hx.randn(2, 5))
+
+
+def test_sequence_gradients_of_weight_hh_survive_retain_graph_and_partial_outputs():
+    torch.manual_seed(4)
+    ref = torch.nn.GRU(3, 4).double()
+    mine = _copy_weights(hx.nn.GRU(3, 4).double(), ref)
+    x = np.random.default_rng(4).standard_normal((6, 2, 3))
+    out_t, _ = ref(torch.tensor(x))
+    out_h, _ = mine(hx.tensor(x))
+    out_t[2].sum().backward(retain_graph=True)  # a middle step only: later steps unused
+    out_h[2].sum().backward(retain_graph=True)
+    out_t.sum().backward()
+    out_h.sum().backward()
+    for (n, p), (_, q) in zip(mine.named_parameters(), ref.named_parameters()):
+        _close(p.grad, q.grad, 1e-10, f"grad of {n}")
+    with pytest.raises(RuntimeError, match="create_graph"):
+        out, _ = mine(hx.tensor(x))
+        hx.autograd.grad(out.sum(), mine.weight_hh_l0, create_graph=True)
