@@ -31,6 +31,7 @@ TORCH_NAME = {
     "gelu_erf": F.gelu, "gelu_tanh": lambda x: F.gelu(x, approximate="tanh"),
     "softplus": F.softplus, "hardtanh": F.hardtanh, "leaky_relu": F.leaky_relu,
     "silu": F.silu, "clamp3": torch.clamp, "where": torch.where,
+    "hardsigmoid": F.hardsigmoid,
 }
 #: inputs that keep the op in its domain (positive for logs and roots, nonzero divisors
 #: for the integer divisions PyTorch refuses by zero)
@@ -361,6 +362,10 @@ OTHER = {
     "nonzero": (lambda x: (x > 0).nonzero(), lambda x: (x > 0).nonzero()),
     "multinomial": (None, None),  # random: tests/test_ops_api.py checks its distribution
     "mm": (lambda x: x.mm(x.mT), lambda x: x.mm(x.mT)),
+    "logcumsumexp": (lambda x: x.logcumsumexp(1), lambda x: x.logcumsumexp(1)),
+    "cummax": (lambda x: x.cummax(1), lambda x: x.cummax(1)),
+    "std_mean": (lambda x: hx.std_mean(x, 1)[0] + hx.std_mean(x, 1)[1],
+                 lambda x: torch.std_mean(x, 1)[0] + torch.std_mean(x, 1)[1]),
     "roll": (lambda x: x.roll((1, -2), (0, 1)), lambda x: x.roll((1, -2), (0, 1))),
     "unique": (lambda x: (x > 0).int().unique(return_counts=True)[1],
                lambda x: (x > 0).int().unique(return_counts=True)[1]),

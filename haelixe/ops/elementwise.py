@@ -23,6 +23,8 @@ _SQRT_HALF = 1.0 / math.sqrt(2.0)
 _INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
 _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 _TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
+#: 1/6 as PyTorch's hardsigmoid backward holds it (a float32 constant, in every dtype)
+_ONE_SIXTH_F32 = float(np.float32(1.0 / 6.0))
 
 
 def _sign_cpu(x):
@@ -146,6 +148,8 @@ elementwise("sin", lambda m, x: m.sin(x), grad=lambda m, g, x: g * m.cos(x),
             dtypes="float", cpu=np.sin)
 elementwise("cos", lambda m, x: m.cos(x), grad=lambda m, g, x: -g * m.sin(x),
             dtypes="float", cpu=np.cos)
+elementwise("atan", lambda m, x: m.atan(x), grad=lambda m, g, x: g / (1.0 + x * x),
+            dtypes="float", cpu=np.arctan, doc="The arctangent, elementwise (radians).")
 elementwise("tanh", lambda m, x: m.tanh(x), grad=lambda m, g, y: g * (1.0 - y * y),
             dtypes="float", cpu=np.tanh, functional="plain", module="Tanh")
 elementwise("sigmoid", lambda m, x: m.sigmoid(x), grad=lambda m, g, y: g * y * (1.0 - y),
@@ -191,6 +195,11 @@ elementwise("hardtanh", lambda m, x, min_val, max_val: m.minimum(m.maximum(x, mi
             grad=lambda m, g, x, min_val, max_val: g * ((x > min_val) & (x < max_val)),
             bool_ok=False, params={"min_val": -1.0, "max_val": 1.0}, functional="inplace",
             module="Hardtanh", doc="input clamped to [min_val, max_val].")
+elementwise("hardsigmoid",
+            lambda m, x: m.minimum(m.maximum(x + 3.0, 0.0), 6.0) / 6.0,
+            grad=lambda m, g, x: g * ((x > -3.0) & (x < 3.0)) * _ONE_SIXTH_F32,
+            dtypes="float_only", functional="inplace", module="Hardsigmoid",
+            doc="relu6(input + 3) / 6: 0 below -3, 1 above 3, linear between.")
 elementwise("leaky_relu", lambda m, x, negative_slope: m.where(x > 0, x, x * negative_slope),
             grad=lambda m, g, x, negative_slope: m.where(x > 0, g, g * negative_slope),
             dtypes="float_only", params={"negative_slope": 0.01}, functional="inplace",

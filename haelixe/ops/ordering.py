@@ -1,4 +1,5 @@
-"""Order and scans: sort, argsort, topk, unique, multinomial, cumsum, cumprod.
+"""Order and scans: sort, argsort, topk, unique, multinomial, cumsum, cumprod, cummax,
+logcumsumexp.
 
 Sorted values reach their gradient through gather (the indices say where each value came
 from); cumsum's gradient is the reverse cumsum of the incoming one.
@@ -158,6 +159,83 @@ class _CumProd(Function):
         return cat(cols, d), None
 
 
+CumMax = namedtuple("CumMax", ["values", "indices"])
+
+
+@tensor_method(function=True)
+def cummax(input, dim):  # noqa: A002 (PyTorch's name)
+    """cummax(input, dim) -> (Tensor, LongTensor)
+
+    The running maximum along ``dim`` and the index where each was reached (the latest
+    of equal values; a NaN, once seen, stays the maximum), as PyTorch. The values are
+    gathered from the input at those indices, so their gradient flows back to them."""
+    x = input
+    d = layout.normalize_dim(dim, x.ndim, "cummax")
+    if x.ndim == 0:
+        return CumMax(x.clone(), Tensor._wrap(x._be.full((), 0, int64.np)).to(x.device))
+    host = x.detach().cpu().numpy()
+    running = np.maximum.accumulate(host, axis=d) if host.size else host
+    shape = [1] * host.ndim
+    shape[d] = host.shape[d]
+    positions = np.arange(host.shape[d]).reshape(shape)
+    hit = host == running
+    if host.dtype.kind == "f":
+        hit |= np.isnan(host)
+    indices = np.maximum.accumulate(np.where(hit, positions, 0), axis=d) if host.size \
+        else np.zeros(host.shape, np.int64)
+    index = Tensor._wrap(np.ascontiguousarray(indices, dtype=np.int64)).to(x.device)
+    return CumMax(x.gather(d, index), index)
+
+
+class _LogCumSumExp(Function):
+    """y_j = log(sum_{k<=j} exp(x_k)), as a running logaddexp on the host (exact where
+    early terms are far below the later maximum, which a shift by one maximum loses)."""
+
+    label = "LogCumSumExp"
+    small_state = True
+    saves_output = True
+
+    @staticmethod
+    def forward(ctx, x, dim):
+        ctx.save_for_backward(x)
+        ctx.dim = dim
+        host = x._be.to_numpy(x._data)
+        with np.errstate(invalid="ignore"):  # (-inf + -inf: logaddexp gives -inf)
+            out = np.logaddexp.accumulate(host, axis=dim) if host.size else host.copy()
+        return x._be.from_numpy(np.ascontiguousarray(out, dtype=host.dtype))
+
+    @staticmethod
+    def backward(ctx, g):
+        # dx_k = sum_{j >= k} g_j exp(x_k - y_j), each sign of g summed in log space (a
+        # reverse logcumsumexp), so nothing overflows; written with ops: it has a graph
+        x, y = ctx.saved_tensors
+        d = ctx.dim
+        if x.numel() == 0:
+            return g * 0.0, None
+
+        def reverse_scan(t):
+            return logcumsumexp(t.flip(d), d).flip(d)
+
+        positive = reverse_scan((g * (g > 0)).log() - y)
+        negative = reverse_scan((-g * (g < 0)).log() - y)
+        return (x + positive).exp() - (x + negative).exp(), None
+
+
+@tensor_method(function=True)
+def logcumsumexp(input, dim):  # noqa: A002
+    """logcumsumexp(input, dim) -> Tensor
+
+    log(cumsum(exp(input), dim)), computed without overflow or underflow."""
+    x = input
+    if not x.dtype.is_floating_point:
+        raise TypeError(f"logcumsumexp: not defined for {x.dtype.name} tensors (as in "
+                        f"PyTorch); convert with .float() first")
+    d = layout.normalize_dim(dim, x.ndim, "logcumsumexp")
+    if x.ndim == 0:
+        return x.clone()
+    return _LogCumSumExp.apply(x, d)
+
+
 @tensor_method(function=True)
 def unique(x, sorted=True, return_inverse=False, return_counts=False, dim=None):  # noqa: A002
     """The distinct values (or, with ``dim``, the distinct slices along ``dim``) in
@@ -189,6 +267,8 @@ def unique(x, sorted=True, return_inverse=False, return_counts=False, dim=None):
     return (out, *extra) if extra else out
 
 
-for _name in ("sort", "argsort", "topk", "multinomial", "cumsum", "cumprod", "unique"):
-    declare(_name, differentiable=_name in ("sort", "topk", "cumsum", "cumprod"),
+for _name in ("sort", "argsort", "topk", "multinomial", "cumsum", "cumprod", "unique",
+              "cummax"):
+    declare(_name, differentiable=_name in ("sort", "topk", "cumsum", "cumprod", "cummax"),
             dtypes="any")
+declare("logcumsumexp", dtypes="float")

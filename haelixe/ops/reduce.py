@@ -17,7 +17,7 @@ from ..autograd.mode import STATE
 from ..backends.base import Kernel
 from ..dtype import bool_, float32, int64
 from ..tensor import Tensor
-from .registry import declare, tensor_method
+from .registry import declare, function, tensor_method
 
 MaxMin = namedtuple("MaxMin", ["values", "indices"])
 
@@ -153,6 +153,14 @@ def var(x, dim=None, keepdim=False, correction=1, unbiased=None):
 
 def std(x, dim=None, keepdim=False, correction=1, unbiased=None):
     return var(x, dim, keepdim, correction, unbiased).sqrt()
+
+
+def std_mean(input, dim=None, *, correction=1, keepdim=False):  # noqa: A002
+    """std_mean(input, dim=None, *, correction=1, keepdim=False) -> (Tensor, Tensor)
+
+    The standard deviation and the mean over ``dim`` (every dim when None), as the pair
+    PyTorch returns; composed from std and mean, so both have their gradients."""
+    return std(input, dim, keepdim, correction), mean(input, dim, keepdim)
 
 
 class AMaxMin(Function):
@@ -440,6 +448,8 @@ tensor_method(sum, name="sum", function=True)
 tensor_method(mean, function=True)
 tensor_method(var, function=True)
 tensor_method(std, function=True)
+function(std_mean)
+declare("std_mean", dtypes="float")
 tensor_method(argmax, function=True)
 tensor_method(argmin, function=True)
 tensor_method(softmax, function=True)
