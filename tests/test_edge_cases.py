@@ -288,8 +288,10 @@ def test_the_gradient_of_an_empty_cumprod_is_empty():
 
 @pytest.mark.parametrize("mode", ["reflect", "replicate", "constant"])
 def test_pad_with_negative_entries_crops_as_pytorch(mode):
-    a = values(2, 5)
-    for pad in [(-1, 2), (2, -1), (-2, -1)]:
+    for shape, pad in [((2, 5), (-1, 2)), ((2, 5), (2, -1)), ((2, 5), (-2, -1)),
+                       ((1, 1, 5, 5), (3, -3, 0, -3)), ((1, 1, 5, 5), (3, -5, 1, -5)),
+                       ((1, 1, 5, 5), (0, 0, 0, -5)), ((3, 3, 3, 3), (-1, 2, 2, -1))]:
+        a = values(*shape)
         got = F.pad(hx.tensor(a), pad, mode=mode)
         want = torch.nn.functional.pad(torch.tensor(a), pad, mode=mode)
         np.testing.assert_array_equal(got.numpy(), want.numpy())

@@ -254,6 +254,13 @@ def pad(input, pad, mode="constant", value=None):
 
 
 def _pad_dim(x, dim, before, after, mode, value):
+    if mode in ("reflect", "replicate") and (before < 0 or after < 0) and \
+            (before > 0 or after > 0):
+        # PyTorch reflects (replicates) the input as given, then crops: pad the
+        # positive side first, then take the negative one off
+        lo, hi = max(-before, 0), max(-after, 0)
+        x = _pad_dim(x, dim, max(before, 0), max(after, 0), mode, value)
+        return _pad_dim(x, dim, -lo, -hi, mode, value)
     n = x.shape[dim]
     if before < 0 or after < 0:  # crop first
         lo, hi = max(-before, 0), max(-after, 0)

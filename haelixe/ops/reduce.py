@@ -104,7 +104,9 @@ class Sum(Function):
         return _unreduce(g, ctx.in_shape, ctx.dims), None, None
 
 
-def sum(x, dim=None, keepdim=False, dtype=None):  # noqa: A001 (PyTorch's name)
+def sum(x, dim=None, keepdim=False, dtype=None, *, axis=None):  # noqa: A001 (PyTorch's name)
+    if axis is not None:  # (numpy's name, which PyTorch takes too)
+        dim = axis
     state = STATE
     if dim is None and dtype is None and state.autocast is None and \
             x.dtype.is_floating_point and len(x.shape) < 8:
@@ -122,7 +124,8 @@ def _count(x, dims) -> int:
     return math.prod(x.shape[d] for d in dims)
 
 
-def mean(x, dim=None, keepdim=False, dtype=None):
+def mean(x, dim=None, keepdim=False, dtype=None, *, axis=None):
+    dim = dim if axis is None else axis
     if dtype is not None:
         x = x.to(dtype)
     if not x.dtype.is_floating_point:
@@ -135,7 +138,8 @@ def mean(x, dim=None, keepdim=False, dtype=None):
     return Sum.apply(x, dims, keepdim) * (1.0 / n if n else math.nan)
 
 
-def var(x, dim=None, keepdim=False, correction=1, unbiased=None):
+def var(x, dim=None, keepdim=False, correction=1, unbiased=None, *, axis=None):
+    dim = dim if axis is None else axis
     if unbiased is not None:
         correction = 1 if unbiased else 0
     if not x.dtype.is_floating_point:
@@ -151,7 +155,8 @@ def var(x, dim=None, keepdim=False, correction=1, unbiased=None):
     return squares * (1.0 / dof) if dof > 0 else squares / 0.0
 
 
-def std(x, dim=None, keepdim=False, correction=1, unbiased=None):
+def std(x, dim=None, keepdim=False, correction=1, unbiased=None, *, axis=None):
+    dim = dim if axis is None else axis
     return var(x, dim, keepdim, correction, unbiased).sqrt()
 
 
@@ -463,8 +468,8 @@ declare("prod", dtypes="any")
 
 
 def _reduction_method(impl, kind):
-    def method(x, dim=None, keepdim=False):
-        return impl(kind, x, dim, keepdim)
+    def method(x, dim=None, keepdim=False, *, axis=None):
+        return impl(kind, x, dim if axis is None else axis, keepdim)
 
     return method
 
