@@ -3,13 +3,16 @@ where the solutions are."""
 
 from __future__ import annotations
 
+import importlib
 import json
 import re
 from pathlib import Path
 
-from haelixe.exercises import FAILED, LABS, lab01, lab02, lab03, lab04, lab05, lab06, lab07  # noqa: F401
+from haelixe.exercises import FAILED, LABS, lab01, lab05, lab07
 
 ROOT = Path(__file__).resolve().parent.parent
+for _module in sorted((ROOT / "haelixe" / "exercises").glob("lab[0-9][0-9].py")):
+    importlib.import_module(f"haelixe.exercises.{_module.stem}")  # every lab in LABS
 SOLUTION_LINE = "return tuple(strides[d] for d in dims)"
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import json
 import sys
 from pathlib import Path
 
@@ -143,9 +144,29 @@ def tensor_page() -> str:
     return "\n".join(out)
 
 
+def lab_notebooks() -> list[Path]:
+    return sorted((ROOT / "labs").glob("[0-9][0-9]_*.ipynb"))
+
+
+def lab_title(path: Path) -> str:
+    """'08 Convolution is a strided view', from the notebook's first heading."""
+    cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+    first = "".join(cells[0]["source"]).splitlines()[0] if cells else path.stem
+    return first.lstrip("# ").replace(" · ", " ") or path.stem
+
+
+def on_config(config):
+    """The Labs section of the nav lists every lab notebook, so a new lab needs no edit
+    of mkdocs.yml."""
+    for entry in config["nav"]:
+        if isinstance(entry, dict) and "Labs" in entry:
+            entry["Labs"] = [{lab_title(nb): f"labs/{nb.name}"} for nb in lab_notebooks()]
+    return config
+
+
 @event_priority(100)  # before mkdocs-jupyter turns the notebooks into pages
 def on_files(files, config):
-    for nb in sorted((ROOT / "labs").glob("[0-9][0-9]_*.ipynb")):
+    for nb in lab_notebooks():
         files.append(File(f"labs/{nb.name}", str(ROOT), config["site_dir"],
                           config["use_directory_urls"]))
     results = ROOT / "benchmarks" / "RESULTS.md"
