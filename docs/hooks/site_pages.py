@@ -155,13 +155,36 @@ def lab_title(path: Path) -> str:
     return first.lstrip("# ").replace(" · ", " ") or path.stem
 
 
+def _nav_paths(nav) -> set:
+    out = set()
+    for entry in nav:
+        value = next(iter(entry.values())) if isinstance(entry, dict) else entry
+        out |= _nav_paths(value) if isinstance(value, list) else {value}
+    return out
+
+
+def md_title(path: Path) -> str:
+    lines = [ln for ln in path.read_text(encoding="utf-8").splitlines() if ln.startswith("# ")]
+    return lines[0][2:].strip() if lines else path.stem.replace("_", " ")
+
+
 def on_config(config):
-    """The Labs section of the nav lists every lab notebook, so a new lab needs no edit
-    of mkdocs.yml."""
-    for entry in config["nav"]:
+    """The Labs section of the nav lists every lab notebook, and a Markdown page under
+    docs/ that the nav does not name (one a contributor adds) goes under "More", so that
+    neither needs an edit of mkdocs.yml."""
+    nav = config["nav"]
+    for entry in nav:
         if isinstance(entry, dict) and "Labs" in entry:
             entry["Labs"] = [{lab_title(nb): f"labs/{nb.name}"} for nb in lab_notebooks()]
+    docs = Path(config["docs_dir"])
+    listed = _nav_paths(nav)
+    extra = [{md_title(p): p.relative_to(docs).as_posix()} for p in sorted(docs.rglob("*.md"))
+             if p.relative_to(docs).as_posix() not in listed
+             and not p.relative_to(docs).as_posix().startswith("hooks/")]
+    if extra:
+        nav.append({"More": extra})
     return config
+
 
 
 @event_priority(100)  # before mkdocs-jupyter turns the notebooks into pages
