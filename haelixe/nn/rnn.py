@@ -25,7 +25,8 @@ _GATES = {"RNN_TANH": 1, "RNN_RELU": 1, "LSTM": 4, "GRU": 3}
 
 
 class _RecurrentProduct(Function):
-    """h @ W^T + b for one time step of a recurrence whose steps share W and b. The
+    """h @ W^T + b (+ xp, the step's input projection, where given) for one time step of
+    a recurrence whose steps share W and b. The
     gradient of h is given per step; those of W and b once for the whole sequence, by
     the first step's node (made first, so it runs backward last), from every step's
     (gradient, h) on a shared tape: one large product instead of a small one per step,
@@ -35,11 +36,12 @@ class _RecurrentProduct(Function):
     label = "RecurrentProduct"
 
     @staticmethod
-    def forward(ctx, h, w, b, tape, first):
+    def forward(ctx, h, w, b, xp, tape, first):
         ctx.save_for_backward(h, w)
         ctx.tape, ctx.first, ctx.has_bias = tape, first, b is not None
         with no_grad():
-            return F.linear(h, w, b)
+            out = F.linear(h, w, b)
+            return out if xp is None else out.add_(xp)
 
     @staticmethod
     def backward(ctx, g):
@@ -47,24 +49,22 @@ class _RecurrentProduct(Function):
         ctx.tape.append((g, h))
         dh = g @ w
         if not ctx.first:
-            return dh, None, None, None, None
+            return dh, None, None, g, None, None
         gs, hs = zip(*ctx.tape)
         ctx.tape.clear()
         g_all = cat(gs) if len(gs) > 1 else gs[0]
         h_all = cat(hs) if len(hs) > 1 else hs[0]
         db = g_all.sum(0) if ctx.has_bias else None
-        return dh, g_all.mT @ h_all, db, None, None
+        return dh, g_all.mT @ h_all, db, g, None, None
 
 
-# -- one time step, given the input's projection xp = x @ W_ih^T + b_ih and the hidden
-# state's hp = h @ W_hh^T + b_hh ------------------------------------------------------------
-def _rnn_step(xp, hp, relu):
-    pre = xp + hp
+# -- one time step, given pre = x @ W_ih^T + b_ih + h @ W_hh^T + b_hh (GRU: the two
+# projections xp and hp apart) -------------------------------------------------------------
+def _rnn_step(pre, relu):
     return pre.relu() if relu else pre.tanh()
 
 
-def _lstm_step(xp, hp, c, w_hr):
-    gates = xp + hp
+def _lstm_step(gates, c, w_hr):
     n = c.shape[-1]
     sig = gates.sigmoid()  # one pass for the three sigmoid gates (g's block unused)
     i, f, o = sig[..., :n], sig[..., n:2 * n], sig[..., 3 * n:]
@@ -277,13 +277,15 @@ class RNNBase(Module):
         outs = [None] * len(steps)
         mode, tape = self.mode, []
         for k, t in enumerate(order):
-            hp = _RecurrentProduct.apply(h, w_hh, b_hh, tape, k == 0)
+            # the GRU's candidate reads h's projection apart: its input's is not added
+            pre = _RecurrentProduct.apply(h, w_hh, b_hh, None if mode == "GRU" else steps[t],
+                                          tape, k == 0)
             if mode == "LSTM":
-                h, c = _lstm_step(steps[t], hp, c, w_hr)
+                h, c = _lstm_step(pre, c, w_hr)
             elif mode == "GRU":
-                h = _gru_step(steps[t], hp, h)
+                h = _gru_step(steps[t], pre, h)
             else:
-                h = _rnn_step(steps[t], hp, mode == "RNN_RELU")
+                h = _rnn_step(pre, mode == "RNN_RELU")
             outs[t] = h
         if not outs:
             raise ValueError(f"{type(self).__name__}: the input has no time steps "
@@ -390,8 +392,9 @@ class RNNCell(RNNCellBase):
 
     def forward(self, input, hx=None):
         x, (h,), batched = self._prepare(input, hx, 1)
-        h = _rnn_step(F.linear(x, self.weight_ih, self.bias_ih),
-                      F.linear(h, self.weight_hh, self.bias_hh), self.nonlinearity == "relu")
+        pre = F.linear(x, self.weight_ih, self.bias_ih) + F.linear(h, self.weight_hh,
+                                                                    self.bias_hh)
+        h = _rnn_step(pre, self.nonlinearity == "relu")
         return h if batched else h.squeeze(0)
 
 
@@ -404,8 +407,9 @@ class LSTMCell(RNNCellBase):
 
     def forward(self, input, hx=None):
         x, (h, c), batched = self._prepare(input, hx, 2)
-        h, c = _lstm_step(F.linear(x, self.weight_ih, self.bias_ih),
-                          F.linear(h, self.weight_hh, self.bias_hh), c, None)
+        gates = F.linear(x, self.weight_ih, self.bias_ih) + F.linear(h, self.weight_hh,
+                                                                      self.bias_hh)
+        h, c = _lstm_step(gates, c, None)
         return (h, c) if batched else (h.squeeze(0), c.squeeze(0))
 
 
