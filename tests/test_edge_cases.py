@@ -369,3 +369,18 @@ def test_int64_past_int32_moved_to_a_gpu_without_shader_int64_is_refused(be):
                          timeout=120, env=dict(__import__("os").environ,
                                                HAELIXE_GPU_DISABLE="shader-int64"))
     assert res.returncode == 0 and "ok" in res.stdout, res.stderr[-2000:]
+
+
+@pytest.mark.gpu
+def test_attention_over_more_keys_than_the_flash_kernels_walk_matches_the_cpu(be):
+    q, k, v = values(1, 1, 4, 16, seed=1), values(1, 1, 70_000, 16, seed=2), \
+        values(1, 1, 70_000, 16, seed=3)
+    grads = {}
+    for device in ("cpu", "gpu"):
+        ts = [hx.tensor(a, device=device, requires_grad=True) for a in (q, k, v)]
+        out = F.scaled_dot_product_attention(*ts)
+        (out * out).sum().backward()
+        grads[device] = [out.detach().to("cpu").numpy()] + [t.grad.to("cpu").numpy()
+                                                            for t in ts]
+    for got, want in zip(grads["gpu"], grads["cpu"]):
+        np.testing.assert_allclose(got, want, rtol=1e-3, atol=1e-6)

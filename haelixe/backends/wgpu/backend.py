@@ -249,10 +249,14 @@ class WGPU(Backend):
     def attention(self, q, k, v, causal, scale, mask=None):
         """Flash attention: (out, lse); lse is float32. ``mask``: None, bool (True =
         attend) or float (added to the scores), broadcast to (batch..., q, k)."""
+        if _too_long_for_flash(q, k):
+            return super().attention(q, k, v, causal, scale, mask)
         return at.attention(self, q, k, v, causal, scale, mask)
 
     def attention_backward(self, q, k, v, out, lse, gout, causal, scale, mask=None,
                            saved=None):  # (attention_for_backward saves nothing here)
+        if _too_long_for_flash(q, k):
+            return super().attention_backward(q, k, v, out, lse, gout, causal, scale, mask)
         return at.attention_backward(self, q, k, v, out, lse, gout, causal, scale, mask)
 
     def mse_loss(self, x, y):
@@ -307,3 +311,14 @@ def get_backend() -> WGPU:
             if _backend is None:
                 _backend = WGPU()
     return _backend
+
+
+#: The longest sequence the flash kernels walk in one invocation: past it their loops
+#: over key (and query) blocks, with the loops inside each block, would pass the software
+#: adapter's 65535 iterations (see geometry.STEPS_PER_INVOCATION); the composed attention
+#: (scores as a product, chunked reductions) takes over.
+FLASH_MAX_SEQUENCE = 1 << 16
+
+
+def _too_long_for_flash(q, k) -> bool:
+    return max(q.shape[-2], k.shape[-2]) > FLASH_MAX_SEQUENCE
