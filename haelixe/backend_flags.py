@@ -54,6 +54,23 @@ mkldnn = Flags("mkldnn", (is_available,), enabled=False)
 opt_einsum = Flags("opt_einsum", (is_available,), enabled=False, strategy=None)
 
 
+_MATMUL_PRECISION = {"value": "highest"}
+
+
+def set_float32_matmul_precision(precision: str) -> None:
+    """PyTorch's permission to run float32 products in lower internal precision ("high":
+    TF32, "medium": bfloat16). Haelixe's float32 products are always float32, which each
+    setting allows, so the setting is kept and read back but changes no result."""
+    if precision not in ("highest", "high", "medium"):
+        raise RuntimeError(f"set_float32_matmul_precision: {precision!r} is not one of "
+                           f"'highest', 'high', 'medium'")
+    _MATMUL_PRECISION["value"] = precision
+
+
+def get_float32_matmul_precision() -> str:
+    return _MATMUL_PRECISION["value"]
+
+
 def __getattr__(name):
     from .closest import missing_attribute
 

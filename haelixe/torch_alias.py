@@ -61,6 +61,8 @@ FAMILIES = ("torch.nn.modules", "torch.utils.data")
 TOP_LEVEL = {
     "save": ("haelixe.pickled", "save"),
     "load": ("haelixe.pickled", "load"),
+    "set_float32_matmul_precision": ("haelixe.backend_flags", "set_float32_matmul_precision"),
+    "get_float32_matmul_precision": ("haelixe.backend_flags", "get_float32_matmul_precision"),
 }
 
 #: PyTorch packages Haelixe does not have, with what to use instead

@@ -194,6 +194,11 @@ def test_backend_flags_are_accepted_and_typos_refused():
     assert backend_flags.cudnn.is_available() is False and backend_flags.mps.is_available() is False
     with pytest.raises(AttributeError, match="no flag 'benchmrk'"):
         backend_flags.cudnn.benchmrk = True
+    backend_flags.set_float32_matmul_precision("high")
+    assert backend_flags.get_float32_matmul_precision() == "high"
+    with pytest.raises(RuntimeError, match="'highest', 'high', 'medium'"):
+        backend_flags.set_float32_matmul_precision("low")
+    backend_flags.set_float32_matmul_precision("highest")
 
 
 def test_compile_returns_a_module_as_is_and_captures_a_whole_step():
