@@ -384,3 +384,18 @@ def test_attention_over_more_keys_than_the_flash_kernels_walk_matches_the_cpu(be
                                                             for t in ts]
     for got, want in zip(grads["gpu"], grads["cpu"]):
         np.testing.assert_allclose(got, want, rtol=1e-3, atol=1e-6)
+
+
+def test_grouped_query_attention_repeats_each_key_head_as_pytorch(device):
+    q, k, v = values(2, 6, 5, 8, seed=1), values(2, 2, 7, 8, seed=2), values(2, 2, 7, 8, seed=3)
+    ours = [hx.tensor(a, device=device, requires_grad=True) for a in (q, k, v)]
+    theirs = [torch.tensor(a, requires_grad=True) for a in (q, k, v)]
+    got = F.scaled_dot_product_attention(*ours, enable_gqa=True)
+    want = torch.nn.functional.scaled_dot_product_attention(*theirs, enable_gqa=True)
+    np.testing.assert_allclose(got.detach().to("cpu").numpy(), want.detach().numpy(),
+                               rtol=1e-5, atol=1e-6)
+    got.sum().backward()
+    want.sum().backward()
+    for a, b in zip(ours, theirs):
+        np.testing.assert_allclose(a.grad.to("cpu").numpy(), b.grad.numpy(), rtol=1e-4,
+                                   atol=1e-5)

@@ -324,7 +324,8 @@ def apply_rope(x, cos, sin):
 
 
 def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0,
-                                 is_causal=False, scale=None, *, causal=None):
+                                 is_causal=False, scale=None, enable_gqa=False, *,
+                                 causal=None):
     """softmax(q @ k^T * scale + mask) @ v over (..., seq, head_dim), PyTorch's signature:
     ``attn_mask`` is a bool tensor (True attends) or an additive float tensor broadcast to
     (..., seq_q, seq_k); ``is_causal`` masks later keys (top-left aligned). Fused forward
@@ -333,6 +334,8 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     q, k, v = query, key, value
     if causal is not None:
         is_causal = causal
+    if enable_gqa and q.ndim >= 3 and k.ndim >= 3 and k.shape[-3] != q.shape[-3]:
+        k, v = _repeat_heads(k, q.shape[-3]), _repeat_heads(v, q.shape[-3])
     if q.shape[-1] != k.shape[-1] or k.shape[-2] != v.shape[-2]:
         raise OpError(f"scaled_dot_product_attention: q {q.shape}, k {k.shape} and "
                       f"v {v.shape} do not fit: q and k need one head_dim, k and v one "
@@ -360,6 +363,17 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
         p = s.softmax(-1)
         return (dropout(p, dropout_p, True) if dropout_p > 0.0 else p) @ v
     return fused.AttentionFn.apply(q, k, v, bool(is_causal), scale, attn_mask)
+
+
+def _repeat_heads(t, heads):
+    """Grouped-query attention's keys or values: each of t's heads (dim -3) serves
+    heads // t.shape[-3] consecutive query heads, as PyTorch's enable_gqa repeats them."""
+    kv = t.shape[-3]
+    if heads % kv:
+        raise OpError(f"scaled_dot_product_attention: enable_gqa needs the query heads "
+                      f"({heads}) to be a multiple of the key/value heads ({kv})")
+    lead, (s, e) = t.shape[:-3], t.shape[-2:]
+    return t.unsqueeze(-3).expand(*lead, kv, heads // kv, s, e).reshape(*lead, heads, s, e)
 
 
 def _attention_mask(mask, q, k):
