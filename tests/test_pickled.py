@@ -123,3 +123,16 @@ def test_gpu_tensors_save_from_and_load_back_to_the_gpu(be):
     back = round_trip(obj)
     assert back["w"].device == "gpu" and back["w"].cpu().tolist() == [2.0, 2.0, 2.0]
     assert round_trip(obj, map_location="cpu")["w"].device == "cpu"
+
+
+def test_a_model_holding_a_functional_activation_saves_and_loads():
+    import haelixe.nn.functional as F
+
+    layer = hx.nn.TransformerEncoderLayer(8, 2, dim_feedforward=16, dropout=0.0)
+    assert layer.activation is F.relu
+    buf = io.BytesIO()
+    pickled.save(layer, buf)
+    back = pickled.load(io.BytesIO(buf.getvalue()), weights_only=False)
+    assert back.activation is F.relu
+    x = hx.randn(3, 2, 8)
+    np.testing.assert_allclose(back(x).detach().numpy(), layer(x).detach().numpy())

@@ -400,6 +400,11 @@ def _attention_mask(mask, q, k):
 DECLARED = {decl.name: functional_form(decl) for decl in OPS.values()
             if getattr(decl, "functional", None)}
 globals().update(DECLARED)
+for _name, _fn in DECLARED.items():
+    # pickle finds a function by module and name: a module holding F.relu (a layer's
+    # activation) saves with torch.save(model) and loads back as this same function
+    if _fn.__module__ != __name__ and getattr(_fn, "__qualname__", _name) == _name:
+        _fn.__module__ = __name__
 
 __all__ = [*DECLARED, "linear", "rms_norm", "layer_norm", "gelu", "logsigmoid", "softmax",
            "log_softmax", "dropout", "embedding",
