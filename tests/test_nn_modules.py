@@ -425,3 +425,27 @@ def test_assigning_a_plain_tensor_to_a_parameter_name_is_refused():
     assert isinstance(m.weight, nn.Parameter)
     m.bias = None  # None is allowed: the name stays a parameter slot, out of state_dict
     assert list(m.state_dict()) == ["weight"] and m(hx.ones(1, 2)).shape == (1, 2)
+
+
+def test_deepcopy_of_a_module_copies_its_parameters_and_keeps_ties():
+    import copy
+
+    class Tied(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.emb = nn.Embedding(5, 4)
+            self.head = nn.Linear(4, 5, bias=False)
+            self.head.weight = self.emb.weight
+
+    m = Tied()
+    m.emb.weight.sum().backward()
+    c = copy.deepcopy(m)
+    assert isinstance(c.head.weight, nn.Parameter) and c.head.weight.requires_grad
+    assert c.head.weight is c.emb.weight  # the tie survives, as in PyTorch
+    assert c.emb.weight is not m.emb.weight
+    assert c.emb.weight.storage is not m.emb.weight.storage
+    assert c.emb.weight.grad is None  # PyTorch's Parameter copy leaves the gradient out
+    np.testing.assert_array_equal(c.emb.weight.detach().numpy(), m.emb.weight.detach().numpy())
+    with hx.no_grad():
+        c.emb.weight.add_(1.0)
+    assert not np.array_equal(c.emb.weight.detach().numpy(), m.emb.weight.detach().numpy())

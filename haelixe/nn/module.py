@@ -27,6 +27,13 @@ class Parameter(Tensor):
     def __init__(self, data=None, requires_grad=True):
         pass
 
+    def __deepcopy__(self, memo):
+        # copy's default rebuilds through __new__ with no data; PyTorch's copy is a
+        # fresh Parameter over cloned values, without the gradient
+        if id(self) not in memo:
+            memo[id(self)] = type(self)(self.detach().clone(), self.requires_grad)
+        return memo[id(self)]
+
     def __repr__(self) -> str:
         return "Parameter containing:\n" + super().__repr__()
 
