@@ -10,3 +10,8 @@ from __future__ import annotations
 
 class OpError(RuntimeError, ValueError):
     """A bad argument to an op: a shape, dim, dtype or option it cannot take."""
+
+
+class OpIndexError(OpError, IndexError):
+    """An index out of range in an op PyTorch reports it from as a RuntimeError (gather,
+    scatter); an IndexError too, as numpy and Python report one."""

@@ -399,3 +399,13 @@ def test_grouped_query_attention_repeats_each_key_head_as_pytorch(device):
     for a, b in zip(ours, theirs):
         np.testing.assert_allclose(a.grad.to("cpu").numpy(), b.grad.numpy(), rtol=1e-4,
                                    atol=1e-5)
+
+
+def test_gather_and_scatter_out_of_range_raise_a_runtime_error_on_each_device(device):
+    for op in (lambda: hx.ones(3, device=device).gather(0, hx.tensor([5], device=device)),
+               lambda: hx.zeros(3, device=device).scatter(0, hx.tensor([5], device=device),
+                                                          hx.ones(1, device=device))):
+        with pytest.raises(RuntimeError, match="index 5 is out of bounds for dim 0 of size 3"):
+            op()
+    with pytest.raises(IndexError):  # (an IndexError too, as numpy's)
+        hx.ones(3, device=device).gather(0, hx.tensor([3], device=device))

@@ -9,7 +9,7 @@ import numpy as np
 from .. import layout
 from ..autograd.function import Function
 from ..dtype import bool_, number_as, promote_types, result_type
-from ..errors import OpError
+from ..errors import OpError, OpIndexError
 from ..tensor import Tensor
 from .convert import as_tensor_like, cast
 from .registry import declare, elementwise, function, tensor_method
@@ -314,15 +314,13 @@ def gather(x, dim, index):
     dim = layout.normalize_dim(dim, x.ndim, "gather")
     if index.dtype.is_floating_point or index.dtype is bool_:
         raise TypeError(f"gather: index must be an integer tensor, got {index.dtype.name}")
-    if index.device is not x.device:
-        raise RuntimeError(f"gather: index on {index.device.type}, input on "
-                           f"{x.device.type}; move the index with .to(...)")
     if index.ndim != x.ndim:
         raise OpError(f"gather: index has {index.ndim} dims but input has {x.ndim} "
                       f"(shapes {index.shape} and {x.shape})")
     if any(i > n for d, (i, n) in enumerate(zip(index.shape, x.shape)) if d != dim):
         raise OpError(f"gather: index of shape {index.shape} is larger than the input "
                       f"of shape {x.shape} outside dim {dim}")
+    _check_index("gather", x, dim, index)  # (devices, and the range: a GPU would not)
     return Gather.apply(x, dim, index)
 
 
@@ -344,11 +342,11 @@ def _check_index(op, x, dim, index):
     n = x.shape[dim] if x.ndim else 1
     message = _out_of_bounds(op, dim, n, x.shape, "input")
     if index.numel() and index._be.checks_on_device():  # (no read-back now)
-        index._be.check_range(index._data, -n, n, None, IndexError, message)
+        index._be.check_range(index._data, -n, n, None, OpIndexError, message)
     elif index.numel():
         lo, hi = int(index.min()), int(index.max())
         if lo < -n or hi >= n:
-            raise IndexError(message.format(value=hi if hi >= n else lo))
+            raise OpIndexError(message.format(value=hi if hi >= n else lo))
 
 
 class Scatter(Function):
