@@ -45,6 +45,20 @@ def _killed_child(work, seconds):
     os.waitpid(pid, 0)
 
 
+def _wait(pid, seconds=30.0):
+    """waitpid with a deadline: a forked child stuck on a lock another thread held at
+    the fork is killed instead of hanging the suite."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return status
+        time.sleep(0.01)
+    os.kill(pid, signal.SIGKILL)
+    os.waitpid(pid, 0)
+    raise AssertionError(f"the child took longer than {seconds} s")
+
+
 def _version(k):
     return {"w": hx.full((64, 1024), float(k)), "step": k}
 
@@ -106,7 +120,7 @@ def test_a_dataset_writer_killed_between_its_two_renames_is_recovered_by_the_rea
             _write_dataset(path, 8)
         finally:
             os._exit(1)
-    os.waitpid(pid, 0)
+    _wait(pid)
     assert not path.exists()
     assert MemmapDataset(path).arrays["inputs"].max() == 7  # the old one, moved back
     _write_dataset(path, 9)
@@ -361,7 +375,7 @@ def test_a_npy_truncated_while_mapped_raises_haelixes_error_not_sigbus(tmp_path)
         finally:
             os._exit(0)
     os.close(write)
-    _, status = os.waitpid(pid, 0)
+    status = _wait(pid)
     message = os.read(read, 4096).decode()
     os.close(read)
     assert os.WIFEXITED(status), f"the reader died of signal {os.WTERMSIG(status)}"
