@@ -171,6 +171,10 @@ def comparable(sig: inspect.Signature, method: bool):
     """(name, kind, default) per parameter, ``out`` left out; a method's first
     parameter (self, or the input it stands for) left out too."""
     params = [p for p in sig.parameters.values() if p.name not in IGNORED]
+    # numpy's axis= alias, keyword-only: PyTorch's reductions take it too, though the
+    # signature text they publish leaves it out
+    params = [p for p in params
+              if not (p.name == "axis" and p.kind is inspect.Parameter.KEYWORD_ONLY)]
     if method:
         params = params[1:]
     out = []
