@@ -409,3 +409,19 @@ def test_gather_and_scatter_out_of_range_raise_a_runtime_error_on_each_device(de
             op()
     with pytest.raises(IndexError):  # (an IndexError too, as numpy's)
         hx.ones(3, device=device).gather(0, hx.tensor([3], device=device))
+
+
+@pytest.mark.parametrize("name", ["gather", "scatter_add", "index_select", "index_add"])
+def test_index_ops_refuse_negative_indices_as_pytorch_does(device, name):
+    calls = {
+        "gather": lambda m, x, i: x.gather(1, i.reshape(1, 1).expand(2, 1)),
+        "scatter_add": lambda m, x, i: x.scatter_add(1, i.reshape(1, 1).expand(2, 1),
+                                                     x[:, :1]),
+        "index_select": lambda m, x, i: x.index_select(1, i),
+        "index_add": lambda m, x, i: x.index_add(1, i, x[:, :1]),
+    }
+    with pytest.raises(RuntimeError):
+        calls[name](torch, torch.ones(2, 3), torch.tensor([-1]))
+    with pytest.raises(RuntimeError, match="index -1 is out of bounds for dim 1 of size 3"):
+        out = calls[name](hx, hx.ones(2, 3, device=device), hx.tensor([-1], device=device))
+        out.to("cpu").numpy()  # (a device may check at the next read-back)

@@ -341,11 +341,12 @@ def _check_index(op, x, dim, index):
                            f"move the index with .to(...)")
     n = x.shape[dim] if x.ndim else 1
     message = _out_of_bounds(op, dim, n, x.shape, "input")
+    # 0 <= index < n: these ops do not count from the end (PyTorch refuses -1 too)
     if index.numel() and index._be.checks_on_device():  # (no read-back now)
-        index._be.check_range(index._data, -n, n, None, OpIndexError, message)
+        index._be.check_range(index._data, 0, n, None, OpIndexError, message)
     elif index.numel():
         lo, hi = int(index.min()), int(index.max())
-        if lo < -n or hi >= n:
+        if lo < 0 or hi >= n:
             raise OpIndexError(message.format(value=hi if hi >= n else lo))
 
 
