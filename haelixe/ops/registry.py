@@ -9,8 +9,12 @@ An elementwise op is one ``elementwise(...)`` call in its family's module:
 From it come: the Kernel every backend compiles (numpy on the CPU, a traced WGSL
 expression on the GPU), the autograd Function, the Tensor method (``x.exp()``), the
 in-place method (``x.exp_()``), the function form (``hx.exp(x)``) and the dunder
-operators it names. The gradient is written once over ``m`` too: a first-order backward
-runs it as one fused kernel on raw arrays (every op gets a one-kernel backward), while
+operators it names, all with PyTorch's signature (``names=`` for the inputs where PyTorch
+does not say ``input, other``; the parameters with their defaults) and a docstring
+(``doc=``); ``functional=`` and ``module=`` ask for ``F.<op>`` and the ``nn`` layer, which
+nn/ makes from the same declaration. The gradient is written once over ``m`` too: a
+first-order backward runs it as one fused kernel on raw arrays (every op gets a
+one-kernel backward), while
 ``create_graph=True`` runs it with Haelixe ops on tensors, so it has a graph of its own.
 A gradient function names what it reads by its parameter names: the forward's input
 names, ``y`` (the output) and the op's parameters.
@@ -391,9 +395,9 @@ def _plans(decl, names):
         sources = []
         for n in gk.needs:
             if n not in names:
-                sources.append((_PARAM, order.index(n)))
+                sources.append((_PARAM, order.index(n), None))
             elif n == "y":
-                sources.append((_OUTPUT, names.index(n)))
+                sources.append((_OUTPUT, names.index(n), None))
             else:
                 sources.append((_INPUT, names.index(n), order.index(n)))
         plans.append((i, None if gk.identity else gk.kernel, tuple(sources)))
@@ -422,14 +426,14 @@ def _make_raw_backward(decl, plans):
                 out[i] = gd if plain and gd.dtype == np_dt else fit(wrap(gd), i, ctx, dtype)
                 continue
             raws = [gd]
-            for source in sources:
-                if source[0] == _PARAM:
-                    raws.append(np_dt.type(ctx.args[source[1]]))
-                elif source[0] == _OUTPUT:
-                    raws.append(saved[source[1]]._data)
+            for kind, j, k in sources:  # (kinds as literals: _PARAM, _OUTPUT, _INPUT)
+                if kind == 0:
+                    raws.append(np_dt.type(ctx.args[j]))
+                elif kind == 1:
+                    raws.append(saved[j]._data)
                 else:  # a saved input, or (None there) the number it was
-                    t = saved[source[1]]
-                    raws.append(np_dt.type(ctx.args[source[2]]) if t is None else t._data)
+                    t = saved[j]
+                    raws.append(np_dt.type(ctx.args[k]) if t is None else t._data)
             # (map gives the output's dtype: only a mixed node's inputs need a cast)
             gi = ctx.out_device._be.map(kernel, raws, np_dt)
             out[i] = gi if plain else fit(wrap(gi), i, ctx, dtype)
