@@ -22,7 +22,7 @@ LAYERS = [
     ("amp", ["amp", "amp_scaler"]),
     ("ops", ["ops"]),
     ("library", ["nn", "optim", "data", "utils", "serialization", "capture_replay", "pickled",
-                 "compiling", "cuda", "accelerator", "backend_flags", "onnx"]),
+                 "compiling", "cuda", "accelerator", "backend_flags", "onnx", "profiler"]),
     ("widgets", ["viz"]),
     ("apps", ["denoise", "charlm", "progress", "exercises", "__main__", "torch_alias",
               "run"]),

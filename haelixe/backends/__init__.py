@@ -8,6 +8,7 @@ calls the kernels of the contract in ``base.py``.
 from __future__ import annotations
 
 from ..device import CPU, Device
+from .cpu_graph import unwrap_methods, wrap_methods  # noqa: F401  (hx.profile's wrappers)
 
 _BY_DEVICE: dict = {}
 _BY_RAW_TYPE: dict = {}
@@ -40,6 +41,12 @@ def _load(device: Device):
         be = get_backend()
     register(device, be)
     return be
+
+
+def loaded_backends() -> list:
+    """(device, backend) of each backend started so far (the GPU's once something used
+    it)."""
+    return list(_BY_DEVICE.items())
 
 
 def register(device: Device, backend) -> None:

@@ -38,7 +38,7 @@ from ..storage import Storage
 from . import graph as shared
 from .graph import CaptureError, where
 
-__all__ = ["CpuGraph", "recording_here"]
+__all__ = ["CpuGraph", "recording_here", "unwrap_methods", "wrap_methods"]
 
 #: backend methods a step's Python may call that are not recorded: they compute nothing
 #: on the step's data (to_numpy is recorded as refused: a read-back)
@@ -366,22 +366,12 @@ class _Recorder:
 
     def __init__(self):
         self.graph = None
-        self.names = ()
+        self.names: dict = {}
 
     def start(self, backend, graph) -> None:
         self.graph = graph
-        names = self.names = []  # (kept up to date: stop takes off what is on)
-        for name in dir(type(backend)):
-            if name.startswith("_") or name in _NOT_RECORDED:
-                continue
-            if isinstance(getattr(type(backend), name), property):
-                continue
-            fn = getattr(backend, name)
-            if not callable(fn) or isinstance(fn, type):
-                continue
-            names.append(name)
-            setattr(backend, name, self._wrap(name, fn))
-        backend.direct = _RecordingDirect(backend._direct_of, self)
+        self.names = {}  # (filled as it goes: stop takes off what is on)
+        wrap_methods(backend, self._wrap, self.names, backend._direct_of)
 
     def active(self):
         """The Recording taking this thread's backend calls now (None: none, or paused)."""
@@ -392,10 +382,8 @@ class _Recorder:
         return rec
 
     def stop(self, backend) -> None:
-        for name in self.names:
-            backend.__dict__.pop(name, None)
-        backend.__dict__.pop("direct", None)
-        self.graph, self.names = None, ()
+        unwrap_methods(backend, self.names)
+        self.graph, self.names = None, {}
 
     def _wrap(self, name, fn):
         recorder = self
@@ -417,21 +405,53 @@ class _Recorder:
         return recorded
 
 
-class _RecordingDirect(dict):
-    """``Backend.direct`` while recording: the same ufuncs, each call recorded."""
+class _WrappedDirect(dict):
+    """``Backend.direct`` while wrapped: the ufuncs ``lookup`` finds, each wrapped."""
 
-    def __init__(self, direct_of, recorder):
+    def __init__(self, lookup, wrap):
         super().__init__()
-        self.direct_of, self.recorder = direct_of, recorder
+        self.lookup, self.wrap = lookup, wrap
 
     def get(self, kernel, default=None):
-        f = self.direct_of(kernel)
+        f = self.lookup(kernel)
         if f is None:
             return default
         wrapped = super().get(kernel)
         if wrapped is None:
-            wrapped = self[kernel] = self.recorder._wrap(kernel.name, f)
+            wrapped = self[kernel] = self.wrap(kernel.name, f)
         return wrapped
+
+
+_MISSING = object()
+
+
+def wrap_methods(backend, wrap, saved: dict, direct_lookup=None) -> None:
+    """Put ``wrap(name, method)`` over each public method of ``backend`` as an instance
+    attribute (which the ops look up on every call), and over its ``direct`` ufuncs when
+    ``direct_lookup`` is given; ``saved`` gets what each name held before, as it goes, for
+    :func:`unwrap_methods`. Wrappers stack: a method already wrapped is wrapped again."""
+    for name in dir(type(backend)):
+        if name.startswith("_") or name in _NOT_RECORDED:
+            continue
+        if isinstance(getattr(type(backend), name), property):
+            continue
+        fn = getattr(backend, name)
+        if not callable(fn) or isinstance(fn, type):
+            continue
+        saved[name] = backend.__dict__.get(name, _MISSING)
+        setattr(backend, name, wrap(name, fn))
+    if direct_lookup is not None:
+        saved["direct"] = backend.__dict__.get("direct", _MISSING)
+        backend.direct = _WrappedDirect(direct_lookup, wrap)
+
+
+def unwrap_methods(backend, saved: dict) -> None:
+    """Give each name :func:`wrap_methods` wrapped back what it held before."""
+    for name, before in saved.items():
+        if before is _MISSING:
+            backend.__dict__.pop(name, None)
+        else:
+            backend.__dict__[name] = before
 
 
 _RECORDER = _Recorder()

@@ -1,0 +1,263 @@
+"""``hx.profile()``: the kernels a block of code ran, with their shapes, times and bytes.
+
+While a profile is active, every public method of each loaded backend (and the CPU's
+``direct`` ufuncs) is wrapped through the same mechanism capture uses
+(:func:`haelixe.backends.cpu_graph.wrap_methods`), and on the GPU the dispatcher's
+``dispatch`` too; nothing is wrapped otherwise, so a program that does not profile pays
+nothing. A backend call inside another backend call belongs to the outer one.
+
+Each :class:`KernelEvent` is one backend call (``kind="op"``) or, on the GPU, one compute
+dispatch (``kind="dispatch"``, named ``file:entry`` of its WGSL, with the op that issued
+it as ``parent``). Times are host wall time (``time.perf_counter_ns``): on the CPU that
+is the kernel's time; on the GPU it is the time to encode the dispatch, not the device's
+time (``clock="host"``), since the work runs later, at a submit.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from dataclasses import dataclass, field
+
+from .atomic import AtomicFile
+from .backends import loaded_backends, unwrap_methods, wrap_methods
+from .device import CPU
+
+__all__ = ["KernelEvent", "Profile", "profile"]
+
+_clock = time.perf_counter_ns
+
+
+@dataclass
+class KernelEvent:
+    """One kernel run while a profile was active."""
+
+    name: str            # the backend method, the ufunc, or a dispatch's "file:entry"
+    device: str          # "cpu" or "gpu"
+    kind: str            # "op" (a backend call) or "dispatch" (a GPU compute dispatch)
+    shapes: list         # the array inputs' shapes
+    dtypes: list         # and their dtypes (as strings)
+    start_ns: int        # host clock, from the profile's start
+    duration_ns: int
+    bytes_moved: int     # the array inputs' and outputs' sizes
+    thread: int
+    clock: str = "host"  # what measured duration_ns
+    parent: str | None = None  # a dispatch's op
+    extra: dict = field(default_factory=dict)  # a dispatch's grid
+
+
+class _State:
+    def __init__(self):
+        self.profile = None  # the active Profile (one per process)
+        self.local = threading.local()  # .depth: inside a profiled call; .op: its name
+
+
+_STATE = _State()
+_WRAPPERS: dict = {}  # (name, fn) -> its wrapper: one object per method, so a capture
+# recorded over two profiled calls sees the same function both times
+
+
+def _arrays(value, out: list) -> list:
+    cls = value.__class__
+    if cls is tuple or cls is list:
+        for v in value:
+            _arrays(v, out)
+    elif hasattr(value, "shape") and hasattr(value, "dtype") and not isinstance(value, type):
+        out.append(value)
+    return out
+
+
+def _nbytes(a) -> int:
+    n = getattr(a, "nbytes", None)
+    if isinstance(n, int):
+        return n
+    size = 1
+    for d in a.shape:
+        size *= int(d)
+    return size * a.dtype.itemsize
+
+
+def _wrap_for(device: str):
+    def wrap(name, fn):
+        key = (device, name, fn)
+        wrapper = _WRAPPERS.get(key)
+        if wrapper is None:
+            wrapper = _WRAPPERS[key] = _profiled(device, name, fn)
+        return wrapper
+    return wrap
+
+
+def _profiled(device, name, fn):
+    state = _STATE
+
+    def profiled(*args, **kwargs):
+        prof = state.profile
+        local = state.local
+        if prof is None or getattr(local, "depth", 0):
+            return fn(*args, **kwargs)
+        local.depth, local.op = 1, name
+        t0 = _clock()
+        try:
+            out = fn(*args, **kwargs)
+        finally:
+            t1 = _clock()
+            local.depth, local.op = 0, None
+        inputs = _arrays(args, [])
+        inputs = _arrays(tuple(kwargs.values()), inputs)
+        moved = sum(_nbytes(a) for a in inputs) + sum(_nbytes(a) for a in _arrays(out, []))
+        prof._add(KernelEvent(name, device, "op", [tuple(a.shape) for a in inputs],
+                              [str(a.dtype) for a in inputs], t0 - prof._t0, t1 - t0, moved,
+                              threading.get_ident()))
+        return out
+
+    profiled.__name__ = name
+    return profiled
+
+
+def _profiled_dispatch(fn):
+    state = _STATE
+
+    def dispatch(spec, buffers, meta, grid):
+        prof = state.profile
+        t0 = _clock()
+        fn(spec, buffers, meta, grid)
+        t1 = _clock()
+        if prof is None:
+            return
+        # (a buffer is an allocator block, larger than the array: bytes are the op's)
+        prof._add(KernelEvent(f"{spec.file}:{spec.entry}", "gpu", "dispatch", [], [],
+                              t0 - prof._t0, t1 - t0, 0, threading.get_ident(),
+                              parent=getattr(state.local, "op", None),
+                              extra={"grid": list(grid) if isinstance(grid, (tuple, list))
+                                     else grid}))
+
+    return dispatch
+
+
+class Profile:
+    """What ``with hx.profile() as prof:`` recorded: :attr:`events`, :meth:`table`,
+    :meth:`export_chrome_trace`."""
+
+    def __init__(self):
+        self.events: list[KernelEvent] = []
+        self._lock = threading.Lock()
+        self._t0 = 0
+        self._saved: list = []  # (backend, saved names) to undo
+
+    def _add(self, event: KernelEvent) -> None:
+        with self._lock:
+            self.events.append(event)
+
+    def __enter__(self):
+        with _START:
+            if _STATE.profile is not None:
+                raise RuntimeError(
+                    "hx.profile: a profile is already active in this process (nested, or "
+                    "in another thread); one records at a time: end the other first, or "
+                    "read both parts from the outer profile's events")
+            try:
+                for device, backend in loaded_backends():
+                    self._wrap("cpu" if device is CPU else "gpu", backend)
+            except BaseException:
+                self._unwrap()
+                raise
+            self._t0 = _clock()
+            _STATE.profile = self
+        return self
+
+    def _wrap(self, device: str, backend) -> None:
+        saved: dict = {}
+        self._saved.append((backend, saved, None))
+        direct = backend.__dict__.get("direct", getattr(backend, "direct", None))
+        lookup = direct.get if isinstance(direct, dict) else None
+        wrap_methods(backend, _wrap_for(device), saved, lookup)
+        dispatcher = getattr(backend, "dispatcher", None)
+        if dispatcher is not None:
+            before = dispatcher.__dict__.get("dispatch")
+            self._saved[-1] = (backend, saved, (dispatcher, before))
+            dispatcher.dispatch = _profiled_dispatch(dispatcher.dispatch)
+
+    def _unwrap(self) -> None:
+        for backend, saved, dispatched in reversed(self._saved):
+            unwrap_methods(backend, saved)
+            if dispatched is not None:
+                dispatcher, before = dispatched
+                if before is None:
+                    dispatcher.__dict__.pop("dispatch", None)
+                else:
+                    dispatcher.dispatch = before
+        self._saved = []
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        with _START:
+            _STATE.profile = None
+            self._unwrap()
+
+    # -- reading -------------------------------------------------------------------------
+    def kernels(self, device: str | None = None) -> list[KernelEvent]:
+        """The kernels that ran: backend calls on the CPU, compute dispatches on the GPU."""
+        return [e for e in self.events
+                if (e.kind == "dispatch" or e.device == "cpu")
+                and (device is None or e.device == device)]
+
+    def table(self, sort_by: str = "total", row_limit: int = 30) -> str:
+        """A text summary per (device, kind, name), sorted by total time (like
+        ``key_averages().table()``)."""
+        rows: dict = {}
+        for e in self.events:
+            r = rows.setdefault((e.device, e.kind, e.name), [0, 0, 0, e.clock])
+            r[0] += 1
+            r[1] += e.duration_ns
+            r[2] += e.bytes_moved
+        order = sorted(rows.items(), key=lambda kv: -(kv[1][0] if sort_by == "calls"
+                                                      else kv[1][1]))
+        total = sum(r[1] for r in rows.values()) or 1
+        head = (f"{'name':<40} {'device':>6} {'kind':>8} {'calls':>6} {'total us':>10} "
+                f"{'%':>6} {'mean us':>9} {'KB moved':>9}  clock")
+        lines = [head, "-" * len(head)]
+        for (device, kind, name), (n, ns, moved, clock) in order[:row_limit]:
+            lines.append(f"{name[:40]:<40} {device:>6} {kind:>8} {n:>6} {ns / 1e3:>10.1f} "
+                         f"{100 * ns / total:>5.1f}% {ns / 1e3 / n:>9.2f} "
+                         f"{moved / 1e3:>9.1f}  {clock}")
+        lines.append(f"{len(self.events)} events, {total / 1e3:.1f} us in all"
+                     + (" (GPU times are host encode times, not device times)"
+                        if any(e.device == "gpu" for e in self.events) else ""))
+        return "\n".join(lines)
+
+    def chrome_trace(self) -> dict:
+        """The events in the Chrome trace format (chrome://tracing, Perfetto)."""
+        threads: dict = {}
+        events = []
+        for e in self.events:
+            tid = threads.setdefault(e.thread, len(threads))
+            args = {"shapes": [list(s) for s in e.shapes], "dtypes": e.dtypes,
+                    "bytes": e.bytes_moved, "clock": e.clock}
+            if e.parent is not None:
+                args["op"] = e.parent
+            args.update(e.extra)
+            events.append({"name": e.name, "cat": f"{e.device}.{e.kind}", "ph": "X",
+                           "ts": e.start_ns / 1e3, "dur": e.duration_ns / 1e3,
+                           "pid": e.device, "tid": tid, "args": args})
+        return {"traceEvents": events, "displayTimeUnit": "ms"}
+
+    def export_chrome_trace(self, path) -> None:
+        """Write :meth:`chrome_trace` to ``path`` as JSON (atomically: a reader never sees
+        half a file)."""
+        with AtomicFile(path) as tmp:
+            with open(tmp.temp_path, "w") as f:
+                json.dump(self.chrome_trace(), f)
+
+
+_START = threading.Lock()
+
+
+def profile() -> Profile:
+    """A context manager recording each kernel the backends run inside it::
+
+        with hx.profile() as prof:
+            loss = F.mse_loss(model(x), y); loss.backward()
+        print(prof.table())
+        prof.export_chrome_trace("step.json")
+    """
+    return Profile()

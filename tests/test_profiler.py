@@ -1,0 +1,150 @@
+"""hx.profile(): the kernels of a step, their table and their Chrome trace."""
+
+import json
+import threading
+
+import pytest
+
+import haelixe as hx
+import haelixe.nn as nn
+import haelixe.nn.functional as F
+from haelixe.backends import backend_for
+from haelixe.device import CPU
+
+
+def _linear_step(device="cpu"):
+    hx.manual_seed(0)
+    model = nn.Linear(4, 3).to(device)
+    x, y = hx.randn(5, 4).to(device), hx.randn(5, 3).to(device)
+
+    def step(x, y):
+        loss = F.mse_loss(model(x), y)
+        loss.backward()
+        return loss
+
+    return step, x, y
+
+
+def test_profile_records_every_backend_call_a_captured_step_records():
+    step, x, y = _linear_step()
+    captured = hx.capture(step)
+    for _ in range(3):  # warmup, then the two recorded calls
+        captured(x, y)
+    recorded = captured.graph_stats()[0]["dispatches"]
+    with hx.profile() as prof:
+        step(x, y)
+    assert recorded > 0
+    assert len(prof.kernels("cpu")) == recorded
+    names = [e.name for e in prof.events]
+    assert "linear" in names and "linear_backward" in names
+    assert "mse_loss" in names and "mse_loss_backward" in names
+
+
+def test_profile_event_holds_shapes_dtypes_time_and_bytes():
+    step, x, y = _linear_step()
+    with hx.profile() as prof:
+        step(x, y)
+    (mse,) = [e for e in prof.events if e.name == "mse_loss"]
+    assert mse.device == "cpu" and mse.kind == "op" and mse.clock == "host"
+    assert (5, 3) in mse.shapes and "float32" in mse.dtypes
+    assert mse.duration_ns > 0 and mse.start_ns >= 0
+    assert mse.bytes_moved >= 2 * 5 * 3 * 4  # both inputs, at least
+
+
+def test_profile_table_is_sorted_by_total_time():
+    step, x, y = _linear_step()
+    with hx.profile() as prof:
+        step(x, y)
+    table = prof.table()
+    rows = table.splitlines()[2:-1]
+    totals = [float(r.split()[4]) for r in rows]
+    assert totals == sorted(totals, reverse=True)
+    assert "linear_backward" in table
+
+
+def test_chrome_trace_file_is_valid_json_with_complete_events(tmp_path):
+    step, x, y = _linear_step()
+    with hx.profile() as prof:
+        step(x, y)
+    path = tmp_path / "trace.json"
+    prof.export_chrome_trace(path)
+    trace = json.loads(path.read_text())
+    events = trace["traceEvents"]
+    assert len(events) == len(prof.events)
+    for e in events:
+        assert e["ph"] == "X"
+        assert {"name", "ts", "dur", "pid", "tid", "args"} <= set(e)
+        assert e["dur"] >= 0 and e["ts"] >= 0
+        assert isinstance(e["args"]["shapes"], list)
+    assert [f.name for f in tmp_path.iterdir()] == ["trace.json"]  # no temporary left
+
+
+def test_nothing_is_recorded_or_wrapped_when_no_profile_is_active():
+    step, x, y = _linear_step()
+    backend = backend_for(CPU)
+    before = dict(backend.__dict__)
+    with hx.profile() as prof:
+        step(x, y)
+    n = len(prof.events)
+    assert dict(backend.__dict__) == before  # the wrappers are off again
+    step(x, y)
+    assert len(prof.events) == n
+
+
+def test_nested_profile_is_refused_and_the_outer_keeps_recording():
+    step, x, y = _linear_step()
+    with hx.profile() as outer:
+        with pytest.raises(RuntimeError, match="already active"):
+            with hx.profile():
+                pass
+        step(x, y)
+    assert any(e.name == "linear" for e in outer.events)
+
+
+def test_profile_from_another_thread_is_refused_while_one_is_active():
+    errors = []
+
+    def other():
+        try:
+            with hx.profile():
+                pass
+        except RuntimeError as err:
+            errors.append(err)
+
+    with hx.profile():
+        t = threading.Thread(target=other)
+        t.start()
+        t.join()
+    assert len(errors) == 1 and "another thread" in str(errors[0])
+
+
+def test_captured_step_recorded_inside_a_profile_replays_and_is_profiled():
+    step, x, y = _linear_step()
+    eager = step(x, y).item()
+    with hx.profile() as prof:
+        captured = hx.capture(step)
+        losses = [captured(x, y).item() for _ in range(3)]
+        n = len(prof.events)
+        replay = captured(x, y)
+        replayed = len(prof.events) - n
+        losses.append(replay.item())
+    assert captured.captured == 1
+    assert losses == [eager] * 4
+    assert replayed == captured.graph_stats()[0]["dispatches"]
+
+
+@pytest.mark.gpu
+def test_gpu_profile_kernels_match_the_dispatches_the_backend_counted(be):
+    step, x, y = _linear_step("gpu")
+    step(x, y)  # compile the pipelines first
+    before = be.dispatcher.counters["dispatches"]
+    with hx.profile() as prof:
+        step(x, y)
+    counted = be.dispatcher.counters["dispatches"] - before
+    kernels = prof.kernels("gpu")
+    assert counted > 0 and len(kernels) == counted
+    assert all(k.kind == "dispatch" and ":" in k.name and k.clock == "host"
+               for k in kernels)
+    assert any(k.parent == "mse_loss" for k in kernels)
+    ops = {e.name for e in prof.events if e.device == "gpu" and e.kind == "op"}
+    assert "linear_backward" in ops or "matmul" in ops
