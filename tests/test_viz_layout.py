@@ -4,6 +4,7 @@ layout; broadcast and flip show as they should; as_strided edits are validated."
 from __future__ import annotations
 
 import itertools
+import re
 import xml.etree.ElementTree as ET
 
 import numpy as np
@@ -144,3 +145,16 @@ def test_compare_saves_one_svg(tmp_path):
     cmp.save_svg(tmp_path / "c.svg")
     root = ET.fromstring((tmp_path / "c.svg").read_text().split("\n", 1)[1])
     assert [s.get("class") for s in root.findall(f"{NS}svg")] == ["hx-layout", "hx-layout"]
+
+
+def test_the_dashed_pointer_leaves_from_the_selected_cell_and_is_drawn_over_the_grid():
+    doc = render_layout_svg((4, 3), (-1, 4), 3, 12, selected=(1, 1))
+    cell = re.search(r'data-index="1, 1"[^>]*>.*?<rect x="([\d.]+)" y="([\d.]+)" '
+                     r'width="([\d.]+)" height="([\d.]+)"', doc)
+    pointer = re.search(r'<path d="M([\d.]+),([\d.]+) C[^"]*"[^>]*stroke-dasharray', doc)
+    assert cell and pointer
+    x, y, w, h = (float(v) for v in cell.groups())
+    px, py = (float(v) for v in pointer.groups())
+    assert x <= px <= x + w and abs(py - (y + h)) <= 2  # the bottom of the selected cell
+    # drawn after every grid cell, so the cells below it do not hide where it starts
+    assert pointer.start() > doc.rfind('class="element"')

@@ -240,10 +240,11 @@ def render_layout_svg(shape, strides, offset, storage_size, selected=None, *,
                                   f"{svg.num(ay - 5)}", svg.ACCENT, 1.4, class_="walk"))
             parts.append(svg.path(f"M{svg.num(x2)},{svg.num(ay - 1)} l-4,-6 l8,0 z",
                                   svg.ACCENT, 0, fill=svg.ACCENT))
-    # ... and a dashed line from the selected grid cell down to its storage cell.
+    # ... and a dashed line from the selected grid cell down to its storage cell, drawn
+    # over the grid: beneath it, the line would seem to leave from the cells below
     if selected is not None and selected in grid_at and sel_pos in strip_at:
         (gx, gy), (sx, sy) = grid_at[selected], strip_at[sel_pos]
-        parts.insert(0, svg.path(f"M{svg.num(gx + CELL / 2)},{svg.num(gy + CELL)} "
+        parts.append(svg.path(f"M{svg.num(gx + CELL / 2)},{svg.num(gy + CELL)} "
                                  f"C{svg.num(gx + CELL / 2)},{svg.num(sy - 40)} "
                                  f"{svg.num(sx + SCELL_W / 2)},{svg.num(gy + CELL + 30)} "
                                  f"{svg.num(sx + SCELL_W / 2)},{svg.num(sy - 2)}",
