@@ -405,6 +405,7 @@ class Allocator:
         self._free: dict[int, list] = {}
         self._bins: dict[int, list] = {}  # bin -> [in_use, cached, requested, allocated]
         self._by_tag = dict.fromkeys(TAGS, 0)
+        self.on_allocate = None  # told of each new Block while memory history is recorded
         self._allocated = self._requested = self._reserved = 0
         self._active = self._cached = 0
         self._captured = self._captured_blocks = 0  # free slabs that pools keep for themselves
@@ -515,7 +516,10 @@ class Allocator:
                 self._peak_allocated = self._allocated
             if self._emitting:
                 self._emit(kind, size, n, b, tag)
-            return Block(self, handle, size, n, b, tag)
+            block = Block(self, handle, size, n, b, tag)
+            if self.on_allocate is not None:
+                self.on_allocate(block)
+            return block
         finally:
             self._exit(prev)
 

@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parents[1] / "haelixe"
 #: lowest first; a module may import its own layer and the layers below it
 LAYERS = [
     ("foundations", ["errors", "dtype", "device", "layout", "storage", "atomic", "fileio",
-                     "memory", "closest"]),
+                     "memory", "memory_history", "closest"]),
     ("backends", ["backends"]),
     ("tensor", ["tensor"]),
     ("creation", ["creation", "random"]),  # random: Generator states are tensors
