@@ -58,23 +58,24 @@ _WRAPPERS: dict = {}  # (name, fn) -> its wrapper: one object per method, so a c
 # recorded over two profiled calls sees the same function both times
 
 
-def _arrays(value, out: list) -> list:
-    cls = value.__class__
-    if cls is tuple or cls is list:
-        for v in value:
-            _arrays(v, out)
-    elif hasattr(value, "shape") and hasattr(value, "dtype") and not isinstance(value, type):
-        out.append(value)
+def _arrays(values, raw_types, out: list) -> list:
+    """The raw arrays among ``values`` (and inside its tuples and lists)."""
+    for v in values:
+        cls = v.__class__
+        if cls in raw_types:
+            out.append(v)
+        elif cls is tuple or cls is list:
+            _arrays(v, raw_types, out)
     return out
 
 
 def _nbytes(a) -> int:
     n = getattr(a, "nbytes", None)
-    if isinstance(n, int):
+    if n.__class__ is int:
         return n
     size = 1
     for d in a.shape:
-        size *= int(d)
+        size *= d
     return size * a.dtype.itemsize
 
 
@@ -103,12 +104,16 @@ def _profiled(device, name, fn):
         finally:
             t1 = _clock()
             local.depth, local.op = 0, None
-        inputs = _arrays(args, [])
-        inputs = _arrays(tuple(kwargs.values()), inputs)
-        moved = sum(_nbytes(a) for a in inputs) + sum(_nbytes(a) for a in _arrays(out, []))
-        prof._add(KernelEvent(name, device, "op", [tuple(a.shape) for a in inputs],
-                              [str(a.dtype) for a in inputs], t0 - prof._t0, t1 - t0, moved,
-                              threading.get_ident()))
+        raw_types = prof._raw_types
+        inputs = _arrays(args, raw_types, [])
+        if kwargs:
+            _arrays(kwargs.values(), raw_types, inputs)
+        outputs = _arrays((out,), raw_types, [])
+        moved = sum(map(_nbytes, inputs)) + sum(map(_nbytes, outputs))
+        # (kept raw: events are made when read)
+        prof._raw.append((name, device, "op", [a.shape for a in inputs],
+                          [a.dtype for a in inputs], t0 - prof._t0, t1 - t0, moved,
+                          threading.get_ident(), "host", None, None))
         return out
 
     profiled.__name__ = name
@@ -126,11 +131,10 @@ def _profiled_dispatch(fn):
         if prof is None:
             return
         # (a buffer is an allocator block, larger than the array: bytes are the op's)
-        prof._add(KernelEvent(f"{spec.file}:{spec.entry}", "gpu", "dispatch", [], [],
-                              t0 - prof._t0, t1 - t0, 0, threading.get_ident(),
-                              parent=getattr(state.local, "op", None),
-                              extra={"grid": list(grid) if isinstance(grid, (tuple, list))
-                                     else grid}))
+        prof._raw.append((f"{spec.file}:{spec.entry}", "gpu", "dispatch", [], [],
+                          t0 - prof._t0, t1 - t0, 0, threading.get_ident(), "host",
+                          getattr(state.local, "op", None),
+                          {"grid": list(grid) if isinstance(grid, (tuple, list)) else grid}))
 
     return dispatch
 
@@ -140,14 +144,23 @@ class Profile:
     :meth:`export_chrome_trace`."""
 
     def __init__(self):
-        self.events: list[KernelEvent] = []
-        self._lock = threading.Lock()
+        self._raw: list = []  # one tuple per kernel (list.append is atomic: no lock)
+        self._events: list[KernelEvent] = []
+        self._raw_types: frozenset = frozenset()
         self._t0 = 0
-        self._saved: list = []  # (backend, saved names) to undo
+        self._saved: list = []  # (backend, saved names, dispatcher) to undo
 
-    def _add(self, event: KernelEvent) -> None:
-        with self._lock:
-            self.events.append(event)
+    @property
+    def events(self) -> list[KernelEvent]:
+        """The kernels recorded so far, in the order they ended."""
+        raw, events = self._raw, self._events
+        for r in raw[len(events):len(raw)]:
+            (name, device, kind, shapes, dtypes, start, dur, moved, tid, clock, parent,
+             extra) = r
+            events.append(KernelEvent(name, device, kind, [tuple(s) for s in shapes],
+                                      [str(d) for d in dtypes], start, dur, moved, tid,
+                                      clock, parent, extra or {}))
+        return list(events)
 
     def __enter__(self):
         with _START:
@@ -156,8 +169,10 @@ class Profile:
                     "hx.profile: a profile is already active in this process (nested, or "
                     "in another thread); one records at a time: end the other first, or "
                     "read both parts from the outer profile's events")
+            backends = loaded_backends()
+            self._raw_types = frozenset(be.raw_type for _, be in backends)
             try:
-                for device, backend in loaded_backends():
+                for device, backend in backends:
                     self._wrap("cpu" if device is CPU else "gpu", backend)
             except BaseException:
                 self._unwrap()
@@ -205,7 +220,8 @@ class Profile:
         """A text summary per (device, kind, name), sorted by total time (like
         ``key_averages().table()``)."""
         rows: dict = {}
-        for e in self.events:
+        events = self.events
+        for e in events:
             r = rows.setdefault((e.device, e.kind, e.name), [0, 0, 0, e.clock])
             r[0] += 1
             r[1] += e.duration_ns
@@ -220,9 +236,9 @@ class Profile:
             lines.append(f"{name[:40]:<40} {device:>6} {kind:>8} {n:>6} {ns / 1e3:>10.1f} "
                          f"{100 * ns / total:>5.1f}% {ns / 1e3 / n:>9.2f} "
                          f"{moved / 1e3:>9.1f}  {clock}")
-        lines.append(f"{len(self.events)} events, {total / 1e3:.1f} us in all"
+        lines.append(f"{len(events)} events, {total / 1e3:.1f} us in all"
                      + (" (GPU times are host encode times, not device times)"
-                        if any(e.device == "gpu" for e in self.events) else ""))
+                        if any(e.device == "gpu" for e in events) else ""))
         return "\n".join(lines)
 
     def chrome_trace(self) -> dict:
