@@ -16,17 +16,34 @@ time (``clock="host"``), since the work runs later, at a submit.
 from __future__ import annotations
 
 import json
+import sys
 import threading
 import time
 from dataclasses import dataclass, field
 
 from .atomic import AtomicFile
+from .autograd.engine import run_backward
 from .backends import loaded_backends, unwrap_methods, wrap_methods
 from .device import CPU
 
 __all__ = ["KernelEvent", "Profile", "profile"]
 
 _clock = time.perf_counter_ns
+_BACKWARD = run_backward.__code__
+_getframe = sys._getframe
+
+
+def _backward_node():
+    """The name of the node the backward pass is running on this thread, or None."""
+    f = _getframe(2)
+    for _ in range(12):  # (the engine calls a node's backward a few frames up)
+        if f is None:
+            return None
+        if f.f_code is _BACKWARD:
+            node = f.f_locals.get("node")
+            return getattr(node, "name", None)
+        f = f.f_back
+    return None
 
 
 @dataclass
@@ -45,6 +62,7 @@ class KernelEvent:
     clock: str = "host"  # what measured duration_ns
     parent: str | None = None  # a dispatch's op
     extra: dict = field(default_factory=dict)  # a dispatch's grid
+    node: str | None = None  # the autograd node whose backward ran it (None: forward)
 
 
 class _State:
@@ -98,12 +116,13 @@ def _profiled(device, name, fn):
         if prof is None or getattr(local, "depth", 0):
             return fn(*args, **kwargs)
         local.depth, local.op = 1, name
+        local.node = node = _backward_node()
         t0 = _clock()
         try:
             out = fn(*args, **kwargs)
         finally:
             t1 = _clock()
-            local.depth, local.op = 0, None
+            local.depth, local.op, local.node = 0, None, None
         raw_types = prof._raw_types
         inputs = _arrays(args, raw_types, [])
         if kwargs:
@@ -113,7 +132,7 @@ def _profiled(device, name, fn):
         # (kept raw: events are made when read)
         prof._raw.append((name, device, "op", [a.shape for a in inputs],
                           [a.dtype for a in inputs], t0 - prof._t0, t1 - t0, moved,
-                          threading.get_ident(), "host", None, None))
+                          threading.get_ident(), "host", None, None, node))
         return out
 
     profiled.__name__ = name
@@ -134,7 +153,8 @@ def _profiled_dispatch(fn):
         prof._raw.append((f"{spec.file}:{spec.entry}", "gpu", "dispatch", [], [],
                           t0 - prof._t0, t1 - t0, 0, threading.get_ident(), "host",
                           getattr(state.local, "op", None),
-                          {"grid": list(grid) if isinstance(grid, (tuple, list)) else grid}))
+                          {"grid": list(grid) if isinstance(grid, (tuple, list)) else grid},
+                          getattr(state.local, "node", None)))
 
     return dispatch
 
@@ -156,10 +176,10 @@ class Profile:
         raw, events = self._raw, self._events
         for r in raw[len(events):len(raw)]:
             (name, device, kind, shapes, dtypes, start, dur, moved, tid, clock, parent,
-             extra) = r
+             extra, node) = r
             events.append(KernelEvent(name, device, kind, [tuple(s) for s in shapes],
                                       [str(d) for d in dtypes], start, dur, moved, tid,
-                                      clock, parent, extra or {}))
+                                      clock, parent, extra or {}, node))
         return list(events)
 
     def __enter__(self):
@@ -251,6 +271,7 @@ class Profile:
                     "bytes": e.bytes_moved, "clock": e.clock}
             if e.parent is not None:
                 args["op"] = e.parent
+            args["node"] = e.node if e.node is not None else "forward"
             args.update(e.extra)
             events.append({"name": e.name, "cat": f"{e.device}.{e.kind}", "ph": "X",
                            "ts": e.start_ns / 1e3, "dur": e.duration_ns / 1e3,

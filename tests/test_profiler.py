@@ -51,6 +51,17 @@ def test_profile_event_holds_shapes_dtypes_time_and_bytes():
     assert mse.bytes_moved >= 2 * 5 * 3 * 4  # both inputs, at least
 
 
+def test_backward_kernels_name_the_autograd_node_that_ran_them():
+    step, x, y = _linear_step()
+    with hx.profile() as prof:
+        step(x, y)
+    node_of = {e.name: e.node for e in prof.events}
+    assert node_of["linear"] is None and node_of["mse_loss"] is None  # forward
+    assert node_of["linear_backward"] == "Linear"
+    assert node_of["mse_loss_backward"] == "MSELoss"
+    assert {e.node for e in prof.events if e.name == "copy"} == {"AccumulateGrad"}
+
+
 def test_profile_table_is_sorted_by_total_time():
     step, x, y = _linear_step()
     with hx.profile() as prof:
