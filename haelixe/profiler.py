@@ -159,6 +159,25 @@ def _profiled_dispatch(fn):
     return dispatch
 
 
+def _profiled_replay(dispatcher, fn):
+    state = _STATE
+
+    def replay(ops, stage=()):
+        prof = state.profile
+        before = dispatcher.counters["dispatches"]
+        t0 = _clock()
+        fn(ops, stage)
+        t1 = _clock()
+        if prof is None:
+            return
+        # a captured step's dispatches, encoded and submitted at once (one event)
+        prof._raw.append(("replay", "gpu", "replay", [], [], t0 - prof._t0, t1 - t0, 0,
+                          threading.get_ident(), "host", getattr(state.local, "op", None),
+                          {"dispatches": dispatcher.counters["dispatches"] - before}, None))
+
+    return replay
+
+
 class Profile:
     """What ``with hx.profile() as prof:`` recorded: :attr:`events`, :meth:`table`,
     :meth:`export_chrome_trace`."""
@@ -209,19 +228,21 @@ class Profile:
         wrap_methods(backend, _wrap_for(device), saved, lookup)
         dispatcher = getattr(backend, "dispatcher", None)
         if dispatcher is not None:
-            before = dispatcher.__dict__.get("dispatch")
+            before = {k: dispatcher.__dict__.get(k) for k in ("dispatch", "replay")}
             self._saved[-1] = (backend, saved, (dispatcher, before))
             dispatcher.dispatch = _profiled_dispatch(dispatcher.dispatch)
+            dispatcher.replay = _profiled_replay(dispatcher, dispatcher.replay)
 
     def _unwrap(self) -> None:
         for backend, saved, dispatched in reversed(self._saved):
             unwrap_methods(backend, saved)
             if dispatched is not None:
                 dispatcher, before = dispatched
-                if before is None:
-                    dispatcher.__dict__.pop("dispatch", None)
-                else:
-                    dispatcher.dispatch = before
+                for key, fn in before.items():
+                    if fn is None:
+                        dispatcher.__dict__.pop(key, None)
+                    else:
+                        setattr(dispatcher, key, fn)
         self._saved = []
 
     def __exit__(self, exc_type, exc, tb) -> None:
@@ -231,7 +252,9 @@ class Profile:
 
     # -- reading -------------------------------------------------------------------------
     def kernels(self, device: str | None = None) -> list[KernelEvent]:
-        """The kernels that ran: backend calls on the CPU, compute dispatches on the GPU."""
+        """The kernels that ran: backend calls on the CPU, compute dispatches on the GPU
+        (a captured step's replay is one ``kind="replay"`` event, not listed here, whose
+        ``extra["dispatches"]`` counts its dispatches)."""
         return [e for e in self.events
                 if (e.kind == "dispatch" or e.device == "cpu")
                 and (device is None or e.device == device)]

@@ -159,3 +159,20 @@ def test_gpu_profile_kernels_match_the_dispatches_the_backend_counted(be):
     assert any(k.parent == "mse_loss" for k in kernels)
     ops = {e.name for e in prof.events if e.device == "gpu" and e.kind == "op"}
     assert "linear_backward" in ops or "matmul" in ops
+
+
+@pytest.mark.gpu
+def test_gpu_replay_is_one_event_counting_the_dispatches_of_the_captured_step(be):
+    step, x, y = _linear_step("gpu")
+    with hx.profile() as prof:
+        captured = hx.capture(step)
+        for _ in range(3):
+            captured(x, y)
+        before, n = be.dispatcher.counters["dispatches"], len(prof.events)
+        captured(x, y)
+        counted = be.dispatcher.counters["dispatches"] - before
+    call = prof.events[n:]
+    (replay,) = [e for e in call if e.kind == "replay"]
+    loads = [e for e in call if e.kind == "dispatch"]  # (arguments into static inputs)
+    assert counted > 0 and replay.extra["dispatches"] + len(loads) == counted
+    assert replay.extra["dispatches"] == captured.graph_stats()[0]["dispatches"]
