@@ -415,8 +415,11 @@ def test_gpu_index_select_under_capture_checks_on_the_device():
 
     step = hx.capture(f, device="gpu")
     for _ in range(4):
-        got = step(np.array([0, 5, -6, 2]))
-    np.testing.assert_allclose(got.numpy(), w.numpy()[[0, 5, 0, 2]].sum(0), rtol=1e-6)
+        got = step(np.array([0, 5, 4, 2]))
+    np.testing.assert_allclose(got.numpy(), w.numpy()[[0, 5, 4, 2]].sum(0), rtol=1e-6)
+    out = step(np.array([0, -1, 1, 1]))  # (PyTorch counts no index_select index from the end)
+    with pytest.raises(IndexError, match=r"index_select: index -1 is out of bounds"):
+        out.numpy()
     out = step(np.array([0, 6, 1, 1]))
     with pytest.raises(IndexError, match=r"index_select: index 6 is out of bounds for dim "
                                          r"0 of size 6 \(input shape \(6, 3\)\)"):
