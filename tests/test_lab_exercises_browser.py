@@ -75,7 +75,16 @@ def test_feedback_changes_from_not_done_to_wrong_to_passed(tmp_path):
             page.wait_for_selector(f'{FEEDBACK}[data-status="failed"]', timeout=60_000)
             text = page.text_content(FEEDBACK)
             assert "expected" in text and "(1, 12, 4)" in text and "(12, 4, 1)" in text
+            # hints in steps: the first miss a nudge, the next the specific hint
+            assert "more specific hint" in text
+            assert "the stride of a dimension moves with it" not in text
+            _fill_and_run(page, WRONG)
+            page.wait_for_function(
+                f"() => document.querySelector('{FEEDBACK}').textContent"
+                f".includes('moves with it')", timeout=60_000)
+            text = page.text_content(FEEDBACK)
             assert "the stride of a dimension moves with it" in text
+            assert 'LAB.solution("1.1")' in text
             layouts = page.query_selector_all(f"{FEEDBACK} svg.hx-layout")
             assert len(layouts) == 2, "the wrong layout is drawn beside the right one"
             box = page.query_selector(FEEDBACK).bounding_box()
