@@ -7,7 +7,15 @@ import threading
 from ... import memory
 from .context import get_context
 
-__all__ = ["WgpuBufferDriver", "gpu_allocator"]
+__all__ = ["GpuBufferRefused", "WgpuBufferDriver", "gpu_allocator"]
+
+
+class GpuBufferRefused(MemoryError):
+    """The adapter refused a buffer: too large for its limits, or out of memory.
+
+    A MemoryError, so the allocator gives its cached slabs back, retries once and then
+    raises :class:`~haelixe.memory.OutOfMemoryError` with its own figures.
+    """
 
 
 class WgpuBufferDriver:
@@ -29,11 +37,17 @@ class WgpuBufferDriver:
         self.before_free = None
 
     def malloc(self, nbytes: int):
+        import wgpu
+
         if nbytes > self.max_size:
-            raise ValueError(
-                f"a GPU buffer of {nbytes} bytes exceeds this adapter's largest storage "
-                f"binding ({self.max_size} bytes); split the tensor or use device=\"cpu\"")
-        return self.device.create_buffer(size=max(int(nbytes), 4), usage=self.usage)
+            raise GpuBufferRefused(
+                f"a buffer of {nbytes} bytes exceeds this adapter's largest storage "
+                f"binding, {self.max_size} bytes; split the tensor or use device=\"cpu\"")
+        try:
+            return self.device.create_buffer(size=max(int(nbytes), 4), usage=self.usage)
+        except wgpu.GPUError as err:
+            raise GpuBufferRefused(f"wgpu refused a buffer of {nbytes} bytes: {err}") \
+                from err
 
     def free(self, handle) -> None:
         if self.before_free is not None:
