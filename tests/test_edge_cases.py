@@ -425,3 +425,24 @@ def test_index_ops_refuse_negative_indices_as_pytorch_does(device, name):
     with pytest.raises(RuntimeError, match="index -1 is out of bounds for dim 1 of size 3"):
         out = calls[name](hx, hx.ones(2, 3, device=device), hx.tensor([-1], device=device))
         out.to("cpu").numpy()  # (a device may check at the next read-back)
+
+
+@pytest.mark.parametrize("data, correction, dim", [
+    ([1.5, 2.5], 2, None), ([1.5, 2.5], 2, 0), ([1.5, 2.5], 3, 0), ([3.0], 1, None),
+    ([3.0], 1, 0), ([3.0, 3.0], 2, None), ([1.0, 2.0, 6.0], 4, 0),
+    ([[1.0, 2.0], [3.0, 3.0]], 2, 1), ([[1.0, 2.0], [3.0, 5.0]], 4, (0, 1))])
+@pytest.mark.parametrize("fn", ["var", "std"])
+def test_var_and_std_without_degrees_of_freedom_have_pytorchs_gradient(device, data,
+                                                                      correction, dim, fn):
+    kw = {} if dim is None else {"dim": dim}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # PyTorch warns about the degrees of freedom
+        t = torch.tensor(data, dtype=torch.float64, requires_grad=True)
+        want = getattr(t, fn)(correction=correction, **kw)
+        want.sum().backward()
+    dtype = hx.float64 if device == "cpu" else hx.float32  # (WGSL has no f64)
+    x = hx.tensor(data, dtype=dtype, device=device, requires_grad=True)
+    got = getattr(x, fn)(correction=correction, **kw)
+    got.sum().backward()
+    np.testing.assert_array_equal(got.detach().to("cpu").numpy(), want.detach().numpy())
+    np.testing.assert_array_equal(x.grad.to("cpu").numpy(), t.grad.numpy())

@@ -147,12 +147,45 @@ def var(x, dim=None, keepdim=False, correction=1, unbiased=None, *, axis=None):
                         f"use .float() first")
     dims = _dims(x, dim, "var")
     n = _count(x, dims)
-    centered = x - mean(x, dims, keepdim=True)
-    # PyTorch divides by max(N - correction, 0): no degrees of freedom left gives inf
-    # (or nan where every value equals the mean)
     dof = n - correction
-    squares = sum(centered * centered, dims, keepdim)
-    return squares * (1.0 / dof) if dof > 0 else squares / 0.0
+    if dof <= 0:
+        return _VarNoDof.apply(x, dims, keepdim, dof, dim is None or not x.shape)
+    centered = x - mean(x, dims, keepdim=True)
+    return sum(centered * centered, dims, keepdim) * (1.0 / dof)
+
+
+class _VarNoDof(Function):
+    """var with no degrees of freedom left (N - correction <= 0), as PyTorch gives it:
+    inf (nan where every value equals the mean); its gradient is PyTorch's formula
+    (composing the ops would give nan everywhere, as inf - inf).
+
+    Over every element (no dim): inf times the incoming gradient, nan where x equals the
+    mean. Over given dims: 2 / (N - correction) * g * (x - mean), that factor unclamped
+    (so finite for a negative count, inf for zero).
+    """
+
+    label = "Var"
+
+    @staticmethod
+    def forward(ctx, x, dims, keepdim, dof, whole):
+        ctx.save_for_backward(x)
+        ctx.dims, ctx.keepdim, ctx.dof, ctx.whole = dims, keepdim, dof, whole
+        d = x.detach()
+        centered = d - mean(d, dims, keepdim=True)
+        return (sum(centered * centered, dims, keepdim) / 0.0)._data
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        dims = ctx.dims
+        m = mean(x, dims, keepdim=True)
+        if not ctx.keepdim and dims:
+            g = g.reshape(_keep_shape(x.shape, dims))
+        if ctx.whole:
+            factor = ((x - m) * 0.0 + math.inf).masked_fill(x == m, math.nan)
+            return g * factor, None, None, None, None
+        scale = 2.0 / ctx.dof if ctx.dof else math.inf
+        return g * (x - m) * scale, None, None, None, None
 
 
 def std(x, dim=None, keepdim=False, correction=1, unbiased=None, *, axis=None):
