@@ -446,3 +446,31 @@ def test_var_and_std_without_degrees_of_freedom_have_pytorchs_gradient(device, d
     got.sum().backward()
     np.testing.assert_array_equal(got.detach().to("cpu").numpy(), want.detach().numpy())
     np.testing.assert_array_equal(x.grad.to("cpu").numpy(), t.grad.numpy())
+
+
+_SCALAR_MASK_KEYS = [(True, 1), (False, 1), (1, True), (True, [0, 2]), (True,), (True, 1, 2),
+                     (slice(None), True, 2), (1, slice(None), False), (Ellipsis, True, 3)]
+
+
+def _key(key, make):
+    return tuple(make(k) if isinstance(k, (bool, list)) else k for k in key)
+
+
+@pytest.mark.parametrize("key", _SCALAR_MASK_KEYS)
+def test_a_0d_bool_mask_among_integer_indices_reads_and_writes_as_pytorch(device, key):
+    data = values(3, 4).astype(np.float32)
+    t = torch.tensor(data, requires_grad=True)
+    want = t[_key(key, torch.tensor)]
+    (want * torch.arange(want.numel()).reshape(want.shape)).sum().backward()
+    x = hx.tensor(data, device=device, requires_grad=True)
+    got = x[_key(key, lambda k: hx.tensor(k, device=device))]
+    assert got.shape == tuple(want.shape)
+    np.testing.assert_array_equal(got.detach().to("cpu").numpy(), want.detach().numpy())
+    weights = hx.arange(got.numel(), dtype=hx.float32, device=device).reshape(got.shape)
+    (got * weights).sum().backward()
+    np.testing.assert_array_equal(x.grad.to("cpu").numpy(), t.grad.numpy())
+    tw = torch.tensor(data)
+    tw[_key(key, torch.tensor)] = -7.0
+    w = hx.tensor(data, device=device)
+    w[_key(key, lambda k: hx.tensor(k, device=device))] = -7.0
+    np.testing.assert_array_equal(w.to("cpu").numpy(), tw.numpy())

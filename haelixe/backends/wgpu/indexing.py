@@ -140,6 +140,18 @@ class _Resolved:
         self.shape, self.strides, self.offset, self.offsets = shape, strides, offset, offsets
 
 
+class _ScalarMask:
+    """A 0-d bool mask: an advanced index of one position (True) or none (False) that
+    consumes no dim, as numpy and PyTorch read it."""
+
+    def __init__(self, flag):
+        self.index = np.zeros(1 if flag else 0, np.int32)
+
+
+def _consumes_a_dim(k) -> bool:
+    return k is not None and k is not Ellipsis and not isinstance(k, _ScalarMask)
+
+
 def _expand_key(be, key, ndim):
     key = key if isinstance(key, tuple) else (key,)
     out = []
@@ -147,16 +159,20 @@ def _expand_key(be, key, ndim):
         if isinstance(k, GpuArray) and k.dtype == gd.BOOL:
             k = be.to_numpy(k)
         if isinstance(k, (np.ndarray, list)) and np.asarray(k).dtype == np.bool_:
-            out.extend(np.nonzero(np.asarray(k)))  # a mask is one index array per dim
+            mask = np.asarray(k)
+            if mask.ndim == 0:
+                out.append(_ScalarMask(bool(mask)))
+            else:
+                out.extend(np.nonzero(mask))  # a mask is one index array per dim
             continue
         out.append(k)
-    consumed = sum(1 for k in out if k is not None and k is not Ellipsis)
+    consumed = sum(1 for k in out if _consumes_a_dim(k))
     if consumed > ndim:
         raise IndexError(f"too many indices: {consumed} for {ndim} dims")
     if any(k is Ellipsis for k in out):
         i = next(i for i, k in enumerate(out) if k is Ellipsis)
         out[i:i + 1] = [slice(None)] * (ndim - consumed)
-    return out + [slice(None)] * (ndim - sum(1 for k in out if k is not None))
+    return out + [slice(None)] * (ndim - sum(1 for k in out if _consumes_a_dim(k)))
 
 
 def resolve_key(be, shape, strides, offset, key) -> _Resolved:
@@ -172,6 +188,11 @@ def resolve_key(be, shape, strides, offset, key) -> _Resolved:
     for pos, k in enumerate(entries):
         if k is None:
             basic.append((1, 0))
+            continue
+        if isinstance(k, _ScalarMask):  # one index 0 (or none) over a size-1 stride-0 dim
+            advanced.append((as_index(be, k.index), 1, 0))
+            positions.append(pos)
+            first_adv_dim = len(basic) if first_adv_dim is None else first_adv_dim
             continue
         n, s = shape[d], strides[d]
         if isinstance(k, slice):
