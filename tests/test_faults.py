@@ -286,6 +286,55 @@ def test_an_interrupted_optimizer_step_leaves_each_parameter_updated_or_not():
     assert hx.is_grad_enabled()
 
 
+def _raised_inside(error, filename, function):
+    tb = error.__traceback__
+    while tb is not None:
+        code = tb.tb_frame.f_code
+        if code.co_filename.endswith(filename) and code.co_name == function:
+            return True
+        tb = tb.tb_next
+    return False
+
+
+@pytest.mark.parametrize("mode", [True, False])
+def test_interrupts_inside_optimizer_step_leave_grad_mode_as_it_was(mode):
+    """Timer interrupts land at random lines of step() (most of them inside it, as the
+    traceback shows); after each the grad mode is the caller's, on or off, and the
+    optimizer keeps stepping. Bounded: at most 2 s or 60 interrupts."""
+    p = [hx.nn.Parameter(hx.ones(64)) for _ in range(6)]
+    opt = hx.optim.AdamW(p, lr=0.1)
+    for q in p:
+        q.grad = hx.ones(64)
+
+    def interrupt(sig, frame):
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGALRM, interrupt)
+    rng, inside, interrupted = random.Random(5), 0, 0
+    deadline = time.monotonic() + 2.0
+    hx.set_grad_enabled(mode)
+    try:
+        while interrupted < 60 and time.monotonic() < deadline:
+            try:
+                signal.setitimer(signal.ITIMER_REAL, rng.uniform(1e-5, 5e-4))
+                for _ in range(100):
+                    opt.step()
+                signal.setitimer(signal.ITIMER_REAL, 0)
+            except KeyboardInterrupt as e:
+                interrupted += 1
+                inside += _raised_inside(e, "optimizer.py", "step")
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            assert hx.is_grad_enabled() is mode
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+        hx.set_grad_enabled(True)
+    assert interrupted > 0 and inside > 0, (interrupted, inside)
+    before = [q.detach().numpy().copy() for q in p]
+    opt.step()
+    assert all((q.detach().numpy() != b).all() for q, b in zip(p, before))
+
+
 def test_an_interrupted_data_loader_closes_without_blocking(tmp_path):
     ds = hx.data.TensorDataset(hx.arange(10_000, dtype=hx.float32)) \
         if hasattr(hx.data, "TensorDataset") else None

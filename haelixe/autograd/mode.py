@@ -25,7 +25,16 @@ def is_grad_enabled() -> bool:
 
 
 class _GradMode:
-    """Context manager and decorator that sets grad mode for its extent."""
+    """Context manager and decorator that sets grad mode for its extent.
+
+    The decorator form restores the mode in a finally, so an interrupt anywhere leaves
+    it as before. The ``with`` form restores it in ``__exit__`` (its first statement),
+    and Python may deliver a KeyboardInterrupt as that method is entered, before its
+    first line runs: the mode then stays as the block set it. Code that must survive
+    interrupts (a notebook's training loop, say) uses the decorator form or saves
+    ``hx.is_grad_enabled()`` and restores it with ``hx.set_grad_enabled`` in its own
+    ``except KeyboardInterrupt``; Haelixe's own backward and optimizer steps do so.
+    """
 
     enabled = True
 

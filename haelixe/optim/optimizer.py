@@ -90,7 +90,18 @@ class Optimizer:
 
     def step(self, closure=None):
         """Update every parameter that has a gradient; the others (grad None) and their
-        state are left as they are. ``closure`` re-evaluates the loss, as in PyTorch."""
+        state are left as they are. ``closure`` re-evaluates the loss, as in PyTorch.
+
+        Interrupted (a KeyboardInterrupt, or any error raised part way): grad mode is
+        what it was before the call (restored by a finally, whichever line the interrupt
+        lands on). The step counters may run ahead of the updates: ``step_count`` and the
+        per-parameter counts are advanced before the kernels run, so some parameters may
+        count a step they did not take. Parameters are updated run by run (neighbouring
+        parameters in one kernel call), so some may be stepped and others not; a
+        parameter with an fp32 master copy or stochastic rounding may have its state
+        (moments, master) stepped but its value not yet written back. To resume exactly,
+        load a ``state_dict()`` (and the model's) saved before the step.
+        """
         loss = None
         if closure is not None:
             with enable_grad():
