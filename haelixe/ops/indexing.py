@@ -385,13 +385,13 @@ def scatter(x, dim, index, src=None, value=None):
 
 
 @tensor_method(function=True)
-def scatter_add(x, dim, index, src):
-    """``out = x``, then ``out[index[i][j]][j] += src[i][j]`` (dim 0); repeats add up."""
-    d = layout.normalize_dim(dim, x.ndim, "scatter_add")
-    _check_index("scatter_add", x, d, index)
-    _same_dtype("scatter_add", x, src)
+def scatter_add(input, dim, index, src):
+    """``out = input``, then ``out[index[i][j]][j] += src[i][j]`` (dim 0); repeats add up."""
+    d = layout.normalize_dim(dim, input.ndim, "scatter_add")
+    _check_index("scatter_add", input, d, index)
+    _same_dtype("scatter_add", input, src)
     src = src[tuple(slice(0, n) for n in index.shape)]
-    return x + ScatterAdd.apply(src, x.shape, d, index)
+    return input + ScatterAdd.apply(src, input.shape, d, index)
 
 
 @tensor_method(name="scatter_")
@@ -407,13 +407,13 @@ def scatter_add_(x, dim, index, src):
 
 
 @tensor_method(function=True)
-def index_select(x, dim, index):
+def index_select(input, dim, index):
     """The entries of ``index`` (1-D) along ``dim``: a copy; the gradient adds back."""
-    d = layout.normalize_dim(dim, x.ndim, "index_select")
+    d = layout.normalize_dim(dim, input.ndim, "index_select")
     if index.ndim > 1:
         raise IndexError(f"index_select: index must be 0-D or 1-D, got shape {index.shape}")
-    _check_index("index_select", x, d, index)
-    return x[(slice(None),) * d + (index.reshape(-1),)]
+    _check_index("index_select", input, d, index)
+    return input[(slice(None),) * d + (index.reshape(-1),)]
 
 
 @tensor_method(name="index_add_")
@@ -442,13 +442,13 @@ def _triangle(op, x, diagonal, lower):
 
 
 @tensor_method(function=True)
-def tril(x, diagonal=0):
-    return _triangle("tril", x, diagonal, True)
+def tril(input, diagonal=0):
+    return _triangle("tril", input, diagonal, True)
 
 
 @tensor_method(function=True)
-def triu(x, diagonal=0):
-    return _triangle("triu", x, diagonal, False)
+def triu(input, diagonal=0):
+    return _triangle("triu", input, diagonal, False)
 
 
 @tensor_method(function=True)

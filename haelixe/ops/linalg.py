@@ -122,12 +122,12 @@ tensor_method(bmm, function=True)
 
 
 @tensor_method(function=True)
-def mm(self, mat2):
+def mm(input, mat2):
     """The product of two matrices (2-D tensors); matmul for other ranks."""
-    if not isinstance(mat2, Tensor) or self.ndim != 2 or mat2.ndim != 2:
+    if not isinstance(mat2, Tensor) or input.ndim != 2 or mat2.ndim != 2:
         shape = getattr(mat2, "shape", type(mat2).__name__)
-        raise RuntimeError(f"mm: expected two 2-D tensors, got shapes {self.shape} and "
+        raise RuntimeError(f"mm: expected two 2-D tensors, got shapes {input.shape} and "
                            f"{shape}; use matmul (@) for other ranks")
-    return matmul(self, mat2)
+    return matmul(input, mat2)
 Tensor.__matmul__ = matmul
 Tensor.__rmatmul__ = lambda self, other: matmul(as_tensor_like(other, self, self.dtype), self)

@@ -287,8 +287,8 @@ def argmax(x, dim=None, keepdim=False):
     return _arg("max", x, dim, keepdim)
 
 
-def argmin(x, dim=None, keepdim=False):
-    return _arg("min", x, dim, keepdim)
+def argmin(input, dim=None, keepdim=False):
+    return _arg("min", input, dim, keepdim)
 
 
 class Softmax(Function):

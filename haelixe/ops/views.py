@@ -89,9 +89,9 @@ def flatten(x, start_dim=0, end_dim=-1):
     return reshape(x, x.shape[:s] + (n,) + x.shape[e + 1:])
 
 
-def unsqueeze(x, dim):
-    shape, strides = layout.unsqueeze(x.shape, x.strides, dim)
-    return View.apply(x, shape, strides)
+def unsqueeze(input, dim):
+    shape, strides = layout.unsqueeze(input.shape, input.strides, dim)
+    return View.apply(input, shape, strides)
 
 
 def squeeze(x, dim=None):
@@ -258,27 +258,27 @@ class SliceBackward(Function):
         return Slice.apply(gg, ctx.key), None, None
 
 
-def narrow(x, dim, start, length):
-    dim = layout.normalize_dim(dim, x.ndim, "narrow")
-    layout.narrow(x.shape, x.strides, x.offset, dim, start, length)  # validates
+def narrow(input, dim, start, length):
+    dim = layout.normalize_dim(dim, input.ndim, "narrow")
+    layout.narrow(input.shape, input.strides, input.offset, dim, start, length)  # validates
     if start < 0:
-        start += x.shape[dim]
-    return Slice.apply(x, (slice(None),) * dim + (slice(start, start + length),))
+        start += input.shape[dim]
+    return Slice.apply(input, (slice(None),) * dim + (slice(start, start + length),))
 
 
-def split(x, split_size_or_sections, dim=0):
-    dim = layout.normalize_dim(dim, x.ndim, "split")
-    sizes = layout.split_sizes(x.shape[dim], split_size_or_sections, f"dim {dim}")
+def split(tensor, split_size_or_sections, dim=0):
+    dim = layout.normalize_dim(dim, tensor.ndim, "split")
+    sizes = layout.split_sizes(tensor.shape[dim], split_size_or_sections, f"dim {dim}")
     out, start = [], 0
     for n in sizes:
-        out.append(narrow(x, dim, start, n))
+        out.append(narrow(tensor, dim, start, n))
         start += n
     return tuple(out)
 
 
-def chunk(x, chunks, dim=0):
-    dim = layout.normalize_dim(dim, x.ndim, "chunk")
-    return split(x, layout.chunk_sizes(x.shape[dim], chunks), dim)
+def chunk(input, chunks, dim=0):
+    dim = layout.normalize_dim(dim, input.ndim, "chunk")
+    return split(input, layout.chunk_sizes(input.shape[dim], chunks), dim)
 
 
 class AsStrided(Function):
@@ -376,9 +376,9 @@ def _permute_method(self, *dims):
 
 
 @tensor_method(function=True)
-def transpose(self, dim0, dim1):
+def transpose(input, dim0, dim1):
     # (transpose_dims gives a checked permutation: permute's normalisation is not needed)
-    return Permute.apply(self, layout.transpose_dims(self.ndim, dim0, dim1))
+    return Permute.apply(input, layout.transpose_dims(input.ndim, dim0, dim1))
 
 
 Tensor.swapaxes = Tensor.transpose
@@ -448,32 +448,32 @@ tensor_method(chunk, function=True)
 
 
 @tensor_method(function=True)
-def unbind(self, dim=0):
-    dim = layout.normalize_dim(dim, self.ndim, "unbind")
-    return tuple(self.select(dim, i) for i in range(self.shape[dim]))
+def unbind(input, dim=0):
+    dim = layout.normalize_dim(dim, input.ndim, "unbind")
+    return tuple(input.select(dim, i) for i in range(input.shape[dim]))
 
 
 @tensor_method(function=True)
-def select(self, dim, index):
-    dim = layout.normalize_dim(dim, self.ndim, "select")
-    return self[(slice(None),) * dim + (index,)]
+def select(input, dim, index):
+    dim = layout.normalize_dim(dim, input.ndim, "select")
+    return input[(slice(None),) * dim + (index,)]
 
 
 @tensor_method(function=True)
-def diagonal(self, offset=0, dim1=0, dim2=1):
+def diagonal(input, offset=0, dim1=0, dim2=1):
     """The diagonal of dims (dim1, dim2) as a view (a new last dim), as torch.diagonal."""
-    d1 = layout.normalize_dim(dim1, self.ndim, "diagonal")
-    d2 = layout.normalize_dim(dim2, self.ndim, "diagonal")
+    d1 = layout.normalize_dim(dim1, input.ndim, "diagonal")
+    d2 = layout.normalize_dim(dim2, input.ndim, "diagonal")
     if d1 == d2:
         raise OpError(f"diagonal: dim1 and dim2 must differ, got {dim1} and {dim2}")
-    n1, n2 = self.shape[d1], self.shape[d2]
-    s1, s2 = self.strides[d1], self.strides[d2]
-    start = self.offset + (offset * s2 if offset >= 0 else -offset * s1)
+    n1, n2 = input.shape[d1], input.shape[d2]
+    s1, s2 = input.strides[d1], input.strides[d2]
+    start = input.offset + (offset * s2 if offset >= 0 else -offset * s1)
     length = max(0, min(n1 - max(-offset, 0), n2 - max(offset, 0)))
-    keep = [i for i in range(self.ndim) if i not in (d1, d2)]
-    shape = tuple(self.shape[i] for i in keep) + (length,)
-    strides = tuple(self.strides[i] for i in keep) + (s1 + s2,)
-    return DiagonalView.apply(self, shape, strides, start if length else self.offset)
+    keep = [i for i in range(input.ndim) if i not in (d1, d2)]
+    shape = tuple(input.shape[i] for i in keep) + (length,)
+    strides = tuple(input.strides[i] for i in keep) + (s1 + s2,)
+    return DiagonalView.apply(input, shape, strides, start if length else input.offset)
 
 
 class DiagonalView(AsStrided):
@@ -487,13 +487,13 @@ declare("diagonal", dtypes="any")
 
 
 @tensor_method(name="as_strided", function=True)
-def _as_strided_method(self, size, stride, storage_offset=None):
-    return as_strided(self, tuple(size), tuple(stride), storage_offset)
+def _as_strided_method(input, size, stride, storage_offset=None):
+    return as_strided(input, tuple(size), tuple(stride), storage_offset)
 
 
 # -- roll: composed of narrow and cat, so its gradient (a roll back) comes from theirs ----
 @tensor_method(function=True)
-def roll(self, shifts, dims=None) -> Tensor:
+def roll(input, shifts, dims=None) -> Tensor:
     """Elements shifted by ``shifts`` along ``dims`` (wrapping around); without ``dims``
     the tensor is rolled as if flattened, then given its shape back."""
     from .indexing import cat
@@ -503,19 +503,19 @@ def roll(self, shifts, dims=None) -> Tensor:
         if len(shifts) != 1:
             raise RuntimeError(f"roll: shifts {shifts} without dims: give one shift (the "
                                f"tensor is rolled flattened) or one dim per shift")
-        return roll(self.reshape(-1), shifts, 0).reshape(self.shape)
+        return roll(input.reshape(-1), shifts, 0).reshape(input.shape)
     dims = (dims,) if isinstance(dims, int) else tuple(dims)
     if len(shifts) != len(dims):
         raise RuntimeError(f"roll: shifts and dimensions must align: {len(shifts)} shifts "
                            f"{shifts} for {len(dims)} dims {dims}")
-    out = self
+    out = input
     for s, d in zip(shifts, dims):  # a dim may repeat: its shifts add up, as PyTorch
-        d = layout.normalize_dim(d, self.ndim, "roll")
+        d = layout.normalize_dim(d, input.ndim, "roll")
         n = out.shape[d]
         s = s % n if n else 0
         if s:
             out = cat([out.narrow(d, n - s, s), out.narrow(d, 0, n - s)], d)
-    return out.clone() if out is self else out
+    return out.clone() if out is input else out
 
 
 declare("roll", differentiable=True, dtypes="any")
