@@ -417,19 +417,19 @@ def index_select(input, dim, index):
 
 
 @tensor_method(name="index_add_")
-def index_add_(x, dim, index, source, alpha=1):
-    """In place: ``x[..., index[i], ...] += alpha * source[..., i, ...]`` along ``dim``,
+def index_add_(input, dim, index, source, *, alpha=1):
+    """In place: ``input[..., index[i], ...] += alpha * source[..., i, ...]`` along ``dim``,
     repeated indices accumulating."""
-    d = layout.normalize_dim(dim, x.ndim, "index_add_")
-    _check_index("index_add_", x, d, index)
-    key = _raw_key(x, (slice(None),) * d + (index.reshape(-1),))
-    src = cast(source, x.dtype) * alpha if alpha != 1 else cast(source, x.dtype)
-    return x.add_(IndexAdd.apply(src, x.shape, key))
+    d = layout.normalize_dim(dim, input.ndim, "index_add_")
+    _check_index("index_add_", input, d, index)
+    key = _raw_key(input, (slice(None),) * d + (index.reshape(-1),))
+    src = cast(source, input.dtype) * alpha if alpha != 1 else cast(source, input.dtype)
+    return input.add_(IndexAdd.apply(src, input.shape, key))
 
 
 @tensor_method(function=True)
-def index_add(x, dim, index, source, alpha=1):
-    return index_add_(x.clone(), dim, index, source, alpha)
+def index_add(input, dim, index, source, *, alpha=1):
+    return index_add_(input.clone(), dim, index, source, alpha=alpha)
 
 
 def _triangle(op, x, diagonal, lower):
@@ -452,20 +452,20 @@ def triu(input, diagonal=0):
 
 
 @tensor_method(function=True)
-def nonzero(x, as_tuple=False):
+def nonzero(input, *, as_tuple=False):
     """The indices of the non-zero elements: an (n, ndim) int64 tensor, or one 1-D
     tensor per dim with ``as_tuple`` (read on the host: the count decides the shape)."""
-    host = x.detach()._be.to_numpy(x._data).reshape(x.shape)
-    if x.ndim == 0:  # a 0-d tensor: one match with no coordinates, or none (PyTorch)
+    host = input.detach()._be.to_numpy(input._data).reshape(input.shape)
+    if input.ndim == 0:  # a 0-d tensor: one match with no coordinates, or none (PyTorch)
         n = int(host != 0)
         if as_tuple:
-            return (as_tensor_like(np.zeros(n, np.int64), x),)
-        return as_tensor_like(np.zeros((n, 0), np.int64), x)
+            return (as_tensor_like(np.zeros(n, np.int64), input),)
+        return as_tensor_like(np.zeros((n, 0), np.int64), input)
     idx = np.nonzero(host)
     if as_tuple:
-        return tuple(as_tensor_like(i.astype(np.int64), x) for i in idx)
+        return tuple(as_tensor_like(i.astype(np.int64), input) for i in idx)
     stacked = np.stack(idx, axis=1) if idx else np.zeros((0, 0), np.int64)
-    return as_tensor_like(stacked.astype(np.int64), x)
+    return as_tensor_like(stacked.astype(np.int64), input)
 
 
 declare("nonzero", differentiable=False, dtypes="any")

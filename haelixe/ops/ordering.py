@@ -31,15 +31,15 @@ def _indices(x, dim, descending, stable, op):
 
 
 @tensor_method(function=True)
-def sort(x, dim=-1, descending=False, stable=False):
+def sort(input, dim=-1, descending=False, *, stable=False):
     """(values, indices) along ``dim``; ties keep their order when ``stable``."""
-    d, idx = _indices(x, dim, descending, stable, "sort")
-    return SortResult(x.gather(d, idx) if x.ndim else x.clone(), idx)
+    d, idx = _indices(input, dim, descending, stable, "sort")
+    return SortResult(input.gather(d, idx) if input.ndim else input.clone(), idx)
 
 
 @tensor_method(function=True)
-def argsort(x, dim=-1, descending=False, stable=False):
-    return _indices(x, dim, descending, stable, "argsort")[1]
+def argsort(input, dim=-1, descending=False, *, stable=False):
+    return _indices(input, dim, descending, stable, "argsort")[1]
 
 
 @tensor_method(function=True)
@@ -59,12 +59,12 @@ def topk(x, k, dim=-1, largest=True, sorted=True):  # noqa: A002 (PyTorch's name
 
 
 @tensor_method(function=True)
-def multinomial(probs, num_samples, replacement=False, generator=None):
-    """Category indices drawn from the rows of ``probs`` (non-negative weights, 1-D or
+def multinomial(input, num_samples, replacement=False, *, generator=None):
+    """Category indices drawn from the rows of ``input`` (non-negative weights, 1-D or
     2-D), with or without replacement; hx.manual_seed makes the draws repeatable."""
-    if probs.ndim not in (1, 2):
-        raise RuntimeError(f"multinomial: probs must be 1-D or 2-D, got shape {probs.shape}")
-    p2 = probs.reshape(1, -1) if probs.ndim == 1 else probs
+    if input.ndim not in (1, 2):
+        raise RuntimeError(f"multinomial: input must be 1-D or 2-D, got shape {input.shape}")
+    p2 = input.reshape(1, -1) if input.ndim == 1 else input
     if not replacement and num_samples > p2.shape[1]:
         raise RuntimeError(f"multinomial: cannot draw {num_samples} samples without "
                            f"replacement from {p2.shape[1]} categories; pass "
@@ -78,10 +78,10 @@ def multinomial(probs, num_samples, replacement=False, generator=None):
         if (nonzero < num_samples).any():
             raise RuntimeError(f"multinomial: a row has fewer than {num_samples} categories "
                                f"with non-zero probability; pass replacement=True")
-    raw = probs._be.multinomial(p2.detach()._data, num_samples, replacement,
+    raw = input._be.multinomial(p2.detach()._data, num_samples, replacement,
                                 default_generator(generator))
     out = Tensor._wrap(raw).to(int64)
-    return out.reshape(num_samples) if probs.ndim == 1 else out
+    return out.reshape(num_samples) if input.ndim == 1 else out
 
 
 class CumSum(Function):
@@ -99,31 +99,31 @@ class CumSum(Function):
 
 
 @tensor_method(function=True)
-def cumsum(x, dim, dtype=None):
+def cumsum(input, dim, *, dtype=None):
     if dtype is not None:
-        x = x.to(dtype)
-    elif not x.dtype.is_floating_point and x.dtype is not int64:
-        x = x.to(int64)  # ints and bools add up in int64, as PyTorch
-    if x.ndim == 0:
+        input = input.to(dtype)
+    elif not input.dtype.is_floating_point and input.dtype is not int64:
+        input = input.to(int64)  # ints and bools add up in int64, as PyTorch
+    if input.ndim == 0:
         layout.normalize_dim(dim, 0, "cumsum")
-        return x.clone()
-    return CumSum.apply(x, layout.normalize_dim(dim, x.ndim, "cumsum"))
+        return input.clone()
+    return CumSum.apply(input, layout.normalize_dim(dim, input.ndim, "cumsum"))
 
 
 @tensor_method(function=True)
-def cumprod(x, dim, dtype=None):
+def cumprod(input, dim, *, dtype=None):
     """Running products; the gradient is exact where some entries are zero too."""
     if dtype is not None:
-        x = x.to(dtype)
-    elif not x.dtype.is_floating_point and x.dtype is not int64:
-        x = x.to(int64)
-    if x.ndim == 0:
+        input = input.to(dtype)
+    elif not input.dtype.is_floating_point and input.dtype is not int64:
+        input = input.to(int64)
+    if input.ndim == 0:
         layout.normalize_dim(dim, 0, "cumprod")
-        return x.clone()
-    d = layout.normalize_dim(dim, x.ndim, "cumprod")
-    if x.dtype.is_floating_point:
-        return _CumProd.apply(x, d)
-    return Tensor._wrap(x._be.from_numpy(x.cpu().numpy().cumprod(axis=d))).to(x.device)
+        return input.clone()
+    d = layout.normalize_dim(dim, input.ndim, "cumprod")
+    if input.dtype.is_floating_point:
+        return _CumProd.apply(input, d)
+    return Tensor._wrap(input._be.from_numpy(input.cpu().numpy().cumprod(axis=d))).to(input.device)
 
 
 class _CumProd(Function):

@@ -339,8 +339,8 @@ def _softmax_input(x, op, dtype):
     return x
 
 
-def softmax(x, dim, dtype=None):
-    return _softmax(Softmax, x, dim, dtype)
+def softmax(input, dim, *, dtype=None):
+    return _softmax(Softmax, input, dim, dtype)
 
 
 def log_softmax(x, dim, dtype=None):
