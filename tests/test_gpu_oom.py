@@ -6,6 +6,8 @@ consistent and the next allocation works."""
 
 from __future__ import annotations
 
+import gc
+
 import numpy as np
 import pytest
 
@@ -31,7 +33,8 @@ def alloc():
 
 
 def _refusing(monkeypatch, alloc, times, error="GPUOutOfMemoryError"):
-    """create_buffer raises wgpu's ``error`` for its next ``times`` calls."""
+    """create_buffer raises wgpu's ``error`` for the next ``times`` slabs the allocator
+    asks for (of at least 16 KiB: the dispatcher's own small buffers are left alone)."""
     import wgpu
 
     device = alloc.driver.device
@@ -39,9 +42,11 @@ def _refusing(monkeypatch, alloc, times, error="GPUOutOfMemoryError"):
     calls = []
 
     def create_buffer(self, *args, **kwargs):
-        calls.append(kwargs.get("size"))
-        if self is device and len(calls) <= times:
-            raise getattr(wgpu, error)("buffer refused (injected)")
+        if self is device and kwargs.get("usage") == alloc.driver.usage \
+                and kwargs.get("size", 0) >= 1 << 14:
+            calls.append(kwargs["size"])
+            if len(calls) <= times:
+                raise getattr(wgpu, error)("buffer refused (injected)")
         return real(self, *args, **kwargs)
 
     monkeypatch.setattr(type(device), "create_buffer", create_buffer)
@@ -111,3 +116,19 @@ def test_request_past_the_largest_buffer_raises_oom_naming_the_limit(alloc):
     _consistent(after)
     block = alloc.allocate(4096)
     assert block.size == 4096
+
+
+
+def test_a_block_collected_in_a_reference_cycle_leaves_a_usable_buffer_in_the_cache(alloc):
+    """The garbage collector finalizes a cycle's objects in any order: the slab's wgpu
+    buffer must still be alive when its Block hands it back for reuse."""
+    n = 12_345 * 4
+    for _ in range(3):
+        block = alloc.allocate(n)
+        cycle = [block]
+        cycle.append(cycle)
+        del block, cycle
+        gc.collect()
+        again = hx.full((12_345,), 2.0, device="gpu")  # the same bin: the cached slab
+        assert again.sum().item() == 2 * 12_345
+        del again

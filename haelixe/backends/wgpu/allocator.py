@@ -35,6 +35,10 @@ class WgpuBufferDriver:
         self.usage = (wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_SRC
                       | wgpu.BufferUsage.COPY_DST)
         self.before_free = None
+        # every buffer made and not yet freed: a Block caught in a reference cycle is
+        # collected together with its buffer, and wgpu's finalizer could release the
+        # buffer before the Block hands it back to the cache; held here, it never is
+        self._live: dict[int, object] = {}
 
     def malloc(self, nbytes: int):
         import wgpu
@@ -44,15 +48,18 @@ class WgpuBufferDriver:
                 f"a buffer of {nbytes} bytes exceeds this adapter's largest storage "
                 f"binding, {self.max_size} bytes; split the tensor or use device=\"cpu\"")
         try:
-            return self.device.create_buffer(size=max(int(nbytes), 4), usage=self.usage)
+            buffer = self.device.create_buffer(size=max(int(nbytes), 4), usage=self.usage)
         except wgpu.GPUError as err:
             raise GpuBufferRefused(f"wgpu refused a buffer of {nbytes} bytes: {err}") \
                 from err
+        self._live[id(buffer)] = buffer
+        return buffer
 
     def free(self, handle) -> None:
         if self.before_free is not None:
             self.before_free(handle)
         handle.destroy()
+        self._live.pop(id(handle), None)
 
 
 _allocator = None
