@@ -150,6 +150,14 @@ elementwise("cos", lambda m, x: m.cos(x), grad=lambda m, g, x: -g * m.sin(x),
             dtypes="float", cpu=np.cos)
 elementwise("atan", lambda m, x: m.atan(x), grad=lambda m, g, x: g / (1.0 + x * x),
             dtypes="float", cpu=np.arctan, doc="The arctangent, elementwise (radians).")
+elementwise("tan", lambda m, x: m.tan(x), grad=lambda m, g, y: g * (1.0 + y * y),
+            dtypes="float", cpu=np.tan, doc="The tangent, elementwise (radians).")
+elementwise("sinh", lambda m, x: m.sinh(x), grad=lambda m, g, x: g * m.cosh(x),
+            dtypes="float", cpu=np.sinh, doc="The hyperbolic sine, elementwise.")
+elementwise("cosh", lambda m, x: m.cosh(x), grad=lambda m, g, x: g * m.sinh(x),
+            dtypes="float", cpu=np.cosh, doc="The hyperbolic cosine, elementwise.")
+elementwise("exp2", lambda m, x: m.exp2(x), grad=lambda m, g, y: g * y * math.log(2.0),
+            dtypes="float", cpu=np.exp2, doc="2 ** input, elementwise.")
 elementwise("tanh", lambda m, x: m.tanh(x), grad=lambda m, g, y: g * (1.0 - y * y),
             dtypes="float", cpu=np.tanh, functional="plain", module="Tanh")
 elementwise("sigmoid", lambda m, x: m.sigmoid(x), grad=lambda m, g, y: g * y * (1.0 - y),

@@ -184,7 +184,8 @@ class WgslMath:
     exp, log, sqrt = _float_fn("exp"), _float_fn("log"), _float_fn("sqrt")
     log1p, expm1 = _float_fn("log1p_f32"), _float_fn("expm1_f32")
     sin, cos, tanh = _float_fn("sin"), _float_fn("cos"), _float_fn("tanh_f32")
-    atan = _float_fn("atan")
+    atan, tan = _float_fn("atan"), _float_fn("tan")
+    sinh, cosh, exp2 = _float_fn("sinh"), _float_fn("cosh"), _float_fn("exp2")
     sigmoid, erf = _float_fn("sigmoid_f32"), _float_fn("erf_f32")
     floor, ceil, trunc = _float_fn("floor"), _float_fn("ceil"), _float_fn("trunc")
     round = _float_fn("round")  # WGSL rounds half to even, as numpy and PyTorch
