@@ -46,12 +46,9 @@ TABLE = {
 #: argument positional, an overload, a missing in-place form). Only ever shrinks.
 HAND_WRITTEN_DIFFERENCES = {
     "all": {'function', 'method'},
-    "amax": {'function'},
-    "amin": {'function'},
     "any": {'function', 'method'},
     "argmax": {'function', 'method'},
     "as_strided": {'inplace'},
-    "bmm": {'function', 'method'},
     "clone": {'function', 'method'},
     "cumprod": {'inplace'},
     "cumsum": {'inplace'},
@@ -61,7 +58,6 @@ HAND_WRITTEN_DIFFERENCES = {
     "gather": {'function', 'method'},
     "linear": {'functional'},
     "log_softmax": {'functional'},
-    "matmul": {'function', 'method'},
     "max": {'function', 'method'},
     "mean": {'function', 'method'},
     "min": {'function', 'method'},

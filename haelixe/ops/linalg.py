@@ -74,7 +74,8 @@ def _promote_pair(op, a, b):
     return a, b
 
 
-def matmul(a, b):
+def matmul(input, other):
+    a, b = input, other  # (short names: the checks below read both often)
     if not isinstance(a, Tensor):
         raise TypeError(f"matmul: expected a Tensor, got {type(a).__name__}")
     if b.__class__ is not Tensor:
@@ -104,8 +105,9 @@ def matmul(a, b):
     return MatMul.apply(a, b)
 
 
-def bmm(a, b):
+def bmm(input, mat2):
     """Batched matrix product of two 3-D tensors (b, n, m) @ (b, m, p)."""
+    a, b = input, mat2
     if a.ndim != 3 or b.ndim != 3:
         raise OpError(f"bmm: expected 3-D tensors, got shapes {a.shape} and {b.shape}; "
                       f"use matmul for other ranks")

@@ -104,38 +104,38 @@ class Sum(Function):
         return _unreduce(g, ctx.in_shape, ctx.dims), None, None
 
 
-def sum(x, dim=None, keepdim=False, dtype=None, *, axis=None):  # noqa: A001 (PyTorch's name)
+def sum(input, dim=None, keepdim=False, dtype=None, *, axis=None):  # noqa: A001 (PyTorch's name)
     if axis is not None:  # (numpy's name, which PyTorch takes too)
         dim = axis
     state = STATE
     if dim is None and dtype is None and state.autocast is None and \
-            x.dtype.is_floating_point and len(x.shape) < 8:
-        return Sum.apply(x, _ALL_DIMS[len(x.shape)], keepdim)  # x.sum(): the usual
+            input.dtype.is_floating_point and len(input.shape) < 8:
+        return Sum.apply(input, _ALL_DIMS[len(input.shape)], keepdim)  # input.sum(): the usual
     if dtype is not None:
-        x = x.to(dtype)
+        input = input.to(dtype)
     if STATE.autocast is not None:
-        (x,) = cast_inputs("reduction", x)
-    if not x.dtype.is_floating_point and x.dtype is not int64:
-        x = x.to(int64)  # ints and bools add up in int64, as PyTorch
-    return Sum.apply(x, _dims(x, dim, "sum"), keepdim)
+        (input,) = cast_inputs("reduction", input)
+    if not input.dtype.is_floating_point and input.dtype is not int64:
+        input = input.to(int64)  # ints and bools add up in int64, as PyTorch
+    return Sum.apply(input, _dims(input, dim, "sum"), keepdim)
 
 
 def _count(x, dims) -> int:
     return math.prod(x.shape[d] for d in dims)
 
 
-def mean(x, dim=None, keepdim=False, dtype=None, *, axis=None):
+def mean(input, dim=None, keepdim=False, dtype=None, *, axis=None):
     dim = dim if axis is None else axis
     if dtype is not None:
-        x = x.to(dtype)
-    if not x.dtype.is_floating_point:
-        raise TypeError(f"mean: input dtype {x.dtype.name} is not floating point; "
+        input = input.to(dtype)
+    if not input.dtype.is_floating_point:
+        raise TypeError(f"mean: input dtype {input.dtype.name} is not floating point; "
                         f"use .float() first")
     if STATE.autocast is not None:
-        (x,) = cast_inputs("reduction", x)
-    dims = _dims(x, dim, "mean")
-    n = _count(x, dims)
-    return Sum.apply(x, dims, keepdim) * (1.0 / n if n else math.nan)
+        (input,) = cast_inputs("reduction", input)
+    dims = _dims(input, dim, "mean")
+    n = _count(input, dims)
+    return Sum.apply(input, dims, keepdim) * (1.0 / n if n else math.nan)
 
 
 def var(x, dim=None, keepdim=False, correction=1, unbiased=None, *, axis=None):
@@ -283,8 +283,8 @@ def _arg(kind, x, dim, keepdim):
     return Tensor._wrap(kernel(x.detach()._data, d, keepdim)).to(int64)
 
 
-def argmax(x, dim=None, keepdim=False):
-    return _arg("max", x, dim, keepdim)
+def argmax(input, dim=None, keepdim=False):
+    return _arg("max", input, dim, keepdim)
 
 
 def argmin(input, dim=None, keepdim=False):
@@ -393,23 +393,23 @@ def sum_to(g, shape):
     return out
 
 
-def norm(x, p="fro", dim=None, keepdim=False):
+def norm(input, p="fro", dim=None, keepdim=False):
     """The p-norm over ``dim`` (all dims by default). p: a number, inf, -inf or 'fro'."""
     if p in ("fro", None):
         p = 2
-    if not x.dtype.is_floating_point:
-        raise TypeError(f"norm: input dtype {x.dtype.name} is not floating point")
-    a = x.abs()
+    if not input.dtype.is_floating_point:
+        raise TypeError(f"norm: input dtype {input.dtype.name} is not floating point")
+    a = input.abs()
     if p == math.inf:
         return a.amax(dim, keepdim)
     if p == -math.inf:
         return a.amin(dim, keepdim)
     if p == 0:
-        return (a != 0).to(x.dtype).sum(dim, keepdim)
+        return (a != 0).to(input.dtype).sum(dim, keepdim)
     if p == 1:
         return a.sum(dim, keepdim)
     if p == 2:
-        return _Norm2.apply(x, _dims(x, dim, "norm"), keepdim)
+        return _Norm2.apply(input, _dims(input, dim, "norm"), keepdim)
     return (a ** p).sum(dim, keepdim) ** (1.0 / p)
 
 
@@ -447,26 +447,26 @@ def all_any(kind, x, dim=None, keepdim=False):
     return n == _count(b, _dims(b, dim, kind))
 
 
-def prod(x, dim=None, keepdim=False, dtype=None):
+def prod(input, dim=None, keepdim=False, dtype=None):
     """The product over ``dim`` (all elements by default): the last running product, so
     its gradient is cumprod's, exact where entries are zero."""
     if dtype is not None:
-        x = x.to(dtype)
-    elif not x.dtype.is_floating_point and x.dtype is not int64:
-        x = x.to(int64)
+        input = input.to(dtype)
+    elif not input.dtype.is_floating_point and input.dtype is not int64:
+        input = input.to(int64)
     if dim is None:
-        out = prod(x.reshape(-1), 0)
-        return out.reshape((1,) * x.ndim) if keepdim else out
-    if x.ndim == 0:
+        out = prod(input.reshape(-1), 0)
+        return out.reshape((1,) * input.ndim) if keepdim else out
+    if input.ndim == 0:
         layout.normalize_dim(dim, 0, "prod")
-        return x.clone()
-    d = layout.normalize_dim(dim, x.ndim, "prod")
-    n = x.shape[d]
+        return input.clone()
+    d = layout.normalize_dim(dim, input.ndim, "prod")
+    n = input.shape[d]
     if n == 0:
-        shape = tuple(1 if i == d else s for i, s in enumerate(x.shape))
-        out = x.new_ones(shape)
+        shape = tuple(1 if i == d else s for i, s in enumerate(input.shape))
+        out = input.new_ones(shape)
     else:
-        out = x.cumprod(d).narrow(d, n - 1, 1)
+        out = input.cumprod(d).narrow(d, n - 1, 1)
     return out if keepdim else out.squeeze(d)
 
 
@@ -501,8 +501,8 @@ declare("prod", dtypes="any")
 
 
 def _reduction_method(impl, kind):
-    def method(x, dim=None, keepdim=False, *, axis=None):
-        return impl(kind, x, dim if axis is None else axis, keepdim)
+    def method(input, dim=None, keepdim=False, *, axis=None):
+        return impl(kind, input, dim if axis is None else axis, keepdim)
 
     return method
 
