@@ -55,14 +55,12 @@ HAND_WRITTEN_DIFFERENCES = {
     "einsum": {'function'},
     "expand": {'method'},
     "flip": {'function', 'method'},
-    "gather": {'function', 'method'},
     "linear": {'functional'},
     "log_softmax": {'functional'},
     "max": {'function', 'method'},
     "mean": {'function', 'method'},
     "min": {'function', 'method'},
     "mse_loss": {'functional'},
-    "norm": {'function', 'method'},
     "permute": {'function', 'method'},
     "prod": {'function', 'method'},
     "repeat": {'method'},
@@ -74,7 +72,6 @@ HAND_WRITTEN_DIFFERENCES = {
     "std": {'function', 'method'},
     "sum": {'function', 'method'},
     "to": {'method'},
-    "topk": {'function', 'method'},
     "transpose": {'inplace'},
     "tril": {'inplace'},
     "triu": {'inplace'},
@@ -280,3 +277,34 @@ def test_the_signature_reader_reads_pytorchs_docstring_lines():
         ("other", inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.empty),
         ("alpha", inspect.Parameter.KEYWORD_ONLY, 1.0)]
     assert comparable(torch_signature("method", "add"), True) == comparable(sig, False)[1:]
+
+
+def test_pytorch_style_keyword_calls_bind_and_agree_with_pytorch():
+    import numpy as np
+    a = np.arange(12, dtype=np.float64).reshape(3, 4) - 5
+    x, t = hx.tensor(a), torch.tensor(a)
+    i, ti = hx.tensor([[0, 2, 1]]), torch.tensor([[0, 2, 1]])
+    pairs = [
+        (hx.sum(input=x, dim=1), torch.sum(input=t, dim=1)),
+        (hx.amax(input=x, dim=0), torch.amax(input=t, dim=0)),
+        (hx.transpose(input=x, dim0=0, dim1=1), torch.transpose(input=t, dim0=0, dim1=1)),
+        (hx.matmul(input=x, other=x.T), torch.matmul(input=t, other=t.T)),
+        (hx.gather(input=x, dim=1, index=i.expand(3, 3)),
+         torch.gather(input=t, dim=1, index=ti.expand(3, 3))),
+        (hx.topk(x, 2).values, torch.topk(t, 2).values),  # (dim None: the last)
+        (hx.norm(input=x.float(), dtype=hx.float64),
+         torch.norm(input=t.float(), dtype=torch.float64)),
+        (hx.cumsum(input=x, dim=1, dtype=hx.float32),
+         torch.cumsum(input=t, dim=1, dtype=torch.float32)),
+        (hx.sort(input=x, dim=0, stable=True).indices,
+         torch.sort(input=t, dim=0, stable=True).indices),
+    ]
+    for ours, theirs in pairs:
+        np.testing.assert_allclose(ours.numpy(), theirs.numpy(), rtol=1e-6)
+    assert hx.norm(x.float(), dtype=hx.float64).dtype is hx.float64
+    with pytest.raises(TypeError, match="norm: input dtype float64 cannot be cast"):
+        hx.norm(x, dtype=hx.float32)  # (narrowing: PyTorch refuses it too)
+    with pytest.raises(TypeError, match="gather: sparse_grad=True"):
+        hx.gather(x, 1, i, sparse_grad=True)
+    with pytest.raises(TypeError):  # (keyword-only, as PyTorch)
+        hx.cumsum(x, 1, hx.float32)

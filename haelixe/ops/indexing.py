@@ -310,18 +310,21 @@ class ScatterAdd(Function):
         return Gather.apply(gg, ctx.dim, index), None, None, None
 
 
-def gather(x, dim, index):
-    dim = layout.normalize_dim(dim, x.ndim, "gather")
+def gather(input, dim, index, *, sparse_grad=False):
+    if sparse_grad:
+        raise TypeError("gather: sparse_grad=True is not supported (haelixe has no sparse "
+                        "tensors); leave it False for a dense gradient")
+    dim = layout.normalize_dim(dim, input.ndim, "gather")
     if index.dtype.is_floating_point or index.dtype is bool_:
         raise TypeError(f"gather: index must be an integer tensor, got {index.dtype.name}")
-    if index.ndim != x.ndim:
-        raise OpError(f"gather: index has {index.ndim} dims but input has {x.ndim} "
-                      f"(shapes {index.shape} and {x.shape})")
-    if any(i > n for d, (i, n) in enumerate(zip(index.shape, x.shape)) if d != dim):
+    if index.ndim != input.ndim:
+        raise OpError(f"gather: index has {index.ndim} dims but input has {input.ndim} "
+                      f"(shapes {index.shape} and {input.shape})")
+    if any(i > n for d, (i, n) in enumerate(zip(index.shape, input.shape)) if d != dim):
         raise OpError(f"gather: index of shape {index.shape} is larger than the input "
-                      f"of shape {x.shape} outside dim {dim}")
-    _check_index("gather", x, dim, index)  # (devices, and the range: a GPU would not)
-    return Gather.apply(x, dim, index)
+                      f"of shape {input.shape} outside dim {dim}")
+    _check_index("gather", input, dim, index)  # (devices, and the range: a GPU would not)
+    return Gather.apply(input, dim, index)
 
 
 # -- scatter, index_select, index_add, tril / triu ----------------------------------------

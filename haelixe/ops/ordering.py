@@ -43,19 +43,21 @@ def argsort(input, dim=-1, descending=False, *, stable=False):
 
 
 @tensor_method(function=True)
-def topk(x, k, dim=-1, largest=True, sorted=True):  # noqa: A002 (PyTorch's name)
-    """The ``k`` largest (or smallest) entries along ``dim`` and their indices."""
-    if x.dtype.kind == "bool":
+def topk(input, k, dim=None, largest=True, sorted=True):  # noqa: A002 (PyTorch's name)
+    """The ``k`` largest (or smallest) entries along ``dim`` (the last by default) and
+    their indices."""
+    dim = -1 if dim is None else dim
+    if input.dtype.kind == "bool":
         raise TypeError("topk: does not support bool tensors (as in PyTorch); use .int()")
-    d = layout.normalize_dim(dim, x.ndim, "topk")
-    n = x.shape[d] if x.ndim else 1
+    d = layout.normalize_dim(dim, input.ndim, "topk")
+    n = input.shape[d] if input.ndim else 1
     if not 0 <= k <= n:
         raise RuntimeError(f"topk: k ({k}) must be between 0 and the size of dim {dim} "
-                           f"({n}), input shape {x.shape}")
-    d, idx = _indices(x, dim, largest, True, "topk")
-    if x.ndim:
+                           f"({n}), input shape {input.shape}")
+    d, idx = _indices(input, dim, largest, True, "topk")
+    if input.ndim:
         idx = idx.narrow(d, 0, k)
-    return SortResult(x.gather(d, idx) if x.ndim else x.clone(), idx)
+    return SortResult(input.gather(d, idx) if input.ndim else input.clone(), idx)
 
 
 @tensor_method(function=True)

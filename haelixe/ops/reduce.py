@@ -15,7 +15,7 @@ from ..amp import cast_inputs
 from ..autograd.function import SINK, Function, wrap_grads
 from ..autograd.mode import STATE
 from ..backends.base import Kernel
-from ..dtype import bool_, float32, int64
+from ..dtype import bool_, float32, int64, promote_types
 from ..tensor import Tensor
 from .registry import declare, function, tensor_method
 
@@ -393,8 +393,16 @@ def sum_to(g, shape):
     return out
 
 
-def norm(input, p="fro", dim=None, keepdim=False):
-    """The p-norm over ``dim`` (all dims by default). p: a number, inf, -inf or 'fro'."""
+def norm(input, p="fro", dim=None, keepdim=False, out=None, dtype=None):
+    """The p-norm over ``dim`` (all dims by default). p: a number, inf, -inf or 'fro';
+    ``dtype``: the input is cast to it first (a widening only, as PyTorch)."""
+    if out is not None:
+        raise TypeError("norm: out= is not supported; use the returned tensor")
+    if dtype is not None:
+        if promote_types(input.dtype, dtype) is not dtype:
+            raise TypeError(f"norm: input dtype {input.dtype.name} cannot be cast to "
+                            f"dtype={dtype.name} without narrowing; pass a wider dtype")
+        input = input.to(dtype)
     if p in ("fro", None):
         p = 2
     if not input.dtype.is_floating_point:
