@@ -405,8 +405,8 @@ Tensor.mT = property(_mT)
 
 
 @tensor_method(name="expand")
-def _expand_method(self, *shape):
-    return expand(self, _shape_args(shape))
+def _expand_method(self, *size):
+    return expand(self, _shape_args(size))
 
 
 @tensor_method
@@ -420,10 +420,10 @@ def broadcast_to(self, shape):
 
 
 @tensor_method(name="repeat")
-def _repeat_method(self, *sizes):
-    """Tile: dim i repeated sizes[i] times, extra leading sizes adding dims (PyTorch's
+def _repeat_method(self, *repeats):
+    """Tile: dim i repeated repeats[i] times, extra leading counts adding dims (PyTorch's
     Tensor.repeat). A copy, made by reshaping an expanded view; backward sums the tiles."""
-    sizes = _shape_args(sizes)
+    sizes = _shape_args(repeats)
     if len(sizes) < self.ndim or any(s < 0 for s in sizes):
         raise RuntimeError(f"repeat: sizes {sizes} for a tensor of shape {self.shape}; give "
                            f"one non-negative count per dim (more add leading dims)")
