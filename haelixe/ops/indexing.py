@@ -8,7 +8,6 @@ import numpy as np
 
 from .. import layout
 from ..autograd.function import Function
-from ..backends.base import Backend
 from ..dtype import bool_, number_as, promote_types, result_type
 from ..errors import OpError, OpIndexError
 from ..tensor import Tensor
@@ -348,8 +347,10 @@ def _check_index(op, x, dim, index):
     # 0 <= index < n: these ops do not count from the end (PyTorch refuses -1 too)
     if index.numel() and index._be.checks_on_device():  # (no read-back now)
         index._be.check_range(index._data, 0, n, None, OpIndexError, message)
-    elif index.numel():  # the contract's default: the raw array read back, checked now
-        Backend.check_range(index._be, index._data, 0, n, None, OpIndexError, message)
+    elif index.numel():
+        lo, hi = int(index.min()), int(index.max())
+        if lo < 0 or hi >= n:
+            raise OpIndexError(message.format(value=hi if hi >= n else lo))
 
 
 class Scatter(Function):
