@@ -86,20 +86,8 @@ def test_the_progress_summary_links_to_open_exercises_look_like_links():
 
 
 def test_a_wrong_rmsnorm_backward_is_explained_on_one_case():
-    from haelixe.autograd import Function
-
-    class RMSNormDirectOnly(Function):  # forgets that r depends on x
-        @staticmethod
-        def forward(ctx, x, weight, eps):
-            x, weight = x.detach(), weight.detach()
-            r = ((x * x).mean(-1, keepdim=True) + eps).rsqrt()
-            ctx.save_for_backward(x, weight, r)
-            return x * r * weight
-
-        @staticmethod
-        def backward(ctx, g):
-            x, weight, r = ctx.saved_tensors
-            return g * weight * r, (g * x * r).sum_to(weight.shape), None
+    # the catalogue of wrong solutions' entry for 5.1: forgets that r depends on x
+    from test_lab_exercises_wrong import RMSNormDirectOnly
 
     lab05.LAB.reset()
     lab05.rmsnorm.check(RMSNormDirectOnly)

@@ -22,52 +22,68 @@ def _pairs(values, what: str):
     return pairs
 
 
-class ModuleDict(Module):
+class _Keyed(Module):
+    """A dict's methods over one of the module's stores (``_modules`` for ModuleDict,
+    ``_parameters`` for ParameterDict), in insertion order; ``__setitem__`` registers."""
+
+    _store_name = ""  # the subclass's store
+
+    def __init__(self, entries=None):
+        super().__init__()
+        if entries is not None:
+            self.update(entries)
+
+    @property
+    def _store(self):
+        return self.__dict__[self._store_name]
+
+    def __getitem__(self, key: str):
+        return self._store[key]
+
+    def __delitem__(self, key: str) -> None:
+        del self._store[key]
+
+    def __len__(self) -> int:
+        return len(self._store)
+
+    def __iter__(self):
+        return iter(self._store)
+
+    def __contains__(self, key) -> bool:
+        return key in self._store
+
+    def keys(self):
+        return self._store.keys()
+
+    def values(self):
+        return self._store.values()
+
+    def items(self):
+        return self._store.items()
+
+    def pop(self, key: str):
+        value = self._store[key]
+        del self._store[key]
+        return value
+
+    def clear(self) -> None:
+        self._store.clear()
+
+    def update(self, entries) -> None:
+        for key, value in _pairs(entries, type(self).__name__):
+            self[key] = value
+
+
+class ModuleDict(_Keyed):
     """Sub-modules by string key, in insertion order (a dict's methods)."""
 
-    def __init__(self, modules=None):
-        super().__init__()
-        if modules is not None:
-            self.update(modules)
+    _store_name = "_modules"
 
-    def __getitem__(self, key: str) -> Module:
-        return self._modules[key]
+    def __init__(self, modules=None):
+        super().__init__(modules)
 
     def __setitem__(self, key: str, module: Module) -> None:
         self.add_module(key, module)
-
-    def __delitem__(self, key: str) -> None:
-        del self._modules[key]
-
-    def __len__(self) -> int:
-        return len(self._modules)
-
-    def __iter__(self):
-        return iter(self._modules)
-
-    def __contains__(self, key) -> bool:
-        return key in self._modules
-
-    def keys(self):
-        return self._modules.keys()
-
-    def values(self):
-        return self._modules.values()
-
-    def items(self):
-        return self._modules.items()
-
-    def pop(self, key: str) -> Module:
-        m = self._modules[key]
-        del self._modules[key]
-        return m
-
-    def clear(self) -> None:
-        self._modules.clear()
-
-    def update(self, modules) -> None:
-        for key, m in _pairs(modules, "ModuleDict"):
-            self[key] = m
 
 
 def _as_parameter(value):
@@ -122,52 +138,16 @@ class ParameterList(Module):
                          f"{'x'.join(map(str, p.shape))}]" for k, p in self._parameters.items())
 
 
-class ParameterDict(Module):
+class ParameterDict(_Keyed):
     """Parameters by string key, in insertion order; a plain tensor becomes a Parameter."""
 
-    def __init__(self, parameters=None):
-        super().__init__()
-        if parameters is not None:
-            self.update(parameters)
+    _store_name = "_parameters"
 
-    def __getitem__(self, key: str):
-        return self._parameters[key]
+    def __init__(self, parameters=None):
+        super().__init__(parameters)
 
     def __setitem__(self, key: str, value) -> None:
         self.register_parameter(key, _as_parameter(value))
 
-    def __delitem__(self, key: str) -> None:
-        del self._parameters[key]
-
-    def __len__(self) -> int:
-        return len(self._parameters)
-
-    def __iter__(self):
-        return iter(self._parameters)
-
-    def __contains__(self, key) -> bool:
-        return key in self._parameters
-
-    def keys(self):
-        return self._parameters.keys()
-
-    def values(self):
-        return self._parameters.values()
-
-    def items(self):
-        return self._parameters.items()
-
     def get(self, key: str, default=None):
-        return self._parameters.get(key, default)
-
-    def pop(self, key: str):
-        p = self._parameters[key]
-        del self._parameters[key]
-        return p
-
-    def clear(self) -> None:
-        self._parameters.clear()
-
-    def update(self, parameters) -> None:
-        for key, p in _pairs(parameters, "ParameterDict"):
-            self[key] = p
+        return self._store.get(key, default)

@@ -51,49 +51,52 @@ def _attend(attention, dropout, x, memory, attn_mask, key_padding_mask, is_causa
     return dropout(out)
 
 
-def _feed_forward(layer, x):
-    return layer.dropout2(layer.linear2(layer.dropout(layer.activation(layer.linear1(x)))))
+class _TransformerLayer(Module):
+    """What the encoder and decoder layers share: ``_blocks - 1`` attention blocks (self-
+    attention, then attention over the memory), the feed-forward block, one LayerNorm and
+    one dropout per block, made in PyTorch's order so that state dicts match."""
 
-
-def _init_feed_forward(layer, d_model, dim_feedforward, dropout, activation,
-                       layer_norm_eps, norms, bias, device, dtype):
-    layer.linear1 = Linear(d_model, dim_feedforward, bias=bias)
-    layer.dropout = Dropout(dropout)
-    layer.linear2 = Linear(dim_feedforward, d_model, bias=bias)
-    for i in range(1, norms + 1):
-        setattr(layer, f"norm{i}", LayerNorm(d_model, eps=layer_norm_eps, bias=bias))
-    for i in range(1, norms + 1):
-        setattr(layer, f"dropout{i}", Dropout(dropout))
-    layer.activation_relu_or_gelu = 1 if activation in ("relu", F.relu) else \
-        2 if activation in ("gelu", F.gelu) else 0
-    layer.activation = _activation(activation)
-    if device is not None or dtype is not None:
-        layer.to(device=device, dtype=dtype)
-
-
-class TransformerEncoderLayer(Module):
-    """Self-attention and a feed-forward block, each with dropout, a residual and a
-    LayerNorm (after the residual; before the block with ``norm_first``)."""
+    _blocks = 0  # the subclass's count
 
     def __init__(self, d_model: int, nhead: int, dim_feedforward: int = 2048,
                  dropout: float = 0.1, activation="relu", layer_norm_eps: float = 1e-5,
                  batch_first: bool = False, norm_first: bool = False, bias: bool = True,
                  device=None, dtype=None):
         super().__init__()
-        self.self_attn = MultiheadAttention(d_model, nhead, dropout=dropout, bias=bias,
-                                            batch_first=batch_first, device=device,
-                                            dtype=dtype)
-        _init_feed_forward(self, d_model, dim_feedforward, dropout, activation,
-                           layer_norm_eps, 2, bias, device, dtype)
+        kw = {"dropout": dropout, "bias": bias, "batch_first": batch_first,
+              "device": device, "dtype": dtype}
+        self.self_attn = MultiheadAttention(d_model, nhead, **kw)
+        if self._blocks == 3:
+            self.multihead_attn = MultiheadAttention(d_model, nhead, **kw)
+        self.linear1 = Linear(d_model, dim_feedforward, bias=bias)
+        self.dropout = Dropout(dropout)
+        self.linear2 = Linear(dim_feedforward, d_model, bias=bias)
         self.norm_first = norm_first
+        for i in range(1, self._blocks + 1):
+            setattr(self, f"norm{i}", LayerNorm(d_model, eps=layer_norm_eps, bias=bias))
+        for i in range(1, self._blocks + 1):
+            setattr(self, f"dropout{i}", Dropout(dropout))
+        self.activation_relu_or_gelu = 1 if activation in ("relu", F.relu) else \
+            2 if activation in ("gelu", F.gelu) else 0
+        self.activation = _activation(activation)
         self.batch_first = batch_first
+        if device is not None or dtype is not None:
+            self.to(device=device, dtype=dtype)
 
     def _sa_block(self, x, attn_mask, key_padding_mask, is_causal=False):
         return _attend(self.self_attn, self.dropout1, x, x, attn_mask, key_padding_mask,
                        is_causal)
 
     def _ff_block(self, x):
-        return _feed_forward(self, x)
+        out = self.linear2(self.dropout(self.activation(self.linear1(x))))
+        return getattr(self, f"dropout{self._blocks}")(out)
+
+
+class TransformerEncoderLayer(_TransformerLayer):
+    """Self-attention and a feed-forward block, each with dropout, a residual and a
+    LayerNorm (after the residual; before the block with ``norm_first``)."""
+
+    _blocks = 2
 
     def forward(self, src, src_mask=None, src_key_padding_mask=None, is_causal=False):
         x = src
@@ -104,34 +107,15 @@ class TransformerEncoderLayer(Module):
         return self.norm2(x + self._ff_block(x))
 
 
-class TransformerDecoderLayer(Module):
+class TransformerDecoderLayer(_TransformerLayer):
     """Self-attention, attention over the encoder's memory and a feed-forward block, each
     with dropout, a residual and a LayerNorm (``norm_first`` as in the encoder layer)."""
 
-    def __init__(self, d_model: int, nhead: int, dim_feedforward: int = 2048,
-                 dropout: float = 0.1, activation="relu", layer_norm_eps: float = 1e-5,
-                 batch_first: bool = False, norm_first: bool = False, bias: bool = True,
-                 device=None, dtype=None):
-        super().__init__()
-        kw = {"dropout": dropout, "bias": bias, "batch_first": batch_first,
-              "device": device, "dtype": dtype}
-        self.self_attn = MultiheadAttention(d_model, nhead, **kw)
-        self.multihead_attn = MultiheadAttention(d_model, nhead, **kw)
-        _init_feed_forward(self, d_model, dim_feedforward, dropout, activation,
-                           layer_norm_eps, 3, bias, device, dtype)
-        self.norm_first = norm_first
-        self.batch_first = batch_first
-
-    def _sa_block(self, x, attn_mask, key_padding_mask, is_causal=False):
-        return _attend(self.self_attn, self.dropout1, x, x, attn_mask, key_padding_mask,
-                       is_causal)
+    _blocks = 3
 
     def _mha_block(self, x, mem, attn_mask, key_padding_mask, is_causal=False):
         return _attend(self.multihead_attn, self.dropout2, x, mem, attn_mask,
                        key_padding_mask, is_causal)
-
-    def _ff_block(self, x):
-        return self.dropout3(self.linear2(self.dropout(self.activation(self.linear1(x)))))
 
     def forward(self, tgt, memory, tgt_mask=None, memory_mask=None,
                 tgt_key_padding_mask=None, memory_key_padding_mask=None,
