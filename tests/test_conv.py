@@ -22,8 +22,8 @@ def randn(*shape, seed=0, dtype=np.float64):
     return np.random.default_rng(seed).standard_normal(shape).astype(dtype)
 
 
-CONV2D_CASES = [
-    # (input shape, weight shape, keyword arguments)
+CONV_CASES = [
+    # (input shape, weight shape, keyword arguments); the weight's rank names the op
     ((2, 3, 7, 6), (4, 3, 3, 3), {}),
     ((2, 3, 7, 6), (4, 3, 3, 2), {"stride": 2, "padding": 1}),
     ((1, 4, 9, 8), (6, 2, 3, 3), {"groups": 2, "padding": (2, 1), "dilation": (2, 1)}),
@@ -32,15 +32,24 @@ CONV2D_CASES = [
     ((1, 2, 5, 5), (3, 2, 1, 1), {"stride": (2, 3)}),
     ((2, 3, 5, 6), (2, 3, 5, 6), {"padding": "valid"}),  # kernel the whole image
     ((3, 6, 6), (4, 3, 3, 3), {"padding": 1}),  # unbatched
+    ((2, 3, 5, 6, 4), (4, 3, 3, 3, 3), {}),
+    ((2, 3, 6, 5, 5), (4, 3, 2, 3, 2), {"stride": (2, 1, 2), "padding": (1, 0, 1)}),
+    ((1, 4, 5, 7, 6), (6, 2, 3, 2, 3), {"groups": 2, "padding": 2, "dilation": (1, 2, 2)}),
+    ((2, 4, 4, 4, 5), (4, 1, 3, 3, 3), {"groups": 4, "padding": "same"}),  # depthwise
+    ((1, 2, 5, 4, 6), (3, 2, 2, 2, 3), {"padding": "same", "dilation": 2}),  # even kernel
+    ((1, 2, 3, 5, 4), (3, 2, 1, 1, 1), {"stride": (1, 2, 3)}),  # 1x1x1
+    ((3, 4, 5, 5), (2, 3, 3, 3, 3), {"padding": 1}),  # unbatched
 ]
 
 
-@pytest.mark.parametrize("x_shape,w_shape,kw", CONV2D_CASES)
-def test_conv2d_matches_pytorch_forward_and_gradients(x_shape, w_shape, kw):
-    against_torch(lambda x, w, b: F.conv2d(x, w, b, **kw),
-                  lambda x, w, b: TF.conv2d(x, w, b, **kw),
+@pytest.mark.parametrize("x_shape,w_shape,kw", CONV_CASES)
+def test_conv2d_and_conv3d_match_pytorch_forward_and_gradients(x_shape, w_shape, kw):
+    name = f"conv{len(w_shape) - 2}d"
+    ours, theirs = getattr(F, name), getattr(TF, name)
+    against_torch(lambda x, w, b: ours(x, w, b, **kw),
+                  lambda x, w, b: theirs(x, w, b, **kw),
                   randn(*x_shape), randn(*w_shape, seed=1), randn(w_shape[0], seed=2),
-                  rtol=1e-10, atol=1e-10, what=f"conv2d {x_shape} {w_shape} {kw}")
+                  rtol=1e-10, atol=1e-10, what=f"{name} {x_shape} {w_shape} {kw}")
 
 
 @pytest.mark.parametrize("kw", [{}, {"stride": 2, "padding": 2}, {"dilation": 3},
@@ -51,21 +60,29 @@ def test_conv1d_matches_pytorch(kw):
                   rtol=1e-10, atol=1e-10, what=f"conv1d {kw}")
 
 
-CONV_T2D_CASES = [
+CONV_T_CASES = [
     ((2, 4, 5, 4), (4, 3, 3, 3), {}),
     ((2, 4, 5, 4), (4, 3, 3, 2), {"stride": 2, "padding": 1, "output_padding": 1}),
     ((1, 4, 4, 5), (4, 2, 3, 3), {"groups": 2, "dilation": (2, 1), "padding": (1, 0)}),
     ((1, 2, 3, 3), (2, 2, 2, 2), {"stride": 3, "dilation": 2, "output_padding": (2, 1)}),
+    ((2, 4, 3, 4, 3), (4, 3, 3, 3, 2), {}),
+    ((1, 4, 3, 3, 4), (4, 2, 3, 2, 3), {"stride": 2, "padding": 1, "output_padding": 1,
+                                        "groups": 2}),
+    ((1, 2, 3, 2, 3), (2, 3, 2, 3, 2), {"stride": (1, 3, 2), "dilation": (2, 1, 2),
+                                        "padding": (0, 1, 1), "output_padding": (1, 2, 0)}),
+    ((4, 3, 3, 2), (4, 2, 2, 2, 2), {"stride": 2}),  # unbatched
 ]
 
 
-@pytest.mark.parametrize("x_shape,w_shape,kw", CONV_T2D_CASES)
-def test_conv_transpose2d_matches_pytorch(x_shape, w_shape, kw):
+@pytest.mark.parametrize("x_shape,w_shape,kw", CONV_T_CASES)
+def test_conv_transpose2d_and_3d_match_pytorch(x_shape, w_shape, kw):
+    name = f"conv_transpose{len(w_shape) - 2}d"
+    ours, theirs = getattr(F, name), getattr(TF, name)
     o = w_shape[1] * kw.get("groups", 1)
-    against_torch(lambda x, w, b: F.conv_transpose2d(x, w, b, **kw),
-                  lambda x, w, b: TF.conv_transpose2d(x, w, b, **kw),
+    against_torch(lambda x, w, b: ours(x, w, b, **kw),
+                  lambda x, w, b: theirs(x, w, b, **kw),
                   randn(*x_shape), randn(*w_shape, seed=1), randn(o, seed=2),
-                  rtol=1e-10, atol=1e-10, what=f"conv_transpose2d {kw}")
+                  rtol=1e-10, atol=1e-10, what=f"{name} {x_shape} {kw}")
 
 
 def test_conv_transpose1d_matches_pytorch():

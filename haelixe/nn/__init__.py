@@ -3,7 +3,7 @@
 from . import functional, init, utils
 from .activations import LAYERS as _ACTIVATIONS
 from .containers import ModuleDict, ParameterDict, ParameterList
-from .conv import Conv1d, Conv2d, ConvTranspose1d, ConvTranspose2d
+from .conv import Conv1d, Conv2d, Conv3d, ConvTranspose1d, ConvTranspose2d, ConvTranspose3d
 from .encoder_decoder import (
     Transformer,
     TransformerDecoder,
@@ -50,8 +50,10 @@ from .pooling import (
     AdaptiveMaxPool2d,
     AvgPool1d,
     AvgPool2d,
+    AvgPool3d,
     MaxPool1d,
     MaxPool2d,
+    MaxPool3d,
     MaxUnpool1d,
     MaxUnpool2d,
 )
@@ -62,7 +64,6 @@ from .transformer import MLP, MultiHeadAttention, RoPE, TransformerBlock
 globals().update(_ACTIVATIONS)  # (nn.ReLU, nn.LeakyReLU...: made from the op registry)
 
 _MISSING = {
-    "Conv3d": "Conv2d over each depth slice; there is no 3-D convolution",
     "BCELoss": "BCEWithLogitsLoss (pass the logits, not probabilities)",
     "KLDivLoss": "CrossEntropyLoss with class-probability targets",
     "ELU": "GELU or SiLU",

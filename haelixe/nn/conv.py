@@ -1,5 +1,5 @@
-"""Convolution layers: Conv1d, Conv2d, ConvTranspose1d, ConvTranspose2d (PyTorch's
-signatures, initialisation and state-dict names)."""
+"""Convolution layers: Conv1d/2d/3d and ConvTranspose1d/2d/3d (PyTorch's signatures,
+initialisation and state-dict names)."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ class _ConvNd(Module):
 
     dims = 2
     transposed = False
+    function = None  # the functional form (conv2d...), set by each layer
 
     def __init__(self, in_channels, out_channels, kernel_size, stride, padding, dilation,
                  groups, bias, padding_mode, output_padding=0, device=None, dtype=None):
@@ -70,7 +71,7 @@ class _ConvNd(Module):
              f"stride={self.stride}")
         zero = (0,) * self.dims
         if self.padding != zero:
-            s += f", padding={self.padding!r}"
+            s += f", padding={self.padding}"
         if self.dilation != (1,) * self.dims:
             s += f", dilation={self.dilation}"
         if self.output_padding != zero:
@@ -80,7 +81,7 @@ class _ConvNd(Module):
         if self.bias is None:
             s += ", bias=False"
         if self.padding_mode != "zeros":
-            s += f", padding_mode={self.padding_mode!r}"
+            s += f", padding_mode={self.padding_mode}"
         return s
 
 
@@ -92,7 +93,7 @@ class _Conv(_ConvNd):
                          groups, bias, padding_mode, device=device, dtype=dtype)
 
     def forward(self, input):
-        fn = C.conv1d if self.dims == 1 else C.conv2d
+        fn = type(self).function
         if self.padding_mode == "zeros":
             return fn(input, self.weight, self.bias, self.stride, self.padding,
                       self.dilation, self.groups)
@@ -111,6 +112,7 @@ class Conv1d(_Conv):
     """1-D convolution over (N, C, L); weight (out, in / groups, k)."""
 
     dims = 1
+    function = staticmethod(C.conv1d)
 
 
 class Conv2d(_Conv):
@@ -119,6 +121,14 @@ class Conv2d(_Conv):
     with them (haelixe/ops/conv.py)."""
 
     dims = 2
+    function = staticmethod(C.conv2d)
+
+
+class Conv3d(_Conv):
+    """3-D convolution over (N, C, D, H, W); weight (out, in / groups, kd, kh, kw)."""
+
+    dims = 3
+    function = staticmethod(C.conv3d)
 
 
 class _ConvTranspose(_ConvNd):
@@ -157,8 +167,7 @@ class _ConvTranspose(_ConvNd):
         return tuple(pads)
 
     def forward(self, input, output_size=None):
-        fn = C.conv_transpose1d if self.dims == 1 else C.conv_transpose2d
-        return fn(input, self.weight, self.bias, self.stride, self.padding,
+        return type(self).function(input, self.weight, self.bias, self.stride, self.padding,
                   self._output_padding(input, output_size), self.groups, self.dilation)
 
 
@@ -166,9 +175,18 @@ class ConvTranspose1d(_ConvTranspose):
     """The adjoint of Conv1d; weight (in, out / groups, k)."""
 
     dims = 1
+    function = staticmethod(C.conv_transpose1d)
 
 
 class ConvTranspose2d(_ConvTranspose):
     """The adjoint of Conv2d (an upsampling layer); weight (in, out / groups, kh, kw)."""
 
     dims = 2
+    function = staticmethod(C.conv_transpose2d)
+
+
+class ConvTranspose3d(_ConvTranspose):
+    """The adjoint of Conv3d; weight (in, out / groups, kd, kh, kw)."""
+
+    dims = 3
+    function = staticmethod(C.conv_transpose3d)

@@ -10,7 +10,16 @@ from ..amp import autocast_dtype, cast_inputs
 from ..dtype import float32
 from ..errors import OpError
 from ..ops import fused
-from ..ops.conv import conv1d, conv2d, conv_transpose1d, conv_transpose2d, fold, unfold
+from ..ops.conv import (
+    conv1d,
+    conv2d,
+    conv3d,
+    conv_transpose1d,
+    conv_transpose2d,
+    conv_transpose3d,
+    fold,
+    unfold,
+)
 from ..ops.elementwise import gelu as _gelu
 from ..ops.indexing import cat, where
 from ..ops.pooling import (
@@ -20,8 +29,10 @@ from ..ops.pooling import (
     adaptive_max_pool2d,
     avg_pool1d,
     avg_pool2d,
+    avg_pool3d,
     max_pool1d,
     max_pool2d,
+    max_pool3d,
     max_unpool1d,
     max_unpool2d,
 )
@@ -411,14 +422,14 @@ __all__ = [*DECLARED, "linear", "rms_norm", "layer_norm", "gelu", "logsigmoid", 
            "one_hot", "normalize", "pad", "rope_tables", "apply_rope",
            "scaled_dot_product_attention", "mse_loss", "l1_loss", "smooth_l1_loss",
            "huber_loss", "nll_loss", "cross_entropy", "binary_cross_entropy_with_logits",
-           "conv1d", "conv2d", "conv_transpose1d", "conv_transpose2d", "unfold", "fold",
-           "max_pool1d", "max_pool2d", "max_unpool1d", "max_unpool2d", "avg_pool1d",
-           "avg_pool2d", "adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_max_pool1d",
+           "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d",
+           "conv_transpose3d", "unfold", "fold", "max_pool1d", "max_pool2d", "max_pool3d",
+           "max_unpool1d", "max_unpool2d", "avg_pool1d", "avg_pool2d", "avg_pool3d",
+           "adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_max_pool1d",
            "adaptive_max_pool2d", "batch_norm", "group_norm", "instance_norm", "dropout2d",
            "interpolate"]
 
 _MISSING = {
-    "conv3d": "conv2d over each depth slice; there is no 3-D convolution",
     "binary_cross_entropy": "binary_cross_entropy_with_logits (pass the logits)",
     "kl_div": "cross_entropy with class-probability targets",
     "elu": "gelu or silu",

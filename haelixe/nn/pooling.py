@@ -35,6 +35,10 @@ class MaxPool2d(_MaxPoolNd):
     function = staticmethod(P.max_pool2d)
 
 
+class MaxPool3d(_MaxPoolNd):
+    function = staticmethod(P.max_pool3d)
+
+
 class _MaxUnpoolNd(Module):
     function = None
 
@@ -85,6 +89,8 @@ class AvgPool1d(Module):
 
 
 class AvgPool2d(AvgPool1d):
+    function = staticmethod(P.avg_pool2d)
+
     def __init__(self, kernel_size, stride=None, padding=0, ceil_mode=False,
                  count_include_pad=True, divisor_override=None):
         super().__init__(kernel_size, stride, padding, ceil_mode, count_include_pad)
@@ -95,8 +101,12 @@ class AvgPool2d(AvgPool1d):
         return value
 
     def forward(self, input):
-        return P.avg_pool2d(input, self.kernel_size, self.stride, self.padding,
+        return type(self).function(input, self.kernel_size, self.stride, self.padding,
                             self.ceil_mode, self.count_include_pad, self.divisor_override)
+
+
+class AvgPool3d(AvgPool2d):
+    function = staticmethod(P.avg_pool3d)
 
 
 class _AdaptivePool(Module):

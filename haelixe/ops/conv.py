@@ -95,14 +95,16 @@ def _check_operands(op, x, weight, bias, ints=()):
                             f"use hx.autocast or cast the input with .to(dtype)")
 
 
+_SPATIAL_NAMES = {1: "L", 2: "H, W", 3: "D, H, W"}
+
+
 def _batched(op, x, d):
     """x with its batch dim, and whether one was added (an unbatched (C, *spatial) input)."""
     if x.ndim == d + 1:
         return x.unsqueeze(0), True
     if x.ndim != d + 2:
         raise ValueError(f"{op}: expected a {d + 1}-D (unbatched) or {d + 2}-D (batched) "
-                         f"input of shape (N, C, {', '.join('LHW'[3 - d:] if d < 3 else 'DHW')})"
-                         f", got shape {x.shape}")
+                         f"input of shape (N, C, {_SPATIAL_NAMES[d]}), got shape {x.shape}")
     return x, False
 
 
@@ -218,6 +220,12 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     return conv("conv2d", 2, input, weight, bias, stride, padding, dilation, groups)
 
 
+def conv3d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    """3-D convolution over (N, C, D, H, W) or (C, D, H, W), PyTorch's signature: the
+    same windows view and product as conv2d, over three windowed dims."""
+    return conv("conv3d", 3, input, weight, bias, stride, padding, dilation, groups)
+
+
 def conv_transpose1d(input, weight, bias=None, stride=1, padding=0, output_padding=0,
                      groups=1, dilation=1):
     return conv_transpose("conv_transpose1d", 1, input, weight, bias, stride, padding,
@@ -228,6 +236,13 @@ def conv_transpose2d(input, weight, bias=None, stride=1, padding=0, output_paddi
                      groups=1, dilation=1):
     """The adjoint of conv2d (its gradient for the input), PyTorch's signature."""
     return conv_transpose("conv_transpose2d", 2, input, weight, bias, stride, padding,
+                          output_padding, groups, dilation)
+
+
+def conv_transpose3d(input, weight, bias=None, stride=1, padding=0, output_padding=0,
+                     groups=1, dilation=1):
+    """The adjoint of conv3d, PyTorch's signature."""
+    return conv_transpose("conv_transpose3d", 3, input, weight, bias, stride, padding,
                           output_padding, groups, dilation)
 
 
@@ -283,6 +298,6 @@ def fold(input, output_size, kernel_size, dilation=1, padding=0, stride=1):
     return y.squeeze(0) if unbatched else y
 
 
-for _fn in (conv1d, conv2d, conv_transpose1d, conv_transpose2d):
+for _fn in (conv1d, conv2d, conv3d, conv_transpose1d, conv_transpose2d, conv_transpose3d):
     declare(_fn.__name__, arity=3, dtypes="float")
     function(_fn)

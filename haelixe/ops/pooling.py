@@ -285,6 +285,13 @@ def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode
                     ceil_mode, return_indices)
 
 
+def max_pool3d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
+               return_indices=False):
+    """max_pool2d over three windowed dims; indices into the flattened (D*H*W) input."""
+    return max_pool("max_pool3d", 3, input, kernel_size, stride, padding, dilation,
+                    ceil_mode, return_indices)
+
+
 def max_unpool1d(input, indices, kernel_size, stride=None, padding=0, output_size=None):
     return max_unpool("max_unpool1d", 1, input, indices, kernel_size, stride, padding,
                       output_size)
@@ -304,6 +311,12 @@ def avg_pool1d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
 def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
                count_include_pad=True, divisor_override=None):
     return avg_pool("avg_pool2d", 2, input, kernel_size, stride, padding, ceil_mode,
+                    count_include_pad, divisor_override)
+
+
+def avg_pool3d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
+               count_include_pad=True, divisor_override=None):
+    return avg_pool("avg_pool3d", 3, input, kernel_size, stride, padding, ceil_mode,
                     count_include_pad, divisor_override)
 
 
