@@ -173,6 +173,15 @@ class MemoryEvent(NamedTuple):
     reserved_bytes: int
 
 
+_ADOPTED = -1  # the bin of a block whose memory another allocator gave (Allocator.adopt)
+
+
+class _AdoptedMemory:
+    """The handle of an adopted block: nothing to free, one identity per block."""
+
+    __slots__ = ()
+
+
 def _falling_id(handle) -> int:
     return -id(handle)
 
@@ -405,7 +414,9 @@ class Allocator:
         self._free: dict[int, list] = {}
         self._bins: dict[int, list] = {}  # bin -> [in_use, cached, requested, allocated]
         self._by_tag = dict.fromkeys(TAGS, 0)
-        self.on_allocate = None  # told of each new Block while memory history is recorded
+        # while memory history is recorded: on_allocate(block, allocated_bytes) for each
+        # new Block, on_free(handle, tag, allocated_bytes) for each freed one; else None
+        self.on_allocate = self.on_free = None
         self._allocated = self._requested = self._reserved = 0
         self._active = self._cached = 0
         self._captured = self._captured_blocks = 0  # free slabs that pools keep for themselves
@@ -518,7 +529,7 @@ class Allocator:
                 self._emit(kind, size, n, b, tag)
             block = Block(self, handle, size, n, b, tag)
             if self.on_allocate is not None:
-                self.on_allocate(block)
+                self.on_allocate(block, self._allocated)
             return block
         finally:
             self._exit(prev)
@@ -562,7 +573,49 @@ class Allocator:
             f"references to tensors you no longer need (then call empty_cache()), or raise "
             f"the cap (allocator.cap_bytes).")
 
+    def adopt(self, nbytes: int, tag: str | None = None) -> Block:
+        """Count ``nbytes`` of memory another allocator gave (numpy's, for a CPU tensor
+        while memory history is recorded) as allocated and reserved, until the returned
+        Block dies; no slab is made or cached, and no bin counts it."""
+        n = _check_nbytes(nbytes)
+        tag = current_tag() if tag is None else _check_tag(tag)
+        prev = self._enter()
+        try:
+            self._active += 1
+            self._num_allocs += 1
+            self._allocated += n
+            self._requested += n
+            self._reserved += n
+            self._by_tag[tag] += n
+            if self._allocated > self._peak_allocated:
+                self._peak_allocated = self._allocated
+            if self._reserved > self._peak_reserved:
+                self._peak_reserved = self._reserved
+            if self._emitting:
+                self._emit("alloc", n, n, _ADOPTED, tag)
+            block = Block(self, _AdoptedMemory(), n, n, _ADOPTED, tag)
+            if self.on_allocate is not None:
+                self.on_allocate(block, self._allocated)
+            return block
+        finally:
+            self._exit(prev)
+
     def _put_back(self, handle, size, requested, b, tag) -> None:
+        if b == _ADOPTED:
+            self._reserved -= size
+        else:
+            self._return_slab(handle, size, requested, b)
+        self._active -= 1
+        self._num_frees += 1
+        self._allocated -= size
+        self._requested -= requested
+        self._by_tag[tag] -= size
+        if self._emitting:
+            self._emit("free", size, requested, b, tag)
+        if self.on_free is not None:
+            self.on_free(handle, tag, self._allocated)
+
+    def _return_slab(self, handle, size, requested, b) -> None:
         st = self._bins[b]
         pools = self._pools_of.get(id(handle)) if self._pools_of else None
         if not pools:
@@ -578,13 +631,6 @@ class Allocator:
         st[0] -= 1
         st[2] -= requested
         st[3] -= size
-        self._active -= 1
-        self._num_frees += 1
-        self._allocated -= size
-        self._requested -= requested
-        self._by_tag[tag] -= size
-        if self._emitting:
-            self._emit("free", size, requested, b, tag)
 
     def _cache(self, b: int, handle) -> None:
         """Keep a free slab in its bin's list, in the order ``reuse`` hands slabs out."""
@@ -839,13 +885,22 @@ def memory_stats(device="cpu") -> dict:
     """``get_allocator(device).stats()``, and whether tensors of the device allocate
     through it (``tensors_use_allocator``). On the CPU they do not: each CPU tensor owns
     numpy memory (a Python-level pool on every op costs more than it saves), so the CPU
-    counters cover only memory taken with ``get_allocator("cpu").allocate(...)``."""
-    stats = get_allocator(device).stats()
+    counters cover memory taken with ``get_allocator("cpu").allocate(...)`` and, while
+    ``hx.record_memory_history(device="cpu")`` runs, the tensors made meanwhile
+    (``tensors_counted``)."""
+    alloc = get_allocator(device)
+    stats = alloc.stats()
     on_cpu = _device_type(device) == "cpu"
     stats["tensors_use_allocator"] = not on_cpu
     if on_cpu:
-        stats["note"] = ("CPU tensors are allocated by numpy, not by this allocator; these "
-                         "counters cover only get_allocator('cpu').allocate(...)")
+        counted = alloc.on_allocate is not None  # hx.record_memory_history adopts them
+        stats["tensors_counted"] = counted
+        stats["note"] = ("CPU tensors are allocated by numpy, not by this allocator; "
+                         + ("while memory history is recorded on the CPU, each tensor "
+                            "made since counts here until its memory goes" if counted else
+                            "these counters cover only get_allocator('cpu').allocate(...) "
+                            "(and, while hx.record_memory_history(device='cpu') runs, the "
+                            "tensors made meanwhile)"))
     return stats
 
 

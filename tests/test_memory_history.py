@@ -1,4 +1,6 @@
-"""hx.memory_snapshot(): live GPU blocks with their category and the user's source line."""
+"""hx.memory_snapshot(): the live blocks of a known step with their category, op and the
+user's source line, and the step's timeline whose peak is memory_stats' peak, on the
+CPU (tensors adopted while recorded) and on the GPU (the slab allocator)."""
 
 import sys
 
@@ -8,38 +10,116 @@ import haelixe as hx
 import haelixe.nn as nn
 import haelixe.nn.functional as F
 
+B, S, E, H = 2, 8, 16, 2
+
+
+class Block(nn.Module):
+    """Self-attention and a linear head: what a denoiser's layer keeps, in small."""
+
+    def __init__(self):
+        super().__init__()
+        self.qkv = nn.Linear(E, 3 * E)
+        self.out = nn.Linear(E, E)
+
+    def forward(self, x):
+        q, k, v = self.qkv(x).view(B, S, 3, H, E // H).permute(2, 0, 3, 1, 4).unbind(0)
+        a, self.line = F.scaled_dot_product_attention(q, k, v), sys._getframe().f_lineno
+        return self.out(a.transpose(1, 2).reshape(B, S, E))
+
 
 @pytest.fixture
-def history(be):
-    hx.record_memory_history(device="gpu")
-    yield
-    hx.record_memory_history(False, device="gpu")
-
-
-@pytest.mark.gpu
-def test_snapshot_names_each_block_of_an_adamw_step_by_category_and_line(history):
+def recorded(device):
+    if device == "gpu":
+        pytest.importorskip("wgpu")
     hx.manual_seed(0)
-    x, y = hx.randn(16, 64).to("gpu"), hx.randn(16, 32).to("gpu")
-    model = nn.Linear(64, 32).to("gpu")
-    opt = hx.optim.AdamW(model.parameters())
+    model = Block().to(device)
+    opt = hx.optim.AdamW(model.parameters(), lr=1e-3)
+    x, y = hx.randn(B, S, E).to(device), hx.randn(B, S, E).to(device)
+    hx.record_memory_history(device=device)
+    try:
+        yield device, model, opt, x, y
+    finally:
+        hx.record_memory_history(False, device=device)
+    assert hx.memory.get_allocator(device).on_allocate is None
+
+
+def _step(model, opt, x, y):
+    opt.zero_grad(set_to_none=False)
     F.mse_loss(model(x), y).backward()
     opt.step()
-    activation, line = model(x), sys._getframe().f_lineno  # the last block's line
-    snap = hx.memory_snapshot("gpu")
-    blocks = snap["blocks"]
-    sizes = {}
-    for b in blocks:
-        sizes.setdefault(b["category"], []).append(b["requested_size"])
-    n_params = 64 * 32 + 32
-    assert sum(sizes["parameter"]) >= 4 * n_params
-    assert sum(sizes["gradient"]) >= 4 * n_params
-    assert sum(sizes["optimizer_state"]) >= 2 * 4 * n_params  # exp_avg and exp_avg_sq
-    last = blocks[-1]
-    assert last["category"] == "activation" and last["requested_size"] == 16 * 32 * 4
-    assert last["frames"][0]["filename"] == __file__
-    assert last["frames"][0]["line"] == line and activation.shape == (16, 32)
-    assert all(not f["filename"].startswith(hx.__path__[0]) for b in blocks
-               for f in b["frames"])
+
+
+def test_a_step_s_blocks_have_their_category_op_and_line(recorded):
+    device, model, opt, x, y = recorded
+    n_params = sum(p.numel() for p in model.parameters())
+    with hx.no_grad():
+        scratch, scratch_line = x * 2, sys._getframe().f_lineno  # held, saved by nothing
+    opt = hx.optim.AdamW(model.parameters())  # flat buffers and state made while recorded
+    _step(model, opt, x, y)
+    out, line = model(x), sys._getframe().f_lineno  # forward: what backward will need
+    snap = hx.memory_snapshot(device)
+    by = {}
+    for b in snap["blocks"]:
+        by.setdefault(b["category"], []).append(b)
+        assert not b["frames"][0]["filename"].startswith(hx.__path__[0])
+    assert sum(b["requested_size"] for b in by["parameter"]) >= 4 * n_params
+    assert sum(b["requested_size"] for b in by["gradient"]) >= 4 * n_params
+    assert sum(b["requested_size"] for b in by["optimizer_state"]) >= 2 * 4 * n_params
+    saved_by_attention = [b for b in by["activation"] if b["op"] == "Attention"]
+    assert saved_by_attention, [(b["op"], b["size"]) for b in by["activation"]]
+    lines = {(__file__, model.line - 1), (__file__, model.line)}  # q, k, v; its own
+    for b in saved_by_attention:  # the line inside the model, then the caller's
+        assert {(f["filename"], f["line"]) for f in b["frames"][:2]} in \
+            [{at, (__file__, line)} for at in lines]
+    assert any(b["frames"][0]["line"] == model.line for b in saved_by_attention)
+    assert {n for b in by["activation"] for n in b["saved_by"]} >= {"Attention", "Linear"}
+    temps = [b for b in by["temporary"] if b["requested_size"] == x.numel() * 4]
+    assert any(b["frames"][0]["line"] == scratch_line for b in temps)
+    assert all(b["op"] is None for b in by["temporary"])
+    del out, scratch
+
+
+def test_the_timeline_s_peak_is_memory_stats_peak(recorded):
+    device, model, opt, x, y = recorded
+    _step(model, opt, x, y)  # warm: the GPU's slabs cached, gradients in place
+    hx.reset_peak_stats(device)
+    before = hx.memory_stats(device)["allocated_bytes"]
+    _step(model, opt, x, y)
+    snap = hx.memory_snapshot(device)
+    stats = hx.memory_stats(device)
+    peak = snap["peak"]
+    assert peak["allocated_bytes"] == stats["peak_allocated_bytes"] > before
+    assert snap["trace"][peak["event"]]["action"] == "alloc"
+    running = snap["start_allocated_bytes"]
+    for ev in snap["trace"]:  # each event's total is the one before plus or minus it
+        size = snap["timeline_blocks"][ev["block"]]["size"]
+        running += size if ev["action"] == "alloc" else -size
+        assert ev["allocated_bytes"] == running
+    held = sum(snap["timeline_blocks"][b]["size"] for b in peak["blocks"])
+    assert held + peak["before_recording_bytes"] == peak["allocated_bytes"]
+    assert sum(peak["by_category"].values()) == held
+    # the step's activations were freed by its backward, each named as one
+    assert "activation" in {b["category"] for b in snap["timeline_blocks"]}
+    assert stats["allocated_bytes"] == snap["trace"][-1]["allocated_bytes"]
+
+
+def test_cpu_tensors_are_counted_only_while_recorded():
+    stats = hx.memory_stats("cpu")
+    assert stats["tensors_counted"] is False
+    start = stats["allocated_bytes"]
+    hx.record_memory_history(device="cpu")
+    try:
+        t = hx.ones(1000)
+        assert hx.memory_stats("cpu")["tensors_counted"] is True
+        assert any(b["requested_size"] == 4000 for b in hx.memory_snapshot("cpu")["blocks"])
+        assert hx.memory_stats("cpu")["allocated_bytes"] >= start + 4000
+        del t
+        assert not any(b["requested_size"] == 4000
+                       for b in hx.memory_snapshot("cpu")["blocks"])
+    finally:
+        hx.record_memory_history(False, device="cpu")
+    assert hx.memory_stats("cpu")["allocated_bytes"] == start
+    assert "_wrap" in hx.Tensor.__dict__ and hx.Tensor._wrap.__module__ == "haelixe.tensor"
 
 
 @pytest.mark.gpu
