@@ -562,6 +562,49 @@ def test_int64_without_shader_int64_is_narrowed_but_reported():
     assert res.returncode == 0 and "ok" in res.stdout, res.stderr[-2000:]
 
 
+def test_index_checks_read_int64_back_right_without_shader_int64():
+    """Without the feature the index checks of gather and cross_entropy read int64 words
+    back from the GPU: computed, offset and strided indices give their true values, so a
+    good index passes and a bad one is named."""
+    code = textwrap.dedent("""
+        import numpy as np
+        import haelixe as hx
+        from haelixe.errors import OpIndexError
+        from haelixe.nn import functional as F
+        from haelixe.backends.wgpu.backend import get_backend
+        assert not get_backend().context.int64_native
+        rng = np.random.default_rng(3)
+        raw = rng.integers(0, 11, 13)
+        raw[[2, 7]] = -100
+        t = hx.tensor(raw, device="gpu")
+        safe = hx.where(t == -100, 0, t)  # computed by a kernel, never uploaded
+        want = np.where(raw == -100, 0, raw)
+        for got, ref in ((safe, want), (safe[1:], want[1:]), (safe[3::2], want[3::2]),
+                         (safe.reshape(1, 13).T[5:, 0], want[5:])):
+            assert got.dtype is hx.int64 and got.cpu().tolist() == ref.tolist(), got
+        logits = rng.standard_normal((13, 11)).astype(np.float32)
+        x = hx.tensor(logits, device="gpu")
+        picked = x.gather(1, safe[:, None]).cpu().numpy()[:, 0]
+        np.testing.assert_array_equal(picked, logits[np.arange(13), want])
+        loss = F.cross_entropy(x, t).item()
+        ref = F.cross_entropy(hx.tensor(logits), hx.tensor(raw)).item()
+        assert abs(loss - ref) < 1e-5, (loss, ref)
+        try:
+            x.gather(1, (safe + 11)[:, None])
+        except OpIndexError as err:
+            assert f"index {int(want[0]) + 11} is out of bounds" in str(err), err
+        else:
+            raise AssertionError("no OpIndexError")
+        print("ok")
+    """)
+    env = dict(os.environ, HAELIXE_GPU_DISABLE="shader-int64")
+    res = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                         text=True, timeout=120)
+    if "GpuUnavailableError" in res.stderr:
+        pytest.skip("no wgpu adapter")
+    assert res.returncode == 0 and "ok" in res.stdout, res.stderr[-2000:]
+
+
 # -- GradScaler's kernel ---------------------------------------------------------------------
 def test_unscale_and_check_kernel(be):
     g = up(be, np.array([2.0, -4.0, 6.0], np.float32))

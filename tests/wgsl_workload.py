@@ -91,7 +91,8 @@ def gpu_variants(be) -> None:
     for 64- and 128-wide heads, the flash backward at long sequences), made without
     running them: every dispatch only records its kernel (and naga compiles the module),
     and the adapter is taken for a hardware one, whose plans lavapipe would compile for
-    minutes."""
+    minutes. Since no kernel runs, a read-back (an index check reads its index back)
+    reads zeros, not whatever an unwritten buffer held before."""
     import haelixe as hx
     from haelixe import nn
     from haelixe.nn import functional as F
@@ -99,6 +100,7 @@ def gpu_variants(be) -> None:
     specs, dispatcher, info = [], be.dispatcher, be.context.info
     real_dispatch, software = dispatcher.dispatch, info["software"]
     dispatcher.dispatch = lambda spec, buffers, meta, grid: specs.append(spec)
+    dispatcher.download = lambda buffer, byte_offset, nbytes: memoryview(bytes(nbytes))
     info["software"] = False
     try:
         def g(*shape, dtype=None):
@@ -134,6 +136,7 @@ def gpu_variants(be) -> None:
             be.context.features = features
     finally:
         dispatcher.dispatch, info["software"] = real_dispatch, software
+        del dispatcher.download  # (the method again)
         dispatcher.flush()
     for spec in specs:
         dispatcher.pipeline_module(spec)

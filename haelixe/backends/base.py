@@ -508,6 +508,9 @@ class Backend:
         ``error(message.format(value=v))``. A device may check later, on the device, and
         raise at the next read-back from it. The default reads ``index`` back now."""
         values = self.to_numpy(index)
+        # min and max first: the usual case, every value in range, needs no mask
+        if not values.size or (lo <= values.min() and values.max() < hi):
+            return
         bad = (values < lo) | (values >= hi)
         if ignore is not None:
             bad &= values != ignore

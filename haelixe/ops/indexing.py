@@ -8,6 +8,7 @@ import numpy as np
 
 from .. import layout
 from ..autograd.function import Function
+from ..backends.base import Backend
 from ..dtype import bool_, number_as, promote_types, result_type
 from ..errors import OpError, OpIndexError
 from ..tensor import Tensor
@@ -345,12 +346,11 @@ def _check_index(op, x, dim, index):
     n = x.shape[dim] if x.ndim else 1
     message = _out_of_bounds(op, dim, n, x.shape, "input")
     # 0 <= index < n: these ops do not count from the end (PyTorch refuses -1 too)
-    if index.numel() and index._be.checks_on_device():  # (no read-back now)
-        index._be.check_range(index._data, 0, n, None, OpIndexError, message)
-    elif index.numel():
-        lo, hi = int(index.min()), int(index.max())
-        if lo < 0 or hi >= n:
-            raise OpIndexError(message.format(value=hi if hi >= n else lo))
+    be = index._be
+    if be.checks_on_device():  # (no read-back now)
+        be.check_range(index._data, 0, n, None, OpIndexError, message)
+    else:  # the contract's default: the raw array read back and checked now, no op nodes
+        Backend.check_range(be, index._data, 0, n, None, OpIndexError, message)
 
 
 class Scatter(Function):
