@@ -25,6 +25,7 @@ from .atomic import AtomicFile
 from .autograd.engine import run_backward
 from .backends import loaded_backends, unwrap_methods, wrap_methods
 from .device import CPU
+from .optim.optimizer import Optimizer
 
 __all__ = ["KernelEvent", "Profile", "profile"]
 
@@ -33,17 +34,36 @@ _BACKWARD = run_backward.__code__
 _getframe = sys._getframe
 
 
-def _backward_node():
-    """The name of the node the backward pass is running on this thread, or None."""
+_STEP_CODES: set = set()  # the step() of each optimizer class, while a profile is active
+
+
+def _step_codes() -> set:
+    """The code of every optimizer class's own ``step`` (Haelixe's and a user's)."""
+    codes, todo = set(), [Optimizer]
+    while todo:
+        cls = todo.pop()
+        todo.extend(cls.__subclasses__())
+        fn = cls.__dict__.get("step")
+        code = getattr(fn, "__code__", None)
+        if code is not None:
+            codes.add(code)
+    return codes
+
+
+def _phase():
+    """(phase, node) of the kernel this thread runs: ("backward", the node whose backward
+    runs), ("optimizer", None) inside an optimizer's step, else ("forward", None)."""
     f = _getframe(2)
-    for _ in range(12):  # (the engine calls a node's backward a few frames up)
+    for _ in range(16):  # (the engine and step() call the kernels a few frames up)
         if f is None:
-            return None
-        if f.f_code is _BACKWARD:
-            node = f.f_locals.get("node")
-            return getattr(node, "name", None)
+            break
+        code = f.f_code
+        if code is _BACKWARD:
+            return "backward", getattr(f.f_locals.get("node"), "name", None)
+        if code in _STEP_CODES:
+            return "optimizer", None
         f = f.f_back
-    return None
+    return "forward", None
 
 
 @dataclass
@@ -63,6 +83,7 @@ class KernelEvent:
     parent: str | None = None  # a dispatch's op
     extra: dict = field(default_factory=dict)  # a dispatch's grid
     node: str | None = None  # the autograd node whose backward ran it (None: forward)
+    phase: str = "forward"  # "forward", "backward", "optimizer" (a step()), "replay"
 
 
 class _State:
@@ -116,13 +137,13 @@ def _profiled(device, name, fn):
         if prof is None or getattr(local, "depth", 0):
             return fn(*args, **kwargs)
         local.depth, local.op = 1, name
-        local.node = node = _backward_node()
+        local.phase, local.node = phase, node = _phase()
         t0 = _clock()
         try:
             out = fn(*args, **kwargs)
         finally:
             t1 = _clock()
-            local.depth, local.op, local.node = 0, None, None
+            local.depth, local.op, local.node, local.phase = 0, None, None, None
         raw_types = prof._raw_types
         inputs = _arrays(args, raw_types, [])
         if kwargs:
@@ -132,7 +153,7 @@ def _profiled(device, name, fn):
         # (kept raw: events are made when read)
         prof._raw.append((name, device, "op", [a.shape for a in inputs],
                           [a.dtype for a in inputs], t0 - prof._t0, t1 - t0, moved,
-                          threading.get_ident(), "host", None, None, node))
+                          threading.get_ident(), "host", None, None, node, phase))
         return out
 
     profiled.__name__ = name
@@ -154,7 +175,8 @@ def _profiled_dispatch(fn):
                           t0 - prof._t0, t1 - t0, 0, threading.get_ident(), "host",
                           getattr(state.local, "op", None),
                           {"grid": list(grid) if isinstance(grid, (tuple, list)) else grid},
-                          getattr(state.local, "node", None)))
+                          getattr(state.local, "node", None),
+                          getattr(state.local, "phase", None) or "forward"))
 
     return dispatch
 
@@ -173,7 +195,8 @@ def _profiled_replay(dispatcher, fn):
         # a captured step's dispatches, encoded and submitted at once (one event)
         prof._raw.append(("replay", "gpu", "replay", [], [], t0 - prof._t0, t1 - t0, 0,
                           threading.get_ident(), "host", getattr(state.local, "op", None),
-                          {"dispatches": dispatcher.counters["dispatches"] - before}, None))
+                          {"dispatches": dispatcher.counters["dispatches"] - before}, None,
+                          "replay"))
 
     return replay
 
@@ -188,6 +211,7 @@ class Profile:
         self._raw_types: frozenset = frozenset()
         self._t0 = 0
         self._saved: list = []  # (backend, saved names, dispatcher) to undo
+        self._gpu_clock_note = ""
 
     @property
     def events(self) -> list[KernelEvent]:
@@ -195,10 +219,10 @@ class Profile:
         raw, events = self._raw, self._events
         for r in raw[len(events):len(raw)]:
             (name, device, kind, shapes, dtypes, start, dur, moved, tid, clock, parent,
-             extra, node) = r
+             extra, node, phase) = r
             events.append(KernelEvent(name, device, kind, [tuple(s) for s in shapes],
                                       [str(d) for d in dtypes], start, dur, moved, tid,
-                                      clock, parent, extra or {}, node))
+                                      clock, parent, extra or {}, node, phase))
         return list(events)
 
     def __enter__(self):
@@ -216,6 +240,9 @@ class Profile:
             except BaseException:
                 self._unwrap()
                 raise
+            _STEP_CODES.clear()
+            _STEP_CODES.update(_step_codes())
+            self._gpu_clock_note = _gpu_clock_note(backends)
             self._t0 = _clock()
             _STATE.profile = self
         return self
@@ -280,9 +307,20 @@ class Profile:
                          f"{100 * ns / total:>5.1f}% {ns / 1e3 / n:>9.2f} "
                          f"{moved / 1e3:>9.1f}  {clock}")
         lines.append(f"{len(events)} events, {total / 1e3:.1f} us in all"
-                     + (" (GPU times are host encode times, not device times)"
+                     + (f" ({self._gpu_clock_note})"
                         if any(e.device == "gpu" for e in events) else ""))
+        by_phase = self.time_by_phase()
+        lines.append("by phase: " + ", ".join(
+            f"{p} {ns / 1e3:.1f} us ({100 * ns / total:.0f}%)" for p, ns in by_phase.items()))
         return "\n".join(lines)
+
+    def time_by_phase(self) -> dict:
+        """Total kernel time (ns) per phase: forward, backward, optimizer, replay."""
+        out: dict = {}
+        for e in self.events:
+            if e.kind != "replay" or e.phase == "replay":
+                out[e.phase] = out.get(e.phase, 0) + e.duration_ns
+        return out
 
     def chrome_trace(self) -> dict:
         """The events in the Chrome trace format (chrome://tracing, Perfetto)."""
@@ -294,7 +332,8 @@ class Profile:
                     "bytes": e.bytes_moved, "clock": e.clock}
             if e.parent is not None:
                 args["op"] = e.parent
-            args["node"] = e.node if e.node is not None else "forward"
+            args["node"] = e.node if e.node is not None else e.phase
+            args["phase"] = e.phase
             args.update(e.extra)
             events.append({"name": e.name, "cat": f"{e.device}.{e.kind}", "ph": "X",
                            "ts": e.start_ns / 1e3, "dur": e.duration_ns / 1e3,
@@ -310,6 +349,20 @@ class Profile:
 
 
 _START = threading.Lock()
+
+
+def _gpu_clock_note(backends) -> str:
+    """Why a GPU event's time is the host's: what the table says beside GPU times."""
+    for device, backend in backends:
+        if device is not CPU:
+            info = getattr(backend, "info", {}) or {}
+            if "timestamp-query" not in info.get("features", ()):
+                return (f"GPU times are host encode times, not device times: the adapter "
+                        f"({info.get('name', 'this GPU')}) has no 'timestamp-query' "
+                        f"feature")
+            return ("GPU times are host encode times, not device times: device "
+                    "timestamps are not read")
+    return "GPU times are host encode times, not device times"
 
 
 def profile() -> Profile:

@@ -62,12 +62,46 @@ def test_backward_kernels_name_the_autograd_node_that_ran_them():
     assert {e.node for e in prof.events if e.name == "copy"} == {"AccumulateGrad"}
 
 
+def test_each_kernel_has_its_phase_forward_backward_or_optimizer():
+    step, x, y = _linear_step()
+    model_params = [p for p in hx.nn.Linear(4, 3).parameters()]
+    opt = hx.optim.AdamW(model_params)
+    for p in model_params:
+        p.grad = hx.ones_like(p)
+    with hx.profile() as prof:
+        step(x, y)
+        opt.step()
+    phase_of = {e.name: e.phase for e in prof.events}
+    assert phase_of["linear"] == phase_of["mse_loss"] == "forward"
+    assert phase_of["linear_backward"] == phase_of["mse_loss_backward"] == "backward"
+    optimizer = [e for e in prof.events if e.phase == "optimizer"]
+    assert optimizer and all(e.node is None for e in optimizer)
+    assert {e.phase for e in prof.events} == {"forward", "backward", "optimizer"}
+    by_phase = prof.time_by_phase()
+    assert sum(by_phase.values()) == sum(e.duration_ns for e in prof.events)
+    assert prof.table().splitlines()[-1].startswith("by phase: forward")
+    args = {ev["name"]: ev["args"]["phase"] for ev in prof.chrome_trace()["traceEvents"]}
+    assert args["linear_backward"] == "backward" and args["linear"] == "forward"
+
+
+@pytest.mark.gpu
+def test_gpu_table_says_why_its_times_are_the_host_s(be):
+    step, x, y = _linear_step("gpu")
+    with hx.profile() as prof:
+        step(x, y)
+    footer = prof.table().splitlines()[-2]
+    assert "host encode times" in footer
+    if "timestamp-query" not in be.info["features"]:  # (lavapipe, SwiftShader)
+        assert "no 'timestamp-query' feature" in footer
+    assert {e.clock for e in prof.kernels("gpu")} == {"host"}
+
+
 def test_profile_table_is_sorted_by_total_time():
     step, x, y = _linear_step()
     with hx.profile() as prof:
         step(x, y)
     table = prof.table()
-    rows = table.splitlines()[2:-1]
+    rows = table.splitlines()[2:-2]  # (the last two: totals, and time by phase)
     totals = [float(r.split()[4]) for r in rows]
     assert totals == sorted(totals, reverse=True)
     assert "linear_backward" in table
