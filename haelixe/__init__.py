@@ -107,7 +107,8 @@ def __getattr__(name):
         return getattr(importlib.import_module(".torch_alias", __name__), name)
     if name in ("autocast",):
         return importlib.import_module(".amp", __name__).autocast
-    if name in ("memory_snapshot", "record_memory_history"):
+    if name in ("memory_snapshot", "record_memory_history", "save_memory_snapshot",
+                "load_memory_snapshot"):
         return getattr(importlib.import_module(".memory_history", __name__), name)
     if name == "profile":
         return importlib.import_module(".profiler", __name__).profile

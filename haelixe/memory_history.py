@@ -25,19 +25,24 @@ from __future__ import annotations
 
 import collections
 import gc
+import json
 import os
 import sys
 import threading
 import time
+import types
 import weakref
+from functools import partial
 
 import numpy as np
 
+from .atomic import AtomicFile
 from .autograd import function as _function
 from .memory import Block, get_allocator
 from .tensor import Tensor
 
-__all__ = ["memory_snapshot", "record_memory_history"]
+__all__ = ["memory_snapshot", "record_memory_history", "save_memory_snapshot",
+           "load_memory_snapshot"]
 
 _PACKAGE = os.path.dirname(os.path.abspath(__file__)) + os.sep
 _ROLE_TAGS = ("parameter", "gradient", "optimizer_state")
@@ -176,7 +181,7 @@ class _Recording:
     def __init__(self):
         self.histories: dict = {}  # device name -> _History
         self.cpu: _CpuTracker | None = None
-        self.saved_hooks: list = []  # (module dict, name, what it held)
+        self.saved_hooks: list = []  # what puts each hook back
 
     def start(self, alloc, max_entries) -> None:
         name = alloc.device_name
@@ -218,26 +223,33 @@ class _Recording:
             recording.note_saved(ctx)
             return out
 
-        self._hook(Tensor.__dict__, "_wrap", staticmethod(tracked_wrap), owner=Tensor)
+        self._swap(wrap, tracked_wrap)
+        self._swap(record, tracked_record)
+        before = Tensor.__dict__["_wrap"]
+        Tensor._wrap = staticmethod(tracked_wrap)
+        self.saved_hooks.append(lambda: setattr(Tensor, "_wrap", before))
+
+    def _swap(self, fn, replacement) -> None:
+        """Put ``replacement`` wherever Haelixe's modules hold ``fn``: their globals and
+        the closures that bound it when they were made (the ops' direct paths), so the
+        code that runs with history off is the code that was there."""
         for mod in list(sys.modules.values()):
             d = getattr(mod, "__dict__", None)
-            if getattr(mod, "__name__", "").startswith("haelixe") and d is not None \
-                    and d.get("record") is record:
-                self._hook(d, "record", tracked_record)
-
-    def _hook(self, d, name, value, owner=None) -> None:
-        self.saved_hooks.append((d, name, d[name], owner))
-        if owner is not None:
-            setattr(owner, name, value)
-        else:
-            d[name] = value
+            if d is not None and getattr(mod, "__name__", "").startswith("haelixe") \
+                    and d.get(fn.__name__) is fn:
+                d[fn.__name__] = replacement
+                self.saved_hooks.append(partial(d.__setitem__, fn.__name__, fn))
+        own = {id(c) for c in replacement.__closure__ or ()}  # (its own call of fn)
+        for ref in gc.get_referrers(fn):
+            if isinstance(ref, types.CellType) and ref.cell_contents is fn \
+                    and id(ref) not in own:
+                ref.cell_contents = replacement
+                # (partial, not a lambda: a lambda's cell would hold fn, and be swapped)
+                self.saved_hooks.append(partial(setattr, ref, "cell_contents", fn))
 
     def _uninstall(self) -> None:
-        for d, name, before, owner in reversed(self.saved_hooks):
-            if owner is not None:
-                setattr(owner, name, before)
-            else:
-                d[name] = before
+        for undo in reversed(self.saved_hooks):
+            undo()
         self.saved_hooks = []
 
     def note_saved(self, node) -> None:
@@ -393,3 +405,52 @@ def _timeline(history, trace, entries, categories) -> dict:
                      "time_ns": events[peak_at]["time_ns"] if peak_at >= 0 else 0,
                      "blocks": sorted(held), "by_category": by_category,
                      "before_recording_bytes": peak - recorded}}
+
+
+# -- the file format ----------------------------------------------------------------------
+
+SNAPSHOT_FORMAT = "haelixe-memory-snapshot"
+SNAPSHOT_VERSION = 1
+_SNAPSHOT_KEYS = ("device", "blocks", "timeline_blocks", "trace", "peak", "stats")
+
+
+def save_memory_snapshot(path, snapshot: dict | None = None, device="gpu") -> None:
+    """Write ``snapshot`` (default: :func:`memory_snapshot` of ``device`` now) to
+    ``path`` as JSON, atomically (a reader never sees half a file);
+    :func:`load_memory_snapshot` and ``hx.viz.MemorySnapshotView(path)`` read it."""
+    snap = memory_snapshot(device) if snapshot is None else snapshot
+    missing = [k for k in _SNAPSHOT_KEYS if k not in snap]
+    if missing:
+        raise ValueError(f"save_memory_snapshot: not a memory snapshot (no "
+                         f"{', '.join(missing)}); pass what hx.memory_snapshot() returned")
+    body = {"format": SNAPSHOT_FORMAT, "version": SNAPSHOT_VERSION, **snap}
+    with AtomicFile(path) as tmp, open(tmp.temp_path, "w", encoding="utf-8") as f:
+        json.dump(body, f)
+
+
+def load_memory_snapshot(path) -> dict:
+    """The snapshot :func:`save_memory_snapshot` wrote to ``path``, as
+    :func:`memory_snapshot` returned it."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            body = json.load(f)
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise ValueError(f"load_memory_snapshot: {os.fspath(path)!r} is not a memory "
+                         f"snapshot file (not JSON: {err}); write one with "
+                         f"hx.save_memory_snapshot(path)") from None
+    if not isinstance(body, dict) or body.get("format") != SNAPSHOT_FORMAT:
+        raise ValueError(f"load_memory_snapshot: {os.fspath(path)!r} is JSON but not a "
+                         f"memory snapshot (no format {SNAPSHOT_FORMAT!r}); write one with "
+                         f"hx.save_memory_snapshot(path)")
+    if body.get("version") != SNAPSHOT_VERSION:
+        raise ValueError(f"load_memory_snapshot: {os.fspath(path)!r} is version "
+                         f"{body.get('version')!r} of the format; this Haelixe reads "
+                         f"version {SNAPSHOT_VERSION}")
+    missing = [k for k in _SNAPSHOT_KEYS if k not in body]
+    if missing:
+        raise ValueError(f"load_memory_snapshot: {os.fspath(path)!r} lacks "
+                         f"{', '.join(missing)}: the file was cut short or edited")
+    del body["format"], body["version"]
+    stats = body["stats"]  # (JSON's object keys are strings: the bins are keyed by size)
+    stats["bins"] = {int(k): v for k, v in stats.get("bins", {}).items()}
+    return body

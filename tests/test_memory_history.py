@@ -103,23 +103,53 @@ def test_the_timeline_s_peak_is_memory_stats_peak(recorded):
     assert stats["allocated_bytes"] == snap["trace"][-1]["allocated_bytes"]
 
 
+def test_a_saved_snapshot_reopens_as_it_was(recorded, tmp_path):
+    device, model, opt, x, y = recorded
+    _step(model, opt, x, y)
+    snap = hx.memory_snapshot(device)
+    path = tmp_path / "step.json"
+    hx.save_memory_snapshot(path, snap)
+    assert [p.name for p in tmp_path.iterdir()] == ["step.json"]  # no temporary left
+    assert hx.load_memory_snapshot(path) == snap
+    hx.save_memory_snapshot(path, device=device)  # now, replacing the file
+    assert hx.load_memory_snapshot(path)["trace"][:len(snap["trace"])] == snap["trace"]
+    for body, why in ((b"\x89PNG", "not JSON"), (b"[1, 2]", "not a memory snapshot"),
+                      (b'{"format": "haelixe-memory-snapshot", "version": 9}', "version 9"),
+                      (b'{"format": "haelixe-memory-snapshot", "version": 1}', "lacks")):
+        path.write_bytes(body)
+        with pytest.raises(ValueError, match=why):
+            hx.load_memory_snapshot(path)
+    with pytest.raises(ValueError, match="not a memory snapshot"):
+        hx.save_memory_snapshot(path, {"blocks": []})
+
+
+def _bound_wrap():
+    """What the elementwise ops' direct path calls to make its output tensor."""
+    mul = hx.Tensor.__mul__
+    return dict(zip(mul.__code__.co_freevars, (c.cell_contents for c in mul.__closure__)))[
+        "wrap"]
+
+
 def test_cpu_tensors_are_counted_only_while_recorded():
     stats = hx.memory_stats("cpu")
     assert stats["tensors_counted"] is False
     start = stats["allocated_bytes"]
+    wrap = _bound_wrap()
+    x = hx.randn(1000)
     hx.record_memory_history(device="cpu")
     try:
-        t = hx.ones(1000)
         assert hx.memory_stats("cpu")["tensors_counted"] is True
-        assert any(b["requested_size"] == 4000 for b in hx.memory_snapshot("cpu")["blocks"])
-        assert hx.memory_stats("cpu")["allocated_bytes"] >= start + 4000
-        del t
-        assert not any(b["requested_size"] == 4000
-                       for b in hx.memory_snapshot("cpu")["blocks"])
+        made = [hx.ones(1000), x * x, x * 2.0, x.exp(), hx.stack([x, x])]  # each path
+        sizes = [b["requested_size"] for b in hx.memory_snapshot("cpu")["blocks"]]
+        assert sorted(sizes) == [4000, 4000, 4000, 4000, 8000]
+        assert hx.memory_stats("cpu")["allocated_bytes"] == start + 24000
+        del made[1:]
+        sizes = [b["requested_size"] for b in hx.memory_snapshot("cpu")["blocks"]]
+        assert sizes == [4000]
     finally:
         hx.record_memory_history(False, device="cpu")
     assert hx.memory_stats("cpu")["allocated_bytes"] == start
-    assert "_wrap" in hx.Tensor.__dict__ and hx.Tensor._wrap.__module__ == "haelixe.tensor"
+    assert hx.Tensor.__dict__["_wrap"].__func__ is wrap is _bound_wrap()  # all put back
 
 
 @pytest.mark.gpu
