@@ -197,6 +197,41 @@ fn remainder_i32(a: i32, b: i32) -> i32 {
     return select(bitcast<i32>(select(m, 0u - m, b < 0)), 0, b == 0);
 }
 
+// C's fmod (the remainder takes the dividend's sign), as numpy and PyTorch; an infinite
+// divisor leaves a finite dividend as it is.
+fn fmod_f32(a: f32, b: f32) -> f32 {
+    return select(a - b * trunc(a / b), a, abs(b) == pos_inf() && abs(a) != pos_inf());
+}
+fn fmod_i32(a: i32, b: i32) -> i32 {
+    let ub = max(abs_u32(b), 1u);
+    let r = abs_u32(a) % ub;
+    return select(bitcast<i32>(select(r, 0u - r, a < 0)), 0, b == 0);
+}
+
+// The inverse trigonometric functions with NaN outside their domains (WGSL leaves those
+// results indeterminate), asin and acos through atan2 (llvmpipe's asin is 4e-4 off at
+// 0.5), asinh without cancellation for negative inputs.
+fn asin_f32(x: f32) -> f32 {
+    return select(nan_f32(), atan2(x, sqrt((1.0 - x) * (1.0 + x))), abs(x) <= 1.0);
+}
+fn acos_f32(x: f32) -> f32 {
+    return select(nan_f32(), atan2(sqrt((1.0 - x) * (1.0 + x)), x), abs(x) <= 1.0);
+}
+fn acosh_f32(x: f32) -> f32 {
+    if (x > 1e18) { return log(x) + 0.6931471805599453; }
+    return select(nan_f32(), log(x + sqrt((x - 1.0) * (x + 1.0))), x >= 1.0);
+}
+fn asinh_f32(x: f32) -> f32 {
+    let a = abs(x);
+    if (a > 1e18) { return sign(x) * (log(a) + 0.6931471805599453); }
+    return sign(x) * log1p_f32(a + a * a / (1.0 + sqrt(1.0 + a * a)));
+}
+fn atanh_f32(x: f32) -> f32 {
+    let a = abs(x);
+    if (a == 1.0) { return sign(x) * pos_inf(); }
+    return select(nan_f32(), sign(x) * 0.5 * log1p_f32(2.0 * a / (1.0 - a)), a < 1.0);
+}
+
 // numpy's power: negative bases with integral exponents are defined.
 fn pow_f32(a: f32, b: f32) -> f32 {
     if (b == 0.0) { return 1.0; }

@@ -26,6 +26,7 @@ from .layers import (
     Softmax,
 )
 from .loss_layers import (
+    BCELoss,
     BCEWithLogitsLoss,
     CrossEntropyLoss,
     HuberLoss,
@@ -64,9 +65,7 @@ from .transformer import MLP, MultiHeadAttention, RoPE, TransformerBlock
 globals().update(_ACTIVATIONS)  # (nn.ReLU, nn.LeakyReLU...: made from the op registry)
 
 _MISSING = {
-    "BCELoss": "BCEWithLogitsLoss (pass the logits, not probabilities)",
     "KLDivLoss": "CrossEntropyLoss with class-probability targets",
-    "ELU": "GELU or SiLU",
 }
 
 

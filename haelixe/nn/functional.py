@@ -40,6 +40,7 @@ from ..ops.registry import OPS, functional_form
 from ..ops.resample import interpolate
 from ..tensor import Tensor
 from .losses import (
+    binary_cross_entropy,
     binary_cross_entropy_with_logits,
     cross_entropy,
     huber_loss,
@@ -421,7 +422,8 @@ __all__ = [*DECLARED, "linear", "rms_norm", "layer_norm", "gelu", "logsigmoid", 
            "log_softmax", "dropout", "embedding",
            "one_hot", "normalize", "pad", "rope_tables", "apply_rope",
            "scaled_dot_product_attention", "mse_loss", "l1_loss", "smooth_l1_loss",
-           "huber_loss", "nll_loss", "cross_entropy", "binary_cross_entropy_with_logits",
+           "huber_loss", "nll_loss", "cross_entropy", "binary_cross_entropy",
+           "binary_cross_entropy_with_logits",
            "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d",
            "conv_transpose3d", "unfold", "fold", "max_pool1d", "max_pool2d", "max_pool3d",
            "max_unpool1d", "max_unpool2d", "avg_pool1d", "avg_pool2d", "avg_pool3d",
@@ -430,9 +432,7 @@ __all__ = [*DECLARED, "linear", "rms_norm", "layer_norm", "gelu", "logsigmoid", 
            "interpolate"]
 
 _MISSING = {
-    "binary_cross_entropy": "binary_cross_entropy_with_logits (pass the logits)",
     "kl_div": "cross_entropy with class-probability targets",
-    "elu": "gelu or silu",
     "multi_head_attention_forward": "hx.nn.MultiHeadAttention or "
                                     "scaled_dot_product_attention",
 }

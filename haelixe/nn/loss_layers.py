@@ -74,6 +74,13 @@ class CrossEntropyLoss(_Loss):
                          label_smoothing=label_smoothing)
 
 
+class BCELoss(_Loss):
+    fn = losses.binary_cross_entropy
+
+    def __init__(self, weight=None, reduction: str = "mean"):
+        super().__init__(reduction, weight=weight)
+
+
 class BCEWithLogitsLoss(_Loss):
     fn = losses.binary_cross_entropy_with_logits
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from ..amp import cast_inputs
 from ..backends.base import Backend
+from ..errors import OpError
 from ..ops import fused
 from ..ops.indexing import where
 from ..tensor import Tensor
@@ -216,6 +217,32 @@ def _soft_cross_entropy(logp, target, weight, reduction, label_smoothing, batch)
     return total if reduction == "sum" else total / logp.shape[0]
 
 
+def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=None,
+                         reduction="mean"):
+    """-weight * [t * log(x) + (1 - t) * log(1 - x)] of probabilities x in [0, 1], each
+    log clamped at -100 as PyTorch does (a certain wrong answer costs 100, not inf).
+    binary_cross_entropy_with_logits takes the logits instead, and is stabler."""
+    op = "binary_cross_entropy"
+    if size_average is not None or reduce is not None:
+        raise TypeError(f"{op}: size_average and reduce are deprecated in PyTorch and not "
+                        f"taken here; pass reduction='mean', 'sum' or 'none'")
+    _same_shape(input, target, op)
+    _check_reduction(reduction, op)
+    if not input.dtype.is_floating_point:
+        raise TypeError(f"{op}: input must be a float tensor of probabilities, got "
+                        f"{input.dtype.name}")
+    x, target = cast_inputs("loss", input, target.to(input.dtype))
+    if x.numel() and bool(((x < 0) | (x > 1)).any()):
+        raise OpError(f"{op}: every element of input must be between 0 and 1 (input of "
+                      f"shape {tuple(x.shape)} has {x.min().item()} to {x.max().item()}); "
+                      f"apply sigmoid first, or pass the logits to "
+                      f"binary_cross_entropy_with_logits")
+    loss = (target - 1.0) * (-x).log1p().clamp(min=-100.0) \
+        - target * x.log().clamp(min=-100.0)
+    if weight is not None:
+        loss = loss * weight.to(x.dtype)
+    return _reduce(loss, reduction, op)
+
 def binary_cross_entropy_with_logits(input, target, weight=None, reduction="mean",
                                      pos_weight=None):
     """-[pos_weight * t * log sigmoid(x) + (1 - t) * log(1 - sigmoid(x))], in the form
@@ -236,4 +263,4 @@ def binary_cross_entropy_with_logits(input, target, weight=None, reduction="mean
 
 
 __all__ = ["mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "nll_loss",
-           "cross_entropy", "binary_cross_entropy_with_logits"]
+           "cross_entropy", "binary_cross_entropy", "binary_cross_entropy_with_logits"]

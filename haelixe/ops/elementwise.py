@@ -9,6 +9,7 @@ promote as in PyTorch, and a Python number never widens a tensor's dtype.
 
 from __future__ import annotations
 
+import inspect
 import math
 
 import numpy as np
@@ -17,7 +18,7 @@ from ..backends.base import Activation, Kernel
 from ..dtype import result_type
 from ..errors import OpError
 from ..tensor import Tensor
-from .registry import FUNCTIONS, elementwise, tensor_method
+from .registry import FUNCTIONS, declare, elementwise, tensor_method
 
 _SQRT_HALF = 1.0 / math.sqrt(2.0)
 _INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
@@ -25,6 +26,9 @@ _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 _TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
 #: 1/6 as PyTorch's hardsigmoid backward holds it (a float32 constant, in every dtype)
 _ONE_SIXTH_F32 = float(np.float32(1.0 / 6.0))
+#: SELU's constants (Klambauer et al.), as PyTorch writes them
+_SELU_ALPHA = 1.6732632423543772848170429916717
+_SELU_SCALE = 1.0507009873554804934193349852946
 
 
 def _sign_cpu(x):
@@ -78,6 +82,11 @@ elementwise("floor_divide", lambda m, a, b: m.floor_divide(a, b), cpu=np.floor_d
 elementwise("remainder", lambda m, a, b: m.remainder(a, b),
             grad=(lambda m, g: g, lambda m, g, a, b: -g * m.floor_divide(a, b)),
             cpu=np.remainder, bool_ok=False, dunders=("__mod__", "__rmod__"), wraps_ints=True)
+elementwise("fmod", lambda m, a, b: m.fmod(a, b),
+            grad=(lambda m, g: g, lambda m, g, a, b: -g * m.trunc(a / b)),
+            cpu=np.fmod, bool_ok=False,
+            doc="The remainder of input / other rounded toward zero (C's fmod: the sign "
+                "of input), elementwise; remainder's has the sign of other.")
 elementwise("maximum", lambda m, a, b: m.maximum(a, b),
             grad=(lambda m, g, a, b: m.where(a > b, g, m.where(a == b, g * 0.5, 0.0)),
                   lambda m, g, a, b: m.where(b > a, g, m.where(a == b, g * 0.5, 0.0))),
@@ -91,6 +100,38 @@ elementwise("logaddexp",
                                     m.maximum(a, b) + m.log1p(m.exp(-m.abs(a - b)))),
             grad=(lambda m, g, a, y: g * m.exp(a - y), lambda m, g, b, y: g * m.exp(b - y)),
             dtypes="float_only")
+# (PyTorch's two branches: exact at both ends, weight 0 gives input and 1 gives end)
+elementwise("lerp",
+            lambda m, a, b, w: m.where(m.abs(w) < 0.5, a + w * (b - a),
+                                       b - (b - a) * (1.0 - w)),
+            grad=(lambda m, g, w: g * (1.0 - w), lambda m, g, w: g * w,
+                  lambda m, g, a, b: g * (b - a)),
+            dtypes="float_only", names=("input", "end", "weight"),
+            doc="input + weight * (end - input), elementwise (broadcast); weight a tensor "
+                "or a number.")
+
+
+def _lerp_checked(front):
+    """``front`` (lerp) with PyTorch's checks: input and end floats of one dtype (a
+    Python-number weight would otherwise make an int lerp a float one)."""
+    def lerp(input, end, weight):  # noqa: A002 (PyTorch's names)
+        for t in (input, end) + ((weight,) if isinstance(weight, Tensor) else ()):
+            if isinstance(t, Tensor) and t.dtype is not input.dtype:
+                raise OpError(f"lerp: input, end and a weight tensor must have one dtype, "
+                              f"got {input.dtype.name} and {t.dtype.name}; convert with "
+                              f".to(input.dtype)")
+        if isinstance(input, Tensor) and not input.dtype.is_floating_point:
+            raise TypeError(f"lerp: not defined for {input.dtype.name} tensors (as in "
+                            f"PyTorch); convert with .float() first")
+        return front(input, end, weight)
+
+    lerp.__doc__, lerp.__signature__ = front.__doc__, inspect.signature(front)
+    return lerp
+
+
+Tensor.lerp = _lerp_checked(Tensor.lerp)
+Tensor.lerp_ = _lerp_checked(Tensor.lerp_)
+FUNCTIONS["lerp"] = _lerp_checked(FUNCTIONS["lerp"])
 
 # -- comparisons and logic (no gradient) -------------------------------------------------------
 for _name, _fn, _ufunc, _dunder in (
@@ -108,6 +149,36 @@ for _name, _fn, _ufunc, _dunders in (
     elementwise(_name, _fn, dtypes="integral", cpu=_ufunc, dunders=_dunders, wraps_ints=True)
 elementwise("bitwise_not", lambda m, x: ~x, dtypes="integral", cpu=np.invert,
             dunders=("__invert__",))
+
+
+@tensor_method(function=True)
+def isclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):  # noqa: A002
+    """isclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False) -> Tensor
+
+    Where |input - other| <= atol + rtol * |other| (equal infinities are close; NaNs
+    only with ``equal_nan``), as PyTorch: a bool tensor of the broadcast shape."""
+    a, b = input, other
+    if not isinstance(b, Tensor):
+        raise TypeError(f"isclose: other must be a Tensor, got {type(b).__name__}")
+    if a.dtype is not b.dtype:
+        raise OpError(f"isclose: input and other must have one dtype, got {a.dtype.name} "
+                      f"and {b.dtype.name}; convert one with .to(other.dtype)")
+    if rtol < 0 or atol < 0:
+        raise OpError(f"isclose: rtol and atol must be >= 0, got rtol={rtol}, atol={atol}")
+    close = a == b
+    if equal_nan and a.dtype.is_floating_point:
+        close = close | (a.isnan() & b.isnan())
+    if rtol == 0 and atol == 0:
+        return close
+    if a.dtype.kind == "bool":
+        a, b = a.float(), b.float()
+    error = (a - b).abs()
+    return close | (error.isfinite() & (error <= (b * rtol).abs() + atol))
+
+
+declare("isclose", arity=2, differentiable=False, dtypes="any")
+
+
 elementwise("logical_and", lambda m, a, b: (a != 0) & (b != 0), dtypes="compare",
             cpu=np.logical_and)
 elementwise("logical_or", lambda m, a, b: (a != 0) | (b != 0), dtypes="compare",
@@ -158,6 +229,21 @@ elementwise("cosh", lambda m, x: m.cosh(x), grad=lambda m, g, x: g * m.sinh(x),
             dtypes="float", cpu=np.cosh, doc="The hyperbolic cosine, elementwise.")
 elementwise("exp2", lambda m, x: m.exp2(x), grad=lambda m, g, y: g * y * math.log(2.0),
             dtypes="float", cpu=np.exp2, doc="2 ** input, elementwise.")
+elementwise("asin", lambda m, x: m.asin(x), grad=lambda m, g, x: g * m.rsqrt(1.0 - x * x),
+            dtypes="float", cpu=np.arcsin,
+            doc="The arcsine, elementwise (radians; NaN outside [-1, 1]).")
+elementwise("acos", lambda m, x: m.acos(x), grad=lambda m, g, x: -g * m.rsqrt(1.0 - x * x),
+            dtypes="float", cpu=np.arccos,
+            doc="The arccosine, elementwise (radians; NaN outside [-1, 1]).")
+elementwise("asinh", lambda m, x: m.asinh(x), grad=lambda m, g, x: g * m.rsqrt(x * x + 1.0),
+            dtypes="float", cpu=np.arcsinh, doc="The inverse hyperbolic sine, elementwise.")
+elementwise("acosh", lambda m, x: m.acosh(x),
+            grad=lambda m, g, x: g * m.rsqrt((x - 1.0) * (x + 1.0)), dtypes="float",
+            cpu=np.arccosh,
+            doc="The inverse hyperbolic cosine, elementwise (NaN below 1).")
+elementwise("atanh", lambda m, x: m.atanh(x), grad=lambda m, g, x: g / (1.0 - x * x),
+            dtypes="float", cpu=np.arctanh,
+            doc="The inverse hyperbolic tangent, elementwise (+-inf at +-1, NaN beyond).")
 elementwise("tanh", lambda m, x: m.tanh(x), grad=lambda m, g, y: g * (1.0 - y * y),
             dtypes="float", cpu=np.tanh, functional="plain", module="Tanh")
 elementwise("sigmoid", lambda m, x: m.sigmoid(x), grad=lambda m, g, y: g * y * (1.0 - y),
@@ -213,6 +299,20 @@ elementwise("leaky_relu", lambda m, x, negative_slope: m.where(x > 0, x, x * neg
             dtypes="float_only", params={"negative_slope": 0.01}, functional="inplace",
             module="LeakyReLU", doc="input where positive, negative_slope * input elsewhere.")
 
+elementwise("elu", lambda m, x, alpha: m.where(x > 0, x, alpha * m.expm1(x)),
+            grad=lambda m, g, x, alpha: m.where(x > 0, g, g * alpha * m.exp(x)),
+            dtypes="float_only", params={"alpha": 1.0}, functional="inplace", module="ELU",
+            doc="input where positive, alpha * (exp(input) - 1) elsewhere.")
+elementwise("celu", lambda m, x, alpha: m.where(x > 0, x, alpha * m.expm1(x / alpha)),
+            grad=lambda m, g, x, alpha: m.where(x > 0, g, g * m.exp(x / alpha)),
+            dtypes="float_only", params={"alpha": 1.0}, functional="inplace", module="CELU",
+            doc="input where positive, alpha * (exp(input / alpha) - 1) elsewhere (ELU "
+                "continuously differentiable at 0 for every alpha).")
+elementwise("selu", lambda m, x: _SELU_SCALE * m.where(x > 0, x, _SELU_ALPHA * m.expm1(x)),
+            grad=lambda m, g, x: m.where(x > 0, g * _SELU_SCALE,
+                                         g * (_SELU_SCALE * _SELU_ALPHA) * m.exp(x)),
+            dtypes="float_only", functional="inplace", module="SELU",
+            doc="scale * elu(input, alpha) with PyTorch's self-normalising constants.")
 
 def _gelu_tanh_slope(m, x):
     th = m.tanh(_SQRT_2_OVER_PI * (x + 0.044715 * x * x * x))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import numbers
 
 import numpy as np
@@ -473,6 +474,78 @@ def nonzero(input, *, as_tuple=False):
 
 declare("nonzero", differentiable=False, dtypes="any")
 
+
+@tensor_method(function=True)
+def masked_select(input, mask):  # noqa: A002 (PyTorch's names)
+    """masked_select(input, mask) -> Tensor
+
+    The elements of ``input`` where the bool ``mask`` is True, input and mask broadcast
+    together, in row-major order: a 1-D copy (its gradient adds back where it came
+    from)."""
+    if not isinstance(mask, Tensor) or mask.dtype is not bool_:
+        got = mask.dtype.name if isinstance(mask, Tensor) else type(mask).__name__
+        raise OpError(f"masked_select: mask must be a bool tensor, got {got}; compare "
+                      f"first (x > 0) or convert with .bool()")
+    try:
+        shape = layout.broadcast_shapes(input.shape, mask.shape)
+    except ValueError:
+        raise OpError(f"masked_select: mask of shape {mask.shape} does not broadcast "
+                      f"with input of shape {input.shape}") from None
+    return input.expand(shape)[mask.expand(shape)]
+
+
+def _repeat_counts(op, repeats, n, device):
+    """``repeats`` (a number, or a 0-d or 1-D int tensor) as n counts on the host."""
+    if isinstance(repeats, Tensor):
+        if repeats.dtype.is_floating_point or repeats.ndim > 1:
+            raise OpError(f"{op}: repeats must be an int number or a 0-D or 1-D int "
+                          f"tensor, got a {repeats.dtype.name} tensor of shape "
+                          f"{repeats.shape}")
+        counts = repeats.detach().cpu().numpy().astype(np.int64).reshape(-1)
+        if repeats.ndim == 0:
+            counts = np.full(n, counts[0], np.int64)
+        elif counts.shape[0] != n:
+            raise OpError(f"{op}: repeats has {counts.shape[0]} entries for a dim of size "
+                          f"{n}: give one count per element, or a single number")
+    elif isinstance(repeats, numbers.Integral) and not isinstance(repeats, bool):
+        counts = np.full(n, int(repeats), np.int64)
+    else:
+        raise TypeError(f"{op}: repeats must be an int or an int tensor, got "
+                        f"{type(repeats).__name__}")
+    if (counts < 0).any():
+        raise OpError(f"{op}: repeats must be non-negative, got {counts.min()}")
+    return counts
+
+
+@tensor_method(function=True)
+def repeat_interleave(input, repeats=None, dim=None, *, output_size=None):  # noqa: A002
+    """repeat_interleave(input, repeats, dim=None, *, output_size=None) -> Tensor
+
+    Each element (or slice along ``dim``) repeated ``repeats`` times in place, the
+    copies side by side (torch.repeat_interleave; ``repeats`` a number or one count per
+    element). Without ``dim`` the input is flattened first. Called with one int tensor
+    alone, it repeats each index that many times (PyTorch's second form)."""
+    if repeats is None:  # repeat_interleave(counts): the indices, repeated
+        counts = _repeat_counts("repeat_interleave", input, input.numel(), input.device)
+        return as_tensor_like(np.repeat(np.arange(counts.shape[0]), counts), input)
+    x = input.reshape(-1) if dim is None else input
+    d = 0 if dim is None else layout.normalize_dim(dim, x.ndim, "repeat_interleave")
+    if x.ndim == 0:
+        x = x.reshape(1)
+    counts = _repeat_counts("repeat_interleave", repeats, x.shape[d], x.device)
+    index = np.repeat(np.arange(x.shape[d], dtype=np.int64), counts)
+    if output_size is not None and output_size != index.shape[0]:
+        raise OpError(f"repeat_interleave: output_size={output_size}, but the repeats "
+                      f"make {index.shape[0]} entries")
+    return index_select(x, d, as_tensor_like(index, x))
+
+
+# the signature PyTorch publishes (its first form: repeats given)
+repeat_interleave.__signature__ = inspect.signature(repeat_interleave).replace(
+    parameters=[p.replace(default=inspect.Parameter.empty) if p.name == "repeats" else p
+                for p in inspect.signature(repeat_interleave).parameters.values()])
+declare("masked_select", dtypes="any")
+declare("repeat_interleave", dtypes="any")
 
 # -- cat / stack ---------------------------------------------------------------------------
 

@@ -1,5 +1,5 @@
 """Order and scans: sort, argsort, topk, unique, multinomial, cumsum, cumprod, cummax,
-logcumsumexp.
+cummin, logcumsumexp.
 
 Sorted values reach their gradient through gather (the indices say where each value came
 from); cumsum's gradient is the reverse cumsum of the incoming one.
@@ -162,6 +162,29 @@ class _CumProd(Function):
 
 
 CumMax = namedtuple("CumMax", ["values", "indices"])
+CumMin = namedtuple("CumMin", ["values", "indices"])
+
+
+def _running_extremum(x, dim, running, result, op):
+    """(values, indices) of a running maximum or minimum (``running``: np.maximum or
+    np.minimum) along ``dim``: each index the latest position of an equal value, a NaN,
+    once seen, staying the extremum, as PyTorch. The values are gathered from the input
+    at those indices, so their gradient flows back to them."""
+    d = layout.normalize_dim(dim, x.ndim, op)
+    if x.ndim == 0:
+        return result(x.clone(), Tensor._wrap(x._be.full((), 0, int64.np)).to(x.device))
+    host = x.detach().cpu().numpy()
+    extremum = running.accumulate(host, axis=d) if host.size else host
+    shape = [1] * host.ndim
+    shape[d] = host.shape[d]
+    positions = np.arange(host.shape[d]).reshape(shape)
+    hit = host == extremum
+    if host.dtype.kind == "f":
+        hit |= np.isnan(host)
+    indices = np.maximum.accumulate(np.where(hit, positions, 0), axis=d) if host.size \
+        else np.zeros(host.shape, np.int64)
+    index = Tensor._wrap(np.ascontiguousarray(indices, dtype=np.int64)).to(x.device)
+    return result(x.gather(d, index), index)
 
 
 @tensor_method(function=True)
@@ -169,24 +192,17 @@ def cummax(input, dim):  # noqa: A002 (PyTorch's name)
     """cummax(input, dim) -> (Tensor, LongTensor)
 
     The running maximum along ``dim`` and the index where each was reached (the latest
-    of equal values; a NaN, once seen, stays the maximum), as PyTorch. The values are
-    gathered from the input at those indices, so their gradient flows back to them."""
-    x = input
-    d = layout.normalize_dim(dim, x.ndim, "cummax")
-    if x.ndim == 0:
-        return CumMax(x.clone(), Tensor._wrap(x._be.full((), 0, int64.np)).to(x.device))
-    host = x.detach().cpu().numpy()
-    running = np.maximum.accumulate(host, axis=d) if host.size else host
-    shape = [1] * host.ndim
-    shape[d] = host.shape[d]
-    positions = np.arange(host.shape[d]).reshape(shape)
-    hit = host == running
-    if host.dtype.kind == "f":
-        hit |= np.isnan(host)
-    indices = np.maximum.accumulate(np.where(hit, positions, 0), axis=d) if host.size \
-        else np.zeros(host.shape, np.int64)
-    index = Tensor._wrap(np.ascontiguousarray(indices, dtype=np.int64)).to(x.device)
-    return CumMax(x.gather(d, index), index)
+    of equal values; a NaN, once seen, stays the maximum), as PyTorch."""
+    return _running_extremum(input, dim, np.maximum, CumMax, "cummax")
+
+
+@tensor_method(function=True)
+def cummin(input, dim):  # noqa: A002 (PyTorch's name)
+    """cummin(input, dim) -> (Tensor, LongTensor)
+
+    The running minimum along ``dim`` and the index where each was reached (the latest
+    of equal values; a NaN, once seen, stays the minimum), as PyTorch."""
+    return _running_extremum(input, dim, np.minimum, CumMin, "cummin")
 
 
 class _LogCumSumExp(Function):
@@ -270,7 +286,8 @@ def unique(x, sorted=True, return_inverse=False, return_counts=False, dim=None):
 
 
 for _name in ("sort", "argsort", "topk", "multinomial", "cumsum", "cumprod", "unique",
-              "cummax"):
-    declare(_name, differentiable=_name in ("sort", "topk", "cumsum", "cumprod", "cummax"),
+              "cummax", "cummin"):
+    declare(_name, differentiable=_name in ("sort", "topk", "cumsum", "cumprod", "cummax",
+                                            "cummin"),
             dtypes="any")
 declare("logcumsumexp", dtypes="float")

@@ -293,7 +293,9 @@ _SCALAR_MATH = {
     "floor": math.floor, "ceil": math.ceil, "trunc": math.trunc, "round": round,
     "where": lambda c, a, b: a if c else b, "maximum": max, "minimum": min,
     "pow": lambda a, b: a ** b, "floor_divide": lambda a, b: a // b,
-    "remainder": lambda a, b: a % b, "isnan": math.isnan,
+    "remainder": lambda a, b: a % b, "isnan": math.isnan, "fmod": math.fmod,
+    "asin": math.asin, "acos": math.acos, "asinh": math.asinh, "acosh": math.acosh,
+    "atanh": math.atanh,
 }
 
 

@@ -519,3 +519,87 @@ def roll(input, shifts, dims=None) -> Tensor:
 
 
 declare("roll", differentiable=True, dtypes="any")
+
+
+# -- unfold: the sliding windows along one dim, a view ---------------------------------------
+class UnfoldView(AsStrided):
+    """Windows of ``size`` every ``step`` along ``dim``, as a new last dim over the
+    input's storage. The gradient adds each window's gradient back where it was read
+    (index_add along ``dim``, so windows that overlap accumulate, on any input layout,
+    and it has a graph of its own)."""
+
+    label = "Unfold"
+
+    @staticmethod
+    def forward(ctx, x, shape, strides, offset, dim, step):
+        ctx.dim, ctx.step, ctx.in_shape = dim, step, x.shape
+        return AsStrided.forward(ctx, x, shape, strides, offset)
+
+    @staticmethod
+    def backward(ctx, g):
+        _check_history(ctx)
+        if not ctx.in_shape:  # a 0-d input: one window of its one element, or none
+            return g.sum(), None, None, None, None, None
+        d, count, size = ctx.dim, g.shape[ctx.dim], g.shape[-1]
+        windows = np.arange(count)[:, None] * ctx.step + np.arange(size)[None, :]
+        index = Tensor._wrap(g._be.from_numpy(windows.reshape(-1).astype(np.int64)))
+        # (..., count, ..., size) -> (..., count * size, ...): window-major, as the index
+        order = list(range(g.ndim - 1))
+        order.insert(d + 1, g.ndim - 1)
+        merged = g.permute(order).reshape(g.shape[:d] + (count * size,) + g.shape[d + 1:-1])
+        zeros = Tensor._wrap(g._be.full(ctx.in_shape, 0, g.dtype.np))
+        return zeros.index_add(d, index, merged), None, None, None, None, None
+
+
+@tensor_method()
+def unfold(self, dimension, size, step):
+    """unfold(dimension, size, step) -> Tensor
+
+    A view of the windows of ``size`` elements every ``step`` along ``dimension``: that
+    dim becomes the number of windows, (n - size) // step + 1, and a new last dim of
+    ``size`` holds each window, as PyTorch's Tensor.unfold (F.unfold is im2col)."""
+    x = self
+    shape, strides = (x.shape, x.strides) if x.ndim else ((1,), (1,))
+    d = layout.normalize_dim(dimension, len(shape), "unfold")
+    n = shape[d]
+    if size < 0 or size > n:
+        raise OpError(f"unfold: size {size} must be between 0 and the size of dimension "
+                      f"{dimension}, {n} (tensor of shape {x.shape})")
+    if step <= 0:
+        raise OpError(f"unfold: step must be positive, got {step}")
+    new_shape = shape[:d] + ((n - size) // step + 1,) + shape[d + 1:] + (size,)
+    new_strides = strides[:d] + (strides[d] * step,) + strides[d + 1:] + (strides[d],)
+    if not x.ndim:  # (PyTorch: a 0-d input gives its window alone, of shape (size,))
+        new_shape, new_strides = (size,), (0,)
+    return UnfoldView.apply(x, new_shape, new_strides, x.offset, d, step)
+
+
+declare("unfold", dtypes="any")
+
+
+# -- diag: a vector onto a matrix's diagonal, or a matrix's diagonal as a vector ------------
+@tensor_method(function=True)
+def diag(input, diagonal=0):  # noqa: A002 (PyTorch's names)
+    """diag(input, diagonal=0) -> Tensor
+
+    A 1-D input becomes the ``diagonal``-th diagonal of a square matrix of zeros (above
+    the main one for diagonal > 0, below for < 0); a 2-D input gives a copy of its
+    ``diagonal``-th diagonal, as torch.diag."""
+    x, k = input, diagonal
+    if x.ndim == 2:
+        return x.diagonal(k).clone()
+    if x.ndim != 1:
+        raise OpError(f"diag: input must be 1-D or 2-D, got shape {x.shape}; use "
+                      f"torch.diagonal or diag_embed for batches")
+    from .indexing import cat, where
+
+    n = x.shape[0] + abs(k)
+    pad = Tensor._wrap(x._be.full((abs(k),), 0, x.dtype.np))
+    # row r of the result is the padded vector, kept where column - r == k
+    row = cat([pad, x] if k >= 0 else [x, pad]) if k else x
+    mask = np.eye(n, k=k, dtype=bool)
+    zero = Tensor._wrap(x._be.full((), 0, x.dtype.np))
+    return where(Tensor._wrap(x._be.from_numpy(mask)), row.unsqueeze(0).expand(n, n), zero)
+
+
+declare("diag", dtypes="any")

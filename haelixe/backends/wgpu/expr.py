@@ -186,6 +186,8 @@ class WgslMath:
     sin, cos, tanh = _float_fn("sin"), _float_fn("cos"), _float_fn("tanh_f32")
     atan, tan = _float_fn("atan"), _float_fn("tan")
     sinh, cosh, exp2 = _float_fn("sinh"), _float_fn("cosh"), _float_fn("exp2")
+    asin, acos = _float_fn("asin_f32"), _float_fn("acos_f32")
+    asinh, acosh, atanh = _float_fn("asinh_f32"), _float_fn("acosh_f32"), _float_fn("atanh_f32")
     sigmoid, erf = _float_fn("sigmoid_f32"), _float_fn("erf_f32")
     floor, ceil, trunc = _float_fn("floor"), _float_fn("ceil"), _float_fn("trunc")
     round = _float_fn("round")  # WGSL rounds half to even, as numpy and PyTorch
@@ -226,6 +228,7 @@ class WgslMath:
 
     floor_divide = staticmethod(lambda a, b: _call2("floor_divide", a, b))
     remainder = staticmethod(lambda a, b: _call2("remainder", a, b))
+    fmod = staticmethod(lambda a, b: _call2("fmod", a, b))
 
 
 MATH = WgslMath()

@@ -228,6 +228,11 @@ fn remainder_i64(a: i64, b: i64) -> i64 {
     let m = select(r, ub - r, (a < 0li) != (b < 0li) && r != 0lu);
     return select(bitcast<i64>(select(m, 0lu - m, b < 0li)), 0li, b == 0li);
 }
+fn fmod_i64(a: i64, b: i64) -> i64 {
+    let ub = max(abs_u64(b), 1lu);
+    let r = abs_u64(a) % ub;
+    return select(bitcast<i64>(select(r, 0lu - r, a < 0li)), 0li, b == 0li);
+}
 fn ipow_i64(a: i64, b: i64) -> i64 {
     if (b < 0li) {
         if (a == 1li) { return 1li; }
