@@ -110,6 +110,18 @@ def test_gather_backward_accumulates_repeats():
     assert_close(x.grad, [[2.0, 0.0, 0.0], [0.0, 1.0, 1.0]])
 
 
+def test_gather_of_one_value_per_slice_puts_each_gradient_once():
+    # one index per row (argmax's, a loss's target), an index smaller than the input
+    # along another dim, and a repeated value: each picked cell gets its own gradient
+    x = randn(3, 4, 2)
+    index = hx.tensor([[[1, 0]], [[3, 3]]])  # (2, 1, 2): rows 0-1 of 3, along dim 1
+    weights = hx.tensor([[[1.0, 2.0]], [[3.0, 4.0]]], dtype=hx.float64)
+    (x.gather(1, index) * weights).sum().backward()
+    expected = np.zeros((3, 4, 2))
+    expected[0, 1, 0], expected[0, 0, 1], expected[1, 3, 0], expected[1, 3, 1] = 1, 2, 3, 4
+    assert_close(x.grad, expected)
+
+
 # -- the engine ----------------------------------------------------------------------------
 
 def test_long_chain_backward_has_no_recursion_limit():

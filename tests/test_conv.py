@@ -101,7 +101,8 @@ def test_conv_transpose2d_is_the_adjoint_of_conv2d():
     assert math.isclose(lhs, rhs, rel_tol=1e-10)
 
 
-@pytest.mark.parametrize("kw", [{}, {"padding": 1, "stride": 2}, {"dilation": (2, 1)}])
+@pytest.mark.parametrize("kw", [{}, {"padding": 1, "stride": 2}, {"dilation": (2, 1)},
+                                {"stride": (3, 4), "padding": (1, 0)}])  # (disjoint)
 def test_unfold_and_fold_match_pytorch(kw):
     against_torch(lambda x: F.unfold(x, (2, 3), **kw), lambda x: TF.unfold(x, (2, 3), **kw),
                   randn(2, 3, 6, 7), rtol=1e-12, atol=1e-12, what=f"unfold {kw}")

@@ -149,9 +149,14 @@ def conv(op, d, input, weight, bias=None, stride=1, padding=0, dilation=1, group
     win = windows(xp, kernel, stride, dilation, op)  # (N, C, *kernel, *out): a view
     out = win.shape[2 + d:]
     k = cg * math.prod(kernel)
-    cols = win.reshape(n, groups, k, math.prod(out))  # (im2col laid out for the product)
-    y = matmul(weight.reshape(groups, o // groups, k), cols)  # (N, G, O/G, positions)
-    y = y.reshape((n, o) + out)
+    # im2col with the batch inside the columns, (C, *kernel, N, *out) copied once: each
+    # group's product is then one GEMM over the whole batch, (O/G, k) @ (k, N*positions),
+    # and so are both of its gradients (the weight's: a product with these same columns)
+    batch_inside = (1, *range(2, 2 + d), 0, *range(2 + d, 2 + 2 * d))
+    cols = win.permute(batch_inside).reshape(groups, k, n * math.prod(out))
+    y = matmul(weight.reshape(groups, o // groups, k), cols)  # (G, O/G, N*positions)
+    # (O, N, *out) in memory, seen as (N, O, *out): the next layer reads it as it is
+    y = y.reshape((o, n) + out).permute((1, 0, *range(2, 2 + d)))
     if bias is not None:
         y = y + bias.reshape((o,) + (1,) * d)
     return y.squeeze(0) if unbatched else y

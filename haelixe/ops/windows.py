@@ -74,8 +74,8 @@ class Windows(Function):
 
 class SumWindows(Function):
     """col2im: windows (lead, *kernel, *out) added into zeros of ``shape``, each where
-    Windows would have read it; one strided add per kernel offset. 16-bit windows are
-    summed in float32 and rounded once."""
+    Windows would have read it; one strided add per kernel offset, or one copy where no
+    two windows share a cell. 16-bit windows are summed in float32 and rounded once."""
 
     small_state = True
 
@@ -86,10 +86,19 @@ class SumWindows(Function):
         lead = len(shape) - d
         out_size = cols.shape[lead + d:]
         be = cols._be
+        if all(dl * (k - 1) < s for k, s, dl in zip(kernel, stride, dilation)):
+            # windows that never share a cell (a pool's stride the kernel's size, a 1x1
+            # kernel): the windows view of the output holds each cell once, and the sum
+            # is one copy into it
+            out = _zeros_laid_out_as(cols, shape, lead, d)
+            be.copy_into(be.make_view(out._storage, *window_layout(
+                             out.shape, out.strides, kernel, stride, dilation)[:2],
+                             out.offset), cols._data)
+            return out
         dtype = cols.dtype.np
         if cols.dtype.itemsize < 4:
             cols = Tensor._wrap(be.cast(cols._data, np.float32))
-        out = Tensor._wrap(be.full(shape, 0, cols.dtype.np))
+        out = _zeros_laid_out_as(cols, shape, lead, d)
         every = (slice(None),) * lead
         for offsets in itertools.product(*(range(k) for k in kernel)):
             dst = every + tuple(slice(o * dl, o * dl + s * (n - 1) + 1, s) for o, dl, s, n
@@ -103,6 +112,22 @@ class SumWindows(Function):
     @staticmethod
     def backward(ctx, g):
         return Windows.apply(g, *ctx.geometry), None, None, None, None
+
+
+def _zeros_laid_out_as(cols, shape, lead, d):
+    """Zeros of ``shape`` whose memory order is that of the windows' matching dims (the
+    lead dims and the output positions): each strided add then runs along the same
+    inner dim in both, at any layout the windows come in."""
+    be = cols._be
+    matching = list(range(lead)) + list(range(lead + d, lead + 2 * d))
+    order = sorted(range(len(shape)), key=lambda i: -abs(cols.strides[matching[i]]))
+    if order == list(range(len(shape))):
+        return Tensor._wrap(be.full(shape, 0, cols.dtype.np))
+    laid = Tensor._wrap(be.full(tuple(shape[i] for i in order), 0, cols.dtype.np))
+    strides = [0] * len(shape)
+    for pos, i in enumerate(order):
+        strides[i] = laid.strides[pos]
+    return Tensor._wrap(be.make_view(laid._storage, tuple(shape), tuple(strides), 0))
 
 
 def sum_windows(cols, shape, kernel, stride, dilation, op="fold"):
