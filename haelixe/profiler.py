@@ -15,6 +15,7 @@ time (``clock="host"``), since the work runs later, at a submit.
 
 from __future__ import annotations
 
+import inspect
 import json
 import sys
 import threading
@@ -23,6 +24,7 @@ from dataclasses import dataclass, field
 
 from .atomic import AtomicFile
 from .autograd.engine import run_backward
+from .autograd.function import Function
 from .backends import loaded_backends, unwrap_methods, wrap_methods
 from .device import CPU
 from .optim.optimizer import Optimizer
@@ -31,6 +33,7 @@ __all__ = ["KernelEvent", "Profile", "profile"]
 
 _clock = time.perf_counter_ns
 _BACKWARD = run_backward.__code__
+_APPLY = Function.apply.__func__.__code__
 _getframe = sys._getframe
 
 
@@ -51,19 +54,23 @@ def _step_codes() -> set:
 
 
 def _phase():
-    """(phase, node) of the kernel this thread runs: ("backward", the node whose backward
-    runs), ("optimizer", None) inside an optimizer's step, else ("forward", None)."""
+    """(phase, node) of the kernel this thread runs now: ("backward", the node whose
+    backward runs), ("optimizer", None) inside an optimizer's step, else ("forward",
+    the node the running op makes, where Function.apply makes one, or None)."""
     f = _getframe(2)
+    made = None
     for _ in range(16):  # (the engine and step() call the kernels a few frames up)
         if f is None:
             break
         code = f.f_code
         if code is _BACKWARD:
-            return "backward", getattr(f.f_locals.get("node"), "name", None)
+            return "backward", f.f_locals.get("node")
         if code in _STEP_CODES:
             return "optimizer", None
+        if code is _APPLY and made is None:
+            made = f.f_locals.get("ctx")  # (unset on the no-grad path: no node)
         f = f.f_back
-    return "forward", None
+    return "forward", made
 
 
 @dataclass
@@ -84,6 +91,9 @@ class KernelEvent:
     extra: dict = field(default_factory=dict)  # a dispatch's grid
     node: str | None = None  # the autograd node whose backward ran it (None: forward)
     phase: str = "forward"  # "forward", "backward", "optimizer" (a step()), "replay"
+    node_id: int | None = None  # id() of its node: the one whose backward ran it, or in
+    # the forward the one its op made (as haelixe.autograd.graph's NodeInfo.id)
+    made: str | None = None  # in the forward: the name of the node its op made
 
 
 class _State:
@@ -137,13 +147,17 @@ def _profiled(device, name, fn):
         if prof is None or getattr(local, "depth", 0):
             return fn(*args, **kwargs)
         local.depth, local.op = 1, name
-        local.phase, local.node = phase, node = _phase()
+        phase, node = _phase()
+        node_id = None if node is None else id(node)
+        name_of = None if node is None else node.name
+        local.phase, local.node, local.node_id = phase, name_of, node_id
         t0 = _clock()
         try:
             out = fn(*args, **kwargs)
         finally:
             t1 = _clock()
-            local.depth, local.op, local.node, local.phase = 0, None, None, None
+            local.depth, local.op = 0, None
+            local.node = local.phase = local.node_id = None
         raw_types = prof._raw_types
         inputs = _arrays(args, raw_types, [])
         if kwargs:
@@ -153,7 +167,7 @@ def _profiled(device, name, fn):
         # (kept raw: events are made when read)
         prof._raw.append((name, device, "op", [a.shape for a in inputs],
                           [a.dtype for a in inputs], t0 - prof._t0, t1 - t0, moved,
-                          threading.get_ident(), "host", None, None, node, phase))
+                          threading.get_ident(), "host", None, None, node_id, phase, name_of))
         return out
 
     profiled.__name__ = name
@@ -171,12 +185,16 @@ def _profiled_dispatch(fn):
         if prof is None:
             return
         # (a buffer is an allocator block, larger than the array: bytes are the op's)
-        prof._raw.append((f"{spec.file}:{spec.entry}", "gpu", "dispatch", [], [],
-                          t0 - prof._t0, t1 - t0, 0, threading.get_ident(), "host",
-                          getattr(state.local, "op", None),
+        name = f"{spec.file}:{spec.entry}"
+        if name not in prof._specs:
+            prof._specs[name] = spec  # (its WGSL, made when asked for)
+        local = state.local
+        prof._raw.append((name, "gpu", "dispatch", [], [], t0 - prof._t0, t1 - t0, 0,
+                          threading.get_ident(), "host", getattr(local, "op", None),
                           {"grid": list(grid) if isinstance(grid, (tuple, list)) else grid},
-                          getattr(state.local, "node", None),
-                          getattr(state.local, "phase", None) or "forward"))
+                          getattr(local, "node_id", None),
+                          getattr(local, "phase", None) or "forward",
+                          getattr(local, "node", None)))
 
     return dispatch
 
@@ -196,7 +214,7 @@ def _profiled_replay(dispatcher, fn):
         prof._raw.append(("replay", "gpu", "replay", [], [], t0 - prof._t0, t1 - t0, 0,
                           threading.get_ident(), "host", getattr(state.local, "op", None),
                           {"dispatches": dispatcher.counters["dispatches"] - before}, None,
-                          "replay"))
+                          "replay", None))
 
     return replay
 
@@ -212,6 +230,8 @@ class Profile:
         self._t0 = 0
         self._saved: list = []  # (backend, saved names, dispatcher) to undo
         self._gpu_clock_note = ""
+        self._specs: dict = {}  # a GPU dispatch's "file:entry" -> its KernelSpec
+        self._kernel_types: dict = {}  # "cpu"/"gpu" -> the backend's class
 
     @property
     def events(self) -> list[KernelEvent]:
@@ -219,10 +239,13 @@ class Profile:
         raw, events = self._raw, self._events
         for r in raw[len(events):len(raw)]:
             (name, device, kind, shapes, dtypes, start, dur, moved, tid, clock, parent,
-             extra, node, phase) = r
+             extra, node_id, phase, node_name) = r
+            backward = phase == "backward"
             events.append(KernelEvent(name, device, kind, [tuple(s) for s in shapes],
                                       [str(d) for d in dtypes], start, dur, moved, tid,
-                                      clock, parent, extra or {}, node, phase))
+                                      clock, parent, extra or {},
+                                      node_name if backward else None, phase, node_id,
+                                      None if backward else node_name))
         return list(events)
 
     def __enter__(self):
@@ -237,6 +260,7 @@ class Profile:
             try:
                 for device, backend in backends:
                     self._wrap("cpu" if device is CPU else "gpu", backend)
+                    self._kernel_types["cpu" if device is CPU else "gpu"] = type(backend)
             except BaseException:
                 self._unwrap()
                 raise
@@ -285,6 +309,19 @@ class Profile:
         return [e for e in self.events
                 if (e.kind == "dispatch" or e.device == "cpu")
                 and (device is None or e.device == device)]
+
+    def kernel_source(self, event: KernelEvent) -> tuple[str, str] | None:
+        """(language, source) of the code an event ran: a GPU dispatch's WGSL module,
+        or the Python of a CPU backend method; None where there is none to show."""
+        if event.kind == "dispatch":
+            spec = self._specs.get(event.name)
+            return None if spec is None else ("wgsl", spec.source())
+        cls = self._kernel_types.get(event.device)
+        fn = getattr(cls, event.name, None) if cls is not None else None
+        try:
+            return "python", inspect.getsource(fn)
+        except (TypeError, OSError):
+            return None
 
     def table(self, sort_by: str = "total", row_limit: int = 30) -> str:
         """A text summary per (device, kind, name), sorted by total time (like

@@ -210,3 +210,32 @@ def test_gpu_replay_is_one_event_counting_the_dispatches_of_the_captured_step(be
     loads = [e for e in call if e.kind == "dispatch"]  # (arguments into static inputs)
     assert counted > 0 and replay.extra["dispatches"] + len(loads) == counted
     assert replay.extra["dispatches"] == captured.graph_stats()[0]["dispatches"]
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("gpu", marks=pytest.mark.gpu)])
+def test_each_kernel_names_the_graph_node_it_ran_for_and_its_source(device, request):
+    if device == "gpu":
+        request.getfixturevalue("be")
+    hx.manual_seed(0)
+    model = nn.Linear(4, 3).to(device)
+    x, y = hx.randn(5, 4).to(device), hx.randn(5, 3).to(device)
+    with hx.profile() as prof:
+        out = model(x)
+        loss = F.mse_loss(out, y)
+        loss.backward()
+    linear = out.grad_fn
+    graph_ids = {n.id for n in hx.autograd.graph(loss).nodes}
+    assert id(linear) in graph_ids
+    mine = [e for e in prof.events if e.node_id == id(linear)]
+    assert {e.phase for e in mine} == {"forward", "backward"}
+    assert all(e.made == "Linear" for e in mine if e.phase == "forward")
+    assert all(e.node == "Linear" for e in mine if e.phase == "backward")
+    kernels = [e for e in mine if e in prof.kernels(device)]
+    assert kernels
+    language, source = prof.kernel_source(kernels[0])
+    if device == "gpu":
+        assert language == "wgsl" and "@compute" in source
+        entry = kernels[0].name.split(":")[1]
+        assert f"fn {entry}" in source
+    else:
+        assert language == "python" and f"def {kernels[0].name}(" in source
