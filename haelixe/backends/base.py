@@ -377,24 +377,47 @@ class Backend:
 
     def layernorm(self, x, w, b, eps):
         """Returns (y, mean, rstd), the statistics shaped x.shape[:-1] + (1,)."""
-        mean = self._row_mean(x)
-        xc = self.map(K_SUB, [x, mean], x.dtype)
-        var = self._row_mean(self.map(K_SQUARE, [xc], x.dtype))
-        rstd = self.map(K_RSTD, [var, x.dtype.type(eps)], x.dtype)
-        one, zero = x.dtype.type(1), x.dtype.type(0)
-        y = self.map(K_CENTER_SCALE, [x, mean, rstd, one if w is None else w,
-                                      zero if b is None else b], x.dtype)
+        mean, var = self.moments(x, (_last(x),))
+        y, rstd = self.normalize(x, w, b, mean, var, eps)
         return y, mean, rstd
 
     def layernorm_backward(self, x, w, mean, rstd, gy):
         """(dx, dw, db): dx and db in x's dtype, dw in w's."""
+        return self.normalize_backward(x, w, mean, rstd, gy, (_last(x),),
+                                       tuple(range(len(x.shape) - 1)))
+
+    def moments(self, x, axes):
+        """(mean, var) of x over ``axes``, kept as dims of 1; the variance biased (the
+        mean of the squared deviations), as the norms divide by it."""
+        mean = self._mean_over(x, axes)
+        var = self._mean_over(self.map(K_SQUARE, [self.map(K_SUB, [x, mean], x.dtype)],
+                                       x.dtype), axes)
+        return mean, var
+
+    def normalize(self, x, w, b, mean, var, eps):
+        """(y, rstd): y = (x - mean) * rstd * w + b, rstd = 1 / sqrt(var + eps), every
+        operand broadcasting against x (a layer norm's weight along the last dim, a
+        batch norm's along the channels); w and b may be None."""
+        rstd = self.map(K_RSTD, [var, x.dtype.type(eps)], x.dtype)
+        one, zero = x.dtype.type(1), x.dtype.type(0)
+        y = self.map(K_CENTER_SCALE, [x, mean, rstd, one if w is None else w,
+                                      zero if b is None else b], x.dtype)
+        return y, rstd
+
+    def normalize_backward(self, x, w, mean, rstd, gy, axes, param_axes):
+        """(dx, dw, db) of normalize with statistics over ``axes`` (their gradient
+        included), dw and db summed over ``param_axes`` (the dims the weight broadcasts
+        along): dx and db in x's dtype, dw in w's."""
         xhat = self.map(K_SCALE, [self.map(K_SUB, [x, mean], x.dtype), rstd,
                                   x.dtype.type(1)], x.dtype)
-        dw = None if w is None else self._weight_grad(self.map(K_MUL, [gy, xhat], x.dtype), w)
-        db = self._sum_rows(gy)
+        dw = None
+        if w is not None:
+            dw = self.sum(self.map(K_MUL, [gy, xhat], x.dtype), param_axes, False)
+            dw = self.reshape(dw if dw.dtype == w.dtype else self.cast(dw, w.dtype), w.shape)
+        db = self.sum(gy, param_axes, False)
         gx = gy if w is None else self.map(K_MUL, [gy, w], x.dtype)
-        m1 = self._row_mean(gx)
-        m2 = self._row_mean(self.map(K_MUL, [gx, xhat], x.dtype))
+        m1 = self._mean_over(gx, axes)
+        m2 = self._mean_over(self.map(K_MUL, [gx, xhat], x.dtype), axes)
         return self.map(K_LN_DX, [rstd, gx, m1, xhat, m2], x.dtype), dw, db
 
     def rope(self, x, cos, sin, inverse=False):
@@ -520,8 +543,11 @@ class Backend:
 
     # -- helpers for the defaults --------------------------------------------------------
     def _row_mean(self, x):
-        d = x.shape[-1]
-        return self.map(K_MUL, [self.sum(x, (_last(x),), True), x.dtype.type(1.0 / d)],
+        return self._mean_over(x, (_last(x),))
+
+    def _mean_over(self, x, axes):
+        count = math.prod(x.shape[a] for a in axes)
+        return self.map(K_MUL, [self.sum(x, axes, True), x.dtype.type(1.0 / max(count, 1))],
                         x.dtype)
 
     def _sum_rows(self, x):

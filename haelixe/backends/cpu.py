@@ -488,6 +488,9 @@ class CPUBackend(Backend):
     rmsnorm_backward = computes_in_f32(Backend.rmsnorm_backward)
     layernorm = computes_in_f32(Backend.layernorm)
     layernorm_backward = computes_in_f32(Backend.layernorm_backward)
+    moments = computes_in_f32(Backend.moments)
+    normalize = computes_in_f32(Backend.normalize)
+    normalize_backward = computes_in_f32(Backend.normalize_backward)
     attention = computes_in_f32(Backend.attention)
     attention_backward = computes_in_f32(Backend.attention_backward)
 

@@ -1,10 +1,11 @@
 """Batch, group and instance normalisation over (N, C, *) inputs: the functions and the
 layers, with PyTorch's arguments, running statistics and state-dict names.
 
-Each is composed of Haelixe ops (means, a variance, elementwise scale and shift), so
-the gradient through the batch statistics, and its own derivative, come from theirs.
-Group and instance norm normalise each (sample, group) row with the fused LayerNorm
-kernel, then apply the per-channel affine.
+Batch norm in training is one fused op (ops/fused.py BatchNormFn: the batch's moments
+computed once, one kernel forward and one backward through them, a composed backward
+where a graph of the gradient is wanted); in evaluation, elementwise ops with the
+running statistics. Group and instance norm normalise each (sample, group) row with the
+fused LayerNorm kernel, then apply the per-channel affine.
 """
 
 from __future__ import annotations
@@ -40,28 +41,26 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
     by ``running_mean``/``running_var`` (evaluation), then scale and shift."""
     (x,) = cast_inputs("norm", input)
     c, shape = _channels("batch_norm", x, weight, bias)
-    dims = (0,) + tuple(range(2, x.ndim))
     if training:
         count = x.numel() // c if c else 0
         if count <= 1:
             raise ValueError(f"batch_norm: expected more than 1 value per channel when "
                              f"training, got input of shape {x.shape}; use a larger batch "
                              f"or call .eval()")
-        mean = x.mean(dims)
-        var = x.var(dims, correction=0)
+        y, mean, var = fused.batch_norm_training(x, weight, bias, eps)
         if running_mean is not None or running_var is not None:
             with no_grad():
                 if running_mean is not None:
                     running_mean.mul_(1.0 - momentum).add_(
-                        mean.detach().to(running_mean.dtype) * momentum)
+                        mean.to(running_mean.dtype) * momentum)
                 if running_var is not None:
-                    unbiased = var.detach().to(running_var.dtype) * (count / (count - 1))
+                    unbiased = var.to(running_var.dtype) * (count / (count - 1))
                     running_var.mul_(1.0 - momentum).add_(unbiased * momentum)
-    else:
-        if running_mean is None or running_var is None:
-            raise ValueError("batch_norm: evaluation needs running_mean and running_var; "
-                             "pass training=True to use the batch's statistics")
-        mean, var = running_mean.to(x.dtype), running_var.to(x.dtype)
+        return y
+    if running_mean is None or running_var is None:
+        raise ValueError("batch_norm: evaluation needs running_mean and running_var; "
+                         "pass training=True to use the batch's statistics")
+    mean, var = running_mean.to(x.dtype), running_var.to(x.dtype)
     scale = (var + eps).rsqrt()
     if weight is not None:
         scale = scale * weight

@@ -48,6 +48,66 @@ class LinearFn(Function):
                 wrap(db) if db is not None else None, None)
 
 
+class BatchNormFn(Function):
+    """Training-mode batch norm: each channel of x (N, C, *) normalised by the batch's
+    moments over every other dim (``mean``, ``var``: the backend's raw arrays, shaped
+    (1, C, 1, ...), computed once by the caller, which updates the running statistics
+    from them too), then scaled by w and shifted by b. One kernel forward and one
+    backward, the moments' own gradient included; with a graph to build (double
+    backward) the backward is composed of differentiable ops instead."""
+
+    label = "BatchNorm"
+
+    @staticmethod
+    def forward(ctx, x, w, b, mean, var, eps):
+        be = x._be
+        shape = mean.shape
+        y, rstd = be.normalize(x._data, None if w is None else be.reshape(w._data, shape),
+                               None if b is None else be.reshape(b._data, shape),
+                               mean, var, eps)
+        ctx.save_for_backward(x, w)
+        ctx.stats, ctx.eps, ctx.has_bias = (mean, rstd), eps, b is not None
+        return y
+
+    @staticmethod
+    def backward(ctx, g):
+        x, w = ctx.saved_tensors
+        axes = (0,) + tuple(range(2, x.ndim))
+        if STATE.grad_enabled:
+            return BatchNormFn._composed_backward(ctx, x, w, g, axes)
+        be, (mean, rstd) = x._be, ctx.stats
+        dx, dw, db = be.normalize_backward(
+            x._data, None if w is None else be.reshape(w._data, mean.shape), mean, rstd,
+            g._data, axes, axes)
+        wrap = Tensor._wrap
+        return (wrap(dx), None if w is None else wrap(be.reshape(dw, w.shape)),
+                wrap(db) if ctx.has_bias else None, None, None, None)
+
+    @staticmethod
+    def _composed_backward(ctx, x, w, g, axes):
+        shape = (1, x.shape[1]) + (1,) * (x.ndim - 2)
+        mean = x.mean(axes, keepdim=True)
+        rstd = (x.var(axes, correction=0, keepdim=True) + ctx.eps).rsqrt()
+        xhat = (x - mean) * rstd
+        gx = g if w is None else g * w.reshape(shape)
+        dx = rstd * (gx - gx.mean(axes, keepdim=True)
+                     - xhat * (gx * xhat).mean(axes, keepdim=True))
+        return (dx, None if w is None else (g * xhat).sum(axes),
+                g.sum(axes) if ctx.has_bias else None, None, None, None)
+
+
+def batch_norm_training(x, w, b, eps):
+    """(y, mean, var) of batch norm by the batch's own statistics: the moments computed
+    once, read by the normalisation and returned (detached, (C,)) for the running
+    statistics; w and b taken in x's dtype."""
+    be = x._be
+    mean, var = be.moments(x._data, (0,) + tuple(range(2, x.ndim)))
+    w, b = (t if t is None or t.dtype is x.dtype else t.to(x.dtype) for t in (w, b))
+    y = BatchNormFn.apply(x, w, b, mean, var, eps)
+    c = (x.shape[1],)
+    return y, Tensor._wrap(be.reshape(mean, c)), Tensor._wrap(be.reshape(var, c))
+
+
 class RMSNormFn(Function):
     label = "RMSNorm"
     twice_differentiable = False
