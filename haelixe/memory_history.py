@@ -66,7 +66,7 @@ class _Entry:
     """One block allocated while history was recorded."""
 
     __slots__ = ("key", "block", "size", "requested", "frames", "time_ns", "saved_by",
-                 "category")
+                 "saved_names", "category")
 
     def __init__(self, key, block, frames, time_ns):
         self.key = key
@@ -75,6 +75,7 @@ class _Entry:
         self.frames = frames
         self.time_ns = time_ns
         self.saved_by: list = []  # weak references to the nodes that saved it
+        self.saved_names: list = []  # and their names (kept once the nodes are gone)
         self.category = None  # set when it is freed
 
 
@@ -123,6 +124,8 @@ class _History:
             entry = self.live.get(id(block.handle))
             if entry is not None:
                 entry.saved_by.append(weakref.ref(node))
+                if node.name not in entry.saved_names:
+                    entry.saved_names.append(node.name)
 
 
 # -- CPU tensors: adopted by the CPU allocator while recorded ---------------------------
@@ -315,7 +318,8 @@ def _roles(cpu) -> tuple[set, set]:
     live tensors: a parameter outside an optimizer's flat buffer has no role tag)."""
     params, grads = set(), set()
     for o in gc.get_objects():
-        if o.__class__ is Tensor or isinstance(o, Tensor):
+        cls = type(o)  # (not o.__class__: a dead weak proxy raises on that)
+        if cls is Tensor or issubclass(cls, Tensor):
             if o._is_param:
                 params.update(map(id, _blocks_of(o, cpu, False, [])))
                 if o.grad is not None:
@@ -386,7 +390,8 @@ def _timeline(history, trace, entries, categories) -> dict:
             index[key] = len(timeline_blocks)
             category = categories.get(key) or entry.category or "temporary"
             timeline_blocks.append({"size": entry.size, "category": category,
-                                    "frames": entry.frames[:1], "key": key})
+                                    "op": entry.saved_names[0] if entry.saved_names
+                                    else None, "frames": entry.frames[:1], "key": key})
         events.append({"action": action, "block": index[key], "time_ns": t,
                        "allocated_bytes": allocated})
         if allocated > peak:

@@ -310,6 +310,11 @@ class Profile:
                 if (e.kind == "dispatch" or e.device == "cpu")
                 and (device is None or e.device == device)]
 
+    @property
+    def gpu_clock_note(self) -> str:
+        """What a GPU event's time is, and why (the table says it beside GPU times)."""
+        return self._gpu_clock_note
+
     def kernel_source(self, event: KernelEvent) -> tuple[str, str] | None:
         """(language, source) of the code an event ran: a GPU dispatch's WGSL module,
         or the Python of a CPU backend method; None where there is none to show."""
@@ -344,7 +349,7 @@ class Profile:
                          f"{100 * ns / total:>5.1f}% {ns / 1e3 / n:>9.2f} "
                          f"{moved / 1e3:>9.1f}  {clock}")
         lines.append(f"{len(events)} events, {total / 1e3:.1f} us in all"
-                     + (f" ({self._gpu_clock_note})"
+                     + (f" ({self.gpu_clock_note})"
                         if any(e.device == "gpu" for e in events) else ""))
         by_phase = self.time_by_phase()
         lines.append("by phase: " + ", ".join(

@@ -4,6 +4,8 @@ bins, stride layouts and training curves.
     import haelixe as hx
     hx.viz.GraphView(loss)          # the autograd DAG; view.watch() animates backward
     hx.viz.MemoryView("gpu")        # allocator bins, tags and timeline, live
+    hx.viz.MemorySnapshotView(snap) # a recorded step's memory by category, its peak
+    hx.viz.KernelView(prof)         # a profiled step's kernels, linked to nodes and WGSL
     hx.viz.LayoutView(x)            # logical grid beside the storage it strides over
     hx.viz.TrainingDashboard()      # loss, learning rate and samples, live
     hx.viz.ProgressBar()            # steps, loss and time left of a training loop
@@ -26,14 +28,17 @@ except ImportError as _err:
 
 from .clock import RedrawClock
 from .graph import GraphView, layout_graph, render_graph_svg
+from .kernels import KernelView, render_kernels_svg
 from .layout import LayoutCompare, LayoutView, render_layout_svg
 from .memory import MemoryTimeline, MemoryView, render_memory_svg
+from .memory_snapshot import MemorySnapshotView, render_snapshot_svg
 from .progress import ProgressBar
 from .training import TrainingDashboard, TrainingHistory, render_training_svg
 
 __all__ = [
     "GraphView", "render_graph_svg", "layout_graph",
     "MemoryView", "MemoryTimeline", "render_memory_svg",
+    "MemorySnapshotView", "render_snapshot_svg", "KernelView", "render_kernels_svg",
     "LayoutView", "LayoutCompare", "render_layout_svg",
     "TrainingDashboard", "TrainingHistory", "render_training_svg",
     "ProgressBar", "RedrawClock",

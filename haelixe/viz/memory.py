@@ -230,6 +230,31 @@ def _bins_panel(segs, x, y, w) -> tuple[str, float]:
     return "".join(parts), scale
 
 
+def byte_axis(x, w, ticks, py) -> str:
+    """Rules across a plot at the byte values ``ticks``, labelled at the left."""
+    return "".join(svg.line(x, py(v), x + w, py(v), svg.RULE)
+                   + svg.text(x - 6, py(v) + 4, svg.fmt_bytes(v), 10, svg.FAINT,
+                              anchor="end") for v in ticks)
+
+
+def stacked_areas(xs, layers, py, data_attr: str) -> str:
+    """Areas stacked bottom up: ``layers`` is [(name, colour, a value per x)], each
+    area a ``path.area`` named by ``data_attr``; a layer that is zero throughout draws
+    nothing."""
+    parts = []
+    below = [0.0] * len(xs)
+    for name, color, values in layers:
+        above = [b + v for b, v in zip(below, values)]
+        if any(a != b for a, b in zip(above, below)):
+            fwd = [(x, py(a)) for x, a in zip(xs, above)]
+            back = [(x, py(b)) for x, b in reversed(list(zip(xs, below)))]
+            d = "M" + " L".join(f"{svg.num(a)},{svg.num(b)}" for a, b in fwd + back) + " Z"
+            parts.append(svg.path(d, "none", 0, fill=color, opacity="0.85", class_="area",
+                                  **{data_attr: name}))
+        below = above
+    return "".join(parts)
+
+
 def _timeline_panel(series, steps, peak, x, y, w) -> str:
     parts = [svg.text(x - _AXIS_W + 4, y - 8, "timeline: allocated by tag (areas), reserved "
                       "(line), over allocator events", 11, svg.MUTED)]
@@ -251,20 +276,10 @@ def _timeline_panel(series, steps, peak, x, y, w) -> str:
     def py(v):
         return y + h - h * v / top
 
-    for v in ticks:
-        parts.append(svg.line(x, py(v), x + w, py(v), svg.RULE))
-        parts.append(svg.text(x - 6, py(v) + 4, svg.fmt_bytes(v), 10, svg.FAINT,
-                              anchor="end"))
-    below = [0.0] * len(series)
-    for k, tag in enumerate(TAGS):
-        above = [b + p[2][k] for b, p in zip(below, series)]
-        if any(a != b for a, b in zip(above, below)):
-            fwd = [(px(p[0]), py(a)) for p, a in zip(series, above)]
-            back = [(px(p[0]), py(b)) for p, b in reversed(list(zip(series, below)))]
-            d = "M" + " L".join(f"{svg.num(a)},{svg.num(b)}" for a, b in fwd + back) + " Z"
-            parts.append(svg.path(d, "none", 0, fill=svg.TAG_COLORS[tag], opacity="0.85",
-                                  class_="area", data_tag=tag))
-        below = above
+    parts.append(byte_axis(x, w, ticks, py))
+    parts.append(stacked_areas([px(p[0]) for p in series],
+                               [(tag, svg.TAG_COLORS[tag], [p[2][k] for p in series])
+                                for k, tag in enumerate(TAGS)], py, "data_tag"))
     parts.append(svg.polyline([(px(p[0]), py(p[1])) for p in series], svg.RESERVED, 1.6,
                               class_="reserved"))
     if peak:

@@ -39,7 +39,7 @@ def _tooltip(info, names) -> str:
 
 def _ring(x, y, w) -> str:
     return svg.rect(x - 4, y - 4, w + 8, BOX_H + 8, "none", svg.ACCENT, rx=9,
-                    stroke_width=2.5)
+                    stroke_width=2.5, class_="ring")
 
 
 def _node_svg(info, box, names, state, selected) -> str:
