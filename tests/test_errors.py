@@ -171,3 +171,33 @@ def test_missing_names_point_at_the_closest_thing():
         x.byte()
     with pytest.raises(AttributeError, match=r"hx has no sofmax; the closest is hx.softmax"):
         _ = hx.sofmax
+
+
+@pytest.mark.parametrize("call", [
+    # an index larger than the input outside the scatter dim, or than src anywhere
+    lambda: hx.randn(2, 3, 10).scatter(1, hx.zeros(3, 4, 5).long(), hx.randn(10, 10, 10)),
+    lambda: hx.randn(10, 3, 10).scatter(1, hx.zeros(3, 4, 5).long(), hx.randn(10, 3, 10)),
+    lambda: hx.randn(4, 5).scatter_add(0, hx.zeros(4, 5).long(), hx.randn(2, 5)),
+    lambda: hx.randn(4, 5).scatter(0, hx.zeros(4).long(), hx.randn(4, 5)),
+    # a class-index target of the wrong shape, a weight of the wrong length
+    lambda: hx.nn.functional.cross_entropy(hx.randn(32, 10), hx.zeros(32, 1).long()),
+    lambda: hx.nn.functional.cross_entropy(hx.randn(4, 3), hx.zeros(4).long(),
+                                           weight=hx.ones(2)),
+])
+def test_scatter_and_class_target_shapes_raise_pytorchs_runtime_error(call):
+    # (PyTorch raises a RuntimeError for each; numpy-style callers still see a ValueError)
+    with pytest.raises(RuntimeError, match="scatter|cross_entropy") as e:
+        call()
+    assert isinstance(e.value, ValueError)
+
+
+def test_scatter_takes_an_index_smaller_than_input_and_src_as_pytorch():
+    torch = pytest.importorskip("torch")
+    g = np.random.default_rng(0)
+    x, src = g.standard_normal((4, 5, 6)), g.standard_normal((4, 5, 6))
+    index = g.integers(0, 3, (3, 4, 5))
+    for dim in (0, 1, 2, -1):
+        got = hx.tensor(x).scatter(dim, hx.tensor(index), hx.tensor(src))
+        want = torch.tensor(x).scatter(dim, torch.tensor(index), torch.tensor(src))
+        np.testing.assert_array_equal(got.numpy(), want.numpy())
+    assert hx.zeros(3).scatter(0, hx.zeros(0).long(), hx.ones(0)).shape == (3,)

@@ -90,7 +90,7 @@ def _classes_last(input, target, op, probabilities=False):
     layouts: (C,) with a 0-d target, (N, C) with (N,), (N, C, d1, ...) with
     (N, d1, ...). Also returns the shape of the per-element loss."""
     if input.ndim == 0:
-        raise ValueError(f"{op}: input must have a class dimension, got a 0-d tensor")
+        raise OpError(f"{op}: input must have a class dimension, got a 0-d tensor")
     if input.ndim == 1:
         batch = ()
     else:
@@ -98,9 +98,9 @@ def _classes_last(input, target, op, probabilities=False):
     want = input.shape if probabilities else batch
     if target.shape != want:
         kind = "class probabilities" if probabilities else "class indices"
-        raise ValueError(f"{op}: input of shape {input.shape} (classes in dim "
-                         f"{0 if input.ndim == 1 else 1}) needs a target of {kind} with "
-                         f"shape {want}, got {target.shape}")
+        raise OpError(f"{op}: input of shape {input.shape} (classes in dim "
+                      f"{0 if input.ndim == 1 else 1}) needs a target of {kind} with "
+                      f"shape {want}, got {target.shape}")
     c = input.shape[0 if input.ndim == 1 else 1]
     if input.ndim > 2:  # classes to the last dim, every other position a row
         order = (0, *range(2, input.ndim), 1)
@@ -132,8 +132,8 @@ def _check_weight(weight, c, op):
                         f"{weight!r}; pass the reduction by keyword: {op}(input, target, "
                         f"reduction=...)")
     if weight is not None and (weight.ndim != 1 or weight.shape[0] != c):
-        raise ValueError(f"{op}: weight must have one entry per class ({c},), got "
-                         f"{weight.shape}")
+        raise OpError(f"{op}: weight must have one entry per class ({c},), got "
+                      f"{weight.shape}")
 
 
 def _picked(logp, target, weight, ignore_index):

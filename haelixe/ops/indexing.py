@@ -376,12 +376,32 @@ class Scatter(Function):
         return g * keep, None, None, gsrc
 
 
+def _check_scatter_shapes(op, x, dim, index, src):
+    """PyTorch's rule: index has the input's number of dims, is no larger than the input
+    outside ``dim`` and no larger than a tensor ``src`` anywhere (an empty index: any)."""
+    if not isinstance(index, Tensor):
+        return  # (_check_index names the type)
+    if index.ndim != x.ndim or (isinstance(src, Tensor) and src.ndim != x.ndim):
+        raise OpError(f"{op}: index (shape {index.shape}), input (shape {x.shape}) and src "
+                      f"must have the same number of dims")
+    if index.numel() == 0:
+        return
+    too_big = any(i > n for d, (i, n) in enumerate(zip(index.shape, x.shape)) if d != dim)
+    if isinstance(src, Tensor):
+        too_big |= any(i > n for i, n in zip(index.shape, src.shape))
+    if too_big:
+        of_src = f" and no larger than src {src.shape}" if isinstance(src, Tensor) else ""
+        raise OpError(f"{op}: index of shape {index.shape} must be no larger than the input "
+                      f"{x.shape} outside dim {dim}{of_src}")
+
+
 @tensor_method(function=True)
 def scatter(x, dim, index, src=None, value=None):
     """``out[index[i][j]][j] = src[i][j]`` (dim 0); ``src`` may be a number (``value``)."""
     src = value if src is None else src
     d = layout.normalize_dim(dim, x.ndim, "scatter")
     _check_index("scatter", x, d, index)
+    _check_scatter_shapes("scatter", x, d, index, src)
     if isinstance(src, Tensor):
         _same_dtype("scatter", x, src)
         src = src[tuple(slice(0, n) for n in index.shape)]
@@ -393,6 +413,7 @@ def scatter_add(input, dim, index, src):
     """``out = input``, then ``out[index[i][j]][j] += src[i][j]`` (dim 0); repeats add up."""
     d = layout.normalize_dim(dim, input.ndim, "scatter_add")
     _check_index("scatter_add", input, d, index)
+    _check_scatter_shapes("scatter_add", input, d, index, src)
     _same_dtype("scatter_add", input, src)
     src = src[tuple(slice(0, n) for n in index.shape)]
     return input + ScatterAdd.apply(src, input.shape, d, index)
