@@ -416,3 +416,30 @@ def test_matmul_results_do_not_depend_on_threads(policy):
     policy.cap = 1
     one = BE.matmul(a, b)
     np.testing.assert_allclose(one, two, rtol=1e-5, atol=1e-4)
+
+
+@pytest.mark.parametrize("shape,kernel,stride,dilation,permute", [
+    ((2, 3, 7, 6), (3, 3), (1, 1), (1, 1), False),
+    ((2, 3, 9, 8), (3, 2), (2, 1), (1, 2), True),  # windows of a (C, N, ...) layout
+    ((3, 2, 11), (4,), (2,), (3,), False),
+])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_compiled_sum_windows_equals_the_strided_adds(shape, kernel, stride, dilation,
+                                                      permute, dtype, monkeypatch):
+    from haelixe.ops.windows import sum_windows, window_geometry
+
+    if not hasattr(type(BE), "sum_windows_into") or \
+            type(BE).sum_windows_into is base.Backend.sum_windows_into:
+        pytest.skip("no compiled col2im on this CPU backend (numba missing)")
+    out = window_geometry("test", shape[2:], kernel, stride, dilation)
+    cols_shape = shape[:2] + kernel + out
+    rng = np.random.default_rng(0)
+    cols = hx.tensor(rng.standard_normal(cols_shape).astype(dtype))
+    if permute:  # the same values, lead dims swapped in memory
+        cols = hx.tensor(np.ascontiguousarray(cols.numpy().swapaxes(0, 1))).transpose(0, 1)
+    assert BE.sum_windows_into(np.zeros(shape, dtype), cols._data, kernel, stride, dilation)
+    got = sum_windows(cols, shape, kernel, stride, dilation).numpy()
+    monkeypatch.setattr(BE, "sum_windows_into", lambda *a: False)
+    want = sum_windows(cols, shape, kernel, stride, dilation).numpy()
+    assert got.dtype == want.dtype == dtype and not np.all(got == 0)
+    np.testing.assert_allclose(got, want, **TOL[dtype])

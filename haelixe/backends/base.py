@@ -198,6 +198,13 @@ class Backend:
         """Sum over ``axes`` (a tuple); float16/bfloat16 accumulate in float32."""
         raise NotImplementedError
 
+    def sum_windows_into(self, out, cols, kernel, stride, dilation):
+        """col2im where the backend has a kernel for it: ``out`` (lead, *spatial) +=
+        each window of ``cols`` (lead, *kernel, *positions) where the windows view of
+        out reads it; True if done. The default, False, leaves it to SumWindows's
+        strided adds (one per kernel offset, on every backend)."""
+        return False
+
     def max(self, x, axes, keepdim):
         raise NotImplementedError
 

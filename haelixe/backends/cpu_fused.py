@@ -52,6 +52,21 @@ class CompiledCPUBackend(CPUBackend):
     def softmax_backward(self, y, g, axis, log):
         return _rows(kernels().softmax_backward_rows, y, axis, g, extra=(log,))
 
+    def sum_windows_into(self, out, cols, kernel, stride, dilation):
+        # two lead dims and one or two windowed ones, float32/64: one compiled loop
+        # (numpy's strided adds run per row of positions: 4-wide rows on a small image)
+        d = len(kernel)
+        if d not in (1, 2) or out.ndim != 2 + d or out.dtype not in _JIT_FLOATS \
+                or cols.dtype != out.dtype:
+            return False
+        if d == 1:  # (a 1-tall image)
+            out, cols = out[:, :, None], cols[:, :, None, :, None]
+            kernel, stride, dilation = (1, *kernel), (1, *stride), (1, *dilation)
+        if out.strides[0] < out.strides[1]:  # (the outer loop over the outer dim)
+            out, cols = out.swapaxes(0, 1), cols.swapaxes(0, 1)
+        kernels().sum_windows_2d(cols, out, *stride, *dilation)
+        return True
+
     def index_add(self, shape, key, values):
         out = np.zeros(shape, values.dtype)
         if _index_add_rows(out, key, values):

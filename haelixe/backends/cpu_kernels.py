@@ -381,6 +381,22 @@ def rope5(x, cos, sin, sign, out):
                         out[i0, i1, i2, s, j + h] = x2 * co + x1 * si
 
 
+# -- windows -----------------------------------------------------------------------------
+@njit(**JIT)
+def sum_windows_2d(cols, out, sh, sw, dh, dw):
+    """col2im in one pass: out[a, b, y*sh + i*dh, x*sw + j*dw] += cols[a, b, i, j, y, x]
+    for (a, b) the two lead dims, any strides (the windows' layout, as they come)."""
+    na, nb, kh, kw, ho, wo = cols.shape
+    for a in range(na):
+        for b in range(nb):
+            for i in range(kh):
+                for j in range(kw):
+                    for y in range(ho):
+                        r = y * sh + i * dh
+                        for x in range(wo):
+                            out[a, b, r, x * sw + j * dw] += cols[a, b, i, j, y, x]
+
+
 # -- optimizers --------------------------------------------------------------------------
 @njit(**JIT)
 def adamw_flat(p, g, m, v, lr, beta1, beta2, eps, weight_decay, bc1, bc2):

@@ -103,14 +103,17 @@ def max_pool(op, d, input, kernel_size, stride=None, padding=0, dilation=1,
                                                         padding, dilation, ceil_mode)
     win = windows(pad(x, pads, _lowest(x.dtype), op), kernel, stride, dilation, op)
     n, c = x.shape[:2]
-    cells = win.reshape((n, c, math.prod(kernel)) + out)  # each window along dim 2
-    picked = cells.argmax(2, keepdim=True)
-    y = cells.gather(2, picked).squeeze(2)
+    # each window's cells along the last dim (one copy of the view): argmax and gather
+    # then run along contiguous rows
+    cells_last = (0, 1, *range(2 + d, 2 + 2 * d), *range(2, 2 + d))
+    cells = win.permute(cells_last).reshape((n, c) + out + (math.prod(kernel),))
+    picked = cells.argmax(-1, keepdim=True)
+    y = cells.gather(-1, picked).squeeze(-1)
     if unbatched:
         y = y.squeeze(0)
     if not return_indices:
         return y
-    idx = _flat_positions(picked.squeeze(2), kernel, stride, dilation, pads, spatial,
+    idx = _flat_positions(picked.squeeze(-1), kernel, stride, dilation, pads, spatial,
                           x.device)
     return y, idx.squeeze(0) if unbatched else idx
 
