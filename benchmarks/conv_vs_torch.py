@@ -11,14 +11,18 @@
     python benchmarks/conv_vs_torch.py                  # CPU
     python benchmarks/conv_vs_torch.py --device gpu     # against PyTorch CUDA (TF32 off)
     python benchmarks/conv_vs_torch.py --quick          # small sizes: checks it runs
+    python benchmarks/conv_vs_torch.py --threads 1      # both frameworks on one thread
 
-The ratio printed is Haelixe's speed over PyTorch's (above 1: Haelixe is faster). On a
-shared machine the timings are noisy: read the ranges beside the medians.
+The ratio printed is Haelixe's speed over PyTorch's (above 1: Haelixe is faster): the
+median over rounds of the two frameworks' times in the same round, so a round slowed by
+other work on the machine slows both. On a shared machine read the ranges too, and the
+load average printed first.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import time
 
@@ -181,8 +185,10 @@ def report(title, times, log=print) -> float | None:
         log(f"  {name:8s} {_summary(ts)}")
     if "pytorch" not in times:
         return None
-    ratio = statistics.median(times["pytorch"]) / statistics.median(times["haelixe"])
-    log(f"  Haelixe speed / PyTorch's: {ratio:.2f}x")
+    rounds = [t / h for t, h in zip(times["pytorch"], times["haelixe"])]
+    ratio = statistics.median(rounds)
+    log(f"  Haelixe speed / PyTorch's: {ratio:.2f}x (median of the rounds' ratios; "
+        f"range {min(rounds):.2f}-{max(rounds):.2f})")
     return ratio
 
 
@@ -193,12 +199,23 @@ def main(argv=None) -> int:
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--steps", type=int, default=60, help="CNN training steps (after one)")
     p.add_argument("--quick", action="store_true", help="small sizes: a check it runs")
+    p.add_argument("--threads", type=int, default=None,
+                   help="threads for both frameworks (default: each one's own default)")
     args = p.parse_args(argv)
+    if args.threads is not None:
+        hx.set_num_threads(args.threads)
+        torch = _torch(args.device)
+        if torch is not None:
+            torch.set_num_threads(args.threads)
     shape = (4, 8, 12, 12) if args.quick else (32, 64, 56, 56)
     steps = 6 if args.quick else args.steps
     rounds = 2 if args.quick else args.rounds
-    print(f"device {args.device}, {hx.get_num_threads()} threads; a shared machine's "
-          f"timings are noisy: read the ranges")
+    torch = _torch(args.device)
+    load = ", ".join(f"{v:.2f}" for v in os.getloadavg()) if hasattr(os, "getloadavg") \
+        else "unknown"
+    print(f"device {args.device}, Haelixe {hx.get_num_threads()} threads, PyTorch "
+          f"{torch.get_num_threads() if torch is not None else '-'}; load average {load} "
+          f"on {os.cpu_count()} cores (a shared machine's timings are noisy)")
     cnn = cnn_steps(args.device, steps, rounds)
     report(f"lab CNN training step (batch 64, 8x8, AdamW), {steps} steps in {rounds} "
            f"rounds:", cnn["times"])
