@@ -11,7 +11,8 @@ For every lab notebook (each in a copy, so nothing is written into the repositor
   every widget picture fits the output area's width (or sits in a frame that scrolls,
   at zoom), with the essential parts (the graph's output node, the storage strip, the
   editor) within reach; every select shows a value;
-  the training dashboard redraws at least once per second of training;
+  the training dashboard redraws at least once per second of training; a click on a
+  KernelView bar rings its node in the GraphView and shows the WGSL it ran;
 - a screenshot of every widget goes to build/screenshots/.
 
 Run it alone with ``python -m pytest -q tests/test_lab_browser.py -p no:cacheprovider``.
@@ -283,6 +284,8 @@ def test_lab_in_chromium(name, jupyterlab, lab_copy, browser):
             if len(nodes) != GRAPH_NODES[name]:
                 problems.append(f"GraphView drew {len(nodes)} nodes, expected "
                                 f"{GRAPH_NODES[name]}")
+        if page.query_selector(".hx-kernel-view"):
+            problems += _kernel_click_problems(page)
         if page.query_selector(".hx-training-dashboard"):
             redraws = page.evaluate("window.hxRedraws")
             problems += _redraw_problems(redraws)
@@ -293,6 +296,31 @@ def test_lab_in_chromium(name, jupyterlab, lab_copy, browser):
     finally:
         page.close()
     assert not problems, "\n".join(problems)
+
+
+def _kernel_click_problems(page) -> list[str]:
+    """A click on a KernelView bar whose node the linked GraphView draws: the node (or
+    its module box) is ringed there, and the WGSL the kernel ran shows, highlighted."""
+    bar = page.query_selector(".hx-kernel-view button.hx-kernel-bar.hx-linked")
+    if bar is None:
+        return ["KernelView has no bar linked to a node of its GraphView"]
+    bar.scroll_into_view_if_needed()
+    bar.click()
+    problems = []
+    try:
+        page.wait_for_selector(".hx-graph-view svg.hx-graph rect.ring", timeout=20_000)
+    except Exception:
+        problems.append("clicking a KernelView bar ringed no node in the GraphView")
+    try:
+        source = page.wait_for_selector(
+            ".hx-kernel-view pre.hx-kernel-source[data-language='wgsl']", timeout=20_000)
+    except Exception:
+        return problems + ["clicking a KernelView bar showed no WGSL source"]
+    if "@compute" not in source.text_content() or not source.query_selector("span"):
+        problems.append("the WGSL shown has no @compute entry point or no highlighting")
+    _shoot(page, page.query_selector(".jp-OutputArea-output:has(.hx-kernel-view)"),
+           SHOTS / "04_gpu_kernel_clicked.png")
+    return problems
 
 
 def _shoot(page, element, path) -> None:

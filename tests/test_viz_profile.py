@@ -54,6 +54,8 @@ def test_a_bar_selects_its_node_and_shows_the_code_it_ran(device, request):
     details = view._details.value
     if device == "gpu":
         assert 'data-language="wgsl"' in details and "@compute" in details
+        entry = backward["name"].split(":")[1]
+        assert '<pre class="hx-kernel-entry"' in details and entry in details
     else:
         assert 'data-language="python"' in details and "linear_backward" in details
     assert "hx-selected" in view._buttons[backward["key"]]._dom_classes
@@ -66,6 +68,10 @@ def test_a_bar_selects_its_node_and_shows_the_code_it_ran(device, request):
     assert "<img" in view._repr_mimebundle_()["text/html"]
     view.select(None)
     assert "Click a bar" in view._details.value
+    folded = hx.viz.GraphView(loss, model=model, collapse=1)  # each layer one box
+    KernelView(prof, graph=folded).select(backward["key"])
+    box = folded.collapsed.member_of[backward["node_id"]]
+    assert folded.selected == box and box in folded._layout.shown
 
 
 def test_rows_group_kernels_per_phase_name_and_node():
@@ -78,6 +84,17 @@ def test_rows_group_kernels_per_phase_name_and_node():
     assert len({r["node_id"] for r in linears}) == 2  # one row per layer
     assert [r["total_ns"] for r in rows] == sorted((r["total_ns"] for r in rows),
                                                    reverse=True)
+
+
+def test_entry_point_is_the_function_with_its_attributes():
+    from haelixe.viz.kernels import entry_point
+
+    src = ("fn helper() -> u32 { return 1u; }\n@compute @workgroup_size(64)\n"
+           "fn main(@builtin(global_invocation_id) g: vec3<u32>) {\n  if (g.x > 0u) { "
+           "out[0] = helper(); }\n}\nfn after() {}\n")
+    assert entry_point(src, "main") == src[src.index("@compute"):src.index("\nfn after")]
+    assert entry_point(src, "helper").startswith("fn helper")
+    assert entry_point(src, "missing") is None
 
 
 def test_highlight_escapes_and_colours():

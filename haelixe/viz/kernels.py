@@ -87,8 +87,9 @@ def _timeline(events, x, y, w, clock_note) -> tuple[str, float]:
     ly = y + len(lanes) * LANE_H
     parts.append(svg.text(x, ly + 8, "0", 9.5, svg.FAINT))
     parts.append(svg.text(x + w, ly + 8, _us(span), 9.5, svg.FAINT, anchor="end"))
-    if clock_note:
-        parts.append(svg.text(x, ly + 22, clock_note, 9.5, svg.FAINT))
+    for k, piece in enumerate(svg.wrap(clock_note, w, 9.5) if clock_note else []):
+        parts.append(svg.text(x, ly + 22 + 12 * k, piece, 9.5, svg.FAINT))
+        ly += 12 if k else 0
     return "".join(parts), ly + 30
 
 
@@ -192,6 +193,22 @@ def highlight(source: str, language: str) -> str:
     return "".join(out)
 
 
+def entry_point(source: str, entry: str) -> str | None:
+    """The WGSL function ``entry`` of a module (with the attributes above it), or None."""
+    m = re.search(rf"\bfn\s+{re.escape(entry)}\s*\(", source)
+    if m is None:
+        return None
+    start = source.rfind("@compute", 0, m.start())
+    start = m.start() if start < 0 or source.count("\n", start, m.start()) > 3 else start
+    depth, k = 0, source.find("{", m.end())
+    while 0 <= k < len(source):
+        depth += {"{": 1, "}": -1}.get(source[k], 0)
+        if depth == 0:
+            return source[start:k + 1]
+        k += 1
+    return None
+
+
 def _details_html(row, source) -> str:
     if row is None:
         return (f'<div style="font:12px {svg.SANS};color:{svg.MUTED}">Click a bar: its '
@@ -207,12 +224,20 @@ def _details_html(row, source) -> str:
     body = "<br>".join(facts)
     if source is not None:
         language, text = source
+        entry = entry_point(text, e.name.split(":")[-1]) if language == "wgsl" else None
         what = "WGSL" if language == "wgsl" else "Python"
-        body += (f'<div style="margin-top:6px;color:{svg.MUTED}">the {what} it ran:</div>'
-                 f'<pre class="hx-kernel-source" data-language="{language}" '
-                 f'style="max-height:320px;overflow:auto;background:{svg.PANEL};'
-                 f'padding:6px 8px;font:11.5px {svg.MONO};white-space:pre;margin:2px 0">'
-                 f'{highlight(text, language)}</pre>')
+        style = (f'style="max-height:320px;overflow:auto;background:{svg.PANEL};'
+                 f'padding:6px 8px;font:11.5px {svg.MONO};white-space:pre;margin:2px 0"')
+        if entry is not None:
+            body += (f'<div style="margin-top:6px;color:{svg.MUTED}">its entry point:</div>'
+                     f'<pre class="hx-kernel-entry" {style}>{highlight(entry, language)}'
+                     f'</pre><details><summary style="color:{svg.MUTED}">the whole WGSL '
+                     f'module</summary>')
+        else:
+            body += f'<div style="margin-top:6px;color:{svg.MUTED}">the {what} it ran:</div>'
+        body += (f'<pre class="hx-kernel-source" data-language="{language}" {style}>'
+                 f'{highlight(text, language)}</pre>'
+                 + ("</details>" if entry is not None else ""))
     return f'<div class="hx-kernel-details" style="font:12px {svg.SANS}">{body}</div>'
 
 
@@ -226,8 +251,9 @@ class KernelView(LiveWidget):
         kernels.select(kernels.rows[0]["key"])           # what a click on the bar does
 
     Selecting a bar rings its node in ``graph`` (a GraphView of the same step, when
-    given and the node is drawn there) and shows the code the kernel ran: a GPU
-    dispatch's WGSL, a CPU kernel's Python. ``limit`` bars are drawn, the longest first.
+    given: the node, or the collapsed module box that holds it) and shows the code the
+    kernel ran: a GPU dispatch's WGSL, a CPU kernel's Python. ``limit`` bars are drawn,
+    the longest first.
     """
 
     def __init__(self, profile, graph=None, limit: int = 12):
@@ -257,6 +283,8 @@ class KernelView(LiveWidget):
             b.style.button_color = PHASE_COLORS[r["phase"]]
             b.style.text_color = "white"
             b.add_class("hx-kernel-bar")
+            if graph is not None and r["node_id"] in graph._ids:
+                b.add_class("hx-linked")  # (its node is in the linked graph)
             b.on_click(lambda _, key=r["key"]: self.select(key))
             self._buttons[r["key"]] = b
             text = svg.esc(row_label(r))
@@ -293,8 +321,8 @@ class KernelView(LiveWidget):
                 b.add_class("hx-selected")
             else:
                 b.remove_class("hx-selected")
-        if self.graph is not None and row is not None and row["node_id"] in self.graph._ids:
-            self.graph.select(row["node_id"])
+        if self.graph is not None and row is not None and row["node_id"] is not None:
+            self.graph.reveal(row["node_id"])
         source = None if row is None else self.profile.kernel_source(row["event"])
         self._details.value = _details_html(row, source)
         self._redraw()

@@ -256,6 +256,18 @@ class GraphView(LiveWidget):
             self._picker.value = value
         self.refresh()
 
+    def reveal(self, node_id):
+        """Select the graph node ``node_id`` (an ``hx.autograd.graph`` NodeInfo id), or
+        the collapsed module box that holds it: whichever is drawn. Returns the id
+        selected, or None where neither is drawn (the selection is then kept)."""
+        drawn = node_id
+        if self.collapsed is not None:
+            drawn = self.collapsed.member_of.get(node_id, node_id)
+        if drawn not in self._layout.shown:
+            return None
+        self.select(drawn)
+        return drawn
+
     def details(self, node_id) -> dict:
         """What the details panel shows for one node (or module box), as plain data."""
         info = self._drawn().by_id()[node_id]
