@@ -97,6 +97,11 @@ OUTPUTS_JS = """() => [...document.querySelectorAll('.jp-Notebook .jp-Cell')].ma
   live: cell.querySelectorAll('.jupyter-widgets .hx-frame').length,
 }))"""
 
+STATICS_LOADED_JS = """() => {
+  const imgs = [...document.querySelectorAll('img.hx-static-picture')];
+  return imgs.every(img => img.complete && img.naturalWidth > 0) ? imgs.length : -2;
+}"""
+
 DONE_JS = """() => {
   const w = window.jupyterapp.shell.currentWidget;
   const kernel = w && w.sessionContext.session && w.sessionContext.session.kernel;
@@ -189,7 +194,14 @@ def _open(page, base, token, name):
     browser_w = page.evaluate(
         "() => document.querySelector('#filebrowser').getBoundingClientRect().width")
     assert browser_w > 150, "the file browser should be open, as JupyterLab opens it"
-    page.wait_for_timeout(500)  # let outputs render
+    page.wait_for_timeout(500)  # let outputs render, until their pictures stop arriving
+    seen, deadline = -1, time.perf_counter() + 15
+    while time.perf_counter() < deadline:
+        count = page.evaluate(STATICS_LOADED_JS)
+        if count == seen:
+            break
+        seen = count
+        page.wait_for_timeout(700)
 
 
 def _redraw_problems(redraws) -> list[str]:
@@ -312,12 +324,14 @@ def _kernel_click_problems(page) -> list[str]:
     except Exception:
         problems.append("clicking a KernelView bar ringed no node in the GraphView")
     try:
-        source = page.wait_for_selector(
-            ".hx-kernel-view pre.hx-kernel-source[data-language='wgsl']", timeout=20_000)
+        entry = page.wait_for_selector(".hx-kernel-view pre.hx-kernel-entry", timeout=20_000)
     except Exception:
-        return problems + ["clicking a KernelView bar showed no WGSL source"]
-    if "@compute" not in source.text_content() or not source.query_selector("span"):
+        return problems + ["clicking a KernelView bar showed no WGSL entry point"]
+    if "@compute" not in entry.text_content() or not entry.query_selector("span"):
         problems.append("the WGSL shown has no @compute entry point or no highlighting")
+    if page.query_selector(".hx-kernel-view details pre.hx-kernel-source"
+                           "[data-language='wgsl']") is None:
+        problems.append("the WGSL module is not offered below its entry point")
     _shoot(page, page.query_selector(".jp-OutputArea-output:has(.hx-kernel-view)"),
            SHOTS / "04_gpu_kernel_clicked.png")
     return problems
