@@ -144,6 +144,31 @@ def reduced_dims(shape: Shape, target: Shape) -> tuple[tuple, tuple]:
     return tuple(range(lead)), keep
 
 
+def keep_shape(shape: Shape, dims) -> Shape:
+    """``shape`` with the dims in ``dims`` reduced to 1 (a reduction's keepdim shape)."""
+    return tuple(1 if i in dims else n for i, n in enumerate(shape))
+
+
+def unreduced_strides(reduced_shape: Shape, reduced_strides: Strides, shape: Shape,
+                      dims) -> Strides:
+    """Strides that show an array of ``reduced_shape`` and ``reduced_strides`` (a
+    reduction over ``dims`` of an array of ``shape``, the dims kept or not) over
+    ``shape``: 0 along the reduced dims."""
+    ndim = len(reduced_shape)
+    if not ndim:  # a full reduction to 0-d: the common case (loss.sum())
+        return (0,) * len(shape)
+    kept = ndim == len(shape)
+    strides, j = [], 0
+    for d in range(len(shape)):
+        if d in dims:
+            strides.append(0)
+            j += kept
+        else:
+            strides.append(reduced_strides[j])
+            j += 1
+    return tuple(strides)
+
+
 # -- view / reshape ----------------------------------------------------------------------
 
 def infer_shape(shape, total: int, op: str = "view") -> Shape:

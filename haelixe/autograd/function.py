@@ -213,8 +213,9 @@ class Function(Node):
         d = self.__dict__
         if "module" in d or "hooks" in d or "retain" in d or "trace" in d or "label" in d:
             kept = {k: d[k] for k in _KEPT_ON_RELEASE if k in d}
-        else:
-            kept = {k: d[k] for k in _OUTPUT_FIELDS if k in d}
+        else:  # (what record set, written out: no comprehension for every node)
+            kept = {"out_shape": d["out_shape"], "out_dtype": d["out_dtype"],
+                    "out_device": d["out_device"]}
         kept["saved"] = None
         self.__dict__ = kept
 
@@ -264,7 +265,16 @@ def record(ctx, out, inputs, state):
     the node its gradient flows into (None for a number or a tensor needing none). An op
     that saves its output keeps a detached alias of it (with its version). Function.apply
     calls it, and so does an elementwise op's direct path, which ran its kernel itself."""
-    ctx.next = edges_of(inputs)
+    # per input, the node its gradient flows into: the node that made it, or a leaf's
+    # accumulator; None for a number or a tensor that needs no gradient (a loop in here,
+    # not a call: it runs for every recorded node)
+    edges = []
+    for t in inputs:
+        if isinstance(t, Tensor) and t._requires_grad:
+            edges.append(t.grad_fn or t._accumulator or accumulator_of(t))
+        else:
+            edges.append(None)
+    ctx.next = edges
     ctx.seq = next_seq()
     out._requires_grad = True
     out.grad_fn = ctx
@@ -278,21 +288,12 @@ def record(ctx, out, inputs, state):
     return out
 
 
-def edges_of(inputs) -> list:
-    """Per input, the node its gradient flows into: the node that made it, or a leaf's
-    accumulator; None for a number or a tensor that needs no gradient."""
-    edges = []
-    for t in inputs:  # (a loop, not a comprehension: it runs for every recorded node)
-        if isinstance(t, Tensor) and t._requires_grad:
-            edges.append(t.grad_fn or t._accumulator or accumulator_of(t))
-        else:
-            edges.append(None)
-    return edges
-
-
 def edge_of(t):
-    """The node a gradient for the tensor ``t`` flows into (None if it needs none)."""
-    return edges_of((t,))[0]
+    """The node a gradient for the tensor ``t`` flows into, as record links it: the node
+    that made it, or a leaf's accumulator (None if it needs none)."""
+    if not t._requires_grad:
+        return None
+    return t.grad_fn or accumulator_of(t)
 
 
 def accumulator_of(leaf) -> AccumulateGrad:

@@ -12,6 +12,7 @@ import warnings
 import ml_dtypes
 import numpy as np
 
+from .. import layout
 from ..device import CPU
 from ..storage import Storage
 from . import cpu_jit, threads, tuning
@@ -355,6 +356,12 @@ class CPUBackend(Backend):
         return x.astype(dtype)
 
     # -- reductions ----------------------------------------------------------------------
+    def unreduce(self, x, shape, dims):
+        if x.ndim == 0 and x.__class__ is np.ndarray:  # a full sum's (loss.sum()): the usual
+            # (positional, as make_view: stride 0 over the one element)
+            return np.ndarray(shape, x.dtype, x, 0, (0,) * len(shape))
+        return np.broadcast_to(np.reshape(x, layout.keep_shape(shape, dims)), shape)
+
     def sum(self, x, axes, keepdim):
         if (_DOT_SUMS and len(axes) == x.ndim and x.dtype in _DOT_SUM
                 and x.size <= _DOT_SUM_MAX and x.flags.c_contiguous):

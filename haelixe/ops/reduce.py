@@ -41,28 +41,6 @@ def _dims(x, dim, op):
 _ALL_DIMS = tuple(tuple(range(n)) for n in range(8))  # (a full reduction's dims, made once)
 
 
-def _keep_shape(shape, dims):
-    return tuple(1 if i in dims else n for i, n in enumerate(shape))
-
-
-def _unreduced_strides(g, shape, dims) -> tuple:
-    """Strides that show ``g`` (a reduction over ``dims`` of a tensor of ``shape``, the
-    dims kept or not) over ``shape``: 0 along the reduced dims."""
-    ndim = len(g.shape)
-    if not ndim:  # a full reduction to 0-d: the common case (loss.sum())
-        return (0,) * len(shape)
-    kept = ndim == len(shape)
-    strides, j, gs = [], 0, g.strides
-    for d in range(len(shape)):
-        if d in dims:
-            strides.append(0)
-            j += kept
-        else:
-            strides.append(gs[j])
-            j += 1
-    return tuple(strides)
-
-
 def _unreduce(g, in_shape, dims):
     """A reduction's gradient broadcast back over the reduced dims: one zero-stride view."""
     return Unreduce.apply(g, tuple(in_shape), dims)
@@ -79,7 +57,7 @@ class Unreduce(Function):
     def forward(ctx, g, shape, dims):
         if ctx is not SINK:  # (a first-order backward records nothing: skip the writes)
             ctx.dims, ctx.kept = dims, g.ndim == len(shape)
-        return g._view(shape, _unreduced_strides(g, shape, dims), g.offset)
+        return g._view(shape, layout.unreduced_strides(g.shape, g.strides, shape, dims), g.offset)
 
     @staticmethod
     def backward(ctx, gg):
@@ -100,8 +78,15 @@ class Sum(Function):
     def backward(ctx, g):
         if not STATE.grad_enabled:  # first order: the zero-stride view itself, no node
             shape = ctx.in_shape
-            return g._view(shape, _unreduced_strides(g, shape, ctx.dims), g.offset), None, None
+            strides = layout.unreduced_strides(g.shape, g.strides, shape, ctx.dims)
+            return g._view(shape, strides, g.offset), None, None
         return _unreduce(g, ctx.in_shape, ctx.dims), None, None
+
+    @staticmethod
+    def raw_backward(ctx, gd):
+        # first order, on the raw gradient: the backend's view of it over the input's
+        # shape (stride 0 along the summed dims), no tensor made for it
+        return ctx.out_device._be.unreduce(gd, ctx.in_shape, ctx.dims), None, None
 
 
 def sum(input, dim=None, keepdim=False, dtype=None, *, axis=None):  # noqa: A001 (PyTorch's name)
@@ -180,7 +165,7 @@ class _VarNoDof(Function):
         dims = ctx.dims
         m = mean(x, dims, keepdim=True)
         if not ctx.keepdim and dims:
-            g = g.reshape(_keep_shape(x.shape, dims))
+            g = g.reshape(layout.keep_shape(x.shape, dims))
         if ctx.whole:
             factor = ((x - m) * 0.0 + math.inf).masked_fill(x == m, math.nan)
             return g * factor, None, None, None, None
@@ -441,7 +426,7 @@ class _Norm2(Function):
         (x,) = ctx.saved_tensors
         n = _Norm2.apply(x, ctx.dims, True)
         if not ctx.keepdim and ctx.dims:
-            g = g.reshape(_keep_shape(x.shape, ctx.dims))
+            g = g.reshape(layout.keep_shape(x.shape, ctx.dims))
         safe = n.masked_fill(n == 0, 1.0)
         return (g * x / safe).masked_fill(n == 0, 0.0), None, None
 

@@ -429,14 +429,12 @@ def _make_raw_backward(decl, plans):
                 out[i] = gd if plain and gd.dtype == np_dt else fit(wrap(gd), i, ctx, dtype)
                 continue
             raws = [gd]
-            for kind, j, k in sources:  # (kinds as literals: _PARAM, _OUTPUT, _INPUT)
+            for kind, j, k in sources:  # (kind 0: _PARAM; else _OUTPUT or _INPUT)
                 if kind == 0:
                     raws.append(np_dt.type(ctx.args[j]))
-                elif kind == 1:
-                    raws.append(saved[j]._data)
-                else:  # a saved input, or (None there) the number it was
+                else:  # a saved tensor, or (None there: an input) the number it was
                     t = saved[j]
-                    raws.append(np_dt.type(ctx.args[k]) if t is None else t._data)
+                    raws.append(t._data if t is not None else np_dt.type(ctx.args[k]))
             # (map gives the output's dtype: only a mixed node's inputs need a cast)
             gi = ctx.out_device._be.map(kernel, raws, np_dt)
             out[i] = gi if plain else fit(wrap(gi), i, ctx, dtype)

@@ -13,6 +13,7 @@ import threading
 import ml_dtypes
 import numpy as np
 
+from ... import layout
 from ...device import GPU
 from ...storage import Storage
 from ..base import Backend
@@ -162,6 +163,10 @@ class WGPU(Backend):
         ew.map_into(self, kernel, dst, inputs)
 
     # -- reductions ----------------------------------------------------------------------
+    def unreduce(self, x, shape, dims):
+        strides = layout.unreduced_strides(x.shape, x.strides, shape, dims)
+        return x.view(tuple(shape), strides, x.offset)
+
     def sum(self, x, axes, keepdim=False):
         """Sum in the dtype of x (float accumulation in f32; int32 stays int32)."""
         return rd.reduce(self, "sum", x, axes, keepdim)
