@@ -208,6 +208,11 @@ fn fmod_i32(a: i32, b: i32) -> i32 {
     return select(bitcast<i32>(select(r, 0u - r, a < 0)), 0, b == 0);
 }
 
+// |a| with b's sign bit (negative zero and negative NaN count as negative).
+fn copysign_f32(a: f32, b: f32) -> f32 {
+    return bitcast<f32>((bitcast<u32>(a) & 0x7fffffffu) | (bitcast<u32>(b) & 0x80000000u));
+}
+
 // The inverse trigonometric functions with NaN outside their domains (WGSL leaves those
 // results indeterminate), asin and acos through atan2 (llvmpipe's asin is 4e-4 off at
 // 0.5), asinh without cancellation for negative inputs.

@@ -31,12 +31,13 @@ TORCH_NAME = {
     "gelu_erf": F.gelu, "gelu_tanh": lambda x: F.gelu(x, approximate="tanh"),
     "softplus": F.softplus, "hardtanh": F.hardtanh, "leaky_relu": F.leaky_relu,
     "silu": F.silu, "clamp3": torch.clamp, "where": torch.where,
-    "hardsigmoid": F.hardsigmoid, "elu": F.elu,
+    "hardsigmoid": F.hardsigmoid, "elu": F.elu, "hardswish": F.hardswish, "mish": F.mish,
+    "softsign": F.softsign,
 }
 #: inputs that keep the op in its domain (positive for logs and roots, nonzero divisors
 #: for the integer divisions PyTorch refuses by zero)
-POSITIVE = {"log", "log2", "log1p", "sqrt", "rsqrt", "pow", "floor_divide", "remainder",
-            "fmod"}
+POSITIVE = {"log", "log2", "log10", "log1p", "sqrt", "rsqrt", "pow", "floor_divide",
+            "remainder", "fmod"}
 #: float inputs inside (-1, 1) for the inverse sine, cosine and tanh, above 1 for acosh
 #: (outside, both sides give NaN: the forward checks compare those too, the gradients
 #: would compare nothing)
@@ -406,6 +407,8 @@ OTHER.update({
         lambda x: x.repeat_interleave(_idx(x, [2, 0, 1, 3, 1, 1]), 1),
         lambda x: x.repeat_interleave(torch.tensor([2, 0, 1, 3, 1, 1]), 1)),
     "isclose": (lambda x: x.isclose(x + 1e-6), lambda x: x.isclose(x + 1e-6)),
+    "meshgrid": (lambda x: hx.meshgrid(x[0], x[1, :4], indexing="xy")[1] * 1,
+                 lambda x: torch.meshgrid(x[0], x[1, :4], indexing="xy")[1] * 1),
 })
 
 def _idx(x, values):

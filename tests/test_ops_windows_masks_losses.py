@@ -1,5 +1,6 @@
-"""The inverse trigonometric functions, fmod, lerp, elu/celu/selu, isclose, cummin,
-Tensor.unfold, diag, masked_select, repeat_interleave and binary_cross_entropy against
+"""The inverse trigonometric functions, fmod, copysign, log10, lerp, elu/celu/selu,
+hardswish, mish, softsign, softmin, isclose, cummin, Tensor.unfold, diag, masked_select,
+repeat_interleave, meshgrid and binary_cross_entropy against
 PyTorch: forward on views, 0-d and 0-size inputs, float64 gradients (gradcheck), the
 layers and function forms, error messages for bad input, and the GPU against the CPU.
 
@@ -38,6 +39,15 @@ OPS = {
     # alpha 0.7 in float64; Haelixe keeps it exact)
     "celu": (lambda x: F.celu(x, 0.5), lambda x: TF.celu(x, 0.5)),
     "selu": (lambda x: F.selu(x), lambda x: TF.selu(x)),
+    "copysign": (lambda x: hx.copysign(x, x.flip(0)), lambda x: torch.copysign(x, x.flip(0))),
+    "log10": (lambda x: (x * x + 0.1).log10(), lambda x: (x * x + 0.1).log10()),
+    "hardswish": (lambda x: F.hardswish(x * 3.0), lambda x: TF.hardswish(x * 3.0)),
+    "mish": (lambda x: F.mish(x * 5.0), lambda x: TF.mish(x * 5.0)),
+    "softsign": (lambda x: F.softsign(x), lambda x: TF.softsign(x)),
+    "softmin": (lambda x: F.softmin(x, 1), lambda x: TF.softmin(x, 1)),
+    "meshgrid": (lambda x: hx.meshgrid(x[0], x[1, :3])[0] * hx.meshgrid(x[2], x[3, :3])[1],
+                 lambda x: torch.meshgrid(x[0], x[1, :3], indexing="ij")[0]
+                 * torch.meshgrid(x[2], x[3, :3], indexing="ij")[1]),
     "cummin": (lambda x: hx.cummin(x, 1).values, lambda x: torch.cummin(x, 1).values),
     "unfold": (lambda x: x.unfold(1, 2, 2) * 1.0, lambda x: x.unfold(1, 2, 2) * 1.0),
     "diag": (lambda x: hx.diag(x, -1), lambda x: torch.diag(x, -1)),
@@ -95,6 +105,7 @@ def test_float64_gradient_matches_pytorch_and_passes_gradcheck(name):
 
 @pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
 @pytest.mark.parametrize("name", ["asin", "acos", "atanh", "asinh", "acosh", "fmod", "lerp",
+                                  "copysign", "log10", "hardswish", "mish", "softsign",
                                   "elu", "celu", "selu", "cummin", "unfold", "diag",
                                   "masked_select", "repeat_interleave"])
 def test_forward_in_low_precision_matches_pytorch(name, dtype):
@@ -143,6 +154,29 @@ def test_integer_and_bool_inputs_keep_pytorchs_dtypes():
                       (hx.diag(i[0] > 0), torch.diag(ti[0] > 0))):
         assert got.dtype.name == str(want.dtype).replace("torch.", "")
         np.testing.assert_array_equal(got.numpy(), want.numpy())
+
+
+def test_copysign_reads_the_sign_bit_of_zeros_and_nans_on_both_devices():
+    a = [1.0, -2.0, 0.0, 3.0, np.nan, -4.0]
+    b = [-0.0, 1.0, -1.0, -np.inf, -1.0, np.nan]
+    want = torch.copysign(torch.tensor(a), torch.tensor(b)).numpy()
+    np.testing.assert_array_equal(hx.copysign(hx.tensor(a), hx.tensor(b)).numpy(), want)
+    assert np.signbit(hx.copysign(hx.tensor([0.0]), hx.tensor([-0.0])).numpy()[0])
+    i = hx.tensor([3, -2])
+    assert hx.copysign(i, -1).dtype is hx.float32  # (ints become floats, as PyTorch)
+
+
+def test_meshgrid_matches_pytorch_in_both_indexings_and_is_a_view():
+    a, b, c = hx.tensor([1.0, 2.0, 3.0]), hx.tensor([4.0, 5.0]), hx.tensor(7.0)
+    for indexing in ("ij", "xy"):
+        for args in ((a,), (a, b), (a, c, b), (b, a, a)):
+            got = hx.meshgrid(*args, indexing=indexing)
+            want = torch.meshgrid(*[torch.tensor(t.numpy()) for t in args], indexing=indexing)
+            assert len(got) == len(want)
+            for g, w in zip(got, want):
+                assert g.shape == tuple(w.shape)
+                np.testing.assert_array_equal(g.numpy(), w.numpy())
+    assert hx.meshgrid([a, b])[0].storage is a.storage
 
 
 def test_isclose_follows_pytorch_on_infinities_nans_and_tolerances():
@@ -234,6 +268,9 @@ def test_the_activation_layers_and_functional_forms():
     (lambda: hx.lerp(hx.tensor([1, 2]), hx.tensor([3, 4]), 0.5), "lerp.*int64"),
     (lambda: hx.tensor([1.0]).lerp(hx.tensor([3.0], dtype="float64"), 0.5), "lerp.*float64"),
     (lambda: F.celu(hx.tensor([1, 2])), "celu"),
+    (lambda: F.softmin(hx.zeros(2, 3)), "pass dim"),
+    (lambda: hx.meshgrid(hx.zeros(2, 2)), "0-D or 1-D"),
+    (lambda: hx.meshgrid(hx.zeros(2), indexing="ji"), "indexing"),
 ])
 def test_bad_input_is_refused_by_name(call, words):
     with pytest.raises((OpError, TypeError, ValueError, IndexError), match=words):
@@ -243,7 +280,7 @@ def test_bad_input_is_refused_by_name(call, words):
 def test_the_hints_for_the_former_gaps_are_gone():
     for name in ("elu", "binary_cross_entropy"):
         assert callable(getattr(F, name))
-    for name in ("BCELoss", "ELU", "CELU", "SELU"):
+    for name in ("BCELoss", "ELU", "CELU", "SELU", "Hardswish", "Mish", "Softsign", "Softmin"):
         assert isinstance(getattr(hx.nn, name), type)
 
 

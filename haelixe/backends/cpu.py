@@ -77,7 +77,7 @@ class NumpyMath:
     sin, cos, tanh, abs, sign = np.sin, np.cos, np.tanh, np.abs, np.sign
     atan, tan, sinh, cosh, exp2 = np.arctan, np.tan, np.sinh, np.cosh, np.exp2
     asin, acos, asinh, acosh, atanh = np.arcsin, np.arccos, np.arcsinh, np.arccosh, np.arctanh
-    fmod = np.fmod
+    fmod, copysign = np.fmod, np.copysign
     floor, ceil, trunc = np.floor, np.ceil, np.trunc
     maximum, minimum, pow = np.maximum, np.minimum, np.power
     floor_divide, remainder, isnan = np.floor_divide, np.remainder, np.isnan

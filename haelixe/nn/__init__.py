@@ -24,6 +24,7 @@ from .layers import (
     ReLU6,
     RMSNorm,
     Softmax,
+    Softmin,
 )
 from .loss_layers import (
     BCELoss,

@@ -158,6 +158,16 @@ def log_softmax(input, dim=-1, dtype=None):
     return x.log_softmax(dim)
 
 
+def softmin(input, dim=None, _stacklevel=3, dtype=None):  # noqa: A002 (PyTorch's names)
+    """softmax(-input) over ``dim`` (required: PyTorch's implicit choice of dim is
+    deprecated there and refused here)."""
+    if dim is None:
+        raise OpError(f"softmin: pass dim= (the dim to normalise over); for input of shape "
+                      f"{input.shape} it is usually -1")
+    x = input if dtype is None else input.to(dtype)
+    return (-x).softmax(dim)
+
+
 def dropout(input, p=0.5, training=True, inplace=False):
     """Zero each element with probability ``p`` and scale the rest by 1 / (1 - p)
     during training; the identity otherwise. ``inplace`` writes into ``input``."""
@@ -419,7 +429,7 @@ for _name, _fn in DECLARED.items():
         _fn.__module__ = __name__
 
 __all__ = [*DECLARED, "linear", "rms_norm", "layer_norm", "gelu", "logsigmoid", "softmax",
-           "log_softmax", "dropout", "embedding",
+           "log_softmax", "softmin", "dropout", "embedding",
            "one_hot", "normalize", "pad", "rope_tables", "apply_rope",
            "scaled_dot_product_attention", "mse_loss", "l1_loss", "smooth_l1_loss",
            "huber_loss", "nll_loss", "cross_entropy", "binary_cross_entropy",

@@ -131,6 +131,11 @@ class Softmax(_OverDim):
         return x.softmax(self._dim(x))
 
 
+class Softmin(_OverDim):
+    def forward(self, x):
+        return F.softmin(x, self._dim(x))
+
+
 class LogSoftmax(_OverDim):
     def forward(self, x):
         return x.log_softmax(self._dim(x))

@@ -87,6 +87,11 @@ elementwise("fmod", lambda m, a, b: m.fmod(a, b),
             cpu=np.fmod, bool_ok=False,
             doc="The remainder of input / other rounded toward zero (C's fmod: the sign "
                 "of input), elementwise; remainder's has the sign of other.")
+elementwise("copysign", lambda m, a, b: m.copysign(a, b),
+            grad=(lambda m, g, a, y: m.where(a == 0, 0.0, g * (y / a)), lambda m, g: g * 0.0),
+            dtypes="float", cpu=np.copysign,
+            doc="|input| with the sign bit of other (so -0.0 and -nan count as negative), "
+                "elementwise; the gradient is 0 at input 0, as PyTorch's.")
 elementwise("maximum", lambda m, a, b: m.maximum(a, b),
             grad=(lambda m, g, a, b: m.where(a > b, g, m.where(a == b, g * 0.5, 0.0)),
                   lambda m, g, a, b: m.where(b > a, g, m.where(a == b, g * 0.5, 0.0))),
@@ -211,6 +216,9 @@ elementwise("log1p", lambda m, x: m.log1p(x), grad=lambda m, g, x: g / (x + 1.0)
             dtypes="float", cpu=np.log1p)
 elementwise("log2", lambda m, x: m.log(x) * (1.0 / math.log(2.0)),
             grad=lambda m, g, x: g / (x * math.log(2.0)), dtypes="float", cpu=np.log2)
+elementwise("log10", lambda m, x: m.log(x) * (1.0 / math.log(10.0)),
+            grad=lambda m, g, x: g / (x * math.log(10.0)), dtypes="float", cpu=np.log10,
+            doc="The base-10 logarithm, elementwise.")
 elementwise("sqrt", lambda m, x: m.sqrt(x), grad=lambda m, g, y: g * 0.5 / y,
             dtypes="float", cpu=np.sqrt)
 elementwise("rsqrt", lambda m, x: m.rsqrt(x), grad=lambda m, g, y: g * -0.5 * y * y * y,
@@ -229,10 +237,13 @@ elementwise("cosh", lambda m, x: m.cosh(x), grad=lambda m, g, x: g * m.sinh(x),
             dtypes="float", cpu=np.cosh, doc="The hyperbolic cosine, elementwise.")
 elementwise("exp2", lambda m, x: m.exp2(x), grad=lambda m, g, y: g * y * math.log(2.0),
             dtypes="float", cpu=np.exp2, doc="2 ** input, elementwise.")
-elementwise("asin", lambda m, x: m.asin(x), grad=lambda m, g, x: g * m.rsqrt(1.0 - x * x),
+# (1 - x)(1 + x), not 1 - x * x: exact near |x| = 1, where the derivatives blow up
+elementwise("asin", lambda m, x: m.asin(x),
+            grad=lambda m, g, x: g * m.rsqrt((1.0 - x) * (1.0 + x)),
             dtypes="float", cpu=np.arcsin,
             doc="The arcsine, elementwise (radians; NaN outside [-1, 1]).")
-elementwise("acos", lambda m, x: m.acos(x), grad=lambda m, g, x: -g * m.rsqrt(1.0 - x * x),
+elementwise("acos", lambda m, x: m.acos(x),
+            grad=lambda m, g, x: -g * m.rsqrt((1.0 - x) * (1.0 + x)),
             dtypes="float", cpu=np.arccos,
             doc="The arccosine, elementwise (radians; NaN outside [-1, 1]).")
 elementwise("asinh", lambda m, x: m.asinh(x), grad=lambda m, g, x: g * m.rsqrt(x * x + 1.0),
@@ -241,7 +252,8 @@ elementwise("acosh", lambda m, x: m.acosh(x),
             grad=lambda m, g, x: g * m.rsqrt((x - 1.0) * (x + 1.0)), dtypes="float",
             cpu=np.arccosh,
             doc="The inverse hyperbolic cosine, elementwise (NaN below 1).")
-elementwise("atanh", lambda m, x: m.atanh(x), grad=lambda m, g, x: g / (1.0 - x * x),
+elementwise("atanh", lambda m, x: m.atanh(x),
+            grad=lambda m, g, x: g / ((1.0 - x) * (1.0 + x)),
             dtypes="float", cpu=np.arctanh,
             doc="The inverse hyperbolic tangent, elementwise (+-inf at +-1, NaN beyond).")
 elementwise("tanh", lambda m, x: m.tanh(x), grad=lambda m, g, y: g * (1.0 - y * y),
@@ -313,6 +325,28 @@ elementwise("selu", lambda m, x: _SELU_SCALE * m.where(x > 0, x, _SELU_ALPHA * m
                                          g * (_SELU_SCALE * _SELU_ALPHA) * m.exp(x)),
             dtypes="float_only", functional="inplace", module="SELU",
             doc="scale * elu(input, alpha) with PyTorch's self-normalising constants.")
+elementwise("hardswish", lambda m, x: x * m.minimum(m.maximum(x + 3.0, 0.0), 6.0) / 6.0,
+            grad=lambda m, g, x: m.where(x < -3.0, 0.0,
+                                         m.where(x <= 3.0, g * (x / 3.0 + 0.5), g)),
+            dtypes="float_only", functional="inplace", module="Hardswish",
+            doc="input * relu6(input + 3) / 6: 0 below -3, input above 3.")
+elementwise("mish", lambda m, x: x * m.tanh(_softplus(m, x)),
+            grad=lambda m, g, x: g * _mish_slope(m, x), dtypes="float_only",
+            functional="inplace", module="Mish", doc="input * tanh(softplus(input)).")
+elementwise("softsign", lambda m, x: x / (1.0 + m.abs(x)),
+            grad=lambda m, g, x: g / ((1.0 + m.abs(x)) * (1.0 + m.abs(x))), dtypes="float",
+            bool_ok=False,
+            functional="plain", module="Softsign", doc="input / (1 + |input|), elementwise.")
+
+
+def _softplus(m, x):
+    # log(1 + exp(x)) without overflow: PyTorch's threshold of 20 (the linear branch)
+    return m.where(x > 20.0, x, m.log1p(m.exp(m.minimum(x, 20.0))))
+
+
+def _mish_slope(m, x):
+    t = m.tanh(_softplus(m, x))
+    return t + x * m.sigmoid(x) * (1.0 - t * t)
 
 def _gelu_tanh_slope(m, x):
     th = m.tanh(_SQRT_2_OVER_PI * (x + 0.044715 * x * x * x))

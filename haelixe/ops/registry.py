@@ -215,7 +215,7 @@ class Elementwise:
 
     def compute_dtype(self, dt):
         cd = _compute_dtype(self.dtypes, dt, self.name)
-        if cd is bool_ and not self.bool_ok:
+        if bool_ in (cd, dt) and not self.bool_ok:  # (before a float rule widens a bool)
             raise TypeError(f"{self.name}: not supported on bool tensors (as in PyTorch); "
                             f"use logical ops or convert with .int() first")
         return cd
@@ -294,6 +294,7 @@ _SCALAR_MATH = {
     "where": lambda c, a, b: a if c else b, "maximum": max, "minimum": min,
     "pow": lambda a, b: a ** b, "floor_divide": lambda a, b: a // b,
     "remainder": lambda a, b: a % b, "isnan": math.isnan, "fmod": math.fmod,
+    "copysign": math.copysign,
     "asin": math.asin, "acos": math.acos, "asinh": math.asinh, "acosh": math.acosh,
     "atanh": math.atanh,
 }

@@ -12,7 +12,7 @@ from ..autograd.function import Function, PartialGrad, SavedTensorError
 from ..autograd.mode import STATE
 from ..errors import OpError
 from ..tensor import Tensor
-from .registry import declare, tensor_method
+from .registry import declare, function, tensor_method
 
 
 def _view_of(ctx, x, shape, strides, offset, raw=None):
@@ -603,3 +603,35 @@ def diag(input, diagonal=0):  # noqa: A002 (PyTorch's names)
 
 
 declare("diag", dtypes="any")
+
+
+# -- meshgrid: each input broadcast over the grid, as expanded views -------------------------
+@function
+def meshgrid(*tensors, indexing=None):
+    """meshgrid(*tensors, indexing=None) -> tuple of Tensors
+
+    Grids of the 0-d or 1-D inputs: output i holds input i along dim i (``indexing="ij"``,
+    the default, as PyTorch's) or with the first two dims swapped (``"xy"``, numpy's
+    Cartesian order). Each output is an expanded view of its input."""
+    if len(tensors) == 1 and isinstance(tensors[0], (tuple, list)):
+        tensors = tuple(tensors[0])
+    indexing = "ij" if indexing is None else indexing
+    if indexing not in ("ij", "xy"):
+        raise OpError(f"meshgrid: indexing must be 'ij' or 'xy', got {indexing!r}")
+    if not tensors or any(t.ndim > 1 for t in tensors):
+        raise OpError(f"meshgrid: expects one or more 0-D or 1-D tensors, got shapes "
+                      f"{[tuple(t.shape) for t in tensors]}")
+    sizes = [t.numel() for t in tensors]
+    order = list(range(len(tensors)))
+    if indexing == "xy" and len(tensors) > 1:
+        order[0], order[1] = 1, 0
+    shape = tuple(sizes[i] for i in order)
+    out = []
+    for i, t in enumerate(tensors):
+        view = [1] * len(tensors)
+        view[order.index(i)] = sizes[i]
+        out.append(t.reshape(view).expand(shape))
+    return tuple(out)
+
+
+declare("meshgrid", arity=2, dtypes="any")
