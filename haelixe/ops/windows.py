@@ -63,34 +63,41 @@ class Windows(Function):
     @staticmethod
     def forward(ctx, x, kernel, stride, dilation):
         ctx.in_shape, ctx.geometry = x.shape, (kernel, stride, dilation)
+        ctx.in_strides = x.strides
         shape, strides = window_layout(x.shape, x.strides, kernel, stride, dilation)
         return _view_of(ctx, x, shape, strides, x.offset)
 
     @staticmethod
     def backward(ctx, g):
         _check_history(ctx)
-        return SumWindows.apply(g, ctx.in_shape, *ctx.geometry), None, None, None
+        # (the gradient laid out as the input was, where the sum is a copy: the layers
+        # before read it in the layout they wrote)
+        return SumWindows.apply(g, ctx.in_shape, *ctx.geometry, ctx.in_strides), None, \
+            None, None
 
 
 class SumWindows(Function):
     """col2im: windows (lead, *kernel, *out) added into zeros of ``shape``, each where
     Windows would have read it; one strided add per kernel offset, or one copy where no
-    two windows share a cell. 16-bit windows are summed in float32 and rounded once."""
+    two windows share a cell (into zeros laid out as ``like``, strides of ``shape``,
+    where given). 16-bit windows are summed in float32 and rounded once."""
 
     small_state = True
 
     @staticmethod
-    def forward(ctx, cols, shape, kernel, stride, dilation):
+    def forward(ctx, cols, shape, kernel, stride, dilation, like):
         ctx.geometry = (kernel, stride, dilation)
         d = len(kernel)
         lead = len(shape) - d
         out_size = cols.shape[lead + d:]
         be = cols._be
+        matching = list(range(lead)) + list(range(lead + d, lead + 2 * d))
+        cols_order = tuple(cols.strides[m] for m in matching)
         if all(dl * (k - 1) < s for k, s, dl in zip(kernel, stride, dilation)):
             # windows that never share a cell (a pool's stride the kernel's size, a 1x1
             # kernel): the windows view of the output holds each cell once, and the sum
             # is one copy into it
-            out = _zeros_laid_out_as(cols, shape, lead, d)
+            out = _zeros_in_order(be, cols.dtype.np, shape, like or cols_order)
             be.copy_into(be.make_view(out._storage, *window_layout(
                              out.shape, out.strides, kernel, stride, dilation)[:2],
                              out.offset), cols._data)
@@ -98,7 +105,7 @@ class SumWindows(Function):
         dtype = cols.dtype.np
         if cols.dtype.itemsize < 4:
             cols = Tensor._wrap(be.cast(cols._data, np.float32))
-        out = _zeros_laid_out_as(cols, shape, lead, d)
+        out = _zeros_in_order(be, cols.dtype.np, shape, cols_order)
         if be.sum_windows_into(out._data, cols._data, kernel, stride, dilation):
             return out if out.dtype.np == dtype else be.cast(out._data, dtype)
         every = (slice(None),) * lead
@@ -113,19 +120,17 @@ class SumWindows(Function):
 
     @staticmethod
     def backward(ctx, g):
-        return Windows.apply(g, *ctx.geometry), None, None, None, None
+        return Windows.apply(g, *ctx.geometry), None, None, None, None, None
 
 
-def _zeros_laid_out_as(cols, shape, lead, d):
-    """Zeros of ``shape`` whose memory order is that of the windows' matching dims (the
-    lead dims and the output positions): each strided add then runs along the same
-    inner dim in both, at any layout the windows come in."""
-    be = cols._be
-    matching = list(range(lead)) + list(range(lead + d, lead + 2 * d))
-    order = sorted(range(len(shape)), key=lambda i: -abs(cols.strides[matching[i]]))
+def _zeros_in_order(be, dtype, shape, strides):
+    """Zeros of ``shape`` whose dims are in memory in the order ``strides`` (one per
+    dim) has them: for SumWindows, the windows' matching dims (the lead dims and the
+    output positions), so each strided add runs along the same inner dim in both."""
+    order = sorted(range(len(shape)), key=lambda i: -abs(strides[i]))
     if order == list(range(len(shape))):
-        return Tensor._wrap(be.full(shape, 0, cols.dtype.np))
-    laid = Tensor._wrap(be.full(tuple(shape[i] for i in order), 0, cols.dtype.np))
+        return Tensor._wrap(be.full(shape, 0, dtype))
+    laid = Tensor._wrap(be.full(tuple(shape[i] for i in order), 0, dtype))
     strides = [0] * len(shape)
     for pos, i in enumerate(order):
         strides[i] = laid.strides[pos]
@@ -141,7 +146,8 @@ def sum_windows(cols, shape, kernel, stride, dilation, op="fold"):
                          f"output of spatial size {tuple(shape[-d:])}, which has {want} for "
                          f"kernel {tuple(kernel)}, stride {tuple(stride)}, dilation "
                          f"{tuple(dilation)}")
-    return SumWindows.apply(cols, tuple(shape), tuple(kernel), tuple(stride), tuple(dilation))
+    return SumWindows.apply(cols, tuple(shape), tuple(kernel), tuple(stride), tuple(dilation),
+                            None)
 
 
 class Pad(Function):
