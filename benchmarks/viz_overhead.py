@@ -26,7 +26,17 @@ receives no events; on the GPU every buffer comes from the slab allocator and th
 records each of its events. Headless, widget updates go nowhere; in a notebook each
 redraw also sends the new picture to the browser (once per redraw, not per step).
 
+The tracking part (``--part tracking``) times an eager denoiser step (forward, backward,
+AdamW) in four arms, in rotating order each round: off, off again (the noise floor:
+two arms of the same code), memory history recorded (``hx.record_memory_history``: a
+stack walk per allocation, the tensors' and nodes' hooks), and inside ``hx.profile()``
+(every backend call wrapped). The first "off" round runs before either was ever on;
+the later ones after each was switched off again, so "off" also shows that stopping
+puts everything back. Figures: ms per step (the best round of each arm) and each arm
+over "off".
+
     python benchmarks/viz_overhead.py [--steps 3000] [--rounds 3] [--device cpu|gpu|both]
+    python benchmarks/viz_overhead.py --part tracking [--tracking-steps 60] [--device both]
 """
 
 from __future__ import annotations
@@ -134,6 +144,80 @@ def bench(device: str, steps: int, rounds: int, eval_every: int) -> dict:
     return {"side_by_side": best, "median": med, "direct": 1 - inside}
 
 
+def _eager_step(device: str):
+    """One eager denoiser training step on a fixed batch, and the step function."""
+    import numpy as np
+
+    from haelixe.data.sine import random_batch
+    from haelixe.denoise import Denoiser
+    from haelixe.nn import functional as F
+    from haelixe.optim import AdamW
+
+    hx.manual_seed(0)
+    model = Denoiser().to(device)
+    opt = AdamW(model.parameters(), lr=1e-3)
+    noisy, clean = random_batch(np.random.default_rng(0), 16)
+    x, y = hx.from_numpy(noisy).to(device), hx.from_numpy(clean).to(device)
+
+    def step():
+        opt.zero_grad(set_to_none=False)
+        loss = F.mse_loss(model(x), y)
+        loss.backward()
+        opt.step()
+        return loss.item()  # (a read-back: on the GPU the step's work is done)
+
+    return step
+
+
+def _time_steps(step, steps: int, arm: str, device: str) -> tuple[float, float]:
+    """(wall, process CPU) seconds per step of ``steps`` steps in ``arm``."""
+    if arm == "history":
+        hx.record_memory_history(device=device)
+    prof = hx.profile() if arm == "profile" else None
+    try:
+        if prof is not None:
+            prof.__enter__()
+        step()  # (the arm's first step: wrappers made, entries started)
+        t, c = time.perf_counter(), time.process_time()
+        for _ in range(steps):
+            step()
+        return (time.perf_counter() - t) / steps, (time.process_time() - c) / steps
+    finally:
+        if prof is not None:
+            prof.__exit__(None, None, None)
+        if arm == "history":
+            hx.record_memory_history(False, device=device)
+
+
+TRACKING_ARMS = ("off", "off again", "history", "profile")
+
+
+def bench_tracking(device: str, steps: int, rounds: int) -> dict:
+    print(f"\n== tracking on an eager denoiser step on {device}: {steps} steps per arm, "
+          f"{rounds} rounds ==")
+    step = _eager_step(device)
+    for _ in range(3):  # warm: kernels compiled, slabs cached
+        step()
+    times: dict = {arm: [] for arm in TRACKING_ARMS}
+    cpu: dict = {arm: [] for arm in TRACKING_ARMS}
+    for k in range(rounds):
+        order = TRACKING_ARMS[k % 4:] + TRACKING_ARMS[:k % 4]
+        row = []
+        for arm in order:
+            wall, used = _time_steps(step, steps, arm, device)
+            times[arm].append(wall)
+            cpu[arm].append(used)
+            row.append(f"{arm} {1e3 * wall:.2f} ({1e3 * used:.2f} CPU)")
+        print(f"round {k}  ms/step: " + ", ".join(row), flush=True)
+    best = {arm: min(v) for arm, v in times.items()}
+    med = {arm: statistics.median(v) for arm, v in cpu.items()}
+    for arm in TRACKING_ARMS:
+        print(f"{arm:10s} best {1e3 * best[arm]:.2f} ms/step ({best[arm] / best['off']:.3f} of "
+              f"off); process CPU time, medians: {1e3 * med[arm]:.2f} ms/step "
+              f"({med[arm] / med['off']:.3f} of off)")
+    return {arm: (best[arm] / best["off"], med[arm] / med["off"]) for arm in TRACKING_ARMS}
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--steps", type=int, default=3000,
@@ -144,7 +228,23 @@ def main(argv=None) -> int:
     p.add_argument("--eval-every", type=int, default=500,
                    help="steps between held-out evaluations (the dashboard's interval)")
     p.add_argument("--device", choices=["cpu", "gpu", "both"], default="cpu")
+    p.add_argument("--part", choices=["widgets", "tracking", "both"], default="widgets",
+                   help="the widgets' cost, memory history's and the profiler's, or both")
+    p.add_argument("--tracking-steps", type=int, default=60,
+                   help="eager steps per arm and round in the tracking part")
     args = p.parse_args(argv)
+    devices = ["cpu", "gpu"] if args.device == "both" else [args.device]
+    if args.part in ("tracking", "both"):
+        tracked = {d: bench_tracking(d, args.tracking_steps if d == "cpu" else
+                                     max(args.tracking_steps // 4, 5), args.rounds)
+                   for d in devices}
+        print("\nan eager step over tracking off, wall (process CPU) (goal: off again "
+              "~1.00, history and profile under 1.10): " + "; ".join(
+                  f"{d}: " + ", ".join(f"{a} {r[a][0]:.3f} ({r[a][1]:.3f})"
+                                       for a in TRACKING_ARMS[1:])
+                  for d, r in tracked.items()))
+        if args.part == "tracking":
+            return 0
     ratios = {}
     if args.device in ("cpu", "both"):
         ratios["cpu"] = bench("cpu", args.steps, args.rounds, args.eval_every)

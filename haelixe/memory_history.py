@@ -50,16 +50,37 @@ _clock = time.perf_counter_ns
 
 
 def _user_frames(limit: int = 4) -> list:
-    """The innermost frames outside haelixe (the user's code), innermost first."""
+    """The innermost frames outside haelixe (the user's code), innermost first, each as
+    (code, instruction offset): the line is read from them when a snapshot is taken
+    (:func:`_frame_dicts`), which costs less than reading it at every allocation."""
     f = sys._getframe(2)
     frames = []
     while f is not None and len(frames) < limit:
         code = f.f_code
         if not code.co_filename.startswith(_PACKAGE):
-            frames.append({"filename": code.co_filename, "line": f.f_lineno,
-                           "name": code.co_name})
+            frames.append((code, f.f_lasti))
         f = f.f_back
     return frames
+
+
+def _line_of(code, lasti: int) -> int | None:
+    for start, end, line in code.co_lines():
+        if start <= lasti < end:
+            return line
+    return None
+
+
+def _frame_dicts(frames, cache: dict) -> list:
+    """(code, offset) frames as PyTorch's dicts: ``filename``, ``line``, ``name``."""
+    out = []
+    for frame in frames:
+        d = cache.get(frame)
+        if d is None:
+            code, lasti = frame
+            d = cache[frame] = {"filename": code.co_filename, "line": _line_of(code, lasti),
+                                "name": code.co_name}
+        out.append(dict(d))
+    return out
 
 
 class _Entry:
@@ -357,6 +378,7 @@ def memory_snapshot(device="gpu") -> dict:
         trace = list(history.trace)
         entries = dict(history.entries)
     params, grads = _roles(cpu)
+    lines: dict = {}  # (code, offset) -> its frame dict, read once per snapshot
     categories = {}
     blocks = []
     for entry, block, tag in sorted(live_blocks, key=lambda e: e[0].key):
@@ -371,12 +393,12 @@ def memory_snapshot(device="gpu") -> dict:
                        "op": nodes[0].name if nodes else None,
                        "saved_by": [n.name for n in nodes],
                        "state": "active_allocated", "time_ns": entry.time_ns,
-                       "frames": entry.frames, "key": entry.key})
+                       "frames": _frame_dicts(entry.frames, lines), "key": entry.key})
     return {"device": alloc.device_name, "blocks": blocks,
-            **_timeline(history, trace, entries, categories), "stats": stats}
+            **_timeline(history, trace, entries, categories, lines), "stats": stats}
 
 
-def _timeline(history, trace, entries, categories) -> dict:
+def _timeline(history, trace, entries, categories, lines) -> dict:
     """The trace with each block named once, and the peak with what held it."""
     index: dict = {}
     timeline_blocks = []
@@ -391,7 +413,8 @@ def _timeline(history, trace, entries, categories) -> dict:
             category = categories.get(key) or entry.category or "temporary"
             timeline_blocks.append({"size": entry.size, "category": category,
                                     "op": entry.saved_names[0] if entry.saved_names
-                                    else None, "frames": entry.frames[:1], "key": key})
+                                    else None, "frames": _frame_dicts(entry.frames[:1], lines),
+                                    "key": key})
         events.append({"action": action, "block": index[key], "time_ns": t,
                        "allocated_bytes": allocated})
         if allocated > peak:
