@@ -15,3 +15,8 @@ class OpError(RuntimeError, ValueError):
 class OpIndexError(OpError, IndexError):
     """An index out of range in an op PyTorch reports it from as a RuntimeError (gather,
     scatter); an IndexError too, as numpy and Python report one."""
+
+
+class OpNotImplementedError(OpError, NotImplementedError):
+    """An option an op does not know (a padding mode) where PyTorch raises
+    NotImplementedError; an OpError too."""

@@ -201,3 +201,10 @@ def test_scatter_takes_an_index_smaller_than_input_and_src_as_pytorch():
         want = torch.tensor(x).scatter(dim, torch.tensor(index), torch.tensor(src))
         np.testing.assert_array_equal(got.numpy(), want.numpy())
     assert hx.zeros(3).scatter(0, hx.zeros(0).long(), hx.ones(0)).shape == (3,)
+
+
+def test_an_unknown_padding_mode_raises_pytorchs_not_implemented_error():
+    with pytest.raises(NotImplementedError, match="pad: mode must be one of"):
+        hx.nn.functional.pad(hx.zeros(3, 3, 3), (3, 0), mode="typo")
+    with pytest.raises(ValueError):  # (an OpError too)
+        hx.nn.functional.pad(hx.zeros(3, 3, 3), (3, 0), mode="typo")

@@ -8,7 +8,7 @@ import math
 from .. import creation
 from ..amp import autocast_dtype, cast_inputs
 from ..dtype import float32
-from ..errors import OpError
+from ..errors import OpError, OpNotImplementedError
 from ..ops import fused
 from ..ops.conv import (
     conv1d,
@@ -265,7 +265,7 @@ def pad(input, pad, mode="constant", value=None):
         raise OpError(f"pad: needs an even number of sizes, at most 2 per dim of the "
                       f"input ({input.ndim} dims), got {pad}")
     if mode not in _PAD_MODES:
-        raise OpError(f"pad: mode must be one of {_PAD_MODES}, got {mode!r}")
+        raise OpNotImplementedError(f"pad: mode must be one of {_PAD_MODES}, got {mode!r}")
     if mode != "constant" and value:
         raise OpError(f"pad: value= applies to mode='constant' only, not {mode!r}")
     x = input
