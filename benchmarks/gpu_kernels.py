@@ -361,8 +361,40 @@ def sweep_attention(b: Bench, shapes, out: list, save=lambda: None, quick=False)
                     row["times"][f"{p},{bq},{bk}"] = b.hx_time(run)["median"]
                 except Exception as err:
                     row["times"][f"{p},{bq},{bk}"] = repr(err)[:120]
+            if entry == "attention_forward":
+                _sweep_tiled(b, row, (q, k, v, o, lse, g), scale, limit)
             _finish(row, f"attention {shape} {entry}", out, save)
     return out
+
+
+def _sweep_tiled(b: Bench, row, arrays, scale, limit) -> None:
+    """Every plan of the register-tiled forward that fits, timed into ``row`` beside the
+    one-row plans; the chosen plan becomes the tiled one where it applies."""
+    from haelixe.backends.wgpu import attention as at
+
+    hd = row["shape"][-1]
+    chosen = at.tiled_plan(hd, hd, limit)
+    if chosen is not None:
+        row["chosen"] = _tiled_name(chosen)
+    for pl in (at.TiledPlan(bq, bk, rg, kh, shared) for bq in (16, 32, 64, 128)
+               for bk in (16, 32, 64) for rg in (1, 2) for kh in (1, 2)
+               for shared in (False, True)):
+        tx, ty, _ = pl.shape(hd // 4)
+        # a warp at least; k and v in one tile only where two do not fit
+        if (not at.tiled_fits(hd, hd, pl, limit) or tx * ty < 32 or
+                (pl.shared_kv and at.tiled_fits(hd, hd, pl._replace(shared_kv=False),
+                                                limit))):
+            continue
+        run = _attention_runner(b.be, "attention_forward", arrays, scale,
+                                {"attention_forward": pl})
+        try:
+            row["times"][_tiled_name(pl)] = b.hx_time(run)["median"]
+        except Exception as err:
+            row["times"][_tiled_name(pl)] = repr(err)[:120]
+
+
+def _tiled_name(pl) -> str:
+    return f"tiled {pl.bq}x{pl.bk} r{pl.rg}k{pl.kh}{' kv' if pl.shared_kv else ''}"
 
 
 def _attention_runner(be, entry, arrays, scale, plans):
@@ -429,7 +461,7 @@ def main(argv=None) -> dict:
                          report.setdefault("sweep_matmul", []), save, args.quick)
         if "attention" not in args.skip:
             sweep_attention(b, [(1, 2, 40, 64)] if small else
-                            [ATTENTION_SHAPES[0], (4, 16, 2048, 128)],
+                            [ATTENTION_SHAPES[0], (4, 16, 2048, 128), ATTENTION_SHAPES[3]],
                             report.setdefault("sweep_attention", []), save, args.quick)
     else:
         if "matmul" not in args.skip:

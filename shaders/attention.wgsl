@@ -83,6 +83,15 @@ fn slices_sum(slot: i32, j: i32) -> f32 {
 }
 fn put_slice(slot: i32, j: i32, v: f32) { xs[(slot * KG + j) * NT + row * P + part] = v; }
 
+// Keys a block of queries [q0, q0 + BQ) may see: all, or up to its last query if causal.
+// Loops over blocks hold barriers, so their bounds must be uniform: they are read from
+// the metadata (read-only storage), never from the private copies, which WGSL's
+// uniformity analysis counts as varying per invocation.
+fn key_end(q0: i32) -> i32 {
+    let sk = metadata[1];
+    return select(sk, min(sk, q0 + BQ), metadata[2] != 0);
+}
+
 //! section: attention_forward attention_dq
 var<workgroup> k_tile: array<vec4<f32>, BK * D4>;
 var<workgroup> v_tile: array<vec4<f32>, BK * V4>;
@@ -101,15 +110,6 @@ fn load_kv_block(k0: i32, lid: i32) {
         if (kj < SK) { val = get_v(row_at(2, kj), 4 * (t % V4)); }
         v_tile[t] = val;
     }
-}
-
-// Keys a block of queries [q0, q0 + BQ) may see: all, or up to its last query if causal.
-// Loops over blocks hold barriers, so their bounds must be uniform: they are read from
-// the metadata (read-only storage), never from the private copies, which WGSL's
-// uniformity analysis counts as varying per invocation.
-fn key_end(q0: i32) -> i32 {
-    let sk = metadata[1];
-    return select(sk, min(sk, q0 + BQ), metadata[2] != 0);
 }
 
 @unroll(DQ) var<private> rq#i: vec4<f32>;
@@ -303,4 +303,151 @@ fn attention_dkdv(@builtin(workgroup_id) wid: vec3<u32>,
         let vb = row_at(8, kj);
         @unroll(DV) put_dv(vb, 4 * (part * DV + #i), rdv#i);
     }
+}
+
+//! section: attention_forward_tiled
+// The forward by register tiles: a workgroup takes BQ query rows and walks the keys in
+// blocks of BK through workgroup memory. Invocation (ty, tx) holds, in phase 1 (q k^T),
+// the scores of RG groups of 4 rows (4 (ty + TY g) ..+3) and KH groups of 4 keys
+// (4 (tx + TX h) ..+3): per step of the head dim it reads RG + KH vec4s and does
+// 16 RG KH products; in phase 2 (P v), the output of the same rows and CG vec4 columns
+// (tx + TX c): per key RG + CG vec4s read, 16 RG CG products. Between the two, the rows
+// are turned into probabilities (running max and sum, kept in workgroup memory, as the
+// one-row kernel does in registers), each row's rescale factor left in alpha_t: phase 1
+// and phase 2 exchange nothing but through workgroup memory, and need no subgroups.
+// Neighbouring invocations read neighbouring vec4s of every tile. q^T (times scale)
+// stays in workgroup memory for the whole walk; with KV_SHARED k^T and v take turns in
+// one tile (v loaded once phase 1 is done), for long head dims. D_STEPS and K_STEPS open
+// the phases' loops over the head dim (DU steps at a time) and the block's keys (KU): on
+// GPUs one pass, every tile index a constant (`{ const d = 0;`), as a GPU compiler needs
+// to fold them; software adapters loop, which LLVM compiles much faster.
+const BQ4: i32 = ${BQ} / 4;
+const BK4: i32 = ${BK} / 4;
+const RG: i32 = ${RG};
+const KH: i32 = ${KH};
+const CG: i32 = ${CG};
+const TX: i32 = ${TX};   // BK / (4 KH) = V4 / CG
+const TY: i32 = ${TY};   // BQ / (4 RG)
+const NTT: i32 = ${TX} * ${TY};  // invocations
+
+var<workgroup> qt: array<vec4<f32>, D4 * BQ>;    // [d][rows / 4]
+var<workgroup> kt: array<vec4<f32>, ${KT}>;      // [d][keys / 4], and v with KV_SHARED
+${VT_DECL}
+var<workgroup> pt: array<vec4<f32>, BK * BQ4>;   // scores, then P: [key][rows / 4]
+var<workgroup> alpha_t: array<vec4<f32>, BQ4>;   // per row: this block's rescale; 1 / l
+var<workgroup> m_t: array<f32, BQ>;              // per row: running max and sum
+var<workgroup> l_t: array<f32, BQ>;
+
+@unroll(CG) @unroll(RG) @unroll(4) var<private> o#i_#j#k: vec4<f32>;  // col group, rows
+
+// Rows [q0, q0 + BQ) of q, times scale, transposed into qt (zeros past the end).
+fn load_q_tile(q0: i32, lid: i32, scale: f32) {
+    for (var t = lid; t < BQ * D4; t += NTT) {
+        let r = t % BQ;
+        let d4 = t / BQ;
+        var val = vec4<f32>();
+        if (q0 + r < SQ) { val = scale * get_q(row_at(0, q0 + r), 4 * d4); }
+        @unroll(4) qt[(4 * d4 + #i) * BQ4 + r / 4][r % 4] = val[#i];
+    }
+}
+
+// Keys [k0, k0 + BK) of k, transposed into kt: neighbouring invocations take
+// neighbouring keys, so that their stores land in neighbouring words.
+fn load_k_tile(k0: i32, lid: i32) {
+    for (var t = lid; t < BK * D4; t += NTT) {
+        let kj = t % BK;
+        let d4 = t / BK;
+        var val = vec4<f32>();
+        if (k0 + kj < SK) { val = get_k(row_at(1, k0 + kj), 4 * d4); }
+        @unroll(4) kt[(4 * d4 + #i) * BK4 + kj / 4][kj % 4] = val[#i];
+    }
+}
+
+fn load_v_tile(k0: i32, lid: i32) {
+    for (var t = lid; t < BK * V4; t += NTT) {
+        let kj = k0 + t / V4;
+        var val = vec4<f32>();
+        if (kj < SK) { val = get_v(row_at(2, kj), 4 * (t % V4)); }
+        ${VT}[t] = val;
+    }
+}
+
+fn put_row(r: i32, c4: i32, v: vec4<f32>) {
+    if (r < SQ) { put_out(row_at(3, r), 4 * c4, v); }
+}
+
+// operands: 0 q, 1 k, 2 v, 3 out, 4 lse (f32), 5 mask
+@compute @workgroup_size(${TX} * ${TY})
+fn attention_forward_tiled(@builtin(workgroup_id) wid: vec3<u32>,
+                           @builtin(local_invocation_index) lidu: u32) {
+    setup(wid, lidu);
+    let lid = i32(lidu);
+    let ty = lid / TX;
+    let tx = lid % TX;
+    let q0 = i32(wid.x) * BQ;
+    for (var r = lid; r < BQ; r += NTT) {
+        m_t[r] = neg_inf();
+        l_t[r] = 0.0;
+    }
+    load_q_tile(q0, lid, scalar_f(3));
+    let k_stop = key_end(q0);
+    for (var k0 = 0; k0 < k_stop; k0 += BK) {
+        load_k_tile(k0, lid);
+        ${LOAD_V_EARLY}
+        workgroupBarrier();
+        // s<h><c>_<g>: key 4 (tx + TX h) + c, rows 4 (ty + TY g) ..+3
+        @unroll(KH) @unroll(4) @unroll(RG) var s#i#j_#k = vec4<f32>();
+        ${D_STEPS}
+            @unroll(DU) @unroll(RG) let qv#i_#j = qt[(d + #i) * BQ4 + ty + TY * #j];
+            @unroll(DU) @unroll(KH) let kv#i_#j = kt[(d + #i) * BK4 + tx + TX * #j];
+            @unroll(DU) @unroll(KH) @unroll(4) @unroll(RG) s#j#k_#l = fma(qv#i_#l, vec4<f32>(kv#i_#j[#k]), s#j#k_#l);
+        }
+        // keys past the end, past the diagonal or masked out: -inf (a uniform test,
+        // true for most blocks of long sequences, skips the masking)
+        let clear = metadata[1] >= k0 + BK && (metadata[2] == 0 || k0 + BK <= q0 + 1);
+        if (!clear || ${HAS_MASK}) {
+            @unroll(KH) @unroll(4) @unroll(RG) @unroll(4) s#i#j_#k[#l] = masked(s#i#j_#k[#l], q0 + 4 * (ty + TY * #k) + #l, k0 + 4 * (tx + TX * #i) + #j);
+        }
+        @unroll(KH) @unroll(4) @unroll(RG) pt[(4 * (tx + TX * #i) + #j) * BQ4 + ty + TY * #k] = s#i#j_#k;
+        workgroupBarrier();
+        ${LOAD_V_LATE}
+        for (var r = lid; r < BQ; r += NTT) {  // scores to probabilities, a row each
+            let r4 = r / 4;
+            let rc = r % 4;
+            let m_old = m_t[r];
+            var mb = m_old;
+            for (var j = 0; j < BK; j++) { mb = max(mb, pt[j * BQ4 + r4][rc]); }
+            // all masked so far: mb = -inf; p and alpha then come out 0, never NaN
+            let mref = select(mb, 0.0, mb == neg_inf());
+            let alpha = exp(m_old - mref);
+            var l = 0.0;
+            for (var j = 0; j < BK; j++) {
+                let p = exp(pt[j * BQ4 + r4][rc] - mref);
+                pt[j * BQ4 + r4][rc] = p;
+                l += p;
+            }
+            l_t[r] = l_t[r] * alpha + l;
+            m_t[r] = mb;
+            alpha_t[r4][rc] = alpha;
+        }
+        workgroupBarrier();
+        @unroll(RG) let al#i = alpha_t[ty + TY * #i];
+        @unroll(CG) @unroll(RG) @unroll(4) o#i_#j#k *= al#j[#k];
+        ${K_STEPS}
+            @unroll(KU) @unroll(RG) let pv#i_#j = pt[(j + #i) * BQ4 + ty + TY * #j];
+            @unroll(KU) @unroll(CG) let vv#i_#j = ${VT}[(j + #i) * V4 + tx + TX * #j];
+            @unroll(KU) @unroll(CG) @unroll(RG) @unroll(4) o#j_#k#l = fma(vec4<f32>(pv#i_#k[#l]), vv#i_#j, o#j_#k#l);
+        }
+        workgroupBarrier();
+    }
+    for (var r = lid; r < BQ; r += NTT) {
+        let l = l_t[r];
+        alpha_t[r / 4][r % 4] = select(1.0 / l, 0.0, l == 0.0);
+        if (q0 + r < SQ) {
+            store_lse(row_at(4, q0 + r), select(m_t[r] + log(l), neg_inf(), l == 0.0));
+        }
+    }
+    workgroupBarrier();
+    @unroll(RG) let inv#i = alpha_t[ty + TY * #i];
+    @unroll(RG) @unroll(4) @unroll(CG) put_row(q0 + 4 * (ty + TY * #i) + #j, tx + TX * #k, o#k_#i#j * inv#i[#j]);
 }

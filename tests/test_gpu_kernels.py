@@ -326,6 +326,87 @@ def test_attention_slices_summed_through_workgroup_memory_without_subgroups(be, 
         be.context.features = saved
 
 
+@pytest.mark.parametrize("bq,bk,rg,kh,shared_kv,dqk,dv", [
+    (16, 16, 1, 1, False, 16, 16), (32, 32, 2, 2, True, 16, 16),
+    (32, 32, 2, 1, False, 64, 64), (16, 32, 2, 1, True, 128, 128),
+    (32, 32, 1, 2, True, 32, 64), (16, 16, 1, 1, False, 20, 16)])
+def test_attention_tiled_forward_every_plan(be, bq, bk, rg, kh, shared_kv, dqk, dv):
+    """The register-tiled forward: rows and key blocks of each size, k and v in one tile
+    or two, head dims 16 to 128 (q/k and v apart, one not a multiple of 4: scalar row
+    loads), lengths that fit no block, causal with more queries than keys and the other
+    way round, a user mask with a row that sees no key, k broadcast over a batch dim;
+    with more rows than invocations (the probability pass loops)."""
+    from haelixe.backends.wgpu.attention import TiledPlan
+
+    plans = {"attention_forward": TiledPlan(bq, bk, rg, kh, shared_kv)}
+    rng = np.random.default_rng(bq + bk + dqk)
+    for causal, (sq, sk) in ((False, (19, 45)), (True, (37, 30)), (True, (9, 41))):
+        q = rng.standard_normal((2, sq, dqk)).astype(np.float32)
+        k = rng.standard_normal((1, sk, dqk)).astype(np.float32)
+        v = rng.standard_normal((2, sk, dv)).astype(np.float32)
+        check_attention(be, q, k, v, causal, 0.3, plans=plans)
+    keep = rng.random((19, 45)) > 0.5
+    keep[3] = False
+    q = rng.standard_normal((2, 19, dqk)).astype(np.float32)
+    k = rng.standard_normal((2, 45, dqk)).astype(np.float32)
+    v = rng.standard_normal((2, 45, dv)).astype(np.float32)
+    check_attention(be, q, k, v, False, 0.3, mask=keep, plans=plans)
+
+
+def test_attention_tiled_forward_unrolled_as_on_gpus(be, monkeypatch):
+    """The phases unrolled whole (every tile index a constant), as a hardware adapter
+    compiles them, on a small head dim and block (lavapipe compiles it in seconds)."""
+    from haelixe.backends.wgpu.attention import TiledPlan
+
+    monkeypatch.setitem(be.context.info, "software", False)
+    rng = np.random.default_rng(4)
+    q = rng.standard_normal((2, 21, 16)).astype(np.float32)
+    k, v = (rng.standard_normal((2, 18, 16)).astype(np.float32) for _ in range(2))
+    for causal in (False, True):
+        check_attention(be, q, k, v, causal, 0.3,
+                        plans={"attention_forward": TiledPlan(16, 16, 1, 1)})
+
+
+def test_attention_tiled_forward_is_chosen_where_it_fits(be, monkeypatch):
+    """Switched on, the forward takes the tiled kernel for the head dims models use, the
+    one-row kernel where v's columns do not spread over a row's invocations; off (the
+    default), the one-row kernel; a plan that does not fit the adapter's workgroup
+    memory is refused."""
+    from haelixe.backends.wgpu import attention as at
+
+    assert at.tiled_plan(64, 64, 49152) is None
+    monkeypatch.setattr(at, "TILED_FORWARD", True)
+    for d in (32, 64, 128):
+        assert at.tiled_plan(d, d, 49152) is not None
+    assert at.tiled_plan(64, 64, 49152) == at.TILED_PLANS[0]
+    assert at.tiled_plan(8, 8, 49152) is None
+    q = up(be, np.zeros((1, 8, 64), np.float32))
+    with pytest.raises(ValueError, match="does not fit"):
+        at.attention(be, q, q, q, False, 1.0,
+                     plans={"attention_forward": at.TiledPlan(128, 64, 2, 2)})
+
+
+def test_attention_backward_by_matmuls_in_chunks(be, monkeypatch):
+    """Scores over the size limit go through in chunks along the first batch dim (k and
+    v broadcast over it, or with fewer batch dims), the same as all at once; where one
+    batch index is over the limit there is no chunk length (the flash way)."""
+    from haelixe.backends.wgpu import attention as at
+
+    rng = np.random.default_rng(9)
+    monkeypatch.setattr(at, "MATMUL_PATH", True)
+    for q_shape, kv_shape, causal in (((5, 2, 13, 8), (5, 2, 11, 8), False),
+                                      ((5, 2, 13, 8), (1, 2, 11, 8), True),
+                                      ((5, 2, 13, 8), (2, 11, 8), True)):
+        q = rng.standard_normal(q_shape).astype(np.float32)
+        k, v = (rng.standard_normal(kv_shape).astype(np.float32) for _ in range(2))
+        lead = q_shape[:-2]
+        monkeypatch.setattr(at, "MATMUL_MAX_SCORE_BYTES", 2 * 4 * 2 * 13 * 11)
+        assert at._chunk_length(lead, 13, 11) == 2
+        check_attention(be, q, k, v, causal, 0.3)
+    monkeypatch.setattr(at, "MATMUL_MAX_SCORE_BYTES", 4 * 13 * 11)
+    assert at._chunk_length((5, 2), 13, 11) == 0
+
+
 @pytest.fixture(params=["flash", "matmuls"])
 def attention_way(request):
     """Runs a test with the flash backward and with the backward through matmuls (scores

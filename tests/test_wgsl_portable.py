@@ -52,7 +52,8 @@ def chromium_webgpu():
 def test_workload_generates_every_kernel_family(workload):
     families = collections.Counter(m["label"] for m in workload["modules"])
     entries = {label.split(":")[1] for label in families}
-    for entry in ("map", "matmul", "matmul_reduce", "attention_forward", "attention_dq",
+    for entry in ("map", "matmul", "matmul_reduce", "attention_forward",
+                  "attention_forward_tiled", "attention_dq",
                   "attention_dkdv", "softmax", "layernorm", "rmsnorm", "adamw"):
         assert any(e.startswith(entry) for e in entries), f"no {entry} module in {entries}"
     assert len(workload["modules"]) > 150

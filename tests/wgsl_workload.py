@@ -124,6 +124,18 @@ def gpu_variants(be) -> None:
                 F.scaled_dot_product_attention(q, k, v, attn_mask=mask).sum().backward()
                 q, k, v = (g(16, 8, 512, d, dtype=dtype) for _ in range(3))
                 F.scaled_dot_product_attention(q, k, v, is_causal=True).sum().backward()
+        # every tiled forward plan that fits this adapter, unmasked, causal and masked
+        from haelixe.backends.wgpu import attention as at
+
+        limit = be.context.limits.get("max-compute-workgroup-storage-size", 16384)
+        for d in (64, 128):
+            qa = be.from_numpy(np.zeros((1, 2, 64, d), np.float32))
+            mask = be.from_numpy(np.ones((64, 64), bool))
+            for pl in (*at.TILED_PLANS, at.TiledPlan(16, 32, 2, 1, True)):
+                if at.tiled_fits(d, d, pl, limit):
+                    for causal, m in ((False, None), (True, None), (False, mask)):
+                        at.attention(be, qa, qa, qa, causal, 0.125, m,
+                                     plans={"attention_forward": pl})
         # row kernels of an adapter without subgroups (a tree through workgroup memory)
         features, be.context.features = be.context.features, be.context.features - {"subgroup"}
         try:

@@ -15,13 +15,17 @@ The output of (..., heads, seq, head_dim) inputs is stored sequence-major, as
 attention is then a view, not a copy.
 
 Each kernel gives P invocations to a row, each holding a 1/P slice of the head dim in
-registers (:func:`plan`): long head dims stay in registers instead of spilling.
+registers (:func:`plan`): long head dims stay in registers instead of spilling. A
+register-tiled forward (:class:`TiledPlan`: an invocation holds several rows times
+several keys, then output columns) is there for the variant sweep, off by default
+(TILED_FORWARD, with its figures).
 
-The backward of short sequences takes another way (:func:`backward_by_matmuls`): the
-scores q k^T are materialised again by the tiled matmul kernel, turned into
-probabilities and the scores' gradient in place by a row kernel (shaders/scores.wgsl),
-and five matmuls give dq, dk and dv; the matmul kernel's register tiles do that work
-faster than the flash backward where whole score matrices are small. The scores and
+The backward of short sequences, and of long ones without a causal mask or with heads
+over 64 wide, takes another way (:func:`backward_by_matmuls`), in chunks of batch-heads
+where the scores of all would be too large: the scores q k^T are materialised again by
+the tiled matmul kernel, turned into probabilities and the scores' gradient in place by
+a row kernel (shaders/scores.wgsl), and five matmuls give dq, dk and dv; the matmul
+kernel's register tiles do that work faster than the flash backward. The scores and
 their gradient are float32 whatever the inputs' dtype (16-bit q, k, v are read as they
 are, and dq, dk, dv rounded once, as the flash kernels do). (The forward stays flash:
 through matmuls it ran slower at every length measured.)
@@ -61,12 +65,20 @@ REGISTER_VEC4 = {"attention_forward": 64, "attention_dq": 64, "attention_dkdv": 
 # The backward through matmuls (module docstring) up to this many keys and this many
 # bytes of scores (float32). On an H200 it took 1.5 ms at (16, 8, 512, 64) against 1.8
 # flash (28% less at 1024 keys, 38% at 256), and the 6-block Transformer's captured step
-# from 47.0 to 44.6 ms. The row kernel holds SCORES_HELD scores per invocation, so at
-# most 8 x 256 keys. MATMUL_PATH None: by shape; True / False force a way (tests reach
-# both on any adapter).
+# from 47.0 to 44.6 ms. The row kernel holds SCORES_HELD scores per invocation, or as
+# many as the row needs up to MAX_SCORES_HELD, so at most 16 x 256 keys. Batch-heads
+# whose scores exceed MATMUL_MAX_SCORE_BYTES go through in chunks along the first batch
+# dim (one batch index's scores must fit). Longer rows, up to MATMUL_LONG_KEYS, take
+# the matmuls too where the flash backward skips no work (no causal mask) or is slow
+# (head dims over 64, two invocations a row): on an H200 the backward of
+# (4, 16, 4096, 128) took 44 ms through matmuls against 234 flash (causal 44 against
+# 127), of (8, 16, 4096, 64) 74 against 80; but causal at head dim 64, 74 against 46.
+# MATMUL_PATH None: by shape; True / False force a way (tests reach both on any adapter).
 SCORES_HELD = 8
+MAX_SCORES_HELD = 16
 MATMUL_MAX_KEYS = 1024
-MATMUL_MAX_SCORE_BYTES = 1 << 29
+MATMUL_LONG_KEYS = 4096
+MATMUL_MAX_SCORE_BYTES = 1 << 30
 MATMUL_PATH = None
 
 
@@ -82,6 +94,58 @@ class Plan(NamedTuple):
     bq: int  # rows per workgroup
     bk: int  # keys (queries) per block through workgroup memory
     kg: int = 0  # of which an inner step takes (unrolled); 0: all bk
+
+
+class TiledPlan(NamedTuple):
+    """The register-tiled forward (attention_forward_tiled): query rows per workgroup and
+    keys per block, groups of 4 rows (rg) and of 4 keys (kh) an invocation holds, and
+    whether k and v share one tile."""
+    bq: int
+    bk: int
+    rg: int = 1
+    kh: int = 1
+    shared_kv: bool = False
+
+    def shape(self, v4: int):
+        """(invocations along keys and v's vec4 columns, along rows, vec4 columns each)."""
+        tx = self.bk // (4 * self.kh)
+        return tx, self.bq // (4 * self.rg), v4 // max(tx, 1)
+
+
+# Tiled forward plans in order of preference; with TILED_FORWARD the first that fits the
+# adapter's workgroup memory, with v's vec4 columns spread evenly over the invocations
+# along a row (at most 4 each), is taken. It is off: on an H200 the best tiled plan ran
+# the forward of (8, 16, 4096, 64) in 34.8 ms against the one-row kernel's 24.5,
+# (16, 8, 512, 64) in 1.12 against 0.81 and (4, 16, 4096, 128) in 122 against 32.1
+# (`benchmarks/gpu_kernels.py --sweep` times both). Unrolling the phases (constant tile
+# indices) took it from 55.8 to 34.8 ms; larger register tiles (rg, kh = 2) and fewer
+# invocations a workgroup ran slower at every shape, as the phases' loads then wait.
+TILED_PLANS = (TiledPlan(128, 16, 1, 1, True), TiledPlan(64, 32, 1, 1),
+               TiledPlan(32, 32, 1, 1, True), TiledPlan(32, 16, 1, 1, True))
+TILED_FORWARD = False
+
+
+def _tiled_bytes(d4: int, v4: int, pl: TiledPlan) -> int:
+    kt, vt = 16 * pl.bk * d4, 16 * pl.bk * v4
+    return (16 * d4 * pl.bq + (max(kt, vt) if pl.shared_kv else kt + vt)
+            + 4 * pl.bk * pl.bq + 12 * pl.bq + 4)
+
+
+def tiled_fits(dqk: int, dv: int, pl: TiledPlan, workgroup_bytes: int) -> bool:
+    d4, v4 = -(-dqk // 4), -(-dv // 4)
+    tx, ty, cg = pl.shape(v4)
+    return (min(tx, ty) > 0 and pl.bq % (4 * pl.rg) == 0 and pl.bk % (4 * pl.kh) == 0
+            and v4 % tx == 0 and cg <= 4 and tx * ty <= 256
+            and _tiled_bytes(d4, v4, pl) <= workgroup_bytes)
+
+
+def tiled_plan(dqk: int, dv: int, workgroup_bytes: int) -> TiledPlan | None:
+    """The register-tiled forward's plan for these head dims, or None (the one-row
+    kernel): the first of TILED_PLANS that fits."""
+    if not TILED_FORWARD:
+        return None
+    return next((pl for pl in TILED_PLANS if tiled_fits(dqk, dv, pl, workgroup_bytes)),
+                None)
 
 
 def _rows_contiguous(be, x):
@@ -289,6 +353,8 @@ def _dispatch(be, entry, lead, ops, arrays, bindings, scalars, n_rows, dqk, dv, 
         raise ValueError(f"attention: {nbatch} batch-heads exceed one dispatch (65535)")
     limit = be.context.limits.get("max-compute-workgroup-storage-size", 16384)
     shuffles = be.context.has("subgroup") and entry in SHUFFLE_ENTRIES
+    if plan_ is None and entry == "attention_forward":
+        plan_ = tiled_plan(dqk, dv, limit)
     pl = plan_ or plan(entry, dqk, dv, limit, n_rows, be.context.software, shuffles)
     ops, arrays, bindings = list(ops), list(arrays), list(bindings)
     helpers, add_mask = [], ""
@@ -312,9 +378,15 @@ def _dispatch(be, entry, lead, ops, arrays, bindings, scalars, n_rows, dqk, dv, 
         dim = dims.get(name, dv)
         helpers.append(_getter(name, dim, aligned) if access == "read" else
                        _putter(name, dim, aligned))
-    nx = _slots(entry)
     meta = meta_block(scalars, lead, ops, what="attention")
     d4, v4 = -(-dqk // 4), -(-dv // 4)
+    if isinstance(pl, TiledPlan):
+        spec = _tiled_spec(full, pl, d4, v4, helpers, add_mask, limit,
+                           not be.context.software)
+        be.dispatcher.dispatch(spec, [a.buffer for a in arrays], meta,
+                               (-(-n_rows // pl.bq), nbatch, 1))
+        return
+    nx = _slots(entry)
     kg = pl.kg or pl.bk
     if pl.bk % kg:
         raise ValueError(f"attention: plan {pl}: the block must be a multiple of its step")
@@ -329,6 +401,32 @@ def _dispatch(be, entry, lead, ops, arrays, bindings, scalars, n_rows, dqk, dv, 
                            (-(-n_rows // pl.bq), nbatch, 1))
 
 
+def _tiled_spec(bindings, pl: TiledPlan, d4, v4, helpers, add_mask, limit, unrolled):
+    if not tiled_fits(4 * d4, 4 * v4, pl, limit):
+        raise ValueError(f"attention: tiled plan {pl} does not fit head dims "
+                         f"{4 * d4} / {4 * v4} in {limit} bytes of workgroup memory")
+    late = "load_v_tile(k0, lid);"
+    tx, ty, cg = pl.shape(v4)
+    du, ku = (4 * d4, pl.bk) if unrolled else (2, 1)
+    steps = {"D_STEPS": "{ const d = 0;" if unrolled else
+                        f"for (var d = 0; d < 4 * D4; d += {du}) {{",
+             "K_STEPS": "{ const j = 0;" if unrolled else "for (var j = 0; j < BK; j++) {"}
+    # every index is in bounds by construction (tile indices below their sizes, rows
+    # and keys past the end never read): no runtime checks, whose clamps stop the folding
+    return kernel("attention.wgsl", "attention_forward_tiled", bindings,
+                  checks=False, DU=du, KU=ku, **steps, D4=d4, V4=v4,
+                  DQ=d4, DV=v4, P=1, BQ=pl.bq, BK=pl.bk, KG=pl.bk, XS=1, RG=pl.rg,
+                  KH=pl.kh, CG=cg, TX=tx, TY=ty,
+                  KT=pl.bk * (max(d4, v4) if pl.shared_kv else d4),
+                  VT="kt" if pl.shared_kv else "vt",
+                  VT_DECL="" if pl.shared_kv else
+                  "var<workgroup> vt: array<vec4<f32>, BK * V4>;  // [key][V4]",
+                  LOAD_V_EARLY="" if pl.shared_kv else late,
+                  LOAD_V_LATE=late if pl.shared_kv else "",
+                  HAS_MASK="true" if add_mask else "false",
+                  HELPERS="\n".join(helpers), MASK=add_mask)
+
+
 def _sequence_major(be, lead, seq, d, dtype):
     """An array of shape lead + (seq, d) stored as lead[:-1] + (seq, lead[-1], d)."""
     if not lead:
@@ -338,20 +436,31 @@ def _sequence_major(be, lead, seq, d, dtype):
     return permute(base, list(range(n - 1)) + [n, n - 1, n + 1])
 
 
-def backward_by_matmuls(be, q, k, v, gout, lead) -> bool:
+def backward_by_matmuls(be, q, k, v, gout, lead, mask=None, causal=False) -> bool:
     """Whether the backward over these operands takes the matmul way (module docstring):
-    short, with scores for every batch-head of q and k (v broadcast further goes the
-    flash way), on a GPU (software adapters compile the flash kernels faster)."""
+    short (or long, see MATMUL_LONG_KEYS), with scores for every batch-head of q and k
+    (v broadcast further goes the flash way), on a GPU (software adapters compile the
+    flash kernels faster)."""
     sq, sk = q.shape[-2], k.shape[-2]
     if (min(sq, sk, q.shape[-1], v.shape[-1]) == 0
             or broadcast_shapes(q.shape[:-2], k.shape[:-2]) != lead):
         return False
-    if sk > SCORES_HELD * workgroup_size(sk):
+    if sk > MAX_SCORES_HELD * workgroup_size(sk):
         return False
     if MATMUL_PATH is not None:
         return MATMUL_PATH
-    return (not be.context.software and sk <= MATMUL_MAX_KEYS
-            and 4 * math.prod(lead) * sq * sk <= MATMUL_MAX_SCORE_BYTES)
+    long_ok = sk <= MATMUL_LONG_KEYS and (not causal or q.shape[-1] > 64)
+    return (not be.context.software and (sk <= MATMUL_MAX_KEYS or long_ok)
+            and (mask is None or 4 * math.prod(lead) * sq * sk <= MATMUL_MAX_SCORE_BYTES)
+            and _chunk_length(lead, sq, sk) > 0)
+
+
+def _chunk_length(lead, sq, sk) -> int:
+    """Indices of the first batch dim whose scores fit MATMUL_MAX_SCORE_BYTES together
+    (all of it where everything fits; 0 where one index is already too many)."""
+    if 4 * math.prod(lead) * sq * sk <= MATMUL_MAX_SCORE_BYTES or not lead:
+        return lead[0] if lead else 1
+    return min(lead[0], MATMUL_MAX_SCORE_BYTES // (4 * math.prod(lead[1:]) * sq * sk))
 
 
 def _scores_backward(be, lead, causal, scale, s, lse, dp, mask):
@@ -377,11 +486,37 @@ def _scores_backward(be, lead, causal, scale, s, lse, dp, mask):
     meta = meta_block([rows, sk, int(bool(causal)), f32_bits(scale), sq], full[:-1], ops,
                       what="attention")
     spec = kernel("scores.wgsl", "scores_backward", bindings, MASK=add_mask,
-                  R=SCORES_HELD, **row_reduction(be, sk))
+                  R=max(SCORES_HELD, -(-sk // workgroup_size(sk))), **row_reduction(be, sk))
     be.dispatcher.dispatch(spec, buffers, meta, grid(rows))
 
 
 def _attention_backward_by_matmuls(be, q, k, v, lse, gout, causal, scale, mask, lead):
+    """dq, dk, dv through materialised scores, in chunks along the first batch dim where
+    the scores of all batch-heads at once would exceed MATMUL_MAX_SCORE_BYTES."""
+    step = max(1, _chunk_length(lead, q.shape[-2], k.shape[-2]))
+    if mask is not None or not lead or step >= lead[0]:
+        return _backward_by_matmuls(be, q, k, v, lse, gout, causal, scale, mask, lead)
+    n = len(lead)
+    grads = [be.empty(lead + t.shape[-2:], t.dtype) for t in (q, k, v)]
+    for lo in range(0, lead[0], step):
+        hi = min(lead[0], lo + step)
+        parts = [_lead_slice(t, n, lo, hi, 1 if t is lse else 2)
+                 for t in (q, k, v, lse, gout)]
+        for full, part in zip(grads, _backward_by_matmuls(be, *parts, causal, scale, None,
+                                                          (hi - lo,) + tuple(lead[1:]))):
+            be.copy_into(_lead_slice(full, n, lo, hi, 2), part)
+    return tuple(grads)
+
+
+def _lead_slice(x, n_lead, lo, hi, trailing):
+    """x's indices [lo, hi) of the first of the n_lead batch dims, ahead of ``trailing``
+    dims (x as it is where it broadcasts along that dim: fewer batch dims, or size 1)."""
+    if x.ndim - trailing < n_lead or x.shape[0] == 1:
+        return x
+    return x.view((hi - lo,) + tuple(x.shape[1:]), x.strides, x.offset + lo * x.strides[0])
+
+
+def _backward_by_matmuls(be, q, k, v, lse, gout, causal, scale, mask, lead):
     s = mm.matmul(be, q, swap_last2(k), out_dtype=gd.F32)
     dp = mm.matmul(be, gout, swap_last2(v), out_dtype=gd.F32)
     _scores_backward(be, lead, causal, scale, s, lse, dp, mask)
@@ -417,7 +552,7 @@ def attention_backward(be, q, k, v, out, lse, gout, causal, scale, mask=None, pl
     lead = _check(q, k, v)
     if lse.dtype != gd.F32:
         lse = be.cast(lse, gd.F32)
-    if not plans and backward_by_matmuls(be, q, k, v, gout, lead):
+    if not plans and backward_by_matmuls(be, q, k, v, gout, lead, mask, causal):
         return _attention_backward_by_matmuls(be, q, k, v, lse, gout, causal, scale, mask,
                                               lead)
     q, k, v, out, gout = (_rows_contiguous(be, t) for t in (q, k, v, out, gout))
