@@ -233,6 +233,15 @@ class Profile:
         self._specs: dict = {}  # a GPU dispatch's "file:entry" -> its KernelSpec
         self._kernel_types: dict = {}  # "cpu"/"gpu" -> the backend's class
 
+    @classmethod
+    def from_events(cls, events) -> Profile:
+        """A profile holding ``events`` (KernelEvents), as if it had recorded them: to
+        read a saved or a made-up step with :meth:`kernels`, :meth:`table` and the
+        widgets."""
+        prof = cls()
+        prof._events = list(events)
+        return prof
+
     @property
     def events(self) -> list[KernelEvent]:
         """The kernels recorded so far, in the order they ended."""

@@ -260,6 +260,32 @@ def reclamation_freed_to_driver():
     return 2, 0          # as if freed slabs went back to the driver
 
 
+@wrong("4.3", "the longest single call")
+def dominant_longest_call(prof):
+    return max(prof.kernels(), key=lambda e: e.duration_ns).name
+
+
+@wrong("4.3", "synchronize is a backend op, not a kernel")
+def dominant_counting_ops(prof):
+    total = {}
+    for e in prof.events:  # ops too: their time holds their dispatches' and waits
+        total[e.name] = total.get(e.name, 0) + e.duration_ns
+    return max(total, key=total.get)
+
+
+@wrong("4.3", "one kernel may have several bars")
+def dominant_longest_bar(prof):
+    total = {}
+    for e in prof.kernels():  # per phase: KernelView's bars, not the kernel's whole time
+        total[e.phase, e.name] = total.get((e.phase, e.name), 0) + e.duration_ns
+    return max(total, key=total.get)[1]
+
+
+@wrong("4.3", "a kernel's name (a str")
+def dominant_event(prof):
+    return max(prof.kernels(), key=lambda e: e.duration_ns)
+
+
 # -- lab 05 ---------------------------------------------------------------------------------
 
 

@@ -2,12 +2,14 @@
 
 The size classes are the allocator's own (``haelixe.memory.round_size`` / ``bin_of``);
 the reclamation question is judged against what the allocator reports when the answer
-is checked, and the feedback draws the allocator as MemoryView does.
+is checked, and the feedback draws the allocator as MemoryView does; the dominant
+kernel is asked of made-up steps, each with the trap a first reading falls into.
 """
 
 from __future__ import annotations
 
 from .. import memory
+from ..profiler import KernelEvent, Profile
 from ..viz.memory import render_memory_svg
 from ..viz.svg import fmt_bytes
 from .core import Lab, first_hint
@@ -105,3 +107,64 @@ def reclamation(answer, fb):
             hint=hint, pictures=[(f"the allocator now: the label above the "
                                   f"{fmt_bytes(BIN)} bar reads 'in use+cached'",
                                   render_memory_svg(stats))])
+
+
+# -- 4.3 the kernel that dominates a step ----------------------------------------------------
+
+def _dispatch(name, us, phase="forward", calls=1, kind="dispatch", device="gpu"):
+    return [KernelEvent(name, device, kind, [], [], 0, int(us * 1000), 0, 0, phase=phase)
+            for _ in range(calls)]
+
+
+# (what the step looks like, its kernels): each one a trap a first answer falls into
+STEPS = (
+    ("one long call against twenty short ones",
+     _dispatch("matmul.wgsl:matmul", 900) + _dispatch("elementwise.wgsl:map_flat", 60,
+                                                       calls=20)),
+    ("a backend op (its time holds its dispatches' and a wait) beside the dispatches",
+     _dispatch("synchronize", 5000, kind="op") + _dispatch("norm.wgsl:rmsnorm", 100, calls=3)
+     + _dispatch("matmul.wgsl:matmul", 200, calls=2)),
+    ("one kernel in the forward and the backward, another in the backward only",
+     _dispatch("matmul.wgsl:matmul", 240)
+     + _dispatch("matmul.wgsl:matmul", 130, "backward", calls=2)
+     + _dispatch("attention.wgsl:attention_dq", 150, "backward", calls=3)),
+)
+
+
+def _dominant(prof) -> str:
+    total: dict = {}
+    for e in prof.kernels():
+        total[e.name] = total.get(e.name, 0) + e.duration_ns
+    return max(total, key=total.get)
+
+
+@LAB.exercise("4.3", "The kernel that dominates a step",
+              section="7. Where a step's time and memory go")
+def dominant(answer, fb):
+    for what, events in STEPS:
+        prof = Profile.from_events(events)
+        want = _dominant(prof)
+        got = fb.call(answer, prof, shown="dominant_kernel(prof)")
+        if got == want:
+            continue
+        if not isinstance(got, str):
+            fb.fail(f"a step with {what}: dominant_kernel(prof) should return a kernel's "
+                    f"name (a str, as KernelEvent.name)", expected=want, got=got,
+                    hint="return e.name of the kernel, not the event or its time")
+        longest_call = max(prof.kernels(), key=lambda e: e.duration_ns).name
+        hint = first_hint(
+            (got == longest_call and got != want,
+             "that is the longest single call; a kernel's share of the step is every call "
+             "of it added up: many short calls can outweigh one long one"),
+            (got == "synchronize",
+             "synchronize is a backend op, not a kernel: an op's time holds the dispatches "
+             "it encoded and, here, a wait for the GPU; read prof.kernels(), the dispatches"),
+            (got in {e.name for e in prof.kernels()},
+             "add up every call of a kernel, in whichever phase or node it ran: KernelView "
+             "draws one bar per kernel and node, so one kernel may have several bars"),
+            otherwise="sum e.duration_ns over prof.kernels() per e.name, then take the "
+                      "name with the largest sum")
+        fb.fail(f"a step with {what}", expected=want, got=got, hint=hint)
+    return ("a kernel dominates by its calls times their length, summed over every phase "
+            "and node that ran it (the table's total column; KernelView splits it into a "
+            "bar per node)")
