@@ -208,6 +208,11 @@ fn fmod_i32(a: i32, b: i32) -> i32 {
     return select(bitcast<i32>(select(r, 0u - r, a < 0)), 0, b == 0);
 }
 
+// Shifts with PyTorch's results where WGSL's are undefined (a count past the width, or
+// negative): a left shift gives 0, a right shift the sign (as a shift by 31).
+fn shl_i32(a: i32, b: i32) -> i32 { return select(a << u32(b), 0, b < 0 || b >= 32); }
+fn shr_i32(a: i32, b: i32) -> i32 { return a >> select(u32(b), 31u, b < 0 || b >= 32); }
+
 // |a| with b's sign bit (negative zero and negative NaN count as negative).
 fn copysign_f32(a: f32, b: f32) -> f32 {
     return bitcast<f32>((bitcast<u32>(a) & 0x7fffffffu) | (bitcast<u32>(b) & 0x80000000u));

@@ -1,6 +1,6 @@
 """The inverse trigonometric functions, fmod, copysign, log10, lerp, elu/celu/selu,
-hardswish, mish, softsign, softmin, isclose, cummin, Tensor.unfold, diag, masked_select,
-repeat_interleave, meshgrid and binary_cross_entropy against
+hardswish, mish, softsign, softmin, the bit shifts, isclose, cummin, Tensor.unfold, diag,
+masked_select, repeat_interleave, meshgrid and binary_cross_entropy against
 PyTorch: forward on views, 0-d and 0-size inputs, float64 gradients (gradcheck), the
 layers and function forms, error messages for bad input, and the GPU against the CPU.
 
@@ -314,3 +314,24 @@ def test_the_inverse_functions_on_the_gpu_give_nan_outside_their_domains(be):
     i, j = hx.tensor([7, -7, 7, -7]), hx.tensor([3, 3, -3, -3])
     np.testing.assert_array_equal(hx.fmod(i.to("gpu"), j.to("gpu")).cpu().numpy(),
                                   torch.fmod(torch.tensor(i.numpy()), torch.tensor(j.numpy())))
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("gpu", marks=pytest.mark.gpu)])
+@pytest.mark.parametrize("dtype", ["int32", "int64"])
+def test_shifts_follow_pytorch_past_the_width_and_for_negative_counts(device, dtype, request):
+    if device == "gpu":
+        request.getfixturevalue("be")
+    data = [[-1, -3, 1, 7], [0, -2147483648, 2147483647, -1]]
+    h = hx.tensor(data, dtype=dtype, device=device)
+    t = torch.tensor(data, dtype=getattr(torch, dtype))
+    for count in (0, 2, 8, 31, 32, 63, 64, 70, -1):
+        np.testing.assert_array_equal((h << count).cpu().numpy(), (t << count).numpy())
+        np.testing.assert_array_equal((h >> count).cpu().numpy(), (t >> count).numpy())
+    counts = [0, 2, 31, -3]
+    hc = hx.tensor(counts, dtype=dtype, device=device)
+    tc = torch.tensor(counts, dtype=getattr(torch, dtype))
+    np.testing.assert_array_equal(hx.bitwise_left_shift(h, hc).cpu().numpy(),
+                                  torch.bitwise_left_shift(t, tc).numpy())
+    np.testing.assert_array_equal((3 >> hc).cpu().numpy(), (3 >> tc).numpy())
+    with pytest.raises(TypeError, match="integer"):
+        hx.tensor([1.0]) << 1

@@ -78,6 +78,7 @@ class NumpyMath:
     atan, tan, sinh, cosh, exp2 = np.arctan, np.tan, np.sinh, np.cosh, np.exp2
     asin, acos, asinh, acosh, atanh = np.arcsin, np.arccos, np.arcsinh, np.arccosh, np.arctanh
     fmod, copysign = np.fmod, np.copysign
+    left_shift, right_shift = np.left_shift, np.right_shift
     floor, ceil, trunc = np.floor, np.ceil, np.trunc
     maximum, minimum, pow = np.maximum, np.minimum, np.power
     floor_divide, remainder, isnan = np.floor_divide, np.remainder, np.isnan

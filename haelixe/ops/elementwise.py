@@ -152,6 +152,15 @@ for _name, _fn, _ufunc, _dunders in (
         ("bitwise_or", lambda m, a, b: a | b, np.bitwise_or, ("__or__", "__ror__")),
         ("bitwise_xor", lambda m, a, b: a ^ b, np.bitwise_xor, ("__xor__", "__rxor__"))):
     elementwise(_name, _fn, dtypes="integral", cpu=_ufunc, dunders=_dunders, wraps_ints=True)
+# (PyTorch's rules past the width: a left shift gives 0, a right shift the sign; a
+# negative count as one past the width)
+elementwise("bitwise_left_shift", lambda m, a, b: m.left_shift(a, b), dtypes="integral",
+            cpu=np.left_shift, bool_ok=False, dunders=("__lshift__", "__rlshift__"),
+            doc="input * 2 ** other in the integers (bits shifted left), elementwise.")
+elementwise("bitwise_right_shift", lambda m, a, b: m.right_shift(a, b), dtypes="integral",
+            cpu=np.right_shift, bool_ok=False, dunders=("__rshift__", "__rrshift__"),
+            doc="input // 2 ** other in the integers (bits shifted right, the sign kept), "
+                "elementwise.")
 elementwise("bitwise_not", lambda m, x: ~x, dtypes="integral", cpu=np.invert,
             dunders=("__invert__",))
 

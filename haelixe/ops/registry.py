@@ -797,7 +797,7 @@ def _common_device(name, tensors):
 
 _REFLECTED = {"__radd__", "__rsub__", "__rmul__", "__rtruediv__", "__rpow__",
               "__rfloordiv__", "__rmod__", "__rand__", "__ror__", "__rxor__",
-              "__rmatmul__"}
+              "__rmatmul__", "__rlshift__", "__rrshift__"}
 
 
 def _make_dunder(front, dunder):

@@ -228,6 +228,8 @@ fn remainder_i64(a: i64, b: i64) -> i64 {
     let m = select(r, ub - r, (a < 0li) != (b < 0li) && r != 0lu);
     return select(bitcast<i64>(select(m, 0lu - m, b < 0li)), 0li, b == 0li);
 }
+fn shl_i64(a: i64, b: i64) -> i64 { return select(a << u32(b), 0li, b < 0li || b >= 64li); }
+fn shr_i64(a: i64, b: i64) -> i64 { return a >> select(u32(b), 63u, b < 0li || b >= 64li); }
 fn fmod_i64(a: i64, b: i64) -> i64 {
     let ub = max(abs_u64(b), 1lu);
     let r = abs_u64(a) % ub;
