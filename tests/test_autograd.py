@@ -862,3 +862,29 @@ def test_a_subclass_with_its_own_backward_is_not_run_by_its_parents_raw_one():
     HalfGradMatMul.apply(a, b).sum().backward()
     assert_close(a.grad, 0.5 * np.ones((2, 4)) @ b.detach().numpy().T, rtol=1e-12)
     assert_close(b.grad, 0.5 * a.detach().numpy().T @ np.ones((2, 4)), rtol=1e-12)
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("gpu", marks=pytest.mark.gpu)])
+def test_gradients_summed_in_place_never_reach_a_buffer_handed_on(device):
+    """First-order sums of gradients add into a buffer the engine made; once that buffer
+    is handed to a backward (an add passes one gradient to both inputs) it is no longer
+    written into, so each input's later gradients stay its own."""
+    import torch
+
+    rng = np.random.default_rng(5)
+    x0, w0 = rng.standard_normal((3, 4)).astype(np.float32), \
+        rng.standard_normal((4, 4)).astype(np.float32)
+
+    def run(x, w):
+        u, v = x @ w, x * 2.0
+        later = (u * u).sum() + (u @ w).sum() + v.sum()  # reach u and v after p's node
+        p = u + v  # p's gradient (a sum of its slices') is passed on to u and v alike
+        return (p[:, :2] * 3.0).sum() + (p[:, 2:] * p[:, 2:]).sum() + p.sum() + later
+
+    x, w = (hx.tensor(a, device=device, requires_grad=True) for a in (x0, w0))
+    run(x, w).backward()
+    tx, tw = (torch.tensor(a, requires_grad=True) for a in (x0, w0))
+    run(tx, tw).backward()
+    for mine, ref in ((x, tx), (w, tw)):
+        np.testing.assert_allclose(mine.grad.cpu().numpy(), ref.grad.numpy(), rtol=1e-5,
+                                   atol=1e-5)

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from heapq import heapify, heappop, heappush
 
+from ..backends import backend_of
+from ..backends.base import K_ADD
 from ..tensor import Tensor
 from .function import (
     AccumulateGrad,
@@ -69,10 +71,10 @@ def run_backward(roots, grads, retain_graph=False, create_graph=False, capture=N
         while heap:
             node = heappop(heap)[1]
             g = pending.pop(node)
+            if owned:  # handed on now: no longer the engine's to add into in place
+                owned.pop(id(g), None)
             raw = False  # g is a raw array (a raw_backward's), not a tensor
             if g.__class__ is not Tensor and g is not None:
-                if owned:
-                    owned.pop(id(g), None)
                 if isinstance(g, PartialGrad):
                     g = g.dense()
                 else:
@@ -142,6 +144,20 @@ def _sum(prev, gi, owned):
     gradients the engine made itself (held there, so an id is never reused while
     listed): only those are written in place; a partial gradient adds into one."""
     partial_prev, partial_gi = isinstance(prev, PartialGrad), isinstance(gi, PartialGrad)
+    if not (partial_prev or partial_gi or STATE.grad_enabled):
+        # first order (no graph for the sum), the usual two gradients of one shape and
+        # dtype: added as raw arrays, in place into a buffer the engine made where prev
+        # is one (a weight used at every step of an RNN gathers one per step)
+        pd = prev._data if prev.__class__ is Tensor else prev
+        gd = gi._data if gi.__class__ is Tensor else gi
+        if pd.__class__ is gd.__class__ and pd.shape == gd.shape and pd.dtype == gd.dtype:
+            be = backend_of(pd)
+            if id(prev) in owned:
+                be.add_into(pd, gd)
+                return prev
+            out = be.map(K_ADD, (pd, gd), pd.dtype)
+            owned[id(out)] = out
+            return out
     if prev.__class__ is not Tensor and not partial_prev:  # raw arrays: as tensors here
         prev = Tensor._wrap(prev)
     if gi.__class__ is not Tensor and not partial_gi:
