@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import os
 import sys
 import threading
 import time
@@ -38,25 +39,31 @@ _getframe = sys._getframe
 
 
 _STEP_CODES: set = set()  # the step() of each optimizer class, while a profile is active
+_PASS_CODES: set = set()  # a user's Function methods: the walk goes on above them
+_PACKAGE = os.path.dirname(os.path.abspath(__file__)) + os.sep
 
 
-def _step_codes() -> set:
-    """The code of every optimizer class's own ``step`` (Haelixe's and a user's)."""
-    codes, todo = set(), [Optimizer]
+def _own_codes(base, names) -> set:
+    """The code of each method in ``names`` that ``base`` or a subclass defines itself."""
+    codes, todo = set(), [base]
     while todo:
         cls = todo.pop()
         todo.extend(cls.__subclasses__())
-        fn = cls.__dict__.get("step")
-        code = getattr(fn, "__code__", None)
-        if code is not None:
-            codes.add(code)
+        for name in names:
+            fn = cls.__dict__.get(name)
+            fn = getattr(fn, "__func__", fn)  # (a staticmethod's function)
+            code = getattr(fn, "__code__", None)
+            if code is not None:
+                codes.add(code)
     return codes
 
 
 def _phase():
     """(phase, node) of the kernel this thread runs now: ("backward", the node whose
     backward runs), ("optimizer", None) inside an optimizer's step, else ("forward",
-    the node the running op makes, where Function.apply makes one, or None)."""
+    the node the running op makes, where Function.apply makes one, or None). The walk
+    up the stack ends at the first frame of the user's code (the engine and step() are
+    Haelixe's), or goes on through a user's own Function or optimizer."""
     f = _getframe(2)
     made = None
     for _ in range(16):  # (the engine and step() call the kernels a few frames up)
@@ -67,8 +74,11 @@ def _phase():
             return "backward", f.f_locals.get("node")
         if code in _STEP_CODES:
             return "optimizer", None
-        if code is _APPLY and made is None:
-            made = f.f_locals.get("ctx")  # (unset on the no-grad path: no node)
+        if code is _APPLY:
+            if made is None:
+                made = f.f_locals.get("ctx")  # (unset on the no-grad path: no node)
+        elif not code.co_filename.startswith(_PACKAGE) and code not in _PASS_CODES:
+            break
         f = f.f_back
     return "forward", made
 
@@ -274,7 +284,11 @@ class Profile:
                 self._unwrap()
                 raise
             _STEP_CODES.clear()
-            _STEP_CODES.update(_step_codes())
+            _STEP_CODES.update(_own_codes(Optimizer, ("step",)))
+            _PASS_CODES.clear()
+            _PASS_CODES.update(c for c in _own_codes(Function, ("forward", "backward",
+                                                                "raw_backward"))
+                               if not c.co_filename.startswith(_PACKAGE))
             self._gpu_clock_note = _gpu_clock_note(backends)
             self._t0 = _clock()
             _STATE.profile = self

@@ -239,3 +239,38 @@ def test_each_kernel_names_the_graph_node_it_ran_for_and_its_source(device, requ
         assert f"fn {entry}" in source
     else:
         assert language == "python" and f"def {kernels[0].name}(" in source
+
+
+class _Scale(hx.autograd.Function):
+    """A user's own op: its kernels run inside frames of this file, not Haelixe's."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return x._be.mul(x._data, x._be.full((), 3.0, x.dtype.np))
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * 3.0
+
+
+def test_a_user_s_function_and_optimizer_keep_their_phases():
+    x = hx.randn(4, requires_grad=True)
+
+    class Plain(hx.optim.Optimizer):  # a user's optimizer: its step in this file
+        def __init__(self, params):
+            super().__init__(params, {"lr": 0.1})
+
+        def step(self, closure=None):
+            with hx.no_grad():
+                for p in self.param_groups[0]["params"]:
+                    p.sub_(p.grad * 0.1)
+
+    with hx.profile() as prof:
+        y = _Scale.apply(x)
+        y.sum().backward()
+        Plain([x]).step()
+    mine = [e for e in prof.events if e.node_id == id(y.grad_fn)]
+    assert {e.phase for e in mine} == {"forward", "backward"}, \
+        [(e.name, e.phase) for e in prof.events]
+    assert all(e.node == "_Scale" for e in mine if e.phase == "backward")
+    assert any(e.phase == "optimizer" for e in prof.events)
