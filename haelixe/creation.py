@@ -182,23 +182,20 @@ def eye(n, m=None, dtype=None, device=None, requires_grad=False) -> Tensor:
     return _finish(np.eye(n, m, dtype=_dtype(dtype).np), device, requires_grad)
 
 
-def _sample(op, draw, size, generator, dtype, device, requires_grad) -> Tensor:
-    """A tensor of ``draw`` (a numpy Generator's method name) in float32 or float64,
-    rounded to narrower float dtypes."""
+def rand(*size, generator=None, dtype=None, device=None, requires_grad=False) -> Tensor:
     d = _dtype(dtype)
-    with _allocating(op, _shape(size), d):
-        arr = getattr(numpy_generator(generator), draw)(
+    with _allocating("rand", _shape(size), d):
+        arr = numpy_generator(generator).random(
             _shape(size), dtype=np.float64 if d is dt.float64 else np.float32)
     return _finish(arr.astype(d.np, copy=False), device, requires_grad)
 
 
-def rand(*size, generator=None, dtype=None, device=None, requires_grad=False) -> Tensor:
-    return _sample("rand", "random", size, generator, dtype, device, requires_grad)
-
-
 def randn(*size, generator=None, dtype=None, device=None, requires_grad=False) -> Tensor:
-    return _sample("randn", "standard_normal", size, generator, dtype, device,
-                   requires_grad)
+    d = _dtype(dtype)
+    with _allocating("randn", _shape(size), d):
+        arr = numpy_generator(generator).standard_normal(
+            _shape(size), dtype=np.float64 if d is dt.float64 else np.float32)
+    return _finish(arr.astype(d.np, copy=False), device, requires_grad)
 
 
 def randint(low, high=None, size=None, generator=None, dtype=None, device=None,
