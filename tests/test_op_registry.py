@@ -395,6 +395,12 @@ OTHER = {
     "conv_transpose2d": (
         lambda x: hx.nn.functional.conv_transpose2d(x[None, None], x[None, None, :2, :2]),
         lambda x: F.conv_transpose2d(x[None, None], x[None, None, :2, :2])),
+    "conv3d": (lambda x: hx.nn.functional.conv3d(x[None, None, None], x[None, None, None, :2, :3]),
+               lambda x: F.conv3d(x[None, None, None], x[None, None, None, :2, :3])),
+    "conv_transpose3d": (
+        lambda x: hx.nn.functional.conv_transpose3d(x[None, None, None],
+                                                    x[None, None, None, :2, :2]),
+        lambda x: F.conv_transpose3d(x[None, None, None], x[None, None, None, :2, :2])),
 }
 
 OTHER.update({
