@@ -65,9 +65,10 @@ _ERF_Q = (-1.45660718464996e-05, -2.13374055278905e-04, -1.68282697438203e-03,
 
 
 def _sigmoid(x):
-    # Two branches so neither exp overflows.
+    # Two branches so neither exp overflows (one denominator for both).
     e = np.exp(-np.abs(x))
-    return np.where(x >= 0, 1.0 / (1.0 + e), e / (1.0 + e)).astype(x.dtype, copy=False)
+    d = 1.0 + e
+    return np.where(x >= 0, 1.0 / d, e / d).astype(x.dtype, copy=False)
 
 
 class NumpyMath:
