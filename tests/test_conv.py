@@ -254,28 +254,30 @@ def test_conv_transpose_layer_takes_output_size():
 
 
 def test_conv_errors_name_the_op_the_shapes_and_the_fix():
+    # the functions raise RuntimeError, as PyTorch's do (OpError: a ValueError too); the
+    # layer's constructor a ValueError, as PyTorch's
     x = hx.zeros(1, 4, 5, 5)
-    with pytest.raises(ValueError, match=r"conv2d: in_channels \(4\) and out_channels \(6\) "
-                                         r"must both be divisible by groups \(4\)"):
+    with pytest.raises(RuntimeError, match=r"conv2d: in_channels \(4\) and out_channels \(6\) "
+                                           r"must both be divisible by groups \(4\)"):
         F.conv2d(x, hx.zeros(6, 1, 3, 3), groups=4)
-    with pytest.raises(ValueError, match=r"conv2d: input of shape \(1, 4, 5, 5\) has 4 "
-                                         r"channels, but the weight of shape \(2, 3, 3, 3\)"):
+    with pytest.raises(RuntimeError, match=r"conv2d: input of shape \(1, 4, 5, 5\) has 4 "
+                                           r"channels, but the weight of shape \(2, 3, 3, 3\)"):
         F.conv2d(x, hx.zeros(2, 3, 3, 3))
-    with pytest.raises(ValueError, match=r"conv2d: the kernel \(7, 7\).*larger than the "
-                                         r"padded input's spatial size \(5, 5\); use a "
-                                         r"smaller kernel or dilation, or more padding"):
+    with pytest.raises(RuntimeError, match=r"conv2d: the kernel \(7, 7\).*larger than the "
+                                           r"padded input's spatial size \(5, 5\); use a "
+                                           r"smaller kernel or dilation, or more padding"):
         F.conv2d(x, hx.zeros(2, 4, 7, 7))
-    with pytest.raises(ValueError, match="padding='same' is not supported for strided"):
+    with pytest.raises(RuntimeError, match="padding='same' is not supported for strided"):
         F.conv2d(x, hx.zeros(2, 4, 3, 3), stride=2, padding="same")
-    with pytest.raises(ValueError, match=r"conv2d: expected a 3-D \(unbatched\) or 4-D"):
+    with pytest.raises(RuntimeError, match=r"conv2d: expected a 3-D \(unbatched\) or 4-D"):
         F.conv2d(hx.zeros(4, 5), hx.zeros(2, 4, 3, 3))
     with pytest.raises(TypeError, match="conv2d: input is float32 but weight is float64"):
         F.conv2d(x, hx.zeros(2, 4, 3, 3, dtype="float64"))
     with pytest.raises(ValueError, match="Conv2d: in_channels \\(3\\) must be divisible"):
         nn.Conv2d(3, 4, 3, groups=2)
-    with pytest.raises(ValueError, match="output_padding .* must be smaller"):
+    with pytest.raises(RuntimeError, match="output_padding .* must be smaller"):
         F.conv_transpose2d(x, hx.zeros(4, 2, 3, 3), stride=2, output_padding=2)
-    with pytest.raises(ValueError, match="fold: an output of size"):
+    with pytest.raises(RuntimeError, match="fold: an output of size"):
         F.fold(hx.zeros(1, 12, 5), (4, 4), 2)
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 
 from ..amp import cast_inputs
+from ..errors import OpError
 from ..tensor import Tensor
 from .linalg import matmul
 from .registry import declare, function
@@ -30,7 +31,7 @@ def ntuple(value, d, name, op):
         if len(value) == 1:
             value = tuple(value) * d
         if len(value) != d or not all(isinstance(v, int) for v in value):
-            raise ValueError(f"{op}: {name} must be an int or {d} ints, got {value!r}")
+            raise OpError(f"{op}: {name} must be an int or {d} ints, got {value!r}")
         return tuple(value)
     if not isinstance(value, int) or isinstance(value, bool):
         raise TypeError(f"{op}: {name} must be an int or a tuple of {d} ints, got "
@@ -41,7 +42,7 @@ def ntuple(value, d, name, op):
 def _positive(values, name, op, allow_zero=False):
     lo = 0 if allow_zero else 1
     if any(v < lo for v in values):
-        raise ValueError(f"{op}: {name} must be {'non-negative' if allow_zero else 'positive'}"
+        raise OpError(f"{op}: {name} must be {'non-negative' if allow_zero else 'positive'}"
                          f", got {values}")
 
 
@@ -62,11 +63,11 @@ def conv_padding(padding, d, kernel, stride, dilation, op):
             return ((0, 0),) * d
         if padding == "same":
             if any(s != 1 for s in stride):
-                raise ValueError(f"{op}: padding='same' is not supported for strided "
+                raise OpError(f"{op}: padding='same' is not supported for strided "
                                  f"convolutions (stride {stride}); give the padding as "
                                  f"ints, or use stride 1")
             return same_padding(kernel, dilation)
-        raise ValueError(f"{op}: padding must be an int, a tuple, 'same' or 'valid', got "
+        raise OpError(f"{op}: padding must be an int, a tuple, 'same' or 'valid', got "
                          f"{padding!r}")
     p = ntuple(padding, d, "padding", op)
     _positive(p, "padding", op, allow_zero=True)
@@ -103,7 +104,7 @@ def _batched(op, x, d):
     if x.ndim == d + 1:
         return x.unsqueeze(0), True
     if x.ndim != d + 2:
-        raise ValueError(f"{op}: expected a {d + 1}-D (unbatched) or {d + 2}-D (batched) "
+        raise OpError(f"{op}: expected a {d + 1}-D (unbatched) or {d + 2}-D (batched) "
                          f"input of shape (N, C, {_SPATIAL_NAMES[d]}), got shape {x.shape}")
     return x, False
 
@@ -115,7 +116,7 @@ def _operands(op, d, input, weight, bias, stride, dilation, ints, weight_dims):
     _check_operands(op, x, weight, bias, ints)
     x, unbatched = _batched(op, x, d)
     if weight.ndim != d + 2:
-        raise ValueError(f"{op}: weight must be {d + 2}-D ({weight_dims}, *kernel), got "
+        raise OpError(f"{op}: weight must be {d + 2}-D ({weight_dims}, *kernel), got "
                          f"shape {weight.shape}")
     stride = ntuple(stride, d, "stride", op)
     dilation = ntuple(dilation, d, "dilation", op)
@@ -130,19 +131,19 @@ def conv(op, d, input, weight, bias=None, stride=1, padding=0, dilation=1, group
         op, d, input, weight, bias, stride, dilation, ("int32", "int64"),
         "out_channels, in_channels / groups")
     if not isinstance(groups, int) or groups < 1:
-        raise ValueError(f"{op}: groups must be a positive int, got {groups!r}")
+        raise OpError(f"{op}: groups must be a positive int, got {groups!r}")
     n, c = x.shape[:2]
     o, cg = weight.shape[:2]
     kernel = tuple(weight.shape[2:])
     if c % groups or o % groups:
-        raise ValueError(f"{op}: in_channels ({c}) and out_channels ({o}) must both be "
+        raise OpError(f"{op}: in_channels ({c}) and out_channels ({o}) must both be "
                          f"divisible by groups ({groups}); change groups or the channels")
     if cg * groups != c:
-        raise ValueError(f"{op}: input of shape {x.shape} has {c} channels, but the weight "
+        raise OpError(f"{op}: input of shape {x.shape} has {c} channels, but the weight "
                          f"of shape {weight.shape} with groups={groups} expects "
                          f"{cg * groups} ({cg} per group)")
     if bias is not None and bias.shape != (o,):
-        raise ValueError(f"{op}: bias must have shape ({o},) for a weight of shape "
+        raise OpError(f"{op}: bias must have shape ({o},) for a weight of shape "
                          f"{weight.shape}, got {bias.shape}")
     pads = conv_padding(padding, d, kernel, stride, dilation, op)
     xp = pad(x, pads, 0, op)
@@ -171,7 +172,7 @@ def conv_transpose(op, d, input, weight, bias=None, stride=1, padding=0, output_
         op, d, input, weight, bias, stride, dilation, ("int64",),
         "in_channels, out_channels / groups")
     if isinstance(padding, str):
-        raise ValueError(f"{op}: padding must be an int or a tuple of ints, got "
+        raise OpError(f"{op}: padding must be an int or a tuple of ints, got "
                          f"{padding!r} (only convolutions take 'same' or 'valid')")
     padding = ntuple(padding, d, "padding", op)
     output_padding = ntuple(output_padding, d, "output_padding", op)
@@ -179,27 +180,27 @@ def conv_transpose(op, d, input, weight, bias=None, stride=1, padding=0, output_
     _positive(output_padding, "output_padding", op, allow_zero=True)
     for op_, s, dl in zip(output_padding, stride, dilation):
         if op_ >= max(s, dl):
-            raise ValueError(f"{op}: output_padding {output_padding} must be smaller than "
+            raise OpError(f"{op}: output_padding {output_padding} must be smaller than "
                              f"either stride {stride} or dilation {dilation}")
     if not isinstance(groups, int) or groups < 1:
-        raise ValueError(f"{op}: groups must be a positive int, got {groups!r}")
+        raise OpError(f"{op}: groups must be a positive int, got {groups!r}")
     n, c = x.shape[:2]
     if weight.shape[0] != c:
-        raise ValueError(f"{op}: input of shape {x.shape} has {c} channels, but the weight "
+        raise OpError(f"{op}: input of shape {x.shape} has {c} channels, but the weight "
                          f"of shape {weight.shape} expects {weight.shape[0]}")
     if c % groups:
-        raise ValueError(f"{op}: in_channels ({c}) must be divisible by groups ({groups})")
+        raise OpError(f"{op}: in_channels ({c}) must be divisible by groups ({groups})")
     og = weight.shape[1]
     o = og * groups
     kernel = tuple(weight.shape[2:])
     if bias is not None and bias.shape != (o,):
-        raise ValueError(f"{op}: bias must have shape ({o},), got {bias.shape}")
+        raise OpError(f"{op}: bias must have shape ({o},), got {bias.shape}")
     spatial = x.shape[2:]
     full = tuple((i - 1) * s + dl * (k - 1) + 1
                  for i, s, dl, k in zip(spatial, stride, dilation, kernel))
     size = tuple(f + p - 2 * q for f, p, q in zip(full, output_padding, padding))
     if any(i < 1 for i in spatial) or any(m < 1 for m in size):
-        raise ValueError(f"{op}: input of shape {x.shape} with kernel {kernel}, stride "
+        raise OpError(f"{op}: input of shape {x.shape} with kernel {kernel}, stride "
                          f"{stride}, padding {padding} gives an output of size {size}; "
                          f"use less padding")
     cg = c // groups
@@ -282,17 +283,17 @@ def fold(input, output_size, kernel_size, dilation=1, padding=0, stride=1):
     unbatched = input.ndim == 2
     x = input.unsqueeze(0) if unbatched else input
     if x.ndim != 3:
-        raise ValueError(f"fold: expected a 2-D or 3-D input (N, C*kh*kw, L), got shape "
+        raise OpError(f"fold: expected a 2-D or 3-D input (N, C*kh*kw, L), got shape "
                          f"{input.shape}")
     kk = math.prod(kernel)
     n, ck, positions = x.shape
     if ck % kk:
-        raise ValueError(f"fold: the input's dim 1 ({ck}) must be divisible by the kernel's "
+        raise OpError(f"fold: the input's dim 1 ({ck}) must be divisible by the kernel's "
                          f"size {kernel} = {kk}")
     padded = tuple(m + a + b for m, (a, b) in zip(size, pads))
     out = window_geometry(op, padded, kernel, stride, dilation)
     if math.prod(out) != positions:
-        raise ValueError(f"fold: an output of size {size} with kernel {kernel}, padding "
+        raise OpError(f"fold: an output of size {size} with kernel {kernel}, padding "
                          f"{tuple(p for p, _ in pads)}, stride {stride} and dilation "
                          f"{dilation} has {math.prod(out)} windows, but the input has "
                          f"{positions} (its dim 2)")

@@ -20,6 +20,7 @@ from .. import creation
 from ..amp import autocast
 from ..autograd.function import Function
 from ..backends.base import Kernel
+from ..errors import OpError
 from ..tensor import Tensor
 from .conv import ntuple
 from .linalg import matmul
@@ -33,10 +34,10 @@ def _input(op, d, x, ints=False):
         raise TypeError(f"{op}: not defined for {x.dtype.name} tensors (shape {x.shape}); "
                         f"convert with .float() first")
     if x.ndim not in (d + 1, d + 2):
-        raise ValueError(f"{op}: expected a {d + 1}-D (unbatched) or {d + 2}-D (batched) "
+        raise OpError(f"{op}: expected a {d + 1}-D (unbatched) or {d + 2}-D (batched) "
                          f"input, got shape {x.shape}")
     if any(n == 0 for n in x.shape[x.ndim - d - 1:]):
-        raise ValueError(f"{op}: input of shape {x.shape} has an empty channel or spatial "
+        raise OpError(f"{op}: input of shape {x.shape} has an empty channel or spatial "
                          f"dim; only the batch dim may be 0")
     return (x.unsqueeze(0), True) if x.ndim == d + 1 else (x, False)
 
@@ -51,12 +52,12 @@ def pool_geometry(op, d, spatial, kernel_size, stride, padding, dilation, ceil_m
     padding = ntuple(padding, d, "padding", op)
     dilation = ntuple(dilation, d, "dilation", op)
     if min(kernel) < 1 or min(stride) < 1 or min(dilation) < 1 or min(padding) < 0:
-        raise ValueError(f"{op}: kernel_size {kernel}, stride {stride} and dilation "
+        raise OpError(f"{op}: kernel_size {kernel}, stride {stride} and dilation "
                          f"{dilation} must be positive and padding {padding} non-negative")
     out, pads = [], []
     for n, k, s, p, dl in zip(spatial, kernel, stride, padding, dilation):
         if p > k // 2:
-            raise ValueError(f"{op}: padding {padding} should be at most half of the "
+            raise OpError(f"{op}: padding {padding} should be at most half of the "
                              f"kernel size {kernel}")
         span = dl * (k - 1) + 1
         room = n + 2 * p - span
@@ -64,7 +65,7 @@ def pool_geometry(op, d, spatial, kernel_size, stride, padding, dilation, ceil_m
         if ceil_mode and (o - 1) * s >= n + p:
             o -= 1
         if o < 1:
-            raise ValueError(f"{op}: the kernel {kernel} (dilation {dilation}) is larger "
+            raise OpError(f"{op}: the kernel {kernel} (dilation {dilation}) is larger "
                              f"than the padded input's spatial size "
                              f"{tuple(m + 2 * q for m, q in zip(spatial, padding))}; use a "
                              f"smaller kernel or more padding")
@@ -123,7 +124,7 @@ def max_unpool(op, d, input, indices, kernel_size, stride=None, padding=0,
     """Each value put back at the flat index max_pool gave for it; zeros elsewhere."""
     x, unbatched = _input(op, d, input)
     if not isinstance(indices, Tensor) or indices.shape != input.shape:
-        raise ValueError(f"{op}: indices must be a tensor of the input's shape "
+        raise OpError(f"{op}: indices must be a tensor of the input's shape "
                          f"{input.shape} (the indices max_pool returned), got "
                          f"{getattr(indices, 'shape', type(indices).__name__)}")
     kernel = ntuple(kernel_size, d, "kernel_size", op)
@@ -134,10 +135,10 @@ def max_unpool(op, d, input, indices, kernel_size, stride=None, padding=0,
                     zip(spatial, stride, padding, kernel))
     size = default if output_size is None else tuple(output_size)[-d:]
     if len(size) != d:
-        raise ValueError(f"{op}: output_size must end with {d} sizes, got {output_size!r}")
+        raise OpError(f"{op}: output_size must end with {d} sizes, got {output_size!r}")
     for m, dm, s in zip(size, default, stride):
         if not dm - s < m < dm + s:
-            raise ValueError(f"{op}: output_size {size} is not a size max_pool could have "
+            raise OpError(f"{op}: output_size {size} is not a size max_pool could have "
                              f"pooled to {tuple(spatial)} (expected within stride of "
                              f"{default})")
     n, c = x.shape[:2]
@@ -203,7 +204,7 @@ def avg_pool(op, d, input, kernel_size, stride=None, padding=0, ceil_mode=False,
     total = win.sum(tuple(range(2, 2 + d)))
     if divisor_override is not None:
         if not divisor_override:
-            raise ValueError(f"{op}: divisor_override must be non-zero")
+            raise OpError(f"{op}: divisor_override must be non-zero")
         y = total / float(divisor_override)
     else:
         count = _avg_divisor(spatial, kernel, stride, pads, out, count_include_pad)
@@ -218,10 +219,10 @@ def _adaptive_output(op, d, spatial, output_size):
     size = ntuple(output_size, d, "output_size", op) if not isinstance(
         output_size, (tuple, list)) or None not in output_size else tuple(output_size)
     if len(size) != d:
-        raise ValueError(f"{op}: output_size must be {d} sizes, got {output_size!r}")
+        raise OpError(f"{op}: output_size must be {d} sizes, got {output_size!r}")
     size = tuple(n if o is None else o for o, n in zip(size, spatial))
     if any(o < 1 for o in size):
-        raise ValueError(f"{op}: output_size {size} must be positive")
+        raise OpError(f"{op}: output_size {size} must be positive")
     return size
 
 

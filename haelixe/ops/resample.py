@@ -11,6 +11,7 @@ import numpy as np
 
 from .. import creation
 from ..amp import autocast
+from ..errors import OpError
 from ..tensor import Tensor
 from .linalg import matmul
 from .pooling import adaptive_avg_pool
@@ -24,17 +25,17 @@ def _sizes(x, d, size, scale_factor, recompute_scale_factor):
     where the factor is given and not recomputed, as PyTorch)."""
     spatial = x.shape[2:]
     if (size is None) == (scale_factor is None):
-        raise ValueError("interpolate: give exactly one of size and scale_factor")
+        raise OpError("interpolate: give exactly one of size and scale_factor")
     if size is not None:
         out = tuple(size) if isinstance(size, (tuple, list)) else (size,) * d
         if len(out) != d:
-            raise ValueError(f"interpolate: size {size!r} must have {d} entries for an "
+            raise OpError(f"interpolate: size {size!r} must have {d} entries for an "
                              f"input of shape {x.shape}")
         return tuple(int(o) for o in out), tuple(n / o for n, o in zip(spatial, out))
     factors = tuple(scale_factor) if isinstance(scale_factor, (tuple, list)) else \
         (scale_factor,) * d
     if len(factors) != d:
-        raise ValueError(f"interpolate: scale_factor {scale_factor!r} must have {d} entries "
+        raise OpError(f"interpolate: scale_factor {scale_factor!r} must have {d} entries "
                          f"for an input of shape {x.shape}")
     out = tuple(int(math.floor(n * float(f))) for n, f in zip(spatial, factors))
     if recompute_scale_factor:
@@ -73,26 +74,26 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
     if not isinstance(input, Tensor):
         raise TypeError(f"interpolate: input must be a Tensor, got {type(input).__name__}")
     if mode not in _MODES:
-        raise ValueError(f"interpolate: mode {mode!r} is not supported; use one of {_MODES}")
+        raise OpError(f"interpolate: mode {mode!r} is not supported; use one of {_MODES}")
     if antialias:
-        raise ValueError("interpolate: antialias=True is not supported")
+        raise OpError("interpolate: antialias=True is not supported")
     if not input.dtype.is_floating_point:
         raise TypeError(f"interpolate: not defined for {input.dtype.name} tensors; convert "
                         f"with .float() first")
     d = input.ndim - 2
     if d < 1:
-        raise ValueError(f"interpolate: expected an input of shape (N, C, *spatial), got "
+        raise OpError(f"interpolate: expected an input of shape (N, C, *spatial), got "
                          f"{input.shape}")
     if mode in _LINEAR:
         if _LINEAR[mode] != d:
-            raise ValueError(f"interpolate: mode {mode!r} needs a {_LINEAR[mode] + 2}-D "
+            raise OpError(f"interpolate: mode {mode!r} needs a {_LINEAR[mode] + 2}-D "
                              f"input, got shape {input.shape}")
     elif align_corners is not None:
-        raise ValueError("interpolate: align_corners can only be set with the "
+        raise OpError("interpolate: align_corners can only be set with the "
                          "interpolating modes (linear, bilinear, trilinear)")
     out, scales = _sizes(input, d, size, scale_factor, recompute_scale_factor)
     if any(o < 1 for o in out):
-        raise ValueError(f"interpolate: the output size {out} must be positive")
+        raise OpError(f"interpolate: the output size {out} must be positive")
     if mode == "area":
         return adaptive_avg_pool("interpolate", d, input, out) if d <= 2 else \
             _unsupported(mode, d)
@@ -111,4 +112,4 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
 
 
 def _unsupported(mode, d):
-    raise ValueError(f"interpolate: mode {mode!r} supports 1-D and 2-D images, not {d}-D")
+    raise OpError(f"interpolate: mode {mode!r} supports 1-D and 2-D images, not {d}-D")

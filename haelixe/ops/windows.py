@@ -24,18 +24,19 @@ import numpy as np
 
 from .. import layout
 from ..autograd.function import Function
+from ..errors import OpError
 from ..tensor import Tensor
 from .views import _check_history, _view_of
 
 
 def window_geometry(op, spatial, kernel, stride, dilation):
-    """The output size of each windowed dim, or a ValueError naming ``op`` when a
+    """The output size of each windowed dim, or an OpError naming ``op`` when a
     (dilated) kernel does not fit the (padded) input."""
     out = []
     for n, k, s, d in zip(spatial, kernel, stride, dilation):
         span = d * (k - 1) + 1
         if span > n:
-            raise ValueError(
+            raise OpError(
                 f"{op}: the kernel {tuple(kernel)} (dilation {tuple(dilation)}, so spanning "
                 f"{span} cells) is larger than the padded input's spatial size "
                 f"{tuple(spatial)}; use a smaller kernel or dilation, or more padding")
@@ -142,7 +143,7 @@ def sum_windows(cols, shape, kernel, stride, dilation, op="fold"):
     d = len(kernel)
     want = window_geometry(op, shape[-d:], kernel, stride, dilation)
     if tuple(cols.shape[-d:]) != want:
-        raise ValueError(f"{op}: {tuple(cols.shape[-d:])} window positions do not fit an "
+        raise OpError(f"{op}: {tuple(cols.shape[-d:])} window positions do not fit an "
                          f"output of spatial size {tuple(shape[-d:])}, which has {want} for "
                          f"kernel {tuple(kernel)}, stride {tuple(stride)}, dilation "
                          f"{tuple(dilation)}")
@@ -189,7 +190,7 @@ def pad(x, pads, value=0, op="pad"):
     lead = x.ndim - len(pads)
     for n, (a, b) in zip(x.shape[lead:], pads):
         if n + a + b < 0:
-            raise ValueError(f"{op}: padding {pads} crops more than the input of shape "
+            raise OpError(f"{op}: padding {pads} crops more than the input of shape "
                              f"{x.shape} has")
     return Pad.apply(x, pads, value)
 
