@@ -108,10 +108,7 @@ def max_pool(op, d, input, kernel_size, stride=None, padding=0, dilation=1,
     # then run along contiguous rows
     cells_last = (0, 1, *range(2 + d, 2 + 2 * d), *range(2, 2 + d))
     cells = win.permute(cells_last).reshape((n, c) + out + (math.prod(kernel),))
-    picked = cells.argmax(-1, keepdim=True)
-    y = cells.gather(-1, picked).squeeze(-1)
-    if unbatched:
-        y = y.squeeze(0)
+    y, picked = _pick_max(cells, unbatched)
     if not return_indices:
         return y
     idx = _flat_positions(picked.squeeze(-1), kernel, stride, dilation, pads, spatial,
@@ -265,14 +262,18 @@ def adaptive_max_pool(op, d, input, output_size, return_indices=False):
     index = creation.tensor(table, dtype="int64", device=x.device)
     nb, c = x.shape[:2]
     cells = x.reshape(nb, c, -1)[:, :, index]  # (N, C, *out, cells)
-    picked = cells.argmax(-1, keepdim=True)
-    y = cells.gather(-1, picked).squeeze(-1)
-    if unbatched:
-        y = y.squeeze(0)
+    y, picked = _pick_max(cells, unbatched)
     if not return_indices:
         return y
     idx = index.expand(cells.shape).gather(-1, picked).squeeze(-1)
     return y, idx.squeeze(0) if unbatched else idx
+
+
+def _pick_max(cells, unbatched):
+    """The largest of each window's cells (laid along the last dim), and where it is."""
+    picked = cells.argmax(-1, keepdim=True)
+    y = cells.gather(-1, picked).squeeze(-1)
+    return (y.squeeze(0) if unbatched else y), picked
 
 
 def max_pool1d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
