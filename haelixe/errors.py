@@ -20,3 +20,8 @@ class OpIndexError(OpError, IndexError):
 class OpNotImplementedError(OpError, NotImplementedError):
     """An option an op does not know (a padding mode) where PyTorch raises
     NotImplementedError; an OpError too."""
+
+
+class OpZeroDivisionError(OpError, ZeroDivisionError):
+    """An integer division by zero, which PyTorch reports on the CPU as
+    ``RuntimeError: ZeroDivisionError``; a ZeroDivisionError too, as Python's ``5 // 0``."""

@@ -1,0 +1,73 @@
+"""PyTorch's refusal of an integer division by zero (floor_divide, remainder, fmod and
+their operators and in-place forms): ``RuntimeError: ZeroDivisionError`` on the CPU.
+
+Only operands that give an integer result pay for the check (one pass over the divisor).
+A Python zero divisor is refused on every device. A zero inside a GPU divisor is not
+looked for: finding it would need a read-back that stalls the queue (PyTorch's CUDA
+backend does not check either, and leaves the result unspecified); Haelixe's kernels
+give 0 there, for every dtype. Nor is one looked for while a step is captured (its
+replays run none of the op's Python, so a check could not run again): the CPU's kernels
+then give what numpy gives, 0.
+"""
+
+from __future__ import annotations
+
+import functools
+import numbers
+
+import numpy as np
+
+from ..errors import OpZeroDivisionError
+from ..tensor import Tensor
+from .registry import FUNCTIONS
+
+
+def _integer_kind(x) -> bool:
+    if isinstance(x, Tensor):
+        return not x.dtype.is_floating_point
+    return isinstance(x, numbers.Integral)  # (a bool too, as PyTorch reads one)
+
+
+def check_divisor(op, dividend, divisor):
+    """Raise where ``dividend`` and ``divisor`` (a tensor or a Python number) give an
+    integer result and a divisor entry is zero."""
+    if not (_integer_kind(divisor) and _integer_kind(dividend)):
+        return
+    if isinstance(divisor, Tensor):
+        if divisor.device.type != "cpu" or divisor.numel() == 0 or (
+                isinstance(dividend, Tensor) and dividend.numel() == 0) or \
+                divisor._be.checks_on_device():
+            return
+        if np.all(divisor._be.to_numpy(divisor._data)):
+            return
+        where = f"the {divisor.dtype.name} divisor of shape {divisor.shape} holds a zero"
+    else:
+        if divisor != 0 or not isinstance(dividend, Tensor) or dividend.numel() == 0:
+            return
+        where = "the divisor is 0"
+    raise OpZeroDivisionError(
+        f"{op}: ZeroDivisionError: integer division by zero ({where}); PyTorch refuses it "
+        f"too. Mask the zeros first (torch.where(b == 0, 1, b)) or divide float tensors "
+        f"(a.double()), which give inf or nan there")
+
+
+def _checked(op, front, reflected=False):
+    if reflected:
+        @functools.wraps(front)
+        def call(self, other):
+            check_divisor(op, other, self)
+            return front(self, other)
+    else:
+        @functools.wraps(front)
+        def call(input, other, *args, **kwargs):  # noqa: A002 (PyTorch's name)
+            check_divisor(op, input, other)
+            return front(input, other, *args, **kwargs)
+    return call
+
+
+for _op, _dunders in (("floor_divide", ("__floordiv__", "__rfloordiv__")),
+                      ("remainder", ("__mod__", "__rmod__")), ("fmod", ())):
+    for _name in (_op, _op + "_") + _dunders:
+        setattr(Tensor, _name, _checked(_op, getattr(Tensor, _name),
+                                        reflected=_name.startswith("__r")))
+    FUNCTIONS[_op] = _checked(_op, FUNCTIONS[_op])
