@@ -359,9 +359,10 @@ class CPUBackend(Backend):
 
     # -- reductions ----------------------------------------------------------------------
     def unreduce(self, x, shape, dims):
-        if x.ndim == 0 and x.__class__ is np.ndarray:  # a full sum's (loss.sum()): the usual
-            # (positional, as make_view: stride 0 over the one element)
-            return np.ndarray(shape, x.dtype, x, 0, (0,) * len(shape))
+        if x.__class__ is np.ndarray and x.flags.c_contiguous:  # a sum's fresh result
+            # (positional, as make_view; numpy's broadcast_to costs several times more)
+            return np.ndarray(shape, x.dtype, x, 0,
+                              layout.unreduced_strides(x.shape, x.strides, shape, dims))
         return np.broadcast_to(np.reshape(x, layout.keep_shape(shape, dims)), shape)
 
     def sum(self, x, axes, keepdim):
