@@ -63,6 +63,7 @@ from .ops import (  # noqa: E402,F401
     linalg,
     ordering,
     reduce,
+    scatter_reduce,
     views,
 )
 from .ops.convert import LEGACY_NAMES as _LEGACY_NAMES

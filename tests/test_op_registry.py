@@ -349,6 +349,11 @@ OTHER = {
                 lambda x: x.scatter(0, torch.tensor([[1, 0, 3, 2, 0, 1]]), 7)),
     "scatter_add": (lambda x: x.scatter_add(1, _idx(x, [[0, 0]] * 4), x[:, :2]),
                     lambda x: x.scatter_add(1, torch.tensor([[0, 0]] * 4), x[:, :2])),
+    "scatter_reduce": (
+        lambda x: x.scatter_reduce(1, _idx(x, [[0, 0, 2]] * 4), x[:, 1:4] * 2, "amax",
+                                   include_self=False),
+        lambda x: x.scatter_reduce(1, torch.tensor([[0, 0, 2]] * 4), x[:, 1:4] * 2, "amax",
+                                   include_self=False)),
     "index_select": (lambda x: x.index_select(0, _idx(x, [3, 1])),
                      lambda x: x.index_select(0, torch.tensor([3, 1]))),
     "index_add": (lambda x: x.index_add(1, _idx(x, [0, 0, 5]), x[:, :3]),

@@ -285,6 +285,34 @@ class Backend:
         put = self.scatter_add(x.shape, axis, index, src)
         return self.map(_K_SCATTER, [hit, put, x], x.dtype)
 
+    def scatter_reduce(self, x, axis, index, src, reduce, include_self):
+        """A copy of ``x`` with ``src`` reduced into it at ``index`` along ``axis``
+        (torch.scatter_reduce; ``reduce`` is 'sum', 'prod', 'mean', 'amax' or 'amin';
+        ``include_self``: whether x's own value takes part where an index points; an
+        integer mean rounds down). 'sum' and 'mean' compose from :meth:`scatter_add`;
+        'prod', 'amax' and 'amin' reduce on the host (a read-back and an upload: correct
+        everywhere, fast nowhere special)."""
+        if reduce in ("sum", "mean"):
+            put = self.scatter_add(x.shape, axis, index, src)
+            hit = self.scatter_add(x.shape, axis, index, self.full(index.shape, 1, x.dtype))
+            if include_self:
+                one = np.dtype(x.dtype).type(1)
+                put, hit = self.map(K_ADD, [put, x], x.dtype), self.map(K_ADD, [hit, one], x.dtype)
+            if reduce == "mean":
+                kernel = _K_MEAN_INT if np.dtype(x.dtype).kind in "iub" else _K_MEAN
+                put = self.map(kernel, [put, hit], x.dtype)
+            return self.map(_K_SCATTER, [hit, put, x], x.dtype)
+        out = np.array(self.to_numpy(x), copy=True)
+        key = list(np.indices(index.shape, sparse=True))
+        key[axis] = self.to_numpy(index)
+        key = tuple(key)
+        ufunc = _SCATTER_UFUNCS[reduce]
+        if not include_self:  # the reduction's identity where an index points
+            out[key] = ufunc.identity if ufunc.identity is not None else (
+                _lowest(out.dtype) if reduce == "amax" else _highest(out.dtype))
+        ufunc.at(out, key, self.to_numpy(src))
+        return self.from_numpy(out)
+
     def index_put(self, x, key, values):
         """In place ``x[key] = values`` (numpy's advanced indexing; ``values`` broadcast
         to the indexed shape). Where an index repeats, this default adds the values."""
@@ -598,6 +626,23 @@ _K_NEG = Kernel("neg", lambda m, x: -x, 1)
 _K_NOT = Kernel("not", lambda m, x: x == 0, 1)
 _K_EXP = Kernel("exp", lambda m, x: m.exp(x), 1)
 _K_SCATTER = Kernel("scatter_pick", lambda m, hit, put, x: m.where(hit > 0, put, x), 3)
+# a mean's total over its count (a count of 0 keeps the total: scatter_pick drops it)
+_K_MEAN = Kernel("scatter_mean", lambda m, total, n: total / m.maximum(n, 1), 2)
+_K_MEAN_INT = Kernel("scatter_mean_int",
+                     lambda m, total, n: m.floor_divide(total, m.maximum(n, 1)), 2)
+_SCATTER_UFUNCS = {"prod": np.multiply, "amax": np.maximum, "amin": np.minimum}
+
+
+def _lowest(dtype):
+    dtype = np.dtype(dtype)  # (bfloat16's kind is "V": a float, as every non-integer)
+    return np.iinfo(dtype).min if dtype.kind in "iu" else False if dtype.kind == "b" \
+        else -np.inf
+
+
+def _highest(dtype):
+    dtype = np.dtype(dtype)
+    return np.iinfo(dtype).max if dtype.kind in "iu" else True if dtype.kind == "b" \
+        else np.inf
 
 
 def _dtype_of(a, b):

@@ -396,9 +396,22 @@ def _check_scatter_shapes(op, x, dim, index, src):
 
 
 @tensor_method(function=True)
-def scatter(x, dim, index, src=None, value=None):
-    """``out[index[i][j]][j] = src[i][j]`` (dim 0); ``src`` may be a number (``value``)."""
+def scatter(x, dim, index, src=None, value=None, *, reduce=None):
+    """``out[index[i][j]][j] = src[i][j]`` (dim 0); ``src`` may be a number (``value``).
+    ``reduce='add'`` or ``'multiply'`` combines instead of writing, as
+    :func:`scatter_reduce`'s 'sum' and 'prod' with the input included (its gradient too,
+    where PyTorch has none)."""
     src = value if src is None else src
+    if reduce is not None:
+        if reduce not in _SCATTER_REDUCE:
+            raise OpError(f"scatter: reduce must be 'add' or 'multiply', got {reduce!r}; "
+                          f"scatter_reduce takes 'sum', 'prod', 'mean', 'amax' and 'amin'")
+        if not isinstance(src, Tensor):
+            src = x.new_full(tuple(index.shape) if isinstance(index, Tensor) else (),
+                             number_as(x.dtype.np, src, "scatter"))
+        from .scatter_reduce import scatter_reduce  # (it builds on this module)
+
+        return scatter_reduce(x, dim, index, src, _SCATTER_REDUCE[reduce])
     d = layout.normalize_dim(dim, x.ndim, "scatter")
     _check_index("scatter", x, d, index)
     _check_scatter_shapes("scatter", x, d, index, src)
@@ -406,6 +419,9 @@ def scatter(x, dim, index, src=None, value=None):
         _same_dtype("scatter", x, src)
         src = src[tuple(slice(0, n) for n in index.shape)]
     return Scatter.apply(x, d, index, src)
+
+
+_SCATTER_REDUCE = {"add": "sum", "multiply": "prod"}
 
 
 @tensor_method(function=True)
@@ -420,9 +436,9 @@ def scatter_add(input, dim, index, src):
 
 
 @tensor_method(name="scatter_")
-def scatter_(x, dim, index, src=None, value=None):
+def scatter_(x, dim, index, src=None, value=None, *, reduce=None):
     """In place: :func:`scatter` written into ``x``."""
-    return x.copy_(scatter(x, dim, index, src, value))
+    return x.copy_(scatter(x, dim, index, src, value, reduce=reduce))
 
 
 @tensor_method(name="scatter_add_")
