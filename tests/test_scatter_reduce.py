@@ -196,3 +196,15 @@ def test_on_the_gpu_it_equals_pytorch(be, reduce, include_self):
         0, torch.tensor(index), torch.tensor(src.astype(np.int32)), reduce,
         include_self=include_self)
     assert ints.cpu().tolist() == t_ints.tolist()
+
+
+@pytest.mark.parametrize("reduce", REDUCTIONS)
+def test_a_captured_step_replays_with_new_values(reduce):
+    index = hx.tensor([0, 0, 2])
+    step = hx.capture(lambda x, s: x.scatter_reduce(0, index, s, reduce, include_self=False))
+    for k in range(1, 4):
+        x, s = hx.tensor([1., 2., 3.]) * k, hx.tensor([4., 5., 6.]) * k
+        want = torch.tensor([1., 2., 3.]).mul(k).scatter_reduce(
+            0, torch.tensor([0, 0, 2]), torch.tensor([4., 5., 6.]).mul(k), reduce,
+            include_self=False)
+        assert step(x, s).tolist() == want.tolist()

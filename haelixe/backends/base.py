@@ -291,7 +291,8 @@ class Backend:
         ``include_self``: whether x's own value takes part where an index points; an
         integer mean rounds down). 'sum' and 'mean' compose from :meth:`scatter_add`;
         'prod', 'amax' and 'amin' reduce on the host (a read-back and an upload: correct
-        everywhere, fast nowhere special)."""
+        everywhere, fast nowhere special; a step captured on a device that needs the
+        read-back refuses them with CaptureError, naming the op)."""
         if reduce in ("sum", "mean"):
             put = self.scatter_add(x.shape, axis, index, src)
             hit = self.scatter_add(x.shape, axis, index, self.full(index.shape, 1, x.dtype))
