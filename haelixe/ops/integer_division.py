@@ -15,8 +15,6 @@ from __future__ import annotations
 import functools
 import numbers
 
-import numpy as np
-
 from ..errors import OpZeroDivisionError
 from ..tensor import Tensor
 from .registry import FUNCTIONS
@@ -38,7 +36,7 @@ def check_divisor(op, dividend, divisor):
                 isinstance(dividend, Tensor) and dividend.numel() == 0) or \
                 divisor._be.checks_on_device():
             return
-        if np.all(divisor._be.to_numpy(divisor._data)):
+        if divisor._be.to_numpy(divisor._data).all():
             return
         where = f"the {divisor.dtype.name} divisor of shape {divisor.shape} holds a zero"
     else:
@@ -60,7 +58,8 @@ def _checked(op, front, reflected=False):
     else:
         @functools.wraps(front)
         def call(input, other, *args, **kwargs):  # noqa: A002 (PyTorch's name)
-            check_divisor(op, input, other)
+            if input.__class__ is not Tensor or not input.dtype.is_floating_point:
+                check_divisor(op, input, other)  # (a float tensor's result is a float)
             return front(input, other, *args, **kwargs)
     return call
 
