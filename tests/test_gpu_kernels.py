@@ -583,6 +583,16 @@ def test_rope_pairs_and_single_elements(be):
                 be.to_numpy(be.rope(odd, up(be, cos), up(be, sin))), be.to_numpy(got))
 
 
+def _run_without_shader_int64(code: str) -> None:
+    """Run ``code`` in a fresh interpreter whose GPU lacks shader-int64; it prints ok."""
+    env = dict(os.environ, HAELIXE_GPU_DISABLE="shader-int64")
+    res = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                         text=True, timeout=120)
+    if "GpuUnavailableError" in res.stderr:
+        pytest.skip("no wgpu adapter")
+    assert res.returncode == 0 and "ok" in res.stdout, res.stderr[-2000:]
+
+
 # -- int64 -------------------------------------------------------------------------------------
 def test_int64_stays_int64(be):
     import haelixe as hx
@@ -635,12 +645,7 @@ def test_int64_without_shader_int64_is_narrowed_but_reported():
             raise AssertionError("no OverflowError")
         print("ok")
     """)
-    env = dict(os.environ, HAELIXE_GPU_DISABLE="shader-int64")
-    res = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
-                         text=True, timeout=120)
-    if "GpuUnavailableError" in res.stderr:
-        pytest.skip("no wgpu adapter")
-    assert res.returncode == 0 and "ok" in res.stdout, res.stderr[-2000:]
+    _run_without_shader_int64(code)
 
 
 def test_index_checks_read_int64_back_right_without_shader_int64():
@@ -678,12 +683,7 @@ def test_index_checks_read_int64_back_right_without_shader_int64():
             raise AssertionError("no OpIndexError")
         print("ok")
     """)
-    env = dict(os.environ, HAELIXE_GPU_DISABLE="shader-int64")
-    res = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
-                         text=True, timeout=120)
-    if "GpuUnavailableError" in res.stderr:
-        pytest.skip("no wgpu adapter")
-    assert res.returncode == 0 and "ok" in res.stdout, res.stderr[-2000:]
+    _run_without_shader_int64(code)
 
 
 # -- GradScaler's kernel ---------------------------------------------------------------------
