@@ -59,7 +59,6 @@ from .ops import (  # noqa: E402,F401
     fused,
     indexing,
     inplace,
-    integer_division,
     linalg,
     ordering,
     reduce,

@@ -99,3 +99,34 @@ def test_a_captured_step_divides_integers_without_a_read_back():
     a, b = hx.tensor([7, -9]), hx.tensor([2, 4])
     for _ in range(3):
         assert step(a, b).tolist() == [3 + 1, -3 + 3]
+
+
+def test_the_check_is_part_of_the_declaration_and_float_divisions_skip_it():
+    import sys
+
+    from haelixe.ops.integer_division import check_divisor
+    from haelixe.ops.registry import FUNCTIONS, OPS
+
+    for op in _FORMS:
+        assert OPS[op].check is check_divisor
+        # the surfaces are the generated ones: no wrapper around them
+        assert getattr(hx.Tensor, op) is FUNCTIONS[op] is OPS[op].apply
+    called = []
+
+    def profile(frame, event, arg):
+        if event == "call":
+            called.append(frame.f_code.co_name)
+
+    a, b = hx.tensor([5.0, -3.0]), hx.tensor([2.0, 0.0])
+    sys.setprofile(profile)
+    try:
+        a // b, a % b, hx.fmod(a, b)
+    finally:
+        sys.setprofile(None)
+    assert "check_divisor" not in called
+    sys.setprofile(profile)
+    try:
+        hx.tensor([5]) // hx.tensor([2])
+    finally:
+        sys.setprofile(None)
+    assert "check_divisor" in called  # (the same spy sees an integer division's check)

@@ -18,6 +18,7 @@ from ..backends.base import Activation, Kernel
 from ..dtype import result_type
 from ..errors import OpError
 from ..tensor import Tensor
+from .integer_division import check_divisor
 from .registry import FUNCTIONS, declare, elementwise, tensor_method
 
 _SQRT_HALF = 1.0 / math.sqrt(2.0)
@@ -78,13 +79,15 @@ Tensor.__pow__ = _pow_checked(Tensor.__pow__)
 Tensor.pow = _pow_checked(Tensor.pow)
 FUNCTIONS["pow"] = _pow_checked(FUNCTIONS["pow"])
 elementwise("floor_divide", lambda m, a, b: m.floor_divide(a, b), cpu=np.floor_divide,
-            bool_ok=False, dunders=("__floordiv__", "__rfloordiv__"), wraps_ints=True)
+            bool_ok=False, dunders=("__floordiv__", "__rfloordiv__"), wraps_ints=True,
+            check=check_divisor)
 elementwise("remainder", lambda m, a, b: m.remainder(a, b),
             grad=(lambda m, g: g, lambda m, g, a, b: -g * m.floor_divide(a, b)),
-            cpu=np.remainder, bool_ok=False, dunders=("__mod__", "__rmod__"), wraps_ints=True)
+            cpu=np.remainder, bool_ok=False, dunders=("__mod__", "__rmod__"), wraps_ints=True,
+            check=check_divisor)
 elementwise("fmod", lambda m, a, b: m.fmod(a, b),
             grad=(lambda m, g: g, lambda m, g, a, b: -g * m.trunc(a / b)),
-            cpu=np.fmod, bool_ok=False,
+            cpu=np.fmod, bool_ok=False, check=check_divisor,
             doc="The remainder of input / other rounded toward zero (C's fmod: the sign "
                 "of input), elementwise; remainder's has the sign of other.")
 elementwise("copysign", lambda m, a, b: m.copysign(a, b),

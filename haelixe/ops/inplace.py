@@ -77,6 +77,8 @@ def apply_elementwise(decl, x, args):
     cd = registry.inplace_result_dtype(decl, x, others)
     if _records_graph(x, next((o for o in others if isinstance(o, Tensor)), None), op):
         return _rebase(x, decl.apply(x.clone(), *others, *params), op)
+    if decl.check is not None:  # (before anything is written: x stays as it was)
+        decl.check(decl.name, x, *others)
     check_writable(x, op)
     raws = []
     for o in others:

@@ -1,5 +1,7 @@
 """PyTorch's refusal of an integer division by zero (floor_divide, remainder, fmod and
 their operators and in-place forms): ``RuntimeError: ZeroDivisionError`` on the CPU.
+Those ops declare ``check=check_divisor`` (elementwise.py): their forward and in-place
+form run it, through every surface.
 
 Only operands that give an integer result pay for the check (one pass over the divisor).
 A Python zero divisor is refused on every device. A zero inside a GPU divisor is not
@@ -12,12 +14,10 @@ then give what numpy gives, 0.
 
 from __future__ import annotations
 
-import functools
 import numbers
 
 from ..errors import OpZeroDivisionError
 from ..tensor import Tensor
-from .registry import FUNCTIONS
 
 
 def _integer_kind(x) -> bool:
@@ -29,6 +29,8 @@ def _integer_kind(x) -> bool:
 def check_divisor(op, dividend, divisor):
     """Raise where ``dividend`` and ``divisor`` (a tensor or a Python number) give an
     integer result and a divisor entry is zero."""
+    if dividend.__class__ is Tensor and dividend.dtype.is_floating_point:
+        return  # (a float tensor's quotient is a float: nothing to look for)
     if not (_integer_kind(divisor) and _integer_kind(dividend)):
         return
     if isinstance(divisor, Tensor):
@@ -47,26 +49,3 @@ def check_divisor(op, dividend, divisor):
         f"{op}: ZeroDivisionError: integer division by zero ({where}); PyTorch refuses it "
         f"too. Mask the zeros first (torch.where(b == 0, 1, b)) or divide float tensors "
         f"(a.double()), which give inf or nan there")
-
-
-def _checked(op, front, reflected=False):
-    if reflected:
-        @functools.wraps(front)
-        def call(self, other):
-            check_divisor(op, other, self)
-            return front(self, other)
-    else:
-        @functools.wraps(front)
-        def call(input, other, *args, **kwargs):  # noqa: A002 (PyTorch's name)
-            if input.__class__ is not Tensor or not input.dtype.is_floating_point:
-                check_divisor(op, input, other)  # (a float tensor's result is a float)
-            return front(input, other, *args, **kwargs)
-    return call
-
-
-for _op, _dunders in (("floor_divide", ("__floordiv__", "__rfloordiv__")),
-                      ("remainder", ("__mod__", "__rmod__")), ("fmod", ())):
-    for _name in (_op, _op + "_") + _dunders:
-        setattr(Tensor, _name, _checked(_op, getattr(Tensor, _name),
-                                        reflected=_name.startswith("__r")))
-    FUNCTIONS[_op] = _checked(_op, FUNCTIONS[_op])

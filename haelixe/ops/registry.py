@@ -12,7 +12,10 @@ in-place method (``x.exp_()``), the function form (``hx.exp(x)``) and the dunder
 operators it names, all with PyTorch's signature (``names=`` for the inputs where PyTorch
 does not say ``input, other``; the parameters with their defaults) and a docstring
 (``doc=``); ``functional=`` and ``module=`` ask for ``F.<op>`` and the ``nn`` layer, which
-nn/ makes from the same declaration. The gradient is written once over ``m`` too: a
+nn/ makes from the same declaration; ``check=`` refuses inputs the kernel must not compute
+(``check(op, *inputs)`` raises), run by the forward and the in-place form. The direct path
+(operands of one dtype, float32 or float64) runs no forward, hence no check: a check is for
+inputs of other dtypes (integer division by zero). The gradient is written once over ``m`` too: a
 first-order backward runs it as one fused kernel on raw arrays (every op gets a
 one-kernel backward), while
 ``create_graph=True`` runs it with Haelixe ops on tensors, so it has a graph of its own.
@@ -163,8 +166,12 @@ class Elementwise:
     def __init__(self, name, fn, grad=None, *, dtypes="promote", cpu=None, wgsl_lib="",
                  params=None, bool_ok=True, method=True, function=True, inplace=True,
                  dunders=(), label=None, dtype_from=0, bool_operands=True,
-                 wraps_ints=False, names=None, functional=None, module=None, doc=None):
+                 wraps_ints=False, names=None, functional=None, module=None, doc=None,
+                 check=None):
         self.name = name
+        # check(op, *inputs): raises for inputs the kernel must not compute (an integer
+        # division by zero); the op's forward and its in-place form run it first
+        self.check = check
         # a Python int beyond an int tensor's range wraps around (PyTorch's arithmetic,
         # bitwise ops and comparisons); elsewhere (pow, clamp...) it is refused
         self.wraps_ints = wraps_ints
@@ -520,11 +527,13 @@ def _make_forward(decl, keep, mixed=False):
     the inputs' raw arrays (numbers converted to the compute dtype). ``mixed``: float
     operands of different widths, each read as it is, the op run in the widest."""
     kernel, arity, dfrom, name = decl.kernel, decl.arity, decl.dtype_from, decl.name
-    wrap = decl.wraps_ints
+    wrap, check = decl.wraps_ints, decl.check
     out_np = bool_.np if decl.dtypes == "compare" else None
 
     if mixed:
         def forward(ctx, *args):
+            if check is not None:
+                check(name, *args[:arity])
             tensors = [a for a in args[:arity] if isinstance(a, Tensor)]
             dt = tensors[0].dtype
             for t in tensors[1:]:
@@ -539,6 +548,8 @@ def _make_forward(decl, keep, mixed=False):
             return tensors[0]._be.map(kernel, raws, out_np or np_dt)
     elif arity == 2 and not decl.params and dfrom == 0:
         def forward(ctx, a, b):  # (no list built: x + y is the hottest path there is)
+            if check is not None:
+                check(name, a, b)
             ta = isinstance(a, Tensor)
             ref = a if ta else b
             np_dt = ref.dtype.np
@@ -553,11 +564,15 @@ def _make_forward(decl, keep, mixed=False):
             return ref._be.map(kernel, (ra, rb), out_np or np_dt)
     elif arity == 1 and not decl.params:
         def forward(ctx, x):
+            if check is not None:
+                check(name, x)
             if ctx is not SINK:
                 keep(ctx, x)
             return x._be.map(kernel, (x._data,), out_np or x.dtype.np)
     else:
         def forward(ctx, *args):
+            if check is not None:
+                check(name, *args[:arity])
             ref = args[dfrom]
             if not isinstance(ref, Tensor):
                 ref = next(a for a in args if isinstance(a, Tensor))
