@@ -32,6 +32,16 @@ _SELU_ALPHA = 1.6732632423543772848170429916717
 _SELU_SCALE = 1.0507009873554804934193349852946
 
 
+def _power_cpu(a, b):
+    """np.power, but a float tensor cubed is two products, as PyTorch computes it: libm's
+    pow takes a slow path on every negative base (GELU's tanh form cubes its inputs:
+    110 ms against 2.6 ms for 786k float32 values, half of them negative)."""
+    if a.__class__ is np.ndarray and a.dtype.kind == "f" and a.dtype.itemsize >= 4 and \
+            np.ndim(b) == 0 and b == 3:
+        return a * a * a
+    return np.power(a, b)
+
+
 def _sign_cpu(x):
     return x.copy() if x.dtype == np.bool_ else np.sign(x)
 
@@ -52,7 +62,7 @@ POW = elementwise(
     "pow", lambda m, a, b: m.pow(a, b),
     grad=(lambda m, g, a, b: m.where(b == 0, 0.0, g * b * m.pow(a, b - 1)),
           lambda m, g, a, b, y: m.where((a == 0) & (b >= 0), 0.0, g * y * m.log(a))),
-    cpu=np.power, bool_ok=False, dunders=("__pow__", "__rpow__"), names=("input", "exponent"))
+    cpu=_power_cpu, bool_ok=False, dunders=("__pow__", "__rpow__"), names=("input", "exponent"))
 
 
 def _pow_checked(front):
