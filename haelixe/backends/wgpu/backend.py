@@ -145,22 +145,14 @@ class WGPU(Backend):
         return x.view(tuple(shape), x.strides, x.offset + start * x.strides[axis])
 
     # -- layout --------------------------------------------------------------------------
-    def copy(self, x):
-        return ew.copy(self, x)
-
-    def copy_into(self, dst, src):
-        ew.copy_into(self, dst, src)
-
-    def cast(self, x, dtype):
-        return ew.cast(self, x, dtype)
+    # (a method that is a kernel module's function of ``be`` is named here, not wrapped)
+    copy = ew.copy
+    copy_into = ew.copy_into
+    cast = ew.cast
 
     # -- elementwise ---------------------------------------------------------------------
-    def map(self, kernel, inputs, dtype):
-        """``kernel`` traced into one WGSL dispatch (see expr.py)."""
-        return ew.map_kernel(self, kernel, inputs, dtype)
-
-    def map_into(self, kernel, dst, inputs):
-        ew.map_into(self, kernel, dst, inputs)
+    map = ew.map_kernel  # the kernel traced into one WGSL dispatch (see expr.py)
+    map_into = ew.map_into
 
     # -- reductions ----------------------------------------------------------------------
     def unreduce(self, x, shape, dims):
@@ -198,58 +190,27 @@ class WGPU(Backend):
         return mm.matmul(self, a, b)
 
     # -- indexing ------------------------------------------------------------------------
-    def gather(self, x, axis, index):
-        """take_along_axis; ``index`` is an int32 GpuArray (or host ints, narrowed)."""
-        return ix.gather(self, x, axis, index)
-
-    def scatter_add(self, shape, axis, index, src):
-        return ix.scatter_add(self, shape, axis, index, src)
-
-    def take(self, x, key):
-        """``x[key]``: key entries are int32 GpuArrays (bool ones act as masks, read
-        back), host int arrays, ints, slices, None or Ellipsis."""
-        return ix.take(self, x, key)
-
-    def index_add(self, shape, key, values):
-        return ix.index_add(self, shape, key, values)
+    gather = ix.gather  # take_along_axis; the index an int32 GpuArray (or host ints)
+    scatter_add = ix.scatter_add
+    take = ix.take  # x[key] (see indexing.take for the keys it reads)
+    index_add = ix.index_add
 
     def checks_on_device(self) -> bool:
         rec = self.dispatcher.recording
         return rec is not None and rec.thread == threading.get_ident()
 
-    def check_range(self, index, lo, hi, ignore, error, message):
-        ix.check_range(self, index, lo, hi, ignore, error, message)
+    check_range = ix.check_range
 
     # -- fused neural-network kernels ----------------------------------------------------
-    def linear(self, x, w, b, activation=None):
-        """(y, pre): y = act(x @ w.T + b) in one tiled matmul with the epilogue fused."""
-        return nn.linear(self, x, w, b, activation)
-
-    def linear_backward(self, x, w, pre, gy, activation, need_bias, need_input=True):
-        return nn.linear_backward(self, x, w, pre, gy, activation, need_bias, need_input)
-
-    def rmsnorm(self, x, w, eps):
-        if not rd.row_fits(x.shape[-1]):
-            return super().rmsnorm(x, w, eps)
-        return nn.rmsnorm(self, x, w, eps)
-
-    def rmsnorm_backward(self, x, w, rstd, gy):
-        if not rd.row_fits(x.shape[-1]):
-            return super().rmsnorm_backward(x, w, rstd, gy)
-        return nn.rmsnorm_backward(self, x, w, rstd, gy)
-
-    def layernorm(self, x, w, b, eps):
-        if not rd.row_fits(x.shape[-1]):
-            return super().layernorm(x, w, b, eps)
-        return nn.layernorm(self, x, w, b, eps)
-
-    def layernorm_backward(self, x, w, mean, rstd, gy):
-        if not rd.row_fits(x.shape[-1]):
-            return super().layernorm_backward(x, w, mean, rstd, gy)
-        return nn.layernorm_backward(self, x, w, mean, rstd, gy)
-
-    def rope(self, x, cos, sin, inverse=False):
-        return nn.rope(self, x, cos, sin, inverse)
+    linear = nn.linear  # (y, pre): y = act(x @ w.T + b), the epilogue fused into the matmul
+    linear_backward = nn.linear_backward
+    rmsnorm = nn.rmsnorm
+    rmsnorm_backward = nn.rmsnorm_backward
+    layernorm = nn.layernorm
+    layernorm_backward = nn.layernorm_backward
+    rope = nn.rope
+    mse_loss = nn.mse_loss  # mean((x - y)^2) as a 0-d array (float sums in f32)
+    mse_loss_backward = nn.mse_loss_backward
 
     def attention(self, q, k, v, causal, scale, mask=None):
         """Flash attention: (out, lse); lse is float32. ``mask``: None, bool (True =
@@ -264,26 +225,10 @@ class WGPU(Backend):
             return super().attention_backward(q, k, v, out, lse, gout, causal, scale, mask)
         return at.attention_backward(self, q, k, v, out, lse, gout, causal, scale, mask)
 
-    def mse_loss(self, x, y):
-        """mean((x - y)^2) as a 0-d array (float sums in f32)."""
-        return nn.mse_loss(self, x, y)
-
-    def mse_loss_backward(self, x, y, g):
-        """The gradient of :meth:`mse_loss` for x, given its 0-d upstream gradient g."""
-        return nn.mse_loss_backward(self, x, y, g)
-
     # -- optimizers ----------------------------------------------------------------------
-    def adamw_step(self, p, g, m, v, lr, beta1, beta2, eps, weight_decay, step):
-        op.adamw_step(self, p, g, m, v, lr, beta1, beta2, eps, weight_decay, step)
-
-    def sgd_step(self, p, g, buf, lr, momentum, nesterov, weight_decay):
-        op.sgd_step(self, p, g, buf, lr, momentum, nesterov, weight_decay)
-
-    # extra: GradScaler's unscale and inf / NaN check in one pass
-    def unscale_and_check(self, g, inv_scale, flag):
-        """g *= inv_scale in place, flag = 1 if g held an inf or NaN; False (nothing done)
-        where g is not contiguous float32."""
-        return op.unscale_and_check(self, g, inv_scale, flag)
+    adamw_step = op.adamw_step
+    sgd_step = op.sgd_step
+    unscale_and_check = op.unscale_and_check  # (extra: GradScaler's unscale and check)
 
 
 def _word_of(value, dt):

@@ -1,8 +1,11 @@
 """Fused neural-network kernels: linear (+ bias, GELU) and its backward, RMSNorm,
-LayerNorm and their backwards, rotary embeddings."""
+LayerNorm and their backwards, rotary embeddings, the MSE loss. Each is the WGPU
+backend's method of its name (``be`` is the backend): backend.py names them. A norm
+whose rows are too long for one workgroup runs the contract's composed default instead."""
 
 from __future__ import annotations
 
+from ..base import Backend
 from . import dtypes as gd
 from . import matmul as mm
 from . import reduce as rd
@@ -141,6 +144,8 @@ def _dw_rows(be, x, w):
 
 def rmsnorm(be, x, w, eps):
     """(y, rstd): y = x * rsqrt(mean(x^2) + eps) * w over the last dim."""
+    if not rd.row_fits(x.shape[-1]):
+        return Backend.rmsnorm(be, x, w, eps)
     _float(x, "rmsnorm")
     y = be.empty(x.shape, x.dtype)
     rstd = be.empty(x.shape[:-1] + (1,), x.dtype)
@@ -152,6 +157,8 @@ def rmsnorm(be, x, w, eps):
 
 def rmsnorm_backward(be, x, w, rstd, gy):
     """(dx, dw); dw is None when w is None."""
+    if not rd.row_fits(x.shape[-1]):
+        return Backend.rmsnorm_backward(be, x, w, rstd, gy)
     dx = be.empty(x.shape, x.dtype)
     rows = _dw_rows(be, x, w)
     _run_rows(be, "rmsnorm_backward", x,
@@ -171,6 +178,8 @@ def _sum_rows(be, rows, dtype):
 
 def layernorm(be, x, w, b, eps):
     """(y, mean, rstd) over the last dim; w and b may be None."""
+    if not rd.row_fits(x.shape[-1]):
+        return Backend.layernorm(be, x, w, b, eps)
     _float(x, "layernorm")
     y = be.empty(x.shape, x.dtype)
     stat_shape = x.shape[:-1] + (1,)
@@ -186,6 +195,8 @@ def layernorm(be, x, w, b, eps):
 
 def layernorm_backward(be, x, w, mean, rstd, gy):
     """(dx, dw, db); dw is None when w is None; db = gy summed over rows."""
+    if not rd.row_fits(x.shape[-1]):
+        return Backend.layernorm_backward(be, x, w, mean, rstd, gy)
     dx = be.empty(x.shape, x.dtype)
     rows = _dw_rows(be, x, w)
     _run_rows(be, "layernorm_backward", x,
