@@ -185,6 +185,24 @@ def _strided(a):
 
 
 @pytest.mark.numba
+def test_a_kernel_loading_in_the_background_runs_the_composed_form(monkeypatch):
+    # a fresh set of kernels, none loaded: the first call queues the load and computes
+    # the composed form; once loaded, the compiled kernel runs
+    fresh = cpu_jit._Kernels()
+    monkeypatch.setattr(cpu_jit, "_KERNELS", fresh)
+    monkeypatch.setattr(cpu_jit, "_BACKGROUND", True)
+    x = np.random.default_rng(1).standard_normal((8, 33)).astype(np.float32)
+    np.testing.assert_array_equal(BE.softmax(x, 1), COMPOSED.softmax(BE, x, 1))
+    cpu_jit.wait()
+    assert np.dtype(np.float32) in fresh.softmax_rows.ready
+    np.testing.assert_allclose(BE.softmax(x, 1), COMPOSED.softmax(BE, x, 1),
+                               **TOL[np.float32])
+    with pytest.raises(cpu_jit.Loading):  # float64: not loaded yet
+        fresh.softmax_rows(x.astype(np.float64), np.empty((8, 33)))
+    cpu_jit.wait()
+
+
+@pytest.mark.numba
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("strided", [False, True])
 @pytest.mark.parametrize("axis", [2, 0])

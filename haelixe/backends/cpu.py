@@ -211,10 +211,11 @@ def _compile(kernel: Kernel):
                 if x.__class__ is np.ndarray and x.size >= JIT_MIN_SIZE:
                     big = True
             if big and dt in FLOATS:
-                u = ufuncs.get(dt)
-                if u is None:
-                    u = ufuncs[dt] = _jit_ufunc(kernel, dt) or numpy_path
-                return u(*xs)
+                # (numpy's expression until the ufunc has compiled: cpu_jit.soon)
+                u = ufuncs.get(dt) or cpu_jit.soon(
+                    ufuncs, dt, lambda: _jit_ufunc(kernel, dt) or numpy_path)
+                if u is not None:
+                    return u(*xs)
             return numpy_path(*xs)
 
     kernel.compiled["cpu"] = f

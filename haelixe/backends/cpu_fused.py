@@ -6,17 +6,19 @@ cpu_jit compiles from their declarations (see cpu._compile).
 Each method here is the compiled form of a contract method whose readable default,
 composed from primitives, is in base.py: without numba, ``CPUBackend`` (cpu.py) runs
 those defaults on numpy, with the same results to rounding. cpu.py picks this class
-when numba can be imported.
+when numba can be imported. Until a method's kernel has loaded (cpu_jit loads them in
+the background), the method runs that default too.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
 
 from .cpu import _LOW_SET, CPUBackend, _check_rope_dtype, computes_in_f32
-from .cpu_jit import kernels
+from .cpu_jit import Loading, kernels
 
 _JIT_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 
@@ -174,6 +176,26 @@ class CompiledCPUBackend(CPUBackend):
         kernels().adamw_flat(p32, g32, m32, v32, *args)
         for dst, src in ((p, p32), (m, m32), (v, v32)):
             np.copyto(dst, src, casting="unsafe")
+
+
+def _composed_until_loaded(name, compiled):
+    """``compiled``, the method ``name``, or CPUBackend's composed form of it while the
+    kernel it calls is loading (cpu_jit.Loading, raised before the kernel writes)."""
+    composed = getattr(CPUBackend, name)
+
+    @functools.wraps(compiled)
+    def method(self, *args, **kwargs):
+        try:
+            return compiled(self, *args, **kwargs)
+        except Loading:
+            return composed(self, *args, **kwargs)
+
+    return method
+
+
+for _name, _method in list(vars(CompiledCPUBackend).items()):
+    if callable(_method) and not _name.startswith("_"):
+        setattr(CompiledCPUBackend, _name, _composed_until_loaded(_name, _method))
 
 
 def _as_rows(x):

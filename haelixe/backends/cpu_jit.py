@@ -20,8 +20,12 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import os
+import queue
 import sys
 import tempfile
+import threading
+import time
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -44,20 +48,154 @@ def numba_installed() -> bool:
 
 
 _NUMBA = None
-_K = None
 
 
-def kernels():
-    """cpu_kernels, imported on first use (numba loads in about half a second)."""
-    global _K
-    if _K is None:
+# -- loading in the background -------------------------------------------------------------
+# numba costs about 1.5 s to import and set up before its first kernel runs (and each
+# kernel 0.5-2 s more to compile where its disk cache is empty). So that a program's first
+# steps do not wait for it, kernels load on a background thread at the lowest priority
+# (idle cores, or what the training thread leaves of its own), and until one is ready for
+# a call's dtype the call runs the kernel's composed form (base.py's default, or the
+# elementwise Kernel's numpy expression): the same math to rounding, not bit for bit, so
+# a process's first steps may round differently from its later ones. Where bit-for-bit
+# repeatability matters from the first call, set_background(False) (or
+# HAELIXE_JIT_BACKGROUND=0) loads each kernel in the calling thread, when first needed.
+_BACKGROUND = os.environ.get("HAELIXE_JIT_BACKGROUND", "1") != "0"
+_JOBS: queue.SimpleQueue | None = None
+_PENDING: set = set()
+_LOCK = threading.Lock()
+
+
+def set_background(on: bool) -> None:
+    """Load compiled kernels on a background thread (True, the default) or in the thread
+    that first calls each (False: every call from the first runs the compiled form)."""
+    global _BACKGROUND
+    _BACKGROUND = bool(on)
+
+
+def soon(ready: dict, key, make):
+    """``ready[key]``, or None while ``make()`` (which builds it) runs in the background;
+    with background loading off, ``make()`` runs here, now. Each key is made once."""
+    got = ready.get(key)
+    if got is not None or not _BACKGROUND:
+        if got is None:
+            got = ready[key] = make()
+        return got
+    global _JOBS
+    with _LOCK:
+        if (id(ready), key) in _PENDING:
+            return None
+        _PENDING.add((id(ready), key))
+        if _JOBS is None:
+            _JOBS = queue.SimpleQueue()
+            threading.Thread(target=_work, args=(_JOBS,), name="haelixe-jit",
+                             daemon=True).start()
+    _JOBS.put((ready, key, make))
+    return None
+
+
+def wait() -> None:
+    """Return once every kernel asked for so far is loaded (tests, benchmarks)."""
+    while _PENDING:
+        time.sleep(0.01)
+
+
+def _work(jobs):
+    try:  # the lowest priority, so that the training thread keeps its core (Linux)
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
+    except (AttributeError, OSError):
+        pass
+    while True:
+        ready, key, make = jobs.get()
         try:
-            from . import cpu_kernels as _K
-        except ImportError as e:  # installed (numba_installed found it) but broken
-            raise ImportError(f"haelixe: numba is installed but does not import ({e}); "
-                              f"repair it, or uninstall it to run the CPU kernels on "
-                              f"numpy") from e
-    return _K
+            ready[key] = make()
+        except Exception as e:  # noqa: BLE001 (a compiler failure must not stop training)
+            warnings.warn(f"haelixe: a compiled kernel did not load ({e}); its composed "
+                          f"form runs instead", stacklevel=1)
+            ready[key] = _composed
+        finally:
+            with _LOCK:
+                _PENDING.discard((id(ready), key))
+
+
+def _after_fork():
+    # the worker thread does not exist in a child process: the child starts its own
+    global _JOBS
+    _JOBS = None
+    _PENDING.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork)
+
+
+class Loading(Exception):
+    """The compiled form of a kernel is not loaded yet: the caller runs the composed
+    form this time (cpu_fused)."""
+
+
+def _composed(*args):
+    """The stand-in for a kernel that failed to load: its composed form, always."""
+    raise Loading("a kernel that did not load")
+
+
+class _Compiled:
+    """One kernel of cpu_kernels, called as the kernel itself once loaded for the dtype
+    of its first argument; before that, the call queues the load and raises Loading."""
+
+    __slots__ = ("name", "ready")
+
+    def __init__(self, name):
+        self.name, self.ready = name, {}
+
+    def __call__(self, *args):
+        dt = args[0].dtype
+        f = self.ready.get(dt) or soon(self.ready, dt, lambda: _load_kernel(self.name, args))
+        if f is None:
+            raise Loading(self.name)
+        return f(*args)
+
+
+def _load_kernel(name, args):
+    """The numba kernel ``name`` compiled (or loaded from numba's disk cache) for the
+    types of ``args``."""
+    import numba
+
+    kernel = getattr(_cpu_kernels(), name)
+    kernel.compile(tuple(numba.typeof(a) for a in args))
+    return kernel
+
+
+class _Kernels:
+    """cpu_kernels' kernels by name, each loaded when first needed (see _Compiled)."""
+
+    def __init__(self):
+        self._by_name = {}
+
+    def __getattr__(self, name):
+        k = self._by_name.get(name)
+        if k is None:
+            k = self._by_name[name] = _Compiled(name)
+        return k
+
+
+_KERNELS = _Kernels()
+
+
+def kernels() -> _Kernels:
+    """The compiled kernels, each loaded on first use (see _Compiled)."""
+    return _KERNELS
+
+
+def _cpu_kernels():
+    """The cpu_kernels module (importing it imports numba)."""
+    try:
+        from . import cpu_kernels
+    except ImportError as e:  # installed (numba_installed found it) but broken
+        raise ImportError(f"haelixe: numba is installed but does not import ({e}); "
+                          f"repair it, or uninstall it to run the CPU kernels on "
+                          f"numpy") from e
+    return cpu_kernels
 
 
 class Unsupported(Exception):
