@@ -173,13 +173,7 @@ class MemoryEvent(NamedTuple):
     reserved_bytes: int
 
 
-_ADOPTED = -1  # the bin of a block whose memory another allocator gave (Allocator.adopt)
-
-
-class _AdoptedMemory:
-    """The handle of an adopted block: nothing to free, one identity per block."""
-
-    __slots__ = ()
+_ADOPTED = -1  # the bin of memory another allocator gave (Allocator.count_adopted)
 
 
 def _falling_id(handle) -> int:
@@ -573,38 +567,44 @@ class Allocator:
             f"references to tensors you no longer need (then call empty_cache()), or raise "
             f"the cap (allocator.cap_bytes).")
 
-    def adopt(self, nbytes: int, tag: str | None = None) -> Block:
+    def count_adopted(self, nbytes: int, tag: str) -> int:
         """Count ``nbytes`` of memory another allocator gave (numpy's, for a CPU tensor
-        while memory history is recorded) as allocated and reserved, until the returned
-        Block dies; no slab is made or cached, and no bin counts it."""
-        n = _check_nbytes(nbytes)
-        tag = current_tag() if tag is None else _check_tag(tag)
-        prev = self._enter()
-        try:
+        while memory history is recorded) as allocated and reserved, until
+        :meth:`uncount_adopted`; no slab is made or cached, and no bin counts it. Returns
+        the allocated bytes after. (The caller checks ``nbytes`` and ``tag``: it runs for
+        every CPU tensor made while recorded. A plain lock, not a critical section: no
+        Block can die between these integer updates, and the event comes last.)"""
+        with self._lock:
             self._active += 1
             self._num_allocs += 1
-            self._allocated += n
-            self._requested += n
-            self._reserved += n
-            self._by_tag[tag] += n
-            if self._allocated > self._peak_allocated:
-                self._peak_allocated = self._allocated
-            if self._reserved > self._peak_reserved:
-                self._peak_reserved = self._reserved
+            allocated = self._allocated = self._allocated + nbytes
+            self._requested += nbytes
+            reserved = self._reserved = self._reserved + nbytes
+            self._by_tag[tag] += nbytes
+            if allocated > self._peak_allocated:
+                self._peak_allocated = allocated
+            if reserved > self._peak_reserved:
+                self._peak_reserved = reserved
             if self._emitting:
-                self._emit("alloc", n, n, _ADOPTED, tag)
-            block = Block(self, _AdoptedMemory(), n, n, _ADOPTED, tag)
-            if self.on_allocate is not None:
-                self.on_allocate(block, self._allocated)
-            return block
-        finally:
-            self._exit(prev)
+                self._emit("alloc", nbytes, nbytes, _ADOPTED, tag)
+            return allocated
+
+    def uncount_adopted(self, nbytes: int, tag: str) -> int:
+        """Stop counting memory :meth:`count_adopted` counted (it went); returns the
+        allocated bytes after."""
+        with self._lock:
+            self._reserved -= nbytes
+            self._active -= 1
+            self._num_frees += 1
+            allocated = self._allocated = self._allocated - nbytes
+            self._requested -= nbytes
+            self._by_tag[tag] -= nbytes
+            if self._emitting:
+                self._emit("free", nbytes, nbytes, _ADOPTED, tag)
+            return allocated
 
     def _put_back(self, handle, size, requested, b, tag) -> None:
-        if b == _ADOPTED:
-            self._reserved -= size
-        else:
-            self._return_slab(handle, size, requested, b)
+        self._return_slab(handle, size, requested, b)
         self._active -= 1
         self._num_frees += 1
         self._allocated -= size

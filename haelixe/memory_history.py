@@ -2,17 +2,21 @@
 user's source line that allocated it, and the step's timeline of allocations and frees
 with its peak (as PyTorch's ``torch.cuda.memory._snapshot()`` and its ``device_traces``).
 
-Recording costs a stack walk per allocation, so it happens only while
-``hx.record_memory_history()`` is on: it sets the allocator's ``on_allocate`` and
-``on_free`` hooks, which are ``None`` (one attribute check per allocation) otherwise.
+Recording happens only while ``hx.record_memory_history()`` is on. It sets the
+allocator's ``on_allocate`` and ``on_free`` hooks, and registers one memory observer in
+:data:`haelixe.storage.OBSERVERS`, which ``Tensor._wrap`` tells of each fresh tensor and
+the autograd's ``record`` of each graph node; with history off the hooks are ``None``
+and the list is empty (one falsy check per tensor and per node).
 
 On the GPU every tensor's memory is an allocator block. CPU tensors own numpy memory, so
 while history is recorded on the CPU each fresh tensor's buffer (and each raw array a
-graph node keeps for its backward, such as attention's probabilities) is *adopted* by
-the CPU allocator: counted as allocated until numpy's memory goes, so
-``memory_stats("cpu")`` covers the tensors then. The hooks that do it (``Tensor._wrap``
-and the autograd's ``record``) are put in place by ``record_memory_history`` and taken
-away when it stops: nothing is wrapped otherwise.
+graph node keeps for its backward, such as attention's probabilities) is counted by the
+CPU allocator (``count_adopted``) until numpy's memory goes, so ``memory_stats("cpu")``
+covers the tensors then.
+
+Each block keeps its user's innermost two frames as (code object, instruction offset),
+found by a walk up the stack that looks at each code object's file once; file names and
+lines are read from them when a snapshot is taken.
 
 Categories. A block's category is its allocation tag where that names a role
 (``parameter``, ``gradient``, ``optimizer_state``: the optimizers' flat buffers); else
@@ -25,20 +29,21 @@ from __future__ import annotations
 
 import collections
 import gc
+import itertools
 import json
 import os
 import sys
 import threading
 import time
-import types
 import weakref
-from functools import partial
+from typing import NamedTuple
 
 import numpy as np
 
 from .atomic import AtomicFile
-from .autograd import function as _function
-from .memory import Block, get_allocator
+from .memory import DEFAULT_TAG, Block, get_allocator
+from .memory import _tls as _tag_state
+from .storage import observe
 from .tensor import Tensor
 
 __all__ = ["memory_snapshot", "record_memory_history", "save_memory_snapshot",
@@ -49,16 +54,36 @@ _ROLE_TAGS = ("parameter", "gradient", "optimizer_state")
 _clock = time.perf_counter_ns
 
 
-def _user_frames(limit: int = 4) -> list:
-    """The innermost frames outside haelixe (the user's code), innermost first, each as
-    (code, instruction offset): the line is read from them when a snapshot is taken
-    (:func:`_frame_dicts`), which costs less than reading it at every allocation."""
-    f = sys._getframe(2)
-    frames = []
-    while f is not None and len(frames) < limit:
+_getframe = sys._getframe
+# id(code object) -> the code object (held: its id is never reused) for Haelixe's code and
+# for the user's: a code object's own hash is computed afresh at every lookup, an id's not
+_OURS: dict = {}
+_THEIRS: dict = {}
+USER_FRAMES = 2  # the user's innermost frames kept per block: the line, and its caller
+
+
+def _user_frames(limit: int = USER_FRAMES) -> tuple:
+    """The innermost frames outside haelixe (the user's code), innermost first, as one
+    flat tuple (code, instruction offset, code, offset...): file names and lines are read
+    from them when a snapshot is taken (:func:`_frame_dicts`), and each code object's
+    file is looked at once, so an allocation pays only the walk up to its user's frames
+    (and one object, not one per frame, for the garbage collector to count)."""
+    f = _getframe(2)
+    ours, theirs = _OURS, _THEIRS
+    frames = ()
+    while f is not None:
         code = f.f_code
-        if not code.co_filename.startswith(_PACKAGE):
-            frames.append((code, f.f_lasti))
+        if id(code) in ours:  # (most frames: one lookup each)
+            f = f.f_back
+            continue
+        if id(code) not in theirs:
+            if code.co_filename.startswith(_PACKAGE):
+                ours[id(code)] = code
+                continue
+            theirs[id(code)] = code
+        frames += (code, f.f_lasti)
+        if len(frames) == 2 * limit:
+            break
         f = f.f_back
     return frames
 
@@ -71,9 +96,10 @@ def _line_of(code, lasti: int) -> int | None:
 
 
 def _frame_dicts(frames, cache: dict) -> list:
-    """(code, offset) frames as PyTorch's dicts: ``filename``, ``line``, ``name``."""
+    """Flat (code, offset, ...) frames as PyTorch's dicts: ``filename``, ``line``,
+    ``name``."""
     out = []
-    for frame in frames:
+    for frame in zip(frames[::2], frames[1::2]):
         d = cache.get(frame)
         if d is None:
             code, lasti = frame
@@ -83,21 +109,21 @@ def _frame_dicts(frames, cache: dict) -> list:
     return out
 
 
-class _Entry:
-    """One block allocated while history was recorded."""
+class _Entry(NamedTuple):
+    """One block (on the CPU: one numpy buffer) allocated while history was recorded."""
 
-    __slots__ = ("key", "block", "size", "requested", "frames", "time_ns", "saved_by",
-                 "saved_names", "category")
+    key: int
+    address: int
+    owner: object  # a weak reference to the Block (the GPU) or the numpy array
+    size: int
+    requested: int
+    tag: str | None  # the CPU's; a Block's is read from it (it may be retagged)
+    frames: tuple  # see _user_frames
+    time_ns: int
+    allocated_bytes: int  # the allocator's, after it: the entry is its trace's event
 
-    def __init__(self, key, block, frames, time_ns):
-        self.key = key
-        self.block = weakref.ref(block)
-        self.size, self.requested = block.size, block.requested
-        self.frames = frames
-        self.time_ns = time_ns
-        self.saved_by: list = []  # weak references to the nodes that saved it
-        self.saved_names: list = []  # and their names (kept once the nodes are gone)
-        self.category = None  # set when it is freed
+
+_new_entry = tuple.__new__  # (skips NamedTuple's Python-level __new__: one per tensor)
 
 
 class _History:
@@ -106,50 +132,56 @@ class _History:
 
     def __init__(self, alloc, max_entries: int):
         self.alloc = alloc
-        self.lock = threading.Lock()
-        self.live: dict = {}  # id(handle) -> _Entry
-        self.entries: dict = {}  # key -> _Entry, for the trace's blocks
-        self.trace = collections.deque(maxlen=max_entries)  # (action, key, t, allocated)
-        self.keys = 0
+        # (no lock on the hot paths: each step of them is one dict or deque operation,
+        # atomic under the GIL, and the snapshot copies them with one C call each)
+        self.live: dict = {}  # address -> _Entry
+        self.saved: dict = {}  # key of a live block -> ([weak refs to the nodes that
+        # saved it], [their names])
+        # the entry itself for an allocation (see _Entry), and ("free", entry, t,
+        # allocated, category, op) for a free: the entries live as long as the trace
+        # names them, and an allocation adds no object but its entry
+        self.trace = collections.deque(maxlen=max_entries)
+        self.keys = itertools.count(1)
         self.t0 = _clock()
         self.start_allocated = alloc.stats()["allocated_bytes"]
 
+    def add(self, address, owner, size, requested, tag, allocated_bytes) -> None:
+        entry = self.live[address] = _new_entry(_Entry, (
+            next(self.keys), address, owner, size, requested, tag, _user_frames(),
+            _clock() - self.t0, allocated_bytes))
+        self.trace.append(entry)
+
+    def remove(self, address, tag, allocated_bytes):
+        """Note the free of the block at ``address``; returns its entry (None for a block
+        from before recording: its bytes were in start_allocated)."""
+        entry = self.live.pop(address, None)
+        if entry is not None:
+            saved = self.saved.pop(entry.key, None)
+            category = (tag if tag in _ROLE_TAGS else "activation" if saved else
+                        "temporary")
+            self.trace.append(("free", entry, _clock() - self.t0, allocated_bytes,
+                               category, saved[1][0] if saved else None))
+        return entry
+
     def allocated(self, block, allocated_bytes) -> None:  # the allocator's on_allocate
-        frames = _user_frames()
-        t = _clock() - self.t0
-        with self.lock:
-            self.keys += 1
-            entry = _Entry(self.keys, block, frames, t)
-            self.live[id(block.handle)] = self.entries[entry.key] = entry
-            self._append(("alloc", entry.key, t, allocated_bytes))
+        self.add(id(block.handle), weakref.ref(block), block.size, block.requested, None,
+                 allocated_bytes)
 
     def freed(self, handle, tag, allocated_bytes) -> None:  # the allocator's on_free
-        t = _clock() - self.t0
-        with self.lock:
-            entry = self.live.pop(id(handle), None)
-            if entry is None:
-                return  # a block from before recording: its bytes were in start_allocated
-            entry.category = (tag if tag in _ROLE_TAGS else
-                              "activation" if entry.saved_by else "temporary")
-            self._append(("free", entry.key, t, allocated_bytes))
+        self.remove(id(handle), tag, allocated_bytes)
 
-    def _append(self, item) -> None:
-        trace = self.trace
-        if len(trace) == trace.maxlen and trace[0][0] == "free":
-            self.entries.pop(trace[0][1], None)  # its allocation went before
-        trace.append(item)
-
-    def saved(self, block, node) -> None:
-        """``node`` keeps ``block`` for its backward."""
-        with self.lock:
-            entry = self.live.get(id(block.handle))
-            if entry is not None:
-                entry.saved_by.append(weakref.ref(node))
-                if node.name not in entry.saved_names:
-                    entry.saved_names.append(node.name)
+    def saved_by(self, address, node_ref, name) -> None:
+        """The node ``node_ref`` refers to (named ``name``) keeps the block at
+        ``address`` for its backward."""
+        entry = self.live.get(address)
+        if entry is not None:
+            refs, names = self.saved.setdefault(entry.key, ([], []))
+            refs.append(node_ref)
+            if name not in names:
+                names.append(name)
 
 
-# -- CPU tensors: adopted by the CPU allocator while recorded ---------------------------
+# -- CPU tensors: counted by the CPU allocator while recorded ---------------------------
 
 def _root(a):
     """The ndarray owning ``a``'s memory, or None where numpy does not own it (a file's
@@ -163,49 +195,64 @@ def _root(a):
 
 
 class _CpuTracker:
-    """Adopts the buffer of each CPU tensor made (and each raw array a node saves) into
-    the CPU allocator, for as long as numpy's memory lives."""
+    """Counts the buffer of each CPU tensor made (and each raw array a node saves) in
+    the CPU allocator (``count_adopted``), for as long as numpy's memory lives; its
+    address is the id of the array owning the memory, and its entry in the history's
+    ``live`` says it is counted."""
 
-    def __init__(self, alloc):
+    def __init__(self, alloc, history):
         self.alloc = alloc
-        self.lock = threading.RLock()
-        self.blocks: dict = {}  # id(root array) -> (weak ref to it, its adopted Block)
+        self.history = history
+        self.live = history.live
+        self.refs: dict = {}  # id(weak ref to a counted array) -> the array's address
 
-    def block_of(self, a, adopt: bool = True):
-        """The adopted block of ndarray ``a``'s memory (adopting it now if ``adopt``)."""
-        root = _root(a)
-        if root is None or root.nbytes == 0:
+    def address_of(self, a, adopt: bool = True):
+        """The address of ndarray ``a``'s memory if it is counted (counting it now if
+        ``adopt``), else None."""
+        if a.base is not None:
+            a = _root(a)
+            if a is None:
+                return None
+        key = id(a)
+        held = self.live.get(key)
+        if held is not None and held.owner() is a:
+            return key
+        n = a.nbytes
+        if not adopt or not n:
             return None
-        key = id(root)
-        held = self.blocks.get(key)
-        if held is not None and held[0]() is root:
-            return held[1]
-        if not adopt:
-            return None
-        block = self.alloc.adopt(root.nbytes)
-        with self.lock:
-            self.blocks[key] = (weakref.ref(root, lambda _, k=key: self._died(k)), block)
-        return block
+        tag = getattr(_tag_state, "tag", DEFAULT_TAG)  # (memory.current_tag, inlined)
+        ref = weakref.ref(a, self._died)
+        self.refs[id(ref)] = key
+        # (two threads making tensors at once may append their events in the other
+        # order than their totals: each total is still one the allocator reached)
+        self.history.add(key, ref, n, n, tag, self.alloc.count_adopted(n, tag))
+        return key
 
-    def _died(self, key) -> None:
-        with self.lock:
-            held = self.blocks.pop(key, None)
-        del held  # its Block goes now, which gives the bytes back to the counters
+    def _died(self, ref) -> None:  # (numpy's memory goes: the weak reference's callback)
+        key = self.refs.pop(id(ref), None)
+        entry = self.live.get(key)
+        if entry is not None and entry.owner is ref:
+            self.history.remove(key, entry.tag,
+                                self.alloc.uncount_adopted(entry.size, entry.tag))
 
     def release(self) -> None:
-        with self.lock:
-            held, self.blocks = self.blocks, {}
-        held.clear()
+        """Stop counting every buffer (history stops); the allocator's own blocks in
+        ``live`` count as they did."""
+        refs, self.refs = self.refs, {}
+        for entry in list(self.live.values()):
+            if id(entry.owner) in refs:
+                self.alloc.uncount_adopted(entry.size, entry.tag)
 
 
 class _Recording:
-    """The hooks of every device recorded now: the allocators' and, while any device
-    records, ``Tensor._wrap`` (the CPU) and the autograd's ``record`` (saved tensors)."""
+    """The memory observer (see :data:`haelixe.storage.OBSERVERS`) while any device
+    records: it counts each fresh CPU tensor's buffer and notes the blocks each graph
+    node saves; and the allocators' ``on_allocate`` / ``on_free`` of each device
+    recorded."""
 
     def __init__(self):
         self.histories: dict = {}  # device name -> _History
         self.cpu: _CpuTracker | None = None
-        self.saved_hooks: list = []  # what puts each hook back
 
     def start(self, alloc, max_entries) -> None:
         name = alloc.device_name
@@ -213,10 +260,9 @@ class _Recording:
             return
         history = self.histories[name] = _History(alloc, max_entries)
         if name == "cpu":
-            self.cpu = _CpuTracker(alloc)
-        if not self.saved_hooks:
-            self._install()
+            self.cpu = _CpuTracker(alloc, history)
         alloc.on_allocate, alloc.on_free = history.allocated, history.freed
+        observe(self)
 
     def stop(self, alloc) -> None:
         history = self.histories.pop(alloc.device_name, None)
@@ -227,93 +273,70 @@ class _Recording:
             self.cpu.release()
             self.cpu = None
         if not self.histories:
-            self._uninstall()
+            observe(self, False)
 
-    def _install(self) -> None:
-        wrap = Tensor.__dict__["_wrap"].__func__
-        record = _function.record
-        recording = self
-
-        def tracked_wrap(raw):
-            t = wrap(raw)
-            cpu = recording.cpu
+    def tensor_made(self, t) -> None:  # (on the GPU the allocator's hook sees the block)
+        cpu = self.cpu
+        if cpu is not None:
             data = t._storage.data
-            if cpu is not None and isinstance(data, np.ndarray):
-                cpu.block_of(data)
-            return t
+            if data.__class__ is np.ndarray:
+                cpu.address_of(data)
 
-        def tracked_record(ctx, out, inputs, state):
-            out = record(ctx, out, inputs, state)
-            recording.note_saved(ctx)
-            return out
-
-        self._swap(wrap, tracked_wrap)
-        self._swap(record, tracked_record)
-        before = Tensor.__dict__["_wrap"]
-        Tensor._wrap = staticmethod(tracked_wrap)
-        self.saved_hooks.append(lambda: setattr(Tensor, "_wrap", before))
-
-    def _swap(self, fn, replacement) -> None:
-        """Put ``replacement`` wherever Haelixe's modules hold ``fn``: their globals and
-        the closures that bound it when they were made (the ops' direct paths), so the
-        code that runs with history off is the code that was there."""
-        for mod in list(sys.modules.values()):
-            d = getattr(mod, "__dict__", None)
-            if d is not None and getattr(mod, "__name__", "").startswith("haelixe") \
-                    and d.get(fn.__name__) is fn:
-                d[fn.__name__] = replacement
-                self.saved_hooks.append(partial(d.__setitem__, fn.__name__, fn))
-        own = {id(c) for c in replacement.__closure__ or ()}  # (its own call of fn)
-        for ref in gc.get_referrers(fn):
-            if isinstance(ref, types.CellType) and ref.cell_contents is fn \
-                    and id(ref) not in own:
-                ref.cell_contents = replacement
-                # (partial, not a lambda: a lambda's cell would hold fn, and be swapped)
-                self.saved_hooks.append(partial(setattr, ref, "cell_contents", fn))
-
-    def _uninstall(self) -> None:
-        for undo in reversed(self.saved_hooks):
-            undo()
-        self.saved_hooks = []
-
-    def note_saved(self, node) -> None:
-        for block in _blocks_kept_by(node, self.cpu, adopt=True):
-            alloc = block.allocator
-            history = self.histories.get(alloc.device_name)
-            if history is not None:
-                history.saved(block, node)
+    def node_recorded(self, node) -> None:
+        cpu = self.cpu
+        out: list = []
+        for name, v in node.__dict__.items():  # its saved tensors and raw arrays
+            kind = _KINDS.get(v.__class__)
+            if kind is None:
+                kind = _kind(v.__class__)
+            if kind and name != "next":  # (its edges hold other nodes only)
+                _addresses_of(v, cpu, True, out)
+        if out:
+            ref, name = weakref.ref(node), node.name
+            for device, address in out:
+                history = self.histories.get(device)
+                if history is not None:
+                    history.saved_by(address, ref, name)
 
 
-def _blocks_of(value, cpu, adopt, out: list) -> list:
-    """The blocks holding the memory of a Tensor, raw array or a tuple/list of them."""
-    cls = value.__class__
-    if cls is tuple or cls is list:
-        for v in value:
-            _blocks_of(v, cpu, adopt, out)
+_NONE, _TENSOR, _ARRAY, _GPU_ARRAY, _SEQUENCE = range(5)
+_KINDS: dict = {}  # class -> what memory a value of it may hold (decided once per class)
+
+
+def _kind(cls) -> int:
+    kind = _KINDS.get(cls)
+    if kind is None:
+        kind = _KINDS[cls] = (
+            _SEQUENCE if cls is tuple or cls is list else
+            _TENSOR if issubclass(cls, Tensor) else _ARRAY if issubclass(cls, np.ndarray)
+            else _GPU_ARRAY if "storage" in getattr(cls, "__slots__", ()) else _NONE)
+    return kind
+
+
+def _addresses_of(value, cpu, adopt, out: list) -> list:
+    """(device, address) of the memory of a Tensor, raw array or a tuple/list of them:
+    a Block's handle, or a counted CPU buffer (counting a raw array now if ``adopt``;
+    a tensor made before recording is not counted now)."""
+    kind = _KINDS.get(value.__class__)
+    if kind is None:
+        kind = _kind(value.__class__)
+    if kind == _NONE:
         return out
-    if isinstance(value, Tensor):  # (one made before recording is not adopted now)
+    if kind == _SEQUENCE:
+        for v in value:
+            if _KINDS.get(v.__class__, 1):  # (not for the ints of a shape)
+                _addresses_of(v, cpu, adopt, out)
+        return out
+    if kind == _TENSOR:
         value, adopt = value._storage.data, False
-    elif "storage" in getattr(cls, "__slots__", ()):  # a raw GPU array
+    elif kind == _GPU_ARRAY:
         value = getattr(value.storage, "data", None)
-    if isinstance(value, Block):
-        out.append(value)
-    elif isinstance(value, np.ndarray) and cpu is not None:
-        block = cpu.block_of(value, adopt)
-        if block is not None:
-            out.append(block)
-    return out
-
-
-def _blocks_kept_by(node, cpu, adopt) -> list:
-    """The blocks a graph node keeps for its backward: its saved tensors and the raw
-    arrays among its fields."""
-    out: list = []
-    saved = node.__dict__.get("saved")
-    if saved:
-        _blocks_of(saved, cpu, adopt, out)
-    for name, v in node.__dict__.items():
-        if name != "saved" and name != "next":
-            _blocks_of(v, cpu, adopt, out)
+    if value.__class__ is Block:
+        out.append((value.allocator.device_name, id(value.handle)))
+    elif cpu is not None and value.__class__ is np.ndarray:
+        address = cpu.address_of(value, adopt)
+        if address is not None:
+            out.append(("cpu", address))
     return out
 
 
@@ -335,17 +358,18 @@ def record_memory_history(enabled: bool = True, device="gpu", max_entries: int =
 
 
 def _roles(cpu) -> tuple[set, set]:
-    """ids of the blocks holding a parameter, and a parameter's gradient (read from the
-    live tensors: a parameter outside an optimizer's flat buffer has no role tag)."""
-    params, grads = set(), set()
+    """Addresses of the memory holding a parameter, and a parameter's gradient (read
+    from the live tensors: a parameter outside an optimizer's flat buffer has no role
+    tag)."""
+    params, grads = [], []
     for o in gc.get_objects():
         cls = type(o)  # (not o.__class__: a dead weak proxy raises on that)
         if cls is Tensor or issubclass(cls, Tensor):
             if o._is_param:
-                params.update(map(id, _blocks_of(o, cpu, False, [])))
+                _addresses_of(o, cpu, False, params)
                 if o.grad is not None:
-                    grads.update(map(id, _blocks_of(o.grad, cpu, False, [])))
-    return params, grads
+                    _addresses_of(o.grad, cpu, False, grads)
+    return {a for _, a in params}, {a for _, a in grads}
 
 
 def memory_snapshot(device="gpu") -> dict:
@@ -370,50 +394,57 @@ def memory_snapshot(device="gpu") -> dict:
             f"call hx.record_memory_history(device={alloc.device_name!r}) before the "
             f"allocations to be listed")
     live_blocks = []
-    with history.lock:
-        for entry in history.live.values():
-            block = entry.block()
-            if block is not None:
-                live_blocks.append((entry, block, block.tag))
-        trace = list(history.trace)
-        entries = dict(history.entries)
+    for entry in list(history.live.values()):  # (each copied by one C call)
+        owner = entry.owner()
+        if owner is not None:
+            live_blocks.append((entry, owner.tag if entry.tag is None else entry.tag))
+    trace = list(history.trace)
+    saved = dict(history.saved)
     params, grads = _roles(cpu)
     lines: dict = {}  # (code, offset) -> its frame dict, read once per snapshot
     categories = {}
     blocks = []
-    for entry, block, tag in sorted(live_blocks, key=lambda e: e[0].key):
-        nodes = [n for n in (r() for r in entry.saved_by)
+    for entry, tag in sorted(live_blocks, key=lambda e: e[0].key):
+        nodes = [n for n in (r() for r in saved.get(entry.key, ((),))[0])
                  if n is not None and n.__dict__.get("saved") is not None]
-        category = (tag if tag in _ROLE_TAGS else "parameter" if id(block) in params
-                    else "gradient" if id(block) in grads
+        address = entry.address
+        category = (tag if tag in _ROLE_TAGS else "parameter" if address in params
+                    else "gradient" if address in grads
                     else "activation" if nodes else "temporary")
         categories[entry.key] = category
-        blocks.append({"address": id(block.handle), "size": entry.size,
+        blocks.append({"address": address, "size": entry.size,
                        "requested_size": entry.requested, "category": category,
                        "op": nodes[0].name if nodes else None,
                        "saved_by": [n.name for n in nodes],
                        "state": "active_allocated", "time_ns": entry.time_ns,
                        "frames": _frame_dicts(entry.frames, lines), "key": entry.key})
     return {"device": alloc.device_name, "blocks": blocks,
-            **_timeline(history, trace, entries, categories, lines), "stats": stats}
+            **_timeline(history, trace, saved, categories, lines), "stats": stats}
 
 
-def _timeline(history, trace, entries, categories, lines) -> dict:
+def _timeline(history, trace, saved, categories, lines) -> dict:
     """The trace with each block named once, and the peak with what held it."""
     index: dict = {}
     timeline_blocks = []
     events = []
     peak_at, peak = -1, history.start_allocated
-    for action, key, t, allocated in trace:
-        entry = entries.get(key)
-        if entry is None:
-            continue
+    last_free = {item[1].key: item for item in trace if item[0] == "free"}
+    for item in trace:
+        if item.__class__ is _Entry:
+            action, entry, t, allocated = "alloc", item, item.time_ns, item.allocated_bytes
+        else:
+            action, entry, t, allocated = item[:4]
+        key = entry.key
         if key not in index:
             index[key] = len(timeline_blocks)
-            category = categories.get(key) or entry.category or "temporary"
-            timeline_blocks.append({"size": entry.size, "category": category,
-                                    "op": entry.saved_names[0] if entry.saved_names
-                                    else None, "frames": _frame_dicts(entry.frames[:1], lines),
+            freed = last_free.get(key)
+            if freed is not None:
+                category, op = freed[4], freed[5]
+            else:
+                names = saved.get(key, (None, None))[1]
+                category, op = categories.get(key, "temporary"), names[0] if names else None
+            timeline_blocks.append({"size": entry.size, "category": category, "op": op,
+                                    "frames": _frame_dicts(entry.frames[:2], lines),
                                     "key": key})
         events.append({"action": action, "block": index[key], "time_ns": t,
                        "allocated_bytes": allocated})

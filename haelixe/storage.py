@@ -4,6 +4,20 @@ from __future__ import annotations
 
 import mmap
 
+#: What watches memory being made (``hx.record_memory_history`` registers one): each
+#: has ``tensor_made(tensor)``, told by ``Tensor._wrap`` of every fresh tensor an op
+#: makes, and ``node_recorded(node)``, told by the autograd's ``record`` of every graph
+#: node. Empty while nothing watches, so the engine pays one falsy check; changed only
+#: by :func:`observe` (in place: modules that imported it see the change).
+OBSERVERS: list = []
+
+
+def observe(observer, on: bool = True) -> None:
+    """Add ``observer`` to :data:`OBSERVERS` (or, with ``on=False``, remove it)."""
+    current = [o for o in OBSERVERS if o is not observer]
+    OBSERVERS[:] = current + [observer] if on else current  # (one assignment: a
+    # thread iterating it meanwhile sees the list before or after)
+
 
 class Storage:
     """One physical buffer and what it knows about itself.

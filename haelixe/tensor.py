@@ -22,7 +22,7 @@ from .backends import backend_for, backend_of
 from .closest import missing_attribute
 from .device import CPU
 from .dtype import _BY_NP as _DTYPE_OF_NP
-from .storage import Storage
+from .storage import OBSERVERS, Storage
 
 _new = object.__new__
 
@@ -80,6 +80,9 @@ class Tensor:
             t._be = CPU._be or backend_for(CPU)
             t._requires_grad = t._is_param = t._retains_grad = False
             t.grad = t.grad_fn = t._accumulator = t._base = t.name = None
+            if OBSERVERS:  # (memory history: empty otherwise)
+                for o in OBSERVERS:
+                    o.tensor_made(t)
             return t
         be = backend_of(raw)
         if raw.__class__ is not be.raw_type:
@@ -91,8 +94,12 @@ class Tensor:
             lay = (strides, offset)
             if offset == 0 and strides == layout.contiguous_strides(raw.shape):
                 lay = None
-        return _new(Tensor)._init(raw, storage, lay, tuple(raw.shape), storage.dtype,
-                                  storage.device, None)
+        t = _new(Tensor)._init(raw, storage, lay, tuple(raw.shape), storage.dtype,
+                               storage.device, None)
+        if OBSERVERS:
+            for o in OBSERVERS:
+                o.tensor_made(t)
+        return t
 
     def _view(self, shape, strides, offset, raw=None) -> Tensor:
         """A tensor over this tensor's storage with another layout (no autograd); ``raw``:

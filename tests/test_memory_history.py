@@ -135,10 +135,12 @@ def test_cpu_tensors_are_counted_only_while_recorded():
     assert stats["tensors_counted"] is False
     start = stats["allocated_bytes"]
     wrap = _bound_wrap()
+    assert not hx.storage.OBSERVERS  # off: the engine's one check finds nothing
     x = hx.randn(1000)
     hx.record_memory_history(device="cpu")
     try:
         assert hx.memory_stats("cpu")["tensors_counted"] is True
+        assert len(hx.storage.OBSERVERS) == 1 and _bound_wrap() is wrap  # nothing patched
         made = [hx.ones(1000), x * x, x * 2.0, x.exp(), hx.stack([x, x])]  # each path
         sizes = [b["requested_size"] for b in hx.memory_snapshot("cpu")["blocks"]]
         assert sorted(sizes) == [4000, 4000, 4000, 4000, 8000]
@@ -149,7 +151,8 @@ def test_cpu_tensors_are_counted_only_while_recorded():
     finally:
         hx.record_memory_history(False, device="cpu")
     assert hx.memory_stats("cpu")["allocated_bytes"] == start
-    assert hx.Tensor.__dict__["_wrap"].__func__ is wrap is _bound_wrap()  # all put back
+    assert not hx.storage.OBSERVERS
+    assert hx.Tensor.__dict__["_wrap"].__func__ is wrap is _bound_wrap()
 
 
 @pytest.mark.gpu

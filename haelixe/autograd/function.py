@@ -29,6 +29,7 @@ import weakref
 
 import numpy as np
 
+from ..storage import OBSERVERS
 from ..tensor import Tensor
 from .mode import STATE
 
@@ -285,6 +286,9 @@ def record(ctx, out, inputs, state):
         ctx._versions = (*ctx._versions, y._storage.version)
     if state.modules:
         ctx.module = state.modules[-1]
+    if OBSERVERS:  # (memory history: empty otherwise)
+        for o in OBSERVERS:
+            o.node_recorded(ctx)
     return out
 
 
