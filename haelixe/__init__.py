@@ -44,12 +44,19 @@ from .dtype import (
     I64,
     DType,
     bfloat16,
+    can_cast,
     float16,
     float32,
     float64,
+    int8,
+    int16,
     int32,
     int64,
     promote_types,
+    uint8,
+    uint16,
+    uint32,
+    uint64,
 )
 from .ops import (  # noqa: E402,F401
     conv,
@@ -65,6 +72,7 @@ from .ops import (  # noqa: E402,F401
     scatter_reduce,
     views,
 )
+from .ops.convert import EXPORTED_LEGACY as _EXPORTED_LEGACY
 from .ops.convert import LEGACY_NAMES as _LEGACY_NAMES
 from .ops.convert import LEGACY_TYPES as _LEGACY_TYPES
 from .ops.registry import FUNCTIONS as _FUNCTIONS  # noqa: E402
@@ -81,7 +89,7 @@ from .tensor import Tensor
 
 globals().update(_FUNCTIONS)  # hx.exp(x), hx.where(c, a, b), hx.cat([...]) ...
 # PyTorch's legacy tensor types: hx.LongTensor([1, 2]), isinstance(x, hx.FloatTensor)
-globals().update({_LEGACY_NAMES[d]: t for d, t in _LEGACY_TYPES.items()})
+globals().update({_LEGACY_NAMES[d]: t for d, t in _LEGACY_TYPES.items() if d in _EXPORTED_LEGACY})
 
 bool = _dtype_module.bool_  # noqa: A001  (hx.bool, as torch.bool)
 half = float16
@@ -89,6 +97,7 @@ float = float32  # noqa: A001
 double = float64
 long = int64
 int = int32  # noqa: A001
+short = int16
 
 device = Device  # hx.device("cpu"), as torch.device
 
@@ -119,10 +128,7 @@ def __getattr__(name):
         return getattr(importlib.import_module(".serialization", __name__), name)
     from .closest import missing_attribute
 
-    raise missing_attribute("haelixe", name, globals(), {
-        "ByteTensor": "IntTensor or LongTensor; Haelixe has no uint8 dtype",
-        "CharTensor": "IntTensor or LongTensor; Haelixe has no int8 dtype",
-        "ShortTensor": "IntTensor; Haelixe has no int16 dtype"})
+    raise missing_attribute("haelixe", name, globals())
 
 
 def allclose(a, b, rtol=1e-5, atol=1e-8):

@@ -62,13 +62,13 @@ def tensor(data, dtype=None, device=None, requires_grad=False) -> Tensor:
 def _host_array(data, np_dtype=None):
     """``data`` as a new C-ordered numpy array, with the package's own error for data
     that is not rectangular or not numbers."""
+    if np_dtype is not None and np.dtype(np_dtype).kind in "iu" and \
+            not isinstance(data, np.ndarray):
+        return _integer_array(data, np.dtype(np_dtype))
     try:
         return np.array(data, dtype=np_dtype, copy=True, order="C")
     except OverflowError:
-        raise RuntimeError(f"tensor: a value cannot be converted to "
-                           f"{np.dtype(np_dtype).name if np_dtype else 'int64'} without "
-                           f"overflow (as in PyTorch); use a wider dtype or values in "
-                           f"range") from None
+        raise _overflow(np.dtype(np_dtype).name if np_dtype else "int64") from None
     except (ValueError, TypeError) as e:
         if "inhomogeneous" in str(e) or "sequence" in str(e):
             raise OpError("tensor: the nested lists are ragged (rows of different "
@@ -76,6 +76,31 @@ def _host_array(data, np_dtype=None):
                           "a tensor is rectangular") from None
         raise TypeError(f"tensor: cannot build a tensor from {type(data).__name__} "
                         f"({e})") from None
+
+
+def _overflow(name: str) -> RuntimeError:
+    return RuntimeError(f"tensor: a value cannot be converted to {name} without overflow "
+                        f"(as in PyTorch); use a wider dtype or values in range")
+
+
+def _integer_array(data, np_dtype: np.dtype) -> np.ndarray:
+    """Python numbers as an integer dtype, checked as PyTorch checks them: a float must
+    lie in the dtype's range (it is then truncated), an int too, except that a negative
+    int down to minus the greatest value wraps into an unsigned dtype below 64 bits
+    (uint8 takes -1 as 255)."""
+    raw = _host_array(data)  # numpy's own reading tells floats from ints
+    info = np.iinfo(np_dtype)
+    if raw.dtype.kind == "f" and raw.size and not (
+            raw.min() >= info.min and raw.max() <= info.max):  # (nan is refused too)
+        raise _overflow(np_dtype.name)
+    try:
+        return np.array(data, dtype=np_dtype, copy=True, order="C")
+    except OverflowError:
+        pass
+    if np_dtype.kind == "u" and np_dtype.itemsize < 8 and raw.dtype.kind == "i" and \
+            raw.min() >= -int(info.max) and raw.max() <= info.max:
+        return raw.astype(np_dtype)
+    raise _overflow(np_dtype.name)
 
 
 def as_tensor(data, dtype=None, device=None) -> Tensor:

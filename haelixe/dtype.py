@@ -7,19 +7,26 @@ import numbers
 import ml_dtypes
 import numpy as np
 
+from .errors import OpTypeError
+
 
 class DType:
     """A Haelixe element type. ``np`` is the numpy dtype that stores it on the CPU."""
 
-    __slots__ = ("name", "np", "itemsize", "is_floating_point", "kind", "rank")
+    __slots__ = ("name", "np", "itemsize", "is_floating_point", "is_signed", "kind", "rank",
+                 "limited")
 
-    def __init__(self, name: str, np_dtype, kind: str, rank: int):
+    def __init__(self, name: str, np_dtype, kind: str, rank: int, limited: bool = False):
         self.name = name
         self.np = np.dtype(np_dtype)
         self.itemsize = self.np.itemsize
         self.is_floating_point = kind == "float"
+        self.is_signed = self.np.kind in "if"  # as torch.dtype.is_signed
         self.kind = kind  # "bool" < "int" < "float" in promotion order
         self.rank = rank  # order within a kind: wider is higher
+        # PyTorch's uint16, uint32 and uint64 ("limited support"): they promote only with
+        # themselves and the floats, and most integer arithmetic refuses them
+        self.limited = limited
 
     def __repr__(self) -> str:
         return f"hx.{self.name}"
@@ -29,8 +36,14 @@ class DType:
 
 
 bool_ = DType("bool", np.bool_, "bool", 0)
-int32 = DType("int32", np.int32, "int", 1)
-int64 = DType("int64", np.int64, "int", 2)
+uint8 = DType("uint8", np.uint8, "int", 1)
+int8 = DType("int8", np.int8, "int", 1)
+int16 = DType("int16", np.int16, "int", 2)
+int32 = DType("int32", np.int32, "int", 3)
+int64 = DType("int64", np.int64, "int", 4)
+uint16 = DType("uint16", np.uint16, "int", 2, limited=True)
+uint32 = DType("uint32", np.uint32, "int", 3, limited=True)
+uint64 = DType("uint64", np.uint64, "int", 4, limited=True)
 bfloat16 = DType("bfloat16", ml_dtypes.bfloat16, "float", 1)
 float16 = DType("float16", np.float16, "float", 1)
 float32 = DType("float32", np.float32, "float", 2)
@@ -39,12 +52,16 @@ float64 = DType("float64", np.float64, "float", 3)
 # The short names the design notes use.
 BOOL, I32, I64, BF16, F16, F32, F64 = bool_, int32, int64, bfloat16, float16, float32, float64
 
-ALL = (bool_, int32, int64, bfloat16, float16, float32, float64)
+ALL = (bool_, uint8, int8, int16, int32, int64, uint16, uint32, uint64, bfloat16, float16,
+       float32, float64)
+#: the integer dtypes narrower than 32 bits (the GPU stores them widened, see backends/wgpu)
+NARROW_INTS = (uint8, int8, int16, uint16)
 _BY_NP = {d.np: d for d in ALL}
 _BY_NAME = {d.name: d for d in ALL}
 _BY_NAME.update({"bool_": bool_, "bf16": bfloat16, "f16": float16, "f32": float32,
                  "f64": float64, "i32": int32, "i64": int64, "half": float16,
-                 "float": float32, "double": float64, "long": int64, "int": int32})
+                 "float": float32, "double": float64, "long": int64, "int": int32,
+                 "short": int16, "char": int8, "byte": uint8})
 
 _KIND_ORDER = {"bool": 0, "int": 1, "float": 2}
 default_float = float32
@@ -78,15 +95,25 @@ def as_dtype(x) -> DType:
 
 
 def promote_types(a: DType, b: DType) -> DType:
-    """PyTorch's rules: a higher kind wins (bool < int < float); within a kind the wider
-    type wins; bfloat16 with float16 gives float32 (neither holds the other)."""
+    """PyTorch's rules (torch.promote_types): a higher kind wins (bool < int < float);
+    within a kind the wider type wins; bfloat16 with float16 gives float32 and uint8 with
+    int8 int16 (neither holds the other); uint16, uint32 and uint64 promote only with
+    themselves and the floats (PyTorch refuses the rest)."""
     if a is b:
         return a
     ka, kb = _KIND_ORDER[a.kind], _KIND_ORDER[b.kind]
+    if ka == kb == 2 or (ka != kb and max(ka, kb) == 2):
+        if ka != kb:
+            return a if ka > kb else b
+        return float32 if a.rank == b.rank else (a if a.rank > b.rank else b)
+    if a.limited or b.limited:
+        raise OpTypeError(f"promote_types: promotion for uint16, uint32, uint64 types is not "
+                        f"supported (as in PyTorch), attempted to promote {a.name} and "
+                        f"{b.name}; convert one of them with .to() first")
     if ka != kb:
         return a if ka > kb else b
-    if a.rank == b.rank:  # bfloat16 vs float16
-        return float32
+    if a.rank == b.rank:  # uint8 vs int8
+        return int16
     return a if a.rank > b.rank else b
 
 
@@ -156,18 +183,25 @@ def number_as(np_dtype, value, op: str, wrap: bool = False):
     """The Python number ``value`` as a numpy scalar of ``np_dtype`` for ``op``'s kernel.
     An integer outside an integer dtype's range is refused with PyTorch's message, or,
     with ``wrap``, wraps around as PyTorch's arithmetic with a Python int does (int32 +
-    2**40 adds 0); beyond 64 bits (or below int64's least) it is refused either way."""
+    2**40 adds 0); beyond 64 bits (or below int64's least) it is refused either way. A
+    negative int down to minus an unsigned dtype's greatest value wraps as in PyTorch's
+    checked conversion (uint8's fill with -1 writes 255)."""
     try:
         return np_dtype.type(value)
     except OverflowError:
         pass
-    if wrap and np_dtype.kind in "iu" and isinstance(value, numbers.Integral) \
-            and -(1 << 63) <= value < (1 << 64):
+    if np_dtype.kind in "iu" and isinstance(value, numbers.Integral):
         bits = 8 * np_dtype.itemsize
-        v = int(value) & ((1 << bits) - 1)
-        if np_dtype.kind == "i" and v >= 1 << (bits - 1):
-            v -= 1 << bits
-        return np_dtype.type(v)
+        if (wrap and -(1 << 63) <= value < (1 << 64)) or (
+                np_dtype.kind == "u" and -(1 << bits) < value < 0):
+            return np_dtype.type(wrapped_int(int(value), np_dtype))
     raise RuntimeError(f"{op}: value {value} cannot be converted to {np_dtype.name} "
                        f"without overflow (as in PyTorch); use a wider dtype or a value "
                        f"in range")
+
+
+def wrapped_int(value: int, np_dtype) -> int:
+    """``value`` modulo 2**bits of the integer ``np_dtype``, in its range."""
+    bits = 8 * np_dtype.itemsize
+    v = value & ((1 << bits) - 1)
+    return v - (1 << bits) if np_dtype.kind == "i" and v >= 1 << (bits - 1) else v

@@ -25,3 +25,8 @@ class OpNotImplementedError(OpError, NotImplementedError):
 class OpZeroDivisionError(OpError, ZeroDivisionError):
     """An integer division by zero, which PyTorch reports on the CPU as
     ``RuntimeError: ZeroDivisionError``; a ZeroDivisionError too, as Python's ``5 // 0``."""
+
+
+class OpTypeError(OpError, TypeError):
+    """A dtype an op cannot take where PyTorch raises RuntimeError (a promotion of uint16
+    with int32); a TypeError too, as Haelixe reports other dtype errors."""

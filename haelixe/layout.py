@@ -409,3 +409,34 @@ def is_non_overlapping(shape, strides) -> bool:
             return False
         cells = grown
     return True
+
+
+def bitcast(shape: Shape, strides: Strides, offset: int, old_size: int, new_size: int,
+            names: str) -> tuple[Shape, Strides, int]:
+    """(shape, strides, offset) of a layout whose elements of ``old_size`` bytes are read
+    as elements of ``new_size`` bytes (PyTorch's view(dtype)): the same layout for one
+    size; else the last dim, which must have stride 1, grows or shrinks, and every other
+    stride and the offset must land on whole new elements. ``names`` reads "float32 as
+    int16" in the errors, which are PyTorch's."""
+    if old_size == new_size:
+        return tuple(shape), tuple(strides), offset
+    why = f"to view {names} (different element sizes)"
+    if not shape:
+        raise OpError(f"view: self.dim() cannot be 0 {why}")
+    if strides[-1] != 1:
+        raise OpError(f"view: self.stride(-1) must be 1 {why}, but got {strides[-1]}")
+    if new_size > old_size:
+        k = new_size // old_size
+        if shape[-1] % k:
+            raise OpError(f"view: self.size(-1) must be divisible by {k} {why}, but got "
+                          f"{shape[-1]}")
+        if offset % k:
+            raise OpError(f"view: self.storage_offset() must be divisible by {k} {why}, "
+                          f"but got {offset}")
+        for d, s in enumerate(strides[:-1]):
+            if s % k:
+                raise OpError(f"view: self.stride({d}) must be divisible by {k} {why}, "
+                              f"but got {s}")
+        return (*shape[:-1], shape[-1] // k), (*(s // k for s in strides[:-1]), 1), offset // k
+    k = old_size // new_size
+    return (*shape[:-1], shape[-1] * k), (*(s * k for s in strides[:-1]), 1), offset * k

@@ -48,7 +48,8 @@ _ALIGN = 8  # the header is padded so every tensor's data starts aligned
 
 # safetensors dtype codes <-> Haelixe dtypes
 _CODE = {"F64": dt.float64, "F32": dt.float32, "F16": dt.float16, "BF16": dt.bfloat16,
-         "I64": dt.int64, "I32": dt.int32, "BOOL": dt.bool_}
+         "I64": dt.int64, "I32": dt.int32, "I16": dt.int16, "I8": dt.int8, "U8": dt.uint8,
+         "U16": dt.uint16, "U32": dt.uint32, "U64": dt.uint64, "BOOL": dt.bool_}
 _CODE_OF = {d: c for c, d in _CODE.items()}
 
 

@@ -68,3 +68,22 @@ class Storage:
         raise RuntimeError(f"{op}: this tensor shares the memory of a read-only numpy "
                            f"array, so it cannot change in place; clone() it to change a "
                            f"copy, or give from_numpy a writable array (array.copy())")
+
+
+class StorageAlias(Storage):
+    """The memory of another Storage read as another dtype (``x.view(dtype)``): its own
+    ``data`` and ``dtype``, the root's ``version`` and ``history`` counters, so an
+    in-place write through either is seen by autograd through both (PyTorch's view(dtype)
+    shares its version counter too)."""
+
+    __slots__ = ("root",)
+
+    def __init__(self, root: Storage, data, dtype, nbytes: int):
+        # (the fields set directly: Storage.__init__ would reset the root's counters)
+        self.root = root.root if isinstance(root, StorageAlias) else root
+        self.data, self.device, self.dtype, self.nbytes = data, root.device, dtype, nbytes
+
+    version = property(lambda self: self.root.version,
+                       lambda self, v: setattr(self.root, "version", v))
+    history = property(lambda self: self.root.history,
+                       lambda self, v: setattr(self.root, "history", v))

@@ -110,6 +110,13 @@ class Tensor:
                                   self.dtype, self.device,
                                   self if self._base is None else self._base)
 
+    @staticmethod
+    def _over(raw, storage, shape, strides, offset) -> Tensor:
+        """A fresh tensor (no history, no base) over ``storage`` with this layout:
+        view(dtype), whose storage reads another's memory as its own dtype."""
+        return _new(Tensor)._init(raw, storage, (tuple(strides), offset), tuple(shape),
+                                  storage.dtype, storage.device, None)
+
     def _alias(self, cls=None) -> Tensor:
         """Same storage, same layout, no history: what detach() returns."""
         return _new(cls or Tensor)._init(self._data, self._storage, self._layout, self.shape,
@@ -314,8 +321,5 @@ def vars_of_tensor() -> dict:
 
 #: PyTorch names Haelixe spells otherwise
 _TENSOR_HINTS = {
-    "byte": "hx.Tensor.int() (Haelixe has no uint8 dtype)",
-    "char": "hx.Tensor.int() (Haelixe has no int8 dtype)",
-    "short": "hx.Tensor.int() (Haelixe has no int16 dtype)",
     "data_ptr": "hx.Tensor.storage and .offset (a tensor's place in its buffer)",
 }

@@ -166,9 +166,8 @@ def test_missing_names_point_at_the_closest_thing():
     with pytest.raises(AttributeError, match=r"hx.Tensor has no sofmax; the closest is "
                                              r"hx.Tensor.softmax"):
         _ = x.sofmax
-    with pytest.raises(AttributeError, match=r"the closest is hx.Tensor.int\(\) \(Haelixe "
-                                             r"has no uint8"):
-        x.byte()
+    with pytest.raises(AttributeError, match=r"the closest is hx.Tensor.storage and .offset"):
+        x.data_ptr()
     with pytest.raises(AttributeError, match=r"hx has no sofmax; the closest is hx.softmax"):
         _ = hx.sofmax
 

@@ -136,6 +136,12 @@ class Backend:
         """Raw array over ``storage`` with the given layout (elements). Zero copy."""
         raise NotImplementedError
 
+    def reinterpret(self, storage, dtype):
+        """A Storage over ``storage``'s memory read as the Haelixe ``dtype`` (a
+        :class:`haelixe.storage.StorageAlias`), or a TypeError where this backend lays
+        the two dtypes out differently."""
+        raise NotImplementedError
+
     def index_view(self, x, key, storage, shape, strides, offset):
         """The raw view ``x[key]`` for a basic key (ints, slices, None, Ellipsis), whose
         layout over ``storage`` the caller has worked out: make_view of that layout."""
@@ -258,9 +264,9 @@ class Backend:
         """(values, int64 indices) sorted along ``axis``. The default sorts on the host
         (a read-back and an upload): correct everywhere, fast nowhere special."""
         host = self.to_numpy(x)
-        key = -host if descending and host.dtype != np.bool_ else host
-        if descending and host.dtype == np.bool_:
-            key = ~host
+        # ~ reverses any integer's order exactly (-x overflows at the least value); kind
+        # "V" is bfloat16
+        key = (-host if host.dtype.kind in "fV" else ~host) if descending else host
         idx = np.argsort(key, axis=axis, kind="stable" if stable or descending else None)
         return (self.from_numpy(np.take_along_axis(host, idx, axis)),
                 self.from_numpy(idx.astype(np.int64)))

@@ -14,7 +14,7 @@ import numpy as np
 
 from .. import layout
 from ..device import CPU
-from ..storage import Storage
+from ..storage import Storage, StorageAlias
 from . import cpu_jit, threads, tuning
 from .base import K_ADD, Backend, Kernel
 from .cpu_graph import CpuGraph, recording_here
@@ -323,6 +323,11 @@ class CPUBackend(Backend):
         # (positional: ndarray's keyword parsing costs more than the view itself)
         return np.ndarray(shape, storage.dtype.np, storage.data, offset * isz, byte_strides)
 
+    def reinterpret(self, storage, dtype):
+        flat = storage.data.reshape(-1).view(np.uint8)
+        whole = flat.size - flat.size % dtype.itemsize  # (a tail too short for one element)
+        return StorageAlias(storage, flat[:whole].view(dtype.np), dtype, whole)
+
     def index_view(self, x, key, storage, shape, strides, offset):
         # numpy's own basic indexing of the raw view: a fifth of make_view's time. Not
         # where it gives a scalar (ints for every dim: a 0-d view is wanted) or nothing
@@ -403,7 +408,9 @@ class CPUBackend(Backend):
 
     # -- ordering, scans, scatter ----------------------------------------------------------
     def sort(self, x, axis, descending, stable):
-        key = (~x if x.dtype == np.bool_ else -x) if descending else x
+        # ~x reverses the order of every integer (and bool) exactly; -x overflows at the
+        # least value (-128 of int8 stays least) and is 0 - x for unsigned ones
+        key = (-x if x.dtype.kind == "f" or x.dtype in _LOW_SET else ~x) if descending else x
         idx = np.argsort(key, axis=axis, kind="stable" if stable or descending else None)
         return np.take_along_axis(x, idx, axis), idx
 

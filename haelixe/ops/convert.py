@@ -9,8 +9,9 @@ from ..backends import backend_for
 from ..creation import tensor
 from ..device import CPU, GPU, Device, as_device
 from ..dtype import as_dtype
+from ..dtype import result_type as _result_type
 from ..tensor import Tensor
-from .registry import declare, tensor_method
+from .registry import declare, function, tensor_method
 
 
 class Clone(Function):
@@ -85,6 +86,14 @@ declare("clone")
 declare("to")
 
 
+@function
+def result_type(tensor, other):
+    """The dtype an arithmetic op over ``tensor`` and ``other`` (tensors or Python
+    numbers) gives, by PyTorch's rules (torch.result_type)."""
+    return _result_type(*((x.dtype, x.ndim == 0) if isinstance(x, Tensor) else x
+                          for x in (tensor, other)))
+
+
 def _is_device(a) -> bool:
     if isinstance(a, Device):
         return True
@@ -129,6 +138,7 @@ def _to_dtype(name):
 
 for _method, _dtype in (("float", "float32"), ("double", "float64"), ("half", "float16"),
                         ("bfloat16", "bfloat16"), ("long", "int64"), ("int", "int32"),
+                        ("short", "int16"), ("char", "int8"), ("byte", "uint8"),
                         ("bool", "bool")):
     tensor_method(_to_dtype(_dtype), name=_method)
 
@@ -213,7 +223,11 @@ Tensor.is_cuda = property(lambda self: self.device is GPU,
 #: dtype name -> the legacy type's name
 LEGACY_NAMES = {"float32": "FloatTensor", "float64": "DoubleTensor", "float16": "HalfTensor",
                 "bfloat16": "BFloat16Tensor", "int64": "LongTensor", "int32": "IntTensor",
-                "bool": "BoolTensor"}
+                "int16": "ShortTensor", "int8": "CharTensor", "uint8": "ByteTensor",
+                "bool": "BoolTensor", "uint16": "UInt16Tensor", "uint32": "UInt32Tensor",
+                "uint64": "UInt64Tensor"}
+#: the legacy types PyTorch exports as torch.<name> (x.type() names the others too)
+EXPORTED_LEGACY = frozenset(LEGACY_NAMES) - {"uint16", "uint32", "uint64"}
 
 
 class LegacyTensorType(type):

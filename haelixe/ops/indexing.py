@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import inspect
 import numbers
+import warnings
 
 import numpy as np
 
 from .. import layout
 from ..autograd.function import Function
 from ..backends.base import Backend
-from ..dtype import bool_, number_as, promote_types, result_type
+from ..dtype import bool_, int32, int64, number_as, promote_types, result_type, uint8
 from ..errors import OpError, OpIndexError
 from ..tensor import Tensor
 from .convert import as_tensor_like, cast
@@ -42,6 +43,8 @@ def _normalize_key(key):
         key = (key,)
     out = []
     for k in key:
+        if isinstance(k, Tensor) and k.dtype.kind == "int" and k.dtype not in _INDEX_DTYPES:
+            k = _mask_of_bytes(k)
         if isinstance(k, Tensor) and k.ndim == 0 and not k.dtype.is_floating_point \
                 and k.dtype is not bool_:
             k = int(k.item())
@@ -49,6 +52,22 @@ def _normalize_key(key):
             k = int(k)
         out.append(k)
     return tuple(out)
+
+
+#: the integer dtypes an index tensor may have (PyTorch's: long, int, and byte as a mask)
+_INDEX_DTYPES = (int64, int32)
+
+
+def _mask_of_bytes(k):
+    """A uint8 index tensor is a mask, as in PyTorch (which warns it is deprecated);
+    other small integer dtypes PyTorch refuses as indices."""
+    if k.dtype is not uint8:
+        raise OpIndexError(f"indexing: tensors used as indices must be int64, int32, uint8 "
+                           f"or bool (as in PyTorch), got {k.dtype.name}; convert it with "
+                           f".long()")
+    warnings.warn("indexing with dtype uint8 is deprecated (as in PyTorch), please use a "
+                  "dtype bool instead", UserWarning, stacklevel=4)
+    return k != 0
 
 
 def _key_dims(ndim, key):

@@ -15,7 +15,7 @@ from ..amp import cast_inputs
 from ..autograd.function import SINK, Function, wrap_grads
 from ..autograd.mode import STATE
 from ..backends.base import Kernel
-from ..dtype import bool_, float32, int64, promote_types
+from ..dtype import bool_, float32, int64, promote_types, uint8
 from ..tensor import Tensor
 from .registry import declare, function, tensor_method
 
@@ -97,11 +97,11 @@ def sum(input, dim=None, keepdim=False, dtype=None, *, axis=None):  # noqa: A001
             input.dtype.is_floating_point and len(input.shape) < 8:
         return Sum.apply(input, _ALL_DIMS[len(input.shape)], keepdim)  # input.sum(): the usual
     if dtype is not None:
-        input = input.to(dtype)
+        input = input.to(dtype)  # (an int dtype adds up in it, wrapping: PyTorch's too)
+    elif not input.dtype.is_floating_point and input.dtype is not int64:
+        input = input.to(int64)  # ints and bools add up in int64, as PyTorch
     if STATE.autocast is not None:
         (input,) = cast_inputs("reduction", input)
-    if not input.dtype.is_floating_point and input.dtype is not int64:
-        input = input.to(int64)  # ints and bools add up in int64, as PyTorch
     return Sum.apply(input, _dims(input, dim, "sum"), keepdim)
 
 
@@ -432,12 +432,12 @@ class _Norm2(Function):
 
 
 def all_any(kind, x, dim=None, keepdim=False):
-    """Tensors (bool), with dim and keepdim, as PyTorch: empty all() is True."""
+    """Tensors (bool, or uint8 for uint8 as PyTorch's), with dim and keepdim, as
+    PyTorch: empty all() is True."""
     b = x if x.dtype is bool_ else (x != 0)
     n = b.to(int64).sum(dim, keepdim)
-    if kind == "any":
-        return n > 0
-    return n == _count(b, _dims(b, dim, kind))
+    out = n > 0 if kind == "any" else n == _count(b, _dims(b, dim, kind))
+    return out.to(uint8) if x.dtype is uint8 else out
 
 
 def prod(input, dim=None, keepdim=False, dtype=None):

@@ -10,6 +10,7 @@ import numpy as np
 from .. import layout
 from ..autograd.function import Function, PartialGrad, SavedTensorError
 from ..autograd.mode import STATE
+from ..dtype import DType, as_dtype
 from ..errors import OpError
 from ..tensor import Tensor
 from .registry import declare, function, tensor_method
@@ -342,8 +343,29 @@ for _name in ("view", "reshape", "permute", "transpose", "expand", "squeeze", "u
 
 
 @tensor_method(name="view")
-def _view_method(self, *shape):
+def _view_method(self, *shape, dtype=None):
+    """``view(*shape)``: the same memory in another shape; ``view(dtype)``: the same
+    bytes read as ``dtype`` (see view_dtype)."""
+    if len(shape) == 1 and isinstance(shape[0], DType):
+        shape, dtype = (), shape[0]
+    if dtype is not None:
+        if shape:
+            raise TypeError("view: takes a shape or a dtype, not both")
+        return view_dtype(self, as_dtype(dtype))
     return view(self, _shape_args(shape))
+
+
+def view_dtype(x, dtype):
+    """The bytes of ``x`` read as ``dtype`` (PyTorch's view(dtype)), sharing its memory
+    and its version counter. An element size that differs changes the last dim, which
+    must have stride 1. Not differentiable (as in PyTorch): the result is a leaf that
+    does not require grad, whatever x and dtype are."""
+    names = f"{x.dtype.name} as {dtype.name}"
+    shape, strides, offset = layout.bitcast(x.shape, x.strides, x.offset, x.dtype.itemsize,
+                                            dtype.itemsize, names)
+    storage = x._be.reinterpret(x._storage, dtype)
+    raw = x._be.make_view(storage, shape, strides, offset)
+    return Tensor._over(raw, storage, shape, strides, offset)
 
 
 @tensor_method(name="reshape", function=True)

@@ -15,7 +15,7 @@ import numpy as np
 
 from ... import layout
 from ...device import GPU
-from ...storage import Storage
+from ...storage import Storage, StorageAlias
 from ..base import Backend
 from . import attention as at
 from . import dtypes as gd
@@ -131,6 +131,10 @@ class WGPU(Backend):
     def make_view(self, storage, shape, strides, offset):
         return GpuArray(storage, shape, strides, offset)
 
+    def reinterpret(self, storage, dtype):
+        gd.check_same_words(storage.dtype.np, dtype.np)
+        return StorageAlias(storage, storage.data, dtype, storage.nbytes)
+
     def reshape(self, x, shape):
         v = reshape_view(x, tuple(shape))
         return v if v is not None else reshape_view(self.copy(x), tuple(shape))
@@ -234,14 +238,14 @@ class WGPU(Backend):
 def _word_of(value, dt):
     """The 32-bit word (as int32) that fills a buffer of ``dt`` with ``value``, or the
     (low, high) pair of words of a 64-bit element."""
-    k = gd.kind(dt)
+    k = gd.storage_kind(dt)
     if k == "f32":
         return f32_bits(float(value))
     if k in ("bf16", "f16"):
         half = ml_dtypes.bfloat16 if k == "bf16" else np.float16
         h = int(np.array(float(value), np.float32).astype(half).view(np.uint16))
         return int(np.array(h | (h << 16), np.uint32).view(np.int32))
-    if k == "i32":
+    if k == "i32":  # (a widened dtype's value: in its range already, from the ops layer)
         return int(gd.narrow(np.array(value, dt), "fill").astype(np.int32))
     if k == "i64":
         lo, hi = np.array(value, np.int64).reshape(1).view(np.int32)

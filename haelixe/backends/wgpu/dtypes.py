@@ -11,7 +11,15 @@
   way in, an OverflowError otherwise) while the array keeps reporting int64, so a round
   trip GPU -> CPU gives int64 back. Arithmetic then wraps at 32 bits.
 
-float64 is refused rather than rounded (a silent loss of digits).
+- uint8, int8, int16, uint16: WGSL has no 8- or 16-bit integers. Each element is
+  stored widened in one i32 word (its exact value), and the GPU does with them only what
+  is exact without wrap-around arithmetic: moving to and from the host, views, copies
+  and casts (a cast into one of them wraps as the CPU does: int32 300 -> uint8 44). Any
+  other kernel asks :func:`kind` and is refused, naming the conversion to make first, so
+  ``image.to("gpu").float()`` works and ``image.to("gpu") + 1`` says what to do.
+
+float64 is refused rather than rounded (a silent loss of digits), as are uint32 and
+uint64 (PyTorch's limited-support dtypes).
 """
 
 from __future__ import annotations
@@ -27,7 +35,9 @@ I32 = np.dtype(np.int32)
 BOOL = np.dtype(np.bool_)
 I64 = np.dtype(np.int64)
 BF16 = np.dtype(ml_dtypes.bfloat16)
-SUPPORTED = (F32, BF16, F16, I32, I64, BOOL)
+#: integer dtypes narrower than 32 bits, stored one widened i32 word per element
+WIDENED = tuple(np.dtype(d.np) for d in hdt.NARROW_INTS)
+SUPPORTED = (F32, BF16, F16, I32, I64, BOOL, *WIDENED)
 #: dtypes stored two per 32-bit word
 PACKED = (BF16, F16)
 
@@ -54,15 +64,32 @@ def check_dtype(dt, what: str = "a GPU array") -> np.dtype:
         return dt
     hint = "float32" if dt.name == "float64" else None
     hint = f"cast to {hint} first (e.g. .astype(np.{hint}))" if hint else \
-        "use float32, bfloat16, float16, int32, int64 or bool"
-    raise TypeError(f"{what}: dtype {dt.name} is not available on the GPU (WGSL has no "
-                    f"{dt.name}); {hint}")
+        "use float32, bfloat16, float16, int32, int64, bool, uint8, int8, int16 or " \
+        "uint16 (e.g. .to(hx.int64) first)"
+    why = "WGSL has no float64" if dt.name == "float64" else \
+        f"Haelixe's GPU kernels have no {dt.name}"
+    raise TypeError(f"{what}: dtype {dt.name} is not available on the GPU ({why}); {hint}")
 
 
 def storage_dtype(dt, what: str = "a GPU array") -> np.dtype:
     """The dtype a GPU array of ``dt`` reports (every supported dtype is kept; others
     raise, see :func:`check_dtype`)."""
     return check_dtype(dt, what)
+
+
+def check_same_words(src, dst) -> None:
+    """Refuse reading GPU memory of dtype ``src`` as ``dst`` (view(dtype)) unless both
+    lay their elements out in words alike: float32 and int32 (one word each), bfloat16
+    and float16 (two per word). The others are stored widened (bool, uint8, int16) or
+    narrowed (int64 without shader-int64), so their words are not their bytes."""
+    src, dst = np.dtype(src), np.dtype(dst)
+    if src == dst or {src, dst} <= {F32, I32} or {src, dst} <= set(PACKED):
+        return
+    raise TypeError(f"view(dtype): reading {src.name} as {dst.name} is not available on "
+                    f"the GPU, whose memory does not hold {src.name} as its bytes (it "
+                    f"stores bool and 8- and 16-bit integers one per 32-bit word); move "
+                    f"the tensor to the CPU for this view, or use .to({dst.name}) for a "
+                    f"converted copy")
 
 
 def narrow(a: np.ndarray, what: str = "from_numpy") -> np.ndarray:
@@ -81,11 +108,38 @@ def narrow(a: np.ndarray, what: str = "from_numpy") -> np.ndarray:
 
 def kind(dt) -> str:
     """'f32', 'bf16', 'f16', 'i32', 'i64' or 'bool' (int64 is 'i32' where it is stored
-    as int32 words)."""
+    as int32 words): the type a kernel computes in. A widened dtype has none (a kernel
+    computing in i32 would not wrap at its width): a TypeError naming the fix."""
     dt = np.dtype(dt)
     if dt == I64:
         return "i64" if int64_native() else "i32"
-    return KIND[dt]
+    k = KIND.get(dt)
+    if k is None:
+        raise TypeError(
+            f"{dt.name} on the GPU: only conversions (.float(), .int(), .to(dtype)), copies, "
+            f"views and moving back are available (WGSL has no {8 * dt.itemsize}-bit "
+            f"integers, so other kernels could not wrap as {dt.name} must); convert first, "
+            f"e.g. x.int() or x.float(), or compute on the CPU")
+    return k
+
+
+def storage_kind(dt) -> str:
+    """How an element of ``dt`` is loaded and stored: :func:`kind`, or 'i32' for the
+    widened dtypes (for the copies and casts that move them)."""
+    dt = np.dtype(dt)
+    return "i32" if dt in WIDENED else kind(dt)
+
+
+def wrap_to(expr: str, dt) -> str:
+    """WGSL of the i32 ``expr`` wrapped into the range of ``dt`` (two's complement, as
+    numpy's and PyTorch's casts), or ``expr`` itself for a dtype of 32 bits or more."""
+    dt = np.dtype(dt)
+    if dt not in WIDENED:
+        return expr
+    bits = 8 * dt.itemsize
+    if dt.kind == "u":
+        return f"({expr} & {(1 << bits) - 1})"
+    return f"(({expr} << {32 - bits}u) >> {32 - bits}u)"
 
 
 def is_float(dt) -> bool:
@@ -132,7 +186,7 @@ def to_words(a: np.ndarray) -> np.ndarray:
         if bits.size % 2:
             bits = np.concatenate([bits, np.zeros(1, np.uint16)])
         return bits.view(np.uint32)
-    if dt == I64 and not int64_native():
+    if (dt == I64 and not int64_native()) or dt in WIDENED:
         return narrow(a).reshape(-1).astype(np.int32).view(np.uint32)
     return a.reshape(-1).view(np.uint32)
 
@@ -150,6 +204,8 @@ def from_words(words: bytes | memoryview, dt, first: int, n: int) -> np.ndarray:
         if int64_native():
             return raw.view(np.int64)[first:first + n].copy()
         return raw[first:first + n].view(np.int32).astype(np.int64)
+    if dt in WIDENED:
+        return raw[first:first + n].view(np.int32).astype(dt)
     return raw[first:first + n].view(dt).copy()
 
 

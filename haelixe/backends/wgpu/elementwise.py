@@ -30,6 +30,14 @@ def convert(expr: str, src: str, dst: str) -> str:
     return f"{d}({expr})"
 
 
+def convert_between(expr: str, src_dtype, dst_dtype) -> str:
+    """WGSL converting ``expr`` of ``src_dtype`` to ``dst_dtype`` as stored; into a
+    widened dtype it wraps at that dtype's width (the value of a same-dtype copy is in
+    range already)."""
+    out = convert(expr, gd.storage_kind(src_dtype), gd.storage_kind(dst_dtype))
+    return out if np.dtype(src_dtype) == np.dtype(dst_dtype) else gd.wrap_to(out, dst_dtype)
+
+
 # the type a symbol of each storage kind has inside a traced expression
 _SYM_TYPE = {"f32": "f32", "bf16": "f32", "f16": "f32", "i32": "i32", "i64": "i64",
              "bool": "bool"}
@@ -52,7 +60,7 @@ def as_scalar(x) -> np.generic:
 
 def _scalar_word(v: np.generic) -> int:
     """The metadata int holding scalar ``v`` (float bits for float32 / bfloat16)."""
-    k = gd.kind(v.dtype)
+    k = gd.storage_kind(v.dtype)
     if k in gd.FLOAT_KINDS:
         return f32_bits(float(v))
     if not -2**31 <= int(v) < 2**31:
@@ -93,12 +101,12 @@ def run_map(be, out, inputs, expr: str, scalars=(), update: bool = False, lib: s
     for x in inputs:
         if is_scalar(x):
             x = as_scalar(x)
-            sources.append((len(words), None, gd.kind(x.dtype)))
+            sources.append((len(words), None, gd.storage_kind(x.dtype)))
             words.append(_scalar_word(x))
             continue
         ops.append((broadcast_strides(x, shape), x.offset))
         buffers.append(x.buffer)
-        sources.append((None, len(ops) - 1, gd.kind(x.dtype)))
+        sources.append((None, len(ops) - 1, gd.storage_kind(x.dtype)))
     meta = meta_block(words, shape, ops, what="elementwise")
     if pairs.eligible(out, meta):  # 16-bit output: a word per invocation
         mode, per = "map_pairs", 512
@@ -108,7 +116,9 @@ def run_map(be, out, inputs, expr: str, scalars=(), update: bool = False, lib: s
         mode, per, layout = "map_pairs_nd", 512, ()
     else:  # one merged dim: the kernel without coordinates (offset + i * stride)
         mode, per, layout = ("map_flat" if meta[N_SCALARS] <= 1 else "map"), 256, ()
-    key = (mode, gd.kind(out.dtype), update, tuple(sources), layout, expr, lib, typed)
+    # (storage kinds: a traced kernel has asked kind() already, which refuses a widened
+    # dtype; copies and casts of one load and store its i32 words)
+    key = (mode, gd.storage_kind(out.dtype), update, tuple(sources), layout, expr, lib, typed)
     spec = _SPECS.get(key)
     if spec is None:
         if len(_SPECS) > 4096:  # (user kernels could grow it without end)
@@ -208,7 +218,7 @@ def map_into(be, kernel, dst, inputs) -> None:
 def cast(be, x, dtype):
     dst = gd.storage_dtype(np.dtype(dtype), "cast")
     out = be.empty(x.shape, dst)
-    run_map(be, out, [x], convert("x0", gd.kind(x.dtype), gd.kind(dst)))
+    run_map(be, out, [x], convert_between("x0", x.dtype, dst))
     return out
 
 
@@ -219,7 +229,7 @@ def copy_into(be, dst, src) -> None:
         src = as_scalar(src)
     elif src.storage is dst.storage:
         src = copy(be, src)  # overlapping views: read everything before writing
-    run_map(be, dst, [src], convert("x0", gd.kind(src.dtype), gd.kind(dst.dtype)))
+    run_map(be, dst, [src], convert_between("x0", src.dtype, dst.dtype))
 
 
 def copy(be, x):

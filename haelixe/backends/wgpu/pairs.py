@@ -25,7 +25,7 @@ def _flat(meta, k: int) -> tuple:
 def eligible(out, meta) -> bool:
     """Whether ``out`` (operand 0 of ``meta``, which merged to one dim) is a 16-bit dtype
     walked with stride 1 from an even element."""
-    if gd.kind(out.dtype) not in PACKED_KINDS or meta[N_SCALARS] > 1:
+    if gd.storage_kind(out.dtype) not in PACKED_KINDS or meta[N_SCALARS] > 1:
         return False
     offset, stride = _flat(meta, 0)
     return offset % 2 == 0 and (stride == 1 or out.size == 1)
@@ -36,7 +36,7 @@ def eligible_nd(out, meta) -> bool:
     iteration space of several dims (one that did not merge) whose last dim is even: then
     elements 2w and 2w + 1 are neighbours along that dim (map_pairs_nd)."""
     nd = meta[N_SCALARS]
-    if gd.kind(out.dtype) not in PACKED_KINDS or nd <= 1:
+    if gd.storage_kind(out.dtype) not in PACKED_KINDS or nd <= 1:
         return False
     shape = meta[N_SCALARS + 1:N_SCALARS + 1 + nd]
     base = OPS_BASE + 2
