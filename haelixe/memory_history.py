@@ -14,9 +14,9 @@ graph node keeps for its backward, such as attention's probabilities) is counted
 CPU allocator (``count_adopted``) until numpy's memory goes, so ``memory_stats("cpu")``
 covers the tensors then.
 
-Each block keeps its user's innermost two frames as (code object, instruction offset),
-found by a walk up the stack that looks at each code object's file once; file names and
-lines are read from them when a snapshot is taken.
+Each block keeps its user's innermost two frames as (id of the code object, instruction
+offset), found by a walk up the stack that looks at each code object's file once; file
+names and lines are read from them when a snapshot is taken.
 
 Categories. A block's category is its allocation tag where that names a role
 (``parameter``, ``gradient``, ``optimizer_state``: the optimizers' flat buffers); else
@@ -64,10 +64,11 @@ USER_FRAMES = 2  # the user's innermost frames kept per block: the line, and its
 
 def _user_frames(limit: int = USER_FRAMES) -> tuple:
     """The innermost frames outside haelixe (the user's code), innermost first, as one
-    flat tuple (code, instruction offset, code, offset...): file names and lines are read
-    from them when a snapshot is taken (:func:`_frame_dicts`), and each code object's
-    file is looked at once, so an allocation pays only the walk up to its user's frames
-    (and one object, not one per frame, for the garbage collector to count)."""
+    flat tuple (id of the code object in ``_THEIRS``, instruction offset, ...): file
+    names and lines are read from them when a snapshot is taken (:func:`_frame_dicts`),
+    and each code object's file is looked at once, so an allocation pays only the walk
+    up to its user's frames, and makes one tuple of numbers, which the garbage
+    collector stops looking at once it has seen it."""
     f = _getframe(2)
     ours, theirs = _OURS, _THEIRS
     frames = ()
@@ -81,7 +82,7 @@ def _user_frames(limit: int = USER_FRAMES) -> tuple:
                 ours[id(code)] = code
                 continue
             theirs[id(code)] = code
-        frames += (code, f.f_lasti)
+        frames += (id(code), f.f_lasti)
         if len(frames) == 2 * limit:
             break
         f = f.f_back
@@ -96,13 +97,13 @@ def _line_of(code, lasti: int) -> int | None:
 
 
 def _frame_dicts(frames, cache: dict) -> list:
-    """Flat (code, offset, ...) frames as PyTorch's dicts: ``filename``, ``line``,
+    """Flat (code id, offset, ...) frames as PyTorch's dicts: ``filename``, ``line``,
     ``name``."""
     out = []
     for frame in zip(frames[::2], frames[1::2]):
         d = cache.get(frame)
         if d is None:
-            code, lasti = frame
+            code, lasti = _THEIRS[frame[0]], frame[1]
             d = cache[frame] = {"filename": code.co_filename, "line": _line_of(code, lasti),
                                 "name": code.co_name}
         out.append(dict(d))
@@ -114,7 +115,6 @@ class _Entry(NamedTuple):
 
     key: int
     address: int
-    owner: object  # a weak reference to the Block (the GPU) or the numpy array
     size: int
     requested: int
     tag: str | None  # the CPU's; a Block's is read from it (it may be retagged)
@@ -134,7 +134,10 @@ class _History:
         self.alloc = alloc
         # (no lock on the hot paths: each step of them is one dict or deque operation,
         # atomic under the GIL, and the snapshot copies them with one C call each)
-        self.live: dict = {}  # address -> _Entry
+        # address -> (_Entry, a weak reference to its Block or numpy array): the entries
+        # hold only numbers, strings and frames as ids, so once the garbage collector has
+        # seen them it stops looking at them (and at the trace holding them)
+        self.live: dict = {}
         self.saved: dict = {}  # key of a live block -> ([weak refs to the nodes that
         # saved it], [their names])
         # the entry itself for an allocation (see _Entry), and ("free", entry, t,
@@ -146,15 +149,16 @@ class _History:
         self.start_allocated = alloc.stats()["allocated_bytes"]
 
     def add(self, address, owner, size, requested, tag, allocated_bytes) -> None:
-        entry = self.live[address] = _new_entry(_Entry, (
-            next(self.keys), address, owner, size, requested, tag, _user_frames(),
-            _clock() - self.t0, allocated_bytes))
+        entry = _new_entry(_Entry, (next(self.keys), address, size, requested, tag,
+                                    _user_frames(), _clock() - self.t0, allocated_bytes))
+        self.live[address] = (entry, owner)
         self.trace.append(entry)
 
     def remove(self, address, tag, allocated_bytes):
         """Note the free of the block at ``address``; returns its entry (None for a block
         from before recording: its bytes were in start_allocated)."""
-        entry = self.live.pop(address, None)
+        held = self.live.pop(address, None)
+        entry = None if held is None else held[0]
         if entry is not None:
             saved = self.saved.pop(entry.key, None)
             category = (tag if tag in _ROLE_TAGS else "activation" if saved else
@@ -173,9 +177,9 @@ class _History:
     def saved_by(self, address, node_ref, name) -> None:
         """The node ``node_ref`` refers to (named ``name``) keeps the block at
         ``address`` for its backward."""
-        entry = self.live.get(address)
-        if entry is not None:
-            refs, names = self.saved.setdefault(entry.key, ([], []))
+        held = self.live.get(address)
+        if held is not None:
+            refs, names = self.saved.setdefault(held[0].key, ([], []))
             refs.append(node_ref)
             if name not in names:
                 names.append(name)
@@ -215,7 +219,7 @@ class _CpuTracker:
                 return None
         key = id(a)
         held = self.live.get(key)
-        if held is not None and held.owner() is a:
+        if held is not None and held[1]() is a:
             return key
         n = a.nbytes
         if not adopt or not n:
@@ -230,8 +234,9 @@ class _CpuTracker:
 
     def _died(self, ref) -> None:  # (numpy's memory goes: the weak reference's callback)
         key = self.refs.pop(id(ref), None)
-        entry = self.live.get(key)
-        if entry is not None and entry.owner is ref:
+        held = self.live.get(key)
+        if held is not None and held[1] is ref:
+            entry = held[0]
             self.history.remove(key, entry.tag,
                                 self.alloc.uncount_adopted(entry.size, entry.tag))
 
@@ -239,8 +244,8 @@ class _CpuTracker:
         """Stop counting every buffer (history stops); the allocator's own blocks in
         ``live`` count as they did."""
         refs, self.refs = self.refs, {}
-        for entry in list(self.live.values()):
-            if id(entry.owner) in refs:
+        for entry, owner in list(self.live.values()):
+            if id(owner) in refs:
                 self.alloc.uncount_adopted(entry.size, entry.tag)
 
 
@@ -394,8 +399,8 @@ def memory_snapshot(device="gpu") -> dict:
             f"call hx.record_memory_history(device={alloc.device_name!r}) before the "
             f"allocations to be listed")
     live_blocks = []
-    for entry in list(history.live.values()):  # (each copied by one C call)
-        owner = entry.owner()
+    for entry, owner in list(history.live.values()):  # (each copied by one C call)
+        owner = owner()
         if owner is not None:
             live_blocks.append((entry, owner.tag if entry.tag is None else entry.tag))
     trace = list(history.trace)

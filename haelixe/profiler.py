@@ -38,8 +38,11 @@ _APPLY = Function.apply.__func__.__code__
 _getframe = sys._getframe
 
 
+# (sets of ids of code objects, which the classes hold alive while a profile is active: a
+# code object's own hash is computed afresh at every lookup, an id's is not)
 _STEP_CODES: set = set()  # the step() of each optimizer class, while a profile is active
 _PASS_CODES: set = set()  # a user's Function methods: the walk goes on above them
+_OURS: dict = {}  # id(code) -> (the code, whether it is Haelixe's): each file read once
 _PACKAGE = os.path.dirname(os.path.abspath(__file__)) + os.sep
 
 
@@ -72,13 +75,18 @@ def _phase():
         code = f.f_code
         if code is _BACKWARD:
             return "backward", f.f_locals.get("node")
-        if code in _STEP_CODES:
+        key = id(code)
+        if key in _STEP_CODES:
             return "optimizer", None
         if code is _APPLY:
             if made is None:
                 made = f.f_locals.get("ctx")  # (unset on the no-grad path: no node)
-        elif not code.co_filename.startswith(_PACKAGE) and code not in _PASS_CODES:
-            break
+        else:
+            known = _OURS.get(key)
+            if known is None:
+                known = _OURS[key] = (code, code.co_filename.startswith(_PACKAGE))
+            if not known[1] and key not in _PASS_CODES:
+                break
         f = f.f_back
     return "forward", made
 
@@ -284,10 +292,10 @@ class Profile:
                 self._unwrap()
                 raise
             _STEP_CODES.clear()
-            _STEP_CODES.update(_own_codes(Optimizer, ("step",)))
+            _STEP_CODES.update(map(id, _own_codes(Optimizer, ("step",))))
             _PASS_CODES.clear()
-            _PASS_CODES.update(c for c in _own_codes(Function, ("forward", "backward",
-                                                                "raw_backward"))
+            _PASS_CODES.update(id(c) for c in _own_codes(Function, ("forward", "backward",
+                                                                    "raw_backward"))
                                if not c.co_filename.startswith(_PACKAGE))
             self._gpu_clock_note = _gpu_clock_note(backends)
             self._t0 = _clock()
