@@ -45,7 +45,7 @@ def _jitted(k) -> bool:
         src, ops = cpu_jit.trace(k)
     except cpu_jit.Unsupported:
         return False
-    return ops >= 2 or "ferf" in src
+    return cpu_jit.worth_compiling(src, ops)
 
 
 JITTED = sorted({k.name: k for k in _all_kernels() if _jitted(k)}.items())

@@ -531,6 +531,69 @@ class Backend:
         n = math.prod(x.shape)
         return self.map(K_MSE_GRAD, [x, y, g, x.dtype.type(2.0 / n)], x.dtype)
 
+    # -- composed: a recurrent step's pointwise part ------------------------------------
+    def lstm_cell(self, gates, c):
+        """One LSTM step after its products: ``gates`` (batch, 4n) are the gates'
+        pre-activations in PyTorch's order (i, f, g, o), ``c`` (batch, n) the previous
+        cell. Returns (hc, act): hc (batch, 2n) holds h = o * tanh(c') and then
+        c' = f * c + i * g; act (batch, 4n) the activations sigmoid(i, f, o), tanh(g)
+        that lstm_cell_backward reads."""
+        n = c.shape[-1]
+        act = self.map(_K_SIGMOID, [gates], gates.dtype)  # (g's block then replaced)
+        self.copy_into(self.narrow(act, -1, 2 * n, n),
+                       self.map(_K_TANH, [self.narrow(gates, -1, 2 * n, n)], gates.dtype))
+        i, f, g, o = (self.narrow(act, -1, k * n, n) for k in range(4))
+        hc = self.empty(c.shape[:-1] + (2 * n,), c.dtype)
+        c2 = self.narrow(hc, -1, n, n)
+        self.copy_into(c2, self.map(_K_LSTM_C, [f, c, i, g], c.dtype))
+        self.copy_into(self.narrow(hc, -1, 0, n), self.map(_K_LSTM_H, [o, c2], c.dtype))
+        return hc, act
+
+    def lstm_cell_backward(self, act, c, hc, ghc):
+        """(dgates, dc) of lstm_cell from the gradient ``ghc`` of its hc (dh, then the
+        gradient of c')."""
+        n = c.shape[-1]
+        i, f, g, o = (self.narrow(act, -1, k * n, n) for k in range(4))
+        c2, dh = self.narrow(hc, -1, n, n), self.narrow(ghc, -1, 0, n)
+        dc2 = self.map(_K_LSTM_DC, [self.narrow(ghc, -1, n, n), dh, o, c2], c.dtype)
+        dgates = self.empty(act.shape, act.dtype)
+        for k, part in enumerate((self.map(_K_DSIGMOID, [dc2, g, i], c.dtype),
+                                  self.map(_K_DSIGMOID, [dc2, c, f], c.dtype),
+                                  self.map(_K_DTANH, [dc2, i, g], c.dtype),
+                                  self.map(_K_LSTM_DO, [dh, c2, o], c.dtype))):
+            self.copy_into(self.narrow(dgates, -1, k * n, n), part)
+        return dgates, self.map(K_MUL, [dc2, f], c.dtype)
+
+    def gru_cell(self, xp, hp, h):
+        """One GRU step after its products: ``xp`` and ``hp`` (batch, 3n) are the input's
+        and the previous state's projections in PyTorch's order (r, z, n), ``h`` (batch,
+        n) the previous state. Returns (h', act): h' = c + z * (h - c), where r, z =
+        sigmoid(xp + hp) and c = tanh(xp_n + r * hp_n); act (batch, 3n) holds r, z, c
+        for gru_cell_backward."""
+        n = h.shape[-1]
+        act = self.empty(xp.shape, xp.dtype)
+        rz = self.narrow(act, -1, 0, 2 * n)
+        self.copy_into(rz, self.map(_K_SIGMOID_SUM, [self.narrow(xp, -1, 0, 2 * n),
+                                                     self.narrow(hp, -1, 0, 2 * n)], h.dtype))
+        r, z, cand = (self.narrow(act, -1, k * n, n) for k in range(3))
+        self.copy_into(cand, self.map(_K_GRU_CAND, [self.narrow(xp, -1, 2 * n, n), r,
+                                                    self.narrow(hp, -1, 2 * n, n)], h.dtype))
+        return self.map(_K_GRU_H, [cand, z, h], h.dtype), act
+
+    def gru_cell_backward(self, act, hp, h, g):
+        """(dxp, dhp, dh) of gru_cell from the gradient ``g`` of its h'."""
+        n = h.shape[-1]
+        r, z, cand = (self.narrow(act, -1, k * n, n) for k in range(3))
+        dpre = self.map(_K_GRU_DCAND, [g, z, cand], h.dtype)  # of c's pre-activation
+        dr = self.map(_K_DSIGMOID, [dpre, self.narrow(hp, -1, 2 * n, n), r], h.dtype)
+        dz = self.map(_K_DSIGMOID, [g, self.map(K_SUB, [h, cand], h.dtype), z], h.dtype)
+        dxp, dhp = self.empty(act.shape, act.dtype), self.empty(act.shape, act.dtype)
+        for k, (dx, dh) in enumerate(((dr, dr), (dz, dz),
+                                      (dpre, self.map(K_MUL, [dpre, r], h.dtype)))):
+            self.copy_into(self.narrow(dxp, -1, k * n, n), dx)
+            self.copy_into(self.narrow(dhp, -1, k * n, n), dh)
+        return dxp, dhp, self.map(K_MUL, [g, z], h.dtype)
+
     # -- composed: optimizers (in place on flat contiguous buffers) -----------------------
     def adamw_step(self, p, g, m, v, lr, beta1, beta2, eps, weight_decay, step):
         t = p.dtype.type
@@ -662,6 +725,26 @@ _K_SOFTMAX_GRAD_ROWS = Kernel("softmax_grad", lambda m, p, g, dot: p * (g - dot)
 _K_LOG_SOFTMAX_GRAD = Kernel("log_softmax_grad", lambda m, g, y, s: g - m.exp(y) * s, 3)
 _K_MASK_BOOL = Kernel("mask_bool", lambda m, s, keep: m.where(keep, s, -math.inf), 2)
 _K_MASK_ADD = Kernel("mask_add", lambda m, s, bias: s + bias, 2)
+# the recurrent steps (lstm_cell, gru_cell): s is a sigmoid's output, t a tanh's
+_K_SIGMOID = Kernel("rnn_sigmoid", lambda m, x: m.sigmoid(x), 1)
+_K_TANH = Kernel("rnn_tanh", lambda m, x: m.tanh(x), 1)
+_K_SIGMOID_SUM = Kernel("rnn_sigmoid_sum", lambda m, a, b: m.sigmoid(a + b), 2)
+_K_LSTM_C = Kernel("lstm_c", lambda m, f, c, i, g: f * c + i * g, 4)
+_K_LSTM_H = Kernel("lstm_h", lambda m, o, c2: o * m.tanh(c2), 2)
+
+
+def _lstm_dc(m, gc, dh, o, c2):
+    t = m.tanh(c2)
+    return gc + dh * o * (1.0 - t * t)
+
+
+_K_LSTM_DC = Kernel("lstm_dc", _lstm_dc, 4)
+_K_LSTM_DO = Kernel("lstm_do", lambda m, dh, c2, o: dh * m.tanh(c2) * o * (1.0 - o), 3)
+_K_DSIGMOID = Kernel("rnn_dsigmoid", lambda m, g, x, s: g * x * s * (1.0 - s), 3)
+_K_DTANH = Kernel("rnn_dtanh", lambda m, g, x, t: g * x * (1.0 - t * t), 3)
+_K_GRU_CAND = Kernel("gru_cand", lambda m, xn, r, hn: m.tanh(xn + r * hn), 3)
+_K_GRU_H = Kernel("gru_h", lambda m, c, z, h: c + z * (h - c), 3)
+_K_GRU_DCAND = Kernel("gru_dcand", lambda m, g, z, t: g * (1.0 - z) * (1.0 - t * t), 3)
 
 
 class Activation:

@@ -171,7 +171,7 @@ def _compile(kernel: Kernel):
     namespace, run in float32 for 16-bit inputs (numpy has no 16-bit arithmetic of its
     own worth the name, and PyTorch also rounds once at the end: map does that). Also
     records the ufunc that can write in place (``out=``), if any."""
-    from .cpu_jit import FLOATS, Unsupported, single_ufunc, trace
+    from .cpu_jit import FLOATS, Unsupported, single_ufunc, trace, worth_compiling
 
     compiles = cpu_jit.numba_installed()
     ufunc = kernel.cpu if kernel.cpu is not None else single_ufunc(kernel)
@@ -196,7 +196,7 @@ def _compile(kernel: Kernel):
     f = numpy_widened
     try:
         src, ops = trace(kernel)
-        jit = compiles and (ops >= 2 or "ferf" in src)
+        jit = compiles and worth_compiling(src, ops)
     except Unsupported:
         jit = False
     if jit:

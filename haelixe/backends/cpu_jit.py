@@ -9,7 +9,8 @@ a ufunc, cached on disk beside it. So every composite elementwise op (GELU and i
 gradient, SiLU, the clamp gradients...) runs as one loop over its inputs, where numpy
 makes a pass and a temporary per operation, from the one declaration in ops/.
 
-Only kernels worth it are compiled: two or more operations, every function one that
+Only kernels worth it are compiled (worth_compiling): two or more operations, or erf or
+sigmoid, which numpy computes in several passes; every function one that
 vectorises in float32 (exp, erf, sqrt, comparisons, where...). A kernel calling log,
 tanh or sin stays on numpy, whose SIMD versions of those beat a libm call per element;
 a single operation (``a + b``) is already one numpy pass, and runs as that ufunc.
@@ -53,7 +54,7 @@ _NUMBA = None
 # -- loading in the background -------------------------------------------------------------
 # numba costs about 1.5 s to import and set up before its first kernel runs (and each
 # kernel 0.5-2 s more to compile where its disk cache is empty). So that a program's first
-# steps do not wait for it, kernels load on a background thread at the lowest priority
+# steps do not wait for it, kernels load on a background thread at a low priority
 # (idle cores, or what the training thread leaves of its own), and until one is ready for
 # a call's dtype the call runs the kernel's composed form (base.py's default, or the
 # elementwise Kernel's numpy expression): the same math to rounding, not bit for bit, so
@@ -101,8 +102,8 @@ def wait() -> None:
 
 
 def _work(jobs):
-    try:  # the lowest priority, so that the training thread keeps its core (Linux)
-        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
+    try:  # a low priority (a tenth of a busy core), so that training keeps its core
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 10)
     except (AttributeError, OSError):
         pass
     while True:
@@ -340,6 +341,13 @@ def trace(kernel):
     if out.is_bool:
         raise Unsupported("a bool result")
     return out.src, t.ops
+
+
+def worth_compiling(src: str, ops: int) -> bool:
+    """Whether a traced kernel (``src``, ``ops``: trace's) pays for its compilation: two
+    or more operations, or one numpy computes in several passes (erf; sigmoid, whose
+    two-branch numpy form makes six)."""
+    return ops >= 2 or "ferf" in src or "fexp" in src
 
 
 def single_ufunc(kernel):

@@ -3,7 +3,8 @@ LSTM (with proj_size), GRU and their cells.
 
 A layer multiplies its input by ``weight_ih`` once for every time step together (one
 matrix product over (seq, batch)), then runs the recurrence, one product by ``weight_hh``
-and the gate arithmetic per step; backward forms the gradients of ``weight_hh`` and
+and the gate arithmetic per step, the LSTM's and the GRU's as one fused node
+(ops/fused.py: LSTMCellFn, GRUCellFn); backward forms the gradients of ``weight_hh`` and
 ``bias_hh`` once per sequence, not once per step. Packed sequences
 (nn.utils.rnn.PackedSequence) are not supported: pad the batch and pass the padded
 tensor."""
@@ -15,6 +16,7 @@ import math
 from .. import creation
 from ..autograd.function import Function
 from ..autograd.mode import no_grad
+from ..ops.fused import GRUCellFn, LSTMCellFn
 from ..ops.indexing import cat, stack
 from ..tensor import Tensor
 from . import functional as F
@@ -66,22 +68,15 @@ def _rnn_step(pre, relu):
 
 def _lstm_step(gates, c, w_hr):
     n = c.shape[-1]
-    sig = gates.sigmoid()  # one pass for the three sigmoid gates (g's block unused)
-    i, f, o = sig[..., :n], sig[..., n:2 * n], sig[..., 3 * n:]
-    g = gates[..., 2 * n:3 * n].tanh()
-    c = f * c + i * g
-    h = o * c.tanh()
+    hc = LSTMCellFn.apply(gates, c)  # (h, c') side by side
+    h, c = hc.narrow(-1, 0, n), hc.narrow(-1, n, n)
     if w_hr is not None:
         h = F.linear(h, w_hr)
     return h, c
 
 
 def _gru_step(xp, hp, h):
-    n = h.shape[-1]
-    rz = (xp[..., :2 * n] + hp[..., :2 * n]).sigmoid()
-    r, z = rz[..., :n], rz[..., n:]
-    cand = (xp[..., 2 * n:] + r * hp[..., 2 * n:]).tanh()
-    return cand + z * (h - cand)  # (1 - z) * cand + z * h
+    return GRUCellFn.apply(xp, hp, h)
 
 
 def _add_parameters(module, shapes, dtype, device):

@@ -199,6 +199,50 @@ class AttentionFn(Function):
                 None, None, None)
 
 
+class LSTMCellFn(Function):
+    """The pointwise part of one LSTM step, after its products: (gates (batch, 4n),
+    c (batch, n)) -> hc (batch, 2n), h then c' side by side (the caller views the two
+    halves). One kernel forward and one backward instead of the ten elementwise nodes
+    the step's gate arithmetic would record."""
+
+    label = "LSTMCell"
+    twice_differentiable = False
+    saves_output = True
+
+    @staticmethod
+    def forward(ctx, gates, c):
+        hc, ctx.act = gates._be.lstm_cell(gates._data, c._data)
+        ctx.save_for_backward(c)
+        return hc
+
+    @staticmethod
+    def backward(ctx, g):
+        c, hc = ctx.saved_tensors
+        dgates, dc = c._be.lstm_cell_backward(ctx.act, c._data, hc._data, g._data)
+        return Tensor._wrap(dgates), Tensor._wrap(dc)
+
+
+class GRUCellFn(Function):
+    """The pointwise part of one GRU step, after its products: (xp, hp (batch, 3n), h
+    (batch, n)) -> h'. One kernel forward and one backward, as LSTMCellFn."""
+
+    label = "GRUCell"
+    twice_differentiable = False
+
+    @staticmethod
+    def forward(ctx, xp, hp, h):
+        out, ctx.act = h._be.gru_cell(xp._data, hp._data, h._data)
+        ctx.save_for_backward(hp, h)
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        hp, h = ctx.saved_tensors
+        dxp, dhp, dh = h._be.gru_cell_backward(ctx.act, hp._data, h._data, g._data)
+        wrap = Tensor._wrap
+        return wrap(dxp), wrap(dhp), wrap(dh)
+
+
 class MSELossFn(Function):
     """mean((x - y)^2) of two tensors of one shape; the gradient is scaled by the
     incoming one, so 10 * loss has ten times the gradient (a loss that ignores it is a
