@@ -9,7 +9,6 @@ promote as in PyTorch, and a Python number never widens a tensor's dtype.
 
 from __future__ import annotations
 
-import inspect
 import math
 
 import numpy as np
@@ -124,32 +123,10 @@ elementwise("lerp",
                                        b - (b - a) * (1.0 - w)),
             grad=(lambda m, g, w: g * (1.0 - w), lambda m, g, w: g * w,
                   lambda m, g, a, b: g * (b - a)),
-            dtypes="float_only", names=("input", "end", "weight"),
+            dtypes="float_only", names=("input", "end", "weight"), one_dtype=True,
             doc="input + weight * (end - input), elementwise (broadcast); weight a tensor "
                 "or a number.")
 
-
-def _lerp_checked(front):
-    """``front`` (lerp) with PyTorch's checks: input and end floats of one dtype (a
-    Python-number weight would otherwise make an int lerp a float one)."""
-    def lerp(input, end, weight):  # noqa: A002 (PyTorch's names)
-        for t in (input, end) + ((weight,) if isinstance(weight, Tensor) else ()):
-            if isinstance(t, Tensor) and t.dtype is not input.dtype:
-                raise OpError(f"lerp: input, end and a weight tensor must have one dtype, "
-                              f"got {input.dtype.name} and {t.dtype.name}; convert with "
-                              f".to(input.dtype)")
-        if isinstance(input, Tensor) and not input.dtype.is_floating_point:
-            raise TypeError(f"lerp: not defined for {input.dtype.name} tensors (as in "
-                            f"PyTorch); convert with .float() first")
-        return front(input, end, weight)
-
-    lerp.__doc__, lerp.__signature__ = front.__doc__, inspect.signature(front)
-    return lerp
-
-
-Tensor.lerp = _lerp_checked(Tensor.lerp)
-Tensor.lerp_ = _lerp_checked(Tensor.lerp_)
-FUNCTIONS["lerp"] = _lerp_checked(FUNCTIONS["lerp"])
 
 # -- comparisons and logic (no gradient) -------------------------------------------------------
 for _name, _fn, _ufunc, _dunder in (

@@ -15,10 +15,12 @@ does not say ``input, other``; the parameters with their defaults) and a docstri
 nn/ makes from the same declaration; ``check=`` refuses inputs the kernel must not compute
 (``check(op, *inputs)`` raises), run by the forward and the in-place form. The direct path
 (operands of one dtype, float32 or float64) runs no forward, hence no check: a check is for
-inputs of other dtypes (integer division by zero). The gradient is written once over ``m`` too: a
-first-order backward runs it as one fused kernel on raw arrays (every op gets a
-one-kernel backward), while
-``create_graph=True`` runs it with Haelixe ops on tensors, so it has a graph of its own.
+inputs of other dtypes (integer division by zero). ``one_dtype=True`` refuses tensor
+operands of different dtypes instead of promoting them (PyTorch's lerp).
+
+The gradient is written once over ``m`` too: a first-order backward runs it as one fused
+kernel on raw arrays (every op gets a one-kernel backward), while ``create_graph=True``
+runs it with Haelixe ops on tensors, so it has a graph of its own.
 A gradient function names what it reads by its parameter names: the forward's input
 names, ``y`` (the output) and the op's parameters.
 
@@ -52,6 +54,7 @@ from ..dtype import (
     promote_types,
     result_type,
 )
+from ..errors import OpError
 from ..tensor import Tensor
 from .arguments import Arguments
 
@@ -167,8 +170,10 @@ class Elementwise:
                  params=None, bool_ok=True, method=True, function=True, inplace=True,
                  dunders=(), label=None, dtype_from=0, bool_operands=True,
                  wraps_ints=False, names=None, functional=None, module=None, doc=None,
-                 check=None):
+                 check=None, one_dtype=False):
         self.name = name
+        # the tensor operands must share one dtype, which numbers never change (lerp)
+        self.one_dtype = one_dtype
         # check(op, *inputs): raises for inputs the kernel must not compute (an integer
         # division by zero); the op's forward and its in-place form run it first
         self.check = check
@@ -756,8 +761,8 @@ def _prepare(decl, xs):
         raise TypeError(f"{name}: not supported with a bool tensor operand (as in PyTorch); "
                         f"to invert a mask use ~ or logical_not()")
     device = _common_device(name, tensors)
-    rt = result_type(*((t.dtype, t.ndim == 0) if isinstance(t, Tensor) else _as_python(t)
-                       for t in ops))
+    rt = one_dtype(decl, tensors) if decl.one_dtype else result_type(
+        *((t.dtype, t.ndim == 0) if isinstance(t, Tensor) else _as_python(t) for t in ops))
     cd = decl.compute_dtype(rt)
     mixing = cd is float32 and decl.reads_mixed
     out, mixed = [], False
@@ -780,6 +785,17 @@ def _prepare(decl, xs):
 
 
 _WIDENS_TO_F32 = (bfloat16, float16)
+
+
+def one_dtype(decl, tensors):
+    """The one dtype of the tensor operands of a ``one_dtype`` op, or an OpError."""
+    dt = tensors[0].dtype
+    for t in tensors[1:]:
+        if t.dtype is not dt:
+            raise OpError(f"{decl.name}: the tensors ({', '.join(decl.names)}) must have one "
+                          f"dtype, got {dt.name} and {t.dtype.name}; convert with "
+                          f".to({decl.names[0]}.dtype)")
+    return dt
 
 
 def _as_operand(name, x, ref):
@@ -849,6 +865,9 @@ def _make_inplace(decl):
 def inplace_result_dtype(decl, x, others):
     """The dtype an in-place op computes in, refused when its result cannot be written
     back into x (an int tensor cannot take a float result: PyTorch raises too)."""
+    if decl.one_dtype:
+        return decl.compute_dtype(one_dtype(decl, [x, *(o for o in others
+                                                        if isinstance(o, Tensor))]))
     rt = result_type((x.dtype, x.ndim == 0), *(
         (o.dtype, o.ndim == 0) if isinstance(o, Tensor) else _as_python(o) for o in others))
     if not rt.is_floating_point and x.dtype.is_floating_point:
