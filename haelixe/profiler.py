@@ -8,9 +8,15 @@ nothing. A backend call inside another backend call belongs to the outer one.
 
 Each :class:`KernelEvent` is one backend call (``kind="op"``) or, on the GPU, one compute
 dispatch (``kind="dispatch"``, named ``file:entry`` of its WGSL, with the op that issued
-it as ``parent``). Times are host wall time (``time.perf_counter_ns``): on the CPU that
-is the kernel's time; on the GPU it is the time to encode the dispatch, not the device's
-time (``clock="host"``), since the work runs later, at a submit.
+it as ``parent``). On the CPU times are host wall time (``time.perf_counter_ns``), the
+kernel's time. On the GPU, where the adapter grants 'timestamp-query', each dispatch runs
+in a compute pass of its own that writes the device's clock at its start and end (the
+backend's ``device_timer``), read back when the profile ends: a dispatch's
+``duration_ns`` is then the device's (``clock="device"``) and its ``start_ns`` the
+device's start, aligned to the host clock at the first dispatch (``extra`` keeps the
+host's encode time). Elsewhere a dispatch's time is its host encode time
+(``clock="host"``), since the work runs later, at a submit. A captured step's replay is
+one host-timed event.
 """
 
 from __future__ import annotations
@@ -198,10 +204,10 @@ def _profiled_dispatch(fn):
     def dispatch(spec, buffers, meta, grid):
         prof = state.profile
         t0 = _clock()
-        fn(spec, buffers, meta, grid)
+        slot = fn(spec, buffers, meta, grid)
         t1 = _clock()
         if prof is None:
-            return
+            return slot
         # (a buffer is an allocator block, larger than the array: bytes are the op's)
         name = f"{spec.file}:{spec.entry}"
         if name not in prof._specs:
@@ -209,10 +215,12 @@ def _profiled_dispatch(fn):
         local = state.local
         prof._raw.append((name, "gpu", "dispatch", [], [], t0 - prof._t0, t1 - t0, 0,
                           threading.get_ident(), "host", getattr(local, "op", None),
-                          {"grid": list(grid) if isinstance(grid, (tuple, list)) else grid},
+                          {"grid": list(grid) if isinstance(grid, (tuple, list)) else grid,
+                           **({} if slot is None else {"device_slot": slot})},
                           getattr(local, "node_id", None),
                           getattr(local, "phase", None) or "forward",
                           getattr(local, "node", None)))
+        return slot
 
     return dispatch
 
@@ -250,6 +258,7 @@ class Profile:
         self._gpu_clock_note = ""
         self._specs: dict = {}  # a GPU dispatch's "file:entry" -> its KernelSpec
         self._kernel_types: dict = {}  # "cpu"/"gpu" -> the backend's class
+        self._timers: list = []  # the GPU's device timers, running while active
 
     @classmethod
     def from_events(cls, events) -> Profile:
@@ -297,7 +306,12 @@ class Profile:
             _PASS_CODES.update(id(c) for c in _own_codes(Function, ("forward", "backward",
                                                                     "raw_backward"))
                                if not c.co_filename.startswith(_PACKAGE))
-            self._gpu_clock_note = _gpu_clock_note(backends)
+            for device, backend in backends:  # (asked before any call is recorded)
+                timer = backend.device_timer() if device is not CPU else None
+                if timer is not None:
+                    timer.start()
+                    self._timers.append(timer)
+            self._gpu_clock_note = _gpu_clock_note(backends, bool(self._timers))
             self._t0 = _clock()
             _STATE.profile = self
         return self
@@ -331,6 +345,27 @@ class Profile:
         with _START:
             _STATE.profile = None
             self._unwrap()
+            timers, self._timers = self._timers, []
+            for timer in timers:  # (one GPU: its slots are its dispatches' slots)
+                self._device_times(timer.stop())
+
+    def _device_times(self, readings) -> None:
+        """Put each timed dispatch's device start and duration in its event: the
+        device's clock, aligned to the host's at the first timed dispatch."""
+        raw = self._raw
+        align = None
+        for i, r in enumerate(raw):
+            extra = r[11]
+            slot = extra.get("device_slot") if r[2] == "dispatch" else None
+            if slot is None or slot >= len(readings) or readings[slot] is None:
+                continue
+            begin, duration = readings[slot]
+            if align is None:
+                align = r[5] - begin
+            extra = {k: v for k, v in extra.items() if k != "device_slot"}
+            extra["host_start_ns"], extra["host_encode_ns"] = r[5], r[6]
+            raw[i] = (*r[:5], begin + align, duration, r[7], r[8], "device", r[10], extra,
+                      *r[12:])
 
     # -- reading -------------------------------------------------------------------------
     def kernels(self, device: str | None = None) -> list[KernelEvent]:
@@ -399,8 +434,9 @@ class Profile:
         """The events in the Chrome trace format (chrome://tracing, Perfetto)."""
         threads: dict = {}
         events = []
-        for e in self.events:
-            tid = threads.setdefault(e.thread, len(threads))
+        for e in self.events:  # (the device's clock: a track of its own)
+            tid = threads.setdefault("device" if e.clock == "device" else e.thread,
+                                     len(threads))
             args = {"shapes": [list(s) for s in e.shapes], "dtypes": e.dtypes,
                     "bytes": e.bytes_moved, "clock": e.clock}
             if e.parent is not None:
@@ -424,17 +460,17 @@ class Profile:
 _START = threading.Lock()
 
 
-def _gpu_clock_note(backends) -> str:
-    """Why a GPU event's time is the host's: what the table says beside GPU times."""
+def _gpu_clock_note(backends, timed: bool) -> str:
+    """What a GPU event's time is, and why: what the table says beside GPU times."""
+    if timed:
+        return ("GPU dispatch times are the device's (timestamp queries, each dispatch in "
+                "a pass of its own); a captured step's replay is timed by the host")
     for device, backend in backends:
         if device is not CPU:
             info = getattr(backend, "info", {}) or {}
-            if "timestamp-query" not in info.get("features", ()):
-                return (f"GPU times are host encode times, not device times: the adapter "
-                        f"({info.get('name', 'this GPU')}) has no 'timestamp-query' "
-                        f"feature")
-            return ("GPU times are host encode times, not device times: device "
-                    "timestamps are not read")
+            return (f"GPU times are host encode times, not device times: the adapter "
+                    f"({info.get('name', 'this GPU')}) grants no 'timestamp-query' "
+                    f"feature")
     return "GPU times are host encode times, not device times"
 
 

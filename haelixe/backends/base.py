@@ -628,6 +628,13 @@ class Backend:
             d = self.map(K_NESTEROV, [d, buf, t(momentum)], p.dtype) if nesterov else buf
         self.map_into(K_SGD_P, p, [d, lr])
 
+    def device_timer(self):
+        """A timer of this device's own clock around each kernel, for hx.profile:
+        ``start()``; each kernel launch then returns its slot; ``stop()`` returns the
+        nanoseconds of each slot. None (the default) where there is none: a CPU
+        kernel's host time is its time."""
+        return None
+
     # -- capture (hx.capture) -------------------------------------------------------------
     def new_graph(self):
         """A recorder and replayer of this backend's launches for one captured step (see

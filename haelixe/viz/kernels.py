@@ -65,8 +65,10 @@ def row_label(r: dict) -> str:
 
 
 def _timeline(events, x, y, w, clock_note) -> tuple[str, float]:
+    clock = ("host clock; GPU dispatches: the device's" if any(
+        e.clock == "device" for e in events) else "host clock")
     parts = [svg.text(x - _LABEL_W + 4 + 170, y - 8, "timeline: each kernel at its start, "
-                      "as long as it took (host clock)", 11, svg.MUTED)]
+                      f"as long as it took ({clock})", 11, svg.MUTED)]
     end = max((e.start_ns + e.duration_ns for e in events), default=0) or 1
     start = min((e.start_ns for e in events), default=0)
     span = max(end - start, 1)

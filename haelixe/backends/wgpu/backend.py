@@ -62,6 +62,11 @@ class WGPU(Backend):
     def reset_stats(self) -> None:
         self.dispatcher.reset_stats()
 
+    def device_timer(self):
+        """The device's clock around each dispatch (dispatch.DispatchTimer), or None
+        where the adapter lacks 'timestamp-query'."""
+        return self.dispatcher.device_timer()
+
     def new_graph(self):
         """A recorder and replayer of one captured step (hx.capture; see graph.py)."""
         return WgpuGraph(self)

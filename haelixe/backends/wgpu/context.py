@@ -33,6 +33,9 @@ _REQUIRED_LIMITS = {
 #   shader-int64  int64 tensors stored as int64 (otherwise narrowed to int32 words)
 #   subgroup      subgroup reductions in the row kernels
 OPTIONAL_FEATURES = ("shader-f16", "shader-int64", "subgroup")
+# asked for where the adapter has it: the device's clock around each dispatch, for
+# hx.profile (see dispatch.DispatchTimer); kernels never need it
+TIMING_FEATURES = ("timestamp-query",)
 # HAELIXE_GPU_DISABLE="shader-f16,subgroup" (or "all") leaves features unused, to run and
 # test the fallbacks on an adapter that has them.
 DISABLE_ENV = "HAELIXE_GPU_DISABLE"
@@ -65,6 +68,8 @@ class GpuContext:
         #: Storage formats are fixed at start: :attr:`int64_native` does not follow it.
         self.features = frozenset(f for f in OPTIONAL_FEATURES if f in self.info["features"])
         self.int64_native = "shader-int64" in self.features
+        #: whether the device writes timestamps (hx.profile's device times)
+        self.timestamps = "timestamp-query" in self.info["features"]
 
     def has(self, feature: str) -> bool:
         """Whether kernels may use the optional ``feature`` on this device."""
@@ -168,13 +173,13 @@ def _create_context() -> GpuContext:
 def disabled_features() -> set:
     """The optional features that ``HAELIXE_GPU_DISABLE`` switches off."""
     names = {n.strip() for n in os.environ.get(DISABLE_ENV, "").split(",") if n.strip()}
-    return set(OPTIONAL_FEATURES) if "all" in names else names
+    return set(OPTIONAL_FEATURES + TIMING_FEATURES) if "all" in names else names
 
 
 def _features_to_request(adapter) -> list:
     have = {str(f) for f in adapter.features}
     off = disabled_features()
-    return [f for f in OPTIONAL_FEATURES if f in have and f not in off]
+    return [f for f in OPTIONAL_FEATURES + TIMING_FEATURES if f in have and f not in off]
 
 
 def _adapter_rank(adapter) -> tuple:

@@ -82,6 +82,8 @@ class Dispatcher:
         self.counters = dict.fromkeys(
             ("dispatches", "submits", "bind_groups", "pipelines_compiled", "uploads",
              "upload_bytes", "downloads", "download_bytes", "replays"), 0)
+        #: the DispatchTimer while a profile times each dispatch on the device; else None
+        self.timer = None
 
     # -- pipelines ---------------------------------------------------------------------
     def pipeline(self, spec: KernelSpec):
@@ -120,9 +122,10 @@ class Dispatcher:
         return [{"label": label, "source": src} for src, label in self._module_labels.items()]
 
     # -- recording ---------------------------------------------------------------------
-    def dispatch(self, spec: KernelSpec, buffers, meta, grid) -> None:
+    def dispatch(self, spec: KernelSpec, buffers, meta, grid):
         """Record ``spec`` over ``grid`` workgroups; ``buffers`` fill bindings 1.. in the
-        order of ``spec.bindings`` and ``meta`` (ints) is binding 0."""
+        order of ``spec.bindings`` and ``meta`` (ints) is binding 0. Returns the
+        dispatch's slot in :attr:`timer` while one times them (else None)."""
         pipe, layout = self.pipeline(spec)
         meta = np.asarray(meta, np.int32)
         if meta.size > META_WINDOW_INTS:
@@ -130,8 +133,10 @@ class Dispatcher:
                              f"the window of {META_WINDOW_INTS}")
         n = -(-max(meta.size, 1) // self.align_ints) * self.align_ints
         with self._lock:
+            timer = self.timer
             if (self._pending >= self.max_pending
-                    or self._meta_used + META_WINDOW_INTS > self._meta_host.size):
+                    or self._meta_used + META_WINDOW_INTS > self._meta_host.size
+                    or (timer is not None and timer.full())):
                 self.flush()
             start = self._meta_used
             self._meta_host[start:start + meta.size] = meta
@@ -141,19 +146,46 @@ class Dispatcher:
             self.counters["bind_groups"] += self._groups.created - before
             if self._staged:
                 self._unstage_written(spec, buffers)
-            cpass = self._pass or self._begin_pass()
+            slot = None
+            if timer is None:
+                cpass = self._pass or self._begin_pass()
+            else:  # its own pass, with the device's clock read at its start and end
+                cpass, slot = self._timed_pass(timer)
             _ENCODE.set_pipeline(cpass, pipe)
             _ENCODE.dispatch(cpass, group, start * 4, grid)
+            if slot is not None:
+                cpass.end()
             self._pending += 1
             self.counters["dispatches"] += 1
             if self.recording is not None and self.recording.thread == _get_ident():
                 self.recording.on_dispatch(spec, pipe, layout, buffers, meta, grid)
+            return slot
 
     def _begin_pass(self):
         if self._encoder is None:
             self._encoder = self.device.create_command_encoder()
         self._pass = self._encoder.begin_compute_pass()
         return self._pass
+
+    def _timed_pass(self, timer):
+        """(a compute pass of its own writing two timestamps, the dispatch's slot)."""
+        if self._pass is not None:
+            self._pass.end()
+            self._pass = None
+        if self._encoder is None:
+            self._encoder = self.device.create_command_encoder()
+        query_set, first, slot = timer.next_pair()
+        cpass = self._encoder.begin_compute_pass(timestamp_writes={
+            "query_set": query_set, "beginning_of_pass_write_index": first,
+            "end_of_pass_write_index": first + 1})
+        return cpass, slot
+
+    def device_timer(self):
+        """A new :class:`DispatchTimer` of this device, or None where the device writes
+        no timestamps (the adapter lacks 'timestamp-query')."""
+        if not getattr(self.context, "timestamps", False):
+            return None
+        return DispatchTimer(self)
 
     def encode_copy(self, src, src_offset: int, dst, dst_offset: int, nbytes: int) -> None:
         """Record a buffer-to-buffer copy after the pending dispatches (in order)."""
@@ -231,12 +263,16 @@ class Dispatcher:
             try:
                 if self._pass is not None:
                     self._pass.end()
+                if self.timer is not None:
+                    self.timer.resolve(self._encoder)
                 commands = self._encoder.finish()
             except Exception:
                 # wgpu refused the recorded batch (its error names the command): none of
                 # it runs; later work records into a fresh encoder instead of this one
                 self._pass = self._encoder = None
                 self._pending = self._meta_used = 0
+                if self.timer is not None:
+                    self.timer.abandon()
                 raise
             if self._meta_used:
                 self.queue.write_buffer(self._meta_buf, 0, self._meta_host[:self._meta_used])
@@ -355,6 +391,121 @@ class Dispatcher:
         for k in self.counters:
             if k != "pipelines_compiled":
                 self.counters[k] = 0
+
+
+class DispatchTimer:
+    """The device's clock around each dispatch, while :attr:`Dispatcher.timer` is this.
+
+    Each dispatch then runs in a compute pass of its own whose start and end write a
+    timestamp into a query set (``timestamp_writes``, which needs only the
+    'timestamp-query' feature); a flush resolves the batch's queries into a buffer and
+    copies them into a mappable one, and :meth:`read` maps those once the work is done.
+    Slots count the dispatches timed, from 0; each slot's reading is (its start stamp,
+    its end stamp minus its start), in nanoseconds of the device's clock (the queue's
+    timestamp period converts ticks)."""
+
+    PAIRS = 256  # dispatches per query set (a flush comes sooner: see max_pending)
+
+    def __init__(self, dispatcher):
+        import wgpu
+
+        self.dispatcher = dispatcher
+        self._wgpu = wgpu
+        self.period = _timestamp_period(dispatcher.queue)
+        self.slots = 0  # dispatches timed so far
+        self._batch = None  # [query set, resolve buffer, read buffer, first slot, pairs]
+        self._done: list = []  # batches submitted, to read
+        self._spare: list = []  # batches read, to use again
+        self._lost: set = set()  # slots whose batch wgpu refused (no time)
+
+    def start(self) -> None:
+        """Time every dispatch recorded from now on (the pending work first goes)."""
+        d = self.dispatcher
+        with d._lock:
+            d.flush()
+            d.timer = self
+
+    def stop(self) -> list:
+        """Stop timing; each slot's (start, duration) in nanoseconds (None where none
+        was measured)."""
+        d = self.dispatcher
+        with d._lock:
+            d.flush()
+            d.timer = None
+        return self.read()
+
+    def full(self) -> bool:
+        return self._batch is not None and self._batch[4] == self.PAIRS
+
+    def next_pair(self):
+        """(query set, first of the two query indices, slot) for the next dispatch."""
+        batch = self._batch
+        if batch is None:
+            batch = self._batch = self._new_batch()
+        first = 2 * batch[4]
+        batch[4] += 1
+        self.slots += 1
+        return batch[0], first, self.slots - 1
+
+    def _new_batch(self) -> list:
+        if self._spare:
+            batch = self._spare.pop()
+        else:
+            usage, device = self._wgpu.BufferUsage, self.dispatcher.device
+            nbytes = 16 * self.PAIRS
+            batch = [device.create_query_set(type="timestamp", count=2 * self.PAIRS),
+                     device.create_buffer(size=nbytes,
+                                          usage=usage.QUERY_RESOLVE | usage.COPY_SRC),
+                     device.create_buffer(size=nbytes,
+                                          usage=usage.MAP_READ | usage.COPY_DST), 0, 0]
+        batch[3], batch[4] = self.slots, 0
+        return batch
+
+    def resolve(self, encoder) -> None:
+        """At a flush: resolve the batch's queries and copy them where they can be read."""
+        batch, self._batch = self._batch, None
+        if batch is None or not batch[4]:
+            if batch is not None:
+                self._spare.append(batch)
+            return
+        queries = 2 * batch[4]
+        encoder.resolve_query_set(batch[0], 0, queries, batch[1], 0)
+        encoder.copy_buffer_to_buffer(batch[1], 0, batch[2], 0, 8 * queries)
+        self._done.append(batch)
+
+    def abandon(self) -> None:
+        """wgpu refused the flushed batch: its dispatches ran not, nor have times."""
+        batch, self._batch = self._batch, None
+        if batch is not None:
+            self._lost.update(range(batch[3], batch[3] + batch[4]))
+            self._spare.append(batch)
+
+    def read(self) -> list:
+        """Each slot's (start, duration) so far, in nanoseconds (waits for the GPU to
+        finish the work)."""
+        times: list = [None] * self.slots
+        done, self._done = self._done, []
+        for batch in done:
+            data, _ = _read_mapped(batch[2], 0, 16 * batch[4])
+            stamps = np.frombuffer(data, np.uint64).reshape(-1, 2).astype(np.int64)
+            for i, (begin, end) in enumerate(stamps.tolist()):
+                times[batch[3] + i] = (round(begin * self.period),
+                                       round(max(end - begin, 0) * self.period))
+            self._spare.append(batch)
+        for slot in self._lost:
+            times[slot] = None
+        return times
+
+
+def _timestamp_period(queue) -> float:
+    """Nanoseconds per timestamp tick (wgpu-native's wgpuQueueGetTimestampPeriod); 1
+    where wgpu-py does not reach it (WebGPU's timestamps are nanoseconds)."""
+    try:
+        from wgpu.backends.wgpu_native._ffi import lib
+
+        return float(lib.wgpuQueueGetTimestampPeriod(queue._internal)) or 1.0
+    except (ImportError, AttributeError):
+        return 1.0
 
 
 class _Encoder:
