@@ -246,6 +246,40 @@ _DOT_SUM_MAX = 1 << 16
 _DOT_SUM = {np.dtype(t): np.ones(_DOT_SUM_MAX, t) for t in (np.float32, np.float64)}
 
 
+def _sum_by_products(x, axes, keepdim):
+    """A sum over ``axes`` as products with ones (BLAS), where x, read in its memory
+    order, is dense and its kept dims are one block there: (A, K, B) in memory, the
+    reduced dims A before and B after, is (A*K, B) @ ones(B), then ones(A) @ (A, K). A
+    batch norm's moments over (N, H, W): 3-7x faster than numpy's reduction on 8x8
+    images, whose rows (16 channels channels-last, 64 pixels otherwise) are short.
+    None where the layout does not allow it (numpy's reduction runs)."""
+    dims = [i for i in range(x.ndim) if x.shape[i] != 1]
+    order = sorted(dims, key=lambda i: -x.strides[i])
+    if any(x.strides[i] <= 0 for i in dims):
+        return None
+    kept = [i for i in order if i not in axes]
+    if kept != sorted(kept):  # (the result's dims in memory order, as they are in x)
+        return None
+    flags = [i in axes for i in order]
+    lead = flags.index(False) if kept else len(flags)
+    trail = flags[::-1].index(False) if kept else 0
+    if not kept or any(flags[lead:len(flags) - trail]):
+        return None
+    xt = x.transpose(order + [i for i in range(x.ndim) if x.shape[i] == 1])
+    if not xt.flags.c_contiguous:
+        return None
+    a = math.prod(x.shape[i] for i in order[:lead])
+    b = math.prod(x.shape[i] for i in order[len(order) - trail:])
+    if a * b > _DOT_SUM_MAX:  # (longer sums: numpy's pairwise summation is more exact)
+        return None
+    k = x.size // (a * b)
+    m = xt.reshape(a * k, b).dot(_DOT_SUM[x.dtype][:b]) if b > 1 else xt.reshape(a * k)
+    m = _DOT_SUM[x.dtype][:a].dot(m.reshape(a, k)) if a > 1 else m
+    shape = tuple(1 if i in axes else n for i, n in enumerate(x.shape)) if keepdim else \
+        tuple(n for i, n in enumerate(x.shape) if i not in axes)
+    return m.reshape(shape)
+
+
 class CPUBackend(Backend):
     name = "cpu"
     device = CPU
@@ -387,6 +421,10 @@ class CPUBackend(Backend):
             # against numpy's 3.4 us on 4x32x64 (its reduction machinery per short row)
             out = x.reshape(-1, n).dot(_DOT_SUM[x.dtype][:n])
             return out.reshape(x.shape[:-1] + ((1,) if keepdim else ()))
+        if _DOT_SUMS and x.dtype in _DOT_SUM and x.size and len(axes) < x.ndim:
+            out = _sum_by_products(x, axes, keepdim)
+            if out is not None:
+                return out
         if x.dtype in _LOW_SET:
             # add up in float32, as PyTorch does: numpy sums bfloat16 element by element
             # in bfloat16, where 256 + 1 rounds back to 256
