@@ -18,11 +18,13 @@ from __future__ import annotations
 import math
 
 from ..amp import cast_inputs
+from ..autograd.function import Function
+from ..autograd.mode import STATE, no_grad
 from ..errors import OpError
 from ..tensor import Tensor
 from .linalg import matmul
 from .registry import declare, function
-from .windows import pad, sum_windows, window_geometry, windows
+from .windows import SumWindows, pad, padded_strides, sum_windows, window_geometry, windows
 
 
 def ntuple(value, d, name, op):
@@ -146,21 +148,127 @@ def conv(op, d, input, weight, bias=None, stride=1, padding=0, dilation=1, group
         raise OpError(f"{op}: bias must have shape ({o},) for a weight of shape "
                          f"{weight.shape}, got {bias.shape}")
     pads = conv_padding(padding, d, kernel, stride, dilation, op)
+    y = Conv.apply(x, weight, bias, pads, stride, dilation, groups, op)
+    return y.squeeze(0) if unbatched else y
+
+
+def _channels_last_columns(xp, kernel, out, stride, dilation, groups):
+    """Whether im2col copies the windows as (N, *out, *kernel, C) rather than (C,
+    *kernel, N, *out): where the padded input is channels-last in memory, each window's
+    row is then kw*C neighbouring values, one run, where the other order copies runs of
+    one value (a copy's cost is per run on small images)."""
+    c = xp.shape[1]
+    if groups != 1 or c == 1 or xp.strides[1] != 1:
+        return False
+    along = kernel[-1] if xp.strides[-1] == c and dilation[-1] == 1 else 1
+    across = out[-1] if xp.strides[-1] == 1 and stride[-1] == 1 else 1
+    return c * along > across
+
+
+def convolve(x, weight, bias, pads, stride, dilation, groups, op):
+    """The convolution composed of differentiable ops, its definition: pad, the windows
+    view, im2col (the windows copied once as a matrix), one product, the bias. Returns
+    the output, the columns (the product's matrix, the weight gradient's too) and
+    whether they are in the channels-last order."""
+    d = len(stride)
+    n, c = x.shape[:2]
+    o, cg = weight.shape[:2]
+    kernel = tuple(weight.shape[2:])
     xp = pad(x, pads, 0, op)
     win = windows(xp, kernel, stride, dilation, op)  # (N, C, *kernel, *out): a view
     out = win.shape[2 + d:]
-    k = cg * math.prod(kernel)
-    # im2col with the batch inside the columns, (C, *kernel, N, *out) copied once: each
-    # group's product is then one GEMM over the whole batch, (O/G, k) @ (k, N*positions),
-    # and so are both of its gradients (the weight's: a product with these same columns)
-    batch_inside = (1, *range(2, 2 + d), 0, *range(2 + d, 2 + 2 * d))
-    cols = win.permute(batch_inside).reshape(groups, k, n * math.prod(out))
-    y = matmul(weight.reshape(groups, o // groups, k), cols)  # (G, O/G, N*positions)
-    # (O, N, *out) in memory, seen as (N, O, *out): the next layer reads it as it is
-    y = y.reshape((o, n) + out).permute((1, 0, *range(2, 2 + d)))
+    k, positions = cg * math.prod(kernel), n * math.prod(out)
+    taps, places = tuple(range(2, 2 + d)), tuple(range(2 + d, 2 + 2 * d))
+    if groups == 1:
+        # one GEMM over the whole batch, its result (N*positions, O): the output is
+        # channels-last in memory (seen as (N, O, *out)), so the next layer's windows
+        # (a pool's, a convolution's) run along the channels
+        last = _channels_last_columns(xp, kernel, out, stride, dilation, groups)
+        if last:
+            cols = win.permute((0, *places, *taps, 1)).reshape(positions, k)
+            y = matmul(cols, weight.permute((0, *taps, 1)).reshape(o, k).mT)
+        else:
+            cols = win.permute((1, *taps, 0, *places)).reshape(k, positions)
+            y = matmul(cols.mT, weight.reshape(o, k).mT)
+        y = y.reshape((n, *out, o)).permute((0, d + 1, *range(1, d + 1)))
+    else:
+        # im2col with the batch inside the columns, (C, *kernel, N, *out): each group's
+        # product is one GEMM over the whole batch, (O/G, k) @ (k, N*positions)
+        last = False
+        cols = win.permute((1, *taps, 0, *places)).reshape(groups, k, positions)
+        y = matmul(weight.reshape(groups, o // groups, k), cols)  # (G, O/G, N*positions)
+        y = y.reshape((o, n) + out).permute((1, 0, *range(2, 2 + d)))
     if bias is not None:
         y = y + bias.reshape((o,) + (1,) * d)
-    return y.squeeze(0) if unbatched else y
+    return y, cols, last
+
+
+class Conv(Function):
+    """``convolve`` as one graph node: forward runs the composition without recording
+    its steps and keeps its columns; backward is ``conv_gradients``, run on the saved
+    columns (first order) or on columns recomputed with their graph (create_graph)."""
+
+    @staticmethod
+    def forward(ctx, x, weight, bias, pads, stride, dilation, groups, op):
+        with no_grad():
+            y, cols, last = convolve(x, weight, bias, pads, stride, dilation, groups, op)
+        ctx.save_for_backward(x, weight)
+        ctx.cols, ctx.last = cols, last
+        ctx.geometry = (pads, stride, dilation, groups, op)
+        return y
+
+    @staticmethod
+    def backward(ctx, g):
+        x, w = ctx.saved_tensors
+        cols = ctx.cols
+        if STATE.grad_enabled:  # (the weight's gradient then has a graph through x)
+            cols = convolve(x, w, None, *ctx.geometry)[1]
+        return conv_gradients(g, x, w, cols, ctx.last, ctx.next[:3], *ctx.geometry[:4]) + \
+            (None,) * 5
+
+
+def conv_gradients(g, x, w, cols, last, need, pads, stride, dilation, groups):
+    """The gradients of ``convolve`` (for the inputs ``need`` marks) written with
+    differentiable ops: the weight's is one product of g with the columns, the input's
+    a product of g with the weight followed by col2im (SumWindows) into the padded
+    input's layout, the padding cropped; the bias's a sum of g."""
+    d = len(stride)
+    n, o = g.shape[:2]
+    out, kernel = g.shape[2:], w.shape[2:]
+    positions = n * math.prod(out)
+    gx = gw = gb = dwin = None
+    if groups == 1:
+        g2 = g.permute((0, *range(2, 2 + d), 1)).reshape(positions, o)
+        wk = w.permute((0, *range(2, 2 + d), 1)) if last else w  # (the columns' order)
+        if need[1] is not None:
+            gw = matmul(g2.mT, cols if last else cols.mT).reshape(wk.shape)
+            gw = gw.permute((0, d + 1, *range(1, d + 1))) if last else gw
+        if need[0] is not None:
+            dcols = matmul(g2, wk.reshape(o, math.prod(wk.shape[1:])))
+            dwin = dcols.reshape((n, *out, *wk.shape[1:])).permute(
+                (0, 2 * d + 1, *range(d + 1, 2 * d + 1), *range(1, d + 1)) if last else
+                (0, d + 1, *range(d + 2, 2 * d + 2), *range(1, d + 1)))
+        if need[2] is not None:
+            gb = g2.sum(0)
+    else:
+        g3 = g.permute((1, 0, *range(2, 2 + d))).reshape(groups, o // groups, positions)
+        wg = w.reshape(groups, o // groups, w.shape[1] * math.prod(kernel))
+        if need[1] is not None:
+            gw = matmul(g3, cols.mT).reshape(w.shape)
+        if need[0] is not None:
+            dcols = matmul(wg.mT, g3)  # (G, k, N*positions)
+            dwin = dcols.reshape((x.shape[1], *kernel, n, *out)).permute(
+                (d + 1, 0, *range(1, d + 1), *range(d + 2, 2 * d + 2)))
+        if need[2] is not None:
+            gb = g.sum((0, *range(2, 2 + d)))
+    if dwin is not None:
+        padded = tuple(m + a + b for m, (a, b) in zip(x.shape[2:], pads))
+        gx = SumWindows.apply(dwin, x.shape[:2] + padded, tuple(kernel), stride, dilation,
+                              padded_strides(x, pads))
+        if any(a or b for a, b in pads):  # (the padding cropped: a view)
+            gx = gx[(slice(None),) * 2 + tuple(slice(a, a + m) for m, (a, _) in
+                                               zip(x.shape[2:], pads))]
+    return gx, gw, gb
 
 
 def conv_transpose(op, d, input, weight, bias=None, stride=1, padding=0, output_padding=0,

@@ -98,7 +98,7 @@ class SumWindows(Function):
             # windows that never share a cell (a pool's stride the kernel's size, a 1x1
             # kernel): the windows view of the output holds each cell once, and the sum
             # is one copy into it
-            out = _zeros_in_order(be, cols.dtype.np, shape, like or cols_order)
+            out = full_in_order(be, cols.dtype.np, shape, like or cols_order)
             be.copy_into(be.make_view(out._storage, *window_layout(
                              out.shape, out.strides, kernel, stride, dilation)[:2],
                              out.offset), cols._data)
@@ -106,7 +106,7 @@ class SumWindows(Function):
         dtype = cols.dtype.np
         if cols.dtype.itemsize < 4:
             cols = Tensor._wrap(be.cast(cols._data, np.float32))
-        out = _zeros_in_order(be, cols.dtype.np, shape, cols_order)
+        out = full_in_order(be, cols.dtype.np, shape, cols_order)
         if be.sum_windows_into(out._data, cols._data, kernel, stride, dilation):
             return out if out.dtype.np == dtype else be.cast(out._data, dtype)
         every = (slice(None),) * lead
@@ -124,18 +124,38 @@ class SumWindows(Function):
         return Windows.apply(g, *ctx.geometry), None, None, None, None, None
 
 
-def _zeros_in_order(be, dtype, shape, strides):
-    """Zeros of ``shape`` whose dims are in memory in the order ``strides`` (one per
-    dim) has them: for SumWindows, the windows' matching dims (the lead dims and the
-    output positions), so each strided add runs along the same inner dim in both."""
+def full_in_order(be, dtype, shape, strides, value=0):
+    """``value`` (zeros) in a tensor of ``shape`` whose dims are in memory in the order
+    ``strides`` (one per dim) has them: for SumWindows, the windows' matching dims (the
+    lead dims and the output positions), so each strided add runs along the same inner
+    dim in both; for Pad, its input's (a channels-last image stays channels-last)."""
     order = sorted(range(len(shape)), key=lambda i: -abs(strides[i]))
     if order == list(range(len(shape))):
-        return Tensor._wrap(be.full(shape, 0, dtype))
-    laid = Tensor._wrap(be.full(tuple(shape[i] for i in order), 0, dtype))
+        return Tensor._wrap(be.full(shape, value, dtype))
+    laid = Tensor._wrap(be.full(tuple(shape[i] for i in order), value, dtype))
     strides = [0] * len(shape)
     for pos, i in enumerate(order):
         strides[i] = laid.strides[pos]
     return Tensor._wrap(be.make_view(laid._storage, tuple(shape), tuple(strides), 0))
+
+
+def padded_strides(x, pads):
+    """The strides of x padded by ``pads`` (Pad lays its copy out as x is): the layout a
+    gradient summed back through the windows (col2im) is written in."""
+    return padded_layout(x.strides, x.shape, pads)
+
+
+def padded_layout(strides, shape, pads):
+    """padded_strides from x's strides and shape; None for an expanded x."""
+    if not all(strides):
+        return None
+    lead = len(shape) - len(pads)
+    shape = shape[:lead] + tuple(m + a + b for m, (a, b) in zip(shape[lead:], pads))
+    out, step = [0] * len(shape), 1
+    for i in reversed(sorted(range(len(shape)), key=lambda i: -abs(strides[i]))):
+        out[i] = step
+        step *= shape[i]
+    return tuple(out)
 
 
 def sum_windows(cols, shape, kernel, stride, dilation, op="fold"):
@@ -164,7 +184,11 @@ class Pad(Function):
         lead = x.ndim - len(pads)
         shape = x.shape[:lead] + tuple(n + a + b for n, (a, b) in zip(x.shape[lead:], pads))
         be = x._be
-        out = Tensor._wrap(be.full(shape, value, x.dtype.np))
+        # (laid out as x is: a channels-last image's padded copy is channels-last, so
+        # the windows a convolution copies from it run along the channels; an expanded
+        # input's copy is laid out plainly)
+        out = full_in_order(be, x.dtype.np, shape, x.strides if all(x.strides) else
+                             range(x.ndim, 0, -1), value)
         if math.prod(shape) and x.numel():
             src = (slice(None),) * lead + tuple(slice(max(-a, 0), n - max(-b, 0))
                                                 for n, (a, b) in zip(x.shape[lead:], pads))
