@@ -13,7 +13,7 @@ from torch_ref import against_torch
 import haelixe as hx
 import haelixe.nn.functional as F
 from haelixe import nn
-from haelixe.autograd.gradcheck import gradcheck
+from haelixe.autograd.gradcheck import gradcheck, gradgradcheck
 
 
 def randn(*shape, seed=0, dtype=np.float64):
@@ -99,6 +99,24 @@ def test_max_pool_gradient_goes_to_the_first_of_tied_cells():
     xt = torch.ones(1, 1, 2, 4, dtype=torch.float64, requires_grad=True)
     TF.max_pool2d(xt, 2).sum().backward()
     np.testing.assert_array_equal(x.grad.numpy(), xt.grad.numpy())
+
+
+def test_max_pool_picks_a_nan_and_routes_its_gradient_there_as_pytorch():
+    a = randn(2, 3, 4, 6)
+    a[0, 1, 2, 3] = a[1, 2, 0, 0] = np.nan
+    x = hx.tensor(a, requires_grad=True)
+    xt = torch.tensor(a, requires_grad=True)
+    y, yt = F.max_pool2d(x, 2), TF.max_pool2d(xt, 2)
+    np.testing.assert_array_equal(y.detach().numpy(), yt.detach().numpy())
+    y.sum().backward()
+    yt.sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), xt.grad.numpy())
+
+
+def test_max_pool_has_a_double_backward():
+    x = hx.tensor(randn(1, 2, 5, 4), requires_grad=True)
+    assert gradgradcheck(lambda x: F.max_pool2d(x, 2, 1, ceil_mode=True) ** 2, (x,),
+                         name="max_pool2d")
 
 
 def test_pools_of_overlapping_windows_sum_their_gradients_and_pass_gradcheck():

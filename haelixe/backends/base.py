@@ -214,6 +214,20 @@ class Backend:
         strided adds (one per kernel offset, on every backend)."""
         return False
 
+    def window_max(self, win, d):
+        """Each window's largest cell where the backend has a kernel for it: ``win``
+        (N, C, *kernel, *out) a windows view, d windowed dims; (values (N, C, *out),
+        int64 offsets inside the windows), the first of equal cells and a NaN winning.
+        The default, None, leaves it to max_pool's composition (argmax and gather)."""
+        return None
+
+    def route_max_into(self, out, g, picked, kernel, stride, dilation):
+        """max-pool's backward where the backend has a kernel for it: ``out`` (N, C,
+        *spatial) += each value of ``g`` (N, C, *positions) on the cell its window
+        picked (``picked``, window_max's offsets); True if done. The default, False,
+        leaves it to a scatter and SumWindows."""
+        return False
+
     def unreduce(self, x, shape, dims):
         """``x``, a sum over ``dims`` of an array of ``shape`` (the dims kept or not),
         over ``shape``: a sum's gradient. A backend with strided views gives a view with

@@ -69,6 +69,34 @@ class CompiledCPUBackend(CPUBackend):
         kernels().sum_windows_2d(cols, out, *stride, *dilation)
         return True
 
+    def window_max(self, win, d):
+        # one compiled pass for float32/64 and one or two windowed dims (the default's
+        # copy of the windows and argmax run per 4-cell row: a 2x2 pool's)
+        if d not in (1, 2) or win.dtype not in _JIT_FLOATS:
+            return None
+        lead, out = win.shape[:2], win.shape[2 + d:]
+        like = win.strides[:2] + win.strides[2 + d:]  # (the outputs laid out as the input)
+        order = sorted(range(2 + d), key=lambda i: -abs(like[i]))
+        y = np.empty(tuple((lead + out)[i] for i in order), win.dtype)
+        y = y.transpose(np.argsort(order))
+        picked = np.empty(y.shape, np.int64)
+        if d == 1:
+            kernels().window_max_2d(win[:, :, None, :, None], y[:, :, None],
+                                    picked[:, :, None])
+        else:
+            kernels().window_max_2d(win, y, picked)
+        return y, picked
+
+    def route_max_into(self, out, g, picked, kernel, stride, dilation):
+        d = len(kernel)
+        if d not in (1, 2) or out.dtype not in _JIT_FLOATS or g.dtype != out.dtype:
+            return False
+        if d == 1:
+            out, g, picked = out[:, :, None], g[:, :, None], picked[:, :, None]
+            kernel, stride, dilation = (1, *kernel), (1, *stride), (1, *dilation)
+        kernels().route_max_2d(g, picked, out, kernel[1], *stride, *dilation)
+        return True
+
     def index_add(self, shape, key, values):
         out = np.zeros(shape, values.dtype)
         if _index_add_rows(out, key, values):

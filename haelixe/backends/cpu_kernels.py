@@ -397,6 +397,42 @@ def sum_windows_2d(cols, out, sh, sw, dh, dw):
                             out[a, b, r, x * sw + j * dw] += cols[a, b, i, j, y, x]
 
 
+@njit(**JIT)
+def window_max_2d(win, y, picked):
+    """Each window's largest cell and its offset in the window, in one pass over the
+    windows view win (a, b, kh, kw, ho, wo), any strides: the first of equal cells,
+    and the first NaN where there is one (numpy's argmax, PyTorch's max-pool)."""
+    na, nb, kh, kw, ho, wo = win.shape
+    for a in range(na):
+        for b in range(nb):
+            for r in range(ho):
+                for s in range(wo):
+                    best = win[a, b, 0, 0, r, s]
+                    at = 0
+                    for t in range(1, kh * kw):
+                        if best != best:  # (a NaN: nothing beats it)
+                            break
+                        v = win[a, b, t // kw, t % kw, r, s]
+                        if v > best or v != v:
+                            best = v
+                            at = t
+                    y[a, b, r, s] = best
+                    picked[a, b, r, s] = at
+
+
+@njit(**JIT)
+def route_max_2d(g, picked, out, kw, sh, sw, dh, dw):
+    """max-pool's backward in one pass: each g[a, b, r, s] added to the cell of out its
+    window picked (picked: the offset inside the window, window_max_2d's)."""
+    na, nb, ho, wo = g.shape
+    for a in range(na):
+        for b in range(nb):
+            for r in range(ho):
+                for s in range(wo):
+                    t = picked[a, b, r, s]
+                    out[a, b, r * sh + (t // kw) * dh, s * sw + (t % kw) * dw] += g[a, b, r, s]
+
+
 # -- optimizers --------------------------------------------------------------------------
 @njit(**JIT)
 def adamw_flat(p, g, m, v, lr, beta1, beta2, eps, weight_decay, bc1, bc2):

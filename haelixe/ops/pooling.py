@@ -19,12 +19,14 @@ import numpy as np
 from .. import creation
 from ..amp import autocast
 from ..autograd.function import Function
+from ..autograd.mode import STATE, no_grad
 from ..backends.base import Kernel
 from ..errors import OpError
 from ..tensor import Tensor
 from .conv import ntuple
+from .indexing import ScatterAdd
 from .linalg import matmul
-from .windows import pad, windows
+from .windows import SumWindows, full_in_order, pad, padded_layout, windows
 
 
 def _input(op, d, x, ints=False):
@@ -102,18 +104,87 @@ def max_pool(op, d, input, kernel_size, stride=None, padding=0, dilation=1,
     spatial = x.shape[2:]
     kernel, stride, dilation, out, pads = pool_geometry(op, d, spatial, kernel_size, stride,
                                                         padding, dilation, ceil_mode)
+    if not return_indices:
+        y = MaxPool.apply(x, kernel, stride, dilation, pads, op)
+        return y.squeeze(0) if unbatched else y
+    y, picked = _max_pool_composed(x, kernel, stride, dilation, pads, op)
+    idx = _flat_positions(picked, kernel, stride, dilation, pads, spatial, x.device)
+    return (y.squeeze(0), idx.squeeze(0)) if unbatched else (y, idx)
+
+
+def _max_pool_composed(x, kernel, stride, dilation, pads, op):
+    """max_pool composed of differentiable ops, its definition: x padded with its
+    lowest value, its windows view, and each window's largest cell (_pick_in_windows).
+    Returns the output and the offset each window picked."""
     win = windows(pad(x, pads, _lowest(x.dtype), op), kernel, stride, dilation, op)
-    n, c = x.shape[:2]
-    # each window's cells along the last dim (one copy of the view): argmax and gather
-    # then run along contiguous rows
+    return _pick_in_windows(win, len(kernel))
+
+
+def _pick_in_windows(win, d):
+    """Each window's cells along the last dim (one copy of the view), the largest
+    picked by argmax and gather (the first of equal ones; a NaN wins, as in PyTorch):
+    (N, C, *out) values and their offsets inside their windows."""
+    n, c = win.shape[:2]
+    out, kernel = win.shape[2 + d:], win.shape[2:2 + d]
     cells_last = (0, 1, *range(2 + d, 2 + 2 * d), *range(2, 2 + d))
     cells = win.permute(cells_last).reshape((n, c) + out + (math.prod(kernel),))
-    y, picked = _pick_max(cells, unbatched)
-    if not return_indices:
+    y, picked = _pick_max(cells, False)
+    return y, picked.squeeze(-1)
+
+
+class MaxPool(Function):
+    """``_max_pool_composed`` as one graph node: forward picks each window's largest
+    cell (the backend's one-pass kernel where it has one, else the composition run
+    without recording its steps); backward puts each gradient on the cell its window
+    picked (the backend's one-pass kernel, first order, or ``route_to_picked``)."""
+
+    @staticmethod
+    def forward(ctx, x, kernel, stride, dilation, pads, op):
+        be, d = x._be, len(kernel)
+        with no_grad():
+            win = windows(pad(x, pads, _lowest(x.dtype), op), kernel, stride, dilation, op)
+            found = be.window_max(win._data, d)
+            if found is None:
+                y, picked = _pick_in_windows(win, d)
+            else:
+                y, picked = Tensor._wrap(found[0]), Tensor._wrap(found[1])
+        ctx.in_shape, ctx.in_strides = x.shape, x.strides
+        ctx.picked, ctx.geometry = picked, (kernel, stride, dilation, pads)
         return y
-    idx = _flat_positions(picked.squeeze(-1), kernel, stride, dilation, pads, spatial,
-                          x.device)
-    return y, idx.squeeze(0) if unbatched else idx
+
+    @staticmethod
+    def backward(ctx, g):
+        kernel, stride, dilation, pads = ctx.geometry
+        shape, be = ctx.in_shape, g._be
+        padded = shape[:2] + tuple(m + a + b for m, (a, b) in zip(shape[2:], pads))
+        like = padded_layout(ctx.in_strides, shape, pads)
+        gx = None
+        if not STATE.grad_enabled:
+            gx = full_in_order(be, g.dtype.np, padded, like or range(len(shape), 0, -1))
+            if not be.route_max_into(gx._data, g._data, ctx.picked._data, kernel, stride,
+                                     dilation):
+                gx = None
+        if gx is None:
+            gx = route_to_picked(g, ctx.picked, padded, kernel, stride, dilation, like)
+        if any(b < 0 for _, b in pads):  # (cells no window read: zeros put back)
+            gx = pad(gx, tuple((-a, -b) for a, b in pads))
+        elif any(a or b for a, b in pads):  # (the padding cropped: a view)
+            gx = gx[(slice(None),) * 2 + tuple(slice(a, a + m) for m, (a, _) in
+                                               zip(shape[2:], pads))]
+        return gx, None, None, None, None, None
+
+
+def route_to_picked(g, picked, padded, kernel, stride, dilation, like):
+    """max_pool's backward written with differentiable ops (so it has its own): each
+    gradient scattered onto the cell its window picked, among the window's cells, and
+    the windows summed back into the padded input (SumWindows)."""
+    d = len(kernel)
+    out = g.shape[2:]
+    cells = ScatterAdd.apply(g.unsqueeze(-1), g.shape + (math.prod(kernel),), 2 + d,
+                             picked.unsqueeze(-1))
+    cells = cells.reshape(g.shape[:2] + out + tuple(kernel))
+    cells = cells.permute((0, 1, *range(2 + d, 2 + 2 * d), *range(2, 2 + d)))
+    return SumWindows.apply(cells, padded, kernel, stride, dilation, like)
 
 
 def max_unpool(op, d, input, indices, kernel_size, stride=None, padding=0,
