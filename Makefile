@@ -34,9 +34,14 @@ learner: $(STAMP)
 # The whole suite: unit tests, GPU kernels on whatever adapter exists, the documentation
 # site built strict (tests/test_docs_site.py), the labs (nbval: the instructor's
 # notebooks compared, the learner's run without error).
+# JOBS=N runs it on N workers, a file to a worker (a notebook's cells share a kernel), one
+# BLAS thread: the cores are the workers'.
+JOBS ?= 2
+DISTRIBUTE = -n $(JOBS) --dist loadfile
 test: $(DOCS_STAMP)
 	$(PY) -m ruff check haelixe tests benchmarks
-	$(PY) -m pytest -q tests labs --nbval-lax --nbval-sanitize-with labs/sanitize.cfg -p no:cacheprovider
+	OPENBLAS_NUM_THREADS=1 $(PY) -m pytest -q $(DISTRIBUTE) tests labs --nbval-lax \
+	--nbval-sanitize-with labs/sanitize.cfg -p no:cacheprovider
 	$(MAKE) test-portable
 
 # Without the optional packages: numba and wgpu blocked (tests/blocked_imports, inherited
@@ -48,8 +53,8 @@ PORTABLE_TESTS := tests/test_cpu_kernels.py tests/test_softmax_backward.py \
 	tests/test_denoise.py tests/test_pytorch_idioms.py
 test-portable: $(STAMP)
 	PYTHONPATH=$(CURDIR)/tests/blocked_imports HAELIXE_BLOCK_IMPORTS=numba,wgpu \
-	$(PY) -m pytest -q $(PORTABLE_TESTS) labs/0*.ipynb -m "not gpu" --nbval-lax \
-	--nbval-sanitize-with labs/sanitize.cfg -p no:cacheprovider
+	OPENBLAS_NUM_THREADS=1 $(PY) -m pytest -q $(DISTRIBUTE) $(PORTABLE_TESTS) labs/0*.ipynb \
+	-m "not gpu" --nbval-lax --nbval-sanitize-with labs/sanitize.cfg -p no:cacheprovider
 
 # The labs in headless Chromium at 1280x800, opened before and after running (screenshots
 # of every widget in build/screenshots); part of `make test` too.
