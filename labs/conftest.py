@@ -12,6 +12,9 @@ import pytest
 # The notebook kernels nbval starts inherit this; a value set by the caller wins.
 for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "1")
+# Compiled kernels load in the calling thread, so that outputs compared by nbval do not
+# depend on when a background load finishes (backends/cpu_jit.py)
+os.environ.setdefault("HAELIXE_JIT_BACKGROUND", "0")
 
 
 def _missing_adapter():

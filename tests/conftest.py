@@ -14,9 +14,11 @@ from haelixe.backends import cpu_jit
 def pytest_configure(config):
     """Under HAELIXE_BLOCK_IMPORTS (make test-portable), the blocked modules must really
     be unimportable here: a blocker that did not load would pass the run vacuously.
-    Compiled kernels load in the calling thread: a test of one checks the compiled form
-    from its first call, and results do not depend on a loader's timing."""
+    Compiled kernels load in the calling thread (here and in the interpreters tests
+    start): a test of one checks the compiled form from its first call, and results do
+    not depend on a loader's timing."""
     cpu_jit.set_background(False)
+    os.environ.setdefault("HAELIXE_JIT_BACKGROUND", "0")
     for name in filter(None, os.environ.get("HAELIXE_BLOCK_IMPORTS", "").split(",")):
         try:
             importlib.import_module(name)

@@ -58,7 +58,8 @@ _NUMBA = None
 # (idle cores, or what the training thread leaves of its own), and until one is ready for
 # a call's dtype the call runs the kernel's composed form (base.py's default, or the
 # elementwise Kernel's numpy expression): the same math to rounding, not bit for bit, so
-# a process's first steps may round differently from its later ones. Where bit-for-bit
+# a process's first steps may round differently from its later ones (and two calls made
+# while a kernel loads, in their last bits). Where bit-for-bit
 # repeatability matters from the first call, set_background(False) (or
 # HAELIXE_JIT_BACKGROUND=0) loads each kernel in the calling thread, when first needed.
 _BACKGROUND = os.environ.get("HAELIXE_JIT_BACKGROUND", "1") != "0"
