@@ -329,6 +329,7 @@ OTHER = {
     "view": (lambda x: x.view(6, 4), lambda x: x.view(6, 4)),
     "reshape": (lambda x: x.reshape(3, -1), lambda x: x.reshape(3, -1)),
     "permute": (lambda x: x.permute(1, 0), lambda x: x.permute(1, 0)),
+    "movedim": (lambda x: x.movedim(-1, 0), lambda x: x.movedim(-1, 0)),
     "transpose": (lambda x: x.transpose(0, 1), lambda x: x.transpose(0, 1)),
     "expand": (lambda x: x[:1].expand(3, 6), lambda x: x[:1].expand(3, 6)),
     "squeeze": (lambda x: x[:1].squeeze(0), lambda x: x[:1].squeeze(0)),

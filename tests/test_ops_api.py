@@ -180,6 +180,8 @@ def test_errors_name_the_op_and_the_fix():
         hx.zeros(3).tril()
     with pytest.raises(RuntimeError, match=r"repeat: sizes \(2,\) for a tensor of shape"):
         x.repeat(2)
+    with pytest.raises(ValueError, match=r"repeat: sizes"):  # (an OpError: both kinds)
+        x.repeat(2)
     with pytest.raises(TypeError, match="masked_fill: mask must be a bool tensor"):
         x.masked_fill_(x, 1.0)
 
@@ -219,3 +221,21 @@ def test_gpu_equals_cpu(be, name):
                                atol=2e-5, err_msg=name)
     gpu.sum().backward()
     assert all(h.grad is not None and h.grad.device.type == "gpu" for h in hs)
+
+
+def test_movedim_isposinf_isneginf_match_pytorch():
+    import math
+
+    import torch
+
+    a = np.arange(24.0).reshape(2, 3, 4)
+    for src, dst in ((0, -1), ((0, 1), (2, 0)), (-1, 1), ((), ())):
+        got, want = hx.tensor(a).movedim(src, dst), torch.tensor(a).movedim(src, dst)
+        assert got.shape == tuple(want.shape) and got.tolist() == want.tolist()
+    assert hx.moveaxis(hx.tensor(a), 2, 0).shape == (4, 2, 3)
+    with pytest.raises(RuntimeError, match="movedim: source"):
+        hx.tensor(a).movedim((0, 1), 2)
+    v = [-math.inf, 0.0, math.inf, math.nan]
+    for name in ("isposinf", "isneginf"):
+        assert getattr(hx, name)(hx.tensor(v)).tolist() == getattr(torch, name)(
+            torch.tensor(v)).tolist()

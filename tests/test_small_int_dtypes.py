@@ -177,6 +177,15 @@ def test_a_uint8_index_is_a_mask_and_int16_is_refused():
         x[hx.tensor([1, 0], dtype=hx.int16)]
 
 
+def test_interpolate_nearest_of_a_uint8_image_and_bilinear_refused():
+    img = np.random.default_rng(0).integers(0, 256, (1, 3, 5, 7), dtype=np.uint8)
+    for mode in ("nearest", "nearest-exact"):
+        _same(hx.nn.functional.interpolate(hx.tensor(img), size=(8, 4), mode=mode),
+              torch.nn.functional.interpolate(torch.tensor(img), size=(8, 4), mode=mode))
+    with pytest.raises(TypeError, match="'bilinear' is not defined for uint8.*float"):
+        hx.nn.functional.interpolate(hx.tensor(img), size=(8, 4), mode="bilinear")
+
+
 def test_descending_sort_of_every_integers_least_value():
     for name, v in (("int8", [-128, 2, 127, 2]), ("int32", [-2 ** 31, 2, 2 ** 31 - 1, 2]),
                     ("int64", [-2 ** 63, 2, 2 ** 63 - 1, 2]), ("uint8", [0, 255, 3, 3])):

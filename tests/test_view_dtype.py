@@ -82,13 +82,6 @@ def test_not_differentiable_and_an_edit_through_it_is_caught():
         b.sum().backward()
 
 
-def test_view_takes_a_shape_or_a_dtype():
-    x = hx.zeros(2, 2)
-    assert x.view(dtype=hx.int32).dtype is hx.int32 and x.view(4).shape == (4,)
-    with pytest.raises(TypeError, match="a shape or a dtype, not both"):
-        x.view(4, dtype=hx.int32)
-
-
 @pytest.mark.gpu
 def test_gpu_reads_words_as_words_and_refuses_other_layouts(be):
     z = _z(hx).to("gpu")

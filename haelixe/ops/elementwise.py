@@ -194,6 +194,10 @@ elementwise("isnan", lambda m, x: m.isnan(x), dtypes="compare", cpu=np.isnan)
 elementwise("isinf", lambda m, x: m.abs(x) == math.inf, dtypes="compare", cpu=np.isinf)
 elementwise("isfinite", lambda m, x: (x == x) & (m.abs(x) != math.inf), dtypes="compare",
             cpu=np.isfinite)
+elementwise("isposinf", lambda m, x: x == math.inf, dtypes="compare", cpu=np.isposinf,
+            inplace=False)
+elementwise("isneginf", lambda m, x: x == -math.inf, dtypes="compare", cpu=np.isneginf,
+            inplace=False)
 
 # -- unary math ------------------------------------------------------------------------------
 elementwise("neg", lambda m, x: -x, grad=lambda m, g: -g, cpu=np.negative, bool_ok=False,

@@ -54,7 +54,7 @@ from ..dtype import (
     promote_types,
     result_type,
 )
-from ..errors import OpError
+from ..errors import OpError, OpTypeError
 from ..tensor import Tensor
 from .arguments import Arguments
 
@@ -146,10 +146,10 @@ def _compute_dtype(rule: str, dt, op: str):
             return dt
         raise TypeError(f"{op}: not defined for {dt.name} tensors (as in PyTorch); "
                         f"convert with .float() first")
-    if rule == "integral":
+    if rule == "integral":  # (PyTorch raises RuntimeError: an OpTypeError is both)
         if not dt.is_floating_point:
             return dt
-        raise TypeError(f"{op}: needs integer or bool tensors, got {dt.name}")
+        raise OpTypeError(f"{op}: needs integer or bool tensors, got {dt.name}")
     raise ValueError(f"unknown dtype rule {rule!r}")
 
 

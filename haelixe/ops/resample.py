@@ -69,17 +69,19 @@ def _linear_matrix(n, o, scale, align_corners):
 def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corners=None,
                 recompute_scale_factor=None, antialias=False):
     """Resize the spatial dims of (N, C, *spatial), PyTorch's F.interpolate: modes
-    'nearest', 'nearest-exact', 'linear'/'bilinear'/'trilinear' (with align_corners),
-    'area'."""
+    'nearest', 'nearest-exact' (any dtype: a uint8 image too), 'linear'/'bilinear'/
+    'trilinear' (with align_corners), 'area'."""
     if not isinstance(input, Tensor):
         raise TypeError(f"interpolate: input must be a Tensor, got {type(input).__name__}")
     if mode not in _MODES:
         raise OpError(f"interpolate: mode {mode!r} is not supported; use one of {_MODES}")
     if antialias:
         raise OpError("interpolate: antialias=True is not supported")
-    if not input.dtype.is_floating_point:
-        raise TypeError(f"interpolate: not defined for {input.dtype.name} tensors; convert "
-                        f"with .float() first")
+    if not input.dtype.is_floating_point and mode not in ("nearest", "nearest-exact"):
+        # (nearest picks cells, exact in any dtype; PyTorch's uint8 bilinear rounds in
+        # fixed point after each pass, which a float product would not reproduce)
+        raise TypeError(f"interpolate: mode {mode!r} is not defined for "
+                        f"{input.dtype.name} tensors here; convert with .float() first")
     d = input.ndim - 2
     if d < 1:
         raise OpError(f"interpolate: expected an input of shape (N, C, *spatial), got "

@@ -10,7 +10,7 @@ import numpy as np
 from .. import layout
 from ..autograd.function import Function, PartialGrad, SavedTensorError
 from ..autograd.mode import STATE
-from ..dtype import DType, as_dtype
+from ..dtype import DType
 from ..errors import OpError
 from ..tensor import Tensor
 from .registry import declare, function, tensor_method
@@ -337,21 +337,18 @@ def _shape_args(args) -> tuple:
     return tuple(args)
 
 
-for _name in ("view", "reshape", "permute", "transpose", "expand", "squeeze", "unsqueeze",
-              "flip", "narrow", "split", "chunk", "as_strided", "select", "unbind", "repeat"):
+for _name in ("view", "reshape", "permute", "movedim", "transpose", "expand", "squeeze",
+              "unsqueeze", "flip", "narrow", "split", "chunk", "as_strided", "select", "unbind",
+              "repeat"):
     declare(_name, differentiable=True, dtypes="any")
 
 
 @tensor_method(name="view")
-def _view_method(self, *shape, dtype=None):
+def _view_method(self, *shape):
     """``view(*shape)``: the same memory in another shape; ``view(dtype)``: the same
     bytes read as ``dtype`` (see view_dtype)."""
     if len(shape) == 1 and isinstance(shape[0], DType):
-        shape, dtype = (), shape[0]
-    if dtype is not None:
-        if shape:
-            raise TypeError("view: takes a shape or a dtype, not both")
-        return view_dtype(self, as_dtype(dtype))
+        return view_dtype(self, shape[0])
     return view(self, _shape_args(shape))
 
 
@@ -395,6 +392,26 @@ def unflatten(self, dim, sizes):
 @tensor_method(name="permute", function=True)
 def _permute_method(self, *dims):
     return permute(self, _shape_args(dims))
+
+
+@tensor_method(function=True)
+def movedim(input, source, destination):
+    """The dims ``source`` moved to the places ``destination`` (ints or sequences of
+    them), the others keeping their order: a permute, as PyTorch's movedim."""
+    src = (source,) if isinstance(source, int) else tuple(source)
+    dst = (destination,) if isinstance(destination, int) else tuple(destination)
+    if len(src) != len(dst):
+        raise OpError(f"movedim: source {source} and destination {destination} must name "
+                      f"as many dims")
+    src = layout.normalize_dims(src, input.ndim, "movedim")
+    dst = layout.normalize_dims(dst, input.ndim, "movedim")
+    rest = iter(d for d in range(input.ndim) if d not in src)
+    placed = dict(zip(dst, src))
+    return permute(input, tuple(placed[i] if i in placed else next(rest)
+                                for i in range(input.ndim)))
+
+
+tensor_method(movedim, name="moveaxis", function=True)
 
 
 @tensor_method(function=True)
@@ -447,8 +464,8 @@ def _repeat_method(self, *repeats):
     Tensor.repeat). A copy, made by reshaping an expanded view; backward sums the tiles."""
     sizes = _shape_args(repeats)
     if len(sizes) < self.ndim or any(s < 0 for s in sizes):
-        raise RuntimeError(f"repeat: sizes {sizes} for a tensor of shape {self.shape}; give "
-                           f"one non-negative count per dim (more add leading dims)")
+        raise OpError(f"repeat: sizes {sizes} for a tensor of shape {self.shape}; give one "
+                      f"non-negative count per dim (more add leading dims)")
     shape = (1,) * (len(sizes) - self.ndim) + self.shape
     tiles = expand(reshape(self, tuple(d for n in shape for d in (1, n))),
                    tuple(d for s, n in zip(sizes, shape) for d in (s, n)))
