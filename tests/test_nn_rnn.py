@@ -4,10 +4,13 @@ directions, batch_first, unbatched inputs, projections and given initial states.
 
 from __future__ import annotations
 
+from collections import Counter
+
 import numpy as np
 import pytest
 
 import haelixe as hx
+from haelixe.autograd.graph import graph
 
 torch = pytest.importorskip("torch")
 
@@ -189,3 +192,12 @@ def test_sequence_gradients_of_weight_hh_survive_retain_graph_and_partial_output
     with pytest.raises(RuntimeError, match="create_graph"):
         out, _ = mine(hx.tensor(x))
         hx.autograd.grad(out.sum(), mine.weight_hh_l0, create_graph=True)
+
+
+@pytest.mark.parametrize("kind", ["LSTM", "GRU"])
+def test_each_step_records_one_fused_cell_node(kind):
+    # the gate arithmetic of a step is one node (LSTMCell, GRUCell), not a node per op
+    y, _ = getattr(hx.nn, kind)(3, 4)(hx.randn(5, 2, 3))
+    ops = Counter(n.op for n in graph(y).nodes)
+    assert ops[kind + "Cell"] == 5
+    assert not {"Sigmoid", "Tanh", "Mul", "Add", "Sub"} & set(ops)
