@@ -3,7 +3,8 @@
 //
 // gather:      out[out_offset(i)] = x[x_offset(i) + wrap(idx(i)) * STRIDE]
 // scatter_add: out[out_offset(i) + wrap(idx(i)) * STRIDE] += src(i), atomically, so that
-//              repeated indices accumulate (gather's adjoint).
+//              repeated indices accumulate (gather's adjoint); scatter_combine likewise
+//              with a product, max or min.
 // Operand 0 = out, 1 = x or src, 2 = idx; the data operand that the index addresses has
 // stride 0 along the indexed dims. metadata[1] = length of the indexed dim (negative
 // indices wrap; 0 = no wrap), metadata[2] = STRIDE.
@@ -31,6 +32,17 @@ fn scatter_add(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) n
     if (i >= metadata[0]) { return; }
     let c = coords(i);
     add_out(op_offset(0, c) + wrapped_index(c) * metadata[2], load_src(op_offset(1, c)));
+}
+
+//! section: scatter_combine
+@compute @workgroup_size(256)
+fn scatter_combine(@builtin(workgroup_id) wid: vec3<u32>,
+                   @builtin(num_workgroups) nwg: vec3<u32>,
+                   @builtin(local_invocation_index) lid: u32) {
+    let i = flat_id(wid, nwg, lid, 256u);
+    if (i >= metadata[0]) { return; }
+    let c = coords(i);
+    combine_out(op_offset(0, c) + wrapped_index(c) * metadata[2], load_src(op_offset(1, c)));
 }
 
 //! section: check_range

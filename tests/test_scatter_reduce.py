@@ -208,3 +208,47 @@ def test_a_captured_step_replays_with_new_values(reduce):
             0, torch.tensor([0, 0, 2]), torch.tensor([4., 5., 6.]).mul(k), reduce,
             include_self=False)
         assert step(x, s).tolist() == want.tolist()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("reduce", ["prod", "amax", "amin"])
+def test_on_the_gpu_a_captured_step_combines_on_the_device(be, reduce):
+    """prod, amax and amin combine on the device for float32 and int32 (no read-back),
+    so a captured GPU step takes them and replays with new values; a NaN wins a max or
+    a min, as in PyTorch."""
+    index = hx.tensor([[0, 0, 2, 2], [1, 1, 1, 0]], device="gpu")
+    step = hx.capture(lambda x, s: x.scatter_reduce(1, index, s, reduce, include_self=False),
+                      device="gpu")
+    rng = np.random.default_rng(9)
+    for k in range(3):
+        x = rng.standard_normal((2, 3)).astype(np.float32)
+        s = rng.standard_normal((4, 2)).astype(np.float32).T  # a transposed src
+        if k == 2:
+            s[0, 1] = np.nan
+        got = step(hx.tensor(x, device="gpu"), hx.tensor(s, device="gpu"))
+        want = torch.tensor(x).scatter_reduce(1, torch.tensor(index.cpu().numpy()),
+                                              torch.tensor(s), reduce, include_self=False)
+        np.testing.assert_allclose(got.cpu().numpy(), want.numpy(), rtol=1e-6)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("reduce", ["prod", "amax", "amin"])
+def test_on_the_gpu_other_dtypes_combine_as_on_the_cpu(be, reduce):
+    """bfloat16 max and min through a float32 copy (exact), a bfloat16 product and bool
+    on the host; an int32 product wraps as PyTorch's does."""
+    index = np.array([0, 1, 0, 2, 0, 0])
+    src = np.array([3., -2., 0.5, 7., 1.5, -4.], np.float32)
+    x = np.array([1., 2., 3.], np.float32)
+    for dt, tdt in ((hx.bfloat16, torch.bfloat16), (hx.bool, torch.bool)):
+        got = hx.tensor(x, device="gpu").to(dt).scatter_reduce(
+            0, hx.tensor(index, device="gpu"), hx.tensor(src, device="gpu").to(dt), reduce,
+            include_self=False)
+        want = torch.tensor(x).to(tdt).scatter_reduce(
+            0, torch.tensor(index), torch.tensor(src).to(tdt), reduce, include_self=False)
+        assert got.dtype == dt and got.float().cpu().tolist() == want.float().tolist()
+    big = np.full(6, 46341, np.int32)  # a product past int32's range
+    got = hx.tensor(x.astype(np.int32), device="gpu").scatter_reduce(
+        0, hx.tensor(index, device="gpu"), hx.tensor(big, device="gpu"), reduce)
+    want = torch.tensor(x.astype(np.int32)).scatter_reduce(0, torch.tensor(index),
+                                                           torch.tensor(big), reduce)
+    assert got.cpu().tolist() == want.tolist()

@@ -62,6 +62,11 @@ def run_workload() -> None:
     loss.backward()
     opt.step()
     loss.item()
+    # scatter_reduce's combinations on the device (atomic products, maxima and minima)
+    into = hx.tensor(rng.integers(0, 3, (5, 4)), device="gpu")
+    for reduce in ("prod", "amax", "amin"):
+        t(3, 4).scatter_reduce(0, into, t(5, 4), reduce).cpu()
+        t(3, 4).int().scatter_reduce(0, into, t(5, 4).int(), reduce).cpu()
     # norms, activations, reductions, elementwise over dtypes and layouts
     x = t(4, 6, grad=True)
     parts = [F.layer_norm(x, (6,)), F.rms_norm(x, hx.ones(6, device="gpu")),

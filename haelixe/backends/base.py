@@ -310,9 +310,9 @@ class Backend:
         (torch.scatter_reduce; ``reduce`` is 'sum', 'prod', 'mean', 'amax' or 'amin';
         ``include_self``: whether x's own value takes part where an index points; an
         integer mean rounds down). 'sum' and 'mean' compose from :meth:`scatter_add`;
-        'prod', 'amax' and 'amin' reduce on the host (a read-back and an upload: correct
-        everywhere, fast nowhere special; a step captured on a device that needs the
-        read-back refuses them with CaptureError, naming the op)."""
+        'prod', 'amax' and 'amin' start from a copy of x (without include_self, the
+        reduction's identity where an index points) and combine src in with
+        :meth:`scatter_combine_`."""
         if reduce in ("sum", "mean"):
             put = self.scatter_add(x.shape, axis, index, src)
             hit = self.scatter_add(x.shape, axis, index, self.full(index.shape, 1, x.dtype))
@@ -323,16 +323,26 @@ class Backend:
                 kernel = _K_MEAN_INT if np.dtype(x.dtype).kind in "iub" else _K_MEAN
                 put = self.map(kernel, [put, hit], x.dtype)
             return self.map(_K_SCATTER, [hit, put, x], x.dtype)
-        out = np.array(self.to_numpy(x), copy=True)
+        if include_self:
+            out = self.copy(x)
+        else:  # (counted in int32: a bool tensor's hits cannot be summed as bools)
+            hit = self.scatter_add(x.shape, axis, index, self.full(index.shape, 1, np.int32))
+            identity = self.full(x.shape, _identity(reduce, x.dtype), x.dtype)
+            out = self.map(_K_SCATTER, [hit, identity, x], x.dtype)
+        self.scatter_combine_(out, axis, index, src, reduce)
+        return out
+
+    def scatter_combine_(self, out, axis, index, src, reduce):
+        """In place: ``src`` combined into ``out`` (a fresh C-contiguous array) at
+        ``index`` along ``axis`` by ``reduce`` ('prod', 'amax' or 'amin'), every repeat of
+        an index taking part. This default combines on the host (a read-back and an
+        upload: correct everywhere, fast nowhere special; a step captured on a device that
+        needs the read-back refuses it with CaptureError, naming the op)."""
+        host = np.array(self.to_numpy(out), copy=True)
         key = list(np.indices(index.shape, sparse=True))
         key[axis] = self.to_numpy(index)
-        key = tuple(key)
-        ufunc = _SCATTER_UFUNCS[reduce]
-        if not include_self:  # the reduction's identity where an index points
-            out[key] = ufunc.identity if ufunc.identity is not None else (
-                _lowest(out.dtype) if reduce == "amax" else _highest(out.dtype))
-        ufunc.at(out, key, self.to_numpy(src))
-        return self.from_numpy(out)
+        _SCATTER_UFUNCS[reduce].at(host, tuple(key), self.to_numpy(src))
+        self.copy_into(out, self.from_numpy(host))
 
     def index_put(self, x, key, values):
         """In place ``x[key] = values`` (numpy's advanced indexing; ``values`` broadcast
@@ -722,6 +732,13 @@ _K_MEAN = Kernel("scatter_mean", lambda m, total, n: total / m.maximum(n, 1), 2)
 _K_MEAN_INT = Kernel("scatter_mean_int",
                      lambda m, total, n: m.floor_divide(total, m.maximum(n, 1)), 2)
 _SCATTER_UFUNCS = {"prod": np.multiply, "amax": np.maximum, "amin": np.minimum}
+
+
+def _identity(reduce, dtype):
+    """The value that leaves every other unchanged under ``reduce``, in ``dtype``."""
+    if reduce == "prod":
+        return 1
+    return _lowest(dtype) if reduce == "amax" else _highest(dtype)
 
 
 def _lowest(dtype):

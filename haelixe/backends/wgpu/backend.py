@@ -204,6 +204,12 @@ class WGPU(Backend):
     take = ix.take  # x[key] (see indexing.take for the keys it reads)
     index_add = ix.index_add
 
+    def scatter_combine_(self, out, axis, index, src, reduce):
+        if ix.combines_on_device(reduce, out.dtype):
+            ix.scatter_combine_(self, out, axis, index, src, reduce)
+        else:  # int64, bool, float16 and a bfloat16 product: on the host
+            super().scatter_combine_(out, axis, index, src, reduce)
+
     def checks_on_device(self) -> bool:
         rec = self.dispatcher.recording
         return rec is not None and rec.thread == threading.get_ident()

@@ -15,7 +15,8 @@ from collections import OrderedDict
 #: buffer binding type per access mode of ``shaders.Binding``
 _BUFFER_TYPE = {"read": "read-only-storage", "write": "storage", "rw": "storage",
                 "write_words": "storage", "rw_words": "storage",
-                "atomic_add": "storage"}
+                "atomic_add": "storage", "atomic_mul": "storage", "atomic_max": "storage",
+                "atomic_min": "storage"}
 
 
 def layout_entries(bindings, meta_window_bytes: int) -> list:

@@ -131,6 +131,35 @@ def scatter_add(be, shape, axis, index, src):
     return _finish(be, acc, src.dtype)
 
 
+#: scatter_reduce's combinations that run on the device, by the binding that does them
+_COMBINE_ACCESS = {"prod": "atomic_mul", "amax": "atomic_max", "amin": "atomic_min"}
+
+
+def combines_on_device(reduce, dtype) -> bool:
+    """Whether :func:`scatter_combine_` takes ``reduce`` into ``dtype``: float32 and
+    int32, and bfloat16's max and min (exact through a float32 copy; a bfloat16 product
+    rounds at each step on the host, which a float32 product would not equal)."""
+    k = gd.kind(dtype)
+    return k in ("f32", "i32") or (k == "bf16" and reduce != "prod")
+
+
+def scatter_combine_(be, out, axis, index, src, reduce):
+    """In place: ``src`` combined into ``out`` (fresh, C-contiguous) at ``index`` along
+    ``axis`` by a product, max or min, atomically, in an order the GPU picks."""
+    index = as_index(be, index)
+    acc = out if out.dtype == _accumulator_dtype(out.dtype) else be.cast(out, gd.F32)
+    data = src if src.dtype == acc.dtype else be.cast(src, acc.dtype)
+    out_strides = list(acc.strides)
+    out_strides[axis] = 0
+    _run_index_kernel(be, "index.wgsl", "scatter_combine",
+                      ("out", gd.kind(acc.dtype), _COMBINE_ACCESS[reduce]), acc,
+                      ("src", gd.kind(data.dtype), "read"), data, index, index.shape,
+                      tuple(out_strides), broadcast_strides(data, index.shape),
+                      out.shape[axis], acc.strides[axis])
+    if acc is not out:
+        be.copy_into(out, acc)
+
+
 # -- numpy advanced indexing -------------------------------------------------------------
 class _Resolved:
     """A key applied to a layout: the result shape, the strides/offset of the source over

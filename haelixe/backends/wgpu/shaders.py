@@ -53,11 +53,12 @@ class Binding(NamedTuple):
     """One buffer of a kernel: its WGSL name, element kind, access mode and width.
 
     kind: 'f32' | 'bf16' | 'f16' | 'i32' | 'i64' | 'bool' | 'u32' (raw words).
-    access: 'read' | 'write' | 'rw' | 'atomic_add', or 'write_words' / 'rw_words': as
-    'write' / 'rw' for a kernel in which no two invocations write the halves of one
-    32-bit word (pairs from an even element, or a lone element whose neighbour no other
-    invocation touches), so a 16-bit buffer needs no atomics (plain, vectorisable
-    stores; a lone element is read, merged and written back by its own invocation).
+    access: 'read' | 'write' | 'rw' | 'atomic_add' | 'atomic_mul' | 'atomic_max' |
+    'atomic_min', or 'write_words' / 'rw_words': as 'write' / 'rw' for a kernel in which
+    no two invocations write the halves of one 32-bit word (pairs from an even element,
+    or a lone element whose neighbour no other invocation touches), so a 16-bit buffer
+    needs no atomics (plain, vectorisable stores; a lone element is read, merged and
+    written back by its own invocation).
     width: 1, or 4 to also get ``load4_x`` / ``store4_x`` (four elements from index i,
     a multiple of 4) through 16-byte (8 for 16-bit kinds) words.
     """
@@ -273,8 +274,8 @@ def _accessors(slot: int, b: Binding, native_f16: bool = False) -> list[str]:
     buf = f"{name}_buf"
     if access in _WORDS and kind not in _UNPACK:  # (words matter to packed kinds only)
         access = _WORDS[access]
-    if access == "atomic_add":
-        return _atomic_accessors(at, buf, name, kind)
+    if access in _ATOMIC_COMBINE:
+        return _atomic_accessors(at, buf, name, kind, access)
     if kind == "f16" and native_f16:
         return _native_f16_accessors(at, buf, name, _WORDS.get(access, access), width)
     if kind in _UNPACK:
@@ -304,24 +305,47 @@ def _accessors(slot: int, b: Binding, native_f16: bool = False) -> list[str]:
     return out
 
 
-def _atomic_accessors(at, buf, name, kind) -> list[str]:
+#: the combinations an atomic binding offers: its WGSL function's name, then the new
+#: value from the old ``a`` and the incoming ``v`` (a float max or min keeps a NaN, as
+#: numpy's and PyTorch's do; NaN tested on the bits, which no compiler folds away)
+_FLOAT_NAN = "((bitcast<u32>({x}) & 0x7fffffffu) > 0x7f800000u)"
+_ATOMIC_COMBINE = {
+    "atomic_add": ("add", "a + v"),
+    "atomic_mul": ("combine", "a * v"),
+    "atomic_max": ("combine", "select(select(max(a, v), a, {nan_a}), v, {nan_v})"),
+    "atomic_min": ("combine", "select(select(min(a, v), a, {nan_a}), v, {nan_v})"),
+}
+#: int32 combinations WGSL has as one atomic builtin (the others loop on a compare-exchange)
+_I32_BUILTIN = {"atomic_add": "atomicAdd", "atomic_max": "atomicMax", "atomic_min": "atomicMin"}
+
+
+def _atomic_accessors(at, buf, name, kind, access) -> list[str]:
+    """``add_x(i, v)`` (atomic_add) or ``combine_x(i, v)`` (atomic_mul / max / min): the
+    element at i combined with v atomically, so repeated indices all take part."""
+    fn, expr = _ATOMIC_COMBINE[access]
     ct = COMPUTE_TYPE.get(kind, "u32")
     out = [f"alias {name}_t = {ct};"]
-    if kind == "f32":
-        return out + [f"{at} var<storage, read_write> {buf}: array<atomic<u32>>;",
-                      f"fn add_{name}(i: i32, v: f32) {{",
-                      f"    var old = atomicLoad(&{buf}[i]);",
-                      "    loop {",
-                      f"        let r = atomicCompareExchangeWeak(&{buf}[i], old, "
-                      "bitcast<u32>(bitcast<f32>(old) + v));",
-                      "        if (r.exchanged) { break; }",
-                      "        old = r.old_value;",
-                      "    }",
-                      "}"]
-    if kind == "i32":
+    if kind == "i32" and access in _I32_BUILTIN:
         return out + [f"{at} var<storage, read_write> {buf}: array<atomic<i32>>;",
-                      f"fn add_{name}(i: i32, v: i32) {{ atomicAdd(&{buf}[i], v); }}"]
-    raise TypeError(f"atomic accumulation into {kind} is not supported")
+                      f"fn {fn}_{name}(i: i32, v: i32) {{ {_I32_BUILTIN[access]}(&{buf}[i], v); }}"]
+    if kind == "i32":
+        word, load, store = "i32", "old", "{}"
+    elif kind == "f32":
+        word, load, store = "u32", "bitcast<f32>(old)", "bitcast<u32>({})"
+        expr = expr.format(nan_a=_FLOAT_NAN.format(x="a"), nan_v=_FLOAT_NAN.format(x="v"))
+    else:
+        raise TypeError(f"atomic accumulation into {kind} is not supported")
+    return out + [f"{at} var<storage, read_write> {buf}: array<atomic<{word}>>;",
+                  f"fn {fn}_{name}(i: i32, v: {ct}) {{",
+                  f"    var old = atomicLoad(&{buf}[i]);",
+                  "    loop {",
+                  f"        let a = {load};",
+                  f"        let r = atomicCompareExchangeWeak(&{buf}[i], old, "
+                  f"{store.format(expr)});",
+                  "        if (r.exchanged) { break; }",
+                  "        old = r.old_value;",
+                  "    }",
+                  "}"]
 
 
 _WORDS = {"write_words": "write", "rw_words": "rw"}
