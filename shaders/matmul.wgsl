@@ -17,6 +17,8 @@
 //   a_k4 (b_k4)   contiguous along k (x W^T's W, a row-major A): vec4 loads along k,
 //                 spread over four k rows of the tile
 //   a_gen (b_gen) any strides: scalar loads, each bounds-checked
+//   a_win (b_win) B only: the windows (im2col) matrix of an image, read from the image
+//                 itself (an implicit-GEMM convolution: the columns never materialised)
 // so transposed and sliced operands need no copy. Rows, columns and k past M, N and the
 // split's end read as zero and are not written.
 //
@@ -84,7 +86,7 @@ ${DECL_H}
 // fetch_b, put_b, b_at, b_base, n for m, N, n0, BN, BN4, sbn / sbk for sam / sak.
 // put_a(at, r, x) stores fetch_a's x into the stage of the tile that starts at `at`.
 
-//! section: a_m4 a_gen
+//! section: a_m4 a_gen a_win
 fn put_a(at: i32, r: i32, x: ${RAW_T}) { a_tile_put(at + tid + r * NT, widen_a(x)); }
 
 //! section: a_m4
@@ -106,6 +108,58 @@ fn fetch_a(r: i32, k0: i32) -> ${RAW_T} {
     let m = m0 + 4 * (v % AM4);
     let k = k0 + v / AM4;
     return vec4<${TILE_T}>(a_at(m, k), a_at(m + 1, k), a_at(m + 2, k), a_at(m + 3, k));
+}
+
+//! section: a_win
+// Element (k, m) of the windows matrix of an image x (N, C, H, W, any strides) is
+// x[img, c, y0 + dy, x0 + dx], zero where that cell is padding: one index is an output
+// pixel (img, oy, ox), whose part is (offset, y0 = oy * sh - ph, x0 = ox * sw - pw), the
+// other a tap (c, i, j), whose part is (offset, dy = i * dh, dx = j * dw). WIN_K_TAPS:
+// k indexes taps (a convolution, W @ cols), else pixels (its weight gradient,
+// dY @ cols^T). Each invocation's four columns are the same at every k step (NT is a
+// multiple of the tile's width in vec4s), so their parts are worked out once.
+// metadata from WIN: H, W, kw, kh * kw, Wo, Ho * Wo, sh, sw, ph, pw, dh, dw, and x's
+// strides along img, c, h, w.
+const WIN: i32 = OPS_BASE + 3 * OP_STRIDE;
+const WIN_K_TAPS: bool = ${WIN_K_TAPS};
+@unroll(4) var<private> wcol#i: vec3<i32>;
+var<private> wg: array<i32, 16>;
+
+fn win_pixel(p: i32) -> vec3<i32> {
+    let img = p / wg[5];
+    let r = p % wg[5];
+    let y0 = (r / wg[4]) * wg[6] - wg[8];
+    let x0 = (r % wg[4]) * wg[7] - wg[9];
+    return vec3<i32>(img * wg[12] + y0 * wg[14] + x0 * wg[15], y0, x0);
+}
+fn win_tap(t: i32) -> vec3<i32> {
+    let c = t / wg[3];
+    let r = t % wg[3];
+    let dy = (r / wg[2]) * wg[10];
+    let dx = (r % wg[2]) * wg[11];
+    return vec3<i32>(c * wg[13] + dy * wg[14] + dx * wg[15], dy, dx);
+}
+fn win_part(i: i32, taps: bool) -> vec3<i32> {
+    if (taps) { return win_tap(i); }
+    return win_pixel(i);
+}
+fn win_setup() {
+    @unroll(16) wg[#i] = metadata[WIN + #i];
+    let m = m0 + 4 * (tid % AM4);
+    // (a column past the matrix: its y0 far outside the image, so it reads as zero)
+    @unroll(4) wcol#i = select(vec3<i32>(0, -(1 << 28), 0), win_part(m + #i, !WIN_K_TAPS), m + #i < M);
+}
+fn win_at(kp: vec3<i32>, cp: vec3<i32>) -> ${TILE_T} {
+    let y = kp.y + cp.y;
+    let x = kp.z + cp.z;
+    if (y >= 0 && y < wg[0] && x >= 0 && x < wg[1]) { return ${LD}_a(a_base + kp.x + cp.x); }
+    return ${TILE_T}();
+}
+fn fetch_a(r: i32, k0: i32) -> ${RAW_T} {
+    let k = k0 + (tid + r * NT) / AM4;
+    if (k >= k_end) { return ${RAW_T}(); }
+    let kp = win_part(k, WIN_K_TAPS);
+    return vec4<${TILE_T}>(win_at(kp, wcol0), win_at(kp, wcol1), win_at(kp, wcol2), win_at(kp, wcol3));
 }
 
 //! section: a_k4
@@ -187,6 +241,7 @@ fn matmul(@builtin(workgroup_id) wid: vec3<u32>,
     let tx = i32(lid.x);
     let ty = i32(lid.y);
     tid = ty * WX + tx;
+    ${WIN_SETUP}
 
     @unroll(LA) var ra#i = fetch_a(#i, k_begin);
     @unroll(LB) var rb#i = fetch_b(#i, k_begin);

@@ -89,6 +89,9 @@ def run_workload() -> None:
         z.cpu()
     m = t(3, 7) @ t(7, 5)
     m.cpu()
+    # a convolution, its windows read in the matmul kernel, forward and both gradients
+    img, w = t(2, 3, 6, 5, grad=True), t(4, 3, 3, 3, grad=True)
+    F.conv2d(img, w, padding=1).sum().backward()
 
 
 def gpu_variants(be) -> None:
@@ -120,6 +123,8 @@ def gpu_variants(be) -> None:
         for a, b in ((g(4096, 4096), g(4096, 4096)), (g(64, 4096), g(4096, 64)),
                      (g(4096, 512).T, g(4096, 256)), (g(2048, 512), g(1024, 512).T)):
             (a @ b).sum().backward()
+        # a ResNet layer's convolution (64 -> 64 channels, 3x3, over 32 x 56 x 56)
+        F.conv2d(g(32, 64, 56, 56), g(64, 64, 3, 3), padding=1).sum().backward()
         for d in (64, 128):
             for dtype in (None, hx.bfloat16):
                 q, k, v = (g(1, 4, 2048, d, dtype=dtype) for _ in range(3))
@@ -166,6 +171,8 @@ def _cases(hx, F, rng):
     y = rng.standard_normal((37,)).astype(np.float32)
     a = rng.standard_normal((9, 37)).astype(np.float32)
     q, k, v = (rng.standard_normal((2, 3, 7, 16)).astype(np.float32) for _ in range(3))
+    img = rng.standard_normal((2, 3, 6, 5)).astype(np.float32)
+    w = rng.standard_normal((4, 3, 3, 3)).astype(np.float32)
     return [
         ("add broadcast", lambda t: t(x) + t(y)),
         ("exp of a transpose", lambda t: t(x).T.exp()),
@@ -176,6 +183,7 @@ def _cases(hx, F, rng):
         ("matmul x a^T", lambda t: t(x) @ t(a).T),
         ("linear with bias", lambda t: F.linear(t(x), t(a), t(a[:, 0].copy()))),
         ("attention", lambda t: F.scaled_dot_product_attention(t(q), t(k), t(v))),
+        ("conv2d, windows read in the matmul", lambda t: F.conv2d(t(img), t(w), padding=1)),
         ("causal attention", lambda t: F.scaled_dot_product_attention(
             t(q), t(k), t(v), is_causal=True)),
     ]

@@ -207,6 +207,11 @@ class Backend:
         """Sum over ``axes`` (a tuple); float16/bfloat16 accumulate in float32."""
         raise NotImplementedError
 
+    #: whether the backend has conv2d, conv2d_weight_grad and conv2d_input_grad (a
+    #: convolution read straight from the image, no im2col copy; the GPU's). Without
+    #: them convolutions compose the windows view, a copy and a product (ops/conv.py).
+    implicit_conv2d = False
+
     def sum_windows_into(self, out, cols, kernel, stride, dilation):
         """col2im where the backend has a kernel for it: ``out`` (lead, *spatial) +=
         each window of ``cols`` (lead, *kernel, *positions) where the windows view of

@@ -9,8 +9,10 @@ a loop over the kh*kw kernel offsets adding strided slices), and derivatives of 
 order pass through. The transposed convolution is the same two steps the other way
 round: a product, then the windows summed back into the (larger) output.
 
-Both backends run it through the kernel contract's primitives (a strided view, a copy,
-matmul, strided adds), so the GPU needs no convolution kernel of its own.
+Both backends can run it through the kernel contract's primitives (a strided view, a
+copy, matmul, strided adds). A backend whose matmul reads the windows itself (the GPU's
+implicit GEMM, ops/conv_gemm.py) takes float32 stride-1 conv2d that way instead: no
+column copy, and the input's gradient one more product instead of a col2im.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from ..autograd.function import Function
 from ..autograd.mode import STATE, no_grad
 from ..errors import OpError
 from ..tensor import Tensor
+from . import conv_gemm
 from .linalg import matmul
 from .registry import declare, function
 from .windows import SumWindows, pad, padded_strides, sum_windows, window_geometry, windows
@@ -206,12 +209,22 @@ def convolve(x, weight, bias, pads, stride, dilation, groups, op):
 class Conv(Function):
     """``convolve`` as one graph node: forward runs the composition without recording
     its steps and keeps its columns; backward is ``conv_gradients``, run on the saved
-    columns (first order) or on columns recomputed with their graph (create_graph)."""
+    columns (first order) or on columns recomputed with their graph (create_graph).
+    Where the backend reads the windows in its matmul kernel (conv_gemm.takes), forward
+    and the first-order gradients are its implicit-GEMM products instead, no columns
+    kept."""
 
     @staticmethod
     def forward(ctx, x, weight, bias, pads, stride, dilation, groups, op):
         with no_grad():
-            y, cols, last = convolve(x, weight, bias, pads, stride, dilation, groups, op)
+            if conv_gemm.takes(x, weight, stride):
+                out = window_geometry(op, tuple(m + a + b for m, (a, b) in
+                                                zip(x.shape[2:], pads)),
+                                      weight.shape[2:], stride, dilation)
+                y = conv_gemm.forward(x, weight, bias, pads, dilation, groups, out)
+                cols = last = None
+            else:
+                y, cols, last = convolve(x, weight, bias, pads, stride, dilation, groups, op)
         ctx.save_for_backward(x, weight)
         ctx.cols, ctx.last = cols, last
         ctx.geometry = (pads, stride, dilation, groups, op)
@@ -220,10 +233,14 @@ class Conv(Function):
     @staticmethod
     def backward(ctx, g):
         x, w = ctx.saved_tensors
-        cols = ctx.cols
+        cols, last = ctx.cols, ctx.last
         if STATE.grad_enabled:  # (the weight's gradient then has a graph through x)
-            cols = convolve(x, w, None, *ctx.geometry)[1]
-        return conv_gradients(g, x, w, cols, ctx.last, ctx.next[:3], *ctx.geometry[:4]) + \
+            _, cols, last = convolve(x, w, None, *ctx.geometry)
+        elif cols is None:  # (the implicit GEMM's products)
+            pads, _, dilation, groups, _ = ctx.geometry
+            return conv_gemm.gradients(g, x, w, ctx.next[:3], pads, dilation, groups) + \
+                (None,) * 5
+        return conv_gradients(g, x, w, cols, last, ctx.next[:3], *ctx.geometry[:4]) + \
             (None,) * 5
 
 

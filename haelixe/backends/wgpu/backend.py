@@ -18,6 +18,7 @@ from ...device import GPU
 from ...storage import Storage, StorageAlias
 from ..base import Backend
 from . import attention as at
+from . import conv as cv
 from . import dtypes as gd
 from . import elementwise as ew
 from . import indexing as ix
@@ -239,6 +240,13 @@ class WGPU(Backend):
         if _too_long_for_flash(q, k):
             return super().attention_backward(q, k, v, out, lse, gout, causal, scale, mask)
         return at.attention_backward(self, q, k, v, out, lse, gout, causal, scale, mask)
+
+    # extras: conv2d as implicit-GEMM matmuls (conv.py); the ops layer takes them for
+    # float32 stride-1 convolutions, where the input's gradient is a convolution too
+    implicit_conv2d = True
+    conv2d = cv.conv2d
+    conv2d_weight_grad = cv.conv2d_weight_grad
+    conv2d_input_grad = cv.conv2d_input_grad
 
     # -- optimizers ----------------------------------------------------------------------
     adamw_step = op.adamw_step

@@ -86,6 +86,12 @@ MAX_WASTE = 0.25
 MIN_SPLIT_K = 2048
 MIN_TILES_FOR_BIG_SPLITS = 32
 MAX_SPLITS = 16
+# a K this long (a convolution's weight gradient sums over N * H * W pixels) splits up to
+# MAX_SPLITS_LONG_K ways: on an H200, dW of a 64 -> 64 channel 3x3 conv over 32 x 56 x 56
+# pixels (64 x 576, K = 100352, windows read in the kernel) took 0.97 ms split 16 ways in
+# 64 x 64 tiles, 0.68 split 32 ways
+LONG_K = 32768
+MAX_SPLITS_LONG_K = 32
 # float16 operands with shader-f16 may multiply in f16, summing this many K tiles in f16
 # before adding into the f32 accumulators; None widens them to f32 on load instead. On an
 # H200 (Vulkan, driver 580) f16 arithmetic does not pay enough to be the default: at
@@ -126,7 +132,9 @@ def choose(M: int, N: int, K: int, nbatch: int, a_mode: str = "a_gen",
     - fewer tiles and a long K: split-K, 128 x 128 while there are a few dozen tiles,
       else 64 x 64 split up to 16 ways (a small layer's weight gradient);
     - fewer tiles and a short K: 128 x 64, or 64 x 64, whichever makes more workgroups
-      than a wave.
+      than a wave; 64 x 128 where M is too short for 128 rows (a 64-channel convolution,
+      M = 64, N = 100352, K = 576 on an H200: 0.50 ms against 0.74 in 128 x 64 tiles,
+      windows read in the kernel; 1.60 against 2.64 with the columns copied out).
     """
     def count(t):
         return -(-M // t.bm) * -(-N // t.bn) * nbatch
@@ -148,9 +156,11 @@ def choose(M: int, N: int, K: int, nbatch: int, a_mode: str = "a_gen",
         if n_big >= MIN_TILES_FOR_BIG_SPLITS:
             return Variant(TILES["128x128"], max(2, min(8, round(256 / n_big))))
         small = TILES["64x64"]
-        return Variant(small, max(1, min(MAX_SPLITS, -(-1024 // count(small)),
-                                         K // 256)))
+        most = MAX_SPLITS_LONG_K if K >= LONG_K else MAX_SPLITS
+        return Variant(small, max(1, min(most, -(-1024 // count(small)), K // 256)))
     medium = TILES["128x64"]
+    if not fits(medium) and fits(TILES["64x128"]) and count(TILES["64x128"]) >= FULL_WAVE:
+        return Variant(TILES["64x128"])  # (a short M: a convolution's 64 channels)
     return Variant(medium if count(medium) >= FULL_WAVE else TILES["64x64"])
 
 
@@ -302,8 +312,50 @@ def _round_kind(dtype) -> str:
     return kind
 
 
+def windows_matmul(be, a, x, kernel, stride, pad, dilation, out_size, groups: int,
+                   taps_along_k: bool, variant: Variant | None = None):
+    """A @ cols per group, or A @ cols^T (``taps_along_k`` False), where cols (groups,
+    C / groups * kh * kw, N * Ho * Wo) is the windows (im2col) matrix of the image ``x``
+    (N, C, H, W, any strides) that a convolution multiplies: taps (c, i, j) by output
+    pixels (n, oy, ox), ``pad`` cells of zeros before each spatial dim. The kernel reads
+    cols from x (matmul.wgsl's b_win), so it is never copied out. ``a``: (groups, M, K)
+    or (M, K) of one group. Returns C (groups, M, cols' N), contiguous."""
+    n, c, h, w = x.shape
+    kh, kw = kernel
+    ho, wo = out_size
+    taps, pixels = c // groups * kh * kw, n * ho * wo
+    K, N = (taps, pixels) if taps_along_k else (pixels, taps)
+    M = a.shape[-2]
+    if a.shape[-1] != K:
+        raise ValueError(f"matmul: {a.shape} does not multiply windows of {K} rows")
+    if gd.kind(a.dtype) != "f32" or gd.kind(x.dtype) != "f32":
+        raise TypeError(f"matmul: windows products take float32, got {a.dtype} and "
+                        f"{x.dtype}")
+    batch = (groups,)
+    group_stride = c // groups * x.strides[1]
+    b = x.view((groups, K, N), (group_stride, 0, 0), x.offset)
+    bstrides = (broadcast_strides(_batch_view(a), batch), (group_stride,))
+    modes = (_a_mode(a, bstrides[0]), "b_win")
+    if variant is None:
+        variant = choose(M, N, K, groups, *modes)
+        if be.context.software:
+            variant = variant._replace(tile=variant.tile._replace(unrolled=False))
+    tile = variant.tile
+    if tile.threads % (tile.bn // 4):
+        raise ValueError(f"matmul: tile {tile} cannot read windows (its invocations are "
+                         f"not a multiple of its width in vec4s)")
+    out = be.empty((groups, M, N), a.dtype)
+    if out.size:
+        geometry = (h, w, kw, kh * kw, wo, ho * wo, *stride, *pad, *dilation, *x.strides)
+        _run(be, a, b, None, None, out, None, None, batch, variant, modes, bstrides,
+             win=(geometry, taps_along_k))
+    return out
+
+
 def _run(be, a, b, bias, activation, out, pre, sums, batch, variant: Variant, modes,
-         bstrides, rounds=_NO_ROUNDING) -> None:
+         bstrides, rounds=_NO_ROUNDING, win=None) -> None:
+    """One matmul dispatch (and split-K's reduce). ``win``: (geometry, taps along k) of
+    a windows operand B (windows_matmul)."""
     (M, K), N = a.shape[-2:], b.shape[-1]
     nbatch = math.prod(batch)
     tile = variant.tile
@@ -326,11 +378,14 @@ def _run(be, a, b, bias, activation, out, pre, sums, batch, variant: Variant, mo
            bias_operand(bias, batch)]
     meta = meta_block([M, N, K, a.strides[-2], a.strides[-1], b.strides[-2],
                        b.strides[-1], ks], batch, ops, what="matmul")
+    if win is not None:  # (read from slot WIN, after the three operands)
+        meta += [int(v) for v in win[0]]
     split = splits > 1
     spec = _matmul_spec(kinds, flush, a_mode, b_mode, N % 4 == 0,
                         None if bias is None or split else gd.kind(bias.dtype),
                         pre is not None and not split, sums is not None, split, tile,
-                        activation if not split else None, RUNTIME_CHECKS, rounds)
+                        activation if not split else None, RUNTIME_CHECKS, rounds,
+                        win is None or win[1])
     buffers = [a.buffer, b.buffer]
     if split:  # raw partial sums, then matmul_reduce
         part = be.empty((splits, nbatch, M, N), gd.F32)
@@ -346,7 +401,7 @@ def _run(be, a, b, bias, activation, out, pre, sums, batch, variant: Variant, mo
 
 @functools.lru_cache(maxsize=512)
 def _matmul_spec(kinds, flush, a_mode, b_mode, vec_out, bias_kind, pre, sums, split, tile,
-                 activation, checks=True, rounds=_NO_ROUNDING):
+                 activation, checks=True, rounds=_NO_ROUNDING, win_taps_k=True):
     """The KernelSpec of one matmul variant (built once: a dispatch only looks it up).
     ``kinds``: of A, B and C. Bindings: a, b, c (the output, or split-K's f32 partials),
     then bias, pre and the row sums where present. ``flush`` > 0: f16 arithmetic, summed
@@ -354,7 +409,7 @@ def _matmul_spec(kinds, flush, a_mode, b_mode, vec_out, bias_kind, pre, sums, sp
     a_kind, b_kind, kind = kinds
     width = 4 if vec_out else 1
     bindings = [("a", a_kind, "read", 1 if a_mode == "a_gen" else 4),
-                ("b", b_kind, "read", 1 if b_mode == "b_gen" else 4)]
+                ("b", b_kind, "read", 1 if b_mode in ("b_gen", "b_win") else 4)]
     sections = [a_mode]
     if split:
         bindings.append(("c", "f32", "write", width))
@@ -383,9 +438,11 @@ def _matmul_spec(kinds, flush, a_mode, b_mode, vec_out, bias_kind, pre, sums, sp
         sections.append("rowsum")
     raw_a = _raw_fetch(a_kind, a_mode, bool(flush), f16["TILE_T"], f16["LD4"])
     raw_b = _raw_fetch(b_kind, b_mode, bool(flush), f16["TILE_T"], f16["LD4"])
-    loaders = _b_loaders(b_mode, f16["TILE_T"], f16["LD"], f16["LD4"], *raw_b, rounds[1])
+    loaders = _b_loaders(b_mode, f16["TILE_T"], f16["LD"], f16["LD4"], *raw_b, rounds[1],
+                         win_taps_k)
     return kernel("matmul.wgsl", "matmul", bindings, enable=("f16",) if flush else (),
                   checks=checks, B_LOADERS=loaders, STAGES=tile.stages,
+                  WIN_SETUP="win_setup();" if b_mode == "b_win" else "",
                   RAW_T=raw_a[0], LD4W=raw_a[1], WIDEN_A=_widen("a", raw_a[0], raw_a[2], rounds[0]),
                   MAC=_MAC_UNROLLED if tile.unrolled else _MAC_LOOP,
                   BM=tile.bm, BN=tile.bn, BK=tile.bk, WX=tile.bn // tile.tn,
@@ -410,14 +467,15 @@ _B_RENAME = re.compile(r"\b(" + "|".join(_B_NAMES) + r")\b")
 
 @functools.lru_cache(maxsize=32)
 def _b_loaders(b_mode: str, tile_t: str, ld: str, ld4: str, raw_t: str, ld4w: str,
-               widened: str, rnd: str | None = None) -> str:
+               widened: str, rnd: str | None = None, win_taps_k: bool = True) -> str:
     """fetch_b / put_b (and b_at, widen_b) for B's layout: the loaders of A's equivalent
-    section with B's names, placeholders filled."""
-    section = {"b_n4": "a_m4", "b_k4": "a_k4", "b_gen": "a_gen"}[b_mode]
+    section with B's names, placeholders filled (``win_taps_k``: b_win's orientation)."""
+    section = {"b_n4": "a_m4", "b_k4": "a_k4", "b_gen": "a_gen", "b_win": "a_win"}[b_mode]
     text = "\n".join(line for line in only_sections(read_shader("matmul.wgsl"), {section})
                      .splitlines() if not line.lstrip().startswith("//"))
     text = _B_RENAME.sub(lambda m: _B_NAMES[m.group(1)], text).replace("}_a(", "}_b(")
-    return (Template(text).substitute(TILE_T=tile_t, LD=ld, LD4=ld4, RAW_T=raw_t, LD4W=ld4w)
+    return (Template(text).substitute(TILE_T=tile_t, LD=ld, LD4=ld4, RAW_T=raw_t, LD4W=ld4w,
+                                      WIN_K_TAPS=str(win_taps_k).lower())
             + "\n" + _widen("b", raw_t, widened, rnd))
 
 
@@ -426,7 +484,8 @@ def _raw_fetch(kind: str, mode: str, native: bool, tile_t: str, ld4: str) -> tup
     takes): the raw words of a packed 16-bit operand read as vec4s (widened when put into
     the tile, see matmul.wgsl), else the loaded vec4 itself."""
     tile = f"vec4<{tile_t}>"
-    if kind in gd.FLOAT_KINDS and kind != "f32" and not native and not mode.endswith("gen"):
+    if (kind in gd.FLOAT_KINDS and kind != "f32" and not native
+            and not mode.endswith(("gen", "win"))):
         return "vec2<u32>", "load4w", tile
     return tile, ld4, tile
 
