@@ -283,10 +283,13 @@ def plan(entry: str, dqk: int, dv: int, workgroup_bytes: int, n_rows: int,
     limit = 8 if software else REGISTER_VEC4[entry]  # LLVM compiles small slices faster
     while held / p > limit and p < 4 and d4 % (2 * p) == 0 and v4 % (2 * p) == 0:
         p *= 2
-    # 256 rows a workgroup where one invocation holds a row: on an H200 the forward of
-    # (8, 16, 4096, 64) ran 24.3 ms against 25.5 with 128 (causal 13.5 against 14.0),
-    # (4, 16, 4096, 128) 30.1 against 32.4, and the causal dk/dv 3% faster
-    bq = max(16, min(256 if n_rows > 256 else 64, 256 // p))
+    # 256 rows a workgroup from 1024 rows where one invocation holds a row: on an H200
+    # the forward of (8, 16, 4096, 64) ran 24.3 ms against 25.5 with 128 (causal 13.5
+    # against 14.0), (4, 16, 4096, 128) 30.1 against 32.4, the causal dk/dv 3% faster;
+    # at 512 rows the causal forward of (16, 8, 512, 64) ran 0.81 ms against 0.66 (two
+    # blocks of a head's rows, one with three times the other's keys)
+    rows = 256 if n_rows >= 1024 else 128 if n_rows > 256 else 64
+    bq = max(16, min(rows, 256 // p))
     bk = 16
     while bk > 4 and _shared_bytes(entry, d4, v4, p, bq, bk, subgroups) > workgroup_bytes:
         bk //= 2
