@@ -109,6 +109,15 @@ def _torch(device):
     return torch
 
 
+def _settle():
+    """Wait for the compiled CPU kernels the warm-up asked for: they load on a
+    background thread of low priority, which a benchmark pinned to one busy core would
+    otherwise time in their composed forms."""
+    from haelixe.backends import cpu_jit
+
+    cpu_jit.wait()
+
+
 def cnn_steps(device="cpu", steps=60, rounds=5, seed=0, log=print) -> dict:
     """Train both CNNs on the same batches; per-round seconds per step and final losses."""
     ours = HaelixeCNN(device, seed)
@@ -119,6 +128,7 @@ def cnn_steps(device="cpu", steps=60, rounds=5, seed=0, log=print) -> dict:
         log("PyTorch (for this device) not available: timing Haelixe alone")
     batches = _batches(steps + 1, 64, 8, 10, seed)
     losses = {name: [run.step(*batches[0])] for name, run in runs.items()}  # (warm-up)
+    _settle()
     rest = batches[1:]
     chunks = [rest[i * len(rest) // rounds:(i + 1) * len(rest) // rounds]
               for i in range(rounds)]
@@ -165,6 +175,7 @@ def conv_layer(device="cpu", rounds=5, shape=(32, 64, 56, 56), log=print) -> dic
         fns["pytorch"] = theirs
     for fn in fns.values():
         fn()  # (warm-up: first-touch of the buffers, kernel compilation)
+    _settle()
     times = {name: [] for name in fns}
     for _ in range(rounds):
         for name, fn in fns.items():
