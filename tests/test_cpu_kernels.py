@@ -463,3 +463,36 @@ def test_compiled_sum_windows_equals_the_strided_adds(shape, kernel, stride, dil
     want = sum_windows(cols, shape, kernel, stride, dilation).numpy()
     assert got.dtype == want.dtype == dtype and not np.all(got == 0)
     np.testing.assert_allclose(got, want, **TOL[dtype])
+
+
+@pytest.mark.parametrize("shape,kw,channels_last", [
+    ((2, 3, 7, 6), {"kernel_size": 2}, True),
+    ((2, 3, 9, 8), {"kernel_size": (3, 2), "stride": (2, 1), "padding": 1,
+                    "dilation": (1, 2)}, False),  # overlapping windows
+    ((3, 2, 11), {"kernel_size": 3, "stride": 2, "ceil_mode": True}, False),
+])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_compiled_max_pool_equals_the_composed_one(shape, kw, channels_last, dtype,
+                                                   monkeypatch):
+    import haelixe.nn.functional as F
+
+    if type(BE).window_max is base.Backend.window_max:
+        pytest.skip("no compiled max-pool on this CPU backend (numba missing)")
+    a = np.round(np.random.default_rng(0).standard_normal(shape), 1).astype(dtype)  # ties
+    a.flat[[3, 17]] = np.nan
+    pool = F.max_pool2d if len(shape) == 4 else F.max_pool1d
+    runs = []
+    for compiled in (True, False):
+        if not compiled:
+            monkeypatch.setattr(BE, "window_max", lambda *a: None)
+            monkeypatch.setattr(BE, "route_max_into", lambda *a: False)
+        x = hx.tensor(np.ascontiguousarray(np.moveaxis(a, 1, -1)) if channels_last else a)
+        x = (x.permute(0, 3, 1, 2) if channels_last else x).requires_grad_()
+        y = pool(x, **kw)
+        g = hx.tensor(np.random.default_rng(1).standard_normal(y.shape).astype(dtype))
+        y.backward(g)
+        runs.append((y.detach().numpy(), x.grad.numpy()))
+    (y, gx), (want_y, want_gx) = runs
+    np.testing.assert_array_equal(y, want_y)
+    np.testing.assert_allclose(gx, want_gx, **TOL[dtype])  # (overlaps: sums reordered)
+    assert np.isnan(y).any() and np.count_nonzero(gx)

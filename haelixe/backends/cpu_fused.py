@@ -74,18 +74,17 @@ class CompiledCPUBackend(CPUBackend):
         # copy of the windows and argmax run per 4-cell row: a 2x2 pool's)
         if d not in (1, 2) or win.dtype not in _JIT_FLOATS:
             return None
-        lead, out = win.shape[:2], win.shape[2 + d:]
-        like = win.strides[:2] + win.strides[2 + d:]  # (the outputs laid out as the input)
-        order = sorted(range(2 + d), key=lambda i: -abs(like[i]))
-        y = np.empty(tuple((lead + out)[i] for i in order), win.dtype)
-        y = y.transpose(np.argsort(order))
-        picked = np.empty(y.shape, np.int64)
         if d == 1:
-            kernels().window_max_2d(win[:, :, None, :, None], y[:, :, None],
-                                    picked[:, :, None])
-        else:
-            kernels().window_max_2d(win, y, picked)
-        return y, picked
+            win = win[:, :, None, :, None]
+        lead, out = win.shape[:2], win.shape[4:]
+        like = win.strides[:2] + win.strides[4:]  # (the outputs laid out as the input)
+        order = sorted(range(4), key=lambda i: -abs(like[i]))
+        y = np.empty(tuple((lead + out)[i] for i in order), win.dtype)
+        picked = np.empty(y.shape, np.int64)
+        kernels().window_max_2d(_loop_order(win, order), y, picked)
+        back = np.argsort(order)
+        y, picked = y.transpose(back), picked.transpose(back)
+        return (y[:, :, 0], picked[:, :, 0]) if d == 1 else (y, picked)
 
     def route_max_into(self, out, g, picked, kernel, stride, dilation):
         d = len(kernel)
@@ -94,7 +93,14 @@ class CompiledCPUBackend(CPUBackend):
         if d == 1:
             out, g, picked = out[:, :, None], g[:, :, None], picked[:, :, None]
             kernel, stride, dilation = (1, *kernel), (1, *stride), (1, *dilation)
-        kernels().route_max_2d(g, picked, out, kernel[1], *stride, *dilation)
+        st = out.strides
+        win = np.lib.stride_tricks.as_strided(  # (the windows view of out)
+            out, g.shape[:2] + tuple(kernel) + g.shape[2:],
+            st[:2] + tuple(s * dl for s, dl in zip(st[2:], dilation)) +
+            tuple(s * k for s, k in zip(st[2:], stride)))
+        order = sorted(range(4), key=lambda i: -abs(picked.strides[i]))
+        kernels().route_max_2d(g.transpose(order), picked.transpose(order),
+                               _loop_order(win, order))
         return True
 
     def index_add(self, shape, key, values):
@@ -224,6 +230,15 @@ def _composed_until_loaded(name, compiled):
 for _name, _method in list(vars(CompiledCPUBackend).items()):
     if callable(_method) and not _name.startswith("_"):
         setattr(CompiledCPUBackend, _name, _composed_until_loaded(_name, _method))
+
+
+def _loop_order(win, order):
+    """The windows view (a, b, kh, kw, ho, wo) with its four non-kernel dims in
+    ``order`` (indices into (a, b, ho, wo)), the kernel dims kept in the middle: the
+    compiled window loops run along the last, the smallest stride."""
+    dims = (0, 1, 4, 5)
+    return win.transpose(dims[order[0]], dims[order[1]], 2, 3, dims[order[2]],
+                         dims[order[3]])
 
 
 def _as_rows(x):

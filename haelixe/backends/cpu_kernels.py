@@ -401,36 +401,39 @@ def sum_windows_2d(cols, out, sh, sw, dh, dw):
 def window_max_2d(win, y, picked):
     """Each window's largest cell and its offset in the window, in one pass over the
     windows view win (a, b, kh, kw, ho, wo), any strides: the first of equal cells,
-    and the first NaN where there is one (numpy's argmax, PyTorch's max-pool)."""
+    and the first NaN where there is one (numpy's argmax, PyTorch's max-pool). The
+    loops run over (a, b, ho, wo) in that order: the caller puts the dim with the
+    smallest stride last (a channels-last image's channels)."""
     na, nb, kh, kw, ho, wo = win.shape
     for a in range(na):
         for b in range(nb):
             for r in range(ho):
                 for s in range(wo):
-                    best = win[a, b, 0, 0, r, s]
-                    at = 0
-                    for t in range(1, kh * kw):
-                        if best != best:  # (a NaN: nothing beats it)
-                            break
-                        v = win[a, b, t // kw, t % kw, r, s]
-                        if v > best or v != v:
-                            best = v
-                            at = t
-                    y[a, b, r, s] = best
-                    picked[a, b, r, s] = at
+                    y[a, b, r, s] = win[a, b, 0, 0, r, s]
+                    picked[a, b, r, s] = 0
+                for t in range(1, kh * kw):  # (the row of windows at once, per offset)
+                    i, j = t // kw, t % kw
+                    for s in range(wo):
+                        v = win[a, b, i, j, r, s]
+                        best = y[a, b, r, s]
+                        if v > best or (v != v and best == best):
+                            y[a, b, r, s] = v
+                            picked[a, b, r, s] = t
 
 
 @njit(**JIT)
-def route_max_2d(g, picked, out, kw, sh, sw, dh, dw):
-    """max-pool's backward in one pass: each g[a, b, r, s] added to the cell of out its
-    window picked (picked: the offset inside the window, window_max_2d's)."""
+def route_max_2d(g, picked, out):
+    """max-pool's backward in one pass: each g[a, b, r, s] added to the cell its window
+    picked, out being the windows view (a, b, kh, kw, ho, wo) of the input's gradient
+    (picked: the offset inside the window, window_max_2d's)."""
     na, nb, ho, wo = g.shape
+    kw = out.shape[3]
     for a in range(na):
         for b in range(nb):
             for r in range(ho):
                 for s in range(wo):
                     t = picked[a, b, r, s]
-                    out[a, b, r * sh + (t // kw) * dh, s * sw + (t % kw) * dw] += g[a, b, r, s]
+                    out[a, b, t // kw, t % kw, r, s] += g[a, b, r, s]
 
 
 # -- optimizers --------------------------------------------------------------------------
