@@ -48,14 +48,10 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
                              f"training, got input of shape {x.shape}; use a larger batch "
                              f"or call .eval()")
         y, mean, var = fused.batch_norm_training(x, weight, bias, eps)
-        if running_mean is not None or running_var is not None:
-            with no_grad():
-                if running_mean is not None:
-                    running_mean.mul_(1.0 - momentum).add_(
-                        mean.to(running_mean.dtype) * momentum)
-                if running_var is not None:
-                    unbiased = var.to(running_var.dtype) * (count / (count - 1))
-                    running_var.mul_(1.0 - momentum).add_(unbiased * momentum)
+        if running_mean is not None:
+            fused.update_running(running_mean, mean._data, momentum)
+        if running_var is not None:  # (the variance unbiased)
+            fused.update_running(running_var, var._data, momentum, count / (count - 1))
         return y
     if running_mean is None or running_var is None:
         raise ValueError("batch_norm: evaluation needs running_mean and running_var; "

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from ..autograd.function import SINK, Function
 from ..autograd.mode import STATE
+from ..backends.base import Kernel
 from ..tensor import Tensor
 from .elementwise import ACTIVATIONS
 from .registry import declare
@@ -106,6 +107,21 @@ def batch_norm_training(x, w, b, eps):
     y = BatchNormFn.apply(x, w, b, mean, var, eps)
     c = (x.shape[1],)
     return y, Tensor._wrap(be.reshape(mean, c)), Tensor._wrap(be.reshape(var, c))
+
+
+K_RUNNING = Kernel("running_stat", lambda m, r, x, keep, take: r * keep + x * take, 4)
+
+
+def update_running(running, stat, momentum, scale=1.0):
+    """running = (1 - momentum) * running + momentum * scale * stat, in place, in one
+    kernel pass (a batch norm's running statistics, PyTorch's formula; ``stat`` a raw
+    array of the batch's, any shape of running's size). The in-place ops it stands for
+    were three, each with its checks, the step's largest share on small images."""
+    be, dt = running._be, running.dtype.np
+    stat = be.reshape(stat if stat.dtype == dt else be.cast(stat, dt), running.shape)
+    be.map_into(K_RUNNING, running._data, [stat, dt.type(1.0 - momentum),
+                                           dt.type(momentum * scale)])
+    running._storage.version += 1
 
 
 class RMSNormFn(Function):
