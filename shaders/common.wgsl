@@ -242,13 +242,14 @@ fn atanh_f32(x: f32) -> f32 {
     return select(nan_f32(), sign(x) * 0.5 * log1p_f32(2.0 * a / (1.0 - a)), a < 1.0);
 }
 
-// numpy's power: negative bases with integral exponents are defined.
+// numpy's power: negative bases with integral exponents are defined, and -inf with any
+// exponent (C's pow: +inf or 0 unless the exponent is an odd integer).
 fn pow_f32(a: f32, b: f32) -> f32 {
     if (b == 0.0) { return 1.0; }
     if (a == 0.0) { return select(pos_inf(), 0.0, b > 0.0); }
     let r = pow(abs(a), b);
     if (a < 0.0) {
-        if (floor(b) != b) { return nan_f32(); }
+        if (floor(b) != b) { return select(nan_f32(), r, a == neg_inf()); }
         let odd = (abs(b) % 2.0) == 1.0;
         return select(r, -r, odd);
     }

@@ -5,6 +5,10 @@
 // scatter_add: out[out_offset(i) + wrap(idx(i)) * STRIDE] += src(i), atomically, so that
 //              repeated indices accumulate (gather's adjoint); scatter_combine likewise
 //              with a product, max or min.
+// scatter_claim / scatter_last: scatter as the CPU does it, the last of the invocations
+//              (in C order) that index one place writing it: claim keeps the largest i
+//              per place (an atomic max into winner, laid out as out), last writes src(i)
+//              where winner holds i.
 // Operand 0 = out, 1 = x or src, 2 = idx; the data operand that the index addresses has
 // stride 0 along the indexed dims. metadata[1] = length of the indexed dim (negative
 // indices wrap; 0 = no wrap), metadata[2] = STRIDE.
@@ -43,6 +47,27 @@ fn scatter_combine(@builtin(workgroup_id) wid: vec3<u32>,
     if (i >= metadata[0]) { return; }
     let c = coords(i);
     combine_out(op_offset(0, c) + wrapped_index(c) * metadata[2], load_src(op_offset(1, c)));
+}
+
+//! section: scatter_claim
+@compute @workgroup_size(256)
+fn scatter_claim(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+                 @builtin(local_invocation_index) lid: u32) {
+    let i = flat_id(wid, nwg, lid, 256u);
+    if (i >= metadata[0]) { return; }
+    let c = coords(i);
+    combine_out(op_offset(0, c) + wrapped_index(c) * metadata[2], i32(i));
+}
+
+//! section: scatter_last
+@compute @workgroup_size(256)
+fn scatter_last(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+                @builtin(local_invocation_index) lid: u32) {
+    let i = flat_id(wid, nwg, lid, 256u);
+    if (i >= metadata[0]) { return; }
+    let c = coords(i);
+    let at = op_offset(0, c) + wrapped_index(c) * metadata[2];
+    if (load_winner(at) == i32(i)) { store_out(at, load_src(op_offset(1, c))); }
 }
 
 //! section: check_range

@@ -223,7 +223,7 @@ def test_gpu_equals_cpu(be, name):
     assert all(h.grad is not None and h.grad.device.type == "gpu" for h in hs)
 
 
-def test_movedim_isposinf_isneginf_match_pytorch():
+def test_movedim_isposinf_isneginf_and_shift_errors_match_pytorch():
     import math
 
     import torch
@@ -235,6 +235,8 @@ def test_movedim_isposinf_isneginf_match_pytorch():
     assert hx.moveaxis(hx.tensor(a), 2, 0).shape == (4, 2, 3)
     with pytest.raises(RuntimeError, match="movedim: source"):
         hx.tensor(a).movedim((0, 1), 2)
+    with pytest.raises(RuntimeError, match="bitwise_left_shift: needs integer"):
+        hx.tensor([1.0]) << 2  # (PyTorch raises RuntimeError; the error is a TypeError too)
     v = [-math.inf, 0.0, math.inf, math.nan]
     for name in ("isposinf", "isneginf"):
         assert getattr(hx, name)(hx.tensor(v)).tolist() == getattr(torch, name)(

@@ -252,8 +252,10 @@ class Backend:
         raise NotImplementedError
 
     def argmin(self, x, axis, keepdim):
-        """First index of the minimum: argmax of the order reversed."""
-        flip = _K_NOT if np.dtype(x.dtype) == np.bool_ else _K_NEG
+        """First index of the minimum: argmax of the order reversed (-1 - x for an
+        integer: -x overflows at the least value, which would then stay least)."""
+        kind = np.dtype(x.dtype).kind
+        flip = _K_NOT if kind == "b" else _K_REVERSE if kind in "iu" else _K_NEG
         return self.argmax(self.map(flip, [x], x.dtype), axis, keepdim)
 
     def matmul(self, a, b):
@@ -730,6 +732,7 @@ class Backend:
 K_ADD = Kernel("add", lambda m, a, b: a + b, 2, cpu=np.add)
 _K_NEG = Kernel("neg", lambda m, x: -x, 1)
 _K_NOT = Kernel("not", lambda m, x: x == 0, 1)
+_K_REVERSE = Kernel("reverse", lambda m, x: -1 - x, 1)
 _K_EXP = Kernel("exp", lambda m, x: m.exp(x), 1)
 _K_SCATTER = Kernel("scatter_pick", lambda m, hit, put, x: m.where(hit > 0, put, x), 3)
 # a mean's total over its count (a count of 0 keeps the total: scatter_pick drops it)

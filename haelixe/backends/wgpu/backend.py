@@ -202,6 +202,7 @@ class WGPU(Backend):
     # -- indexing ------------------------------------------------------------------------
     gather = ix.gather  # take_along_axis; the index an int32 GpuArray (or host ints)
     scatter_add = ix.scatter_add
+    scatter = ix.scatter  # the last writer wins where an index repeats, as on the CPU
     take = ix.take  # x[key] (see indexing.take for the keys it reads)
     index_add = ix.index_add
 

@@ -39,16 +39,18 @@ def as_index(be, idx):
 
 
 def _run_index_kernel(be, file, entry, out_bind, out, data_bind, data, idx, shape,
-                      out_strides, data_strides, dim_len, stride):
+                      out_strides, data_strides, dim_len, stride, extra=()):
+    """One index kernel; ``extra``: (binding, array) pairs bound after idx."""
     n = math.prod(shape)
     if n == 0:
         return
     ops = [(out_strides, out.offset), (data_strides, data.offset),
            (broadcast_strides(idx, shape), idx.offset)]
     meta = meta_block([n, dim_len, stride], shape, ops, what=entry)
-    spec = kernel(file, entry, [out_bind, data_bind, ("idx", "i32", "read")])
-    be.dispatcher.dispatch(spec, [out.buffer, data.buffer, idx.buffer], meta,
-                           grid(-(-n // 256)))
+    spec = kernel(file, entry, [out_bind, data_bind, ("idx", "i32", "read"),
+                                *(b for b, _ in extra)])
+    be.dispatcher.dispatch(spec, [out.buffer, data.buffer, idx.buffer,
+                                  *(a.buffer for _, a in extra)], meta, grid(-(-n // 256)))
 
 
 def _gather(be, out, x, x_strides, idx, dim_len, stride):
@@ -99,9 +101,12 @@ def check_range(be, index, lo, hi, ignore, error, message):
 
 # -- torch.gather / scatter_add ----------------------------------------------------------
 def gather(be, x, axis, index):
-    """``out[..., i, ...] = x[..., index[..., i, ...], ...]`` along ``axis`` (numpy's
-    take_along_axis: the other dims broadcast)."""
+    """``out[..., i, ...] = x[..., index[..., i, ...], ...]`` along ``axis``; as the CPU,
+    only index.shape of x is read along the other dims (torch.gather), which then
+    broadcast (numpy's take_along_axis)."""
     index = as_index(be, index)
+    x = x.view(tuple(n if d == axis else min(n, m) for d, (n, m) in
+                     enumerate(zip(x.shape, index.shape))), x.strides, x.offset)
     x_shape = list(x.shape)
     x_shape[axis] = 1
     shape = broadcast_shapes(tuple(x_shape), index.shape)
@@ -158,6 +163,29 @@ def scatter_combine_(be, out, axis, index, src, reduce):
                       out.shape[axis], acc.strides[axis])
     if acc is not out:
         be.copy_into(out, acc)
+
+
+def scatter(be, x, axis, index, src):
+    """A copy of ``x`` with ``src`` (broadcast to index.shape) written at ``index`` along
+    ``axis``; where an index repeats, the last in C order writes, as on the CPU (numpy's
+    put_along_axis): a pass claiming each place for its largest invocation, then one
+    writing the winners."""
+    index = as_index(be, index)
+    if np.ndim(src) == 0 and not hasattr(src, "offset"):  # a host scalar
+        src = be.full(index.shape, src, x.dtype)
+    out = be.copy(x)
+    winner = be.full(x.shape, -1, gd.I32)
+    strides = list(out.strides)
+    strides[axis] = 0
+    src_strides = broadcast_strides(src, index.shape)
+    args = (src, index, index.shape, tuple(strides), src_strides, x.shape[axis],
+            out.strides[axis])
+    _run_index_kernel(be, "index.wgsl", "scatter_claim", ("out", "i32", "atomic_max"), winner,
+                      ("src", gd.kind(src.dtype), "read"), *args)
+    _run_index_kernel(be, "index.wgsl", "scatter_last", ("out", gd.kind(out.dtype), "write"),
+                      out, ("src", gd.kind(src.dtype), "read"), *args,
+                      extra=((("winner", "i32", "read"), winner),))
+    return out
 
 
 # -- numpy advanced indexing -------------------------------------------------------------
