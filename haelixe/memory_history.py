@@ -62,29 +62,29 @@ _THEIRS: dict = {}
 USER_FRAMES = 2  # the user's innermost frames kept per block: the line, and its caller
 
 
-def _user_frames(limit: int = USER_FRAMES) -> tuple:
+def _user_frames(start: int = 2, limit: int = USER_FRAMES) -> tuple:
     """The innermost frames outside haelixe (the user's code), innermost first, as one
     flat tuple (id of the code object in ``_THEIRS``, instruction offset, ...): file
     names and lines are read from them when a snapshot is taken (:func:`_frame_dicts`),
     and each code object's file is looked at once, so an allocation pays only the walk
     up to its user's frames, and makes one tuple of numbers, which the garbage
-    collector stops looking at once it has seen it."""
-    f = _getframe(2)
-    ours, theirs = _OURS, _THEIRS
+    collector stops looking at once it has seen it. The walk starts ``start`` frames up
+    from here (a caller that knows the frames below are Haelixe's skips them)."""
+    f = _getframe(start)
+    ours, theirs, ident = _OURS, _THEIRS, id
     frames = ()
     while f is not None:
         code = f.f_code
-        if id(code) in ours:  # (most frames: one lookup each)
-            f = f.f_back
-            continue
-        if id(code) not in theirs:
-            if code.co_filename.startswith(_PACKAGE):
-                ours[id(code)] = code
-                continue
-            theirs[id(code)] = code
-        frames += (id(code), f.f_lasti)
-        if len(frames) == 2 * limit:
-            break
+        key = ident(code)
+        if key not in ours:  # (most frames are: one lookup each)
+            if key not in theirs:
+                if code.co_filename.startswith(_PACKAGE):
+                    ours[key] = code
+                    continue
+                theirs[key] = code
+            frames += (key, f.f_lasti)
+            if len(frames) == 2 * limit:
+                break
         f = f.f_back
     return frames
 
@@ -148,9 +148,12 @@ class _History:
         self.t0 = _clock()
         self.start_allocated = alloc.stats()["allocated_bytes"]
 
-    def add(self, address, owner, size, requested, tag, allocated_bytes) -> None:
+    def add(self, address, owner, size, requested, tag, allocated_bytes,
+            start: int = 2) -> None:
+        """Note a new block (``start``: as :func:`_user_frames`'s, from the caller)."""
         entry = _new_entry(_Entry, (next(self.keys), address, size, requested, tag,
-                                    _user_frames(), _clock() - self.t0, allocated_bytes))
+                                    _user_frames(start), _clock() - self.t0,
+                                    allocated_bytes))
         self.live[address] = (entry, owner)
         self.trace.append(entry)
 
@@ -229,7 +232,9 @@ class _CpuTracker:
         self.refs[id(ref)] = key
         # (two threads making tensors at once may append their events in the other
         # order than their totals: each total is still one the allocator reached)
-        self.history.add(key, ref, n, n, tag, self.alloc.count_adopted(n, tag))
+        # (the walk for its line starts above this method, its caller and theirs, all
+        # Haelixe's: the observer's and Tensor._wrap, or the walk of a node's fields)
+        self.history.add(key, ref, n, n, tag, self.alloc.count_adopted(n, tag), start=5)
         return key
 
     def _died(self, ref) -> None:  # (numpy's memory goes: the weak reference's callback)
