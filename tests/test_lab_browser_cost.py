@@ -22,7 +22,7 @@ def test_memory_notebook_runs_and_its_copies_differ_only_in_the_interval(tmp_pat
     differ = [(a["source"], b["source"]) for a, b in zip(live, held)
               if a["source"] != b["source"]]
     assert len(differ) == 1
-    assert differ[0][1] == differ[0][0].replace('"cpu")', '"cpu", interval=3600.0)') \
+    assert differ[0][1] == differ[0][0].replace("live=False)", "live=False, interval=3600.0)") \
         .replace("memory=mem,", "memory=mem, interval=3600.0,")
     shown, out = [], io.StringIO()
     scope = {"display": lambda *widgets: shown.extend(type(w).__name__ for w in widgets)}
@@ -32,5 +32,6 @@ def test_memory_notebook_runs_and_its_copies_differ_only_in_the_interval(tmp_pat
                 exec(compile(cell["source"], "cell", "exec"), scope)
     finally:  # (the notebook stops it itself, unless a cell failed)
         hx.record_memory_history(False, device="cpu")
-    assert bench.RATE.search(out.getvalue()), out.getvalue()
+    assert bench.RATE.search(out.getvalue()) and bench.INSIDE.search(out.getvalue()), \
+        out.getvalue()
     assert shown == ["KernelView", "MemorySnapshotView", "MemoryView", "TrainingDashboard"]

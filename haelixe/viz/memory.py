@@ -243,14 +243,17 @@ def stacked_areas(xs, layers, py, data_attr: str) -> str:
     nothing."""
     parts = []
     below = [0.0] * len(xs)
+    xs_text = [svg.num(x) + "," for x in xs]  # (each point's text made once: a live
+    # view redraws this often, with hundreds of points per layer)
+    below_text = [x + svg.num(py(0.0)) for x in xs_text]
     for name, color, values in layers:
         above = [b + v for b, v in zip(below, values)]
         if any(a != b for a, b in zip(above, below)):
-            fwd = [(x, py(a)) for x, a in zip(xs, above)]
-            back = [(x, py(b)) for x, b in reversed(list(zip(xs, below)))]
-            d = "M" + " L".join(f"{svg.num(a)},{svg.num(b)}" for a, b in fwd + back) + " Z"
+            above_text = [x + svg.num(py(a)) for x, a in zip(xs_text, above)]
+            d = "M" + " L".join(above_text + below_text[::-1]) + " Z"
             parts.append(svg.path(d, "none", 0, fill=color, opacity="0.85", class_="area",
                                   **{data_attr: name}))
+            below_text = above_text
         below = above
     return "".join(parts)
 
