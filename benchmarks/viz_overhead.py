@@ -28,9 +28,9 @@ redraw also sends the new picture to the browser (once per redraw, not per step)
 
 The tracking part (``--part tracking``) times an eager denoiser step (forward, backward,
 AdamW) in four arms, in rotating order each round: off, off again (the noise floor:
-two arms of the same code), memory history recorded (``hx.record_memory_history``: a
-stack walk per allocation, the tensors' and nodes' hooks), and inside ``hx.profile()``
-(every backend call wrapped). The first "off" round runs before either was ever on;
+two arms of the same code), memory history recorded (``hx.record_memory_history``: the
+engine tells its one observer of each tensor and node, and each allocation walks up to
+its user's frames), and inside ``hx.profile()`` (every backend call wrapped). The first "off" round runs before either was ever on;
 the later ones after each was switched off again, so "off" also shows that stopping
 puts everything back. Figures: ms per step (the best round of each arm) and each arm
 over "off".
