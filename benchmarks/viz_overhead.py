@@ -30,10 +30,10 @@ The tracking part (``--part tracking``) times an eager denoiser step (forward, b
 AdamW) in four arms, in rotating order each round: off, off again (the noise floor:
 two arms of the same code), memory history recorded (``hx.record_memory_history``: the
 engine tells its one observer of each tensor and node, and each allocation walks up to
-its user's frames), and inside ``hx.profile()`` (every backend call wrapped). The first "off" round runs before either was ever on;
-the later ones after each was switched off again, so "off" also shows that stopping
-puts everything back. Figures: ms per step (the best round of each arm) and each arm
-over "off".
+its user's frames), and inside ``hx.profile()`` (every backend call wrapped). The first
+"off" round runs before either was ever on; the later ones after each was switched off
+again, so "off" also shows that stopping puts everything back. Figures: ms per step
+(the best round of each arm) and each arm over "off".
 
     python benchmarks/viz_overhead.py [--steps 3000] [--rounds 3] [--device cpu|gpu|both]
     python benchmarks/viz_overhead.py --part tracking [--tracking-steps 60] [--device both]
