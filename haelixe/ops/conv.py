@@ -261,10 +261,15 @@ def conv_gradients(g, x, w, cols, last, need, pads, stride, dilation, groups):
             gw = matmul(g2.mT, cols if last else cols.mT).reshape(wk.shape)
             gw = gw.permute((0, d + 1, *range(1, d + 1))) if last else gw
         if need[0] is not None:
-            dcols = matmul(g2, wk.reshape(o, math.prod(wk.shape[1:])))
-            dwin = dcols.reshape((n, *out, *wk.shape[1:])).permute(
-                (0, 2 * d + 1, *range(d + 1, 2 * d + 1), *range(1, d + 1)) if last else
-                (0, d + 1, *range(d + 2, 2 * d + 2), *range(1, d + 1)))
+            # (the columns' gradient laid out as the columns are: col2im then reads
+            # rows of positions, or of channels, along memory)
+            wk2 = wk.reshape(o, math.prod(wk.shape[1:]))
+            if last:
+                dwin = matmul(g2, wk2).reshape((n, *out, *wk.shape[1:])).permute(
+                    (0, 2 * d + 1, *range(d + 1, 2 * d + 1), *range(1, d + 1)))
+            else:
+                dwin = matmul(wk2.mT, g2.mT).reshape((*wk.shape[1:], n, *out)).permute(
+                    (d + 1, 0, *range(1, d + 1), *range(d + 2, 2 * d + 2)))
         if need[2] is not None:
             gb = g2.sum(0)
     else:
