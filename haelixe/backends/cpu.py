@@ -611,6 +611,13 @@ def storage_for(array: np.ndarray, device, dtype) -> tuple[Storage, tuple, int]:
     if array.flags.c_contiguous:
         return Storage(array, device, dtype, array.nbytes), None, 0
     isz = array.itemsize
+    if array.base is None and all(s > 0 for s in array.strides) and \
+            _dense_in_some_order(array):
+        # a fresh result laid out in another order (a ufunc's on a channels-last image):
+        # its own buffer, which starts at its first element
+        flat = array.ravel(order="K")
+        return Storage(flat, device, dtype, flat.nbytes), \
+            tuple(s // isz for s in array.strides), 0
     root = array
     while isinstance(root.base, np.ndarray):
         root = root.base
