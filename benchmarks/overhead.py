@@ -39,6 +39,8 @@ def small_ops(a_np, b_np, m_np):
         "transpose+contiguous": (lambda: a.transpose(1, 2).contiguous(),
                                  lambda: np.ascontiguousarray(a_np.transpose(0, 2, 1))),
         "slice [:, ::2, 1:]": (lambda: a[:, ::2, 1:], lambda: a_np[:, ::2, 1:]),
+        "cat(dim=-1)": (lambda: hx.cat([a, b], -1),
+                        lambda: np.concatenate([a_np, b_np], -1)),
     }
     try:
         import torch
@@ -54,6 +56,7 @@ def small_ops(a_np, b_np, m_np):
         "matmul": lambda: ta @ tm,
         "transpose+contiguous": lambda: ta.transpose(1, 2).contiguous(),
         "slice [:, ::2, 1:]": lambda: ta[:, ::2, 1:],
+        "cat(dim=-1)": lambda: torch.cat([ta, tb], -1),
     }
     return {k: (h, n, th[k]) for k, (h, n) in ops.items()}
 

@@ -615,14 +615,21 @@ class Cat(Function):
         first = tensors[0]
         shape = list(first.shape)
         shape[dim] = sum(sizes)
-        be = first._be
-        out = Tensor._wrap(be.empty(tuple(shape), first.dtype.np))
+        ctx.be = be = first._be
+        out = be.empty(tuple(shape), first.dtype.np)
         start = 0
-        for t, n in zip(tensors, sizes):
-            dst = out._view(*layout.narrow(out.shape, out.strides, out.offset, dim, start, n))
-            be.copy_into(dst._data, t._data)
+        for t, n in zip(tensors, sizes):  # (raw views: no tensor made for each part)
+            be.copy_into(be.narrow(out, dim, start, n), t._data)
             start += n
         return out
+
+    @staticmethod
+    def raw_backward(ctx, gd):  # first order: each input's part of gd, a raw view
+        grads, start, be = [None], 0, ctx.be
+        for n, nxt in zip(ctx.sizes, ctx.next[1:]):
+            grads.append(be.narrow(gd, ctx.dim, start, n) if nxt is not None else None)
+            start += n
+        return tuple(grads)
 
     @staticmethod
     def backward(ctx, g):
