@@ -645,20 +645,24 @@ def cat(tensors, dim=0):
     if not tensors:
         raise OpError("cat: expected a non-empty sequence of tensors")
     ref = tensors[0]
-    if any(t.ndim == 0 for t in tensors):
+    shape = ref.shape
+    if not shape or any(not t.shape for t in tensors):
         raise OpError("cat: zero-dimensional tensors cannot be concatenated; use stack, "
                       "or unsqueeze(0) them first")
-    dim = layout.normalize_dim(dim, ref.ndim, "cat")
+    dim = layout.normalize_dim(dim, len(shape), "cat")
     dt = ref.dtype
+    before, after = shape[:dim], shape[dim + 1:]
     for t in tensors[1:]:
-        dt = promote_types(dt, t.dtype)
+        if t.dtype is not dt:
+            dt = promote_types(dt, t.dtype)
         if t.device is not ref.device:
             raise RuntimeError(f"cat: tensors on {ref.device.type} (shape {ref.shape}) and "
                                f"{t.device.type} (shape {t.shape}); move one with .to(...)")
-        if t.ndim != ref.ndim or any(a != b for i, (a, b) in enumerate(zip(t.shape, ref.shape))
-                                     if i != dim):
+        s = t.shape
+        if len(s) != len(shape) or s[:dim] != before or s[dim + 1:] != after:
             raise OpError(f"cat: shapes {ref.shape} and {t.shape} differ outside dim {dim}")
-    tensors = [cast(t, dt) for t in tensors]
+    if any(t.dtype is not dt for t in tensors):
+        tensors = [cast(t, dt) for t in tensors]
     return Cat.apply(dim, *tensors)
 
 
