@@ -606,64 +606,86 @@ declare("repeat_interleave", dtypes="any")
 # -- cat / stack ---------------------------------------------------------------------------
 
 class Cat(Function):
+    """Tensors joined along ``dim`` (cat), or, ``stacked``, each as one new entry of a new
+    dim there (stack: no unsqueeze node per tensor)."""
+
     small_state = True
 
     @staticmethod
-    def forward(ctx, dim, *tensors):
-        ctx.dim = dim
-        ctx.sizes = sizes = [t.shape[dim] for t in tensors]
+    def forward(ctx, dim, stacked, *tensors):
         first = tensors[0]
-        shape = list(first.shape)
-        shape[dim] = sum(sizes)
+        if stacked:
+            ctx.sizes = sizes = [1] * len(tensors)
+            shape = first.shape[:dim] + (len(tensors),) + first.shape[dim:]
+            part = first.shape[:dim] + (1,) + first.shape[dim:]
+        else:
+            ctx.sizes = sizes = [t.shape[dim] for t in tensors]
+            shape = first.shape[:dim] + (sum(sizes),) + first.shape[dim + 1:]
+        ctx.dim, ctx.stacked, ctx.part_shape = dim, stacked, first.shape
         ctx.be = be = first._be
-        out = be.empty(tuple(shape), first.dtype.np)
+        out = be.empty(shape, first.dtype.np)
         start = 0
         for t, n in zip(tensors, sizes):  # (raw views: no tensor made for each part)
-            be.copy_into(be.narrow(out, dim, start, n), t._data)
+            be.copy_into(be.narrow(out, dim, start, n),
+                         be.reshape(t._data, part) if stacked else t._data)
             start += n
         return out
 
     @staticmethod
     def raw_backward(ctx, gd):  # first order: each input's part of gd, a raw view
-        grads, start, be = [None], 0, ctx.be
-        for n, nxt in zip(ctx.sizes, ctx.next[1:]):
-            grads.append(be.narrow(gd, ctx.dim, start, n) if nxt is not None else None)
+        grads, start, be = [None, None], 0, ctx.be
+        for n, nxt in zip(ctx.sizes, ctx.next[2:]):
+            if nxt is None:
+                grads.append(None)
+            else:
+                piece = be.narrow(gd, ctx.dim, start, n)
+                grads.append(be.reshape(piece, ctx.part_shape) if ctx.stacked else piece)
             start += n
         return tuple(grads)
 
     @staticmethod
     def backward(ctx, g):
-        grads, start = [None], 0
-        for n, nxt in zip(ctx.sizes, ctx.next[1:]):
-            grads.append(g.narrow(ctx.dim, start, n) if nxt is not None else None)
+        grads, start = [None, None], 0
+        for n, nxt in zip(ctx.sizes, ctx.next[2:]):
+            if nxt is None:
+                grads.append(None)
+            else:
+                piece = g.narrow(ctx.dim, start, n)
+                grads.append(piece.squeeze(ctx.dim) if ctx.stacked else piece)
             start += n
         return tuple(grads)
+
+
+def _joined(tensors, op):
+    """``tensors`` in their common dtype (PyTorch's promotion), all on one device."""
+    ref, dt = tensors[0], tensors[0].dtype
+    for t in tensors[1:]:
+        if t.dtype is not dt:
+            dt = promote_types(dt, t.dtype)
+        if t.device is not ref.device:
+            raise RuntimeError(f"{op}: tensors on {ref.device.type} (shape {ref.shape}) "
+                               f"and {t.device.type} (shape {t.shape}); move one with "
+                               f".to(...)")
+    if any(t.dtype is not dt for t in tensors):
+        tensors = [cast(t, dt) for t in tensors]
+    return tensors
 
 
 def cat(tensors, dim=0):
     tensors = list(tensors)
     if not tensors:
         raise OpError("cat: expected a non-empty sequence of tensors")
-    ref = tensors[0]
-    shape = ref.shape
+    shape = tensors[0].shape
     if not shape or any(not t.shape for t in tensors):
         raise OpError("cat: zero-dimensional tensors cannot be concatenated; use stack, "
                       "or unsqueeze(0) them first")
     dim = layout.normalize_dim(dim, len(shape), "cat")
-    dt = ref.dtype
     before, after = shape[:dim], shape[dim + 1:]
-    for t in tensors[1:]:
-        if t.dtype is not dt:
-            dt = promote_types(dt, t.dtype)
-        if t.device is not ref.device:
-            raise RuntimeError(f"cat: tensors on {ref.device.type} (shape {ref.shape}) and "
-                               f"{t.device.type} (shape {t.shape}); move one with .to(...)")
+    for t in tensors:
         s = t.shape
         if len(s) != len(shape) or s[:dim] != before or s[dim + 1:] != after:
-            raise OpError(f"cat: shapes {ref.shape} and {t.shape} differ outside dim {dim}")
-    if any(t.dtype is not dt for t in tensors):
-        tensors = [cast(t, dt) for t in tensors]
-    return Cat.apply(dim, *tensors)
+            raise OpError(f"cat: shapes {shape} and {t.shape} differ outside dim {dim}")
+    return Cat.apply(dim, False, *_joined(tensors, "cat"))
 
 
 def stack(tensors, dim=0):
@@ -676,7 +698,7 @@ def stack(tensors, dim=0):
             raise OpError(f"stack: all tensors must have one shape, got {shape} and "
                           f"{t.shape}")
     dim = layout.normalize_dim(dim, len(shape) + 1, "stack")
-    return cat([t.unsqueeze(dim) for t in tensors], dim)
+    return Cat.apply(dim, True, *_joined(tensors, "stack"))
 
 
 # -- the Tensor methods -----------------------------------------------------------------------
