@@ -632,14 +632,20 @@ class Cat(Function):
         return out
 
     @staticmethod
-    def raw_backward(ctx, gd):  # first order: each input's part of gd, a raw view
-        grads, start, be = [None, None], 0, ctx.be
+    def raw_backward(ctx, gd):
+        # first order: each input's part of gd as a view with no node (a raw view would
+        # cost the next node that takes a tensor a slow adoption of its strides)
+        g, dim = Tensor._wrap(gd), ctx.dim
+        shape, strides, offset = g.shape, g.strides, g.offset
+        grads, start = [None, None], 0
         for n, nxt in zip(ctx.sizes, ctx.next[2:]):
             if nxt is None:
                 grads.append(None)
             else:
-                piece = be.narrow(gd, ctx.dim, start, n)
-                grads.append(be.reshape(piece, ctx.part_shape) if ctx.stacked else piece)
+                s, st, off = layout.narrow(shape, strides, offset, dim, start, n)
+                if ctx.stacked:  # (the entry's dim dropped)
+                    s, st = s[:dim] + s[dim + 1:], st[:dim] + st[dim + 1:]
+                grads.append(g._view(s, st, off))
             start += n
         return tuple(grads)
 
