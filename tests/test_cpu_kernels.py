@@ -496,3 +496,27 @@ def test_compiled_max_pool_equals_the_composed_one(shape, kw, channels_last, dty
     np.testing.assert_array_equal(y, want_y)
     np.testing.assert_allclose(gx, want_gx, **TOL[dtype])  # (overlaps: sums reordered)
     assert np.isnan(y).any() and np.count_nonzero(gx)
+
+
+@pytest.mark.numba
+@pytest.mark.parametrize("dtype,channels_last,weight", [
+    (np.float32, True, True), (np.float32, False, False), (np.float64, True, False),
+    (np.float64, False, True)])
+def test_batchnorm_backward_matches_composed(dtype, channels_last, weight):
+    rng = np.random.default_rng(7)
+    a = rng.standard_normal((6, 4, 3, 5)).astype(dtype)  # (N, H, W, C) in memory
+    x = a.transpose(0, 3, 1, 2)
+    x = x if channels_last else np.ascontiguousarray(x)
+    g = rng.standard_normal(x.shape).astype(dtype)
+    axes = (0, 2, 3)
+    mean, var = BE.moments(x, axes)
+    rstd = 1 / np.sqrt(var + dtype(1e-5))
+    w = rng.standard_normal((1, 5, 1, 1)).astype(dtype) if weight else None
+    got = BE.normalize_backward(x, w, mean, rstd, g, axes, axes)
+    want = COMPOSED.normalize_backward(BE, x, w, mean, rstd, g, axes, axes)
+    for a_, b_ in zip(got, want):
+        if b_ is None:
+            assert a_ is None
+            continue
+        assert a_.shape == b_.shape and a_.dtype == b_.dtype
+        np.testing.assert_allclose(a_, b_, **TOL[dtype])

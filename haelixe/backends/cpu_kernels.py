@@ -344,6 +344,25 @@ def layernorm_backward_rows(x, w, mean, rstd, gy, dx, dw, db):
             dx[r, j] = inv * (gy[r, j] * w[j] - m1 - xh * m2)
 
 
+@njit(**JIT)
+def batchnorm_backward_rows(x, w, mean, rstd, gy, dx, dw, db):
+    """A batch norm's backward over (rows, C), statistics per column: the column sums
+    of gy and gy * xhat in one pass (float64), dx in a second, as the composed form's
+    rstd * (gy*w - mean(gy*w) - xhat * mean(gy*w * xhat))."""
+    rows, n = x.shape
+    for r in range(rows):
+        for j in range(n):
+            g = np.float64(gy[r, j])
+            db[j] += g
+            dw[j] += g * np.float64((x[r, j] - mean[j]) * rstd[j])
+    for r in range(rows):
+        for j in range(n):
+            xh = (x[r, j] - mean[j]) * rstd[j]
+            m1 = typed(x, db[j] / rows) * w[j]
+            m2 = typed(x, dw[j] / rows) * w[j]
+            dx[r, j] = rstd[j] * (gy[r, j] * w[j] - m1 - xh * m2)
+
+
 # -- indexing ----------------------------------------------------------------------------
 @njit(**JIT)
 def index_add_rows(out, index, values):
