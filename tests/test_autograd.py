@@ -888,3 +888,26 @@ def test_gradients_summed_in_place_never_reach_a_buffer_handed_on(device):
     for mine, ref in ((x, tx), (w, tw)):
         np.testing.assert_allclose(mine.grad.cpu().numpy(), ref.grad.numpy(), rtol=1e-5,
                                    atol=1e-5)
+
+
+def test_a_graph_built_by_backward_runs_through_the_given_gradients():
+    """create_graph=True: the gradient passed to grad / backward is part of the new graph
+    (PyTorch's rule; the jvp-by-double-backward trick needs it), as torch gives."""
+    import torch
+
+    for lib in (hx, torch):
+        x = lib.tensor([1.0, 2.0, -3.0], requires_grad=True)
+        v = lib.tensor([0.5, -1.0, 2.0], requires_grad=True)
+        (vjp,) = lib.autograd.grad((x * x).sin(), x, v, create_graph=True)
+        u = lib.tensor([1.0, 0.25, -2.0])
+        (jvp,) = lib.autograd.grad(vjp, v, u)  # J u, through v
+        w = lib.tensor([2.0, 3.0, 4.0], requires_grad=True)
+        y = x.exp()
+        y.backward(w, create_graph=True)
+        x.grad.sum().backward()
+        if lib is hx:
+            mine = (jvp.numpy(), w.grad.numpy())
+        else:
+            theirs = (jvp.numpy(), w.grad.numpy())
+    for a, b in zip(mine, theirs):
+        np.testing.assert_allclose(a, b, rtol=1e-6)

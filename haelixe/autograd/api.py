@@ -10,7 +10,7 @@ from .engine import accumulate_into_leaf, run_backward
 from .function import edge_of
 
 
-def _roots(tensors, grad_tensors, op):
+def _roots(tensors, grad_tensors, op, create_graph):
     if isinstance(tensors, Tensor):
         tensors = [tensors]
     if grad_tensors is None:
@@ -39,7 +39,8 @@ def _roots(tensors, grad_tensors, op):
             raise RuntimeError(f"{op}: gradient of shape {g.shape} does not match the output "
                                f"shape {t.shape}")
         nodes.append(edge_of(t))
-        grads.append(g.detach())
+        # a graph built by backward runs through the given gradients too, as in PyTorch
+        grads.append(g if create_graph else g.detach())
     return nodes, grads
 
 
@@ -53,7 +54,7 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
     """Accumulate d(tensors)/d(leaf) into every leaf's ``.grad``."""
     if retain_graph is None:
         retain_graph = create_graph
-    nodes, grads = _roots(tensors, grad_tensors, "backward")
+    nodes, grads = _roots(tensors, grad_tensors, "backward", create_graph)
     if inputs is not None:
         _grad_impl(nodes, grads, list(inputs), retain_graph, create_graph, True, accumulate=True)
         return
@@ -67,7 +68,7 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
         retain_graph = create_graph
     single = isinstance(inputs, Tensor)
     inputs = [inputs] if single else list(inputs)
-    nodes, grads = _roots(outputs, grad_outputs, "grad")
+    nodes, grads = _roots(outputs, grad_outputs, "grad", create_graph)
     return _grad_impl(nodes, grads, inputs, retain_graph, create_graph, allow_unused)
 
 
