@@ -43,7 +43,8 @@ POSITIVE = {"log", "log2", "log10", "log1p", "sqrt", "rsqrt", "pow", "floor_divi
 #: would compare nothing)
 UNIT, ABOVE_ONE = {"asin", "acos", "atanh"}, {"acosh"}
 ELEMENTWISE = {n: d for n, d in OPS.items() if isinstance(d, Elementwise)}
-DTYPES = ["float32", "float64", "bfloat16", "float16", "int32", "int64", "bool"]
+DTYPES = ["float32", "float64", "bfloat16", "float16", "int32", "int64", "bool", "uint8",
+          "int8", "int16"]
 FLOATS = ("float32", "float64", "bfloat16", "float16")
 
 
@@ -59,8 +60,8 @@ def values(shape, dtype, seed, positive=False):
     r = np.random.default_rng(seed)
     if dtype == "bool":
         return r.random(shape) > 0.5
-    if dtype.startswith("int"):
-        v = r.integers(1 if positive else -4, 5, shape)
+    if dtype.startswith(("int", "uint")):
+        v = r.integers(1 if positive else 0 if dtype.startswith("u") else -4, 5, shape)
         return v.astype(dtype)
     v = r.standard_normal(shape) * 1.5
     if positive:
@@ -156,7 +157,8 @@ KNOWN = {
 }
 MIXED = [("int32", "float32"), ("bool", "int64"), ("float16", "float64-0d"),
          ("int32", "float64-0d"), ("bfloat16", "float16"), ("float32", 2.5), ("int64", 3),
-         ("int32", 1.5), ("bool", True), ("float32-0d", "int64")]
+         ("int32", 1.5), ("bool", True), ("float32-0d", "int64"), ("uint8", "int8"),
+         ("uint8", 300), ("int16", "float16"), ("int8", "uint8-0d"), ("uint8", -1.5)]
 
 
 @pytest.mark.parametrize("pair", MIXED, ids=str)

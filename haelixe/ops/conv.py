@@ -133,7 +133,8 @@ def _operands(op, d, input, weight, bias, stride, dilation, ints, weight_dims):
 def conv(op, d, input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     """The d-dimensional convolution (cross-correlation, as PyTorch's) behind conv1d/2d."""
     x, weight, bias, unbatched, stride, dilation = _operands(
-        op, d, input, weight, bias, stride, dilation, ("int32", "int64"),
+        op, d, input, weight, bias, stride, dilation,
+        ("uint8", "int8", "int16", "int32", "int64"),
         "out_channels, in_channels / groups")
     if not isinstance(groups, int) or groups < 1:
         raise OpError(f"{op}: groups must be a positive int, got {groups!r}")

@@ -96,7 +96,7 @@ elementwise("remainder", lambda m, a, b: m.remainder(a, b),
             check=check_divisor)
 elementwise("fmod", lambda m, a, b: m.fmod(a, b),
             grad=(lambda m, g: g, lambda m, g, a, b: -g * m.trunc(a / b)),
-            cpu=np.fmod, bool_ok=False, check=check_divisor,
+            cpu=np.fmod, bool_ok=False, check=check_divisor, wraps_ints=True,
             doc="The remainder of input / other rounded toward zero (C's fmod: the sign "
                 "of input), elementwise; remainder's has the sign of other.")
 elementwise("copysign", lambda m, a, b: m.copysign(a, b),
@@ -146,9 +146,11 @@ for _name, _fn, _ufunc, _dunders in (
 # negative count as one past the width)
 elementwise("bitwise_left_shift", lambda m, a, b: m.left_shift(a, b), dtypes="integral",
             cpu=np.left_shift, bool_ok=False, dunders=("__lshift__", "__rlshift__"),
+            wraps_ints=True,
             doc="input * 2 ** other in the integers (bits shifted left), elementwise.")
 elementwise("bitwise_right_shift", lambda m, a, b: m.right_shift(a, b), dtypes="integral",
             cpu=np.right_shift, bool_ok=False, dunders=("__rshift__", "__rrshift__"),
+            wraps_ints=True,
             doc="input // 2 ** other in the integers (bits shifted right, the sign kept), "
                 "elementwise.")
 elementwise("bitwise_not", lambda m, x: ~x, dtypes="integral", cpu=np.invert,
