@@ -123,6 +123,26 @@ def test_nll_loss(device, reduction, weighted):
     against_torch(ours, theirs, logp, t, device=device, what="nll_loss", **tol(device))
 
 
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_cross_entropy_gradient_has_a_graph_under_create_graph(device, reduction):
+    x, t = randn(3, 5, 4, seed=7), classes(3, 4, c=5, seed=8, ignore=2)
+    w = np.linspace(0.5, 2.0, 5).astype(np.float32)
+
+    def second(lib, x, t, weight):  # d/dx of sum(sin(d loss / dx))
+        loss = lib.nn.functional.cross_entropy(x * 1.5, t, weight=weight, ignore_index=2,
+                                               reduction=reduction)
+        (g,) = lib.autograd.grad(loss.sum() * 3, x, create_graph=True)
+        g.sin().sum().backward()
+        return g.detach(), x.grad
+
+    ours = second(hx, hx.tensor(x, device=device, requires_grad=True),
+                  hx.tensor(t, device=device), hx.tensor(w, device=device))
+    theirs = second(torch, torch.tensor(x, requires_grad=True), torch.tensor(t),
+                    torch.tensor(w))
+    for a, b in zip(ours, theirs):
+        np.testing.assert_allclose(a.cpu().numpy(), b.numpy(), **tol(device))
+
+
 def test_cross_entropy_every_target_ignored_is_nan_as_pytorch():
     x = hx.randn(3, 4, requires_grad=True)
     t = hx.tensor([-100, -100, -100])
@@ -199,6 +219,8 @@ def test_gradcheck_losses_in_float64():
         "cross_entropy 4d weight ignore smooth": (
             lambda x: F.cross_entropy(x, t4, weight=w, ignore_index=1, label_smoothing=0.1),
             (x4,)),
+        "cross_entropy 4d weight ignore": (
+            lambda x: F.cross_entropy(x, t4, weight=w, ignore_index=1), (x4,)),
         "cross_entropy none": (lambda x: F.cross_entropy(x, t2, reduction="none"), (x2,)),
         "cross_entropy probabilities": (lambda x: F.cross_entropy(x, probs), (x2,)),
         "nll_loss": (lambda x: F.nll_loss(x.log_softmax(1), t2, weight=w), (x2,)),

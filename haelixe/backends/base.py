@@ -562,6 +562,47 @@ class Backend:
         n = math.prod(x.shape)
         return self.map(K_MSE_GRAD, [x, y, g, x.dtype.type(2.0 / n)], x.dtype)
 
+    def cross_entropy(self, x, target, weight, ignore_index, reduction):
+        """Cross-entropy of (M, C) logits ``x`` at (M,) integer class indices ``target``:
+        per row -w_i * log_softmax(x)[i, t_i], where w_i is ``weight[t_i]`` (1 without
+        a weight) and 0 where t_i equals ``ignore_index``; reduced by ``reduction``
+        ('mean' divides by the sum of the w_i). Returns (loss, saved): saved is what
+        cross_entropy_backward reads (the log-probabilities, the rows' classes with
+        ignored ones at 0, the w_i and the mean's divisor)."""
+        m = x.shape[0]
+        logp = self.log_softmax(x, 1)
+        kept = self.map(_K_NOT_EQUAL, [target, target.dtype.type(ignore_index)],
+                        np.dtype(np.bool_))
+        safe = self.map(_K_PICK, [kept, target, target.dtype.type(0)], target.dtype)
+        w = self.cast(kept, logp.dtype)
+        if weight is not None:
+            if weight.dtype != logp.dtype:
+                weight = self.cast(weight, logp.dtype)
+            w = self.mul(self.take(weight, (safe,)), w)
+        picked = self.reshape(self.gather(logp, 1, self.reshape(safe, (m, 1))), (m,))
+        rows = self.map(_K_NEG_MUL, [picked, w], logp.dtype)
+        total = None
+        if reduction == "none":
+            loss = rows
+        else:
+            loss = self.sum(rows, (0,), False)
+            if reduction == "mean":
+                total = self.sum(w, (0,), False)
+                loss = self.div(loss, total)
+        return loss, (logp, safe, w, total)
+
+    def cross_entropy_backward(self, saved, g):
+        """d loss / dx from cross_entropy's ``saved`` and the loss's gradient ``g`` (0-d,
+        or (M,) for reduction 'none'): (softmax(x) - one_hot(t)) * w_i * g_i, over the
+        mean's divisor where there is one."""
+        logp, safe, w, total = saved
+        m = logp.shape[0]
+        if total is not None:
+            g = self.div(g, total)
+        s = self.reshape(self.map(K_MUL, [w, g], logp.dtype), (m, 1))
+        hot = self.scatter_add(logp.shape, 1, self.reshape(safe, (m, 1)), s)
+        return self.map(_K_XENT_GRAD, [logp, s, hot], logp.dtype)
+
     # -- composed: a recurrent step's pointwise part ------------------------------------
     def lstm_cell(self, gates, c):
         """One LSTM step after its products: ``gates`` (batch, 4n) are the gates'
@@ -765,6 +806,10 @@ def _dtype_of(a, b):
     return a.dtype if hasattr(a, "shape") and a.shape is not None and not np.isscalar(a) \
         else b.dtype
 _K_SQDIFF = Kernel("sqdiff", lambda m, x, y: (x - y) * (x - y), 2)
+_K_NOT_EQUAL = Kernel("not_equal", lambda m, a, b: a != b, 2)
+_K_PICK = Kernel("pick", lambda m, c, a, b: m.where(c, a, b), 3)
+_K_NEG_MUL = Kernel("neg_mul", lambda m, a, b: -(a * b), 2)
+_K_XENT_GRAD = Kernel("cross_entropy_grad", lambda m, logp, s, hot: m.exp(logp) * s - hot, 3)
 _K_LSE_FINISH = Kernel("lse_finish", lambda m, mx, e: mx + m.log(e), 2)
 _K_SOFTMAX_GRAD = Kernel("attention_ds", lambda m, p, dp, rd, sc: p * (dp - rd) * sc, 4)
 _K_SOFTMAX_GRAD_ROWS = Kernel("softmax_grad", lambda m, p, g, dot: p * (g - dot), 3)

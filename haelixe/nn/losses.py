@@ -107,8 +107,9 @@ def _classes_last(input, target, op, probabilities=False):
         input = input.permute(*order)
         if probabilities:
             target = target.permute(*order)
-    rows = input.reshape(-1, c)
-    target = target.reshape(-1, c) if probabilities else target.reshape(-1)
+    rows = input if input.ndim == 2 else input.reshape(-1, c)  # (no view node on rows)
+    if target.ndim != (2 if probabilities else 1):
+        target = target.reshape(-1, c) if probabilities else target.reshape(-1)
     return rows, target, batch
 
 
@@ -184,6 +185,12 @@ def cross_entropy(input, target, weight=None, ignore_index=-100, reduction="mean
     logits, target, batch = _classes_last(input, target, "cross_entropy", probabilities)
     c = logits.shape[1]
     _check_weight(weight, c, "cross_entropy")
+    if not probabilities and label_smoothing == 0:  # one node: the backend's kernel
+        _check_classes(target, c, ignore_index, "cross_entropy")
+        if weight is not None and weight.dtype != logits.dtype:
+            weight = weight.to(logits.dtype)
+        return fused.CrossEntropyFn.apply(logits, target, weight, ignore_index, reduction,
+                                          batch)
     logp = logits.log_softmax(-1)
     if probabilities:
         return _soft_cross_entropy(logp, target.to(logp.dtype), weight, reduction,

@@ -284,6 +284,42 @@ class MSELossFn(Function):
         return (dx if nx is not None else None, -dx if ny is not None else None)
 
 
+class CrossEntropyFn(Function):
+    """Cross-entropy of (M, C) logits at (M,) class indices, with a per-class weight
+    (or None), an ignore_index and a reduction: one node over the backend's
+    cross_entropy, whose backward is softmax - one_hot, scaled, on raw arrays."""
+
+    label = "CrossEntropyLoss"
+
+    @staticmethod
+    def forward(ctx, x, target, weight, ignore_index, reduction, batch):
+        be = x._be
+        loss, ctx.state = be.cross_entropy(x._data, target._data,
+                                           None if weight is None else weight._data,
+                                           ignore_index, reduction)
+        if reduction == "none":
+            loss = be.reshape(loss, batch)
+        ctx.save_for_backward(x)
+        return loss
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        be, saved = x._be, ctx.state
+        m = x.shape[0]
+        if STATE.grad_enabled:  # create_graph: composed, so the gradient has a graph
+            logp, safe, w, total = saved
+            scale = g.reshape(-1) if g.ndim else g
+            if total is not None:
+                scale = scale / Tensor._wrap(total)
+            s = (Tensor._wrap(w) * scale).reshape(m, 1)
+            hot = Tensor._wrap(be.scatter_add(logp.shape, 1, be.reshape(safe, (m, 1)),
+                                              be.full((m, 1), 1, logp.dtype)))
+            return (x.softmax(1) - hot) * s, None, None, None, None, None
+        gd = be.reshape(g._data, (m,)) if g.ndim else g._data
+        return Tensor._wrap(be.cross_entropy_backward(saved, gd)), None, None, None, None, None
+
+
 for _name, _arity in (("linear", 3), ("rms_norm", 2), ("layer_norm", 3), ("rope", 1),
                       ("scaled_dot_product_attention", 3), ("mse_loss", 2)):
     declare(_name, arity=_arity, dtypes="float")
