@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import numbers
+import sys
 
-import ml_dtypes
 import numpy as np
 
 from .errors import OpTypeError
@@ -16,12 +16,15 @@ class DType:
     __slots__ = ("name", "np", "itemsize", "is_floating_point", "is_signed", "kind", "rank",
                  "limited")
 
-    def __init__(self, name: str, np_dtype, kind: str, rank: int, limited: bool = False):
+    def __init__(self, name: str, np_dtype, kind: str, rank: int, limited: bool = False,
+                 itemsize: int | None = None):
         self.name = name
-        self.np = np.dtype(np_dtype)
-        self.itemsize = self.np.itemsize
+        if np_dtype is not None:  # (None: a _DeferredDType, whose numpy dtype comes later)
+            self.np = np.dtype(np_dtype)
+        self.itemsize = self.np.itemsize if itemsize is None else itemsize
         self.is_floating_point = kind == "float"
-        self.is_signed = self.np.kind in "if"  # as torch.dtype.is_signed
+        # as torch.dtype.is_signed: the floats and the signed ints
+        self.is_signed = self.is_floating_point or (np_dtype is not None and self.np.kind == "i")
         self.kind = kind  # "bool" < "int" < "float" in promotion order
         self.rank = rank  # order within a kind: wider is higher
         # PyTorch's uint16, uint32 and uint64 ("limited support"): they promote only with
@@ -35,6 +38,35 @@ class DType:
         return (from_name, (self.name,))
 
 
+class _DeferredDType(DType):
+    """A dtype whose numpy dtype is ml_dtypes' (bfloat16): importing ml_dtypes registers
+    its ufunc loops with numpy, most of a second, so it happens on the first use of
+    ``.np`` (or of a numpy array of it, see _ByNumpy) rather than at ``import haelixe``."""
+
+    __slots__ = ("_np",)
+
+    def __init__(self, name: str, kind: str, rank: int, itemsize: int):
+        self._np = None
+        super().__init__(name, None, kind, rank, itemsize=itemsize)
+
+    @property
+    def np(self) -> np.dtype:
+        if self._np is None:
+            _resolve_deferred()
+        return self._np
+
+
+class _ByNumpy(dict):
+    """DTypes by numpy dtype. A miss on a dtype of ml_dtypes (imported by then, or no
+    array of it could exist) resolves the deferred dtypes first."""
+
+    def __missing__(self, np_dtype):
+        if "ml_dtypes" in sys.modules and any(d._np is None for d in _DEFERRED):
+            _resolve_deferred()
+            return self[np_dtype]
+        raise KeyError(np_dtype)
+
+
 bool_ = DType("bool", np.bool_, "bool", 0)
 uint8 = DType("uint8", np.uint8, "int", 1)
 int8 = DType("int8", np.int8, "int", 1)
@@ -44,7 +76,7 @@ int64 = DType("int64", np.int64, "int", 4)
 uint16 = DType("uint16", np.uint16, "int", 2, limited=True)
 uint32 = DType("uint32", np.uint32, "int", 3, limited=True)
 uint64 = DType("uint64", np.uint64, "int", 4, limited=True)
-bfloat16 = DType("bfloat16", ml_dtypes.bfloat16, "float", 1)
+bfloat16 = _DeferredDType("bfloat16", "float", 1, itemsize=2)
 float16 = DType("float16", np.float16, "float", 1)
 float32 = DType("float32", np.float32, "float", 2)
 float64 = DType("float64", np.float64, "float", 3)
@@ -56,7 +88,10 @@ ALL = (bool_, uint8, int8, int16, int32, int64, uint16, uint32, uint64, bfloat16
        float32, float64)
 #: the integer dtypes narrower than 32 bits (the GPU stores them widened, see backends/wgpu)
 NARROW_INTS = (uint8, int8, int16, uint16)
-_BY_NP = {d.np: d for d in ALL}
+_DEFERRED = tuple(d for d in ALL if isinstance(d, _DeferredDType))
+_BY_NP = _ByNumpy((d.np, d) for d in ALL if d not in _DEFERRED)
+#: the numpy dtypes of the 16-bit floats (bfloat16's joins when it is resolved)
+LOW_FLOATS_NP = {np.dtype(np.float16)}
 _BY_NAME = {d.name: d for d in ALL}
 _BY_NAME.update({"bool_": bool_, "bf16": bfloat16, "f16": float16, "f32": float32,
                  "f64": float64, "i32": int32, "i64": int64, "half": float16,
@@ -65,6 +100,16 @@ _BY_NAME.update({"bool_": bool_, "bf16": bfloat16, "f16": float16, "f32": float3
 
 _KIND_ORDER = {"bool": 0, "int": 1, "float": 2}
 default_float = float32
+
+
+def _resolve_deferred() -> None:
+    """Import ml_dtypes and give the deferred dtypes their numpy dtypes."""
+    import ml_dtypes
+
+    for d in _DEFERRED:
+        d._np = np.dtype(getattr(ml_dtypes, d.name))
+        _BY_NP[d._np] = d
+        LOW_FLOATS_NP.add(d._np)
 
 
 def from_name(name: str) -> DType:
@@ -76,13 +121,13 @@ def from_name(name: str) -> DType:
 
 def from_numpy(np_dtype) -> DType:
     """The DType stored as ``np_dtype``; float64 and int64 stay as they are."""
-    d = _BY_NP.get(np.dtype(np_dtype))
-    if d is None:
+    try:
+        return _BY_NP[np.dtype(np_dtype)]
+    except KeyError:
         raise TypeError(
             f"numpy dtype {np.dtype(np_dtype)} has no Haelixe equivalent; "
             f"convert with .astype() to one of {[x.name for x in ALL]}"
-        )
-    return d
+        ) from None
 
 
 def as_dtype(x) -> DType:

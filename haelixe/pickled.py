@@ -38,7 +38,6 @@ from .tensor import Tensor
 MAGIC = b"HAELIXE-PICKLE 1\n"
 _ZIP = b"PK\x03\x04"
 _NAMES = {d.name: d for d in dt.ALL}  # Haelixe's dtypes by name (bfloat16 has no numpy code)
-_BY_NP = {d.np: d for d in dt.ALL}
 _user_safe: dict = {}  # (module, qualname) -> object, from add_safe_globals
 
 
@@ -81,7 +80,10 @@ class _Pickler(pickle.Pickler):
             if obj.dtype.hasobject:
                 raise pickle.PicklingError("torch.save: a numpy array of Python objects "
                                            "cannot be saved safely; convert it to numbers")
-            name = _BY_NP[obj.dtype].name if obj.dtype in _BY_NP else obj.dtype.str
+            try:  # (the lookup that also knows bfloat16 before its first use)
+                name = dt._BY_NP[obj.dtype].name
+            except KeyError:
+                name = obj.dtype.str
             return _rebuild_array, (obj.tobytes(order="C"), name, obj.shape)
         if isinstance(obj, dt.DType):
             return dt.from_name, (obj.name,)

@@ -12,7 +12,6 @@ from __future__ import annotations
 import multiprocessing
 import sys
 
-import ml_dtypes
 import numpy as np
 import pytest
 from threadpoolctl import threadpool_limits
@@ -137,8 +136,8 @@ def test_backend_matmul_uses_the_pool(split):
     a, b = _arr((8, 3, 6, 5)), _arr((8, 3, 5, 4))
     np.testing.assert_array_equal(BE.matmul(a, b), _reference(a, b))
     assert split == [2]
-    low = BE.matmul(a.astype(ml_dtypes.bfloat16), b.astype(ml_dtypes.bfloat16))
-    assert low.dtype == ml_dtypes.bfloat16 and split == [2, 2]
+    low = BE.matmul(a.astype(hx.bfloat16.np), b.astype(hx.bfloat16.np))
+    assert low.dtype == hx.bfloat16.np and split == [2, 2]
 
 
 # -- the pool ---------------------------------------------------------------------------
@@ -381,7 +380,7 @@ def test_index_add_other_keys_and_dtypes_still_add():
              ((3, 4), (idx,), np.asfortranarray(values)),  # strided values
              ((3, 4), (idx,), values[0]),  # broadcast values
              ((3, 4), (idx.astype(np.uint8),), values),
-             ((3, 4), (idx,), values.astype(ml_dtypes.bfloat16)),
+             ((3, 4), (idx,), values.astype(hx.bfloat16.np)),
              ((3, 4), (idx,), np.arange(24).reshape(6, 4)),
              ((4, 3), (slice(None), idx[:3]), _arr((4, 3))),
              ((3, 4), (idx, idx % 4), values[:, 0])]

@@ -7,7 +7,8 @@ kernel name and hands it *raw arrays*. A raw array is whatever the backend store
 - CPU: a numpy ``ndarray`` (any strides, negative and zero included).
 - GPU: a ``GpuArray`` (storage + shape + strides + offset, counted in elements).
 
-Both expose ``.shape`` (tuple) and ``.dtype`` (a numpy dtype; bfloat16 from ml_dtypes).
+Both expose ``.shape`` (tuple) and ``.dtype`` (a numpy dtype; bfloat16 is
+``haelixe.dtype.bfloat16.np``, ml_dtypes', imported on its first use).
 Every kernel reads inputs of any layout and returns a *new* C-contiguous raw array unless
 it says it works in place. Elementwise kernels broadcast like numpy. Axes are
 non-negative ints, already normalised.

@@ -9,11 +9,11 @@ import math
 import platform
 import warnings
 
-import ml_dtypes
 import numpy as np
 
 from .. import layout
 from ..device import CPU
+from ..dtype import LOW_FLOATS_NP
 from ..storage import Storage, StorageAlias
 from . import cpu_jit, threads, tuning
 from .base import K_ADD, Backend, Kernel
@@ -95,8 +95,9 @@ class NumpyMath:
 
 
 _MATH = NumpyMath
-_LOW = (np.dtype(ml_dtypes.bfloat16), np.dtype(np.float16))
-_LOW_SET = frozenset(_LOW)  # (a hash lookup: no dtype comparisons on every op)
+# (a hash lookup: no dtype comparisons on every op). The set is dtype.py's, which gains
+# bfloat16 when that is resolved, as it is before a bfloat16 array becomes a tensor
+_LOW_SET = LOW_FLOATS_NP
 
 
 def _low(x) -> bool:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import math
 import threading
 
-import ml_dtypes
 import numpy as np
 
 from ... import layout
@@ -262,7 +261,7 @@ def _word_of(value, dt):
     if k == "f32":
         return f32_bits(float(value))
     if k in ("bf16", "f16"):
-        half = ml_dtypes.bfloat16 if k == "bf16" else np.float16
+        half = gd.BF16 if k == "bf16" else np.float16
         h = int(np.array(float(value), np.float32).astype(half).view(np.uint16))
         return int(np.array(h | (h << 16), np.uint32).view(np.int32))
     if k == "i32":  # (a widened dtype's value: in its range already, from the ops layer)

@@ -24,7 +24,6 @@ uint64 (PyTorch's limited-support dtypes).
 
 from __future__ import annotations
 
-import ml_dtypes
 import numpy as np
 
 from ... import dtype as hdt
@@ -34,7 +33,7 @@ F16 = np.dtype(np.float16)
 I32 = np.dtype(np.int32)
 BOOL = np.dtype(np.bool_)
 I64 = np.dtype(np.int64)
-BF16 = np.dtype(ml_dtypes.bfloat16)
+BF16 = hdt.bfloat16.np  # (imports ml_dtypes: the tables below key on it)
 #: integer dtypes narrower than 32 bits, stored one widened i32 word per element
 WIDENED = tuple(np.dtype(d.np) for d in hdt.NARROW_INTS)
 SUPPORTED = (F32, BF16, F16, I32, I64, BOOL, *WIDENED)
