@@ -124,13 +124,14 @@ def test_nll_loss(device, reduction, weighted):
 
 
 @pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
-def test_cross_entropy_gradient_has_a_graph_under_create_graph(device, reduction):
+@pytest.mark.parametrize("smoothing", [0.0, 0.2])
+def test_cross_entropy_gradient_has_a_graph_under_create_graph(device, reduction, smoothing):
     x, t = randn(3, 5, 4, seed=7), classes(3, 4, c=5, seed=8, ignore=2)
     w = np.linspace(0.5, 2.0, 5).astype(np.float32)
 
     def second(lib, x, t, weight):  # d/dx of sum(sin(d loss / dx))
         loss = lib.nn.functional.cross_entropy(x * 1.5, t, weight=weight, ignore_index=2,
-                                               reduction=reduction)
+                                               reduction=reduction, label_smoothing=smoothing)
         (g,) = lib.autograd.grad(loss.sum() * 3, x, create_graph=True)
         g.sin().sum().backward()
         return g.detach(), x.grad

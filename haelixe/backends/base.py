@@ -563,25 +563,29 @@ class Backend:
         n = math.prod(x.shape)
         return self.map(K_MSE_GRAD, [x, y, g, x.dtype.type(2.0 / n)], x.dtype)
 
-    def cross_entropy(self, x, target, weight, ignore_index, reduction):
+    def cross_entropy(self, x, target, weight, ignore_index, reduction, label_smoothing):
         """Cross-entropy of (M, C) logits ``x`` at (M,) integer class indices ``target``:
         per row -w_i * log_softmax(x)[i, t_i], where w_i is ``weight[t_i]`` (1 without
-        a weight) and 0 where t_i equals ``ignore_index``; reduced by ``reduction``
-        ('mean' divides by the sum of the w_i). Returns (loss, saved): saved is what
-        cross_entropy_backward reads (the log-probabilities, the rows' classes with
-        ignored ones at 0, the w_i and the mean's divisor)."""
-        m = x.shape[0]
+        a weight) and 0 where t_i equals ``ignore_index``; with ``label_smoothing`` l,
+        (1 - l) times that plus l / C times -sum_c weight_c * log_softmax(x)[i, c] (0 on
+        ignored rows), as PyTorch's. Reduced by ``reduction`` ('mean' divides by the sum
+        of the w_i). Returns (loss, saved): saved is what cross_entropy_backward reads."""
+        m, c = x.shape
         logp = self.log_softmax(x, 1)
+        dtype = logp.dtype
         kept = self.map(_K_NOT_EQUAL, [target, target.dtype.type(ignore_index)],
                         np.dtype(np.bool_))
         safe = self.map(_K_PICK, [kept, target, target.dtype.type(0)], target.dtype)
-        w = self.cast(kept, logp.dtype)
-        if weight is not None:
-            if weight.dtype != logp.dtype:
-                weight = self.cast(weight, logp.dtype)
-            w = self.mul(self.take(weight, (safe,)), w)
+        kept = self.cast(kept, dtype)
+        if weight is not None and weight.dtype != dtype:
+            weight = self.cast(weight, dtype)
+        w = kept if weight is None else self.mul(self.take(weight, (safe,)), kept)
         picked = self.reshape(self.gather(logp, 1, self.reshape(safe, (m, 1))), (m,))
-        rows = self.map(_K_NEG_MUL, [picked, w], logp.dtype)
+        rows = self.map(_K_NEG_MUL, [picked, w], dtype)
+        if label_smoothing:
+            spread = self.sum(logp if weight is None else self.mul(logp, weight), (1,), False)
+            rows = self.map(_K_SMOOTHED, [rows, spread, kept, dtype.type(1 - label_smoothing),
+                                          dtype.type(label_smoothing / c)], dtype)
         total = None
         if reduction == "none":
             loss = rows
@@ -590,19 +594,29 @@ class Backend:
             if reduction == "mean":
                 total = self.sum(w, (0,), False)
                 loss = self.div(loss, total)
-        return loss, (logp, safe, w, total)
+        return loss, (logp, safe, w, total, kept, weight, label_smoothing)
 
     def cross_entropy_backward(self, saved, g):
         """d loss / dx from cross_entropy's ``saved`` and the loss's gradient ``g`` (0-d,
-        or (M,) for reduction 'none'): (softmax(x) - one_hot(t)) * w_i * g_i, over the
-        mean's divisor where there is one."""
-        logp, safe, w, total = saved
-        m = logp.shape[0]
+        or (M,) for reduction 'none'): q_i-weighted softmax(x) - q_i, where q_i is the
+        row's target (one_hot(t_i) * w_i, mixed with the smoothing's weight / C) scaled
+        by g_i, over the mean's divisor where there is one."""
+        logp, safe, w, total, kept, weight, smoothing = saved
+        m, c = logp.shape
+        dtype = logp.dtype
         if total is not None:
             g = self.div(g, total)
-        s = self.reshape(self.map(K_MUL, [w, g], logp.dtype), (m, 1))
+        s = self.reshape(self.map(K_MUL, [w, g], dtype), (m, 1))
         hot = self.scatter_add(logp.shape, 1, self.reshape(safe, (m, 1)), s)
-        return self.map(_K_XENT_GRAD, [logp, s, hot], logp.dtype)
+        if not smoothing:
+            return self.map(_K_XENT_GRAD, [logp, s, hot], dtype)
+        u = self.reshape(self.map(K_MUL, [kept, g], dtype), (m, 1))  # g_i on kept rows
+        a, b = dtype.type(1 - smoothing), dtype.type(smoothing / c)
+        spread = dtype.type(c) if weight is None else self.sum(weight, (0,), False)
+        mass = self.map(_K_SMOOTH_MASS, [s, u, spread, a, b], dtype)  # the sum of q_i
+        return self.map(_K_XENT_SMOOTH_GRAD,
+                        [logp, mass, hot, u, dtype.type(1) if weight is None else weight, a, b],
+                        dtype)
 
     # -- composed: a recurrent step's pointwise part ------------------------------------
     def lstm_cell(self, gates, c):
@@ -811,6 +825,11 @@ _K_NOT_EQUAL = Kernel("not_equal", lambda m, a, b: a != b, 2)
 _K_PICK = Kernel("pick", lambda m, c, a, b: m.where(c, a, b), 3)
 _K_NEG_MUL = Kernel("neg_mul", lambda m, a, b: -(a * b), 2)
 _K_XENT_GRAD = Kernel("cross_entropy_grad", lambda m, logp, s, hot: m.exp(logp) * s - hot, 3)
+_K_SMOOTHED = Kernel("smoothed_rows", lambda m, r, sp, k, a, b: r * a - sp * k * b, 5)
+_K_SMOOTH_MASS = Kernel("smoothed_mass", lambda m, s, u, sp, a, b: s * a + u * sp * b, 5)
+_K_XENT_SMOOTH_GRAD = Kernel(
+    "cross_entropy_smoothed_grad",
+    lambda m, logp, mass, hot, u, wc, a, b: m.exp(logp) * mass - hot * a - u * wc * b, 7)
 _K_LSE_FINISH = Kernel("lse_finish", lambda m, mx, e: mx + m.log(e), 2)
 _K_SOFTMAX_GRAD = Kernel("attention_ds", lambda m, p, dp, rd, sc: p * (dp - rd) * sc, 4)
 _K_SOFTMAX_GRAD_ROWS = Kernel("softmax_grad", lambda m, p, g, dot: p * (g - dot), 3)

@@ -185,30 +185,14 @@ def cross_entropy(input, target, weight=None, ignore_index=-100, reduction="mean
     logits, target, batch = _classes_last(input, target, "cross_entropy", probabilities)
     c = logits.shape[1]
     _check_weight(weight, c, "cross_entropy")
-    if not probabilities and label_smoothing == 0:  # one node: the backend's kernel
-        _check_classes(target, c, ignore_index, "cross_entropy")
-        if weight is not None and weight.dtype != logits.dtype:
-            weight = weight.to(logits.dtype)
-        return fused.CrossEntropyFn.apply(logits, target, weight, ignore_index, reduction,
-                                          batch)
-    logp = logits.log_softmax(-1)
     if probabilities:
+        logp = logits.log_softmax(-1)
         return _soft_cross_entropy(logp, target.to(logp.dtype), weight, reduction,
                                    label_smoothing, batch)
     _check_classes(target, c, ignore_index, "cross_entropy")
-    nll, w, valid = _nll(logp, target, weight, ignore_index, reduction, batch)
-    if label_smoothing == 0:
-        return nll
-    # the uniform part: -sum_c w_c logp_c per row, zero on ignored rows
-    smooth = -(logp * weight.to(logp.dtype)).sum(-1) if weight is not None else -logp.sum(-1)
-    smooth = smooth * valid.to(smooth.dtype)
-    if reduction == "none":
-        smooth = smooth.reshape(batch)
-    elif reduction == "sum":
-        smooth = smooth.sum()
-    else:  # over the rows counted, by their weight (PyTorch's mean, as nll's)
-        smooth = smooth.sum() / w.sum()
-    return nll * (1.0 - label_smoothing) + smooth * (label_smoothing / c)
+    # one node: the backend's cross_entropy, forward and backward on raw arrays
+    return fused.CrossEntropyFn.apply(logits, target, weight, ignore_index, reduction,
+                                      label_smoothing, batch)
 
 
 def _soft_cross_entropy(logp, target, weight, reduction, label_smoothing, batch):

@@ -286,17 +286,17 @@ class MSELossFn(Function):
 
 class CrossEntropyFn(Function):
     """Cross-entropy of (M, C) logits at (M,) class indices, with a per-class weight
-    (or None), an ignore_index and a reduction: one node over the backend's
+    (or None), an ignore_index, a label smoothing and a reduction: one node over the backend's
     cross_entropy, whose backward is softmax - one_hot, scaled, on raw arrays."""
 
     label = "CrossEntropyLoss"
 
     @staticmethod
-    def forward(ctx, x, target, weight, ignore_index, reduction, batch):
+    def forward(ctx, x, target, weight, ignore_index, reduction, label_smoothing, batch):
         be = x._be
         loss, ctx.state = be.cross_entropy(x._data, target._data,
                                            None if weight is None else weight._data,
-                                           ignore_index, reduction)
+                                           ignore_index, reduction, label_smoothing)
         if reduction == "none":
             loss = be.reshape(loss, batch)
         ctx.save_for_backward(x)
@@ -307,17 +307,23 @@ class CrossEntropyFn(Function):
         (x,) = ctx.saved_tensors
         be, saved = x._be, ctx.state
         m = x.shape[0]
+        none = (None,) * 6
         if STATE.grad_enabled:  # create_graph: composed, so the gradient has a graph
-            logp, safe, w, total = saved
+            logp, safe, w, total, kept, weight, smoothing = saved
             scale = g.reshape(-1) if g.ndim else g
             if total is not None:
                 scale = scale / Tensor._wrap(total)
-            s = (Tensor._wrap(w) * scale).reshape(m, 1)
-            hot = Tensor._wrap(be.scatter_add(logp.shape, 1, be.reshape(safe, (m, 1)),
-                                              be.full((m, 1), 1, logp.dtype)))
-            return (x.softmax(1) - hot) * s, None, None, None, None, None
+            # q_i: each row's target distribution (before the scale)
+            q = Tensor._wrap(be.scatter_add(logp.shape, 1, be.reshape(safe, (m, 1)),
+                                            be.reshape(w, (m, 1))))
+            if smoothing:
+                spread = 1.0 if weight is None else Tensor._wrap(weight)
+                q = q * (1 - smoothing) + Tensor._wrap(kept).reshape(m, 1) * spread * (
+                    smoothing / logp.shape[1])
+            scale = scale.reshape(m, 1) if scale.ndim else scale
+            return ((x.softmax(1) * q.sum(1, keepdim=True) - q) * scale,) + none
         gd = be.reshape(g._data, (m,)) if g.ndim else g._data
-        return Tensor._wrap(be.cross_entropy_backward(saved, gd)), None, None, None, None, None
+        return (Tensor._wrap(be.cross_entropy_backward(saved, gd)),) + none
 
 
 for _name, _arity in (("linear", 3), ("rms_norm", 2), ("layer_norm", 3), ("rope", 1),
