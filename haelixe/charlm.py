@@ -74,7 +74,7 @@ class CharLM(nn.Module):
         self.tok_emb = nn.Embedding(vocab_size, dim)
         self.blocks = nn.ModuleList([nn.TransformerBlock(dim, heads, causal=True)
                                      for _ in range(layers)])
-        self.norm = nn.RMSNorm(dim)
+        self.norm = nn.RMSNorm(dim, eps=1e-6)
         self.head = nn.Linear(dim, vocab_size, bias=False)
         self.head.weight = self.tok_emb.weight  # tied: one parameter under two names
         self._init_weights(layers)

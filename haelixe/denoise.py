@@ -36,7 +36,7 @@ class Denoiser(nn.Module):
         super().__init__()
         self.embed = nn.Linear(1, dim)
         self.block = nn.TransformerBlock(dim, heads)
-        self.norm = nn.RMSNorm(dim)
+        self.norm = nn.RMSNorm(dim, eps=1e-6)
         self.head = nn.Linear(dim, 1)
 
     def forward(self, x):

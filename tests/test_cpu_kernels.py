@@ -338,11 +338,10 @@ def test_fused_ops_match_pytorch(dtype):
         x = lib.tensor(a, requires_grad=True)
         wt, bt = lib.tensor(w, requires_grad=True), lib.tensor(b, requires_grad=True)
         xt = x.transpose(0, 1)  # strided
+        rms = F.rms_norm(xt, (32,), wt, eps=1e-6)
         if lib is hx:
-            rms = F.rms_norm(xt, wt, eps=1e-6)
             rope = F.apply_rope(xt, hx.tensor(cos), hx.tensor(sin))
         else:
-            rms = F.rms_norm(xt, (32,), wt, eps=1e-6)
             c, s = torch.tensor(cos), torch.tensor(sin)
             rope = torch.cat([xt[..., :16] * c - xt[..., 16:] * s,
                               xt[..., 16:] * c + xt[..., :16] * s], -1)

@@ -119,7 +119,7 @@ def test_mixed_matches_pytorch(op):
 
 
 NORMS = {
-    "rms_norm": lambda x, w, b: hx.nn.functional.rms_norm(x, w),
+    "rms_norm": lambda x, w, b: hx.nn.functional.rms_norm(x, x.shape[-1:], w),
     "layer_norm": lambda x, w, b: hx.nn.functional.layer_norm(x, x.shape[-1:], w, b),
 }
 
@@ -169,7 +169,7 @@ def test_rms_norm_mixed_matches_pytorch():
     xn, wn = g.standard_normal((3, 6)).astype(np.float32), g.standard_normal(6)
     x = hx.from_numpy(xn).requires_grad_()
     w = hx.from_numpy(wn.astype(np.float32)).to(hx.bfloat16).detach().requires_grad_()
-    y = hx.nn.functional.rms_norm(x, w, eps=1e-6)
+    y = hx.nn.functional.rms_norm(x, (6,), w, eps=1e-6)
     y.sum().backward()
     tx = torch.from_numpy(xn).requires_grad_()
     tw = torch.from_numpy(wn.astype(np.float32)).to(torch.bfloat16).requires_grad_()

@@ -373,7 +373,7 @@ OTHER = {
     "linear": (lambda x: hx.nn.functional.linear(x, x[:3]), lambda x: F.linear(x, x[:3])),
     "layer_norm": (lambda x: hx.nn.functional.layer_norm(x, (6,)),
                    lambda x: F.layer_norm(x, (6,))),
-    "rms_norm": (lambda x: hx.nn.functional.rms_norm(x, eps=1e-6),
+    "rms_norm": (lambda x: hx.nn.functional.rms_norm(x, (6,), eps=1e-6),
                  lambda x: F.rms_norm(x, (6,), eps=1e-6)),
     "mse_loss": (lambda x: hx.nn.functional.mse_loss(x, x.flip(0)),
                  lambda x: F.mse_loss(x, x.flip(0))),

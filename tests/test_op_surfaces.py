@@ -63,7 +63,6 @@ HAND_WRITTEN_DIFFERENCES = {
     "permute": {'function', 'method'},
     "prod": {'function', 'method'},
     "reshape": {'function', 'method'},
-    "rms_norm": {'functional'},
     "scatter": {'function', 'inplace', 'method'},
     "softmax": {'functional'},
     "squeeze": {'function', 'inplace', 'method'},

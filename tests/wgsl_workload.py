@@ -69,7 +69,7 @@ def run_workload() -> None:
         t(3, 4).int().scatter_reduce(0, into, t(5, 4).int(), reduce).cpu()
     # norms, activations, reductions, elementwise over dtypes and layouts
     x = t(4, 6, grad=True)
-    parts = [F.layer_norm(x, (6,)), F.rms_norm(x, hx.ones(6, device="gpu")),
+    parts = [F.layer_norm(x, (6,)), F.rms_norm(x, (6,), hx.ones(6, device="gpu")),
              F.softmax(x, -1), F.log_softmax(x, 0), F.gelu(x), F.gelu(x, "tanh"),
              F.silu(x), F.relu(x), F.sigmoid(x), F.tanh(x), F.softplus(x),
              x.exp(), x.abs().sqrt(), x.clamp(-0.5, 0.5), x * 2.0 + 1.0, x.T.T,
@@ -151,7 +151,7 @@ def gpu_variants(be) -> None:
         try:
             x, w = g(64, 600), hx.ones(600, device="gpu", requires_grad=True)
             rows = [F.softmax(x, -1), F.log_softmax(x, -1), F.layer_norm(x, (600,)),
-                    F.rms_norm(x, w), F.mse_loss(x, x.detach() + 1),
+                    F.rms_norm(x, (600,), w), F.mse_loss(x, x.detach() + 1),
                     F.cross_entropy(x, hx.tensor(np.zeros(64, np.int64), device="gpu"))]
             sum(r.sum() for r in rows).backward()
         finally:

@@ -91,7 +91,7 @@ def _run_family(family, x):
         q = x.reshape(1, 1, *x.shape)
         return F.scaled_dot_product_attention(q, q, q)
     if family == "norm":
-        return F.rms_norm(x, ones(x.shape[-1], dtype=x.dtype))
+        return F.rms_norm(x, x.shape[-1:], ones(x.shape[-1], dtype=x.dtype))
     if family == "softmax":
         return x.softmax(-1)
     if family == "reduction":

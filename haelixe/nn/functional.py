@@ -7,7 +7,7 @@ import math
 
 from .. import creation
 from ..amp import autocast_dtype, cast_inputs
-from ..dtype import float32
+from ..dtype import float32, float64
 from ..errors import OpError, OpNotImplementedError
 from ..ops import fused
 from ..ops.conv import (
@@ -95,41 +95,63 @@ def _same(op, *ts, ints=False, float_params=False):
                             f"hx.autocast or cast the input with .to(dtype)")
 
 
-def rms_norm(x, weight=None, eps=1e-6):
-    (x,) = cast_inputs("norm", x)
+def _trailing_shape(op, call, input, normalized_shape, **params):
+    """normalized_shape as a tuple of ints, checked to be the input's trailing dims and
+    the shape of each given parameter (weight, bias)."""
+    if isinstance(normalized_shape, Tensor):
+        raise TypeError(f"{op}{call}: normalized_shape must be an int or a tuple of ints "
+                        f"(e.g. x.shape[-1:]), got a tensor; pass the weight as weight=")
+    shape = (int(normalized_shape),) if isinstance(normalized_shape, int) else \
+        tuple(int(n) for n in normalized_shape)
+    k = len(shape)
+    if k == 0 or input.ndim < k or input.shape[input.ndim - k:] != shape:
+        raise OpError(f"{op}: normalized_shape={shape} must be the trailing dims "
+                      f"of the input, got an input of shape {input.shape}")
+    for name, t in params.items():
+        if t is not None and t.shape != shape:
+            raise OpError(f"{op}: {name} has shape {t.shape}, expected {shape}")
+    return shape
+
+
+def _flat_trailing(x, k):
+    """x with its last k dims flattened into one (the fused kernels normalize the last)."""
+    return x.reshape(*x.shape[:x.ndim - k], math.prod(x.shape[x.ndim - k:]))
+
+
+def rms_norm(input, normalized_shape, weight=None, eps=None):  # noqa: A002 (PyTorch's name)
+    """Divide by the root-mean-square over the trailing ``normalized_shape`` dims (an int
+    counts as one), then scale by ``weight`` (of shape normalized_shape): one fused
+    kernel over the flattened trailing dims. eps=None is the machine epsilon of the
+    dtype the kernel computes in: float64's for float64, float32's otherwise (PyTorch
+    takes its opmath type's, so float16 and bfloat16 get float32's too)."""
+    shape = _trailing_shape("rms_norm", "(input, normalized_shape, weight, eps)", input,
+                            normalized_shape, weight=weight)
+    (x,) = cast_inputs("norm", input)
     # (a weight of another float dtype is read as it is, as PyTorch's rms_norm takes it)
     _same("rms_norm", x, weight, float_params=True)
-    return fused.RMSNormFn.apply(x, weight, eps)
+    if eps is None:
+        eps = 2.0 ** -52 if x.dtype is float64 else 2.0 ** -23
+    if len(shape) == 1:
+        return fused.RMSNormFn.apply(x, weight, eps)
+    w = None if weight is None else weight.reshape(math.prod(shape))
+    return fused.RMSNormFn.apply(_flat_trailing(x, len(shape)), w, eps).reshape(x.shape)
 
 
 def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
     """Normalise over the last len(normalized_shape) dims (an int counts as one), then
     scale by ``weight`` and shift by ``bias`` (both of shape normalized_shape): one
     fused kernel over the flattened trailing dims."""
-    if isinstance(normalized_shape, Tensor):
-        raise TypeError("layer_norm(input, normalized_shape, weight, bias, eps): "
-                        "normalized_shape must be an int or a tuple of ints (e.g. "
-                        "x.shape[-1:]), got a tensor; pass the weight as weight=")
-    shape = (int(normalized_shape),) if isinstance(normalized_shape, int) else \
-        tuple(int(n) for n in normalized_shape)
+    shape = _trailing_shape("layer_norm", "(input, normalized_shape, weight, bias, eps)",
+                            input, normalized_shape, weight=weight, bias=bias)
     k = len(shape)
-    if k == 0 or input.ndim < k or input.shape[input.ndim - k:] != shape:
-        raise OpError(f"layer_norm: normalized_shape={shape} must be the trailing dims "
-                      f"of the input, got an input of shape {input.shape}")
-    for name, t in (("weight", weight), ("bias", bias)):
-        if t is not None and t.shape != shape:
-            raise OpError(f"layer_norm: {name} has shape {t.shape}, expected {shape}")
     (x,) = cast_inputs("norm", input)
     # under autocast the weight and bias are read as they are (a cast to float32 would be
     # exact, and one more pass); outside it PyTorch refuses mixed dtypes, and so do we
     _same("layer_norm", x, weight, bias, float_params=autocast_dtype() is not None)
     if k == 1:
         return fused.LayerNormFn.apply(x, weight, bias, eps)
-    n = math.prod(shape)
-    flat = [None if t is None else t.reshape(n) for t in (weight, bias)]
-    lead = x.shape[:x.ndim - k]
-    y = fused.LayerNormFn.apply(x.reshape(*lead, n), flat[0], flat[1], eps)
-    return y.reshape(x.shape)
+    flat = [None if t is None else t.reshape(math.prod(shape)) for t in (weight, bias)]
+    return fused.LayerNormFn.apply(_flat_trailing(x, k), flat[0], flat[1], eps).reshape(x.shape)
 
 
 def gelu(x, approximate="none"):

@@ -42,17 +42,30 @@ class NonDynamicallyQuantizableLinear(Linear):
     projection of MultiheadAttention); here a Linear, so programs naming it run."""
 
 
+def _shape(normalized_shape) -> tuple:
+    return (normalized_shape,) if isinstance(normalized_shape, int) else \
+        tuple(normalized_shape)
+
+
 class RMSNorm(Module):
-    def __init__(self, dim: int, eps: float = 1e-6):
+    """Divide by the root-mean-square over the trailing ``normalized_shape`` dims (an
+    int is one dim), with a learned scale (ones) unless ``elementwise_affine=False``;
+    eps=None is the machine epsilon of the dtype the kernel computes in (F.rms_norm)."""
+
+    def __init__(self, normalized_shape, eps=None, elementwise_affine: bool = True,
+                 device=None, dtype=None):
         super().__init__()
-        self.dim, self.eps = dim, eps
-        self.weight = Parameter(creation.ones(dim))
+        self.normalized_shape, self.eps = _shape(normalized_shape), eps
+        self.elementwise_affine = elementwise_affine
+        self.weight = Parameter(creation.ones(*self.normalized_shape, dtype=dtype,
+                                              device=device)) if elementwise_affine else None
 
     def forward(self, x):
-        return F.rms_norm(x, self.weight, self.eps)
+        return F.rms_norm(x, self.normalized_shape, self.weight, self.eps)
 
     def extra_repr(self) -> str:
-        return f"{self.dim}, eps={self.eps}"
+        return (f"{self.normalized_shape}, eps={self.eps}, "
+                f"elementwise_affine={self.elementwise_affine}")
 
 
 class LayerNorm(Module):
@@ -63,8 +76,7 @@ class LayerNorm(Module):
     def __init__(self, normalized_shape, eps: float = 1e-5, elementwise_affine: bool = True,
                  bias: bool = True):
         super().__init__()
-        shape = (normalized_shape,) if isinstance(normalized_shape, int) else \
-            tuple(normalized_shape)
+        shape = _shape(normalized_shape)
         self.normalized_shape, self.eps = shape, eps
         self.elementwise_affine = elementwise_affine
         self.weight = Parameter(creation.ones(*shape)) if elementwise_affine else None
