@@ -12,6 +12,7 @@ from torch_ref import against_torch
 
 import haelixe as hx
 from haelixe.autograd import gradcheck
+from haelixe.errors import OpError
 from haelixe.nn import functional as F
 
 torch = pytest.importorskip("torch")
@@ -142,6 +143,15 @@ def test_cross_entropy_gradient_has_a_graph_under_create_graph(device, reduction
                     torch.tensor(w))
     for a, b in zip(ours, theirs):
         np.testing.assert_allclose(a.cpu().numpy(), b.numpy(), **tol(device))
+
+
+def test_cross_entropy_refuses_a_class_weight_that_requires_grad_as_pytorch():
+    x, t = hx.randn(4, 3, requires_grad=True), hx.tensor([0, 1, 2, 1])
+    with pytest.raises(OpError, match="cross_entropy: .* not differentiable with respect to "
+                                      "weight"):
+        F.cross_entropy(x, t, weight=hx.ones(3, requires_grad=True))
+    with hx.no_grad():  # nothing to differentiate: the loss alone
+        assert F.cross_entropy(x, t, weight=hx.ones(3, requires_grad=True)).item() > 0
 
 
 def test_cross_entropy_every_target_ignored_is_nan_as_pytorch():

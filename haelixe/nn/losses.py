@@ -6,6 +6,7 @@ log(1 + exp(x)))."""
 from __future__ import annotations
 
 from ..amp import cast_inputs
+from ..autograd.mode import STATE
 from ..backends.base import Backend
 from ..errors import OpError
 from ..ops import fused
@@ -190,6 +191,10 @@ def cross_entropy(input, target, weight=None, ignore_index=-100, reduction="mean
         return _soft_cross_entropy(logp, target.to(logp.dtype), weight, reduction,
                                    label_smoothing, batch)
     _check_classes(target, c, ignore_index, "cross_entropy")
+    if weight is not None and weight.requires_grad and STATE.grad_enabled:
+        raise OpError("cross_entropy: with class-index targets the loss is not "
+                      "differentiable with respect to weight (as in PyTorch); pass "
+                      "weight.detach(), or class-probability targets")
     # one node: the backend's cross_entropy, forward and backward on raw arrays
     return fused.CrossEntropyFn.apply(logits, target, weight, ignore_index, reduction,
                                       label_smoothing, batch)
