@@ -188,6 +188,38 @@ def test_conv_gradcheck_and_double_backward_in_float64():
     assert gradgradcheck(convt, (x, wt), name="conv_transpose2d")
 
 
+@pytest.mark.parametrize("groups,channels_last", [(1, False), (1, True), (2, False)])
+def test_conv_forward_and_first_order_backward_are_one_node_on_raw_arrays(
+        monkeypatch, groups, channels_last):
+    """Forward and the first-order backward run the backend's primitives: the only ops
+    dispatched are the convolution's node and the loss's sum (per-op dispatch would
+    otherwise cost more than a small CNN's products), and the gradients are PyTorch's."""
+    from haelixe.autograd.function import Function
+
+    x = randn(2, 4, 5, 6)
+    w, b = randn(6, 4 // groups, 3, 3, seed=1), randn(6, seed=2)
+    xh = hx.tensor(x.transpose(0, 2, 3, 1).copy()).permute(0, 3, 1, 2) if channels_last \
+        else hx.tensor(x)
+    ours = [xh.requires_grad_(), hx.tensor(w, requires_grad=True),
+            hx.tensor(b, requires_grad=True)]
+    theirs = [torch.tensor(a, requires_grad=True) for a in (x, w, b)]
+    dispatched = []
+    apply = Function.apply.__func__
+
+    def counted(cls, *args):
+        dispatched.append(cls.__name__)
+        return apply(cls, *args)
+
+    monkeypatch.setattr(Function, "apply", classmethod(counted))
+    F.conv2d(*ours, padding=1, groups=groups).square().sum().backward()
+    monkeypatch.undo()
+    TF.conv2d(*theirs, padding=1, groups=groups).square().sum().backward()
+    assert dispatched.count("Conv") == 1
+    assert not {"Permute", "View", "Windows", "Pad", "MatMul", "SumWindows"} & set(dispatched)
+    for a, t in zip(ours, theirs):
+        np.testing.assert_allclose(a.grad.numpy(), t.grad.numpy(), atol=1e-10)
+
+
 def test_conv2d_input_windows_are_a_view_of_the_image():
     from haelixe.ops.windows import windows
 

@@ -19,15 +19,26 @@ from __future__ import annotations
 
 import math
 
+from .. import layout
 from ..amp import cast_inputs
-from ..autograd.function import Function
+from ..autograd.function import Function, wrap_grads
 from ..autograd.mode import STATE, no_grad
 from ..errors import OpError
 from ..tensor import Tensor
 from . import conv_gemm
 from .linalg import matmul
 from .registry import declare, function
-from .windows import SumWindows, pad, padded_strides, sum_windows, window_geometry, windows
+from .windows import (
+    SumWindows,
+    pad,
+    padded,
+    padded_strides,
+    sum_windows,
+    summed_windows,
+    window_geometry,
+    window_layout,
+    windows,
+)
 
 
 def ntuple(value, d, name, op):
@@ -156,6 +167,98 @@ def conv(op, d, input, weight, bias=None, stride=1, padding=0, dilation=1, group
     return y.squeeze(0) if unbatched else y
 
 
+class Recorded:
+    """The steps of a convolution and its gradients as differentiable ops: for the
+    gradients of a create_graph backward (their own graph, so double backward works)."""
+
+    @staticmethod
+    def permute(t, dims):
+        return t.permute(dims)
+
+    @staticmethod
+    def reshape(t, shape):
+        return t.reshape(shape)
+
+    @staticmethod
+    def mT(t):
+        return t.mT
+
+    matmul = staticmethod(matmul)
+
+    @staticmethod
+    def add(a, b):
+        return a + b
+
+    @staticmethod
+    def sum(t, dims):
+        return t.sum(dims)
+
+    @staticmethod
+    def pad(x, pads, op):
+        return pad(x, pads, 0, op)
+
+    windows = staticmethod(windows)
+
+    @staticmethod
+    def sum_windows(cols, shape, kernel, stride, dilation, like):
+        return SumWindows.apply(cols, shape, kernel, stride, dilation, like)
+
+    @staticmethod
+    def crop(t, key):
+        return t[key]
+
+
+class Raw:
+    """The same steps on tensors with no graph, each one backend primitive (a view's
+    layout, a copy, a product): the forward and the first-order gradients, where per-op
+    dispatch would cost more than the convolution's small products."""
+
+    @staticmethod
+    def permute(t, dims):
+        shape, strides = layout.permute(t.shape, t.strides, dims)
+        return t._view(shape, strides, t.offset,
+                       t._be.permute_view(t._data, dims, t._storage, shape, strides, t.offset))
+
+    @staticmethod
+    def reshape(t, shape):
+        strides = layout.view_strides(t.shape, t.strides, shape)
+        if strides is None:  # (the dims do not merge in memory: a copy, as reshape's)
+            return Tensor._wrap(t._be.reshape(t._be.copy(t._data), shape))
+        return t._view(shape, strides, t.offset)
+
+    @staticmethod
+    def mT(t):
+        (*lead, r, c), (*steps, sr, sc) = t.shape, t.strides
+        return t._view((*lead, c, r), (*steps, sc, sr), t.offset, t._be.mT(t._data))
+
+    @staticmethod
+    def matmul(a, b):
+        return Tensor._wrap(a._be.matmul(a._data, b._data))
+
+    @staticmethod
+    def add(a, b):
+        return Tensor._wrap(a._be.add(a._data, b._data))
+
+    @staticmethod
+    def sum(t, dims):
+        return Tensor._wrap(t._be.sum(t._data, dims, False))
+
+    @staticmethod
+    def pad(x, pads, op):
+        return padded(x, pads, 0) if any(a or b for a, b in pads) else x
+
+    @staticmethod
+    def windows(x, kernel, stride, dilation, op):
+        shape, strides = window_layout(x.shape, x.strides, kernel, stride, dilation, op)
+        return x._view(shape, strides, x.offset)
+
+    sum_windows = staticmethod(summed_windows)
+
+    @staticmethod
+    def crop(t, key):
+        return t._view(*layout.index(t.shape, t.strides, t.offset, key))
+
+
 def _channels_last_columns(xp, kernel, out, stride, dilation, groups):
     """Whether im2col copies the windows as (N, *out, *kernel, C) rather than (C,
     *kernel, N, *out): where the padded input is channels-last in memory, each window's
@@ -169,17 +272,17 @@ def _channels_last_columns(xp, kernel, out, stride, dilation, groups):
     return c * along > across
 
 
-def convolve(x, weight, bias, pads, stride, dilation, groups, op):
-    """The convolution composed of differentiable ops, its definition: pad, the windows
-    view, im2col (the windows copied once as a matrix), one product, the bias. Returns
-    the output, the columns (the product's matrix, the weight gradient's too) and
-    whether they are in the channels-last order."""
+def convolve(x, weight, bias, pads, stride, dilation, groups, op, ops=Recorded):
+    """The convolution composed of ``ops`` (Recorded's differentiable ones, its
+    definition, or Raw's): pad, the windows view, im2col (the windows copied once as a
+    matrix), one product, the bias. Returns the output, the columns (the product's
+    matrix, the weight gradient's too) and whether they are in the channels-last order."""
     d = len(stride)
     n, c = x.shape[:2]
     o, cg = weight.shape[:2]
     kernel = tuple(weight.shape[2:])
-    xp = pad(x, pads, 0, op)
-    win = windows(xp, kernel, stride, dilation, op)  # (N, C, *kernel, *out): a view
+    xp = ops.pad(x, pads, op)
+    win = ops.windows(xp, kernel, stride, dilation, op)  # (N, C, *kernel, *out): a view
     out = win.shape[2 + d:]
     k, positions = cg * math.prod(kernel), n * math.prod(out)
     taps, places = tuple(range(2, 2 + d)), tuple(range(2 + d, 2 + 2 * d))
@@ -189,65 +292,76 @@ def convolve(x, weight, bias, pads, stride, dilation, groups, op):
         # (a pool's, a convolution's) run along the channels
         last = _channels_last_columns(xp, kernel, out, stride, dilation, groups)
         if last:
-            cols = win.permute((0, *places, *taps, 1)).reshape(positions, k)
-            y = matmul(cols, weight.permute((0, *taps, 1)).reshape(o, k).mT)
+            cols = ops.reshape(ops.permute(win, (0, *places, *taps, 1)), (positions, k))
+            y = ops.matmul(cols, ops.mT(ops.reshape(ops.permute(weight, (0, *taps, 1)),
+                                                    (o, k))))
         else:
-            cols = win.permute((1, *taps, 0, *places)).reshape(k, positions)
-            y = matmul(cols.mT, weight.reshape(o, k).mT)
-        y = y.reshape((n, *out, o)).permute((0, d + 1, *range(1, d + 1)))
+            cols = ops.reshape(ops.permute(win, (1, *taps, 0, *places)), (k, positions))
+            y = ops.matmul(ops.mT(cols), ops.mT(ops.reshape(weight, (o, k))))
+        y = ops.permute(ops.reshape(y, (n, *out, o)), (0, d + 1, *range(1, d + 1)))
     else:
         # im2col with the batch inside the columns, (C, *kernel, N, *out): each group's
         # product is one GEMM over the whole batch, (O/G, k) @ (k, N*positions)
         last = False
-        cols = win.permute((1, *taps, 0, *places)).reshape(groups, k, positions)
-        y = matmul(weight.reshape(groups, o // groups, k), cols)  # (G, O/G, N*positions)
-        y = y.reshape((o, n) + out).permute((1, 0, *range(2, 2 + d)))
+        cols = ops.reshape(ops.permute(win, (1, *taps, 0, *places)), (groups, k, positions))
+        y = ops.matmul(ops.reshape(weight, (groups, o // groups, k)), cols)  # (G, O/G, N*pos)
+        y = ops.permute(ops.reshape(y, (o, n) + out), (1, 0, *range(2, 2 + d)))
     if bias is not None:
-        y = y + bias.reshape((o,) + (1,) * d)
+        y = ops.add(y, ops.reshape(bias, (o,) + (1,) * d))
     return y, cols, last
 
 
 class Conv(Function):
-    """``convolve`` as one graph node: forward runs the composition without recording
-    its steps and keeps its columns; backward is ``conv_gradients``, run on the saved
-    columns (first order) or on columns recomputed with their graph (create_graph).
+    """``convolve`` as one graph node: forward runs Raw's steps and keeps its columns;
+    the first-order backward is ``conv_gradients`` on Raw's steps and the saved
+    columns, a create_graph one Recorded's on columns recomputed with their graph.
     Where the backend reads the windows in its matmul kernel (conv_gemm.takes), forward
     and the first-order gradients are its implicit-GEMM products instead, no columns
     kept."""
 
     @staticmethod
     def forward(ctx, x, weight, bias, pads, stride, dilation, groups, op):
-        with no_grad():
-            if conv_gemm.takes(x, weight, stride):
-                out = window_geometry(op, tuple(m + a + b for m, (a, b) in
-                                                zip(x.shape[2:], pads)),
-                                      weight.shape[2:], stride, dilation)
+        if conv_gemm.takes(x, weight, stride):
+            out = window_geometry(op, tuple(m + a + b for m, (a, b) in
+                                            zip(x.shape[2:], pads)),
+                                  weight.shape[2:], stride, dilation)
+            with no_grad():
                 y = conv_gemm.forward(x, weight, bias, pads, dilation, groups, out)
-                cols = last = None
-            else:
-                y, cols, last = convolve(x, weight, bias, pads, stride, dilation, groups, op)
+            cols = last = None
+        else:
+            y, cols, last = convolve(x, weight, bias, pads, stride, dilation, groups, op,
+                                     Raw)
         ctx.save_for_backward(x, weight)
         ctx.cols, ctx.last = cols, last
         ctx.geometry = (pads, stride, dilation, groups, op)
         return y
 
     @staticmethod
-    def backward(ctx, g):
+    def raw_backward(ctx, gd):
         x, w = ctx.saved_tensors
-        cols, last = ctx.cols, ctx.last
-        if STATE.grad_enabled:  # (the weight's gradient then has a graph through x)
-            _, cols, last = convolve(x, w, None, *ctx.geometry)
-        elif cols is None:  # (the implicit GEMM's products)
+        g = Tensor._wrap(gd)
+        if ctx.cols is None:  # (the implicit GEMM's products)
             pads, _, dilation, groups, _ = ctx.geometry
             return conv_gemm.gradients(g, x, w, ctx.next[:3], pads, dilation, groups) + \
                 (None,) * 5
+        return conv_gradients(g, x, w, ctx.cols, ctx.last, ctx.next[:3], *ctx.geometry[:4],
+                              Raw) + (None,) * 5
+
+    @staticmethod
+    def backward(ctx, g):
+        if not STATE.grad_enabled:
+            return wrap_grads(Conv.raw_backward(ctx, g._data))
+        # (the weight's gradient then has a graph through x: the columns recomputed)
+        x, w = ctx.saved_tensors
+        _, cols, last = convolve(x, w, None, *ctx.geometry)
         return conv_gradients(g, x, w, cols, last, ctx.next[:3], *ctx.geometry[:4]) + \
             (None,) * 5
 
 
-def conv_gradients(g, x, w, cols, last, need, pads, stride, dilation, groups):
+def conv_gradients(g, x, w, cols, last, need, pads, stride, dilation, groups,
+                   ops=Recorded):
     """The gradients of ``convolve`` (for the inputs ``need`` marks) written with
-    differentiable ops: the weight's is one product of g with the columns, the input's
+    ``ops`` (as convolve is): the weight's is one product of g with the columns, the input's
     a product of g with the weight followed by col2im (SumWindows) into the padded
     input's layout, the padding cropped; the bias's a sum of g."""
     d = len(stride)
@@ -256,41 +370,43 @@ def conv_gradients(g, x, w, cols, last, need, pads, stride, dilation, groups):
     positions = n * math.prod(out)
     gx = gw = gb = dwin = None
     if groups == 1:
-        g2 = g.permute((0, *range(2, 2 + d), 1)).reshape(positions, o)
-        wk = w.permute((0, *range(2, 2 + d), 1)) if last else w  # (the columns' order)
+        g2 = ops.reshape(ops.permute(g, (0, *range(2, 2 + d), 1)), (positions, o))
+        wk = ops.permute(w, (0, *range(2, 2 + d), 1)) if last else w  # (the columns' order)
         if need[1] is not None:
-            gw = matmul(g2.mT, cols if last else cols.mT).reshape(wk.shape)
-            gw = gw.permute((0, d + 1, *range(1, d + 1))) if last else gw
+            gw = ops.reshape(ops.matmul(ops.mT(g2), cols if last else ops.mT(cols)), wk.shape)
+            gw = ops.permute(gw, (0, d + 1, *range(1, d + 1))) if last else gw
         if need[0] is not None:
             # (the columns' gradient laid out as the columns are: col2im then reads
             # rows of positions, or of channels, along memory)
-            wk2 = wk.reshape(o, math.prod(wk.shape[1:]))
+            wk2 = ops.reshape(wk, (o, math.prod(wk.shape[1:])))
             if last:
-                dwin = matmul(g2, wk2).reshape((n, *out, *wk.shape[1:])).permute(
-                    (0, 2 * d + 1, *range(d + 1, 2 * d + 1), *range(1, d + 1)))
+                dwin = ops.permute(ops.reshape(ops.matmul(g2, wk2), (n, *out, *wk.shape[1:])),
+                                   (0, 2 * d + 1, *range(d + 1, 2 * d + 1), *range(1, d + 1)))
             else:
-                dwin = matmul(wk2.mT, g2.mT).reshape((*wk.shape[1:], n, *out)).permute(
-                    (d + 1, 0, *range(1, d + 1), *range(d + 2, 2 * d + 2)))
+                dwin = ops.permute(ops.reshape(ops.matmul(ops.mT(wk2), ops.mT(g2)),
+                                               (*wk.shape[1:], n, *out)),
+                                   (d + 1, 0, *range(1, d + 1), *range(d + 2, 2 * d + 2)))
         if need[2] is not None:
-            gb = g2.sum(0)
+            gb = ops.sum(g2, (0,))
     else:
-        g3 = g.permute((1, 0, *range(2, 2 + d))).reshape(groups, o // groups, positions)
-        wg = w.reshape(groups, o // groups, w.shape[1] * math.prod(kernel))
+        g3 = ops.reshape(ops.permute(g, (1, 0, *range(2, 2 + d))),
+                         (groups, o // groups, positions))
+        wg = ops.reshape(w, (groups, o // groups, w.shape[1] * math.prod(kernel)))
         if need[1] is not None:
-            gw = matmul(g3, cols.mT).reshape(w.shape)
+            gw = ops.reshape(ops.matmul(g3, ops.mT(cols)), w.shape)
         if need[0] is not None:
-            dcols = matmul(wg.mT, g3)  # (G, k, N*positions)
-            dwin = dcols.reshape((x.shape[1], *kernel, n, *out)).permute(
-                (d + 1, 0, *range(1, d + 1), *range(d + 2, 2 * d + 2)))
+            dcols = ops.matmul(ops.mT(wg), g3)  # (G, k, N*positions)
+            dwin = ops.permute(ops.reshape(dcols, (x.shape[1], *kernel, n, *out)),
+                               (d + 1, 0, *range(1, d + 1), *range(d + 2, 2 * d + 2)))
         if need[2] is not None:
-            gb = g.sum((0, *range(2, 2 + d)))
+            gb = ops.sum(g, (0, *range(2, 2 + d)))
     if dwin is not None:
-        padded = tuple(m + a + b for m, (a, b) in zip(x.shape[2:], pads))
-        gx = SumWindows.apply(dwin, x.shape[:2] + padded, tuple(kernel), stride, dilation,
-                              padded_strides(x, pads))
+        size = tuple(m + a + b for m, (a, b) in zip(x.shape[2:], pads))
+        gx = ops.sum_windows(dwin, x.shape[:2] + size, tuple(kernel), stride, dilation,
+                             padded_strides(x, pads))
         if any(a or b for a, b in pads):  # (the padding cropped: a view)
-            gx = gx[(slice(None),) * 2 + tuple(slice(a, a + m) for m, (a, _) in
-                                               zip(x.shape[2:], pads))]
+            gx = ops.crop(gx, (slice(None),) * 2 + tuple(slice(a, a + m) for m, (a, _) in
+                                                         zip(x.shape[2:], pads)))
     return gx, gw, gb
 
 

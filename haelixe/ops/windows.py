@@ -88,40 +88,45 @@ class SumWindows(Function):
     @staticmethod
     def forward(ctx, cols, shape, kernel, stride, dilation, like):
         ctx.geometry = (kernel, stride, dilation)
-        d = len(kernel)
-        lead = len(shape) - d
-        out_size = cols.shape[lead + d:]
-        be = cols._be
-        matching = list(range(lead)) + list(range(lead + d, lead + 2 * d))
-        cols_order = tuple(cols.strides[m] for m in matching)
-        if all(dl * (k - 1) < s for k, s, dl in zip(kernel, stride, dilation)):
-            # windows that never share a cell (a pool's stride the kernel's size, a 1x1
-            # kernel): the windows view of the output holds each cell once, and the sum
-            # is one copy into it
-            out = full_in_order(be, cols.dtype.np, shape, like or cols_order)
-            be.copy_into(be.make_view(out._storage, *window_layout(
-                             out.shape, out.strides, kernel, stride, dilation)[:2],
-                             out.offset), cols._data)
-            return out
-        dtype = cols.dtype.np
-        if cols.dtype.itemsize < 4:
-            cols = Tensor._wrap(be.cast(cols._data, np.float32))
-        out = full_in_order(be, cols.dtype.np, shape, cols_order)
-        if be.sum_windows_into(out._data, cols._data, kernel, stride, dilation):
-            return out if out.dtype.np == dtype else be.cast(out._data, dtype)
-        every = (slice(None),) * lead
-        for offsets in itertools.product(*(range(k) for k in kernel)):
-            dst = every + tuple(slice(o * dl, o * dl + s * (n - 1) + 1, s) for o, dl, s, n
-                                in zip(offsets, dilation, stride, out_size))
-            be.add_into(be.make_view(out._storage, *layout.index(
-                            out.shape, out.strides, out.offset, dst)),
-                        be.make_view(cols._storage, *layout.index(
-                            cols.shape, cols.strides, cols.offset, every + offsets)))
-        return out if out.dtype.np == dtype else be.cast(out._data, dtype)
+        return summed_windows(cols, shape, kernel, stride, dilation, like)
 
     @staticmethod
     def backward(ctx, g):
         return Windows.apply(g, *ctx.geometry), None, None, None, None, None
+
+
+def summed_windows(cols, shape, kernel, stride, dilation, like):
+    """SumWindows' forward on graph-less tensors: a tensor of ``shape``."""
+    d = len(kernel)
+    lead = len(shape) - d
+    out_size = cols.shape[lead + d:]
+    be = cols._be
+    matching = list(range(lead)) + list(range(lead + d, lead + 2 * d))
+    cols_order = tuple(cols.strides[m] for m in matching)
+    if all(dl * (k - 1) < s for k, s, dl in zip(kernel, stride, dilation)):
+        # windows that never share a cell (a pool's stride the kernel's size, a 1x1
+        # kernel): the windows view of the output holds each cell once, and the sum
+        # is one copy into it
+        out = full_in_order(be, cols.dtype.np, shape, like or cols_order)
+        be.copy_into(be.make_view(out._storage, *window_layout(
+                         out.shape, out.strides, kernel, stride, dilation)[:2],
+                         out.offset), cols._data)
+        return out
+    dtype = cols.dtype.np
+    if cols.dtype.itemsize < 4:
+        cols = Tensor._wrap(be.cast(cols._data, np.float32))
+    out = full_in_order(be, cols.dtype.np, shape, cols_order)
+    if be.sum_windows_into(out._data, cols._data, kernel, stride, dilation):
+        return out if out.dtype.np == dtype else Tensor._wrap(be.cast(out._data, dtype))
+    every = (slice(None),) * lead
+    for offsets in itertools.product(*(range(k) for k in kernel)):
+        dst = every + tuple(slice(o * dl, o * dl + s * (n - 1) + 1, s) for o, dl, s, n
+                            in zip(offsets, dilation, stride, out_size))
+        be.add_into(be.make_view(out._storage, *layout.index(
+                        out.shape, out.strides, out.offset, dst)),
+                    be.make_view(cols._storage, *layout.index(
+                        cols.shape, cols.strides, cols.offset, every + offsets)))
+    return out if out.dtype.np == dtype else Tensor._wrap(be.cast(out._data, dtype))
 
 
 def full_in_order(be, dtype, shape, strides, value=0):
@@ -181,28 +186,33 @@ class Pad(Function):
     @staticmethod
     def forward(ctx, x, pads, value):
         ctx.pads = pads
-        lead = x.ndim - len(pads)
-        shape = x.shape[:lead] + tuple(n + a + b for n, (a, b) in zip(x.shape[lead:], pads))
-        be = x._be
-        # (laid out as x is: a channels-last image's padded copy is channels-last, so
-        # the windows a convolution copies from it run along the channels; an expanded
-        # input's copy is laid out plainly)
-        out = full_in_order(be, x.dtype.np, shape, x.strides if all(x.strides) else
-                             range(x.ndim, 0, -1), value)
-        if math.prod(shape) and x.numel():
-            src = (slice(None),) * lead + tuple(slice(max(-a, 0), n - max(-b, 0))
-                                                for n, (a, b) in zip(x.shape[lead:], pads))
-            dst = (slice(None),) * lead + tuple(slice(max(a, 0), m - max(b, 0))
-                                                for m, (a, b) in zip(shape[lead:], pads))
-            be.copy_into(be.make_view(out._storage, *layout.index(out.shape, out.strides,
-                                                                  out.offset, dst)),
-                         be.make_view(x._storage, *layout.index(x.shape, x.strides,
-                                                                x.offset, src)))
-        return out
+        return padded(x, pads, value)
 
     @staticmethod
     def backward(ctx, g):
         return Pad.apply(g, tuple((-a, -b) for a, b in ctx.pads), 0), None, None
+
+
+def padded(x, pads, value):
+    """Pad's forward on graph-less tensors: x's copy inside ``value``."""
+    lead = x.ndim - len(pads)
+    shape = x.shape[:lead] + tuple(n + a + b for n, (a, b) in zip(x.shape[lead:], pads))
+    be = x._be
+    # (laid out as x is: a channels-last image's padded copy is channels-last, so
+    # the windows a convolution copies from it run along the channels; an expanded
+    # input's copy is laid out plainly)
+    out = full_in_order(be, x.dtype.np, shape, x.strides if all(x.strides) else
+                         range(x.ndim, 0, -1), value)
+    if math.prod(shape) and x.numel():
+        src = (slice(None),) * lead + tuple(slice(max(-a, 0), n - max(-b, 0))
+                                            for n, (a, b) in zip(x.shape[lead:], pads))
+        dst = (slice(None),) * lead + tuple(slice(max(a, 0), m - max(b, 0))
+                                            for m, (a, b) in zip(shape[lead:], pads))
+        be.copy_into(be.make_view(out._storage, *layout.index(out.shape, out.strides,
+                                                              out.offset, dst)),
+                     be.make_view(x._storage, *layout.index(x.shape, x.strides,
+                                                            x.offset, src)))
+    return out
 
 
 def pad(x, pads, value=0, op="pad"):
