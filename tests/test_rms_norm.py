@@ -25,8 +25,7 @@ def _params(sig):
 def test_signatures_are_pytorchs():
     assert _params(inspect.signature(F.rms_norm)) == \
         _params(inspect.signature(torch.nn.functional.rms_norm))
-    assert _params(inspect.signature(nn.RMSNorm.__init__)) == \
-        _params(inspect.signature(torch.nn.RMSNorm.__init__))
+    # (nn.RMSNorm's: tests/test_op_surfaces.py, with every declared op's layer)
 
 
 CASES = [  # (x shape, normalized_shape, with weight, eps)

@@ -74,13 +74,15 @@ class LayerNorm(Module):
     ``bias=False`` keeps the scale only."""
 
     def __init__(self, normalized_shape, eps: float = 1e-5, elementwise_affine: bool = True,
-                 bias: bool = True):
+                 bias: bool = True, device=None, dtype=None):
         super().__init__()
         shape = _shape(normalized_shape)
         self.normalized_shape, self.eps = shape, eps
         self.elementwise_affine = elementwise_affine
-        self.weight = Parameter(creation.ones(*shape)) if elementwise_affine else None
-        self.bias = Parameter(creation.zeros(*shape)) if elementwise_affine and bias else None
+        on = {"dtype": dtype, "device": device}
+        self.weight = Parameter(creation.ones(*shape, **on)) if elementwise_affine else None
+        self.bias = Parameter(creation.zeros(*shape, **on)) if elementwise_affine and bias \
+            else None
 
     def forward(self, x):
         return F.layer_norm(x, self.normalized_shape, self.weight, self.bias, self.eps)
