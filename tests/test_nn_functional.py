@@ -145,6 +145,27 @@ def test_cross_entropy_gradient_has_a_graph_under_create_graph(device, reduction
         np.testing.assert_allclose(a.cpu().numpy(), b.numpy(), **tol(device))
 
 
+@pytest.mark.parametrize("reduction", ["mean", "none"])
+@pytest.mark.parametrize("smoothing", [0.0, 0.2])
+def test_soft_cross_entropy_gradients_of_logits_target_and_weight_to_second_order(
+        device, reduction, smoothing):
+    x, w = randn(3, 5, 4, seed=9), np.linspace(0.5, 2.0, 5).astype(np.float32)
+    p = np.random.default_rng(10).random((3, 5, 4)).astype(np.float32)
+
+    def grads(lib, *arrays):  # first and second order, each w.r.t. (x, p, w)
+        x, p, w = leaves = [lib.tensor(a, requires_grad=True) for a in arrays]
+        if lib is hx:
+            x, p, w = leaves = [t.to(device).detach().requires_grad_() for t in leaves]
+        loss = lib.nn.functional.cross_entropy(x * 1.5, p, weight=w, reduction=reduction,
+                                               label_smoothing=smoothing)
+        first = lib.autograd.grad(loss.sum() * 3, leaves, create_graph=True)
+        sum(g.sin().sum() for g in first).backward()
+        return [g.detach() for g in first] + [t.grad for t in leaves]
+
+    for a, b in zip(grads(hx, x, p, w), grads(torch, x, p, w)):
+        np.testing.assert_allclose(a.cpu().numpy(), b.numpy(), rtol=1e-4, atol=2e-5)
+
+
 def test_cross_entropy_refuses_a_class_weight_that_requires_grad_as_pytorch():
     x, t = hx.randn(4, 3, requires_grad=True), hx.tensor([0, 1, 2, 1])
     with pytest.raises(OpError, match="cross_entropy: .* not differentiable with respect to "

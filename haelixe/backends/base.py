@@ -586,15 +586,19 @@ class Backend:
             spread = self.sum(logp if weight is None else self.mul(logp, weight), (1,), False)
             rows = self.map(_K_SMOOTHED, [rows, spread, kept, dtype.type(1 - label_smoothing),
                                           dtype.type(label_smoothing / c)], dtype)
-        total = None
-        if reduction == "none":
-            loss = rows
-        else:
-            loss = self.sum(rows, (0,), False)
-            if reduction == "mean":
-                total = self.sum(w, (0,), False)
-                loss = self.div(loss, total)
+        loss, total = self._reduce_rows(rows, reduction, lambda: self.sum(w, (0,), False))
         return loss, (logp, safe, w, total, kept, weight, label_smoothing)
+
+    def _reduce_rows(self, rows, reduction, divisor):
+        """(loss, the mean's divisor or None): the per-row losses as they are ('none'),
+        their sum, or their sum over ``divisor()`` ('mean')."""
+        if reduction == "none":
+            return rows, None
+        loss = self.sum(rows, (0,), False)
+        if reduction == "sum":
+            return loss, None
+        total = divisor()
+        return self.div(loss, total), total
 
     def cross_entropy_backward(self, saved, g):
         """d loss / dx from cross_entropy's ``saved`` and the loss's gradient ``g`` (0-d,
@@ -617,6 +621,36 @@ class Backend:
         return self.map(_K_XENT_SMOOTH_GRAD,
                         [logp, mass, hot, u, dtype.type(1) if weight is None else weight, a, b],
                         dtype)
+
+    def cross_entropy_soft(self, x, target, weight, reduction, label_smoothing):
+        """Cross-entropy of (M, C) logits ``x`` against (M, C) class probabilities
+        ``target``: per row -sum_c q_ic * log_softmax(x)[i, c], q the target mixed
+        with the uniform distribution by ``label_smoothing`` and times the per-class
+        ``weight``; 'mean' divides by M. Returns (loss, saved) for
+        cross_entropy_soft_backward."""
+        m, c = x.shape
+        logp = self.log_softmax(x, 1)
+        dtype = logp.dtype
+        q = target if target.dtype == dtype else self.cast(target, dtype)
+        if label_smoothing:
+            q = self.map(_K_MIX, [q, dtype.type(1 - label_smoothing),
+                                  dtype.type(label_smoothing / c)], dtype)
+        if weight is not None:
+            q = self.mul(q, weight if weight.dtype == dtype else self.cast(weight, dtype))
+        rows = self.sum(self.map(_K_NEG_MUL, [q, logp], dtype), (1,), False)
+        loss, total = self._reduce_rows(rows, reduction, lambda: dtype.type(m))
+        return loss, (logp, q, total)
+
+    def cross_entropy_soft_backward(self, saved, g):
+        """d loss / dx from cross_entropy_soft's ``saved`` and the loss's gradient ``g``
+        (0-d, or (M,) for reduction 'none'): (softmax(x) * sum_c q_ic - q_i) * g_i."""
+        logp, q, total = saved
+        if total is not None:
+            g = self.div(g, total)
+        if g.shape:
+            g = self.reshape(g, (logp.shape[0], 1))
+        mass = self.sum(q, (1,), True)
+        return self.map(_K_SOFT_XENT_GRAD, [logp, mass, q, g], logp.dtype)
 
     # -- composed: a recurrent step's pointwise part ------------------------------------
     def lstm_cell(self, gates, c):
@@ -825,6 +859,9 @@ _K_NOT_EQUAL = Kernel("not_equal", lambda m, a, b: a != b, 2)
 _K_PICK = Kernel("pick", lambda m, c, a, b: m.where(c, a, b), 3)
 _K_NEG_MUL = Kernel("neg_mul", lambda m, a, b: -(a * b), 2)
 _K_XENT_GRAD = Kernel("cross_entropy_grad", lambda m, logp, s, hot: m.exp(logp) * s - hot, 3)
+_K_MIX = Kernel("mix", lambda m, q, a, b: q * a + b, 3)
+_K_SOFT_XENT_GRAD = Kernel("soft_cross_entropy_grad",
+                           lambda m, logp, mass, q, g: (m.exp(logp) * mass - q) * g, 4)
 _K_SMOOTHED = Kernel("smoothed_rows", lambda m, r, sp, k, a, b: r * a - sp * k * b, 5)
 _K_SMOOTH_MASS = Kernel("smoothed_mass", lambda m, s, u, sp, a, b: s * a + u * sp * b, 5)
 _K_XENT_SMOOTH_GRAD = Kernel(

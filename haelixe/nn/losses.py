@@ -186,10 +186,13 @@ def cross_entropy(input, target, weight=None, ignore_index=-100, reduction="mean
     logits, target, batch = _classes_last(input, target, "cross_entropy", probabilities)
     c = logits.shape[1]
     _check_weight(weight, c, "cross_entropy")
-    if probabilities:
-        logp = logits.log_softmax(-1)
-        return _soft_cross_entropy(logp, target.to(logp.dtype), weight, reduction,
-                                   label_smoothing, batch)
+    if probabilities:  # one node: the backend's cross_entropy_soft
+        if target.dtype != logits.dtype:
+            target = target.to(logits.dtype)
+        if weight is not None and weight.dtype != logits.dtype:
+            weight = weight.to(logits.dtype)
+        return fused.SoftCrossEntropyFn.apply(logits, target, weight, reduction,
+                                              label_smoothing, batch)
     _check_classes(target, c, ignore_index, "cross_entropy")
     if weight is not None and weight.requires_grad and STATE.grad_enabled:
         raise OpError("cross_entropy: with class-index targets the loss is not "
@@ -198,19 +201,6 @@ def cross_entropy(input, target, weight=None, ignore_index=-100, reduction="mean
     # one node: the backend's cross_entropy, forward and backward on raw arrays
     return fused.CrossEntropyFn.apply(logits, target, weight, ignore_index, reduction,
                                       label_smoothing, batch)
-
-
-def _soft_cross_entropy(logp, target, weight, reduction, label_smoothing, batch):
-    c = logp.shape[1]
-    if label_smoothing > 0:
-        target = target * (1.0 - label_smoothing) + label_smoothing / c
-    terms = logp * target
-    if weight is not None:
-        terms = terms * weight.to(logp.dtype)
-    if reduction == "none":
-        return -terms.sum(-1).reshape(batch)
-    total = -terms.sum()
-    return total if reduction == "sum" else total / logp.shape[0]
 
 
 def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=None,

@@ -326,6 +326,56 @@ class CrossEntropyFn(Function):
         return (Tensor._wrap(be.cross_entropy_backward(saved, gd)),) + none
 
 
+class SoftCrossEntropyFn(Function):
+    """Cross-entropy of (M, C) logits against (M, C) class probabilities, with a label
+    smoothing, a per-class weight (or None) and a reduction: one node over the backend's
+    cross_entropy_soft. The target and the weight get gradients too, as PyTorch's."""
+
+    label = "CrossEntropyLoss"
+
+    @staticmethod
+    def forward(ctx, x, target, weight, reduction, label_smoothing, batch):
+        be = x._be
+        loss, ctx.state = be.cross_entropy_soft(
+            x._data, target._data, None if weight is None else weight._data, reduction,
+            label_smoothing)
+        if reduction == "none":
+            loss = be.reshape(loss, batch)
+        ctx.smoothing = label_smoothing
+        ctx.save_for_backward(x, target, weight)
+        return loss
+
+    @staticmethod
+    def backward(ctx, g):
+        x, target, weight = ctx.saved_tensors
+        be, (logp, q, total) = x._be, ctx.state
+        _, n_target, n_weight = ctx.next[:3]
+        graph = STATE.grad_enabled  # create_graph: composed, so the gradients have one
+        if total is not None:  # (the mean's M)
+            g = g / float(total)
+        g_rows = g.reshape(-1, 1) if g.ndim else g
+        if graph:
+            logp_t = x.log_softmax(1)
+            q_t = target if weight is None else target * weight
+            if ctx.smoothing:
+                spread = 1.0 if weight is None else weight
+                q_t = q_t * (1 - ctx.smoothing) + spread * (ctx.smoothing / x.shape[1])
+            dx = (logp_t.exp() * q_t.sum(1, keepdim=True) - q_t) * g_rows
+        else:
+            logp_t = Tensor._wrap(logp)
+            gd = g._data if not g.ndim else be.reshape(g._data, (x.shape[0],))
+            dx = Tensor._wrap(be.cross_entropy_soft_backward((logp, q, None), gd))
+        dtarget = dweight = None
+        if n_target is not None:  # -logp * (1 - smoothing) * weight * g
+            dtarget = -logp_t * (1 - ctx.smoothing) * g_rows
+            if weight is not None:
+                dtarget = dtarget * weight
+        if n_weight is not None:  # -sum_i g_i * logp_i * (the smoothed target)_i
+            mixed = target * (1 - ctx.smoothing) + ctx.smoothing / x.shape[1]
+            dweight = -(logp_t * mixed * g_rows).sum(0)
+        return dx, dtarget, dweight, None, None, None
+
+
 for _name, _arity in (("linear", 3), ("rms_norm", 2), ("layer_norm", 3), ("rope", 1),
                       ("scaled_dot_product_attention", 3), ("mse_loss", 2)):
     declare(_name, arity=_arity, dtypes="float")
