@@ -186,8 +186,8 @@ class Recorded:
     matmul = staticmethod(matmul)
 
     @staticmethod
-    def add(a, b):
-        return a + b
+    def add_bias(y, bias, shape):
+        return y + bias.reshape(shape)
 
     @staticmethod
     def sum(t, dims):
@@ -236,8 +236,10 @@ class Raw:
         return Tensor._wrap(a._be.matmul(a._data, b._data))
 
     @staticmethod
-    def add(a, b):
-        return Tensor._wrap(a._be.add(a._data, b._data))
+    def add_bias(y, bias, shape):
+        # (into the product's fresh result, in place: no second output array)
+        y._be.add_into(y._data, y._be.reshape(bias._data, shape))
+        return y
 
     @staticmethod
     def sum(t, dims):
@@ -298,6 +300,8 @@ def convolve(x, weight, bias, pads, stride, dilation, groups, op, ops=Recorded):
         else:
             cols = ops.reshape(ops.permute(win, (1, *taps, 0, *places)), (k, positions))
             y = ops.matmul(ops.mT(cols), ops.mT(ops.reshape(weight, (o, k))))
+        if bias is not None:  # (along the product's rows: no copy of the output)
+            y = ops.add_bias(y, bias, (o,))
         y = ops.permute(ops.reshape(y, (n, *out, o)), (0, d + 1, *range(1, d + 1)))
     else:
         # im2col with the batch inside the columns, (C, *kernel, N, *out): each group's
@@ -305,9 +309,9 @@ def convolve(x, weight, bias, pads, stride, dilation, groups, op, ops=Recorded):
         last = False
         cols = ops.reshape(ops.permute(win, (1, *taps, 0, *places)), (groups, k, positions))
         y = ops.matmul(ops.reshape(weight, (groups, o // groups, k)), cols)  # (G, O/G, N*pos)
+        if bias is not None:
+            y = ops.add_bias(y, bias, (groups, o // groups, 1))
         y = ops.permute(ops.reshape(y, (o, n) + out), (1, 0, *range(2, 2 + d)))
-    if bias is not None:
-        y = ops.add(y, ops.reshape(bias, (o,) + (1,) * d))
     return y, cols, last
 
 
