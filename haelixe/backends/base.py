@@ -618,9 +618,14 @@ class Backend:
         a, b = dtype.type(1 - smoothing), dtype.type(smoothing / c)
         spread = dtype.type(c) if weight is None else self.sum(weight, (0,), False)
         mass = self.map(_K_SMOOTH_MASS, [s, u, spread, a, b], dtype)  # the sum of q_i
-        return self.map(_K_XENT_SMOOTH_GRAD,
-                        [logp, mass, hot, u, dtype.type(1) if weight is None else weight, a, b],
-                        dtype)
+        # q_i itself: (1 - l) hot + l / C * u * weight. (Products of two operands, each its
+        # own pass: the CPU's compiled kernels are slow with a scalar beside broadcast
+        # rows, so the final kernel reads only arrays.)
+        uniform = self.map(K_MUL, [u, b], dtype)
+        if weight is not None:
+            uniform = self.map(K_MUL, [uniform, weight], dtype)
+        q = self.add(self.map(K_MUL, [hot, a], dtype), uniform)
+        return self.map(_K_XENT_GRAD, [logp, mass, q], dtype)
 
     def cross_entropy_soft(self, x, target, weight, reduction, label_smoothing):
         """Cross-entropy of (M, C) logits ``x`` against (M, C) class probabilities
@@ -649,8 +654,9 @@ class Backend:
             g = self.div(g, total)
         if g.shape:
             g = self.reshape(g, (logp.shape[0], 1))
-        mass = self.sum(q, (1,), True)
-        return self.map(_K_SOFT_XENT_GRAD, [logp, mass, q, g], logp.dtype)
+        dtype = logp.dtype
+        mass = self.map(K_MUL, [self.sum(q, (1,), True), g], dtype)
+        return self.map(_K_XENT_GRAD, [logp, mass, self.map(K_MUL, [q, g], dtype)], dtype)
 
     # -- composed: a recurrent step's pointwise part ------------------------------------
     def lstm_cell(self, gates, c):
@@ -860,13 +866,8 @@ _K_PICK = Kernel("pick", lambda m, c, a, b: m.where(c, a, b), 3)
 _K_NEG_MUL = Kernel("neg_mul", lambda m, a, b: -(a * b), 2)
 _K_XENT_GRAD = Kernel("cross_entropy_grad", lambda m, logp, s, hot: m.exp(logp) * s - hot, 3)
 _K_MIX = Kernel("mix", lambda m, q, a, b: q * a + b, 3)
-_K_SOFT_XENT_GRAD = Kernel("soft_cross_entropy_grad",
-                           lambda m, logp, mass, q, g: (m.exp(logp) * mass - q) * g, 4)
 _K_SMOOTHED = Kernel("smoothed_rows", lambda m, r, sp, k, a, b: r * a - sp * k * b, 5)
 _K_SMOOTH_MASS = Kernel("smoothed_mass", lambda m, s, u, sp, a, b: s * a + u * sp * b, 5)
-_K_XENT_SMOOTH_GRAD = Kernel(
-    "cross_entropy_smoothed_grad",
-    lambda m, logp, mass, hot, u, wc, a, b: m.exp(logp) * mass - hot * a - u * wc * b, 7)
 _K_LSE_FINISH = Kernel("lse_finish", lambda m, mx, e: mx + m.log(e), 2)
 _K_SOFTMAX_GRAD = Kernel("attention_ds", lambda m, p, dp, rd, sc: p * (dp - rd) * sc, 4)
 _K_SOFTMAX_GRAD_ROWS = Kernel("softmax_grad", lambda m, p, g, dot: p * (g - dot), 3)
