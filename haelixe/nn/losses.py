@@ -1,7 +1,8 @@
 """Loss functions with PyTorch's signatures, composed from tensor ops (log_softmax,
 gather, where, ...) so that their gradients come from autograd, in numerically stable
 forms (log-softmax rather than log of softmax, log(1 + exp(-|x|)) rather than
-log(1 + exp(x)))."""
+log(1 + exp(x))). mse_loss (mean) and cross_entropy are one node each instead, over the
+backend's kernels (ops/fused.py)."""
 
 from __future__ import annotations
 
