@@ -1,7 +1,7 @@
 """Haelixe without its optional packages: with numba and wgpu blocked (as if not
 installed), a fresh interpreter imports the engine, trains the denoiser on numpy alone
 (the fused ops as base.py's composed defaults) to the compiled kernels' results, and a
-GPU request says which package it needs. ``make test-portable`` runs CPU tests and the
+GPU request says which package it needs. ``make test-portable`` runs the CPU suite and the
 labs the same way (tests/blocked_imports)."""
 
 from __future__ import annotations
