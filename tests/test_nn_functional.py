@@ -417,3 +417,20 @@ def test_missing_functional_names_point_to_the_closest():
         F.kl_div  # noqa: B018
     with pytest.raises(AttributeError, match="closest is hx.nn.functional.cross_entropy"):
         F.crossentropy  # noqa: B018
+
+
+def test_cross_entropy_against_probabilities_of_another_dtype_promotes_as_pytorch():
+    """bf16 logits against float32 probabilities give a float32 loss (and the reverse),
+    as PyTorch's; equal dtypes keep theirs."""
+    rng = np.random.default_rng(3)
+    logits = rng.standard_normal((4, 5)).astype(np.float32)
+    probs = rng.dirichlet(np.ones(5), 4).astype(np.float32)
+    for a, b in (("bfloat16", "float32"), ("float32", "bfloat16"), ("bfloat16", "bfloat16"),
+                 ("float64", "float32")):
+        want = torch.nn.functional.cross_entropy(
+            torch.tensor(logits).to(getattr(torch, a)), torch.tensor(probs).to(getattr(torch, b)))
+        got = F.cross_entropy(hx.tensor(logits).to(getattr(hx, a)),
+                              hx.tensor(probs).to(getattr(hx, b)))
+        assert got.dtype.name == str(want.dtype).replace("torch.", ""), (a, b)
+        np.testing.assert_allclose(float(got), float(want), rtol=2e-2 if "bfloat16" in (a, b)
+                                   else 1e-6)

@@ -9,6 +9,7 @@ from __future__ import annotations
 from ..amp import cast_inputs
 from ..autograd.mode import STATE
 from ..backends.base import Backend
+from ..dtype import promote_types
 from ..errors import OpError
 from ..ops import fused
 from ..ops.indexing import where
@@ -187,11 +188,11 @@ def cross_entropy(input, target, weight=None, ignore_index=-100, reduction="mean
     logits, target, batch = _classes_last(input, target, "cross_entropy", probabilities)
     c = logits.shape[1]
     _check_weight(weight, c, "cross_entropy")
-    if probabilities:  # one node: the backend's cross_entropy_soft
-        if target.dtype != logits.dtype:
-            target = target.to(logits.dtype)
-        if weight is not None and weight.dtype != logits.dtype:
-            weight = weight.to(logits.dtype)
+    if probabilities:  # one node: the backend's cross_entropy_soft, in the promoted dtype
+        dt = promote_types(logits.dtype, target.dtype)  # (bf16 logits, f32 target: f32)
+        logits, target = (t if t.dtype == dt else t.to(dt) for t in (logits, target))
+        if weight is not None and weight.dtype != dt:
+            weight = weight.to(dt)
         return fused.SoftCrossEntropyFn.apply(logits, target, weight, reduction,
                                               label_smoothing, batch)
     _check_classes(target, c, ignore_index, "cross_entropy")
