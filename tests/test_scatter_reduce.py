@@ -252,3 +252,25 @@ def test_on_the_gpu_other_dtypes_combine_as_on_the_cpu(be, reduce):
     want = torch.tensor(x.astype(np.int32)).scatter_reduce(0, torch.tensor(index),
                                                            torch.tensor(big), reduce)
     assert got.cpu().tolist() == want.tolist()
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("gpu", marks=pytest.mark.gpu)])
+def test_zero_d_input_index_and_src_work_as_one_element_as_in_pytorch(request, device):
+    """gather, scatter (a tensor or a number), scatter_add and every scatter_reduce on a
+    0-d input with a 0-d index and src: PyTorch's values, 0-d results and gradients."""
+    if device == "gpu":
+        request.getfixturevalue("be")
+
+    def results(lib, **on):
+        x = lib.tensor(1.5, requires_grad=True, **on)
+        s = lib.tensor(-2.0, requires_grad=True, **on)
+        i = lib.tensor(0, **on)
+        outs = [x.gather(0, i), x.scatter(-1, i, s), x.scatter(0, i, 5.0),
+                x.scatter_add(0, i, s)]
+        outs += [x.scatter_reduce(0, i, s, r, include_self=inc)
+                 for r in REDUCTIONS for inc in (True, False)]
+        sum(outs).backward()
+        return ([tuple(o.shape) for o in outs], [o.detach().cpu().tolist() for o in outs],
+                x.grad.cpu().tolist(), s.grad.cpu().tolist())
+
+    assert results(hx, device=device) == results(torch)

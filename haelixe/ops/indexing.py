@@ -331,7 +331,18 @@ class ScatterAdd(Function):
         return Gather.apply(gg, ctx.dim, index), None, None, None
 
 
+def _zero_d(input, index, src=None):
+    """A 0-d input with a 0-d index (and src): PyTorch treats them as one element each,
+    so the op runs on 1-element views and its result is seen as 0-d again."""
+    if input.ndim or not isinstance(index, Tensor) or index.ndim:
+        return None
+    one = (input.reshape(1), index.reshape(1))
+    return one + ((src.reshape(1) if isinstance(src, Tensor) and src.ndim == 0 else src),)
+
+
 def gather(input, dim, index, *, sparse_grad=False):
+    if (one := _zero_d(input, index)) is not None:
+        return gather(one[0], dim, one[1], sparse_grad=sparse_grad).reshape(())
     if sparse_grad:
         raise TypeError("gather: sparse_grad=True is not supported (haelixe has no sparse "
                         "tensors); leave it False for a dense gradient")
@@ -421,6 +432,8 @@ def scatter(x, dim, index, src=None, value=None, *, reduce=None):
     :func:`scatter_reduce`'s 'sum' and 'prod' with the input included (its gradient too,
     where PyTorch has none)."""
     src = value if src is None else src
+    if (one := _zero_d(x, index, src)) is not None:
+        return scatter(one[0], dim, one[1], one[2], reduce=reduce).reshape(())
     if reduce is not None:
         if reduce not in _SCATTER_REDUCE:
             raise OpError(f"scatter: reduce must be 'add' or 'multiply', got {reduce!r}; "
@@ -446,6 +459,8 @@ _SCATTER_REDUCE = {"add": "sum", "multiply": "prod"}
 @tensor_method(function=True)
 def scatter_add(input, dim, index, src):
     """``out = input``, then ``out[index[i][j]][j] += src[i][j]`` (dim 0); repeats add up."""
+    if (one := _zero_d(input, index, src)) is not None:
+        return scatter_add(one[0], dim, one[1], one[2]).reshape(())
     d = layout.normalize_dim(dim, input.ndim, "scatter_add")
     _check_index("scatter_add", input, d, index)
     _check_scatter_shapes("scatter_add", input, d, index, src)

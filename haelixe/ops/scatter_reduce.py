@@ -9,7 +9,14 @@ from ..autograd.function import Function
 from ..dtype import bool_
 from ..errors import OpError
 from ..tensor import Tensor
-from .indexing import ScatterAdd, _check_index, _check_scatter_shapes, _same_dtype, where
+from .indexing import (
+    ScatterAdd,
+    _check_index,
+    _check_scatter_shapes,
+    _same_dtype,
+    _zero_d,
+    where,
+)
 from .registry import declare, tensor_method
 
 REDUCTIONS = ("sum", "prod", "mean", "amax", "amin")
@@ -92,6 +99,9 @@ def scatter_reduce(input, dim, index, src, reduce, *, include_self=True):  # noq
     if reduce not in REDUCTIONS:
         raise OpError(f"scatter_reduce: reduce must be one of {', '.join(REDUCTIONS)}, got "
                       f"{reduce!r}")
+    if (one := _zero_d(input, index, src)) is not None:
+        return scatter_reduce(one[0], dim, one[1], one[2], reduce,
+                              include_self=include_self).reshape(())
     d = layout.normalize_dim(dim, input.ndim, "scatter_reduce")
     _check_index("scatter_reduce", input, d, index)
     if not isinstance(src, Tensor):
