@@ -195,6 +195,9 @@ def compare(cfg, corpus, rounds: int = 5, seed: int = 0, log=print, device="cpu"
         t0 = time.perf_counter()
         first_loss[name] = run.step(*batches[0])
         first_s[name] = time.perf_counter() - t0
+    from haelixe.backends import cpu_jit
+
+    cpu_jit.wait()  # the rates are the steady state's: the compiled CPU kernels loaded
     rest = batches[1:]
     chunks = [rest[i * len(rest) // rounds:(i + 1) * len(rest) // rounds]
               for i in range(rounds)]

@@ -124,6 +124,10 @@ def main():
               f"Haelixe alone")
     for run in runners.values():
         run(20)  # warm-up: caches, allocator, lazy imports, kernel compilation
+    from haelixe.backends import cpu_jit
+
+    cpu_jit.wait()  # the steady state: the compiled CPU kernels loaded (first_step.py times
+    # the climb there)
     speeds = {k: [] for k in runners}
     with busy_neighbour(args.busy):
         for _ in range(args.rounds):
