@@ -21,7 +21,7 @@ import math
 
 from .. import layout
 from ..amp import cast_inputs
-from ..autograd.function import Function, wrap_grads
+from ..autograd.function import Function
 from ..autograd.mode import STATE, no_grad
 from ..errors import OpError
 from ..tensor import Tensor
@@ -341,22 +341,16 @@ class Conv(Function):
         return y
 
     @staticmethod
-    def raw_backward(ctx, gd):
-        x, w = ctx.saved_tensors
-        g = Tensor._wrap(gd)
-        if ctx.cols is None:  # (the implicit GEMM's products)
-            pads, _, dilation, groups, _ = ctx.geometry
-            return conv_gemm.gradients(g, x, w, ctx.next[:3], pads, dilation, groups) + \
-                (None,) * 5
-        return conv_gradients(g, x, w, ctx.cols, ctx.last, ctx.next[:3], *ctx.geometry[:4],
-                              Raw) + (None,) * 5
-
-    @staticmethod
     def backward(ctx, g):
-        if not STATE.grad_enabled:
-            return wrap_grads(Conv.raw_backward(ctx, g._data))
-        # (the weight's gradient then has a graph through x: the columns recomputed)
         x, w = ctx.saved_tensors
+        if not STATE.grad_enabled:  # first order: Raw's steps, the saved columns
+            if ctx.cols is None:  # (the implicit GEMM's products)
+                pads, _, dilation, groups, _ = ctx.geometry
+                return conv_gemm.gradients(g, x, w, ctx.next[:3], pads, dilation, groups) + \
+                    (None,) * 5
+            return conv_gradients(g, x, w, ctx.cols, ctx.last, ctx.next[:3],
+                                  *ctx.geometry[:4], Raw) + (None,) * 5
+        # (the weight's gradient then has a graph through x: the columns recomputed)
         _, cols, last = convolve(x, w, None, *ctx.geometry)
         return conv_gradients(g, x, w, cols, last, ctx.next[:3], *ctx.geometry[:4]) + \
             (None,) * 5

@@ -10,6 +10,7 @@ import numpy as np
 
 from .. import layout
 from ..autograd.function import Function
+from ..autograd.mode import STATE
 from ..backends.base import Backend
 from ..dtype import bool_, int32, int64, number_as, promote_types, result_type, uint8
 from ..errors import OpError, OpIndexError
@@ -647,32 +648,25 @@ class Cat(Function):
         return out
 
     @staticmethod
-    def raw_backward(ctx, gd):
-        # first order: each input's part of gd as a view with no node (a raw view would
-        # cost the next node that takes a tensor a slow adoption of its strides)
-        g, dim = Tensor._wrap(gd), ctx.dim
-        shape, strides, offset = g.shape, g.strides, g.offset
+    def backward(ctx, g):
+        # each input's part of g: a view with no node in a first-order pass (layouts
+        # worked out here: narrow and squeeze would be a recorded-op call each), narrow
+        # and squeeze recorded under create_graph
+        first_order, dim = not STATE.grad_enabled, ctx.dim
+        if first_order:
+            shape, strides, offset = g.shape, g.strides, g.offset
         grads, start = [None, None], 0
         for n, nxt in zip(ctx.sizes, ctx.next[2:]):
             if nxt is None:
                 grads.append(None)
-            else:
+            elif first_order:
                 s, st, off = layout.narrow(shape, strides, offset, dim, start, n)
                 if ctx.stacked:  # (the entry's dim dropped)
                     s, st = s[:dim] + s[dim + 1:], st[:dim] + st[dim + 1:]
                 grads.append(g._view(s, st, off))
-            start += n
-        return tuple(grads)
-
-    @staticmethod
-    def backward(ctx, g):
-        grads, start = [None, None], 0
-        for n, nxt in zip(ctx.sizes, ctx.next[2:]):
-            if nxt is None:
-                grads.append(None)
             else:
-                piece = g.narrow(ctx.dim, start, n)
-                grads.append(piece.squeeze(ctx.dim) if ctx.stacked else piece)
+                piece = g.narrow(dim, start, n)
+                grads.append(piece.squeeze(dim) if ctx.stacked else piece)
             start += n
         return tuple(grads)
 
