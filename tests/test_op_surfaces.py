@@ -21,7 +21,7 @@ import inspect
 import pytest
 
 import haelixe as hx
-from haelixe.ops.registry import OPS, Elementwise
+from haelixe.ops.registry import OPS, Elementwise, Fused
 
 torch = pytest.importorskip("torch")
 TF = torch.nn.functional
@@ -37,6 +37,9 @@ TABLE = {
     ("method", "clamp_max"): "(self, max)",
     ("inplace", "clamp_min"): "(self, min)",
     ("inplace", "clamp_max"): "(self, max)",
+    ("functional", "scaled_dot_product_attention"):  # (its docstring's line is two)
+        "(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, "
+        "enable_gqa=False)",
     # (self is the input, the second argument: where(condition, self, other))
     ("method", "where"): "(self, condition, other)",
 }
@@ -54,7 +57,6 @@ HAND_WRITTEN_DIFFERENCES = {
     "cumsum": {'inplace'},
     "einsum": {'function'},
     "flip": {'function', 'method'},
-    "linear": {'functional'},
     "log_softmax": {'functional'},
     "max": {'function', 'method'},
     "mean": {'function', 'method'},
@@ -162,6 +164,19 @@ def comparable(sig: inspect.Signature, method: bool):
     return out
 
 
+def without_extras(decl, sig: inspect.Signature) -> inspect.Signature:
+    """``sig`` without the parameters a fused declaration names as Haelixe's own
+    (``extra=``: F.linear's activation), each of which must have a default and come
+    after PyTorch's, so that every PyTorch call binds as it does there."""
+    extra = getattr(decl, "extra", ())
+    params = list(sig.parameters.values())
+    for p in params:
+        if p.name in extra:
+            assert p.default is not inspect.Parameter.empty, f"{decl.name}: {p.name} " \
+                f"(Haelixe's own) needs a default"
+    return sig.replace(parameters=[p for p in params if p.name not in extra])
+
+
 def haelixe_surface(surface, name):
     if surface == "function":
         return getattr(hx, name, None)
@@ -194,7 +209,8 @@ def test_each_declared_op_has_pytorchs_surfaces_and_signatures(surface, name):
         return  # (a missing in-place form, listed)
     assert ours is not None, f"{label} is missing (PyTorch has it)"
     want = comparable(torch_signature(surface, name), surface in ("method", "inplace"))
-    got = comparable(inspect.signature(ours), surface in ("method", "inplace"))
+    got = comparable(without_extras(OPS[name], inspect.signature(ours)),
+                     surface in ("method", "inplace"))
     differs = got != want
     if surface in HAND_WRITTEN_DIFFERENCES.get(name, ()):
         assert not isinstance(OPS[name], Elementwise), \
@@ -241,26 +257,95 @@ def test_each_elementwise_op_with_a_pytorch_layer_has_that_layer_from_its_declar
     assert repr(ours()) == repr(getattr(torch.nn, cls_name)())
 
 
-#: declared ops (not elementwise) whose hand-written nn layer's __init__ still differs
-#: from PyTorch's: Linear's fused activation= and no device=/dtype=, MSELoss's missing
-#: legacy size_average/reduce. Only ever shrinks.
-HAND_WRITTEN_LAYER_DIFFERENCES = {"linear", "mse_loss"}
+#: declared ops (not elementwise) whose nn layer's __init__ still differs from PyTorch's:
+#: MSELoss's missing legacy size_average/reduce. Only ever shrinks.
+LAYER_DIFFERENCES = {"mse_loss"}
 OTHER_LAYERS = sorted(n for n, d in OPS.items() if not isinstance(d, Elementwise)
-                      and _public(d) and _layer_name(n))
+                      and _public(d) and (_layer_name(n) or getattr(d, "layer", None)))
 
 
 @pytest.mark.parametrize("name", OTHER_LAYERS)
 def test_each_other_op_with_a_pytorch_layer_has_that_layer_with_its_signature(name):
-    cls_name = _layer_name(name)
+    decl = OPS[name]
+    cls_name = decl.layer.name if getattr(decl, "layer", None) else _layer_name(name)
     ours = getattr(hx.nn, cls_name, None)
     assert ours is not None, f"nn.{cls_name} is missing (PyTorch has it)"
     want = comparable(inspect.signature(getattr(torch.nn, cls_name).__init__), True)
-    differs = comparable(inspect.signature(ours.__init__), True) != want
-    if name in HAND_WRITTEN_LAYER_DIFFERENCES:
+    got = comparable(without_extras(decl, inspect.signature(ours.__init__)), True)
+    differs = got != want
+    if name in LAYER_DIFFERENCES:
         assert differs, f"nn.{cls_name} now matches PyTorch: take {name} off the list"
     else:
         assert not differs, f"nn.{cls_name}{inspect.signature(ours.__init__)} differs " \
                             f"from PyTorch's {want}"
+
+
+FUSED = sorted(n for n, d in OPS.items() if isinstance(d, Fused))
+
+
+def _pytorch_layer_of(name):
+    """PyTorch's nn layer of a fused op: rms_norm -> RMSNorm, mse_loss -> MSELoss,
+    cross_entropy -> CrossEntropyLoss; None where it has none (attention)."""
+    return _layer_name(name) or _layer_name(name + "_loss")
+
+
+@pytest.mark.parametrize("name", FUSED)
+def test_each_fused_declaration_makes_its_functional_form_and_layer(name):
+    decl = OPS[name]
+    # F.op is the declared function itself (no hand-written twin beside it)
+    assert getattr(F, name, None) is decl.form, f"F.{name} is not its declaration's form"
+    assert torch_signature("functional", name) is not None, \
+        f"F.{name}: PyTorch has no such function (declare Haelixe's own ops with declare)"
+    assert F.__dict__[name].__doc__.startswith(f"{name}("), f"F.{name}: no signature line"
+    for extra in decl.extra:  # (after PyTorch's own: a PyTorch call binds as there)
+        names = list(decl.signature.parameters)
+        assert names.index(extra) >= len(names) - len(decl.extra), \
+            f"F.{name}: {extra} (Haelixe's own) must come after PyTorch's parameters"
+    theirs = _pytorch_layer_of(name)
+    if theirs is None:
+        assert decl.layer is None, f"{name}: PyTorch has no layer {decl.layer.name}"
+        return
+    assert decl.layer is not None and decl.layer.name == theirs, \
+        f"declare {name} with layer=Layer({theirs!r}, ...) (PyTorch has nn.{theirs})"
+    ours = getattr(hx.nn, theirs)
+    assert ours.__module__ == "haelixe.nn.fused_layers", \
+        f"nn.{theirs} is written by hand; make it from {name}'s declaration"
+    assert ours.forward.__qualname__ == f"{theirs}.forward"
+    assert (ours.__doc__ or "").strip()
+
+
+def test_a_fused_layer_runs_its_functional_form_with_its_attributes():
+    import numpy as np
+
+    a = np.random.default_rng(0).standard_normal((2, 3, 4)).astype(np.float32)
+    x, t = hx.tensor(a), torch.tensor(a)
+    for ours, theirs in ((hx.nn.RMSNorm(4, eps=1e-3), torch.nn.RMSNorm(4, eps=1e-3)),
+                         (hx.nn.LayerNorm((3, 4)), torch.nn.LayerNorm((3, 4))),
+                         (hx.nn.LayerNorm(4, bias=False), torch.nn.LayerNorm(4, bias=False))):
+        assert repr(ours) == repr(theirs)
+        assert [n for n, _ in ours.named_parameters()] == \
+            [n for n, _ in theirs.named_parameters()]
+        np.testing.assert_allclose(ours(x).detach().numpy(), theirs(t).detach().numpy(),
+                                   atol=1e-5)
+    lin, tlin = hx.nn.Linear(4, 2, dtype=hx.float64), torch.nn.Linear(4, 2, dtype=torch.float64)
+    assert lin.weight.dtype is hx.float64 and repr(lin) == repr(tlin)
+    with torch.no_grad():
+        tlin.weight.copy_(torch.tensor(lin.weight.detach().numpy()))
+        tlin.bias.copy_(torch.tensor(lin.bias.detach().numpy()))
+    np.testing.assert_allclose(lin(x.double()).detach().numpy(),
+                               tlin(t.double()).detach().numpy(), rtol=1e-12)
+    assert repr(hx.nn.Linear(4, 2, activation="gelu")).endswith("activation='gelu')")
+    w = hx.tensor([1.0, 2.0, 0.5, 1.0])
+    loss = hx.nn.CrossEntropyLoss(weight=w, label_smoothing=0.1)
+    assert list(loss.state_dict()) == ["weight"]
+    target = hx.tensor([[0, 1, 2], [3, 0, 1]])
+    want = torch.nn.CrossEntropyLoss(weight=torch.tensor([1.0, 2.0, 0.5, 1.0]),
+                                     label_smoothing=0.1)(t.permute(0, 2, 1),
+                                                          torch.tensor(target.numpy()))
+    np.testing.assert_allclose(loss(x.permute(0, 2, 1), target).item(), want.item(),
+                               rtol=1e-6)
+    with pytest.raises(TypeError, match="size_average and reduce are deprecated"):
+        hx.nn.CrossEntropyLoss(size_average=False)
 
 
 def test_keywords_reach_every_surface_of_a_declared_op():

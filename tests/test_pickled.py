@@ -88,7 +88,7 @@ def test_a_whole_module_loads_under_safe_globals_or_weights_only_false():
         back(x).sum().backward()
         assert back[0].weight.grad is not None
     assert pickled.get_safe_globals() == []  # the block's globals were taken back
-    with pytest.raises(pickle.UnpicklingError, match="haelixe.nn.layers.Linear"):
+    with pytest.raises(pickle.UnpicklingError, match="haelixe.nn.fused_layers.Linear"):
         _with_safe_globals(buf.getvalue(), [hx.nn.Sequential])
     pickled.add_safe_globals([hx.nn.Sequential, hx.nn.Linear, hx.nn.Tanh])
     try:

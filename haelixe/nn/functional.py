@@ -7,9 +7,9 @@ import math
 
 from .. import creation
 from ..amp import autocast_dtype, cast_inputs
+from ..autograd.mode import no_grad
 from ..dtype import float32, float64
 from ..errors import OpError, OpNotImplementedError
-from ..ops import fused
 from ..ops.conv import (
     conv1d,
     conv2d,
@@ -21,6 +21,7 @@ from ..ops.conv import (
     unfold,
 )
 from ..ops.elementwise import gelu as _gelu
+from ..ops.fused import AttentionFn, LayerNormFn, LinearFn, RMSNormFn, RoPEFn
 from ..ops.indexing import cat, where
 from ..ops.pooling import (
     adaptive_avg_pool1d,
@@ -36,7 +37,7 @@ from ..ops.pooling import (
     max_unpool1d,
     max_unpool2d,
 )
-from ..ops.registry import OPS, functional_form
+from ..ops.registry import OPS, Layer, functional_form, fused
 from ..ops.resample import interpolate
 from ..tensor import Tensor
 from .losses import (
@@ -52,9 +53,33 @@ from .losses import (
 from .normalization import batch_norm, group_norm, instance_norm
 
 
-def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None, activation=None) -> Tensor:
-    """x @ weight.T + bias (weight is (out, in)), optionally followed by GELU, in one
+def _linear_layer(in_features, out_features, bias=True, device=None, dtype=None, *,
+                  activation=None):
+    """nn.Linear's state: initialised as PyTorch does (kaiming-uniform with a=sqrt(5):
+    bound 1/sqrt(in_features)); ``activation`` is Haelixe's fused GELU (F.linear's)."""
+    bound = 1.0 / math.sqrt(in_features) if in_features else 0.0
+    on = {"device": device, "dtype": dtype}
+    with no_grad():
+        weight = creation.empty(out_features, in_features, **on).uniform_(-bound, bound)
+        bias = creation.empty(out_features, **on).uniform_(-bound, bound) if bias else None
+    return {"in_features": in_features, "out_features": out_features,
+            "activation": activation, "weight": weight, "bias": bias}
+
+
+def _linear_shown(layer) -> str:
+    act = f", activation={layer.activation!r}" if layer.activation else ""
+    return (f"in_features={layer.in_features}, out_features={layer.out_features}, "
+            f"bias={layer.bias is not None}{act}")
+
+
+@fused(LinearFn, arity=3, extra=("activation",),
+       layer=Layer("Linear", _linear_layer, parameters=("weight", "bias"),
+                   shown=_linear_shown))
+def linear(input, weight, bias=None, activation=None):  # noqa: A002 (PyTorch's name)
+    """input @ weight.T + bias (weight is (out, in)) over any leading dims, optionally
+    followed by GELU (``activation='gelu'`` or ``'gelu_tanh'``, Haelixe's own), in one
     fused kernel forward and backward."""
+    x = input
     if x.shape[-1] != weight.shape[1]:
         raise OpError(f"linear: input of shape {x.shape} has {x.shape[-1]} features but "
                       f"the weight {weight.shape} expects {weight.shape[1]}")
@@ -71,7 +96,7 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None, activation=Non
     else:
         x, weight, bias = cast_inputs("linear", x, weight, bias)
         _same("linear", x, weight, bias, ints=activation is None)
-    return fused.LinearFn.apply(x, weight, bias, activation)
+    return LinearFn.apply(x, weight, bias, activation)
 
 
 def _same(op, *ts, ints=False, float_params=False):
@@ -118,6 +143,25 @@ def _flat_trailing(x, k):
     return x.reshape(*x.shape[:x.ndim - k], math.prod(x.shape[x.ndim - k:]))
 
 
+def _as_shape(normalized_shape) -> tuple:
+    return (normalized_shape,) if isinstance(normalized_shape, int) else \
+        tuple(normalized_shape)
+
+
+def _rms_norm_layer(normalized_shape, eps=None, elementwise_affine=True, device=None,
+                    dtype=None):
+    """nn.RMSNorm's state: a learned scale (ones) unless ``elementwise_affine=False``."""
+    shape = _as_shape(normalized_shape)
+    return {"normalized_shape": shape, "eps": eps, "elementwise_affine": elementwise_affine,
+            "weight": creation.ones(*shape, dtype=dtype, device=device)
+            if elementwise_affine else None}
+
+
+_NORM_SHOWN = "{normalized_shape}, eps={eps}, elementwise_affine={elementwise_affine}"
+
+
+@fused(RMSNormFn, arity=2,
+       layer=Layer("RMSNorm", _rms_norm_layer, parameters=("weight",), shown=_NORM_SHOWN))
 def rms_norm(input, normalized_shape, weight=None, eps=None):  # noqa: A002 (PyTorch's name)
     """Divide by the root-mean-square over the trailing ``normalized_shape`` dims (an int
     counts as one), then scale by ``weight`` (of shape normalized_shape): one fused
@@ -132,12 +176,32 @@ def rms_norm(input, normalized_shape, weight=None, eps=None):  # noqa: A002 (PyT
     if eps is None:
         eps = 2.0 ** -52 if x.dtype is float64 else 2.0 ** -23
     if len(shape) == 1:
-        return fused.RMSNormFn.apply(x, weight, eps)
+        return RMSNormFn.apply(x, weight, eps)
     w = None if weight is None else weight.reshape(math.prod(shape))
-    return fused.RMSNormFn.apply(_flat_trailing(x, len(shape)), w, eps).reshape(x.shape)
+    return RMSNormFn.apply(_flat_trailing(x, len(shape)), w, eps).reshape(x.shape)
 
 
-def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
+def _layer_norm_layer(normalized_shape, eps=1e-5, elementwise_affine=True, bias=True,
+                      device=None, dtype=None):
+    """nn.LayerNorm's state: a learned scale (ones) and shift (zeros) unless
+    ``elementwise_affine=False``; ``bias=False`` keeps the scale only."""
+    shape = _as_shape(normalized_shape)
+    on = {"dtype": dtype, "device": device}
+    return {"normalized_shape": shape, "eps": eps, "elementwise_affine": elementwise_affine,
+            "weight": creation.ones(*shape, **on) if elementwise_affine else None,
+            "bias": creation.zeros(*shape, **on) if elementwise_affine and bias else None}
+
+
+def _layer_norm_shown(layer) -> str:
+    return _NORM_SHOWN.format(normalized_shape=layer.normalized_shape, eps=layer.eps,
+                              elementwise_affine=layer.elementwise_affine) + \
+        f", bias={layer.bias is not None}"
+
+
+@fused(LayerNormFn, arity=3,
+       layer=Layer("LayerNorm", _layer_norm_layer, parameters=("weight", "bias"),
+                   shown=_layer_norm_shown))
+def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):  # noqa: A002
     """Normalise over the last len(normalized_shape) dims (an int counts as one), then
     scale by ``weight`` and shift by ``bias`` (both of shape normalized_shape): one
     fused kernel over the flattened trailing dims."""
@@ -149,9 +213,9 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
     # exact, and one more pass); outside it PyTorch refuses mixed dtypes, and so do we
     _same("layer_norm", x, weight, bias, float_params=autocast_dtype() is not None)
     if k == 1:
-        return fused.LayerNormFn.apply(x, weight, bias, eps)
+        return LayerNormFn.apply(x, weight, bias, eps)
     flat = [None if t is None else t.reshape(math.prod(shape)) for t in (weight, bias)]
-    return fused.LayerNormFn.apply(_flat_trailing(x, k), flat[0], flat[1], eps).reshape(x.shape)
+    return LayerNormFn.apply(_flat_trailing(x, k), flat[0], flat[1], eps).reshape(x.shape)
 
 
 def gelu(x, approximate="none"):
@@ -364,9 +428,10 @@ def apply_rope(x, cos, sin):
     if cos.shape != (x.shape[-2], x.shape[-1] // 2):
         raise OpError(f"rope: tables of shape {cos.shape} do not fit input {x.shape}; "
                       f"expected ({x.shape[-2]}, {x.shape[-1] // 2})")
-    return fused.RoPEFn.apply(x, cos, sin, False)
+    return RoPEFn.apply(x, cos, sin, False)
 
 
+@fused(AttentionFn, arity=3, extra=("causal",))
 def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0,
                                  is_causal=False, scale=None, enable_gqa=False, *,
                                  causal=None):
@@ -406,7 +471,7 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
             s = s.masked_fill(~keep, -math.inf)
         p = s.softmax(-1)
         return (dropout(p, dropout_p, True) if dropout_p > 0.0 else p) @ v
-    return fused.AttentionFn.apply(q, k, v, bool(is_causal), scale, attn_mask)
+    return AttentionFn.apply(q, k, v, bool(is_causal), scale, attn_mask)
 
 
 def _repeat_heads(t, heads):

@@ -1,95 +1,18 @@
-"""Layers: Linear, norms, activations, Embedding, Dropout, shape helpers."""
+"""Layers: activations, Embedding, Dropout, shape helpers (Linear and the norms are made
+from their ops' declarations: fused_layers)."""
 
 from __future__ import annotations
-
-import math
 
 from .. import creation
 from ..autograd.mode import no_grad
 from . import functional as F
+from .fused_layers import LayerNorm, Linear, RMSNorm  # (made from their ops' declarations)
 from .module import Module, Parameter
-
-
-def _uniform(shape, bound):
-    with no_grad():
-        return Parameter(creation.empty(*shape).uniform_(-bound, bound))
-
-
-class Linear(Module):
-    """y = x @ weight.T + bias over any leading dims, one fused op. Initialised as
-    PyTorch does (kaiming-uniform with a=sqrt(5): bound 1/sqrt(in_features))."""
-
-    def __init__(self, in_features: int, out_features: int, bias: bool = True,
-                 activation=None):
-        super().__init__()
-        self.in_features, self.out_features = in_features, out_features
-        self.activation = activation
-        bound = 1.0 / math.sqrt(in_features) if in_features else 0.0
-        self.weight = _uniform((out_features, in_features), bound)
-        self.bias = _uniform((out_features,), bound) if bias else None
-
-    def forward(self, x):
-        return F.linear(x, self.weight, self.bias, self.activation)
-
-    def extra_repr(self) -> str:
-        act = f", activation={self.activation!r}" if self.activation else ""
-        return (f"in_features={self.in_features}, out_features={self.out_features}, "
-                f"bias={self.bias is not None}{act}")
 
 
 class NonDynamicallyQuantizableLinear(Linear):
     """PyTorch's name for a Linear it keeps out of dynamic quantization (the output
     projection of MultiheadAttention); here a Linear, so programs naming it run."""
-
-
-def _shape(normalized_shape) -> tuple:
-    return (normalized_shape,) if isinstance(normalized_shape, int) else \
-        tuple(normalized_shape)
-
-
-class RMSNorm(Module):
-    """Divide by the root-mean-square over the trailing ``normalized_shape`` dims (an
-    int is one dim), with a learned scale (ones) unless ``elementwise_affine=False``;
-    eps=None is the machine epsilon of the dtype the kernel computes in (F.rms_norm)."""
-
-    def __init__(self, normalized_shape, eps=None, elementwise_affine: bool = True,
-                 device=None, dtype=None):
-        super().__init__()
-        self.normalized_shape, self.eps = _shape(normalized_shape), eps
-        self.elementwise_affine = elementwise_affine
-        self.weight = Parameter(creation.ones(*self.normalized_shape, dtype=dtype,
-                                              device=device)) if elementwise_affine else None
-
-    def forward(self, x):
-        return F.rms_norm(x, self.normalized_shape, self.weight, self.eps)
-
-    def extra_repr(self) -> str:
-        return (f"{self.normalized_shape}, eps={self.eps}, "
-                f"elementwise_affine={self.elementwise_affine}")
-
-
-class LayerNorm(Module):
-    """Normalise over the trailing ``normalized_shape`` dims (an int is one dim), with
-    a learned scale (ones) and shift (zeros) unless ``elementwise_affine=False``;
-    ``bias=False`` keeps the scale only."""
-
-    def __init__(self, normalized_shape, eps: float = 1e-5, elementwise_affine: bool = True,
-                 bias: bool = True, device=None, dtype=None):
-        super().__init__()
-        shape = _shape(normalized_shape)
-        self.normalized_shape, self.eps = shape, eps
-        self.elementwise_affine = elementwise_affine
-        on = {"dtype": dtype, "device": device}
-        self.weight = Parameter(creation.ones(*shape, **on)) if elementwise_affine else None
-        self.bias = Parameter(creation.zeros(*shape, **on)) if elementwise_affine and bias \
-            else None
-
-    def forward(self, x):
-        return F.layer_norm(x, self.normalized_shape, self.weight, self.bias, self.eps)
-
-    def extra_repr(self) -> str:
-        return (f"{self.normalized_shape}, eps={self.eps}, "
-                f"elementwise_affine={self.elementwise_affine}")
 
 
 class GELU(Module):
@@ -217,3 +140,8 @@ class Dropout(Module):
 
     def extra_repr(self) -> str:
         return f"p={self.p}, inplace={self.inplace}"
+
+
+__all__ = ["Linear", "RMSNorm", "LayerNorm", "NonDynamicallyQuantizableLinear", "GELU",
+           "ReLU6", "Softmax", "Softmin", "LogSoftmax", "Identity", "Flatten", "Embedding",
+           "Dropout"]

@@ -11,8 +11,9 @@ from ..autograd.mode import STATE
 from ..backends.base import Backend
 from ..dtype import promote_types
 from ..errors import OpError
-from ..ops import fused
+from ..ops.fused import CrossEntropyFn, MSELossFn, SoftCrossEntropyFn
 from ..ops.indexing import where
+from ..ops.registry import Layer, fused
 from ..tensor import Tensor
 
 _REDUCTIONS = ("mean", "sum", "none")
@@ -43,7 +44,16 @@ def _same_shape(x, target, op):
 
 # -- regression ------------------------------------------------------------------------
 
-def mse_loss(input, target, reduction="mean"):
+def _mse_loss_layer(reduction="mean"):
+    _check_reduction(reduction, "MSELoss")
+    return {"reduction": reduction}
+
+
+@fused(MSELossFn, arity=2,
+       layer=Layer("MSELoss", _mse_loss_layer, inputs=2, shown="reduction={reduction!r}"))
+def mse_loss(input, target, reduction="mean"):  # noqa: A002 (PyTorch's names)
+    """The mean (or sum, or each) of the squared differences of two tensors of one
+    shape; the mean is one fused node."""
     _same_shape(input, target, "mse_loss")
     if not input.dtype.is_floating_point:
         raise TypeError(f"mse_loss: not defined for {input.dtype.name} inputs (as in "
@@ -51,7 +61,7 @@ def mse_loss(input, target, reduction="mean"):
     _check_reduction(reduction, "mse_loss")
     x, target = cast_inputs("loss", input, target)
     if reduction == "mean":
-        return fused.MSELossFn.apply(x, target)
+        return MSELossFn.apply(x, target)
     d = x - target
     return _reduce(d * d, reduction, "mse_loss")
 
@@ -173,12 +183,34 @@ def nll_loss(input, target, weight=None, ignore_index=-100, reduction="mean"):
     return _nll(logp, target, weight, ignore_index, reduction, batch)[0]
 
 
-def cross_entropy(input, target, weight=None, ignore_index=-100, reduction="mean",
-                  label_smoothing=0.0):
+def _no_legacy_reduction(size_average, reduce, op):
+    if size_average is not None or reduce is not None:
+        raise TypeError(f"{op}: size_average and reduce are deprecated in PyTorch and not "
+                        f"taken here; pass reduction='mean', 'sum' or 'none'")
+
+
+def _cross_entropy_layer(weight=None, size_average=None, ignore_index=-100, reduce=None,
+                         reduction="mean", label_smoothing=0.0):
+    """nn.CrossEntropyLoss's state: the class weights a buffer (they follow .to() and
+    appear in the state dict, as in PyTorch)."""
+    _no_legacy_reduction(size_average, reduce, "CrossEntropyLoss")
+    _check_reduction(reduction, "CrossEntropyLoss")
+    return {"reduction": reduction, "weight": weight, "ignore_index": ignore_index,
+            "label_smoothing": label_smoothing}
+
+
+@fused(CrossEntropyFn, arity=2,
+       layer=Layer("CrossEntropyLoss", _cross_entropy_layer, inputs=2, buffers=("weight",),
+                   fixed={"size_average": None, "reduce": None},
+                   shown="reduction={reduction!r}, ignore_index={ignore_index!r}, "
+                         "label_smoothing={label_smoothing!r}"))
+def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-100,
+                  reduce=None, reduction="mean", label_smoothing=0.0):
     """log_softmax over the classes (dim 1, or dim 0 unbatched), then nll_loss; or, with
     a floating ``target`` of the input's shape, the cross-entropy against class
     probabilities. ``label_smoothing`` mixes the target with the uniform distribution,
     with PyTorch's normalisation for every reduction."""
+    _no_legacy_reduction(size_average, reduce, "cross_entropy")
     _check_reduction(reduction, "cross_entropy")
     if not 0.0 <= label_smoothing <= 1.0:
         raise ValueError(f"cross_entropy: label_smoothing must be in [0, 1], got "
@@ -193,7 +225,7 @@ def cross_entropy(input, target, weight=None, ignore_index=-100, reduction="mean
         logits, target = (t if t.dtype == dt else t.to(dt) for t in (logits, target))
         if weight is not None and weight.dtype != dt:
             weight = weight.to(dt)
-        return fused.SoftCrossEntropyFn.apply(logits, target, weight, reduction,
+        return SoftCrossEntropyFn.apply(logits, target, weight, reduction,
                                               label_smoothing, batch)
     _check_classes(target, c, ignore_index, "cross_entropy")
     if weight is not None and weight.requires_grad and STATE.grad_enabled:
@@ -201,7 +233,7 @@ def cross_entropy(input, target, weight=None, ignore_index=-100, reduction="mean
                       "differentiable with respect to weight (as in PyTorch); pass "
                       "weight.detach(), or class-probability targets")
     # one node: the backend's cross_entropy, forward and backward on raw arrays
-    return fused.CrossEntropyFn.apply(logits, target, weight, ignore_index, reduction,
+    return CrossEntropyFn.apply(logits, target, weight, ignore_index, reduction,
                                       label_smoothing, batch)
 
 
@@ -211,9 +243,7 @@ def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=N
     log clamped at -100 as PyTorch does (a certain wrong answer costs 100, not inf).
     binary_cross_entropy_with_logits takes the logits instead, and is stabler."""
     op = "binary_cross_entropy"
-    if size_average is not None or reduce is not None:
-        raise TypeError(f"{op}: size_average and reduce are deprecated in PyTorch and not "
-                        f"taken here; pass reduction='mean', 'sum' or 'none'")
+    _no_legacy_reduction(size_average, reduce, op)
     _same_shape(input, target, op)
     _check_reduction(reduction, op)
     if not input.dtype.is_floating_point:

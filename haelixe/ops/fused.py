@@ -376,6 +376,6 @@ class SoftCrossEntropyFn(Function):
         return dx, dtarget, dweight, None, None, None
 
 
-for _name, _arity in (("linear", 3), ("rms_norm", 2), ("layer_norm", 3), ("rope", 1),
-                      ("scaled_dot_product_attention", 3), ("mse_loss", 2)):
-    declare(_name, arity=_arity, dtypes="float")
+# (linear, the norms, attention and the losses are declared on their functional forms,
+# in nn/: ``@fused(LinearFn, ...)``; RoPE's is Haelixe's own, F.apply_rope)
+declare("rope", arity=1, dtypes="float")

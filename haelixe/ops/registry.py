@@ -102,6 +102,75 @@ def declare(name, **kwargs) -> OpInfo:
     return info
 
 
+# -- fused declarations -------------------------------------------------------------------------
+class Layer:
+    """The ``nn`` layer PyTorch has for a fused op, as data: nn/fused_layers.py makes the
+    Module class from it.
+
+    ``state`` is a plain function whose signature is the layer's constructor (PyTorch's);
+    it returns the layer's attributes by name. The layer's ``forward`` takes the first
+    ``inputs`` arguments of the functional form (the input, or input and target) and
+    passes each other argument from the attribute of the same name (``self.weight``,
+    ``self.eps``...). Tensors named in ``parameters`` become Parameters, those in
+    ``buffers`` buffers. ``fixed``: arguments forward always passes as given (PyTorch's
+    deprecated ones, left at their defaults), class attributes of the layer. ``shown``
+    is the ``extra_repr``: a format string over the attributes, or a function of the
+    layer."""
+
+    def __init__(self, name, state, *, inputs=1, parameters=(), buffers=(), fixed=None,
+                 shown=""):
+        self.name, self.state, self.inputs = name, state, inputs
+        self.fixed = dict(fixed or {})
+        self.parameters, self.buffers, self.shown = tuple(parameters), tuple(buffers), shown
+
+    def __repr__(self) -> str:
+        return f"Layer({self.name!r})"
+
+
+class Fused(OpInfo):
+    """A fused op, declared on its functional form (``F.<op>``, a plain function with
+    PyTorch's signature): the Function it records, the nn layer where PyTorch has one,
+    and Haelixe's own parameters beyond PyTorch's (``extra``, after PyTorch's)."""
+
+    def __init__(self, form, function, layer, extra, **kwargs):
+        super().__init__(form.__name__, **kwargs)
+        self.form, self.function_class, self.layer = form, function, layer
+        self.extra = tuple(extra)
+        sig = inspect.signature(form)  # (as PyTorch's docs write it: no annotations)
+        self.signature = sig.replace(
+            parameters=[p.replace(annotation=p.empty) for p in sig.parameters.values()],
+            return_annotation=sig.empty)
+        unknown = [n for n in self.extra if n not in self.signature.parameters]
+        if unknown:
+            raise ValueError(f"{self.name}: extra={unknown} are not its parameters")
+
+    def __repr__(self) -> str:
+        return f"Fused({self.name!r}, {self.function_class.__name__}, layer={self.layer})"
+
+
+def fused(function, *, arity, layer=None, extra=(), dtypes="float", differentiable=True):
+    """Declare a fused op on its functional form, which records ``function``::
+
+        @fused(RMSNormFn, arity=2, layer=Layer("RMSNorm", ...))
+        def rms_norm(input, normalized_shape, weight=None, eps=None):
+            "Divide by the root-mean-square ..."
+
+    The function is ``F.<op>`` as it is (no wrapper: its signature is PyTorch's, and a
+    call costs what a call of it costs); the declaration lists it in ``OPS``, starts its
+    docstring with the signature line PyTorch's does, and gives nn/ the ``layer`` to
+    make. ``arity``: how many tensor inputs it takes (for the tests)."""
+
+    def declare_on(form):
+        decl = Fused(form, function, layer, extra, arity=arity, dtypes=dtypes,
+                     differentiable=differentiable)
+        OPS[decl.name] = decl
+        form.__doc__ = f"{decl.name}{decl.signature} -> Tensor\n\n" + \
+            inspect.cleandoc(form.__doc__ or f"The fused op {decl.name}.")
+        return form
+
+    return declare_on
+
+
 def functional_form(decl):
     """``torch.nn.functional.<op>`` of an elementwise declaration: the function form
     itself, or, where PyTorch's takes an ``inplace`` flag, the function form and the

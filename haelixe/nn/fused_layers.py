@@ -1,0 +1,75 @@
+"""The layers PyTorch has for a fused op of the registry (nn.Linear, nn.RMSNorm,
+nn.LayerNorm, nn.MSELoss, nn.CrossEntropyLoss...), each made from the op's declaration
+(``@fused(..., layer=Layer(...))`` on its functional form, ops/registry.py): the
+constructor is the layer's ``state`` function, whose signature is PyTorch's; forward
+calls the functional form with the layer's attributes for its arguments; extra_repr
+shows what the declaration says."""
+
+from __future__ import annotations
+
+import inspect
+import operator
+import string
+
+from ..ops.registry import OPS, Fused
+from . import functional as F  # noqa: F401 (its declarations are the layers' ops)
+from . import losses  # noqa: F401
+from .module import Module, Parameter
+
+
+def _layer(decl) -> type:
+    spec, form = decl.layer, decl.form
+    # forward's arguments of the functional form, after its inputs: the layer's attributes
+    # (read with one attrgetter: a layer's forward is on every step's path)
+    params = list(decl.signature.parameters.values())[spec.inputs:]
+    if any(p.kind is not p.POSITIONAL_OR_KEYWORD for p in params):
+        raise ValueError(f"{spec.name}: its forward passes F.{decl.name}'s arguments by "
+                         f"position; {decl.name}{decl.signature} has others")
+    names = tuple(p.name for p in params)
+    read = operator.attrgetter(*names) if len(names) > 1 else \
+        (lambda self, get=operator.attrgetter(*names): (get(self),))
+    state, parameters, buffers, shown = spec.state, spec.parameters, spec.buffers, spec.shown
+
+    def __init__(self, *args, **kwargs):
+        Module.__init__(self)
+        for name, value in state(*args, **kwargs).items():
+            if name in buffers:
+                self.register_buffer(name, value)
+            else:
+                setattr(self, name, Parameter(value) if name in parameters and
+                        value is not None else value)
+
+    if spec.inputs == 1:
+        def forward(self, input):  # noqa: A002 (PyTorch's name)
+            return form(input, *read(self))
+    else:
+        def forward(self, input, target):  # noqa: A002
+            return form(input, target, *read(self))
+
+    if callable(shown):
+        def extra_repr(self) -> str:
+            return shown(self)
+    else:
+        fields = [f for _, f, _, _ in string.Formatter().parse(shown) if f]
+
+        def extra_repr(self) -> str:
+            return shown.format(**{f: getattr(self, f) for f in fields})
+
+    __init__.__signature__ = inspect.signature(state).replace(parameters=[
+        inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD),
+        *inspect.signature(state).parameters.values()])
+    for f in (__init__, forward, extra_repr):
+        f.__qualname__ = f"{spec.name}.{f.__name__}"
+    return type(spec.name, (Module,), {
+        **spec.fixed, "__init__": __init__, "forward": forward, "extra_repr": extra_repr,
+        "__module__": __name__,
+        "__doc__": f"nn.{spec.name}{inspect.signature(state)}: the layer form of "
+                   f"F.{decl.name}. {inspect.getdoc(state) or ''}\n\n"
+                   f"{decl.form.__doc__.split(chr(10) * 2, 1)[1]}"})
+
+
+#: class name -> the layer, for every fused op declared with one
+LAYERS = {decl.layer.name: _layer(decl) for decl in OPS.values()
+          if isinstance(decl, Fused) and decl.layer is not None}
+globals().update(LAYERS)
+__all__ = sorted(LAYERS)
