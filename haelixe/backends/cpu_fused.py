@@ -7,18 +7,19 @@ Each method here is the compiled form of a contract method whose readable defaul
 composed from primitives, is in base.py: without numba, ``CPUBackend`` (cpu.py) runs
 those defaults on numpy, with the same results to rounding. cpu.py picks this class
 when numba can be imported. Until a method's kernel has loaded (cpu_jit loads them in
-the background), the method runs that default too.
+the background), the method runs that default too: its kernel handle raises
+cpu_jit.Loading before it writes anything, and ``@composed_while_loading`` runs the
+base class's method instead.
 """
 
 from __future__ import annotations
 
-import functools
 import math
 
 import numpy as np
 
 from .cpu import _LOW_SET, CPUBackend, _check_rope_dtype, computes_in_f32
-from .cpu_jit import Loading, kernels
+from .cpu_jit import composed_while_loading, kernels
 
 _JIT_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 
@@ -45,15 +46,19 @@ def _index_add_rows(out, key, values) -> bool:
 class CompiledCPUBackend(CPUBackend):
     """CPUBackend with the fused ops compiled (numba)."""
 
+    @composed_while_loading
     def softmax(self, x, axis):
         return _rows(kernels().softmax_rows, x, axis)
 
+    @composed_while_loading
     def log_softmax(self, x, axis):
         return _rows(kernels().log_softmax_rows, x, axis)
 
+    @composed_while_loading
     def softmax_backward(self, y, g, axis, log):
         return _rows(kernels().softmax_backward_rows, y, axis, g, extra=(log,))
 
+    @composed_while_loading
     def sum_windows_into(self, out, cols, kernel, stride, dilation):
         # two lead dims and one or two windowed ones, float32/64: one compiled loop
         # (numpy's strided adds run per row of positions: 4-wide rows on a small image)
@@ -69,6 +74,7 @@ class CompiledCPUBackend(CPUBackend):
         kernels().sum_windows_2d(cols, out, *stride, *dilation)
         return True
 
+    @composed_while_loading
     def window_max(self, win, d):
         # one compiled pass for float32/64 and one or two windowed dims (the default's
         # copy of the windows and argmax run per 4-cell row: a 2x2 pool's)
@@ -86,6 +92,7 @@ class CompiledCPUBackend(CPUBackend):
         y, picked = y.transpose(back), picked.transpose(back)
         return (y[:, :, 0], picked[:, :, 0]) if d == 1 else (y, picked)
 
+    @composed_while_loading
     def route_max_into(self, out, g, picked, kernel, stride, dilation):
         d = len(kernel)
         if d not in (1, 2) or out.dtype not in _JIT_FLOATS or g.dtype != out.dtype:
@@ -103,6 +110,7 @@ class CompiledCPUBackend(CPUBackend):
                                _loop_order(win, order))
         return True
 
+    @composed_while_loading
     def index_add(self, shape, key, values):
         out = np.zeros(shape, values.dtype)
         if _index_add_rows(out, key, values):
@@ -111,6 +119,7 @@ class CompiledCPUBackend(CPUBackend):
 
     # The norms run one compiled pass per row (cpu_kernels); statistics are saved per
     # row, shaped x.shape[:-1] + (1,) as the contract says.
+    @composed_while_loading
     @computes_in_f32
     def rmsnorm(self, x, w, eps):
         x2 = _as_rows(x)
@@ -119,6 +128,7 @@ class CompiledCPUBackend(CPUBackend):
         kernels().rmsnorm_rows(x2, _weight(w, x2, 1), eps, y, rstd)
         return y.reshape(x.shape), rstd.reshape(x.shape[:-1] + (1,))
 
+    @composed_while_loading
     @computes_in_f32
     def rmsnorm_backward(self, x, w, rstd, gy):
         x2, g2 = _as_rows(x), _as_rows(gy)
@@ -127,6 +137,7 @@ class CompiledCPUBackend(CPUBackend):
         kernels().rmsnorm_backward_rows(x2, _weight(w, x2, 1), _flat(rstd), g2, dx, dw)
         return dx.reshape(x.shape), (dw.astype(w.dtype) if w is not None else None)
 
+    @composed_while_loading
     @computes_in_f32
     def layernorm(self, x, w, b, eps):
         x2 = _as_rows(x)
@@ -138,6 +149,7 @@ class CompiledCPUBackend(CPUBackend):
         stat = x.shape[:-1] + (1,)
         return y.reshape(x.shape), mean.reshape(stat), rstd.reshape(stat)
 
+    @composed_while_loading
     @computes_in_f32
     def layernorm_backward(self, x, w, mean, rstd, gy):
         x2, g2 = _as_rows(x), _as_rows(gy)
@@ -149,6 +161,7 @@ class CompiledCPUBackend(CPUBackend):
         return (dx.reshape(x.shape), dw.astype(w.dtype) if w is not None else None,
                 db.astype(x.dtype))
 
+    @composed_while_loading
     def normalize_backward(self, x, w, mean, rstd, gy, axes, param_axes):
         # a batch norm's (statistics and parameters per channel, float32/64): two
         # compiled passes over (rows, C), the channel last, where the composed form
@@ -170,6 +183,7 @@ class CompiledCPUBackend(CPUBackend):
         return (dx, None if w is None else dw.astype(w.dtype).reshape(w.shape),
                 db.astype(x.dtype))
 
+    @composed_while_loading
     @computes_in_f32
     def rope(self, x, cos, sin, inverse=False):
         _check_rope_dtype(x)
@@ -183,12 +197,14 @@ class CompiledCPUBackend(CPUBackend):
                         t(-1.0 if inverse else 1.0), out)
         return out.reshape(shape)
 
+    @composed_while_loading
     @computes_in_f32
     def attention(self, q, k, v, causal, scale, mask=None):
         from .cpu_attention import attention_forward
 
         return attention_forward(q, k, v, causal, scale, mask)
 
+    @composed_while_loading
     def attention_for_backward(self, q, k, v, causal, scale, mask=None):
         """(out, lse, probabilities or None): the direct path's probabilities, where
         they fit cpu_attention.KEEP_PROBS_BYTES. BF16/F16 keep none (theirs are float32,
@@ -199,6 +215,7 @@ class CompiledCPUBackend(CPUBackend):
 
         return attention_forward_keeping(q, k, v, causal, scale, mask)
 
+    @composed_while_loading
     @computes_in_f32
     def attention_backward(self, q, k, v, out, lse, gout, causal, scale, mask=None,
                            saved=None):
@@ -206,10 +223,12 @@ class CompiledCPUBackend(CPUBackend):
 
         return attention_backward(q, k, v, out, lse, gout, causal, scale, mask, saved)
 
+    @composed_while_loading
     def adamw_step(self, p, g, m, v, lr, beta1, beta2, eps, weight_decay, step):
         self._adamw(p, g, m, v, lr, beta1, beta2, eps, weight_decay, 1.0 - beta1 ** step,
                     1.0 - beta2 ** step)
 
+    @composed_while_loading
     def adamw_step_capturable(self, p, g, m, v, lr, step, beta1, beta2, eps, weight_decay):
         # the count and lr read here, on every call (a replay of a captured step runs this
         # method too); the bias corrections in their dtype, as the generic kernel does,
@@ -231,26 +250,6 @@ class CompiledCPUBackend(CPUBackend):
         kernels().adamw_flat(p32, g32, m32, v32, *args)
         for dst, src in ((p, p32), (m, m32), (v, v32)):
             np.copyto(dst, src, casting="unsafe")
-
-
-def _composed_until_loaded(name, compiled):
-    """``compiled``, the method ``name``, or CPUBackend's composed form of it while the
-    kernel it calls is loading (cpu_jit.Loading, raised before the kernel writes)."""
-    composed = getattr(CPUBackend, name)
-
-    @functools.wraps(compiled)
-    def method(self, *args, **kwargs):
-        try:
-            return compiled(self, *args, **kwargs)
-        except Loading:
-            return composed(self, *args, **kwargs)
-
-    return method
-
-
-for _name, _method in list(vars(CompiledCPUBackend).items()):
-    if callable(_method) and not _name.startswith("_"):
-        setattr(CompiledCPUBackend, _name, _composed_until_loaded(_name, _method))
 
 
 def _loop_order(win, order):

@@ -18,6 +18,7 @@ a single operation (``a + b``) is already one numpy pass, and runs as that ufunc
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.util
 import os
@@ -133,7 +134,7 @@ if hasattr(os, "register_at_fork"):
 
 class Loading(Exception):
     """The compiled form of a kernel is not loaded yet: the caller runs the composed
-    form this time (cpu_fused)."""
+    form this time (composed_while_loading)."""
 
 
 def _composed(*args):
@@ -156,6 +157,25 @@ class _Compiled:
         if f is None:
             raise Loading(self.name)
         return f(*args)
+
+
+def composed_while_loading(method):
+    """A compiled backend method (cpu_fused) that, while a kernel it calls is loading,
+    runs its base class's composed form instead. The kernel handle raises Loading before
+    the kernel writes anything, so the composed form starts from the same inputs; it is
+    caught per method, not per kernel, because a method may call several kernels
+    (attention) and must not mix a half-compiled result with a composed one."""
+    name = method.__name__
+
+    @functools.wraps(method)
+    def run(self, *args, **kwargs):
+        try:
+            return method(self, *args, **kwargs)
+        except Loading:  # (rare: only while kernels load) the class that defines ``run``
+            owner = next(c for c in type(self).__mro__ if c.__dict__.get(name) is run)
+            return getattr(super(owner, self), name)(*args, **kwargs)
+
+    return run
 
 
 def _load_kernel(name, args):
