@@ -11,28 +11,24 @@ from .encoder_decoder import (
     TransformerEncoder,
     TransformerEncoderLayer,
 )
+from .fused_layers import LAYERS as _FUSED_LAYERS
 from .layers import (
     GELU,
     Dropout,
     Embedding,
     Flatten,
     Identity,
-    LayerNorm,
-    Linear,
     LogSoftmax,
     NonDynamicallyQuantizableLinear,
     ReLU6,
-    RMSNorm,
     Softmax,
     Softmin,
 )
 from .loss_layers import (
     BCELoss,
     BCEWithLogitsLoss,
-    CrossEntropyLoss,
     HuberLoss,
     L1Loss,
-    MSELoss,
     NLLLoss,
     SmoothL1Loss,
 )
@@ -64,6 +60,7 @@ from .spatial import Dropout2d, Fold, Unflatten, Unfold, Upsample
 from .transformer import MLP, MultiHeadAttention, RoPE, TransformerBlock
 
 globals().update(_ACTIVATIONS)  # (nn.ReLU, nn.LeakyReLU...: made from the op registry)
+globals().update(_FUSED_LAYERS)  # (nn.Linear, nn.RMSNorm, nn.MSELoss...: from their declarations)
 
 _MISSING = {
     "KLDivLoss": "CrossEntropyLoss with class-probability targets",

@@ -6,7 +6,10 @@ from __future__ import annotations
 from .. import creation
 from ..autograd.mode import no_grad
 from . import functional as F
-from .fused_layers import LayerNorm, Linear, RMSNorm  # (made from their ops' declarations)
+
+# (made from their ops' declarations; named here too, so that a model pickled when they
+# lived here loads)
+from .fused_layers import LayerNorm, Linear, RMSNorm
 from .module import Module, Parameter
 
 

@@ -5,7 +5,10 @@ from __future__ import annotations
 
 from ..tensor import Tensor
 from . import losses
-from .fused_layers import CrossEntropyLoss, MSELoss  # noqa: F401 (made from their ops' declarations)
+
+# (made from their ops' declarations; named here too, so that a model pickled when they
+# lived here loads)
+from .fused_layers import CrossEntropyLoss, MSELoss  # noqa: F401
 from .module import Module
 
 
