@@ -129,7 +129,8 @@ def _check_tag(tag) -> str:
 
 def current_tag() -> str:
     """The tag that allocations on this thread get when they do not name one."""
-    return getattr(_tls, "tag", DEFAULT_TAG)
+    return _tls.__dict__.get("tag", DEFAULT_TAG)  # (getattr's default costs an
+    # AttributeError raised and caught: 20 times this, on every untagged allocation)
 
 
 @contextmanager
@@ -571,9 +572,12 @@ class Allocator:
         """Count ``nbytes`` of memory another allocator gave (numpy's, for a CPU tensor
         while memory history is recorded) as allocated and reserved, until
         :meth:`uncount_adopted`; no slab is made or cached, and no bin counts it. Returns
-        the allocated bytes after. (The caller checks ``nbytes`` and ``tag``: it runs for
-        every CPU tensor made while recorded. A plain lock, not a critical section: no
-        Block can die between these integer updates, and the event comes last.)"""
+        the allocated bytes after. Its event goes to subscribers (a MemoryView of the
+        CPU) only, not to :meth:`events`' recent history: memory history keeps its own
+        trace of these, and a step makes one per tensor. (The caller checks ``nbytes``
+        and ``tag``: it runs for every CPU tensor made while recorded. A plain lock, not
+        a critical section: no Block can die between these integer updates, and the
+        event comes last.)"""
         with self._lock:
             self._active += 1
             self._num_allocs += 1
@@ -585,7 +589,7 @@ class Allocator:
                 self._peak_allocated = allocated
             if reserved > self._peak_reserved:
                 self._peak_reserved = reserved
-            if self._emitting:
+            if self._callbacks:
                 self._emit("alloc", nbytes, nbytes, _ADOPTED, tag)
             return allocated
 
@@ -599,7 +603,7 @@ class Allocator:
             allocated = self._allocated = self._allocated - nbytes
             self._requested -= nbytes
             self._by_tag[tag] -= nbytes
-            if self._emitting:
+            if self._callbacks:
                 self._emit("free", nbytes, nbytes, _ADOPTED, tag)
             return allocated
 

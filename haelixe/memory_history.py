@@ -221,20 +221,28 @@ class _CpuTracker:
             if a is None:
                 return None
         key = id(a)
-        held = self.live.get(key)
+        live = self.live
+        held = live.get(key)
         if held is not None and held[1]() is a:
             return key
-        n = a.nbytes
-        if not adopt or not n:
+        if not adopt:
             return None
-        tag = getattr(_tag_state, "tag", DEFAULT_TAG)  # (memory.current_tag, inlined)
+        n = a.nbytes
+        if not n:
+            return None
+        tag = _tag_state.__dict__.get("tag", DEFAULT_TAG)  # (memory.current_tag, inlined)
         ref = weakref.ref(a, self._died)
         self.refs[id(ref)] = key
+        # (History.add, inlined: it runs for every CPU tensor made)
         # (two threads making tensors at once may append their events in the other
         # order than their totals: each total is still one the allocator reached)
-        # (the walk for its line starts above this method, its caller and theirs, all
-        # Haelixe's: the observer's and Tensor._wrap, or the walk of a node's fields)
-        self.history.add(key, ref, n, n, tag, self.alloc.count_adopted(n, tag), start=5)
+        # (the walk for its line starts above this method and its caller, both
+        # Haelixe's: the observer or the walk of a node's fields)
+        history = self.history
+        entry = _new_entry(_Entry, (next(history.keys), key, n, n, tag, _user_frames(3),
+                                    _clock() - history.t0, self.alloc.count_adopted(n, tag)))
+        live[key] = (entry, ref)
+        history.trace.append(entry)
         return key
 
     def _died(self, ref) -> None:  # (numpy's memory goes: the weak reference's callback)
@@ -295,11 +303,12 @@ class _Recording:
     def node_recorded(self, node) -> None:
         cpu = self.cpu
         out: list = []
+        kinds, skip = _KINDS, _NOT_SAVED
         for name, v in node.__dict__.items():  # its saved tensors and raw arrays
-            kind = _KINDS.get(v.__class__)
+            kind = kinds.get(v.__class__)
             if kind is None:
                 kind = _kind(v.__class__)
-            if kind and name != "next":  # (its edges hold other nodes only)
+            if kind and name not in skip:
                 _addresses_of(v, cpu, True, out)
         if out:
             ref, name = weakref.ref(node), node.name
@@ -310,6 +319,10 @@ class _Recording:
 
 
 _NONE, _TENSOR, _ARRAY, _GPU_ARRAY, _SEQUENCE = range(5)
+# a node's fields that record sets and that hold no memory of their own: its edges (other
+# nodes), its output's shape, its saved tensors' versions (their tuples' numbers are not
+# walked one by one for every node)
+_NOT_SAVED = frozenset(("next", "out_shape", "_versions"))
 _KINDS: dict = {}  # class -> what memory a value of it may hold (decided once per class)
 
 
