@@ -387,6 +387,7 @@ def compare(kind, steps, rounds, thread_counts):
             order = ("haelixe", "torch") if r % 2 == 0 else ("torch", "haelixe")
             chunk = [(i % steps) for i in range(done, done + per_round)]
             for name in order:
+                Ls["haelixe"].settle()  # (kernels that became hot in a loop since: loaded)
                 t0 = time.perf_counter()
                 for i in chunk:
                     runs[name].step(*data[name][i])
