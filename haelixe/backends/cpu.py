@@ -496,7 +496,8 @@ class CPUBackend(Backend):
         return out
 
     def take(self, x, key):
-        return np.array(x[key], copy=True)
+        out = x[key]  # (advanced indexing copies already: a second copy only of a view)
+        return np.array(out) if np.may_share_memory(out, x) else np.asarray(out)
 
     def index_put(self, x, key, values):
         x[key] = values
