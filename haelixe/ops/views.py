@@ -530,13 +530,33 @@ def _as_strided_method(input, size, stride, storage_offset=None):
     return as_strided(input, tuple(size), tuple(stride), storage_offset)
 
 
-# -- roll: composed of narrow and cat, so its gradient (a roll back) comes from theirs ----
+# -- roll: one node per rolled dim, whose gradient is a roll back ------------------------
+class Roll(Function):
+    """``x`` shifted by ``shift`` (0 < shift < n) along ``dim`` of size n, wrapping
+    around: its two parts copied into one fresh array (one node, not two narrows and a
+    cat); the gradient is the gradient rolled back."""
+
+    label = "Roll"
+    small_state = True
+
+    @staticmethod
+    def forward(ctx, x, shift, dim):
+        ctx.shift, ctx.dim = shift, dim
+        be, raw, n = x._be, x._data, x.shape[dim]
+        out = be.empty(x.shape, x.dtype.np)
+        be.copy_into(be.narrow(out, dim, 0, shift), be.narrow(raw, dim, n - shift, shift))
+        be.copy_into(be.narrow(out, dim, shift, n - shift), be.narrow(raw, dim, 0, n - shift))
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        return Roll.apply(g, g.shape[ctx.dim] - ctx.shift, ctx.dim), None, None
+
+
 @tensor_method(function=True)
 def roll(input, shifts, dims=None) -> Tensor:
     """Elements shifted by ``shifts`` along ``dims`` (wrapping around); without ``dims``
     the tensor is rolled as if flattened, then given its shape back."""
-    from .indexing import cat
-
     shifts = (shifts,) if isinstance(shifts, int) else tuple(shifts)
     if dims is None:
         if len(shifts) != 1:
@@ -553,7 +573,7 @@ def roll(input, shifts, dims=None) -> Tensor:
         n = out.shape[d]
         s = s % n if n else 0
         if s:
-            out = cat([out.narrow(d, n - s, s), out.narrow(d, 0, n - s)], d)
+            out = Roll.apply(out, s, d)
     return out.clone() if out is input else out
 
 
