@@ -17,6 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import haelixe as hx
+import haelixe.nn  # noqa: F401 (its fused declarations are in OPS once it is imported)
 from haelixe.ops.registry import OPS, Elementwise
 
 torch = pytest.importorskip("torch")
@@ -377,6 +378,9 @@ OTHER = {
                  lambda x: F.rms_norm(x, (6,), eps=1e-6)),
     "mse_loss": (lambda x: hx.nn.functional.mse_loss(x, x.flip(0)),
                  lambda x: F.mse_loss(x, x.flip(0))),
+    "cross_entropy": (lambda x: hx.nn.functional.cross_entropy(
+                          x, hx.tensor([0, 2, 5, 1], device=x.device)),
+                      lambda x: F.cross_entropy(x, torch.tensor([0, 2, 5, 1]))),
     "scaled_dot_product_attention": (
         lambda x: hx.nn.functional.scaled_dot_product_attention(x[None], x[None], x[None]),
         lambda x: F.scaled_dot_product_attention(x[None], x[None], x[None])),

@@ -215,6 +215,9 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
     if not 0.0 <= label_smoothing <= 1.0:
         raise ValueError(f"cross_entropy: label_smoothing must be in [0, 1], got "
                          f"{label_smoothing}")
+    if not input.dtype.is_floating_point:  # (log_softmax of integers: PyTorch refuses too)
+        raise TypeError(f"cross_entropy: logits must be floating, got {input.dtype.name} "
+                        f"(shape {input.shape}); convert with .float() first")
     (input,) = cast_inputs("loss", input)
     probabilities = isinstance(target, Tensor) and target.dtype.is_floating_point
     logits, target, batch = _classes_last(input, target, "cross_entropy", probabilities)

@@ -158,7 +158,9 @@ def fused(function, *, arity, layer=None, extra=(), dtypes="float", differentiab
     The function is ``F.<op>`` as it is (no wrapper: its signature is PyTorch's, and a
     call costs what a call of it costs); the declaration lists it in ``OPS``, starts its
     docstring with the signature line PyTorch's does, and gives nn/ the ``layer`` to
-    make. ``arity``: how many tensor inputs it takes (for the tests)."""
+    make. ``arity``: how many tensor inputs it takes (for the tests). A declaration in
+    nn/ is in ``OPS`` once ``haelixe.nn`` is imported (``import haelixe`` imports it on
+    first use of ``hx.nn``)."""
 
     def declare_on(form):
         decl = Fused(form, function, layer, extra, arity=arity, dtypes=dtypes,
