@@ -18,7 +18,7 @@ import pytest
 
 import haelixe as hx
 from haelixe.backends import base, cpu_jit, threads
-from haelixe.backends.cpu import _MATH, CPU_BACKEND, JIT_HOT_CALLS, JIT_MIN_SIZE, _compile
+from haelixe.backends.cpu import _MATH, CPU_BACKEND, JIT_MIN_SIZE, _compile
 from haelixe.ops.elementwise import ACTIVATIONS
 from haelixe.ops.registry import OPS, Elementwise
 
@@ -110,28 +110,6 @@ def test_small_and_mixed_inputs_stay_on_numpy():
     assert np.array_equal(f(small, small), k.fn(_MATH, small, small))
     big16 = np.ones(JIT_MIN_SIZE, np.float16)  # no compiled form: computed in float32
     assert f(big16, big16).dtype == np.float32
-
-
-@pytest.mark.numba
-def test_a_kernel_called_often_on_small_inputs_compiles(monkeypatch):
-    """A loop's small tensors (a recurrence's steps) get the compiled pass too, once
-    the kernel has run JIT_HOT_CALLS times; fewer calls stay on numpy."""
-    k = base.Kernel("probe_hot", lambda m, x, y: m.exp(x) * y + 1.0, 2)
-    built = []
-    real = cpu_jit.compile_ufunc
-
-    def counting(kernel, dtype):
-        built.append((kernel.name, dtype))
-        return real(kernel, dtype)
-
-    monkeypatch.setattr(cpu_jit, "compile_ufunc", counting)
-    f = _compile(k)
-    x = np.linspace(-2, 2, 64, dtype=np.float32).reshape(8, 8)
-    for _ in range(JIT_HOT_CALLS):
-        np.testing.assert_allclose(f(x, x), np.exp(x) * x + 1, rtol=1e-6)
-    assert built == []
-    np.testing.assert_allclose(f(x, x), np.exp(x) * x + 1, rtol=1e-6)
-    assert built == [("probe_hot", np.float32)]
 
 
 def test_single_operations_run_as_numpy_ufuncs():

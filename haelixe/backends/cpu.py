@@ -160,10 +160,6 @@ def _matmul(a, b):
 #: against 4.1 at 8192); the floor only spares small tensors (tests, toy examples) the
 #: first compilation, 0.1-0.4 s per kernel and dtype before the disk cache has it
 JIT_MIN_SIZE = 1 << 12
-#: calls on smaller tensors after which the kernel compiles all the same: one called this
-#: often is in a loop (a recurrence's steps, a training loop's), where its one pass
-#: beats numpy's several at any size (sigmoid on (32, 64): 5 against 13 us)
-JIT_HOT_CALLS = 64
 
 
 _DIRECT: dict = {}  # kernel -> its numpy ufunc, once compiled (Backend.direct)
@@ -205,7 +201,7 @@ def _compile(kernel: Kernel):
     except Unsupported:
         jit = False
     if jit:
-        ufuncs, small_calls = {}, [0]
+        ufuncs = {}
 
         def f(*xs):
             dt = xs[0].dtype if hasattr(xs[0], "dtype") else None
@@ -215,15 +211,12 @@ def _compile(kernel: Kernel):
                     return numpy_widened(*xs)
                 if x.__class__ is np.ndarray and x.size >= JIT_MIN_SIZE:
                     big = True
-            if dt in FLOATS:
-                u = ufuncs.get(dt)  # (once compiled, it wins at every size)
-                if u is None and (big or small_calls[0] >= JIT_HOT_CALLS):
-                    # (numpy's expression until the ufunc has compiled: cpu_jit.soon)
-                    u = cpu_jit.soon(ufuncs, dt,
-                                     lambda: _jit_ufunc(kernel, dt) or numpy_path)
+            if big and dt in FLOATS:
+                # (numpy's expression until the ufunc has compiled: cpu_jit.soon)
+                u = ufuncs.get(dt) or cpu_jit.soon(
+                    ufuncs, dt, lambda: _jit_ufunc(kernel, dt) or numpy_path)
                 if u is not None:
                     return u(*xs)
-                small_calls[0] += 1
             return numpy_path(*xs)
 
     kernel.compiled["cpu"] = f
