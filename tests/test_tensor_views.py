@@ -90,6 +90,26 @@ def test_setitem_writes_into_base():
     np.testing.assert_array_equal(base.numpy(), a)
 
 
+@pytest.mark.parametrize("dtype, value", [("float32", 2.7), ("float64", -1e300),
+                                          ("float32", 3), ("int64", 27), ("uint8", 255),
+                                          ("int8", True), ("float16", 1.1),
+                                          ("bfloat16", 1.1),
+                                          ("float32", 2 ** 40 + 1), ("int32", 2.9)])
+def test_setitem_of_a_number_writes_what_pytorch_writes(dtype, value):
+    torch = pytest.importorskip("torch")
+    x = hx.zeros(3, 4, dtype=dtype)
+    t = torch.zeros(3, 4, dtype=getattr(torch, dtype))
+    version = x._storage.version
+    t[:, 1] = value
+    x[:, 1] = value
+    assert x._storage.version == version + 1
+    np.testing.assert_array_equal(x.float().numpy() if dtype == "bfloat16" else x.numpy(),
+                                  t.float().numpy() if dtype == "bfloat16" else t.numpy())
+    leaf = hx.zeros(2, requires_grad=True)
+    with pytest.raises(RuntimeError, match="leaf"):
+        leaf[0] = 1.0
+
+
 def test_in_place_on_expanded_view_is_refused_without_corrupting():
     base = hx.zeros(3)
     for write in (lambda v: v.copy_(hx.ones(2, 3)), lambda v: v.add_(hx.ones(2, 3)),

@@ -8,6 +8,8 @@ also keeps the old value for such backward formulas).
 
 from __future__ import annotations
 
+import numpy as np
+
 from .. import layout
 from ..autograd.mode import STATE
 from ..dtype import number_as
@@ -118,11 +120,39 @@ def fill_(x, value):
     return x
 
 
+_FLOAT_NP = frozenset((np.dtype(np.float32), np.dtype(np.float64)))
+_INT_RANGES = {np.dtype(t): (int(np.iinfo(t).min), int(np.iinfo(t).max))
+               for t in (np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16,
+                         np.uint32, np.uint64)}
+
+
+def _plain_number(np_dtype, value):
+    """The Python number ``value`` as ``np_dtype``'s scalar where that is exactly what
+    converting it to a tensor and casting would write (a float or a small int into
+    float32/64, an int in range into an integer dtype), else None."""
+    kind = value.__class__
+    if np_dtype in _FLOAT_NP:
+        if kind is float or ((kind is int or kind is bool) and -(1 << 24) <= value <= 1 << 24):
+            return np_dtype.type(value)
+    elif kind is int or kind is bool:
+        bounds = _INT_RANGES.get(np_dtype)
+        if bounds is not None and bounds[0] <= value <= bounds[1]:
+            return np_dtype.type(value)
+    return None
+
+
 def copy_(x, src, through=None):
     """x[...] = src (broadcast, cast and moved as needed). ``through`` is the tensor a
     setitem went through: its autograd rules apply."""
     holder = x if through is None else through
     if not isinstance(src, Tensor):
+        number = _plain_number(x.dtype.np, src)
+        if number is not None and not _records_graph(holder, src, "copy_"):
+            # (one fill of the view: no tensor made for the number, no cast node)
+            check_writable(x, "copy_")
+            x._be.copy_into(x._data, number)
+            x._storage.version += 1
+            return x
         src = as_tensor_like(src, x)
     if _records_graph(holder, src, "copy_"):
         if through is not None:
