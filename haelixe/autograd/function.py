@@ -130,7 +130,10 @@ class Function(Node):
     #: per input, a raw array, a Tensor, a PartialGrad or None. The engine passes raw
     #: gradients from node to node with it: no tensor is made for a gradient that only
     #: goes on to another such node or into a leaf's ``.grad``. backward's first-order
-    #: branch is then ``wrap_grads(raw_backward(...))``: one formula.
+    #: branch is then ``wrap_grads(raw_backward(...))``: one formula. Only the ops of a
+    #: training step's small graphs have one (the elementwise table, Sum, matmul,
+    #: softmax): a tensor per gradient there costs more than the kernels. An op whose
+    #: first-order steps take tensors anyway (conv, cat) writes backward alone.
     raw_backward = None
     #: whether the engine checks the shapes of the gradients backward returns: for the
     #: Functions a user writes (set per subclass below); Haelixe's own ops are tested
