@@ -29,6 +29,8 @@ import threading
 import time
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from .atomic import AtomicFile
 from .autograd.engine import run_backward
 from .autograd.function import Function
@@ -42,13 +44,16 @@ _clock = time.perf_counter_ns
 _BACKWARD = run_backward.__code__
 _APPLY = Function.apply.__func__.__code__
 _getframe = sys._getframe
+_get_ident = threading.get_ident
+_NDARRAY = np.ndarray
 
 
 # (sets of ids of code objects, which the classes hold alive while a profile is active: a
 # code object's own hash is computed afresh at every lookup, an id's is not)
 _STEP_CODES: set = set()  # the step() of each optimizer class, while a profile is active
 _PASS_CODES: set = set()  # a user's Function methods: the walk goes on above them
-_OURS: dict = {}  # id(code) -> (the code, whether it is Haelixe's): each file read once
+_KINDS: dict = {}  # id(code) -> (the code, its kind for _phase): each file read once,
+# emptied when a profile starts (the step and pass codes are collected afresh then)
 _PACKAGE = os.path.dirname(os.path.abspath(__file__)) + os.sep
 
 
@@ -67,6 +72,19 @@ def _own_codes(base, names) -> set:
     return codes
 
 
+# what a frame's code is to the walk of _phase, decided once per code object (by id)
+_HAELIXE, _USER, _PASS, _IN_BACKWARD, _IN_STEP, _IN_APPLY = range(6)
+
+
+def _kind_of(code) -> int:
+    key = id(code)
+    kind = (_IN_BACKWARD if code is _BACKWARD else _IN_STEP if key in _STEP_CODES
+            else _IN_APPLY if code is _APPLY else _PASS if key in _PASS_CODES
+            else _HAELIXE if code.co_filename.startswith(_PACKAGE) else _USER)
+    _KINDS[key] = (code, kind)  # (the code held: its id is never reused meanwhile)
+    return kind
+
+
 def _phase():
     """(phase, node) of the kernel this thread runs now: ("backward", the node whose
     backward runs), ("optimizer", None) inside an optimizer's step, else ("forward",
@@ -75,24 +93,22 @@ def _phase():
     Haelixe's), or goes on through a user's own Function or optimizer."""
     f = _getframe(2)
     made = None
+    kinds = _KINDS
     for _ in range(16):  # (the engine and step() call the kernels a few frames up)
         if f is None:
             break
         code = f.f_code
-        if code is _BACKWARD:
-            return "backward", f.f_locals.get("node")
-        key = id(code)
-        if key in _STEP_CODES:
-            return "optimizer", None
-        if code is _APPLY:
-            if made is None:
-                made = f.f_locals.get("ctx")  # (unset on the no-grad path: no node)
-        else:
-            known = _OURS.get(key)
-            if known is None:
-                known = _OURS[key] = (code, code.co_filename.startswith(_PACKAGE))
-            if not known[1] and key not in _PASS_CODES:
+        known = kinds.get(id(code))  # (one lookup a frame: most are Haelixe's)
+        kind = _kind_of(code) if known is None else known[1]
+        if kind:
+            if kind == _USER:
                 break
+            if kind == _IN_BACKWARD:
+                return "backward", f.f_locals.get("node")
+            if kind == _IN_STEP:
+                return "optimizer", None
+            if kind == _IN_APPLY and made is None:
+                made = f.f_locals.get("ctx")  # (unset on the no-grad path: no node)
         f = f.f_back
     return "forward", made
 
@@ -123,7 +139,8 @@ class KernelEvent:
 class _State:
     def __init__(self):
         self.profile = None  # the active Profile (one per process)
-        self.local = threading.local()  # .depth: inside a profiled call; .op: its name
+        self.local = threading.local()  # .call: inside a profiled call, (its name, phase,
+        # node's name, node's id), else None
 
 
 _STATE = _State()
@@ -131,15 +148,19 @@ _WRAPPERS: dict = {}  # (name, fn) -> its wrapper: one object per method, so a c
 # recorded over two profiled calls sees the same function both times
 
 
-def _arrays(values, raw_types, out: list) -> list:
-    """The raw arrays among ``values`` (and inside its tuples and lists)."""
+def _inputs(values, raw_types, shapes: list, dtypes: list) -> int:
+    """Append the shape and dtype of each raw array among ``values`` (and inside its
+    tuples and lists) to ``shapes`` and ``dtypes``; returns their bytes."""
+    moved = 0
     for v in values:
         cls = v.__class__
         if cls in raw_types:
-            out.append(v)
+            shapes.append(v.shape)
+            dtypes.append(v.dtype)
+            moved += v.nbytes if cls is _NDARRAY else _nbytes(v)
         elif cls is tuple or cls is list:
-            _arrays(v, raw_types, out)
-    return out
+            moved += _inputs(v, raw_types, shapes, dtypes)
+    return moved
 
 
 def _nbytes(a) -> int:
@@ -167,35 +188,35 @@ def _profiled(device, name, fn):
 
     def profiled(*args, **kwargs):
         prof = state.profile
-        local = state.local
-        if prof is None or getattr(local, "depth", 0):
+        local = state.local.__dict__  # (the thread's own: no attribute lookups)
+        if prof is None or local.get("call") is not None:
             return fn(*args, **kwargs)
-        local.depth, local.op = 1, name
         phase, node = _phase()
         node_id = None if node is None else id(node)
         name_of = None if node is None else node.name
-        local.phase, local.node, local.node_id = phase, name_of, node_id
+        local["call"] = (name, phase, name_of, node_id)  # (read by a GPU dispatch)
         t0 = _clock()
         try:
             out = fn(*args, **kwargs)
         finally:
             t1 = _clock()
-            local.depth, local.op = 0, None
-            local.node = local.phase = local.node_id = None
+            local["call"] = None
         raw_types = prof._raw_types
-        inputs = _arrays(args, raw_types, [])
+        shapes, dtypes = [], []
+        moved = _inputs(args, raw_types, shapes, dtypes)
         if kwargs:
-            _arrays(kwargs.values(), raw_types, inputs)
-        outputs = _arrays((out,), raw_types, [])
-        moved = sum(map(_nbytes, inputs)) + sum(map(_nbytes, outputs))
+            moved += _inputs(kwargs.values(), raw_types, shapes, dtypes)
+        moved += _inputs((out,), raw_types, [], [])
         # (kept raw: events are made when read)
-        prof._raw.append((name, device, "op", [a.shape for a in inputs],
-                          [a.dtype for a in inputs], t0 - prof._t0, t1 - t0, moved,
-                          threading.get_ident(), "host", None, None, node_id, phase, name_of))
+        prof._raw.append((name, device, "op", shapes, dtypes, t0 - prof._t0, t1 - t0,
+                          moved, _get_ident(), "host", None, None, node_id, phase, name_of))
         return out
 
     profiled.__name__ = name
     return profiled
+
+
+_NO_CALL = (None, None, None, None)  # (op, phase, node, node id) outside a profiled call
 
 
 def _profiled_dispatch(fn):
@@ -212,14 +233,12 @@ def _profiled_dispatch(fn):
         name = f"{spec.file}:{spec.entry}"
         if name not in prof._specs:
             prof._specs[name] = spec  # (its WGSL, made when asked for)
-        local = state.local
+        op, phase, node, node_id = state.local.__dict__.get("call") or _NO_CALL
         prof._raw.append((name, "gpu", "dispatch", [], [], t0 - prof._t0, t1 - t0, 0,
-                          threading.get_ident(), "host", getattr(local, "op", None),
+                          _get_ident(), "host", op,
                           {"grid": list(grid) if isinstance(grid, (tuple, list)) else grid,
                            **({} if slot is None else {"device_slot": slot})},
-                          getattr(local, "node_id", None),
-                          getattr(local, "phase", None) or "forward",
-                          getattr(local, "node", None)))
+                          node_id, phase or "forward", node))
         return slot
 
     return dispatch
@@ -238,7 +257,8 @@ def _profiled_replay(dispatcher, fn):
             return
         # a captured step's dispatches, encoded and submitted at once (one event)
         prof._raw.append(("replay", "gpu", "replay", [], [], t0 - prof._t0, t1 - t0, 0,
-                          threading.get_ident(), "host", getattr(state.local, "op", None),
+                          _get_ident(), "host",
+                          (state.local.__dict__.get("call") or _NO_CALL)[0],
                           {"dispatches": dispatcher.counters["dispatches"] - before}, None,
                           "replay", None))
 
@@ -306,6 +326,7 @@ class Profile:
             _PASS_CODES.update(id(c) for c in _own_codes(Function, ("forward", "backward",
                                                                     "raw_backward"))
                                if not c.co_filename.startswith(_PACKAGE))
+            _KINDS.clear()  # (decided afresh against these)
             for device, backend in backends:  # (asked before any call is recorded)
                 timer = backend.device_timer() if device is not CPU else None
                 if timer is not None:
