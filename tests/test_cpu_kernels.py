@@ -495,10 +495,12 @@ def test_compiled_max_pool_equals_the_composed_one(shape, kw, channels_last, dty
     assert np.isnan(y).any() and np.count_nonzero(gx)
 
 
+BATCHNORM_CASES = [(np.float32, True, True), (np.float32, False, False),
+                   (np.float64, True, False), (np.float64, False, True)]
+
+
 @pytest.mark.numba
-@pytest.mark.parametrize("dtype,channels_last,weight", [
-    (np.float32, True, True), (np.float32, False, False), (np.float64, True, False),
-    (np.float64, False, True)])
+@pytest.mark.parametrize("dtype,channels_last,weight", BATCHNORM_CASES)
 def test_batchnorm_backward_matches_composed(dtype, channels_last, weight):
     rng = np.random.default_rng(7)
     a = rng.standard_normal((6, 4, 3, 5)).astype(dtype)  # (N, H, W, C) in memory
@@ -517,3 +519,25 @@ def test_batchnorm_backward_matches_composed(dtype, channels_last, weight):
             continue
         assert a_.shape == b_.shape and a_.dtype == b_.dtype
         np.testing.assert_allclose(a_, b_, **TOL[dtype])
+
+
+@pytest.mark.numba
+@pytest.mark.parametrize("dtype,channels_last,weight", BATCHNORM_CASES)
+def test_batchnorm_forward_matches_composed(dtype, channels_last, weight):
+    rng = np.random.default_rng(8)
+    a = (rng.standard_normal((6, 4, 3, 5)) * 3 + 100).astype(dtype)  # (a large mean)
+    x = a.transpose(0, 3, 1, 2)
+    x = x if channels_last else np.ascontiguousarray(x)
+    axes = (0, 2, 3)
+    got, want = BE.moments(x, axes), COMPOSED.moments(BE, x, axes)
+    for a_, b_ in zip(got, want):
+        assert a_.shape == b_.shape == (1, 5, 1, 1) and a_.dtype == b_.dtype
+        np.testing.assert_allclose(a_, b_, **TOL[dtype])
+    mean, var = want
+    w = rng.standard_normal((1, 5, 1, 1)).astype(dtype) if weight else None
+    b = rng.standard_normal((1, 5, 1, 1)).astype(dtype)
+    (y, rstd), (want_y, want_rstd) = (BE.normalize(x, w, b, mean, var, 1e-5),
+                                      COMPOSED.normalize(BE, x, w, b, mean, var, 1e-5))
+    assert y.strides == want_y.strides  # (laid out as x)
+    np.testing.assert_allclose(y, want_y, **TOL[dtype])
+    np.testing.assert_allclose(rstd, want_rstd, **TOL[dtype])

@@ -162,24 +162,51 @@ class CompiledCPUBackend(CPUBackend):
                 db.astype(x.dtype))
 
     @composed_while_loading
+    def moments(self, x, axes):
+        # a batch norm's (statistics per channel, float32/64): two compiled passes over
+        # (rows, C), where the composed form makes four, each a temporary
+        order = _channel_order(x, axes)
+        if order is None:
+            return super().moments(x, axes)
+        x2 = _channel_rows(x, order)
+        mean, var = np.empty(x2.shape[1], x.dtype), np.empty(x2.shape[1], x.dtype)
+        kernels().column_moments(x2, mean, var)
+        kept = tuple(n if i == order[-1] else 1 for i, n in enumerate(x.shape))
+        return mean.reshape(kept), var.reshape(kept)
+
+    @composed_while_loading
+    def normalize(self, x, w, b, mean, var, eps):
+        # a batch norm's (operands per channel) on a channels-last image: one compiled
+        # pass over (rows, C), the output laid out as x (other layouts: the default's)
+        axes = tuple(i for i in range(x.ndim) if mean.ndim != x.ndim or mean.shape[i] == 1)
+        order = _channel_order(x, axes)
+        if order is None or not x.transpose(order).flags.c_contiguous or \
+                any(a is not None and (a.dtype != x.dtype or a.size != mean.size)
+                    for a in (w, b, mean, var)):
+            return super().normalize(x, w, b, mean, var, eps)
+        x2 = _channel_rows(x, order)
+        rstd = 1 / np.sqrt(var + x.dtype.type(eps))
+        y2 = np.empty(x2.shape, x.dtype)
+        kernels().normalize_columns(x2, _flat(mean), _flat(rstd), _weight(w, x2, 1),
+                                    _weight(b, x2, 0), y2)
+        return _from_channel_rows(y2, x.shape, order), rstd
+
+    @composed_while_loading
     def normalize_backward(self, x, w, mean, rstd, gy, axes, param_axes):
         # a batch norm's (statistics and parameters per channel, float32/64): two
         # compiled passes over (rows, C), the channel last, where the composed form
         # makes a dozen passes
-        keep = [i for i in range(x.ndim) if i not in axes]
-        if len(keep) != 1 or tuple(axes) != tuple(param_axes) or \
-                x.dtype not in _JIT_FLOATS or gy.dtype != x.dtype or \
+        order = _channel_order(x, axes)
+        if order is None or tuple(axes) != tuple(param_axes) or gy.dtype != x.dtype or \
                 (w is not None and w.dtype != x.dtype):
             return super().normalize_backward(x, w, mean, rstd, gy, axes, param_axes)
-        order = (*axes, keep[0])
-        c = x.shape[keep[0]]
-        x2 = x.transpose(order).reshape(-1, c)  # (a view where x is channels-last)
-        g2 = gy.transpose(order).reshape(-1, c)
+        c = x.shape[order[-1]]
+        x2, g2 = _channel_rows(x, order), _channel_rows(gy, order)
         dx2 = np.empty(x2.shape, x.dtype)
         dw, db = np.zeros(c, np.float64), np.zeros(c, np.float64)
         kernels().batchnorm_backward_rows(x2, _weight(w, x2, 1), _flat(mean), _flat(rstd),
                                           g2, dx2, dw, db)
-        dx = dx2.reshape(tuple(x.shape[i] for i in order)).transpose(np.argsort(order))
+        dx = _from_channel_rows(dx2, x.shape, order)
         return (dx, None if w is None else dw.astype(w.dtype).reshape(w.shape),
                 db.astype(x.dtype))
 
@@ -264,6 +291,27 @@ def _loop_order(win, order):
 def _as_rows(x):
     """``x`` as a C-contiguous (rows, last dim) array (a view where it already is)."""
     return np.ascontiguousarray(x).reshape(-1, x.shape[-1]) if x.ndim else x.reshape(1, 1)
+
+
+def _channel_order(x, axes):
+    """The dims of x with the one dim not in ``axes`` (a batch norm's channels) last,
+    for the per-channel kernels; None where more than one dim is kept, or for a dtype
+    they do not take."""
+    keep = [i for i in range(x.ndim) if i not in axes]
+    if len(keep) != 1 or x.dtype not in _JIT_FLOATS:
+        return None
+    return (*axes, keep[0])
+
+
+def _channel_rows(x, order):
+    """x as (rows, C), its dims in ``order`` (a view where x is channels-last)."""
+    return x.transpose(order).reshape(-1, x.shape[order[-1]])
+
+
+def _from_channel_rows(y2, shape, order):
+    """_channel_rows' inverse: a (rows, C) result seen as ``shape`` (channels-last in
+    memory)."""
+    return y2.reshape(tuple(shape[i] for i in order)).transpose(np.argsort(order))
 
 
 def _flat(stat):

@@ -345,22 +345,57 @@ def layernorm_backward_rows(x, w, mean, rstd, gy, dx, dw, db):
 
 
 @njit(**JIT)
+def column_moments(x, mean, var):
+    """Each column's mean and biased variance over the rows of x (rows, C), summed in
+    float64: the mean in one pass, the squared deviations from it in a second (the
+    composed form's mean((x - mean)^2), not E[x^2] - mean^2, which cancels)."""
+    rows, n = x.shape
+    s = np.zeros(n)
+    for r in range(rows):
+        for j in range(n):
+            s[j] += x[r, j]
+    for j in range(n):
+        mean[j] = typed(x, s[j] / rows)
+        s[j] = 0.0
+    for r in range(rows):
+        for j in range(n):
+            dev = np.float64(x[r, j] - mean[j])
+            s[j] += dev * dev
+    for j in range(n):
+        var[j] = typed(x, s[j] / rows)
+
+
+@njit(**JIT)
+def normalize_columns(x, mean, rstd, w, b, y):
+    """y = (x - mean) * rstd * w + b over (rows, C), every operand one value per column
+    (a batch norm's forward, the composed form's center_scale)."""
+    rows, n = x.shape
+    for r in range(rows):
+        for j in range(n):
+            y[r, j] = (x[r, j] - mean[j]) * rstd[j] * w[j] + b[j]
+
+
+@njit(**JIT)
 def batchnorm_backward_rows(x, w, mean, rstd, gy, dx, dw, db):
     """A batch norm's backward over (rows, C), statistics per column: the column sums
     of gy and gy * xhat in one pass (float64), dx in a second, as the composed form's
-    rstd * (gy*w - mean(gy*w) - xhat * mean(gy*w * xhat))."""
+    rstd * (gy*w - mean(gy*w) - xhat * mean(gy*w * xhat)) (the two means computed once
+    per column)."""
     rows, n = x.shape
     for r in range(rows):
         for j in range(n):
             g = np.float64(gy[r, j])
             db[j] += g
             dw[j] += g * np.float64((x[r, j] - mean[j]) * rstd[j])
+    m1 = np.empty(n, x.dtype)
+    m2 = np.empty(n, x.dtype)
+    for j in range(n):
+        m1[j] = typed(x, db[j] / rows) * w[j]
+        m2[j] = typed(x, dw[j] / rows) * w[j]
     for r in range(rows):
         for j in range(n):
             xh = (x[r, j] - mean[j]) * rstd[j]
-            m1 = typed(x, db[j] / rows) * w[j]
-            m2 = typed(x, dw[j] / rows) * w[j]
-            dx[r, j] = rstd[j] * (gy[r, j] * w[j] - m1 - xh * m2)
+            dx[r, j] = rstd[j] * (gy[r, j] * w[j] - m1[j] - xh * m2[j])
 
 
 # -- indexing ----------------------------------------------------------------------------
