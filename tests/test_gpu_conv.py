@@ -128,7 +128,7 @@ def test_every_tile_reads_windows_both_ways_on_ragged_sizes(be):
     # (looped K steps: a software adapter's compiler is slow on unrolled ones)
     tiles = {n: t._replace(unrolled=False) for n, t in mm.TILES.items()}
     variants = [mm.Variant(tiles["128x256"]), mm.Variant(tiles["64x64"], 3),
-                mm.Variant(tiles["128x64"], 2)]
+                mm.Variant(tiles["128x64"], 2), mm.Variant(tiles["64x64n8"], 5)]
     for variant in variants:
         for taps, a, want in ((True, a_fwd, a_fwd @ cols), (False, a_dw, a_dw @ cols.T)):
             got = mm.windows_matmul(be, be.from_numpy(a), xg, *geometry, 1, taps, variant)
@@ -142,5 +142,7 @@ def test_short_products_take_tiles_that_fit_them():
     # 64 output channels over many pixels: 64-row tiles, not half-empty 128-row ones
     assert mm.choose(64, 100352, 576, 1, "a_k4", "b_win").tile == mm.TILES["64x128"]
     # a weight gradient summed over 100352 pixels splits further than a Linear's
-    assert mm.choose(64, 576, 100352, 1, "a_k4", "b_win") == mm.Variant(mm.TILES["64x64"], 32)
+    assert mm.choose(64, 576, 100352, 1, "a_k4", "b_win") == \
+        mm.Variant(mm.TILES["64x64n8"], 64)
+    assert mm.choose(64, 576, 100352, 1, "a_k4", "b_k4") == mm.Variant(mm.TILES["64x64"], 32)
     assert mm.choose(64, 576, 8192, 1, "a_k4", "b_k4").splits == 16
