@@ -456,6 +456,30 @@ def test_dispatches_are_batched_into_few_submits(be):
     assert s["submits"] <= batches + 1 and s["downloads"] == 1
 
 
+def test_long_products_are_submitted_at_once_until_enough_is_queued(be, monkeypatch):
+    from haelixe.backends.wgpu import dispatch, matmul
+
+    # (thresholds scaled down: a 16 x 16 x 16 product counts as long work)
+    monkeypatch.setattr(dispatch, "LONG_WORK_FLOPS", 2 * 16 ** 3)
+    monkeypatch.setattr(dispatch, "AHEAD_FLOPS", 3 * 2 * 16 ** 3)
+    a = be.from_numpy(np.eye(16, dtype=np.float32))
+    small = be.from_numpy(np.ones((8, 8), np.float32))
+    be.to_numpy(a)  # (a read-back: the GPU has nothing ahead of it)
+    be.reset_stats()
+    matmul.matmul(be, small, small)  # short: batched as before
+    assert be.stats()["submits"] == 0 and be.stats()["pending"] == 1
+    c = a
+    for _ in range(5):
+        c = matmul.matmul(be, c, a)
+    s = be.stats()
+    # the first three go at once (the short one with the first); then enough is queued
+    assert s["submits"] == 3 and s["pending"] == 2
+    np.testing.assert_array_equal(be.to_numpy(c), np.eye(16, dtype=np.float32))
+    be.reset_stats()
+    matmul.matmul(be, c, a)  # after a read-back: at once again
+    assert be.stats()["submits"] == 1 and be.stats()["pending"] == 0
+
+
 def test_bind_groups_are_reused_and_dropped_with_their_buffers(be):
     x = be.from_numpy(np.arange(300, dtype=np.float32))
 

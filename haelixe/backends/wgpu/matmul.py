@@ -407,6 +407,7 @@ def _run(be, a, b, bias, activation, out, pre, sums, batch, variant: Variant, mo
                            (-(-N // tile.bn), -(-M // tile.bm), nbatch * splits))
     if split:
         _reduce(be, part, rparts, bias, activation, out, pre, sums, batch, splits, rounds[2])
+    be.dispatcher.submit_long(2 * M * N * K * nbatch)
 
 
 @functools.lru_cache(maxsize=512)
