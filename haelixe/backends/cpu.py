@@ -157,9 +157,10 @@ def _matmul(a, b):
 
 #: elements from which a compiled kernel replaces numpy's passes. Once compiled it wins
 #: at every size (a 4-operation gradient: 0.6 against 3.2 us at 4096 elements, 0.9
-#: against 4.1 at 8192); the floor only spares small tensors (tests, toy examples) the
-#: first compilation, 0.1-0.4 s per kernel and dtype before the disk cache has it
-JIT_MIN_SIZE = 1 << 12
+#: against 4.1 at 8192; a sigmoid on a recurrent cell's (32, 64) gates: 5 against
+#: 13 us); the floor only spares tiny tensors (tests, toy examples) the first
+#: compilation, 0.1-0.4 s per kernel and dtype before the disk cache has it
+JIT_MIN_SIZE = 1 << 10
 
 
 _DIRECT: dict = {}  # kernel -> its numpy ufunc, once compiled (Backend.direct)
