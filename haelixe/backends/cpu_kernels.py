@@ -457,22 +457,24 @@ def window_max_2d(win, y, picked):
     windows view win (a, b, kh, kw, ho, wo), any strides: the first of equal cells,
     and the first NaN where there is one (numpy's argmax, PyTorch's max-pool). The
     loops run over (a, b, ho, wo) in that order: the caller puts the dim with the
-    smallest stride last (a channels-last image's channels)."""
+    smallest stride last (a channels-last image's channels). Each window's cells are
+    compared without a branch (a select of the kept value), as a branch on random
+    values is mispredicted about every other cell."""
     na, nb, kh, kw, ho, wo = win.shape
     for a in range(na):
         for b in range(nb):
             for r in range(ho):
                 for s in range(wo):
-                    y[a, b, r, s] = win[a, b, 0, 0, r, s]
-                    picked[a, b, r, s] = 0
-                for t in range(1, kh * kw):  # (the row of windows at once, per offset)
-                    i, j = t // kw, t % kw
-                    for s in range(wo):
-                        v = win[a, b, i, j, r, s]
-                        best = y[a, b, r, s]
-                        if v > best or (v != v and best == best):
-                            y[a, b, r, s] = v
-                            picked[a, b, r, s] = t
+                    best = win[a, b, 0, 0, r, s]
+                    at = 0
+                    for i in range(kh):
+                        for j in range(kw):
+                            v = win[a, b, i, j, r, s]
+                            take = (v > best) | ((v != v) & (best == best))
+                            best = v if take else best
+                            at = (i * kw + j) if take else at
+                    y[a, b, r, s] = best
+                    picked[a, b, r, s] = at
 
 
 @njit(**JIT)
