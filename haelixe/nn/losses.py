@@ -44,7 +44,14 @@ def _same_shape(x, target, op):
 
 # -- regression ------------------------------------------------------------------------
 
-def _mse_loss_layer(reduction="mean"):
+def _no_legacy_reduction(size_average, reduce, op):
+    if size_average is not None or reduce is not None:
+        raise TypeError(f"{op}: size_average and reduce are deprecated in PyTorch and not "
+                        f"taken here; pass reduction='mean', 'sum' or 'none'")
+
+
+def _mse_loss_layer(size_average=None, reduce=None, reduction="mean"):
+    _no_legacy_reduction(size_average, reduce, "MSELoss")
     _check_reduction(reduction, "MSELoss")
     return {"reduction": reduction}
 
@@ -181,12 +188,6 @@ def nll_loss(input, target, weight=None, ignore_index=-100, reduction="mean"):
     _check_weight(weight, c, "nll_loss")
     _check_classes(target, c, ignore_index, "nll_loss")
     return _nll(logp, target, weight, ignore_index, reduction, batch)[0]
-
-
-def _no_legacy_reduction(size_average, reduce, op):
-    if size_average is not None or reduce is not None:
-        raise TypeError(f"{op}: size_average and reduce are deprecated in PyTorch and not "
-                        f"taken here; pass reduction='mean', 'sum' or 'none'")
 
 
 def _cross_entropy_layer(weight=None, size_average=None, ignore_index=-100, reduce=None,
