@@ -78,6 +78,15 @@ def test_device_mismatch_message():
         assert "cpu" in msg and "gpu" in msg and ".to(" in msg, msg
 
 
+@pytest.mark.parametrize("op", ["cross_entropy", "nll_loss"])
+def test_a_class_target_on_another_device_is_named(op):
+    logits = _gpu_tensor().reshape(1, 2).expand(4, 2)
+    target = hx.tensor([0, 1, 1, 0])
+    with pytest.raises(RuntimeError, match=rf"{op}: target on cpu, input on gpu; move the "
+                                           r"target with \.to\('gpu'\)"):
+        getattr(hx.nn.functional, op)(logits, target)
+
+
 def test_index_errors():
     t = hx.ones(2, 3)
     with pytest.raises(IndexError, match="out of bounds for dim 1 with size 3"):

@@ -116,6 +116,9 @@ def _classes_last(input, target, op, probabilities=False):
     else:
         batch = (input.shape[0],) + input.shape[2:]
     want = input.shape if probabilities else batch
+    if isinstance(target, Tensor) and target.device is not input.device:
+        raise OpError(f"{op}: target on {target.device}, input on {input.device}; move "
+                      f"the target with .to({str(input.device)!r})")
     if target.shape != want:
         kind = "class probabilities" if probabilities else "class indices"
         raise OpError(f"{op}: input of shape {input.shape} (classes in dim "
