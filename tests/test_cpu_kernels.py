@@ -439,6 +439,7 @@ def test_matmul_results_do_not_depend_on_threads(policy):
     ((2, 3, 7, 6), (3, 3), (1, 1), (1, 1), False),
     ((2, 3, 9, 8), (3, 2), (2, 1), (1, 2), True),  # windows of a (C, N, ...) layout
     ((3, 2, 11), (4,), (2,), (3,), False),
+    ((2, 5, 6, 6), (3, 3), (1, 1), (1, 1), "channels_last"),  # (the channels innermost)
 ])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_compiled_sum_windows_equals_the_strided_adds(shape, kernel, stride, dilation,
@@ -452,8 +453,12 @@ def test_compiled_sum_windows_equals_the_strided_adds(shape, kernel, stride, dil
     cols_shape = shape[:2] + kernel + out
     rng = np.random.default_rng(0)
     cols = hx.tensor(rng.standard_normal(cols_shape).astype(dtype))
-    if permute:  # the same values, lead dims swapped in memory
+    if permute is True:  # the same values, lead dims swapped in memory
         cols = hx.tensor(np.ascontiguousarray(cols.numpy().swapaxes(0, 1))).transpose(0, 1)
+    if permute == "channels_last":  # (N, *out, *kernel, C) in memory, as a conv's gradient
+        order = (0, 4, 5, 2, 3, 1)
+        cols = hx.tensor(np.ascontiguousarray(cols.numpy().transpose(order))).permute(
+            tuple(np.argsort(order)))
     assert BE.sum_windows_into(np.zeros(shape, dtype), cols._data, kernel, stride, dilation)
     got = sum_windows(cols, shape, kernel, stride, dilation).numpy()
     monkeypatch.setattr(BE, "sum_windows_into", lambda *a: False)

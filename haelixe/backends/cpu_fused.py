@@ -71,7 +71,10 @@ class CompiledCPUBackend(CPUBackend):
             kernel, stride, dilation = (1, *kernel), (1, *stride), (1, *dilation)
         if out.strides[0] < out.strides[1]:  # (the outer loop over the outer dim)
             out, cols = out.swapaxes(0, 1), cols.swapaxes(0, 1)
-        kernels().sum_windows_2d(cols, out, *stride, *dilation)
+        if abs(out.strides[1]) < abs(out.strides[3]):  # (channels-last: them innermost)
+            kernels().sum_windows_2d_lead_inner(cols, out, *stride, *dilation)
+        else:
+            kernels().sum_windows_2d(cols, out, *stride, *dilation)
         return True
 
     @composed_while_loading

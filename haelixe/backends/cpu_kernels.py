@@ -452,6 +452,22 @@ def sum_windows_2d(cols, out, sh, sw, dh, dw):
 
 
 @njit(**JIT)
+def sum_windows_2d_lead_inner(cols, out, sh, sw, dh, dw):
+    """sum_windows_2d with the second lead dim innermost: for a channels-last image's
+    gradient, whose channels are its smallest stride (the loop over positions then
+    steps by the channel count in both arrays)."""
+    na, nb, kh, kw, ho, wo = cols.shape
+    for a in range(na):
+        for t in range(kh * kw):  # (each kernel offset, then every window's cell there)
+            i, j = t // kw, t % kw
+            for y in range(ho):
+                for x in range(wo):
+                    r, c = y * sh + i * dh, x * sw + j * dw
+                    for b in range(nb):
+                        out[a, b, r, c] += cols[a, b, i, j, y, x]
+
+
+@njit(**JIT)
 def window_max_2d(win, y, picked):
     """Each window's largest cell and its offset in the window, in one pass over the
     windows view win (a, b, kh, kw, ho, wo), any strides: the first of equal cells,
