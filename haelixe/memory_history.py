@@ -55,9 +55,10 @@ _clock = time.perf_counter_ns
 
 
 _getframe = sys._getframe
-# id(code object) -> the code object (held: its id is never reused) for Haelixe's code and
-# for the user's: a code object's own hash is computed afresh at every lookup, an id's not
-_OURS: dict = {}
+# the file names of Haelixe's code met so far: a frame is skipped by one set lookup of its
+# code's file name (a string, whose hash is kept), with no call per frame
+_OURS: set = set()
+# id(code object) -> the code object (held: its id is never reused) for the user's code
 _THEIRS: dict = {}
 USER_FRAMES = 2  # the user's innermost frames kept per block: the line, and its caller
 
@@ -66,21 +67,22 @@ def _user_frames(start: int = 2, limit: int = USER_FRAMES) -> tuple:
     """The innermost frames outside haelixe (the user's code), innermost first, as one
     flat tuple (id of the code object in ``_THEIRS``, instruction offset, ...): file
     names and lines are read from them when a snapshot is taken (:func:`_frame_dicts`),
-    and each code object's file is looked at once, so an allocation pays only the walk
-    up to its user's frames, and makes one tuple of numbers, which the garbage
-    collector stops looking at once it has seen it. The walk starts ``start`` frames up
-    from here (a caller that knows the frames below are Haelixe's skips them)."""
+    so an allocation pays only the walk up to its user's frames, and makes one tuple of
+    numbers, which the garbage collector stops looking at once it has seen it. The walk
+    starts ``start`` frames up from here (a caller that knows the frames below are
+    Haelixe's skips them)."""
     f = _getframe(start)
-    ours, theirs, ident = _OURS, _THEIRS, id
+    ours, theirs = _OURS, _THEIRS
     frames = ()
     while f is not None:
         code = f.f_code
-        key = ident(code)
-        if key not in ours:  # (most frames are: one lookup each)
+        filename = code.co_filename
+        if filename not in ours:  # (most frames are: one lookup each)
+            if filename.startswith(_PACKAGE):
+                ours.add(filename)
+                continue
+            key = id(code)
             if key not in theirs:
-                if code.co_filename.startswith(_PACKAGE):
-                    ours[key] = code
-                    continue
                 theirs[key] = code
             frames += (key, f.f_lasti)
             if len(frames) == 2 * limit:

@@ -54,6 +54,10 @@ _STEP_CODES: set = set()  # the step() of each optimizer class, while a profile 
 _PASS_CODES: set = set()  # a user's Function methods: the walk goes on above them
 _KINDS: dict = {}  # id(code) -> (the code, its kind for _phase): each file read once,
 # emptied when a profile starts (the step and pass codes are collected afresh then)
+# the file names of Haelixe's code that holds none of the frames _phase looks for (those
+# files are _SPECIAL): the walk passes a frame of one with one set lookup of a string
+_PLAIN: set = set()
+_SPECIAL: set = set()
 _PACKAGE = os.path.dirname(os.path.abspath(__file__)) + os.sep
 
 
@@ -82,6 +86,8 @@ def _kind_of(code) -> int:
             else _IN_APPLY if code is _APPLY else _PASS if key in _PASS_CODES
             else _HAELIXE if code.co_filename.startswith(_PACKAGE) else _USER)
     _KINDS[key] = (code, kind)  # (the code held: its id is never reused meanwhile)
+    if kind == _HAELIXE and code.co_filename not in _SPECIAL:
+        _PLAIN.add(code.co_filename)
     return kind
 
 
@@ -93,11 +99,14 @@ def _phase():
     Haelixe's), or goes on through a user's own Function or optimizer."""
     f = _getframe(2)
     made = None
-    kinds = _KINDS
+    kinds, plain = _KINDS, _PLAIN
     for _ in range(16):  # (the engine and step() call the kernels a few frames up)
         if f is None:
             break
         code = f.f_code
+        if code.co_filename in plain:  # (most frames are)
+            f = f.f_back
+            continue
         known = kinds.get(id(code))  # (one lookup a frame: most are Haelixe's)
         kind = _kind_of(code) if known is None else known[1]
         if kind:
@@ -320,13 +329,18 @@ class Profile:
             except BaseException:
                 self._unwrap()
                 raise
+            steps = _own_codes(Optimizer, ("step",))
             _STEP_CODES.clear()
-            _STEP_CODES.update(map(id, _own_codes(Optimizer, ("step",))))
+            _STEP_CODES.update(map(id, steps))
             _PASS_CODES.clear()
             _PASS_CODES.update(id(c) for c in _own_codes(Function, ("forward", "backward",
                                                                     "raw_backward"))
                                if not c.co_filename.startswith(_PACKAGE))
             _KINDS.clear()  # (decided afresh against these)
+            _SPECIAL.clear()
+            _SPECIAL.update(c.co_filename for c in steps)
+            _SPECIAL.update((_BACKWARD.co_filename, _APPLY.co_filename))
+            _PLAIN.clear()
             for device, backend in backends:  # (asked before any call is recorded)
                 timer = backend.device_timer() if device is not CPU else None
                 if timer is not None:
