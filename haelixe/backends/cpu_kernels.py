@@ -499,13 +499,18 @@ def route_max_2d(g, picked, out):
     picked, out being the windows view (a, b, kh, kw, ho, wo) of the input's gradient
     (picked: the offset inside the window, window_max_2d's)."""
     na, nb, ho, wo = g.shape
-    kw = out.shape[3]
+    kh, kw = out.shape[2], out.shape[3]
+    # (each offset's row and column looked up: a division per cell costs more than
+    # the add)
+    rows, cols = np.empty(kh * kw, np.int64), np.empty(kh * kw, np.int64)
+    for t in range(kh * kw):
+        rows[t], cols[t] = t // kw, t % kw
     for a in range(na):
         for b in range(nb):
             for r in range(ho):
                 for s in range(wo):
                     t = picked[a, b, r, s]
-                    out[a, b, t // kw, t % kw, r, s] += g[a, b, r, s]
+                    out[a, b, rows[t], cols[t], r, s] += g[a, b, r, s]
 
 
 # -- optimizers --------------------------------------------------------------------------
