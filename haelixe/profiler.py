@@ -172,6 +172,20 @@ def _inputs(values, raw_types, shapes: list, dtypes: list) -> int:
     return moved
 
 
+def _bytes_of(value, raw_types) -> int:
+    """The bytes of the raw arrays in ``value`` (an op's output: one array, or a tuple
+    or list of them)."""
+    cls = value.__class__
+    if cls in raw_types:
+        return value.nbytes if cls is _NDARRAY else _nbytes(value)
+    if cls is tuple or cls is list:
+        moved = 0
+        for v in value:
+            moved += _bytes_of(v, raw_types)
+        return moved
+    return 0
+
+
 def _nbytes(a) -> int:
     n = getattr(a, "nbytes", None)
     if n.__class__ is int:
@@ -201,8 +215,10 @@ def _profiled(device, name, fn):
         if prof is None or local.get("call") is not None:
             return fn(*args, **kwargs)
         phase, node = _phase()
-        node_id = None if node is None else id(node)
-        name_of = None if node is None else node.name
+        if node is None:
+            node_id = name_of = None
+        else:
+            node_id, name_of = id(node), node.name
         local["call"] = (name, phase, name_of, node_id)  # (read by a GPU dispatch)
         t0 = _clock()
         try:
@@ -215,7 +231,7 @@ def _profiled(device, name, fn):
         moved = _inputs(args, raw_types, shapes, dtypes)
         if kwargs:
             moved += _inputs(kwargs.values(), raw_types, shapes, dtypes)
-        moved += _inputs((out,), raw_types, [], [])
+        moved += _bytes_of(out, raw_types)
         # (kept raw: events are made when read)
         prof._raw.append((name, device, "op", shapes, dtypes, t0 - prof._t0, t1 - t0,
                           moved, _get_ident(), "host", None, None, node_id, phase, name_of))
