@@ -68,6 +68,7 @@ from .ops import (  # noqa: E402,F401
     inplace,
     linalg,
     ordering,
+    pooling,
     reduce,
     scatter_reduce,
     views,

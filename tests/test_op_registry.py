@@ -415,6 +415,34 @@ OTHER = {
         lambda x: F.conv_transpose3d(x[None, None, None], x[None, None, None, :2, :2])),
 }
 
+def _avg_pool3d_ref(x):
+    """PyTorch's avg_pool3d; for bfloat16 and float16, which its CPU kernel refuses, its
+    float32 result rounded to the dtype (what its CUDA kernel, accumulating in float32,
+    computes)."""
+    half = x.dtype in (torch.bfloat16, torch.float16)
+    x = x[None, None, None]
+    y = F.avg_pool3d(x.float() if half else x, (1, 2, 2), 1, (0, 1, 1),
+                     count_include_pad=False)
+    return y.to(x.dtype) if half else y
+
+
+OTHER.update({
+    "max_pool1d": (lambda x: hx.nn.functional.max_pool1d(x[None], 3, 2, 1),
+                   lambda x: F.max_pool1d(x[None], 3, 2, 1)),
+    "max_pool2d": (lambda x: hx.nn.functional.max_pool2d(x[None, None], 2, ceil_mode=True),
+                   lambda x: F.max_pool2d(x[None, None], 2, ceil_mode=True)),
+    "max_pool3d": (lambda x: hx.nn.functional.max_pool3d(x[None, None, None], (1, 3, 2), 1),
+                   lambda x: F.max_pool3d(x[None, None, None], (1, 3, 2), 1)),
+    "avg_pool1d": (lambda x: hx.nn.functional.avg_pool1d(x[None], 3, 2, 1),
+                   lambda x: F.avg_pool1d(x[None], 3, 2, 1)),
+    "avg_pool2d": (lambda x: hx.nn.functional.avg_pool2d(x[None, None], 2, 1, 1,
+                                                          count_include_pad=False),
+                   lambda x: F.avg_pool2d(x[None, None], 2, 1, 1, count_include_pad=False)),
+    "avg_pool3d": (lambda x: hx.nn.functional.avg_pool3d(x[None, None, None], (1, 2, 2), 1,
+                                                          (0, 1, 1), count_include_pad=False),
+                   _avg_pool3d_ref),
+})
+
 OTHER.update({
     "cummin": (lambda x: x.cummin(1).values, lambda x: x.cummin(1).values),
     "unfold": (lambda x: x.unfold(1, 3, 2), lambda x: x.unfold(1, 3, 2)),

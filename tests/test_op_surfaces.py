@@ -43,6 +43,10 @@ TABLE = {
     # (self is the input, the second argument: where(condition, self, other))
     ("method", "where"): "(self, condition, other)",
 }
+# (F.max_pool*d dispatch on return_indices: inspect sees *args, **kwargs; their docs'
+# signature)
+TABLE.update({("functional", f"max_pool{d}d"): "(input, kernel_size, stride=None, padding=0, "
+              "dilation=1, ceil_mode=False, return_indices=False)" for d in (1, 2, 3)})
 
 #: op -> the surfaces whose hand-written signature still differs from PyTorch's (most:
 #: the first argument named x or self where PyTorch says input; some: a keyword-only

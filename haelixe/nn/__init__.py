@@ -46,12 +46,6 @@ from .pooling import (
     AdaptiveAvgPool2d,
     AdaptiveMaxPool1d,
     AdaptiveMaxPool2d,
-    AvgPool1d,
-    AvgPool2d,
-    AvgPool3d,
-    MaxPool1d,
-    MaxPool2d,
-    MaxPool3d,
     MaxUnpool1d,
     MaxUnpool2d,
 )

@@ -1,42 +1,11 @@
-"""Pooling layers (PyTorch's names, arguments and reprs); the work is in ops/pooling.py."""
+"""The pooling layers no declaration makes (max-unpooling, the adaptive pools: PyTorch's
+names, arguments and reprs); nn.MaxPool*d and nn.AvgPool*d are made from their ops'
+declarations (ops/pooling.py, nn/fused_layers.py). The work is in ops/pooling.py."""
 
 from __future__ import annotations
 
 from ..ops import pooling as P
-from ..ops.conv import ntuple
 from .module import Module
-
-
-class _MaxPoolNd(Module):
-    function = None
-
-    def __init__(self, kernel_size, stride=None, padding=0, dilation=1,
-                 return_indices=False, ceil_mode=False):
-        super().__init__()
-        self.kernel_size = kernel_size
-        self.stride = kernel_size if stride is None else stride
-        self.padding, self.dilation = padding, dilation
-        self.return_indices, self.ceil_mode = return_indices, ceil_mode
-
-    def forward(self, input):
-        return type(self).function(input, self.kernel_size, self.stride, self.padding,
-                                   self.dilation, self.ceil_mode, self.return_indices)
-
-    def extra_repr(self) -> str:
-        return (f"kernel_size={self.kernel_size}, stride={self.stride}, padding="
-                f"{self.padding}, dilation={self.dilation}, ceil_mode={self.ceil_mode}")
-
-
-class MaxPool1d(_MaxPoolNd):
-    function = staticmethod(P.max_pool1d)
-
-
-class MaxPool2d(_MaxPoolNd):
-    function = staticmethod(P.max_pool2d)
-
-
-class MaxPool3d(_MaxPoolNd):
-    function = staticmethod(P.max_pool3d)
 
 
 class _MaxUnpoolNd(Module):
@@ -65,48 +34,6 @@ class MaxUnpool2d(_MaxUnpoolNd):
     elsewhere."""
 
     function = staticmethod(P.max_unpool2d)
-
-
-class AvgPool1d(Module):
-    def __init__(self, kernel_size, stride=None, padding=0, ceil_mode=False,
-                 count_include_pad=True):
-        super().__init__()
-        self.kernel_size = self._size(kernel_size)  # (as PyTorch keeps them: 1-tuples)
-        self.stride = self.kernel_size if stride is None else self._size(stride)
-        self.padding, self.ceil_mode = self._size(padding), ceil_mode
-        self.count_include_pad = count_include_pad
-
-    @staticmethod
-    def _size(value):
-        return ntuple(value, 1, "size", "AvgPool1d")
-
-    def forward(self, input):
-        return P.avg_pool1d(input, self.kernel_size, self.stride, self.padding,
-                            self.ceil_mode, self.count_include_pad)
-
-    def extra_repr(self) -> str:
-        return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
-
-
-class AvgPool2d(AvgPool1d):
-    function = staticmethod(P.avg_pool2d)
-
-    def __init__(self, kernel_size, stride=None, padding=0, ceil_mode=False,
-                 count_include_pad=True, divisor_override=None):
-        super().__init__(kernel_size, stride, padding, ceil_mode, count_include_pad)
-        self.divisor_override = divisor_override
-
-    @staticmethod
-    def _size(value):
-        return value
-
-    def forward(self, input):
-        return type(self).function(input, self.kernel_size, self.stride, self.padding,
-                            self.ceil_mode, self.count_include_pad, self.divisor_override)
-
-
-class AvgPool3d(AvgPool2d):
-    function = staticmethod(P.avg_pool3d)
 
 
 class _AdaptivePool(Module):

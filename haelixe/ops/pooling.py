@@ -26,13 +26,17 @@ from ..tensor import Tensor
 from .conv import ntuple
 from .indexing import ScatterAdd
 from .linalg import matmul
+from .registry import Layer, function, fused
 from .windows import SumWindows, full_in_order, pad, padded_layout, windows
 
 
-def _input(op, d, x, ints=False):
+def _input(op, d, x, ints=()):
+    """The batched input, and whether it was unbatched. ``ints``: the integer dtypes the
+    op takes (True: all), as PyTorch's CPU kernels do."""
     if not isinstance(x, Tensor):
         raise TypeError(f"{op}: input must be a Tensor, got {type(x).__name__}")
-    if not x.dtype.is_floating_point and not (ints and x.dtype.kind == "int"):
+    if not x.dtype.is_floating_point and not (
+            x.dtype.kind == "int" and (ints is True or x.dtype.name in ints)):
         raise TypeError(f"{op}: not defined for {x.dtype.name} tensors (shape {x.shape}); "
                         f"convert with .float() first")
     if x.ndim not in (d + 1, d + 2):
@@ -100,7 +104,8 @@ def _flat_positions(picked, kernel, stride, dilation, pads, spatial, device):
 
 def max_pool(op, d, input, kernel_size, stride=None, padding=0, dilation=1,
              ceil_mode=False, return_indices=False):
-    x, unbatched = _input(op, d, input, ints=True)
+    # (PyTorch's max_pool1d kernel takes no integers; its 2-D and 3-D ones take all)
+    x, unbatched = _input(op, d, input, ints=d > 1)
     spatial = x.shape[2:]
     kernel, stride, dilation, out, pads = pool_geometry(op, d, spatial, kernel_size, stride,
                                                         padding, dilation, ceil_mode)
@@ -264,22 +269,28 @@ def _avg_divisor(spatial, kernel, stride, pads, out, count_include_pad):
 
 def avg_pool(op, d, input, kernel_size, stride=None, padding=0, ceil_mode=False,
              count_include_pad=True, divisor_override=None):
-    x, unbatched = _input(op, d, input)
+    # (an int64 average is the sum divided by the count rounded toward zero, as
+    # PyTorch's CPU kernel computes it; it refuses the other integer dtypes)
+    x, unbatched = _input(op, d, input, ints=("int64",))
     spatial = x.shape[2:]
     kernel, stride, _, out, pads = pool_geometry(op, d, spatial, kernel_size, stride,
                                                  padding, 1, ceil_mode)
     win = windows(pad(x, pads, 0, op), kernel, stride, (1,) * d, op)
     total = win.sum(tuple(range(2, 2 + d)))
+    ints = not x.dtype.is_floating_point
     if divisor_override is not None:
         if not divisor_override:
             raise OpError(f"{op}: divisor_override must be non-zero")
-        y = total / float(divisor_override)
+        count = divisor_override
     else:
         count = _avg_divisor(spatial, kernel, stride, pads, out, count_include_pad)
-        if np.all(count == count.flat[0]):
-            y = total / float(count.flat[0])
-        else:
-            y = total / creation.tensor(count, dtype=x.dtype, device=x.device)
+        count = count.flat[0] if np.all(count == count.flat[0]) else \
+            creation.tensor(count, dtype=x.dtype, device=x.device)
+    if ints:
+        y = total.div(count if isinstance(count, Tensor) else int(count),
+                      rounding_mode="trunc")
+    else:
+        y = total / (count if isinstance(count, Tensor) else float(count))
     return y.squeeze(0) if unbatched else y
 
 
@@ -347,13 +358,29 @@ def _pick_max(cells, unbatched):
     return (y.squeeze(0) if unbatched else y), picked
 
 
-def max_pool1d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
+def _max_pool_layer(kernel_size, stride=None, padding=0, dilation=1, return_indices=False,
+                    ceil_mode=False):
+    """Pools each window to its largest value (stride defaults to the kernel size)."""
+    return {"kernel_size": kernel_size, "stride": kernel_size if stride is None else stride,
+            "padding": padding, "dilation": dilation, "return_indices": return_indices,
+            "ceil_mode": ceil_mode}
+
+
+_MAX_POOL_SHOWN = ("kernel_size={kernel_size}, stride={stride}, padding={padding}, "
+                   "dilation={dilation}, ceil_mode={ceil_mode}")
+
+
+@fused(MaxPool, arity=1, layer=Layer("MaxPool1d", _max_pool_layer, shown=_MAX_POOL_SHOWN))
+def max_pool1d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,  # noqa: A002
                return_indices=False):
+    """The largest value of each window over (N, C, L) or (C, L); with ``return_indices``
+    also its index into the input's L."""
     return max_pool("max_pool1d", 1, input, kernel_size, stride, padding, dilation,
                     ceil_mode, return_indices)
 
 
-def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
+@fused(MaxPool, arity=1, layer=Layer("MaxPool2d", _max_pool_layer, shown=_MAX_POOL_SHOWN))
+def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,  # noqa: A002
                return_indices=False):
     """The largest value of each window; with ``return_indices`` also its index into the
     flattened (H*W) input, which max_unpool2d takes."""
@@ -361,7 +388,8 @@ def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode
                     ceil_mode, return_indices)
 
 
-def max_pool3d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
+@fused(MaxPool, arity=1, layer=Layer("MaxPool3d", _max_pool_layer, shown=_MAX_POOL_SHOWN))
+def max_pool3d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,  # noqa: A002
                return_indices=False):
     """max_pool2d over three windowed dims; indices into the flattened (D*H*W) input."""
     return max_pool("max_pool3d", 3, input, kernel_size, stride, padding, dilation,
@@ -378,20 +406,52 @@ def max_unpool2d(input, indices, kernel_size, stride=None, padding=0, output_siz
                       output_size)
 
 
-def avg_pool1d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
+def _avg_pool1d_layer(kernel_size, stride=None, padding=0, ceil_mode=False,
+                      count_include_pad=True):
+    """Pools each window to its mean (stride defaults to the kernel size)."""
+    def size(value):  # (as PyTorch keeps them: 1-tuples)
+        return ntuple(value, 1, "size", "AvgPool1d")
+    return {"kernel_size": size(kernel_size),
+            "stride": size(kernel_size if stride is None else stride),
+            "padding": size(padding), "ceil_mode": ceil_mode,
+            "count_include_pad": count_include_pad}
+
+
+def _avg_pool_layer(kernel_size, stride=None, padding=0, ceil_mode=False,
+                    count_include_pad=True, divisor_override=None):
+    """Pools each window to its mean, or its sum over ``divisor_override``."""
+    return {"kernel_size": kernel_size, "stride": kernel_size if stride is None else stride,
+            "padding": padding, "ceil_mode": ceil_mode,
+            "count_include_pad": count_include_pad, "divisor_override": divisor_override}
+
+
+_AVG_POOL_SHOWN = "kernel_size={kernel_size}, stride={stride}, padding={padding}"
+
+
+# (no Function of their own: an average pool is the windows view summed and divided)
+@function  # (torch.avg_pool1d too)
+@fused(None, arity=1, layer=Layer("AvgPool1d", _avg_pool1d_layer, shown=_AVG_POOL_SHOWN))
+def avg_pool1d(input, kernel_size, stride=None, padding=0, ceil_mode=False,  # noqa: A002
                count_include_pad=True):
+    """The mean of each window over (N, C, L) or (C, L); the padding's zeros count where
+    ``count_include_pad``."""
     return avg_pool("avg_pool1d", 1, input, kernel_size, stride, padding, ceil_mode,
                     count_include_pad)
 
 
-def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
+@fused(None, arity=1, layer=Layer("AvgPool2d", _avg_pool_layer, shown=_AVG_POOL_SHOWN))
+def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False,  # noqa: A002
                count_include_pad=True, divisor_override=None):
+    """The mean of each window over (N, C, H, W) or (C, H, W), or its sum over
+    ``divisor_override``."""
     return avg_pool("avg_pool2d", 2, input, kernel_size, stride, padding, ceil_mode,
                     count_include_pad, divisor_override)
 
 
-def avg_pool3d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
+@fused(None, arity=1, layer=Layer("AvgPool3d", _avg_pool_layer, shown=_AVG_POOL_SHOWN))
+def avg_pool3d(input, kernel_size, stride=None, padding=0, ceil_mode=False,  # noqa: A002
                count_include_pad=True, divisor_override=None):
+    """avg_pool2d over three windowed dims, (N, C, D, H, W) or (C, D, H, W)."""
     return avg_pool("avg_pool3d", 3, input, kernel_size, stride, padding, ceil_mode,
                     count_include_pad, divisor_override)
 

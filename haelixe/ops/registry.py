@@ -145,7 +145,8 @@ class Fused(OpInfo):
             raise ValueError(f"{self.name}: extra={unknown} are not its parameters")
 
     def __repr__(self) -> str:
-        return f"Fused({self.name!r}, {self.function_class.__name__}, layer={self.layer})"
+        recorded = self.function_class.__name__ if self.function_class else "composed"
+        return f"Fused({self.name!r}, {recorded}, layer={self.layer})"
 
 
 def fused(function, *, arity, layer=None, extra=(), dtypes="float", differentiable=True):
@@ -158,7 +159,8 @@ def fused(function, *, arity, layer=None, extra=(), dtypes="float", differentiab
     The function is ``F.<op>`` as it is (no wrapper: its signature is PyTorch's, and a
     call costs what a call of it costs); the declaration lists it in ``OPS``, starts its
     docstring with the signature line PyTorch's does, and gives nn/ the ``layer`` to
-    make. ``arity``: how many tensor inputs it takes (for the tests). A declaration in
+    make. ``function`` is None where the op is a composition of recorded ops (the
+    average pools). ``arity``: how many tensor inputs it takes (for the tests). A declaration in
     nn/ is in ``OPS`` once ``haelixe.nn`` is imported (``import haelixe`` imports it on
     first use of ``hx.nn``)."""
 
