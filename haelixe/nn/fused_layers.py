@@ -1,9 +1,9 @@
-"""The layers PyTorch has for a fused op of the registry (nn.Linear, nn.RMSNorm,
-nn.LayerNorm, nn.MSELoss, nn.CrossEntropyLoss...), each made from the op's declaration
-(``@fused(..., layer=Layer(...))`` on its functional form, ops/registry.py): the
-constructor is the layer's ``state`` function, whose signature is PyTorch's; forward
-calls the functional form with the layer's attributes for its arguments; extra_repr
-shows what the declaration says."""
+"""The layers PyTorch has for a fused op of the registry (nn.Linear, nn.Conv2d,
+nn.MaxPool2d, nn.RMSNorm, nn.LayerNorm, nn.MSELoss, nn.CrossEntropyLoss...), each made from
+the op's declaration (``@fused(..., layer=Layer(...))`` on its functional form,
+ops/registry.py): the constructor is the layer's ``state`` function, whose signature is
+PyTorch's; forward calls the functional form with the layer's attributes for its
+arguments; extra_repr shows what the declaration says."""
 
 from __future__ import annotations
 
@@ -12,8 +12,10 @@ import operator
 import string
 
 from ..ops.registry import OPS, Fused
-from . import functional as F  # noqa: F401 (its declarations are the layers' ops)
-from . import losses  # noqa: F401
+
+# (imported for their declarations: the layers' ops)
+from . import conv, losses  # noqa: F401
+from . import functional as F  # noqa: F401
 from .module import Module, Parameter
 
 
@@ -39,7 +41,9 @@ def _layer(decl) -> type:
                 setattr(self, name, Parameter(value) if name in parameters and
                         value is not None else value)
 
-    if spec.inputs == 1:
+    if spec.forward is not None:
+        forward = spec.forward(form)
+    elif spec.inputs == 1:
         def forward(self, input):  # noqa: A002 (PyTorch's name)
             return form(input, *read(self))
     else:

@@ -549,6 +549,8 @@ def fold(input, output_size, kernel_size, dilation=1, padding=0, stride=1):
     return y.squeeze(0) if unbatched else y
 
 
-for _fn in (conv1d, conv2d, conv3d, conv_transpose1d, conv_transpose2d, conv_transpose3d):
+# (conv1d/2d/3d are declared with their layers in nn/conv.py, where the layers' state is)
+for _fn in (conv_transpose1d, conv_transpose2d, conv_transpose3d):
     declare(_fn.__name__, arity=3, dtypes="float")
+for _fn in (conv1d, conv2d, conv3d, conv_transpose1d, conv_transpose2d, conv_transpose3d):
     function(_fn)

@@ -115,11 +115,13 @@ class Layer:
     ``buffers`` buffers. ``fixed``: arguments forward always passes as given (PyTorch's
     deprecated ones, left at their defaults), class attributes of the layer. ``shown``
     is the ``extra_repr``: a format string over the attributes, or a function of the
-    layer."""
+    layer. ``forward``, where the layer does more than pass its attributes (a
+    convolution's padding_mode pads the input first): a function of the functional form
+    that returns the layer's forward."""
 
     def __init__(self, name, state, *, inputs=1, parameters=(), buffers=(), fixed=None,
-                 shown=""):
-        self.name, self.state, self.inputs = name, state, inputs
+                 shown="", forward=None):
+        self.name, self.state, self.inputs, self.forward = name, state, inputs, forward
         self.fixed = dict(fixed or {})
         self.parameters, self.buffers, self.shown = tuple(parameters), tuple(buffers), shown
 
