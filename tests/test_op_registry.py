@@ -427,6 +427,9 @@ def _avg_pool3d_ref(x):
 
 
 OTHER.update({
+    "batch_norm": (lambda x: hx.nn.functional.batch_norm(x, None, None, x[0], x[1],
+                                                         training=True),
+                   lambda x: F.batch_norm(x, None, None, x[0], x[1], training=True)),
     "max_pool1d": (lambda x: hx.nn.functional.max_pool1d(x[None], 3, 2, 1),
                    lambda x: F.max_pool1d(x[None], 3, 2, 1)),
     "max_pool2d": (lambda x: hx.nn.functional.max_pool2d(x[None, None], 2, ceil_mode=True),

@@ -14,6 +14,7 @@ from .. import creation
 from ..amp import cast_inputs
 from ..autograd.mode import no_grad
 from ..ops import fused
+from ..ops.registry import fused as declared_fused
 from ..tensor import Tensor
 from .module import Module, Parameter
 
@@ -34,7 +35,12 @@ def _channels(op, x, weight=None, bias=None):
     return c, (1, c) + (1,) * (x.ndim - 2)
 
 
-def batch_norm(input, running_mean, running_var, weight=None, bias=None, training=False,
+# (declared with no layer: nn.BatchNorm1d/2d stay written out below, since their forward
+# counts num_batches_tracked, makes momentum=None a cumulative average and picks the
+# batch's or the running statistics by mode: logic a generated forward, which passes the
+# layer's attributes to batch_norm, would hide)
+@declared_fused(fused.BatchNormFn, arity=3)
+def batch_norm(input, running_mean, running_var, weight=None, bias=None, training=False,  # noqa: A002
                momentum=0.1, eps=1e-5):
     """Normalise each channel by the batch's statistics (``training``; the running ones
     are then updated in place: ``momentum`` of the new value, the variance unbiased) or
