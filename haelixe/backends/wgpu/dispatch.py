@@ -48,10 +48,8 @@ STAGING_KEPT_BYTES = 1 << 24  # read-backs up to this size reuse their staging b
 # after a read-back the GPU idles until the next submit, which batching puts off while
 # Python records the rest of the step; once that much is queued, batching keeps ahead
 # of the GPU and fewer submits cost the host less (one is a few hundred microseconds on
-# an H200). There, a ResNet-like conv layer's forward + backward (three 7.4 GFLOP
-# products) ran 2.50 -> 2.08 ms a step with its products submitted at once, while the
-# 6-block Transformer's f32 step (a read-back each) ran 1-2% slower with up to 34 GFLOP
-# of them so submitted than with none.
+# an H200). A conv layer's three large products gain from early submits; a Transformer
+# step, which reads back every step, loses a little once more than AHEAD_FLOPS is so sent.
 LONG_WORK_FLOPS = 1 << 32
 AHEAD_FLOPS = 1 << 34
 
