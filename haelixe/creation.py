@@ -11,7 +11,7 @@ import numpy as np
 from . import dtype as dt
 from .backends import backend_for
 from .device import CPU, as_device
-from .dtype import as_dtype, number_as
+from .dtype import as_dtype, stored_number
 from .errors import OpError
 from .memory import OutOfMemoryError
 from .random import generator as numpy_generator
@@ -159,8 +159,8 @@ def full(size, fill_value, dtype=None, device=None, requires_grad=False) -> Tens
             dt.int64 if isinstance(fill_value, numbers.Integral) else dt.default_float)
     dtype = as_dtype(dtype)
     device = as_device(device)
-    value = fill_value if isinstance(fill_value, (bool, float)) else \
-        number_as(dtype.np, fill_value, "full")
+    value = fill_value if isinstance(fill_value, bool) else \
+        stored_number(dtype.np, fill_value, "full")
     with _allocating("full", size, dtype):
         t = Tensor._wrap(backend_for(device).full(size, value, dtype.np))
     if requires_grad:

@@ -245,6 +245,20 @@ def number_as(np_dtype, value, op: str, wrap: bool = False):
                        f"in range")
 
 
+def stored_number(np_dtype, value, op: str):
+    """``number_as`` for a Python number written into a tensor (``fill_``, ``full``,
+    ``x[key] = v``): there PyTorch also refuses a finite float beyond a floating dtype's
+    range (1e40 into float32, 70000.0 into float16), which arithmetic rounds to inf."""
+    with np.errstate(over="ignore"):
+        out = number_as(np_dtype, value, op)
+    if isinstance(value, float) and np_dtype.kind not in "iub" and abs(value) != float("inf") \
+            and value == value and abs(float(out)) == float("inf"):
+        raise RuntimeError(f"{op}: value {value} cannot be converted to {np_dtype.name} "
+                           f"without overflow (as in PyTorch); use a wider dtype or a "
+                           f"value in range")
+    return out
+
+
 def wrapped_int(value: int, np_dtype) -> int:
     """``value`` modulo 2**bits of the integer ``np_dtype``, in its range."""
     bits = 8 * np_dtype.itemsize

@@ -474,3 +474,37 @@ def test_a_0d_bool_mask_among_integer_indices_reads_and_writes_as_pytorch(device
     w = hx.tensor(data, device=device)
     w[_key(key, lambda k: hx.tensor(k, device=device))] = -7.0
     np.testing.assert_array_equal(w.to("cpu").numpy(), tw.numpy())
+
+
+_WRITES = {
+    "fill_": lambda lib, dt, v: lib.zeros(3, 4, dtype=dt).fill_(v),
+    "full": lambda lib, dt, v: lib.full((3, 4), v, dtype=dt),
+    "setitem": lambda lib, dt, v: _set_columns(lib.zeros(3, 4, dtype=dt), v),
+}
+
+
+def _set_columns(t, v):
+    t[:, 1::2] = v  # (a strided view: not the whole-tensor fill)
+    return t
+
+
+@pytest.mark.parametrize("how", sorted(_WRITES))
+@pytest.mark.parametrize("dtype,value", [
+    ("uint8", 300), ("uint8", -1), ("uint8", -300), ("int8", 200.0), ("int32", 3e9),
+    ("int16", 7), ("bool", 5), ("float32", 1e40), ("float32", -1e40),
+    ("float32", float("inf")), ("float32", float("nan")), ("float64", 1e300),
+    ("float16", 70000.0), ("float16", 60000.0), ("bfloat16", 1e40), ("float32", 2**40)])
+def test_a_number_written_into_a_tensor_is_range_checked_as_in_pytorch(how, dtype, value):
+    """fill_, full and x[key] = v refuse a number the dtype cannot hold, as PyTorch's
+    checked conversion does (a finite float beyond a float dtype's range included), and
+    write what PyTorch writes otherwise."""
+    write = _WRITES[how]
+    try:
+        expected = write(torch, getattr(torch, dtype), value).float().numpy()
+    except RuntimeError as e:
+        assert "overflow" in str(e)
+        with pytest.raises(RuntimeError, match="without overflow"):
+            write(hx, getattr(hx, dtype), value)
+        return
+    got = write(hx, getattr(hx, dtype), value).float().numpy()
+    np.testing.assert_array_equal(got, expected)

@@ -12,7 +12,7 @@ import numpy as np
 
 from .. import layout
 from ..autograd.mode import STATE
-from ..dtype import number_as
+from ..dtype import number_as, stored_number
 from ..tensor import Tensor
 from . import registry
 from .convert import as_tensor_like, cast, to_device
@@ -115,11 +115,12 @@ def fill_(x, value):
     check_writable(x, "fill_")
     if isinstance(value, Tensor):
         return copy_(x, value)
-    x._be.copy_into(x._data, number_as(x.dtype.np, value, "fill_"))  # one fill, no 0-d buffer
+    x._be.copy_into(x._data, stored_number(x.dtype.np, value, "fill_"))  # one fill, no 0-d buffer
     x._storage.version += 1
     return x
 
 
+_F32_MAX = float(np.finfo(np.float32).max)  # (beyond it a float32 write is refused)
 _FLOAT_NP = frozenset((np.dtype(np.float32), np.dtype(np.float64)))
 _INT_RANGES = {np.dtype(t): (int(np.iinfo(t).min), int(np.iinfo(t).max))
                for t in (np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16,
@@ -132,7 +133,8 @@ def _plain_number(np_dtype, value):
     float32/64, an int in range into an integer dtype), else None."""
     kind = value.__class__
     if np_dtype in _FLOAT_NP:
-        if kind is float or ((kind is int or kind is bool) and -(1 << 24) <= value <= 1 << 24):
+        if (kind is float and (np_dtype.itemsize == 8 or -_F32_MAX <= value <= _F32_MAX)) or (
+                (kind is int or kind is bool) and -(1 << 24) <= value <= 1 << 24):
             return np_dtype.type(value)
     elif kind is int or kind is bool:
         bounds = _INT_RANGES.get(np_dtype)
@@ -147,6 +149,11 @@ def copy_(x, src, through=None):
     holder = x if through is None else through
     if not isinstance(src, Tensor):
         number = _plain_number(x.dtype.np, src)
+        if number is None and isinstance(src, (int, float)) and not (
+                x.dtype.is_floating_point and x.dtype.itemsize == 2):
+            # out of range: refused, as PyTorch does (which writes a 16-bit float's
+            # overflow as inf: the cast below does too)
+            stored_number(x.dtype.np, src, "copy_")
         if number is not None and not _records_graph(holder, src, "copy_"):
             # (one fill of the view: no tensor made for the number, no cast node)
             check_writable(x, "copy_")
