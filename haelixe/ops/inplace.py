@@ -63,7 +63,8 @@ def check_writable(x, op):
 
 
 def _check_no_overlap(x, op):
-    if not layout.is_non_overlapping(x.shape, x.strides):
+    # (a contiguous tensor, which most targets are, has no layout to inspect)
+    if x._layout is not None and not layout.is_non_overlapping(x.shape, x.strides):
         raise RuntimeError(f"{op}: the target (shape {x.shape}, strides {x.strides}) has "
                            f"elements sharing memory (an expanded view?), so the result "
                            f"would depend on write order; clone() it first")
