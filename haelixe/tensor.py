@@ -25,6 +25,7 @@ from .dtype import _BY_NP as _DTYPE_OF_NP
 from .storage import OBSERVERS, Storage
 
 _new = object.__new__
+_ndarray = np.ndarray
 
 
 class Tensor:
@@ -58,45 +59,33 @@ class Tensor:
     @staticmethod
     def _wrap(raw) -> Tensor:
         """A fresh tensor owning the raw array an op just produced."""
-        if raw.__class__ is not np.ndarray and isinstance(raw, np.generic):
+        if raw.__class__ is not _ndarray:
+            if not isinstance(raw, np.generic):
+                return _wrap_other(raw)
             raw = np.asarray(raw)  # the numpy scalar of a full reduction
-        if raw.__class__ is np.ndarray and raw.flags.c_contiguous:  # the common case
-            # (every op's output comes this way: the fields are stored here directly, as
-            # Storage.__init__ and _init would, which saves their two calls: 40% of it)
-            dtype = _DTYPE_OF_NP[raw.dtype]
-            storage = _new(Storage)
-            storage.data = raw
-            storage.device = CPU
-            storage.dtype = dtype
-            storage.nbytes = raw.nbytes
-            storage.version = storage.history = 0
-            t = _new(Tensor)
-            t._data = raw
-            t._storage = storage
-            t._layout = None
-            t.shape = raw.shape
-            t.dtype = dtype
-            t.device = CPU
-            t._be = CPU._be or backend_for(CPU)
-            t._requires_grad = t._is_param = t._retains_grad = False
-            t.grad = t.grad_fn = t._accumulator = t._base = t.name = None
-            if OBSERVERS:  # (memory history: empty otherwise)
-                for o in OBSERVERS:
-                    o.tensor_made(t)
-            return t
-        be = backend_of(raw)
-        if raw.__class__ is not be.raw_type:
-            raw = np.asarray(raw)  # numpy scalars from full reductions
-        storage, strides, offset = be.adopt(raw)
-        if strides is None:
-            lay = None
-        else:
-            lay = (strides, offset)
-            if offset == 0 and strides == layout.contiguous_strides(raw.shape):
-                lay = None
-        t = _new(Tensor)._init(raw, storage, lay, tuple(raw.shape), storage.dtype,
-                               storage.device, None)
-        if OBSERVERS:
+        elif not raw.flags.c_contiguous:
+            return _wrap_other(raw)
+        # A C-contiguous numpy array, as every CPU op's output is: tested first, with
+        # the rest in _wrap_other, and its fields stored here directly, as
+        # Storage.__init__ and _init would (which saves their two calls: 40% of it)
+        dtype = _DTYPE_OF_NP[raw.dtype]
+        storage = _new(Storage)
+        storage.data = raw
+        storage.device = CPU
+        storage.dtype = dtype
+        storage.nbytes = raw.nbytes
+        storage.version = storage.history = 0
+        t = _new(Tensor)
+        t._data = raw
+        t._storage = storage
+        t._layout = None
+        t.shape = raw.shape
+        t.dtype = dtype
+        t.device = CPU
+        t._be = CPU._be or backend_for(CPU)
+        t._requires_grad = t._is_param = t._retains_grad = False
+        t.grad = t.grad_fn = t._accumulator = t._base = t.name = None
+        if OBSERVERS:  # (memory history: empty otherwise)
             for o in OBSERVERS:
                 o.tensor_made(t)
         return t
@@ -313,6 +302,26 @@ class Tensor:
         if name.startswith("_"):
             raise AttributeError(f"'Tensor' object has no attribute {name!r}")
         raise missing_attribute("haelixe.Tensor", name, vars_of_tensor(), _TENSOR_HINTS)
+
+
+def _wrap_other(raw) -> Tensor:
+    """Tensor._wrap of a strided numpy view or of another backend's array."""
+    be = backend_of(raw)
+    if raw.__class__ is not be.raw_type:
+        raw = np.asarray(raw)  # (a subclass of numpy's array)
+    storage, strides, offset = be.adopt(raw)
+    if strides is None:
+        lay = None
+    else:
+        lay = (strides, offset)
+        if offset == 0 and strides == layout.contiguous_strides(raw.shape):
+            lay = None
+    t = _new(Tensor)._init(raw, storage, lay, tuple(raw.shape), storage.dtype,
+                           storage.device, None)
+    if OBSERVERS:
+        for o in OBSERVERS:
+            o.tensor_made(t)
+    return t
 
 
 def vars_of_tensor() -> dict:
