@@ -467,11 +467,53 @@ def test_compiled_sum_windows_equals_the_strided_adds(shape, kernel, stride, dil
     np.testing.assert_allclose(got, want, **TOL[dtype])
 
 
+@pytest.mark.parametrize("shape,kw", [
+    ((2, 5, 7, 6), {"padding": 1}),
+    ((3, 8, 9, 8), {"stride": (2, 1), "padding": (2, 1), "dilation": (1, 2)}),
+    ((2, 6, 5, 5), {"padding": "same", "dilation": 2}),
+    ((2, 3, 11), {"stride": 2, "padding": 3}),  # (1-D: a 1-tall image)
+])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_compiled_im2col_equals_the_padded_copy(shape, kw, dtype, monkeypatch):
+    """conv's columns from a channels-last image, padded inside the compiled copy,
+    against the composed form's padded copy and windows view: forward and gradients
+    (the weight's reads the same columns)."""
+    import haelixe.nn.functional as F
+
+    if type(BE).windows_into is base.Backend.windows_into:
+        pytest.skip("no compiled im2col on this CPU backend (numba missing)")
+    d = len(shape) - 2
+    conv = F.conv2d if d == 2 else F.conv1d
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal(shape).astype(dtype)
+    w = hx.tensor(rng.standard_normal((4, shape[1]) + (3,) * d).astype(dtype),
+                  requires_grad=True)
+    calls = []
+    compiled = type(BE).windows_into
+    runs = []
+    for kernel in (True, False):
+        monkeypatch.setattr(BE, "windows_into", (lambda *args: calls.append(
+            compiled(BE, *args)) or calls[-1]) if kernel else (lambda *args: False))
+        x = hx.tensor(np.ascontiguousarray(np.moveaxis(a, 1, -1)))
+        x = x.permute(0, d + 1, *range(1, d + 1)).requires_grad_()  # (channels-last)
+        w.grad = None
+        y = conv(x, w, **kw)
+        g = np.random.default_rng(1).standard_normal(y.shape).astype(dtype)
+        y.backward(hx.tensor(g))
+        runs.append((y.detach().numpy(), x.grad.numpy(), w.grad.numpy()))
+    assert any(calls)  # (the compiled copy ran)
+    for got, want in zip(*runs):
+        assert got.dtype == want.dtype == dtype and np.count_nonzero(got)
+        np.testing.assert_allclose(got, want, **TOL[dtype])
+
+
 @pytest.mark.parametrize("shape,kw,channels_last", [
     ((2, 3, 7, 6), {"kernel_size": 2}, True),
     ((2, 3, 9, 8), {"kernel_size": (3, 2), "stride": (2, 1), "padding": 1,
                     "dilation": (1, 2)}, False),  # overlapping windows
     ((3, 2, 11), {"kernel_size": 3, "stride": 2, "ceil_mode": True}, False),
+    ((2, 5, 9, 8), {"kernel_size": (3, 2), "stride": (2, 1), "padding": 1,
+                    "dilation": (1, 2)}, True),  # (the channels-last kernel, overlapping)
 ])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_compiled_max_pool_equals_the_composed_one(shape, kw, channels_last, dtype,

@@ -220,9 +220,17 @@ class Backend:
         strided adds (one per kernel offset, on every backend)."""
         return False
 
-    def window_max(self, win, d):
-        """Each window's largest cell where the backend has a kernel for it: ``win``
-        (N, C, *kernel, *out) a windows view, d windowed dims; (values (N, C, *out),
+    def windows_into(self, out, x, before, kernel, stride, dilation):
+        """im2col where the backend has a kernel for it: ``out`` (lead, *kernel,
+        *positions) = the windows of x (lead, *spatial) zero-padded by ``before`` cells
+        before each windowed dim (and after it as far as out's positions reach); True
+        if done. The default, False, leaves it to a padded copy of x and a copy of its
+        windows view (on every backend)."""
+        return False
+
+    def window_max(self, x, kernel, stride, dilation):
+        """Each window's largest cell where the backend has a kernel for it: the windows
+        (N, C, *kernel, *out) of x (N, C, *spatial, already padded); (values (N, C, *out),
         int64 offsets inside the windows), the first of equal cells and a NaN winning.
         The default, None, leaves it to max_pool's composition (argmax and gather)."""
         return None

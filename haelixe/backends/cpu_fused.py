@@ -78,21 +78,50 @@ class CompiledCPUBackend(CPUBackend):
         return True
 
     @composed_while_loading
-    def window_max(self, win, d):
+    def windows_into(self, out, x, before, kernel, stride, dilation):
+        # columns with the channels innermost (a channels-last image's), two lead dims
+        # and one or two windowed ones, float32/64: one compiled pass, where the
+        # composed form pads a copy of x and then copies its windows in runs of one
+        # cell. (Columns whose positions run innermost copy in runs of a row, at
+        # numpy's memory speed: the composed form is as fast there, on large images
+        # faster.)
+        d = len(kernel)
+        if d not in (1, 2) or x.ndim != 2 + d or x.dtype not in _JIT_FLOATS \
+                or out.dtype != x.dtype or abs(out.strides[1]) >= abs(out.strides[-1]):
+            return False
+        if d == 1:  # (a 1-tall image)
+            x, out = x[:, :, None], out[:, :, None, :, None]
+            before, stride, dilation = (0, *before), (1, *stride), (1, *dilation)
+        kernels().padded_windows_2d_lead_inner(x, out, *before, *stride, *dilation)
+        return True
+
+    @composed_while_loading
+    def window_max(self, x, kernel, stride, dilation):
         # one compiled pass for float32/64 and one or two windowed dims (the default's
         # copy of the windows and argmax run per 4-cell row: a 2x2 pool's)
-        if d not in (1, 2) or win.dtype not in _JIT_FLOATS:
+        d = len(kernel)
+        if d not in (1, 2) or x.dtype not in _JIT_FLOATS:
             return None
         if d == 1:
-            win = win[:, :, None, :, None]
-        lead, out = win.shape[:2], win.shape[4:]
-        like = win.strides[:2] + win.strides[4:]  # (the outputs laid out as the input)
-        order = sorted(range(4), key=lambda i: -abs(like[i]))
-        y = np.empty(tuple((lead + out)[i] for i in order), win.dtype)
-        picked = np.empty(y.shape, np.int64)
-        kernels().window_max_2d(_loop_order(win, order), y, picked)
-        back = np.argsort(order)
-        y, picked = y.transpose(back), picked.transpose(back)
+            x = x[:, :, None]
+            kernel, stride, dilation = (1, *kernel), (1, *stride), (1, *dilation)
+        out = tuple((n - dl * (k - 1) - 1) // s + 1
+                    for n, k, s, dl in zip(x.shape[2:], kernel, stride, dilation))
+        last = x.transpose(0, 2, 3, 1)
+        if last.flags.c_contiguous:  # (a channels-last image: the channels innermost)
+            y = np.empty((x.shape[0], *out, x.shape[1]), x.dtype)
+            picked = np.empty(y.shape, np.int64)
+            kernels().window_max_channels_last(last, y, picked, *kernel, *stride, *dilation)
+            y, picked = y.transpose(0, 3, 1, 2), picked.transpose(0, 3, 1, 2)
+        else:
+            win = _windows_view(x, kernel, stride, dilation, out)
+            like = win.strides[:2] + win.strides[4:]  # (the outputs laid out as x)
+            order = sorted(range(4), key=lambda i: -abs(like[i]))
+            y = np.empty(tuple((x.shape[:2] + out)[i] for i in order), x.dtype)
+            picked = np.empty(y.shape, np.int64)
+            kernels().window_max_2d(_loop_order(win, order), y, picked)
+            back = np.argsort(order)
+            y, picked = y.transpose(back), picked.transpose(back)
         return (y[:, :, 0], picked[:, :, 0]) if d == 1 else (y, picked)
 
     @composed_while_loading
@@ -103,11 +132,7 @@ class CompiledCPUBackend(CPUBackend):
         if d == 1:
             out, g, picked = out[:, :, None], g[:, :, None], picked[:, :, None]
             kernel, stride, dilation = (1, *kernel), (1, *stride), (1, *dilation)
-        st = out.strides
-        win = np.lib.stride_tricks.as_strided(  # (the windows view of out)
-            out, g.shape[:2] + tuple(kernel) + g.shape[2:],
-            st[:2] + tuple(s * dl for s, dl in zip(st[2:], dilation)) +
-            tuple(s * k for s, k in zip(st[2:], stride)))
+        win = _windows_view(out, kernel, stride, dilation, g.shape[2:])
         order = sorted(range(4), key=lambda i: -abs(picked.strides[i]))
         kernels().route_max_2d(g.transpose(order), picked.transpose(order),
                                _loop_order(win, order))
@@ -280,6 +305,16 @@ class CompiledCPUBackend(CPUBackend):
         kernels().adamw_flat(p32, g32, m32, v32, *args)
         for dst, src in ((p, p32), (m, m32), (v, v32)):
             np.copyto(dst, src, casting="unsafe")
+
+
+def _windows_view(x, kernel, stride, dilation, out):
+    """The windows view (N, C, *kernel, *out) of x (N, C, *spatial), as ops/windows.py
+    lays it out."""
+    st = x.strides
+    return np.lib.stride_tricks.as_strided(
+        x, x.shape[:2] + tuple(kernel) + tuple(out),
+        st[:2] + tuple(s * dl for s, dl in zip(st[2:], dilation)) +
+        tuple(s * k for s, k in zip(st[2:], stride)))
 
 
 def _loop_order(win, order):

@@ -468,6 +468,31 @@ def sum_windows_2d_lead_inner(cols, out, sh, sw, dh, dw):
 
 
 @njit(**JIT)
+def padded_windows_2d_lead_inner(x, out, ph, pw, sh, sw, dh, dw):
+    """im2col in one pass: out[a, b, i, j, y, s] = x[a, b, y*sh + i*dh - ph,
+    s*sw + j*dw - pw], zero where that cell lies in the padding: the windows of x
+    zero-padded by (ph, pw) cells before its two windowed dims (out's positions say how
+    far the padding after reaches), with no padded copy of x. The second lead dim runs
+    innermost: for a channels-last image, whose columns are (N, *out, *kernel, C) in
+    memory, each window's cells are then read and written along the channels."""
+    na, nb, kh, kw, ho, wo = out.shape
+    h, w = x.shape[2], x.shape[3]
+    for a in range(na):
+        for y in range(ho):
+            for s in range(wo):
+                for i in range(kh):
+                    r = y * sh + i * dh - ph
+                    for j in range(kw):
+                        c = s * sw + j * dw - pw
+                        if (r >= 0) & (r < h) & (c >= 0) & (c < w):
+                            for b in range(nb):
+                                out[a, b, i, j, y, s] = x[a, b, r, c]
+                        else:
+                            for b in range(nb):
+                                out[a, b, i, j, y, s] = 0
+
+
+@njit(**JIT)
 def window_max_2d(win, y, picked):
     """Each window's largest cell and its offset in the window, in one pass over the
     windows view win (a, b, kh, kw, ho, wo), any strides: the first of equal cells,
@@ -491,6 +516,29 @@ def window_max_2d(win, y, picked):
                             at = (i * kw + j) if take else at
                     y[a, b, r, s] = best
                     picked[a, b, r, s] = at
+
+
+@njit(**JIT)
+def window_max_channels_last(x, y, picked, kh, kw, sh, sw, dh, dw):
+    """window_max_2d on a channels-last image: x (N, H, W, C), y and picked (N, Ho, Wo,
+    C). Each window cell is compared for all the channels in one loop along memory,
+    which the compiler vectorises (window_max_2d's loops over the windows view, strides
+    known only when it runs, stay one cell at a time); the same order of cells, so the
+    same first of equal cells and first NaN."""
+    na, ho, wo, nc = y.shape
+    for a in range(na):
+        for r in range(ho):
+            for s in range(wo):
+                for c in range(nc):
+                    y[a, r, s, c] = x[a, r * sh, s * sw, c]
+                    picked[a, r, s, c] = 0
+                for t in range(1, kh * kw):
+                    row, col = r * sh + (t // kw) * dh, s * sw + (t % kw) * dw
+                    for c in range(nc):
+                        v, best = x[a, row, col, c], y[a, r, s, c]
+                        take = (v > best) | ((v != v) & (best == best))
+                        y[a, r, s, c] = v if take else best
+                        picked[a, r, s, c] = t if take else picked[a, r, s, c]
 
 
 @njit(**JIT)

@@ -194,10 +194,9 @@ class Recorded:
         return t.sum(dims)
 
     @staticmethod
-    def pad(x, pads, op):
-        return pad(x, pads, 0, op)
-
-    windows = staticmethod(windows)
+    def columns(x, pads, kernel, stride, dilation, op, order, shape):
+        win = windows(pad(x, pads, 0, op), kernel, stride, dilation, op)
+        return win.permute(order).reshape(shape)
 
     @staticmethod
     def sum_windows(cols, shape, kernel, stride, dilation, like):
@@ -246,8 +245,31 @@ class Raw:
         return Tensor._wrap(t._be.sum(t._data, dims, False))
 
     @staticmethod
-    def pad(x, pads, op):
-        return padded(x, pads, 0) if any(a or b for a, b in pads) else x
+    def columns(x, pads, kernel, stride, dilation, op, order, shape):
+        # (the windows of the zero-padded x, permuted by ``order``, as a matrix of
+        # ``shape``: a view of x where no padding and the dims merge, else one copy,
+        # the padding written as zeros by the backend's kernel where it has one)
+        be, padding = x._be, any(a or b for a, b in pads)
+        if not padding:
+            win = Raw.permute(Raw.windows(x, kernel, stride, dilation, op), order)
+            strides = layout.view_strides(win.shape, win.strides, shape)
+            if strides is not None:
+                return win._view(shape, strides, win.offset)
+        size = tuple(m + a + b for m, (a, b) in zip(x.shape[2:], pads))
+        geometry = x.shape[:2] + tuple(kernel) + window_geometry(op, size, kernel, stride,
+                                                                 dilation)
+        cols = Tensor._wrap(be.empty(shape, x.dtype.np))
+        # (the columns seen in the windows' dims, (N, C, *kernel, *positions))
+        steps = layout.contiguous_strides(tuple(geometry[i] for i in order))
+        strides = [0] * len(order)
+        for step, i in zip(steps, order):
+            strides[i] = step
+        into = be.make_view(cols._storage, geometry, tuple(strides), cols.offset)
+        if not be.windows_into(into, x._data, tuple(a for a, _ in pads), kernel, stride,
+                               dilation):
+            xp = padded(x, pads, 0) if padding else x
+            be.copy_into(into, Raw.windows(xp, kernel, stride, dilation, op)._data)
+        return cols
 
     @staticmethod
     def windows(x, kernel, stride, dilation, op):
@@ -261,17 +283,25 @@ class Raw:
         return t._view(*layout.index(t.shape, t.strides, t.offset, key))
 
 
-def _channels_last_columns(xp, kernel, out, stride, dilation, groups):
+def _channels_last_columns(c, strides, kernel, out, stride, dilation, groups):
     """Whether im2col copies the windows as (N, *out, *kernel, C) rather than (C,
-    *kernel, N, *out): where the padded input is channels-last in memory, each window's
-    row is then kw*C neighbouring values, one run, where the other order copies runs of
-    one value (a copy's cost is per run on small images)."""
-    c = xp.shape[1]
-    if groups != 1 or c == 1 or xp.strides[1] != 1:
+    *kernel, N, *out), ``strides`` the padded input's: where it is channels-last in
+    memory, each window's row is then kw*C neighbouring values, one run, where the
+    other order copies runs of one value (a copy's cost is per run on small images)."""
+    if groups != 1 or c == 1 or strides[1] != 1:
         return False
-    along = kernel[-1] if xp.strides[-1] == c and dilation[-1] == 1 else 1
-    across = out[-1] if xp.strides[-1] == 1 and stride[-1] == 1 else 1
+    along = kernel[-1] if strides[-1] == c and dilation[-1] == 1 else 1
+    across = out[-1] if strides[-1] == 1 and stride[-1] == 1 else 1
     return c * along > across
+
+
+def _padded_strides(x, pads):
+    """The strides of x padded by ``pads`` as Pad lays its copy out: x's own unpadded,
+    plainly ordered where x is expanded."""
+    if not any(a or b for a, b in pads):
+        return x.strides
+    size = x.shape[:2] + tuple(m + a + b for m, (a, b) in zip(x.shape[2:], pads))
+    return padded_strides(x, pads) or layout.contiguous_strides(size)
 
 
 def convolve(x, weight, bias, pads, stride, dilation, groups, op, ops=Recorded):
@@ -283,22 +313,25 @@ def convolve(x, weight, bias, pads, stride, dilation, groups, op, ops=Recorded):
     n, c = x.shape[:2]
     o, cg = weight.shape[:2]
     kernel = tuple(weight.shape[2:])
-    xp = ops.pad(x, pads, op)
-    win = ops.windows(xp, kernel, stride, dilation, op)  # (N, C, *kernel, *out): a view
-    out = win.shape[2 + d:]
+    # (the windows (N, C, *kernel, *out) of the padded x, copied once as a matrix)
+    out = window_geometry(op, tuple(m + a + b for m, (a, b) in zip(x.shape[2:], pads)),
+                          kernel, stride, dilation)
     k, positions = cg * math.prod(kernel), n * math.prod(out)
     taps, places = tuple(range(2, 2 + d)), tuple(range(2 + d, 2 + 2 * d))
     if groups == 1:
         # one GEMM over the whole batch, its result (N*positions, O): the output is
         # channels-last in memory (seen as (N, O, *out)), so the next layer's windows
         # (a pool's, a convolution's) run along the channels
-        last = _channels_last_columns(xp, kernel, out, stride, dilation, groups)
+        last = _channels_last_columns(c, _padded_strides(x, pads), kernel, out, stride,
+                                      dilation, groups)
         if last:
-            cols = ops.reshape(ops.permute(win, (0, *places, *taps, 1)), (positions, k))
+            cols = ops.columns(x, pads, kernel, stride, dilation, op,
+                               (0, *places, *taps, 1), (positions, k))
             y = ops.matmul(cols, ops.mT(ops.reshape(ops.permute(weight, (0, *taps, 1)),
                                                     (o, k))))
         else:
-            cols = ops.reshape(ops.permute(win, (1, *taps, 0, *places)), (k, positions))
+            cols = ops.columns(x, pads, kernel, stride, dilation, op,
+                               (1, *taps, 0, *places), (k, positions))
             y = ops.matmul(ops.mT(cols), ops.mT(ops.reshape(weight, (o, k))))
         if bias is not None:  # (along the product's rows: no copy of the output)
             y = ops.add_bias(y, bias, (o,))
@@ -307,7 +340,8 @@ def convolve(x, weight, bias, pads, stride, dilation, groups, op, ops=Recorded):
         # im2col with the batch inside the columns, (C, *kernel, N, *out): each group's
         # product is one GEMM over the whole batch, (O/G, k) @ (k, N*positions)
         last = False
-        cols = ops.reshape(ops.permute(win, (1, *taps, 0, *places)), (groups, k, positions))
+        cols = ops.columns(x, pads, kernel, stride, dilation, op, (1, *taps, 0, *places),
+                           (groups, k, positions))
         y = ops.matmul(ops.reshape(weight, (groups, o // groups, k)), cols)  # (G, O/G, N*pos)
         if bias is not None:
             y = ops.add_bias(y, bias, (groups, o // groups, 1))

@@ -147,10 +147,10 @@ class MaxPool(Function):
     def forward(ctx, x, kernel, stride, dilation, pads, op):
         be, d = x._be, len(kernel)
         with no_grad():
-            win = windows(pad(x, pads, _lowest(x.dtype), op), kernel, stride, dilation, op)
-            found = be.window_max(win._data, d)
+            xp = pad(x, pads, _lowest(x.dtype), op)
+            found = be.window_max(xp._data, kernel, stride, dilation)
             if found is None:
-                y, picked = _pick_in_windows(win, d)
+                y, picked = _pick_in_windows(windows(xp, kernel, stride, dilation, op), d)
             else:
                 y, picked = Tensor._wrap(found[0]), Tensor._wrap(found[1])
         ctx.in_shape, ctx.in_strides = x.shape, x.strides
