@@ -66,3 +66,26 @@ def test_sum_gradients_through_the_raw_view_equal_pytorch(device):
     a.sum().backward()
     a.grad.add_(1.0)  # the leaf's gradient is its own buffer, not the seed's view
     np.testing.assert_array_equal(a.grad.cpu().numpy(), np.full((3, 4), 2.0, np.float32))
+
+
+def test_a_full_sums_gradient_made_a_tensor_is_its_one_element_seen_everywhere():
+    """A node that takes tensors after a full sum gets the unreduced seed as a tensor:
+    one element, every stride 0, its views and gradients right."""
+    seed = np.full((), 3.0, np.float32)
+    t = hx.Tensor._wrap(CPU_BACKEND.unreduce(seed, (2, 3), (0, 1)))
+    assert t.shape == (2, 3) and t.strides == (0, 0) and t.offset == 0
+    assert np.shares_memory(t._storage.data, seed)
+    np.testing.assert_array_equal(t.numpy(), np.full((2, 3), 3.0, np.float32))
+    np.testing.assert_array_equal(t[1:, ::2].t().numpy(), np.full((2, 1), 3.0, np.float32))
+    # one element of another dtype under it (bytes reinterpreted) is not read this way
+    wide = np.zeros((), np.float64)
+    narrow = np.ndarray((2, 2), np.float32, wide, 0, (0, 0))
+    np.testing.assert_array_equal(hx.Tensor._wrap(narrow).numpy(), np.zeros((2, 2)))
+
+    rng = np.random.default_rng(1)
+    x0 = rng.standard_normal((3, 4)).astype(np.float32)
+    x, tx = hx.tensor(x0, requires_grad=True), torch.tensor(x0, requires_grad=True)
+    for v in (x, tx):
+        (v.t()[1:] * 2.0).sum().backward()
+        v.permute(1, 0).sum().backward()  # the permute's backward takes a tensor
+    np.testing.assert_array_equal(x.grad.numpy(), tx.grad.numpy())

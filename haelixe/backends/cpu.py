@@ -13,7 +13,7 @@ import numpy as np
 
 from .. import layout
 from ..device import CPU
-from ..dtype import LOW_FLOATS_NP
+from ..dtype import LOW_FLOATS_NP, from_numpy
 from ..storage import Storage, StorageAlias
 from . import cpu_jit, threads, tuning
 from .base import K_ADD, Backend, Kernel
@@ -345,8 +345,6 @@ class CPUBackend(Backend):
 
     def adopt(self, raw):
         raw = np.asarray(raw)
-        from ..dtype import from_numpy
-
         return storage_for(raw, CPU, from_numpy(raw.dtype))
 
     def make_view(self, storage, shape, strides, offset):
@@ -614,6 +612,14 @@ def storage_for(array: np.ndarray, device, dtype) -> tuple[Storage, tuple, int]:
     if array.flags.c_contiguous:
         return Storage(array, device, dtype, array.nbytes), None, 0
     isz = array.itemsize
+    base = array.base
+    if base.__class__ is np.ndarray and base.size == 1 and base.dtype == array.dtype:
+        # one element seen over a shape (a full sum's gradient, unreduced over its input:
+        # the implicit seed of loss.backward() as the next node's tensor): it starts at
+        # that element, every stride 0, found without reading data addresses
+        flat = base.reshape(-1)
+        return Storage(flat, device, dtype, flat.nbytes), \
+            tuple(s // isz for s in array.strides), 0
     if array.base is None and all(s > 0 for s in array.strides) and \
             _dense_in_some_order(array):
         # a fresh result laid out in another order (a ufunc's on a channels-last image):
