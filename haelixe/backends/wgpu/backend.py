@@ -83,14 +83,12 @@ class WGPU(Backend):
     def empty(self, shape, dtype, tag=None):
         """Uninitialised C-contiguous array. ``tag`` None or "activation" takes the tag of
         the enclosing ``memory.tagged`` block."""
-        dt = gd.storage_dtype(np.dtype(dtype) if not hasattr(dtype, "np") else dtype.np,
-                              "empty")
-        shape = tuple(int(n) for n in shape)
+        dt, hdtype = gd.stored(dtype)
+        shape = tuple(map(int, shape))
         n = math.prod(shape)
         block = self.allocator.allocate(gd.nbytes_physical(dt, n),
-                                        None if tag in (None, "activation") else tag)
-        storage = Storage(block, GPU, gd.haelixe_dtype(dt), n * dt.itemsize)
-        return GpuArray(storage, shape)
+                                        None if tag is None or tag == "activation" else tag)
+        return GpuArray(Storage(block, GPU, hdtype, n * dt.itemsize), shape)
 
     def full(self, shape, value, dtype, tag=None):
         out = self.empty(shape, dtype, tag)

@@ -76,6 +76,20 @@ def storage_dtype(dt, what: str = "a GPU array") -> np.dtype:
     return check_dtype(dt, what)
 
 
+def stored(dtype) -> tuple:
+    """(numpy dtype, haelixe DType) of a new GPU array of ``dtype`` (a numpy dtype or a
+    haelixe DType; others raise, see :func:`check_dtype`)."""
+    hit = _STORED.get(dtype)
+    if hit is None:
+        dt = storage_dtype(dtype.np if hasattr(dtype, "np") else np.dtype(dtype),
+                           "empty")
+        hit = _STORED[dtype] = (dt, haelixe_dtype(dt))
+    return hit
+
+
+_STORED: dict = {}  # every new array asks: dtype -> stored(dtype)
+
+
 def check_same_words(src, dst) -> None:
     """Refuse reading GPU memory of dtype ``src`` as ``dst`` (view(dtype)) unless both
     lay their elements out in words alike: float32 and int32 (one word each), bfloat16
@@ -109,24 +123,38 @@ def kind(dt) -> str:
     """'f32', 'bf16', 'f16', 'i32', 'i64' or 'bool' (int64 is 'i32' where it is stored
     as int32 words): the type a kernel computes in. A widened dtype has none (a kernel
     computing in i32 would not wrap at its width): a TypeError naming the fix."""
+    k = _KIND_OF.get(dt)
+    if k is not None:
+        return k
     dt = np.dtype(dt)
     if dt == I64:
-        return "i64" if int64_native() else "i32"
-    k = KIND.get(dt)
+        k = "i64" if int64_native() else "i32"
+    else:
+        k = KIND.get(dt)
     if k is None:
         raise TypeError(
             f"{dt.name} on the GPU: only conversions (.float(), .int(), .to(dtype)), copies, "
             f"views and moving back are available (WGSL has no {8 * dt.itemsize}-bit "
             f"integers, so other kernels could not wrap as {dt.name} must); convert first, "
             f"e.g. x.int() or x.float(), or compute on the CPU")
+    _KIND_OF[dt] = k
     return k
 
 
 def storage_kind(dt) -> str:
     """How an element of ``dt`` is loaded and stored: :func:`kind`, or 'i32' for the
     widened dtypes (for the copies and casts that move them)."""
-    dt = np.dtype(dt)
-    return "i32" if dt in WIDENED else kind(dt)
+    k = _STORAGE_KIND_OF.get(dt)
+    if k is None:
+        dt = np.dtype(dt)
+        k = _STORAGE_KIND_OF[dt] = "i32" if dt in WIDENED else kind(dt)
+    return k
+
+
+# dtype -> kind() / storage_kind(), filled on first use: every dispatch asks several
+# times, and the answer is fixed for the process (int64's storage is set at start)
+_KIND_OF: dict = {}
+_STORAGE_KIND_OF: dict = {}
 
 
 def wrap_to(expr: str, dt) -> str:
@@ -148,12 +176,15 @@ def is_float(dt) -> bool:
 def per_word(dt) -> int:
     """Elements per 32-bit word (2 for 16-bit floats), or -2 for 64-bit words (two words
     per element)."""
-    dt = np.dtype(dt)
-    if dt in PACKED:
-        return 2
-    if dt == I64 and int64_native():
-        return -2
-    return 1
+    k = _PER_WORD_OF.get(dt)
+    if k is None:
+        dt = np.dtype(dt)
+        k = 2 if dt in PACKED else -2 if dt == I64 and int64_native() else 1
+        _PER_WORD_OF[dt] = k
+    return k
+
+
+_PER_WORD_OF: dict = {}  # dtype -> per_word(), as _KIND_OF
 
 
 def nbytes_physical(dt, n: int) -> int:
