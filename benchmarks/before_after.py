@@ -14,8 +14,10 @@ batch 16 (AdamW, loss read every step), a makemore-style character RNN step (an
 embedding, the cell h = tanh(x @ Wx + h @ Wh + b) unrolled over 16 steps at batch 32,
 hidden 64, a cross-entropy per step, backward and AdamW) and, where a wgpu adapter
 exists, the GPU dispatches and submits of one denoiser step (counts: deterministic, one
-round). Ranges are min-max over the rounds; on a shared machine they are wide, and only
-a median ratio outside both sides' ranges says much.
+round) and the host's time recording an eager denoiser step (GPU_HOST: the queue's
+calls left out), per step and per dispatch. Ranges are min-max over the rounds; on a
+shared machine they are wide, and only a median ratio outside both sides' ranges says
+much.
 """
 
 from __future__ import annotations
@@ -136,6 +138,52 @@ print(json.dumps([s["dispatches"], s["submits"]]))
 """
 
 
+# The host's share of an eager GPU step: recording the denoiser's step (batch 2, so
+# that a software adapter's execution is small) up to loss.item(), less the time inside
+# the queue's submit and write_buffer; everything is submitted at the read-back
+# (HAELIXE_GPU_MAX_PENDING, set by the caller), so no early submit runs beside the
+# recording. Prints [host us per step (median of N), dispatches per step].
+GPU_HOST = """
+import json, os, sys, time, statistics, numpy as np, haelixe as hx
+from haelixe.data.sine import random_batch
+from haelixe.denoise import Denoiser
+from haelixe.nn import functional as F
+from haelixe.optim import AdamW
+hx.manual_seed(0)
+be = hx.Device.gpu().backend
+d = be.dispatcher
+class Queue:
+    def __init__(self, q): self.q, self.t = q, 0.0
+    def __getattr__(self, k): return getattr(self.q, k)
+    def _timed(self, f, *a):
+        t0 = time.perf_counter(); r = f(*a); self.t += time.perf_counter() - t0; return r
+    def submit(self, *a): return self._timed(self.q.submit, *a)
+    def write_buffer(self, *a): return self._timed(self.q.write_buffer, *a)
+d.queue = q = Queue(d.queue)
+model = Denoiser().to("gpu")
+opt = AdamW(model.parameters(), lr=1e-3, weight_decay=0.01)
+rng = np.random.default_rng(0)
+data = [tuple(hx.from_numpy(v).to("gpu") for v in random_batch(rng, 2, 32)) for _ in range(8)]
+def step(i):
+    x, y = data[i % 8]
+    opt.zero_grad(set_to_none=False)
+    loss = F.mse_loss(model(x), y)
+    loss.backward()
+    opt.step()
+    return loss
+for i in range(20): step(i).item()
+from haelixe.backends import cpu_jit
+if hasattr(cpu_jit, "wait"): cpu_jit.wait()
+host = []
+be.reset_stats()
+for i in range(N):
+    q.t = 0.0
+    t0 = time.perf_counter(); loss = step(i); host.append(time.perf_counter() - t0 - q.t)
+    loss.item()
+print(json.dumps([1e6 * statistics.median(host), be.stats()["dispatches"] / N]))
+"""
+
+
 def run(tree: str, code: str, extra_env: dict) -> object:
     env = dict(os.environ, PYTHONPATH=os.path.abspath(tree), OPENBLAS_NUM_THREADS="1",
                **extra_env)
@@ -210,6 +258,32 @@ def compare(trees: dict, envs: dict, args) -> None:
               f"{str(counts['after']):>22}")
     except RuntimeError as e:
         print(f"GPU counts skipped: {str(e).splitlines()[-1][:120]}")
+        return
+    if args.only in GPU_HOST_NAME:
+        gpu_host(trees, envs, args)
+
+
+GPU_HOST_NAME = "GPU host, denoiser batch 2 (us/step)"
+
+
+def gpu_host(trees: dict, envs: dict, args) -> None:
+    """GPU_HOST in alternating rounds: the host's microseconds per eager step, and per
+    dispatch."""
+    code = f"N = {args.n}\n" + GPU_HOST
+    times = {k: [] for k in trees}
+    per = {}
+    for r in range(args.rounds):
+        for k in (list(trees) if r % 2 == 0 else list(trees)[::-1]):
+            host, per[k] = run(trees[k], code, {"HAELIXE_GPU_MAX_PENDING": "100000",
+                                                **envs[k]})
+            times[k].append(host)
+    med = {k: statistics.median(v) for k, v in times.items()}
+    cells = [f"{med[k]:8.1f} ({min(v):.1f}-{max(v):.1f})" for k, v in times.items()]
+    ratios = sorted(a / b for a, b in zip(times["after"], times["before"]))
+    print(f"{GPU_HOST_NAME:<36}{cells[0]:>22}{cells[1]:>22}"
+          f"{med['after'] / med['before']:>10.2f}x ({ratios[0]:.2f}-{ratios[-1]:.2f})")
+    print(f"{'  per dispatch (us)':<36}" + "".join(
+        f"{med[k] / per[k]:>16.1f} ({per[k]:.0f})" for k in trees))
 
 
 if __name__ == "__main__":
