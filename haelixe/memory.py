@@ -57,6 +57,8 @@ _TAG_SET = frozenset(TAGS)
 # -- size classes ------------------------------------------------------------------------
 
 def _check_nbytes(nbytes) -> int:
+    if nbytes.__class__ is int and nbytes >= 0:  # (every allocation asks)
+        return nbytes
     if not isinstance(nbytes, (int, np.integer)) or isinstance(nbytes, bool):
         raise TypeError(f"allocation size must be an integer, got {nbytes!r}")
     if nbytes < 0:

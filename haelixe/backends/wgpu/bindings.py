@@ -36,8 +36,11 @@ def layout_entries(bindings, meta_window_bytes: int) -> list:
 class BindGroupCache:
     """Least-recently-used bind groups keyed by (layout, buffers)."""
 
-    def __init__(self, device, meta_buffer, meta_window_bytes: int, capacity: int = 4096):
+    def __init__(self, device, meta_buffer, meta_window_bytes: int, counters=None,
+                 capacity: int = 4096):
         self.device = device
+        #: a dict whose "bind_groups" counts the groups made (the dispatcher's counters)
+        self.counters = {"bind_groups": 0} if counters is None else counters
         self.meta_buffer = meta_buffer
         self.window = meta_window_bytes
         self.capacity = capacity
@@ -59,6 +62,7 @@ class BindGroupCache:
                 "buffer": buf, "offset": 0, "size": buf.size}})
         group = self.device.create_bind_group(layout=layout, entries=entries)
         self.created += 1
+        self.counters["bind_groups"] += 1
         # the value holds the layout and buffers: their ids cannot be reused meanwhile
         self._groups[key] = (group, (layout, *buffers))
         for buf in buffers:

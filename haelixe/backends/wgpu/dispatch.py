@@ -75,7 +75,11 @@ class Dispatcher:
         self._modules: dict[str, object] = {}
         self._module_labels: dict[str, str] = {}  # WGSL source -> "file:entry"
         self._pipelines: dict[KernelSpec, tuple] = {}
-        self._groups = BindGroupCache(self.device, self._meta_buf, 4 * META_WINDOW_INTS)
+        self.counters = dict.fromkeys(
+            ("dispatches", "submits", "bind_groups", "pipelines_compiled", "uploads",
+             "upload_bytes", "downloads", "download_bytes", "replays"), 0)
+        self._groups = BindGroupCache(self.device, self._meta_buf, 4 * META_WINDOW_INTS,
+                                      self.counters)
         self._encoder = None
         self._pass = None
         self._pending = 0
@@ -88,9 +92,6 @@ class Dispatcher:
         self._errors = None  # the device-side checks' error words (see error_words)
         self._sites: list = []  # (error class, message) of each check site, 1-based
         self._site_ids: dict = {}
-        self.counters = dict.fromkeys(
-            ("dispatches", "submits", "bind_groups", "pipelines_compiled", "uploads",
-             "upload_bytes", "downloads", "download_bytes", "replays"), 0)
         #: the DispatchTimer while a profile times each dispatch on the device; else None
         self.timer = None
         self._ahead_flops = 0  # long work submitted at once since the last read-back
@@ -137,11 +138,11 @@ class Dispatcher:
         order of ``spec.bindings`` and ``meta`` (ints) is binding 0. Returns the
         dispatch's slot in :attr:`timer` while one times them (else None)."""
         pipe, layout = self.pipeline(spec)
-        meta = np.asarray(meta, np.int32)
-        if meta.size > META_WINDOW_INTS:
-            raise ValueError(f"{spec.file}:{spec.entry}: {meta.size} metadata ints exceed "
+        size = len(meta)  # (a list of ints, or an array: numpy converts it as it copies)
+        if size > META_WINDOW_INTS:
+            raise ValueError(f"{spec.file}:{spec.entry}: {size} metadata ints exceed "
                              f"the window of {META_WINDOW_INTS}")
-        n = -(-max(meta.size, 1) // self.align_ints) * self.align_ints
+        n = -(-max(size, 1) // self.align_ints) * self.align_ints
         with self._lock:
             timer = self.timer
             if (self._pending >= self.max_pending
@@ -149,11 +150,9 @@ class Dispatcher:
                     or (timer is not None and timer.full())):
                 self.flush()
             start = self._meta_used
-            self._meta_host[start:start + meta.size] = meta
+            self._meta_host[start:start + size] = meta
             self._meta_used += n
-            before = self._groups.created
             group = self._groups.get(layout, buffers)
-            self.counters["bind_groups"] += self._groups.created - before
             if self._staged:
                 self._unstage_written(spec, buffers)
             slot = None

@@ -40,8 +40,11 @@ def f32_bits(x: float) -> int:
 
 def broadcast_shapes(*shapes) -> tuple:
     """numpy's broadcasting of shapes, with an error naming them."""
-    first = shapes[0] if shapes else ()
-    if all(s == first for s in shapes):  # (most calls: numpy's costs a microsecond)
+    # (most calls: shapes that agree, or a batch shape beside a matrix's (); numpy's
+    # rule costs a microsecond)
+    given = [s for s in shapes if s] or [()]
+    first = given[0]
+    if all(s == first for s in given):
         return tuple(first)
     try:
         return tuple(np.broadcast_shapes(*shapes))
@@ -51,6 +54,8 @@ def broadcast_shapes(*shapes) -> tuple:
 
 def broadcast_strides(a: GpuArray, shape) -> tuple:
     """Strides that read ``a`` as if broadcast to ``shape`` (0 on broadcast dims)."""
+    if a.shape == shape and 1 not in shape:  # (the common case, without the loop)
+        return a.strides
     lead = len(shape) - a.ndim
     if lead < 0:
         raise ValueError(f"cannot broadcast shape {a.shape} to {tuple(shape)}")

@@ -261,8 +261,8 @@ def matmul(be, a, b, bias=None, activation=None, want_pre=False, want_row_sums=F
     if b.ndim == 1:
         b = b.view((b.shape[0], 1), (b.strides[0], 0), b.offset)
         squeeze.append(-1)
-    if ((a.dtype != b.dtype and out_dtype is None)
-            or any(gd.kind(t.dtype) not in gd.FLOAT_KINDS for t in (a, b))):
+    if ((a.dtype != b.dtype and out_dtype is None) or gd.kind(a.dtype) not in gd.FLOAT_KINDS
+            or gd.kind(b.dtype) not in gd.FLOAT_KINDS):
         raise TypeError(f"matmul: needs float32, bfloat16 or float16 operands of one "
                         f"dtype, got {a.dtype} and {b.dtype}")
     out_dtype = a.dtype if out_dtype is None else gd.check_dtype(out_dtype, "matmul")
@@ -296,7 +296,7 @@ def matmul(be, a, b, bias=None, activation=None, want_pre=False, want_row_sums=F
                               for r, t in zip(rounds[:2], (a, b)))
             variant = choose(M, N, K, nbatch, *modes, sixteen_bit)
             if be.context.software:  # LLVM compiles unrolled steps slowly; loops run as fast
-                variant = variant._replace(tile=variant.tile._replace(unrolled=False))
+                variant = _rolled(variant)
         if nbatch * variant.splits > 65535:
             if variant.splits == 1:
                 raise ValueError(f"matmul: {nbatch} batch matrices exceed one dispatch "
@@ -313,6 +313,12 @@ def matmul(be, a, b, bias=None, activation=None, want_pre=False, want_row_sums=F
     if want_row_sums:
         return out, sums
     return (out, pre) if want_pre else out
+
+
+@functools.lru_cache(maxsize=256)  # (asked per product on a software adapter)
+def _rolled(variant: Variant) -> Variant:
+    """``variant`` with its tile's steps as loops, not unrolled."""
+    return variant._replace(tile=variant.tile._replace(unrolled=False))
 
 
 def _round_kind(dtype) -> str:
@@ -349,7 +355,7 @@ def windows_matmul(be, a, x, kernel, stride, pad, dilation, out_size, groups: in
     if variant is None:
         variant = choose(M, N, K, groups, *modes)
         if be.context.software:
-            variant = variant._replace(tile=variant.tile._replace(unrolled=False))
+            variant = _rolled(variant)
     tile = variant.tile
     if tile.threads % (tile.bn // 4):
         raise ValueError(f"matmul: tile {tile} cannot read windows (its invocations are "
