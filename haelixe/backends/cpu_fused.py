@@ -72,27 +72,28 @@ class CompiledCPUBackend(CPUBackend):
         if out.strides[0] < out.strides[1]:  # (the outer loop over the outer dim)
             out, cols = out.swapaxes(0, 1), cols.swapaxes(0, 1)
         if abs(out.strides[1]) < abs(out.strides[3]):  # (channels-last: them innermost)
-            kernels().sum_windows_2d_lead_inner(cols, out, *stride, *dilation)
+            kernels().sum_windows_channels_last(cols.transpose(0, 4, 5, 2, 3, 1),
+                                                out.transpose(0, 2, 3, 1), *stride, *dilation)
         else:
             kernels().sum_windows_2d(cols, out, *stride, *dilation)
         return True
 
     @composed_while_loading
     def windows_into(self, out, x, before, kernel, stride, dilation):
-        # columns with the channels innermost (a channels-last image's), two lead dims
-        # and one or two windowed ones, float32/64: one compiled pass, where the
-        # composed form pads a copy of x and then copies its windows in runs of one
-        # cell. (Columns whose positions run innermost copy in runs of a row, at
-        # numpy's memory speed: the composed form is as fast there, on large images
-        # faster.)
+        # two lead dims and one or two windowed ones, float32/64: one compiled pass,
+        # where the composed form pads a copy of x and then copies its windows
         d = len(kernel)
         if d not in (1, 2) or x.ndim != 2 + d or x.dtype not in _JIT_FLOATS \
-                or out.dtype != x.dtype or abs(out.strides[1]) >= abs(out.strides[-1]):
+                or out.dtype != x.dtype:
             return False
         if d == 1:  # (a 1-tall image)
             x, out = x[:, :, None], out[:, :, None, :, None]
             before, stride, dilation = (0, *before), (1, *stride), (1, *dilation)
-        kernels().padded_windows_2d_lead_inner(x, out, *before, *stride, *dilation)
+        if abs(out.strides[1]) < abs(out.strides[-1]):  # (the channels innermost)
+            kernels().padded_windows_2d_lead_inner(x, out, *before, *stride, *dilation)
+        else:  # (the columns' own order: (C, *kernel, N, *positions))
+            kernels().padded_windows_2d(x, out.transpose(1, 2, 3, 0, 4, 5), *before,
+                                        *stride, *dilation)
         return True
 
     @composed_while_loading

@@ -452,19 +452,52 @@ def sum_windows_2d(cols, out, sh, sw, dh, dw):
 
 
 @njit(**JIT)
-def sum_windows_2d_lead_inner(cols, out, sh, sw, dh, dw):
-    """sum_windows_2d with the second lead dim innermost: for a channels-last image's
-    gradient, whose channels are its smallest stride (the loop over positions then
-    steps by the channel count in both arrays)."""
-    na, nb, kh, kw, ho, wo = cols.shape
+def sum_windows_channels_last(cols, out, sh, sw, dh, dw):
+    """sum_windows_2d with the channels innermost, for a channels-last image's
+    gradient: cols (N, ho, wo, kh, kw, C), out (N, H, W, C), each window's cells added
+    for all the channels in one loop, along memory where both are channels-last (the
+    compiler then vectorises it)."""
+    na, ho, wo, kh, kw, nc = cols.shape
     for a in range(na):
-        for t in range(kh * kw):  # (each kernel offset, then every window's cell there)
-            i, j = t // kw, t % kw
-            for y in range(ho):
-                for x in range(wo):
-                    r, c = y * sh + i * dh, x * sw + j * dw
-                    for b in range(nb):
-                        out[a, b, r, c] += cols[a, b, i, j, y, x]
+        for y in range(ho):
+            for x in range(wo):
+                for i in range(kh):
+                    for j in range(kw):
+                        r, c = y * sh + i * dh, x * sw + j * dw
+                        for b in range(nc):
+                            out[a, r, c, b] += cols[a, y, x, i, j, b]
+
+
+@njit(**JIT)
+def padded_windows_2d(x, out, ph, pw, sh, sw, dh, dw):
+    """im2col in one pass: out[c, i, j, a, y, s] = x[a, c, y*sh + i*dh - ph,
+    s*sw + j*dw - pw], zero where that cell lies in the padding: the windows of x
+    (a, c, H, W) zero-padded by (ph, pw) cells before its two windowed dims (out's
+    positions say how far the padding after reaches), with no padded copy of x, in
+    the columns' order (C, *kernel, N, *positions): each row of positions one run."""
+    nc, kh, kw, na, ho, wo = out.shape
+    h, w = x.shape[2], x.shape[3]
+    for c in range(nc):
+        for i in range(kh):
+            for j in range(kw):
+                # (the positions whose column s*sw + j*dw - pw is inside x)
+                first = min(wo, max(0, (pw - j * dw + sw - 1) // sw))
+                end = max(first, min(wo, (w - 1 + pw - j * dw) // sw + 1))
+                for a in range(na):
+                    for y in range(ho):
+                        r = y * sh + i * dh - ph
+                        inside = (r >= 0) & (r < h)
+                        for s in range(first if inside else wo):
+                            out[c, i, j, a, y, s] = 0
+                        if not inside:
+                            continue
+                        # (unsigned indices, known not to be negative: numba then
+                        # leaves out its wraparound test, and the copy vectorises)
+                        for s in range(first, end):
+                            out[c, i, j, a, y, np.uintp(s)] = \
+                                x[a, c, r, np.uintp(s * sw + j * dw - pw)]
+                        for s in range(end, wo):
+                            out[c, i, j, a, y, np.uintp(s)] = 0
 
 
 @njit(**JIT)
