@@ -54,19 +54,24 @@ def broadcast_shapes(*shapes) -> tuple:
 
 def broadcast_strides(a: GpuArray, shape) -> tuple:
     """Strides that read ``a`` as if broadcast to ``shape`` (0 on broadcast dims)."""
-    if a.shape == shape and 1 not in shape:  # (the common case, without the loop)
-        return a.strides
-    lead = len(shape) - a.ndim
+    return broadcast_strides_of(a.shape, a.strides, shape)
+
+
+def broadcast_strides_of(a_shape, a_strides, shape) -> tuple:
+    """:func:`broadcast_strides` of a layout given as its shape and strides."""
+    if a_shape == shape and 1 not in shape:  # (the common case, without the loop)
+        return a_strides
+    lead = len(shape) - len(a_shape)
     if lead < 0:
-        raise ValueError(f"cannot broadcast shape {a.shape} to {tuple(shape)}")
+        raise ValueError(f"cannot broadcast shape {a_shape} to {tuple(shape)}")
     out = [0] * lead
-    for n, s, target in zip(a.shape, a.strides, shape[lead:]):
+    for n, s, target in zip(a_shape, a_strides, shape[lead:]):
         if n == target:
             out.append(s if n != 1 else 0)
         elif n == 1:
             out.append(0)
         else:
-            raise ValueError(f"cannot broadcast shape {a.shape} to {tuple(shape)}")
+            raise ValueError(f"cannot broadcast shape {a_shape} to {tuple(shape)}")
     return tuple(out)
 
 

@@ -30,7 +30,7 @@ from typing import NamedTuple
 from . import dtypes as gd
 from .array import GpuArray
 from .expr import trace
-from .geometry import broadcast_shapes, broadcast_strides, grid, meta_block
+from .geometry import broadcast_shapes, broadcast_strides_of, grid, meta_block
 from .pairs import PACKED_KINDS
 from .shaders import kernel, only_sections, read_shader
 
@@ -174,18 +174,17 @@ def choose(M: int, N: int, K: int, nbatch: int, a_mode: str = "a_gen",
     return Variant(medium if count(medium) >= FULL_WAVE else TILES["64x64"])
 
 
-def _batch_view(x: GpuArray) -> GpuArray:
-    return x.view(x.shape[:-2], x.strides[:-2], x.offset)
+def _batch_strides(x: GpuArray, batch) -> tuple:
+    """The strides of ``x``'s batch dims (all but its last two) broadcast to ``batch``."""
+    return broadcast_strides_of(x.shape[:-2], x.strides[:-2], batch)
 
 
-def _vec4_mode(x: GpuArray, bstrides, inner: str, outer: str) -> str:
-    """How to fetch the tile of a (..., R, C) operand whose batch strides (broadcast over
-    the product's batch) are ``bstrides``: ``outer`` ("m4" / "n4") when it is contiguous
-    along R, ``inner`` ("k4") along C, with every index a multiple of 4 so that vec4
-    loads are aligned; "gen" otherwise."""
-    rows, cols = x.shape[-2:]
-    sr, sc = x.strides[-2:]
-    aligned = x.offset % 4 == 0 and all(s % 4 == 0 for s in bstrides)
+def _vec4_mode(rows, cols, sr, sc, offset, bstrides, inner: str, outer: str) -> str:
+    """How to fetch the tile of a (..., rows, cols) operand with strides (sr, sc) whose
+    batch strides (broadcast over the product's batch) are ``bstrides``: ``outer``
+    ("m4" / "n4") when it is contiguous along rows, ``inner`` ("k4") along cols, with
+    every index a multiple of 4 so that vec4 loads are aligned; "gen" otherwise."""
+    aligned = offset % 4 == 0 and all(s % 4 == 0 for s in bstrides)
     if aligned and sr == 1 and rows % 4 == 0 and (cols == 1 or sc % 4 == 0):
         return outer
     if aligned and sc == 1 and cols % 4 == 0 and (rows == 1 or sr % 4 == 0):
@@ -194,13 +193,14 @@ def _vec4_mode(x: GpuArray, bstrides, inner: str, outer: str) -> str:
 
 
 def _a_mode(a, bstrides) -> str:
-    return "a_" + _vec4_mode(a, bstrides, "k4", "m4")
+    (rows, cols), (sr, sc) = a.shape[-2:], a.strides[-2:]
+    return "a_" + _vec4_mode(rows, cols, sr, sc, a.offset, bstrides, "k4", "m4")
 
 
 def _b_mode(b, bstrides) -> str:
-    bt = b.view(b.shape[:-2] + (b.shape[-1], b.shape[-2]),
-                b.strides[:-2] + (b.strides[-1], b.strides[-2]), b.offset)
-    return "b_" + _vec4_mode(bt, bstrides, "k4", "n4")
+    # (read as B^T: its columns are the rows of the tile)
+    (rows, cols), (sr, sc) = b.shape[-2:], b.strides[-2:]
+    return "b_" + _vec4_mode(cols, rows, sc, sr, b.offset, bstrides, "k4", "n4")
 
 
 def _emit(value: str, index: str, n: str, width: int, bias: bool, pre: bool, act,
@@ -289,7 +289,7 @@ def matmul(be, a, b, bias=None, activation=None, want_pre=False, want_row_sums=F
     if out.size:
         # (each operand's batch strides, worked out once: the load modes and the
         # metadata both read them)
-        bstrides = tuple(broadcast_strides(_batch_view(t), batch) for t in (a, b))
+        bstrides = (_batch_strides(a, batch), _batch_strides(b, batch))
         modes = _a_mode(a, bstrides[0]), _b_mode(b, bstrides[1])
         if variant is None:
             sixteen_bit = any(r is not None or gd.kind(t.dtype) != "f32"
@@ -350,7 +350,7 @@ def windows_matmul(be, a, x, kernel, stride, pad, dilation, out_size, groups: in
     batch = (groups,)
     group_stride = c // groups * x.strides[1]
     b = x.view((groups, K, N), (group_stride, 0, 0), x.offset)
-    bstrides = (broadcast_strides(_batch_view(a), batch), (group_stride,))
+    bstrides = (_batch_strides(a, batch), (group_stride,))
     modes = (_a_mode(a, bstrides[0]), "b_win")
     if variant is None:
         variant = choose(M, N, K, groups, *modes)
