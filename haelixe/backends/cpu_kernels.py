@@ -448,7 +448,9 @@ def sum_windows_2d(cols, out, sh, sw, dh, dw):
                     for y in range(ho):
                         r = y * sh + i * dh
                         for x in range(wo):
-                            out[a, b, r, x * sw + j * dw] += cols[a, b, i, j, y, x]
+                            # (an unsigned index, known not to be negative: numba then
+                            # leaves out its wraparound test, and the loop vectorises)
+                            out[a, b, r, np.uintp(x * sw + j * dw)] += cols[a, b, i, j, y, x]
 
 
 @njit(**JIT)
