@@ -185,6 +185,12 @@ def bench_attention(b: Bench, shape, causal: bool) -> dict:
         out, lse = be.attention(gq, gk, gv, causal, scale)
         return be.attention_backward(gq, gk, gv, out, lse, gg, causal, scale)
 
+    # calls a round: enough for ROUND_S of work where the call is short (a round of a few
+    # calls of a short shape timed mostly the host's submit and the read-back), the same
+    # number for both sides
+    iters = b.iters
+    b.iters = calls_for(fwd_bwd, be.synchronize, b.iters)
+    res["iters"] = b.iters
     res["haelixe_fwd"] = b.hx_time(fwd)
     res["haelixe_fwd_bwd"] = b.hx_time(fwd_bwd)
     res["haelixe_fwd_tflops"] = attention_flops(shape, causal) / res["haelixe_fwd"]["median"] / 1e12
@@ -209,7 +215,21 @@ def bench_attention(b: Bench, shape, causal: bool) -> dict:
         res["torch_fwd_bwd"] = b.torch_time(tfwd_bwd)
         res["ratio_fwd"] = res["torch_fwd"]["median"] / res["haelixe_fwd"]["median"]
         res["ratio_fwd_bwd"] = res["torch_fwd_bwd"]["median"] / res["haelixe_fwd_bwd"]["median"]
+    b.iters = iters
     return res
+
+
+ROUND_S = 0.05
+
+
+def calls_for(run, sync, least: int) -> int:
+    """Calls of ``run`` a timed round takes: ``least``, or as many as ROUND_S holds."""
+    run()
+    sync()
+    t0 = time.perf_counter()
+    run()
+    sync()
+    return max(least, min(200, math.ceil(ROUND_S / max(time.perf_counter() - t0, 1e-6))))
 
 
 # -- variant sweep -----------------------------------------------------------------------
@@ -323,13 +343,14 @@ def _with_variant(run, variant):
     return forced
 
 
-QUICK_PLANS = {
-    64: {"attention_forward": [(1, 128, 32), (1, 128, 16)],
-         "attention_dq": [(1, 128, 16), (2, 128, 16), (2, 64, 16)],
-         "attention_dkdv": [(1, 128, 16), (2, 128, 16), (2, 64, 16)]},
-    128: {"attention_forward": [(1, 128, 16), (2, 128, 16), (2, 64, 16)],
-          "attention_dq": [(1, 128, 16), (2, 128, 16), (4, 64, 16)],
-          "attention_dkdv": [(1, 64, 16), (2, 128, 16), (2, 64, 16), (4, 64, 16)]},
+QUICK_PLANS = {  # (invocations per row, rows per workgroup, block, rows an invocation)
+    64: {"attention_forward": [(2, 128, 8, 2), (1, 256, 16, 1), (4, 128, 8, 4)],
+         "attention_dq": [(1, 128, 16, 1), (2, 128, 16, 1), (2, 64, 16, 1)],
+         "attention_dkdv": [(1, 128, 16, 1), (2, 128, 16, 1), (2, 64, 16, 1)]},
+    128: {"attention_forward": [(4, 128, 8, 2), (1, 256, 16, 1), (8, 128, 8, 4)],
+          "attention_dq": [(1, 128, 16, 1), (2, 128, 16, 1), (4, 64, 16, 1)],
+          "attention_dkdv": [(1, 64, 16, 1), (2, 128, 16, 1), (2, 64, 16, 1),
+                             (4, 64, 16, 1)]},
 }
 
 
@@ -346,21 +367,24 @@ def sweep_attention(b: Bench, shapes, out: list, save=lambda: None, quick=False)
         scale = 1.0 / math.sqrt(hd)
         o, lse = be.attention(q, k, v, False, scale)
         for entry in ("attention_forward", "attention_dq", "attention_dkdv"):
-            chosen = at.plan(entry, hd, hd, limit, seq, be.context.software)
+            chosen = at.plan(entry, hd, hd, limit, seq, be.context.software,
+                             be.context.has("subgroup") and entry in at.SHUFFLE_ENTRIES)
             row = {"shape": list(shape), "entry": entry, "times": {},
-                   "chosen": f"{chosen.p},{chosen.bq},{chosen.bk}"}
+                   "chosen": f"{chosen.p},{chosen.bq},{chosen.bk},{chosen.r}"}
+            rows = (1, 2, 4) if entry == "attention_forward" else (1,)
             candidates = QUICK_PLANS[hd][entry] if quick else [
-                (p, bq, bk) for p in (1, 2, 4) for bq in (64, 128) for bk in (16, 32)]
-            for p, bq, bk in candidates:
-                if bq * p > 256 or (hd // 4) % p or \
-                        at._shared_bytes(entry, hd // 4, hd // 4, p, bq, bk) > limit:
+                (p, bq, bk, r) for p in (1, 2, 4) for bq in (64, 128) for bk in (8, 16)
+                for r in rows]
+            for p, bq, bk, r in candidates:
+                if bq // r * p > 256 or (hd // 4) % p or \
+                        at._shared_bytes(entry, hd // 4, hd // 4, p, bq, bk, rows=r) > limit:
                     continue
                 run = _attention_runner(be, entry, (q, k, v, o, lse, g), scale,
-                                        {entry: at.Plan(p, bq, bk)})
+                                        {entry: at.Plan(p, bq, bk, 0, r)})
                 try:
-                    row["times"][f"{p},{bq},{bk}"] = b.hx_time(run)["median"]
+                    row["times"][f"{p},{bq},{bk},{r}"] = b.hx_time(run)["median"]
                 except Exception as err:
-                    row["times"][f"{p},{bq},{bk}"] = repr(err)[:120]
+                    row["times"][f"{p},{bq},{bk},{r}"] = repr(err)[:120]
             if entry == "attention_forward":
                 _sweep_tiled(b, row, (q, k, v, o, lse, g), scale, limit)
             _finish(row, f"attention {shape} {entry}", out, save)

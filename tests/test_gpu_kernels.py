@@ -290,15 +290,17 @@ def check_attention(be, q, k, v, causal, scale, mask=None, plans=None, tol=2e-5,
                                    err_msg=name)
 
 
-@pytest.mark.parametrize("p,bq,bk,kg", [(1, 16, 4, 4), (2, 32, 8, 4), (4, 16, 16, 8),
-                                        (2, 64, 16, 8), (1, 32, 8, 0)])
-def test_attention_every_plan(be, p, bq, bk, kg):
-    """Invocations per row (head-dim slices summed through workgroup memory), rows per
-    workgroup, block lengths and unrolled steps, in all three kernels, on lengths that
-    fit no block."""
+@pytest.mark.parametrize("p,bq,bk,kg,r", [(1, 16, 4, 4, 1), (2, 32, 8, 4, 1),
+                                          (4, 16, 16, 8, 1), (2, 64, 16, 8, 1),
+                                          (1, 32, 8, 0, 1), (2, 32, 8, 4, 2),
+                                          (1, 16, 8, 4, 4), (4, 32, 4, 4, 4)])
+def test_attention_every_plan(be, p, bq, bk, kg, r):
+    """Invocations per row (head-dim slices summed by shuffles or through workgroup
+    memory), rows per workgroup, block lengths, unrolled steps and the forward's rows per
+    invocation, in all three kernels, on lengths that fit no block."""
     from haelixe.backends.wgpu.attention import Plan
 
-    plan = Plan(p, bq, bk, kg)
+    plan = Plan(p, bq, bk, kg, r)
     plans = dict.fromkeys(("attention_forward", "attention_dq", "attention_dkdv"), plan)
     rng = np.random.default_rng(p * bq + bk)
     for causal, (sq, sk) in ((False, (19, 23)), (True, (37, 30))):
@@ -308,14 +310,14 @@ def test_attention_every_plan(be, p, bq, bk, kg):
         check_attention(be, q, k, v, causal, 0.3, plans=plans)
 
 
-@pytest.mark.parametrize("p", [2, 4])
-def test_attention_slices_summed_through_workgroup_memory_without_subgroups(be, p):
+@pytest.mark.parametrize("p,r", [(2, 1), (4, 1), (2, 2), (4, 4)])
+def test_attention_slices_summed_through_workgroup_memory_without_subgroups(be, p, r):
     """Where the adapter has subgroups, a row's slices add their partial dot products by
     subgroup shuffles; without, through workgroup memory: both give the same results."""
     from haelixe.backends.wgpu.attention import Plan
 
     plans = dict.fromkeys(("attention_forward", "attention_dq", "attention_dkdv"),
-                          Plan(p, 16, 8, 4))
+                          Plan(p, 16, 8, 4, r))
     rng = np.random.default_rng(p)
     q, k, v = (rng.standard_normal((2, 21, 16)).astype(np.float32) for _ in range(3))
     saved = be.context.features

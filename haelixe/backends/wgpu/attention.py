@@ -94,6 +94,7 @@ class Plan(NamedTuple):
     bq: int  # rows per workgroup
     bk: int  # keys (queries) per block through workgroup memory
     kg: int = 0  # of which an inner step takes (unrolled); 0: all bk
+    r: int = 1  # rows an invocation holds (the forward: 1, 2 or 4)
 
 
 class TiledPlan(NamedTuple):
@@ -229,19 +230,34 @@ _DOTS = {
 }
 
 
-def _dots(entry: str) -> str:
+def _dots(entry: str, rows: int = 1) -> str:
     """The kernel's score / dprob (a register slice dotted with row j of a tile) and
-    accumulate / add_dv / add_dk (x times row j of a tile added into a slice)."""
+    accumulate / add_dv / add_dk (x times row j of a tile added into a slice). A slice
+    holds every P-th vec4 (part, part + P, ...): the P slices of a row then read
+    neighbouring vec4s of a tile row, in different banks. The forward's score and
+    accumulate serve ``rows`` rows (registers rq<r>_<i>, ro<r>_<i>) with one read of the
+    tile: score gives the rows' scores in a vec4, accumulate takes their weights so."""
+    if entry == "attention_forward":
+        sums = ", ".join([f"hsum(d{r})" for r in range(rows)] + ["0.0"] * (4 - rows))
+        return (f"fn score(j: i32) -> vec4<f32> {{\n    let b = j * D4 + part;\n"
+                f"    @unroll(DQ) let kv#i = k_tile[b + P * #i];\n"
+                f"    @unroll(R) var d#i = vec4<f32>();\n"
+                f"    @unroll(R) @unroll(DQ) d#i = fma(rq#i_#j, kv#j, d#i);\n"
+                f"    return vec4<f32>({sums});\n}}\n"
+                f"fn accumulate(j: i32, x: vec4<f32>) {{\n    let b = j * V4 + part;\n"
+                f"    @unroll(DV) let vv#i = v_tile[b + P * #i];\n"
+                f"    @unroll(R) @unroll(DV) ro#i_#j = fma(vec4<f32>(x[#i]), vv#j, "
+                f"ro#i_#j);\n}}")
     dots, axpys = _DOTS[entry]
     out = []
     for name, regs, tile, row, per in dots:
-        out.append(f"fn {name}(j: i32) -> f32 {{\n    let b = j * {row} + part * {per};\n"
+        out.append(f"fn {name}(j: i32) -> f32 {{\n    let b = j * {row} + part;\n"
                    f"    var d = vec4<f32>();\n"
-                   f"    @unroll({per}) d = fma({regs}#i, {tile}[b + #i], d);\n"
+                   f"    @unroll({per}) d = fma({regs}#i, {tile}[b + P * #i], d);\n"
                    f"    return hsum(d);\n}}")
     for name, regs, tile, row, per in axpys:
-        out.append(f"fn {name}(j: i32, x: f32) {{\n    let b = j * {row} + part * {per};\n"
-                   f"    @unroll({per}) {regs}#i = fma(vec4<f32>(x), {tile}[b + #i], "
+        out.append(f"fn {name}(j: i32, x: f32) {{\n    let b = j * {row} + part;\n"
+                   f"    @unroll({per}) {regs}#i = fma(vec4<f32>(x), {tile}[b + P * #i], "
                    f"{regs}#i);\n}}")
     return "\n".join(out)
 
@@ -277,6 +293,8 @@ def plan(entry: str, dqk: int, dv: int, workgroup_bytes: int, n_rows: int,
     a fully unrolled block of a 64-wide head in minutes (and a 128-wide one held by one
     invocation in 16 s, by four in 3)."""
     d4, v4 = -(-dqk // 4), -(-dv // 4)
+    if entry == "attention_forward" and not software:
+        return _forward_plan(d4, v4, workgroup_bytes, n_rows, subgroups)
     held = {"attention_forward": d4 + v4, "attention_dq": 2 * d4 + v4,
             "attention_dkdv": 2 * (d4 + v4)}[entry]
     p = 1
@@ -296,19 +314,51 @@ def plan(entry: str, dqk: int, dv: int, workgroup_bytes: int, n_rows: int,
     return Plan(p, bq, bk, 4 if software else bk)
 
 
-def _slots(entry: str) -> int:
-    return 1 if entry == "attention_forward" else 2
+# The forward on GPUs: FORWARD_ROWS rows an invocation, its head-dim vectors (q and o)
+# split over P invocations until they hold at most FORWARD_VEC4 vec4s, 128 rows a
+# workgroup (64 up to 256 rows), blocks of FORWARD_BK keys. On an H200 (with the next
+# block fetched during the current one) (8, 16, 4096, 64) took 18.0 ms with 2 rows and
+# 2 slices against 20.5 with 1 and 1 (causal 9.9 against 11.8), (4, 16, 4096, 128) 23.2
+# with 2 rows and 4 slices against 29.3 with 1 and 1 (causal 12.9 against 17.2), and
+# (16, 8, 512, 64) 0.52 ms against 0.59; 4 rows an invocation, blocks of 4, 16 or 32 keys
+# and 64 or 256 rows a workgroup ran slower.
+FORWARD_ROWS = 2
+FORWARD_VEC4 = 32
+FORWARD_BK = 8
 
 
-def _shared_bytes(entry, d4, v4, p, bq, bk, subgroups: bool = False) -> int:
+def _forward_plan(d4: int, v4: int, workgroup_bytes: int, n_rows: int,
+                  subgroups: bool) -> Plan:
+    r, p = FORWARD_ROWS, 1
+    while (r * (d4 + v4) > FORWARD_VEC4 * p and p < 4 and d4 % (2 * p) == 0
+           and v4 % (2 * p) == 0):
+        p *= 2
+    if r * (d4 + v4) > FORWARD_VEC4 * p:  # a head dim that splits no further
+        r = 1
+    bq = 128 if n_rows > 256 else 64
+    bk = FORWARD_BK
+    while bk > 4 and _shared_bytes("attention_forward", d4, v4, p, bq, bk, subgroups,
+                                   r) > workgroup_bytes:
+        bk //= 2
+    return Plan(p, bq, bk, bk, r)
+
+
+def _slots(entry: str, rows: int = 1) -> int:
+    """Partial sums a row exchanges per key: the forward's score of each of its rows;
+    score and dprob in the backward's."""
+    return rows if entry == "attention_forward" else 2
+
+
+def _shared_bytes(entry, d4, v4, p, bq, bk, subgroups: bool = False, rows: int = 1) -> int:
     tiles = 16 * bk * (d4 + v4) + (8 * bk if entry == "attention_dkdv" else 0)
-    return tiles + 4 * bq * p * (_slots(entry) * bk if p > 1 and not subgroups else 1)
+    exchange = _slots(entry, rows) * bk if p > 1 and not subgroups else 1
+    return tiles + 4 * (bq // rows) * p * exchange
 
 
 _EXCHANGE = {
-    1: """@unroll(KG) put_slice(0, #i, s#i);
+    1: """@unroll(KG) @unroll(R) put_slice(#j, #i, s#i_#j);
         workgroupBarrier();
-        @unroll(KG) s#i = slices_sum(0, #i);
+        @unroll(KG) @unroll(R) s#i_#j = slices_sum(#j, #i);
         workgroupBarrier();""",
     2: """@unroll(KG) put_slice(0, #i, s#i);
         @unroll(KG) put_slice(1, #i, g#i);
@@ -326,21 +376,21 @@ def _exchange(p: int, shuffles: bool) -> dict:
     if p == 1:
         return {"EXCHANGE_S": "", "EXCHANGE_SG": "", "SG_ARGS": "", "SG_ROWS": ""}
     if shuffles:
-        return {"EXCHANGE_S": _shuffle_exchange(p, "s"),
-                "EXCHANGE_SG": _shuffle_exchange(p, ("s", "g")),
+        return {"EXCHANGE_S": _shuffle_exchange(p, ("s#i_#j",), "@unroll(KG) @unroll(R)"),
+                "EXCHANGE_SG": _shuffle_exchange(p, ("s#i", "g#i")),
                 "SG_ARGS": _SG_ARGS, "SG_ROWS": _SG_ROWS}
     return {"EXCHANGE_S": _EXCHANGE[1], "EXCHANGE_SG": _EXCHANGE[2], "SG_ARGS": "",
             "SG_ROWS": ""}
 
 
-def _shuffle_exchange(p: int, names) -> str:
+def _shuffle_exchange(p: int, names, unrolled: str = "@unroll(KG)") -> str:
     """The slices' partial sums of a row added up by subgroup shuffles (a butterfly:
     every lane of the row ends with the same sum, bit for bit), no workgroup memory and
     no barrier. The row's P lanes are adjacent lanes of one subgroup (_SG_ROWS)."""
     steps = []
     m = 1
     while m < p:
-        steps += [f"@unroll(KG) {n}#i += subgroupShuffleXor({n}#i, {m}u);" for n in names]
+        steps += [f"{unrolled} {n} += subgroupShuffleXor({n}, {m}u);" for n in names]
         m *= 2
     return "\n        ".join(steps)
 
@@ -390,21 +440,40 @@ def _dispatch(be, entry, lead, ops, arrays, bindings, scalars, n_rows, dqk, dv, 
         spec = _tiled_spec(full, pl, d4, v4, helpers, add_mask, limit,
                            not be.context.software)
         be.dispatcher.dispatch(spec, [a.buffer for a in arrays], meta,
-                               (-(-n_rows // pl.bq), nbatch, 1))
+                               (nbatch, -(-n_rows // pl.bq), 1))
         return
-    nx = _slots(entry)
+    rows = pl.r if entry == "attention_forward" else 1
+    nx = _slots(entry, rows)
+    nt = pl.bq // rows * pl.p  # invocations a workgroup
     kg = pl.kg or pl.bk
-    if pl.bk % kg:
-        raise ValueError(f"attention: plan {pl}: the block must be a multiple of its step")
+    if pl.bk % kg or rows not in (1, 2, 4) or pl.bq % rows:
+        raise ValueError(f"attention: plan {pl}: the block must be a multiple of its step, "
+                         f"the rows per invocation 1, 2 or 4 and a divisor of the "
+                         f"workgroup's rows")
     spec = kernel("attention.wgsl", entry, full, D4=d4, V4=v4, DQ=d4 // pl.p, DV=v4 // pl.p,
-                  P=pl.p, BQ=pl.bq, BK=pl.bk, KG=kg, NX=nx,
+                  P=pl.p, BQ=pl.bq, BK=pl.bk, KG=kg, NX=nx, R=rows,
                   GROUPS="{ const jj = 0;" if kg == pl.bk else
                          "for (var jj = 0; jj < BK; jj += KG) {",
-                  XS=pl.bq * pl.p * (nx * kg if pl.p > 1 and not shuffles else 1),
-                  HELPERS="\n".join(helpers), MASK=add_mask, DOTS=_dots(entry),
+                  XS=pl.bq // rows * pl.p * (nx * kg if pl.p > 1 and not shuffles else 1),
+                  HELPERS="\n".join(helpers), MASK=add_mask, DOTS=_dots(entry, rows),
+                  HAS_MASK="true" if add_mask else "false",
+                  LK=-(-pl.bk * d4 // nt), LV=-(-pl.bk * v4 // nt),
+                  PACK_P="vec4<f32>(" + ", ".join([f"p#i_{r}" for r in range(rows)]
+                                                  + ["0.0"] * (4 - rows)) + ")",
                   **_exchange(pl.p, shuffles))
     be.dispatcher.dispatch(spec, [a.buffer for a in arrays], meta,
-                           (-(-n_rows // pl.bq), nbatch, 1))
+                           (nbatch, -(-n_rows // pl.bq), 1))
+    be.dispatcher.submit_long(_flops(entry, nbatch, scalars, dqk, dv))
+
+
+def _flops(entry, nbatch, scalars, dqk, dv) -> float:
+    """The kernel's arithmetic (multiply-adds times 2; half the scores where causal):
+    long work is submitted as soon as it is recorded (Dispatcher.submit_long), as a
+    matmul's is, so that the GPU runs it while the host records what follows."""
+    sq, sk, causal = scalars[0], scalars[1], scalars[2]
+    products = {"attention_forward": dqk + dv, "attention_dq": 2 * dqk + dv,
+                "attention_dkdv": 2 * (dqk + dv)}[entry]
+    return 2.0 * nbatch * sq * sk * products * (0.5 if causal else 1.0)
 
 
 def _tiled_spec(bindings, pl: TiledPlan, d4, v4, helpers, add_mask, limit, unrolled):
@@ -421,7 +490,7 @@ def _tiled_spec(bindings, pl: TiledPlan, d4, v4, helpers, add_mask, limit, unrol
     # and keys past the end never read): no runtime checks, whose clamps stop the folding
     return kernel("attention.wgsl", "attention_forward_tiled", bindings,
                   checks=False, DU=du, KU=ku, **steps, D4=d4, V4=v4,
-                  DQ=d4, DV=v4, P=1, BQ=pl.bq, BK=pl.bk, KG=pl.bk, XS=1, RG=pl.rg,
+                  DQ=d4, DV=v4, P=1, R=1, BQ=pl.bq, BK=pl.bk, KG=pl.bk, XS=1, RG=pl.rg,
                   KH=pl.kh, CG=cg, TX=tx, TY=ty,
                   KT=pl.bk * (max(d4, v4) if pl.shared_kv else d4),
                   VT="kt" if pl.shared_kv else "vt",
