@@ -90,9 +90,27 @@ class KernelSpec(NamedTuple):
 
 def kernel(file: str, entry: str, bindings, enable=(), checks=True, **params) -> KernelSpec:
     """A :class:`KernelSpec`; ``bindings`` are (name, kind, access[, width]) tuples."""
-    return KernelSpec(file, entry, tuple(Binding(*b) for b in bindings),
-                      tuple(sorted((k, str(v)) for k, v in params.items())), tuple(enable),
-                      bool(checks))
+    # (the values' types too: 1, 1.0 and True are one key, and three texts)
+    key = (file, entry, *map(tuple, bindings), enable, checks, *params.items(),
+           *map(type, params.values()))
+    try:
+        spec = _KERNELS.get(key)
+    except TypeError:  # (an unhashable parameter value: the spec is made each time)
+        key = spec = None
+    if spec is None:
+        spec = KernelSpec(file, entry, tuple(Binding(*b) for b in bindings),
+                          tuple(sorted((k, str(v)) for k, v in params.items())),
+                          tuple(enable), bool(checks))
+        if key is not None:
+            if len(_KERNELS) > 4096:  # (user kernels could grow it without end)
+                _KERNELS.clear()
+            _KERNELS[key] = spec
+    return spec
+
+
+# kernel()'s arguments -> its KernelSpec: kernels that build their spec on every dispatch
+# (norms, reductions, fills) find it here, without remaking their bindings and parameters
+_KERNELS: dict = {}
 
 
 @functools.lru_cache(maxsize=512)
