@@ -473,11 +473,14 @@ def test_compiled_sum_windows_equals_the_strided_adds(shape, kernel, stride, dil
     ((2, 6, 5, 5), {"padding": "same", "dilation": 2}),
     ((2, 3, 11), {"stride": 2, "padding": 3}),  # (1-D: a 1-tall image)
 ])
+@pytest.mark.parametrize("channels_last", [True, False])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_compiled_im2col_equals_the_padded_copy(shape, kw, dtype, monkeypatch):
-    """conv's columns from a channels-last image, padded inside the compiled copy,
-    against the composed form's padded copy and windows view: forward and gradients
-    (the weight's reads the same columns)."""
+def test_compiled_im2col_equals_the_padded_copy(shape, kw, dtype, channels_last,
+                                                monkeypatch):
+    """conv's columns (the channels innermost from a channels-last image, the positions
+    from a contiguous one), padded inside the compiled copy, against the composed
+    form's padded copy and windows view: forward and gradients (the weight's reads
+    the same columns)."""
     import haelixe.nn.functional as F
 
     if type(BE).windows_into is base.Backend.windows_into:
@@ -494,8 +497,11 @@ def test_compiled_im2col_equals_the_padded_copy(shape, kw, dtype, monkeypatch):
     for kernel in (True, False):
         monkeypatch.setattr(BE, "windows_into", (lambda *args: calls.append(
             compiled(BE, *args)) or calls[-1]) if kernel else (lambda *args: False))
-        x = hx.tensor(np.ascontiguousarray(np.moveaxis(a, 1, -1)))
-        x = x.permute(0, d + 1, *range(1, d + 1)).requires_grad_()  # (channels-last)
+        if channels_last:
+            x = hx.tensor(np.ascontiguousarray(np.moveaxis(a, 1, -1)))
+            x = x.permute(0, d + 1, *range(1, d + 1)).requires_grad_()
+        else:
+            x = hx.tensor(a, requires_grad=True)
         w.grad = None
         y = conv(x, w, **kw)
         g = np.random.default_rng(1).standard_normal(y.shape).astype(dtype)

@@ -90,7 +90,9 @@ class CompiledCPUBackend(CPUBackend):
             x, out = x[:, :, None], out[:, :, None, :, None]
             before, stride, dilation = (0, *before), (1, *stride), (1, *dilation)
         if abs(out.strides[1]) < abs(out.strides[-1]):  # (the channels innermost)
-            kernels().padded_windows_2d_lead_inner(x, out, *before, *stride, *dilation)
+            kernels().padded_windows_channels_last(x.transpose(0, 2, 3, 1),
+                                                   out.transpose(0, 4, 5, 2, 3, 1),
+                                                   *before, *stride, *dilation)
         else:  # (the columns' own order: (C, *kernel, N, *positions))
             kernels().padded_windows_2d(x, out.transpose(1, 2, 3, 0, 4, 5), *before,
                                         *stride, *dilation)

@@ -503,15 +503,14 @@ def padded_windows_2d(x, out, ph, pw, sh, sw, dh, dw):
 
 
 @njit(**JIT)
-def padded_windows_2d_lead_inner(x, out, ph, pw, sh, sw, dh, dw):
-    """im2col in one pass: out[a, b, i, j, y, s] = x[a, b, y*sh + i*dh - ph,
-    s*sw + j*dw - pw], zero where that cell lies in the padding: the windows of x
-    zero-padded by (ph, pw) cells before its two windowed dims (out's positions say how
-    far the padding after reaches), with no padded copy of x. The second lead dim runs
-    innermost: for a channels-last image, whose columns are (N, *out, *kernel, C) in
-    memory, each window's cells are then read and written along the channels."""
-    na, nb, kh, kw, ho, wo = out.shape
-    h, w = x.shape[2], x.shape[3]
+def padded_windows_channels_last(x, out, ph, pw, sh, sw, dh, dw):
+    """padded_windows_2d for a channels-last image, the channels innermost: x (N, H,
+    W, C), out (N, ho, wo, kh, kw, C) = the windows of x zero-padded by (ph, pw) cells
+    before its two windowed dims (out[a, y, s, i, j, b] = x[a, y*sh + i*dh - ph,
+    s*sw + j*dw - pw, b]): each window's cell copied for all the channels in one loop,
+    along memory where both are channels-last."""
+    na, ho, wo, kh, kw, nc = out.shape
+    h, w = x.shape[1], x.shape[2]
     for a in range(na):
         for y in range(ho):
             for s in range(wo):
@@ -520,11 +519,11 @@ def padded_windows_2d_lead_inner(x, out, ph, pw, sh, sw, dh, dw):
                     for j in range(kw):
                         c = s * sw + j * dw - pw
                         if (r >= 0) & (r < h) & (c >= 0) & (c < w):
-                            for b in range(nb):
-                                out[a, b, i, j, y, s] = x[a, b, r, c]
+                            for b in range(nc):  # (unsigned: no wraparound test)
+                                out[a, y, s, i, j, b] = x[a, np.uintp(r), np.uintp(c), b]
                         else:
-                            for b in range(nb):
-                                out[a, b, i, j, y, s] = 0
+                            for b in range(nc):
+                                out[a, y, s, i, j, b] = 0
 
 
 @njit(**JIT)
