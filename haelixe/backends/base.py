@@ -181,6 +181,27 @@ class Backend:
         """Copy converted to a numpy ``dtype``; to bfloat16 rounds to nearest even."""
         raise NotImplementedError
 
+    def join(self, arrays, axis, stacked):
+        """A new array of ``arrays`` (one dtype, ndim and shape outside ``axis``) side by
+        side along ``axis`` (cat), or, ``stacked``, each as one entry of a new dim
+        ``axis`` (stack; the arrays of one shape): each copied into its part."""
+        first = arrays[0]
+        shape = first.shape
+        if stacked:
+            sizes = [1] * len(arrays)
+            out_shape = shape[:axis] + (len(arrays),) + shape[axis:]
+            part = shape[:axis] + (1,) + shape[axis:]
+        else:
+            sizes = [a.shape[axis] for a in arrays]
+            out_shape = shape[:axis] + (sum(sizes),) + shape[axis + 1:]
+        out = self.empty(out_shape, first.dtype)
+        start = 0
+        for a, n in zip(arrays, sizes):
+            self.copy_into(self.narrow(out, axis, start, n),
+                           self.reshape(a, part) if stacked else a)
+            start += n
+        return out
+
     #: kernel -> a callable computing it on raw float32 or float64 arrays (or one array
     #: and a numpy scalar) of one dtype, giving that dtype: what the elementwise ops'
     #: hot path calls instead of ``map``. Filled by the backends that have one (the CPU's

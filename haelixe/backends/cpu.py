@@ -397,6 +397,13 @@ class CPUBackend(Backend):
     def cast(self, x, dtype):
         return x.astype(dtype)
 
+    def join(self, arrays, axis, stacked):
+        # numpy's one call: a quarter of the per-part copies' time for a few small parts.
+        # It lays the result out as its inputs are (transposed ones: transposed), and a
+        # join is C-contiguous, as the base's is
+        out = np.stack(arrays, axis) if stacked else np.concatenate(arrays, axis)
+        return out if out.flags.c_contiguous else np.ascontiguousarray(out)
+
     # -- reductions ----------------------------------------------------------------------
     def unreduce(self, x, shape, dims):
         if x.__class__ is np.ndarray and x.flags.c_contiguous:  # a sum's fresh result

@@ -630,22 +630,10 @@ class Cat(Function):
     @staticmethod
     def forward(ctx, dim, stacked, *tensors):
         first = tensors[0]
-        if stacked:
-            ctx.sizes = sizes = [1] * len(tensors)
-            shape = first.shape[:dim] + (len(tensors),) + first.shape[dim:]
-            part = first.shape[:dim] + (1,) + first.shape[dim:]
-        else:
-            ctx.sizes = sizes = [t.shape[dim] for t in tensors]
-            shape = first.shape[:dim] + (sum(sizes),) + first.shape[dim + 1:]
+        ctx.sizes = [1] * len(tensors) if stacked else [t.shape[dim] for t in tensors]
         ctx.dim, ctx.stacked, ctx.part_shape = dim, stacked, first.shape
         ctx.be = be = first._be
-        out = be.empty(shape, first.dtype.np)
-        start = 0
-        for t, n in zip(tensors, sizes):  # (raw views: no tensor made for each part)
-            be.copy_into(be.narrow(out, dim, start, n),
-                         be.reshape(t._data, part) if stacked else t._data)
-            start += n
-        return out
+        return be.join([t._data for t in tensors], dim, stacked)
 
     @staticmethod
     def backward(ctx, g):
@@ -674,16 +662,15 @@ class Cat(Function):
 def _joined(tensors, op):
     """``tensors`` in their common dtype (PyTorch's promotion), all on one device."""
     ref, dt = tensors[0], tensors[0].dtype
-    for t in tensors[1:]:
-        if t.dtype is not dt:
-            dt = promote_types(dt, t.dtype)
-        if t.device is not ref.device:
+    device, mixed = ref.device, False
+    for t in tensors:
+        if t.dtype is not dt:  # (then some tensor is not of the promoted dtype)
+            dt, mixed = promote_types(dt, t.dtype), True
+        if t.device is not device:
             raise RuntimeError(f"{op}: tensors on {ref.device.type} (shape {ref.shape}) "
                                f"and {t.device.type} (shape {t.shape}); move one with "
                                f".to(...)")
-    if any(t.dtype is not dt for t in tensors):
-        tensors = [cast(t, dt) for t in tensors]
-    return tensors
+    return [cast(t, dt) for t in tensors] if mixed else tensors
 
 
 def cat(tensors, dim=0):
@@ -691,14 +678,16 @@ def cat(tensors, dim=0):
     if not tensors:
         raise OpError("cat: expected a non-empty sequence of tensors")
     shape = tensors[0].shape
-    if not shape or any(not t.shape for t in tensors):
-        raise OpError("cat: zero-dimensional tensors cannot be concatenated; use stack, "
-                      "or unsqueeze(0) them first")
+    for t in tensors:
+        if not t.shape:
+            raise OpError("cat: zero-dimensional tensors cannot be concatenated; use "
+                          "stack, or unsqueeze(0) them first")
     dim = layout.normalize_dim(dim, len(shape), "cat")
     before, after = shape[:dim], shape[dim + 1:]
     for t in tensors:
         s = t.shape
-        if len(s) != len(shape) or s[:dim] != before or s[dim + 1:] != after:
+        if s != shape and (len(s) != len(shape) or s[:dim] != before or
+                           s[dim + 1:] != after):
             raise OpError(f"cat: shapes {shape} and {t.shape} differ outside dim {dim}")
     return Cat.apply(dim, False, *_joined(tensors, "cat"))
 
