@@ -6,6 +6,12 @@ While a profile is active, every public method of each loaded backend (and the C
 ``dispatch`` too; nothing is wrapped otherwise, so a program that does not profile pays
 nothing. A backend call inside another backend call belongs to the outer one.
 
+A kernel's phase and node come from where the calls that make them say: the engine
+names the node whose backward runs (``backward_node`` of the grad-mode state), and while
+a profile is active ``Function.apply`` and each optimizer class's own ``step()`` are
+wrapped too, the one naming the node its op makes, the other the optimizer phase (its
+closure aside). No kernel walks up the stack.
+
 Each :class:`KernelEvent` is one backend call (``kind="op"``) or, on the GPU, one compute
 dispatch (``kind="dispatch"``, named ``file:entry`` of its WGSL, with the op that issued
 it as ``parent``). On the CPU times are host wall time (``time.perf_counter_ns``), the
@@ -21,10 +27,9 @@ one host-timed event.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import json
-import os
-import sys
 import threading
 import time
 from dataclasses import dataclass, field
@@ -32,8 +37,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .atomic import AtomicFile
-from .autograd.engine import run_backward
 from .autograd.function import Function
+from .autograd.mode import STATE as _MODE
 from .backends import loaded_backends, unwrap_methods, wrap_methods
 from .device import CPU
 from .optim.optimizer import Optimizer
@@ -41,85 +46,92 @@ from .optim.optimizer import Optimizer
 __all__ = ["KernelEvent", "Profile", "profile"]
 
 _clock = time.perf_counter_ns
-_BACKWARD = run_backward.__code__
-_APPLY = Function.apply.__func__.__code__
-_getframe = sys._getframe
 _get_ident = threading.get_ident
 _NDARRAY = np.ndarray
+_APPLY = Function.__dict__["apply"]  # (the classmethod: put back when a profile ends)
 
 
-# (sets of ids of code objects, which the classes hold alive while a profile is active: a
-# code object's own hash is computed afresh at every lookup, an id's is not)
-_STEP_CODES: set = set()  # the step() of each optimizer class, while a profile is active
-_PASS_CODES: set = set()  # a user's Function methods: the walk goes on above them
-_KINDS: dict = {}  # id(code) -> (the code, its kind for _phase): each file read once,
-# emptied when a profile starts (the step and pass codes are collected afresh then)
-# the file names of Haelixe's code that holds none of the frames _phase looks for (those
-# files are _SPECIAL): the walk passes a frame of one with one set lookup of a string
-_PLAIN: set = set()
-_SPECIAL: set = set()
-_PACKAGE = os.path.dirname(os.path.abspath(__file__)) + os.sep
+def _made_node(cell):
+    """(id, name) of the node a forward kernel's op made: the innermost Function.apply
+    around it that made one (an apply with nothing to record passes it to the one
+    around it), or (None, None)."""
+    while cell is not None:
+        if cell[0] is not None:
+            return cell[0]
+        cell = cell[1]
+    return None, None
 
 
-def _own_codes(base, names) -> set:
-    """The code of each method in ``names`` that ``base`` or a subclass defines itself."""
-    codes, todo = set(), [base]
+def _profiled_apply():
+    """Function.apply while a profile is active: the kernels run inside get a cell
+    (``local["made"]``) that names, once the call returns, the node it recorded (its
+    output's ``grad_fn``, of this class, not an input's), so each forward kernel knows
+    its node with no walk up the stack and no node kept alive."""
+    apply = _APPLY.__func__
+    state = _STATE
+
+    def profiled_apply(cls, *args):
+        local = state.local.__dict__
+        outer = local.get("made")
+        cell = local["made"] = [None, outer]
+        try:
+            out = apply(cls, *args)
+        finally:
+            local["made"] = outer
+        node = getattr(out, "grad_fn", None)
+        if node.__class__ is cls:
+            for a in args:
+                if node is getattr(a, "grad_fn", None):  # (an input's node, passed on)
+                    break
+            else:
+                cell[0] = (id(node), node.name)
+        return out
+
+    return classmethod(profiled_apply)
+
+
+def _outside_step(closure, local):
+    """A step()'s closure (it re-runs the user's forward and backward: their kernels are
+    not the optimizer's)."""
+    def run():
+        steps, local["steps"] = local.get("steps"), 0
+        try:
+            return closure()
+        finally:
+            local["steps"] = steps
+    return run
+
+
+def _profiled_step(step):
+    """An optimizer class's own step() while a profile is active: its kernels are the
+    optimizer phase's."""
+    state = _STATE
+
+    @functools.wraps(step)
+    def profiled_step(self, *args, **kwargs):
+        local = state.local.__dict__
+        if args and args[0] is not None:
+            args = (_outside_step(args[0], local), *args[1:])
+        elif kwargs.get("closure") is not None:
+            kwargs["closure"] = _outside_step(kwargs["closure"], local)
+        local["steps"] = (local.get("steps") or 0) + 1
+        try:
+            return step(self, *args, **kwargs)
+        finally:
+            local["steps"] -= 1
+
+    return profiled_step
+
+
+def _own_steps(base=Optimizer) -> list:
+    """Each class under ``base`` (itself included) that defines its own step()."""
+    out, todo = [], [base]
     while todo:
         cls = todo.pop()
         todo.extend(cls.__subclasses__())
-        for name in names:
-            fn = cls.__dict__.get(name)
-            fn = getattr(fn, "__func__", fn)  # (a staticmethod's function)
-            code = getattr(fn, "__code__", None)
-            if code is not None:
-                codes.add(code)
-    return codes
-
-
-# what a frame's code is to the walk of _phase, decided once per code object (by id)
-_HAELIXE, _USER, _PASS, _IN_BACKWARD, _IN_STEP, _IN_APPLY = range(6)
-
-
-def _kind_of(code) -> int:
-    key = id(code)
-    kind = (_IN_BACKWARD if code is _BACKWARD else _IN_STEP if key in _STEP_CODES
-            else _IN_APPLY if code is _APPLY else _PASS if key in _PASS_CODES
-            else _HAELIXE if code.co_filename.startswith(_PACKAGE) else _USER)
-    _KINDS[key] = (code, kind)  # (the code held: its id is never reused meanwhile)
-    if kind == _HAELIXE and code.co_filename not in _SPECIAL:
-        _PLAIN.add(code.co_filename)
-    return kind
-
-
-def _phase():
-    """(phase, node) of the kernel this thread runs now: ("backward", the node whose
-    backward runs), ("optimizer", None) inside an optimizer's step, else ("forward",
-    the node the running op makes, where Function.apply makes one, or None). The walk
-    up the stack ends at the first frame of the user's code (the engine and step() are
-    Haelixe's), or goes on through a user's own Function or optimizer."""
-    f = _getframe(2)
-    made = None
-    kinds, plain = _KINDS, _PLAIN
-    for _ in range(16):  # (the engine and step() call the kernels a few frames up)
-        if f is None:
-            break
-        code = f.f_code
-        if code.co_filename in plain:  # (most frames are)
-            f = f.f_back
-            continue
-        known = kinds.get(id(code))  # (one lookup a frame: most are Haelixe's)
-        kind = _kind_of(code) if known is None else known[1]
-        if kind:
-            if kind == _USER:
-                break
-            if kind == _IN_BACKWARD:
-                return "backward", f.f_locals.get("node")
-            if kind == _IN_STEP:
-                return "optimizer", None
-            if kind == _IN_APPLY and made is None:
-                made = f.f_locals.get("ctx")  # (unset on the no-grad path: no node)
-        f = f.f_back
-    return "forward", made
+        if "step" in cls.__dict__:
+            out.append(cls)
+    return out
 
 
 @dataclass
@@ -157,18 +169,26 @@ _WRAPPERS: dict = {}  # (name, fn) -> its wrapper: one object per method, so a c
 # recorded over two profiled calls sees the same function both times
 
 
-def _inputs(values, raw_types, shapes: list, dtypes: list) -> int:
+def _inputs(values, raw_types, arrays: list) -> int:
     """Append the shape and dtype of each raw array among ``values`` (and inside its
-    tuples and lists) to ``shapes`` and ``dtypes``; returns their bytes."""
+    tuples and lists) to ``arrays``, one after the other; returns their bytes. (The
+    tuples of one level down, most of them shapes, are read here: no call for each.)"""
     moved = 0
     for v in values:
         cls = v.__class__
         if cls in raw_types:
-            shapes.append(v.shape)
-            dtypes.append(v.dtype)
+            arrays += (v.shape, v.dtype)
             moved += v.nbytes if cls is _NDARRAY else _nbytes(v)
         elif cls is tuple or cls is list:
-            moved += _inputs(v, raw_types, shapes, dtypes)
+            for w in v:
+                cls = w.__class__
+                if cls is int:
+                    continue
+                if cls in raw_types:
+                    arrays += (w.shape, w.dtype)
+                    moved += w.nbytes if cls is _NDARRAY else _nbytes(w)
+                elif cls is tuple or cls is list:
+                    moved += _inputs(w, raw_types, arrays)
     return moved
 
 
@@ -214,12 +234,16 @@ def _profiled(device, name, fn):
         local = state.local.__dict__  # (the thread's own: no attribute lookups)
         if prof is None or local.get("call") is not None:
             return fn(*args, **kwargs)
-        phase, node = _phase()
-        if node is None:
-            node_id = name_of = None
+        # (the node: in the backward the engine's, known now; in the forward the cell
+        # its Function.apply fills in when it returns, read when events are made)
+        node = _MODE.backward_node
+        if node is not None:
+            call = (name, "backward", node.name, id(node))
+        elif local.get("steps"):
+            call = (name, "optimizer", None, None)
         else:
-            node_id, name_of = id(node), node.name
-        local["call"] = (name, phase, name_of, node_id)  # (read by a GPU dispatch)
+            call = (name, "forward", None, local.get("made"))
+        local["call"] = call  # (read by a GPU dispatch)
         t0 = _clock()
         try:
             out = fn(*args, **kwargs)
@@ -227,14 +251,14 @@ def _profiled(device, name, fn):
             t1 = _clock()
             local["call"] = None
         raw_types = prof._raw_types
-        shapes, dtypes = [], []
-        moved = _inputs(args, raw_types, shapes, dtypes)
+        arrays: list = []
+        moved = _inputs(args, raw_types, arrays)
         if kwargs:
-            moved += _inputs(kwargs.values(), raw_types, shapes, dtypes)
-        moved += _bytes_of(out, raw_types)
+            moved += _inputs(kwargs.values(), raw_types, arrays)
+        moved += out.nbytes if out.__class__ is _NDARRAY else _bytes_of(out, raw_types)
         # (kept raw: events are made when read)
-        prof._raw.append((name, device, "op", shapes, dtypes, t0 - prof._t0, t1 - t0,
-                          moved, _get_ident(), "host", None, None, node_id, phase, name_of))
+        prof._raw.append((name, device, "op", arrays, t0 - prof._t0, t1 - t0, moved,
+                          _get_ident(), "host", None, None, call[3], call[1], call[2]))
         return out
 
     profiled.__name__ = name
@@ -259,7 +283,7 @@ def _profiled_dispatch(fn):
         if name not in prof._specs:
             prof._specs[name] = spec  # (its WGSL, made when asked for)
         op, phase, node, node_id = state.local.__dict__.get("call") or _NO_CALL
-        prof._raw.append((name, "gpu", "dispatch", [], [], t0 - prof._t0, t1 - t0, 0,
+        prof._raw.append((name, "gpu", "dispatch", (), t0 - prof._t0, t1 - t0, 0,
                           _get_ident(), "host", op,
                           {"grid": list(grid) if isinstance(grid, (tuple, list)) else grid,
                            **({} if slot is None else {"device_slot": slot})},
@@ -281,7 +305,7 @@ def _profiled_replay(dispatcher, fn):
         if prof is None:
             return
         # a captured step's dispatches, encoded and submitted at once (one event)
-        prof._raw.append(("replay", "gpu", "replay", [], [], t0 - prof._t0, t1 - t0, 0,
+        prof._raw.append(("replay", "gpu", "replay", (), t0 - prof._t0, t1 - t0, 0,
                           _get_ident(), "host",
                           (state.local.__dict__.get("call") or _NO_CALL)[0],
                           {"dispatches": dispatcher.counters["dispatches"] - before}, None,
@@ -304,6 +328,7 @@ class Profile:
         self._specs: dict = {}  # a GPU dispatch's "file:entry" -> its KernelSpec
         self._kernel_types: dict = {}  # "cpu"/"gpu" -> the backend's class
         self._timers: list = []  # the GPU's device timers, running while active
+        self._steps: list = []  # (optimizer class, its own step) wrapped while active
 
     @classmethod
     def from_events(cls, events) -> Profile:
@@ -319,11 +344,13 @@ class Profile:
         """The kernels recorded so far, in the order they ended."""
         raw, events = self._raw, self._events
         for r in raw[len(events):len(raw)]:
-            (name, device, kind, shapes, dtypes, start, dur, moved, tid, clock, parent,
-             extra, node_id, phase, node_name) = r
+            (name, device, kind, arrays, start, dur, moved, tid, clock, parent, extra,
+             node_id, phase, node_name) = r
             backward = phase == "backward"
-            events.append(KernelEvent(name, device, kind, [tuple(s) for s in shapes],
-                                      [str(d) for d in dtypes], start, dur, moved, tid,
+            if node_id.__class__ is list:  # (a forward kernel's cell: its op's node)
+                node_id, node_name = _made_node(node_id)
+            events.append(KernelEvent(name, device, kind, [tuple(s) for s in arrays[::2]],
+                                      [str(d) for d in arrays[1::2]], start, dur, moved, tid,
                                       clock, parent, extra or {},
                                       node_name if backward else None, phase, node_id,
                                       None if backward else node_name))
@@ -345,18 +372,12 @@ class Profile:
             except BaseException:
                 self._unwrap()
                 raise
-            steps = _own_codes(Optimizer, ("step",))
-            _STEP_CODES.clear()
-            _STEP_CODES.update(map(id, steps))
-            _PASS_CODES.clear()
-            _PASS_CODES.update(id(c) for c in _own_codes(Function, ("forward", "backward",
-                                                                    "raw_backward"))
-                               if not c.co_filename.startswith(_PACKAGE))
-            _KINDS.clear()  # (decided afresh against these)
-            _SPECIAL.clear()
-            _SPECIAL.update(c.co_filename for c in steps)
-            _SPECIAL.update((_BACKWARD.co_filename, _APPLY.co_filename))
-            _PLAIN.clear()
+            # (the forward's node and the optimizer's phase, told by the calls that
+            # make them: put back when the profile ends)
+            Function.apply = _profiled_apply()
+            self._steps = [(cls, cls.__dict__["step"]) for cls in _own_steps()]
+            for cls, step in self._steps:
+                cls.step = _profiled_step(step)
             for device, backend in backends:  # (asked before any call is recorded)
                 timer = backend.device_timer() if device is not CPU else None
                 if timer is not None:
@@ -381,6 +402,10 @@ class Profile:
             dispatcher.replay = _profiled_replay(dispatcher, dispatcher.replay)
 
     def _unwrap(self) -> None:
+        Function.apply = _APPLY
+        for cls, step in reversed(self._steps):
+            cls.step = step
+        self._steps = []
         for backend, saved, dispatched in reversed(self._saved):
             unwrap_methods(backend, saved)
             if dispatched is not None:
@@ -406,17 +431,17 @@ class Profile:
         raw = self._raw
         align = None
         for i, r in enumerate(raw):
-            extra = r[11]
+            extra = r[10]
             slot = extra.get("device_slot") if r[2] == "dispatch" else None
             if slot is None or slot >= len(readings) or readings[slot] is None:
                 continue
             begin, duration = readings[slot]
             if align is None:
-                align = r[5] - begin
+                align = r[4] - begin
             extra = {k: v for k, v in extra.items() if k != "device_slot"}
-            extra["host_start_ns"], extra["host_encode_ns"] = r[5], r[6]
-            raw[i] = (*r[:5], begin + align, duration, r[7], r[8], "device", r[10], extra,
-                      *r[12:])
+            extra["host_start_ns"], extra["host_encode_ns"] = r[4], r[5]
+            raw[i] = (*r[:4], begin + align, duration, r[6], r[7], "device", r[9], extra,
+                      *r[11:])
 
     # -- reading -------------------------------------------------------------------------
     def kernels(self, device: str | None = None) -> list[KernelEvent]:

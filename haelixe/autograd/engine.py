@@ -62,14 +62,14 @@ def run_backward(roots, grads, retain_graph=False, create_graph=False, capture=N
     # hooks, retain_grad, capture, observers and anomaly mode are rare: one flag says
     # whether a node needs the slow path's checks at all
     watched = bool(_observers) or capture is not None or STATE.anomaly
-    prev_mode = STATE.grad_enabled
+    prev_mode, prev_node = STATE.grad_enabled, STATE.backward_node
     try:
         # (set inside the try: a KeyboardInterrupt at the loop's backward jump is taken
         # at the loop's head, which must not be where the try begins, or the finally
         # that restores the mode is skipped; CPython 3.11)
         STATE.grad_enabled = create_graph
         while heap:
-            node = heappop(heap)[1]
+            node = STATE.backward_node = heappop(heap)[1]
             g = pending.pop(node)
             if owned:  # handed on now: no longer the engine's to add into in place
                 owned.pop(id(g), None)
@@ -135,7 +135,7 @@ def run_backward(roots, grads, retain_graph=False, create_graph=False, capture=N
                 elif gi is not None:
                     pending[nxt] = gi if prev is None else _sum(prev, gi, owned)
     finally:
-        STATE.grad_enabled = prev_mode
+        STATE.grad_enabled, STATE.backward_node = prev_mode, prev_node
     return capture
 
 

@@ -15,6 +15,9 @@ class _State(threading.local):
         # the Modules whose forward is running, outermost first: each recorded node keeps
         # the innermost one, so a picture of the graph can group nodes by module
         self.modules = []
+        # the node whose backward the engine runs now (None outside backward): hx.profile
+        # reads it to name each kernel's node without walking the stack
+        self.backward_node = None
 
 
 STATE = _State()
