@@ -43,7 +43,10 @@ class View(Function):
     @staticmethod
     def forward(ctx, x, shape, strides):
         ctx.in_shape = x.shape
-        return _view_of(ctx, x, shape, strides, x.offset)
+        # a contiguous x: the backend's reshape is that view, at a fifth of make_view's
+        # cost
+        raw = x._be.reshape(x._data, shape) if x._layout is None else None
+        return _view_of(ctx, x, shape, strides, x.offset, raw)
 
     @staticmethod
     def backward(ctx, g):
