@@ -410,6 +410,7 @@ class Allocator:
         # the last is the least, the slab a repeated request gets again)
         self._free: dict[int, list] = {}
         self._bins: dict[int, list] = {}  # bin -> [in_use, cached, requested, allocated]
+        self._bin_of: dict[int, tuple] = {}  # bytes asked -> (bin size, bin index)
         self._by_tag = dict.fromkeys(TAGS, 0)
         # while memory history is recorded: on_allocate(block, allocated_bytes) for each
         # new Block, on_free(handle, tag, allocated_bytes) for each freed one; else None
@@ -479,8 +480,13 @@ class Allocator:
         driver) cannot provide the slab even after emptying the cache.
         """
         n = _check_nbytes(nbytes)
-        size = _round(n, self.divisions)
-        b = _index(size, self.divisions)
+        sized = self._bin_of.get(n)
+        if sized is None:  # (a step asks for the same few sizes again and again)
+            if len(self._bin_of) > 4096:
+                self._bin_of.clear()
+            size = _round(n, self.divisions)
+            sized = self._bin_of[n] = (size, _index(size, self.divisions))
+        size, b = sized
         tag = current_tag() if tag is None else _check_tag(tag)
         prev = self._enter()
         try:
