@@ -222,6 +222,26 @@ def test_softmax_family_matches_composed(dtype, strided, axis):
 
 @pytest.mark.numba
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shape", [(1000, 37), (3, 20000)])
+def test_log_softmax_over_several_blocks_matches_pytorch(dtype, shape):
+    """Rows cut into blocks of cpu_kernels.BLOCK elements, the last one partial (1000 rows
+    of 37), and rows longer than a block (one row a block): every row as PyTorch's."""
+    torch = pytest.importorskip("torch")
+    from haelixe.backends import cpu_kernels
+
+    rows, n = shape
+    assert rows * n > 2 * cpu_kernels.BLOCK and (n > cpu_kernels.BLOCK or
+                                                 rows % (cpu_kernels.BLOCK // n))
+    x = (np.random.default_rng(3).standard_normal(shape) * 4).astype(dtype)
+    x[-1, 5] = -np.inf
+    out = np.empty_like(x)
+    cpu_kernels.log_softmax_rows(x, out)
+    want = torch.log_softmax(torch.from_numpy(x), -1).numpy()
+    np.testing.assert_allclose(out, want, **TOL[dtype])
+
+
+@pytest.mark.numba
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("strided", [False, True])
 @pytest.mark.parametrize("weight", [True, False])
 def test_rmsnorm_matches_composed(dtype, strided, weight):

@@ -247,9 +247,24 @@ def attention_dscores(p, dp, delta, scale, ds):
             ds[r, j] = p[r, j] * (dp[r, j] - d) * scale
 
 
+#: elements (whole rows, at least one) that each pass of log_softmax_rows covers before
+#: the next pass starts: 64 KiB of float32, which the next pass finds in cache (passes
+#: over the whole of a (700, 2000) array each go to memory: 1.35x the time)
+BLOCK = 16384
+
+
 @njit(**ROWS)
 def log_softmax_rows(x, out):
-    """out = x - logsumexp of each row, in passes over all rows as _softmax's."""
+    """out = x - logsumexp of each row, in passes over blocks of rows (BLOCK) as
+    _softmax's over all rows."""
+    rows, n = x.shape
+    step = max(1, BLOCK // max(n, 1))
+    for r0 in range(0, rows, step):
+        _log_softmax_block(x[r0:r0 + step], out[r0:r0 + step])
+
+
+@njit(inline="always", **ROWS)
+def _log_softmax_block(x, out):
     rows, n = x.shape
     shift = np.empty(rows, x.dtype)
     one = typed(x, 1.0)
