@@ -176,6 +176,54 @@ def test_exp32_and_erf32_accuracy():
     assert np.abs(erf_u(z) - want).max() < 5e-7
 
 
+@pytest.mark.numba
+def test_tanh32_accuracy():
+    from numba import vectorize
+
+    from haelixe.backends.cpu_kernels import tanh32
+
+    tanh_u = vectorize(["float32(float32)"])(lambda x: tanh32(x))
+    tiny = np.geomspace(1e-38, 20, 100001)
+    x = np.concatenate([np.linspace(-30, 30, 240001), tiny, -tiny,
+                        np.nextafter(np.float32(0.625), np.float32([0, 1]))]).astype(np.float32)
+    ref = np.tanh(x.astype(np.float64))
+    ulp = np.spacing(np.abs(ref).astype(np.float32)).astype(np.float64)
+    assert (np.abs(tanh_u(x) - ref) / ulp).max() <= 2  # numpy's float32 tanh: 1.4
+    special = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 100.0], np.float32)
+    out = tanh_u(special)
+    assert np.isnan(out[0]) and list(out[1:3]) == [1, -1] and out[5] == 1
+    assert out[3] == 0 and not np.signbit(out[3]) and np.signbit(out[4])
+
+
+@pytest.mark.numba
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shape", [(5, 7), (2, 3, 4), (4,), (0, 3)])
+@pytest.mark.parametrize("strided", [False, True])
+def test_lstm_cell_matches_composed(dtype, shape, strided):
+    """The compiled LSTM step (one pass each way) against base's composed one, forward
+    and backward, over batch shapes, strided operands and an empty batch."""
+    rng = np.random.default_rng(5)
+    n = shape[-1]
+    gates = (rng.standard_normal(shape[:-1] + (4 * n,)) * 3).astype(dtype)
+    c = rng.standard_normal(shape).astype(dtype)
+    ghc = rng.standard_normal(shape[:-1] + (2 * n,)).astype(dtype)
+    if strided:
+        gates, c, ghc = _strided(gates), _strided(c), _strided(ghc)
+    hc, act = BE.lstm_cell(gates, c)
+    BE.lstm_cell_backward(act, c, hc, ghc)
+    cpu_jit.wait()  # (the compiled kernels loaded: the calls below run them)
+    for name in ("lstm_cell_rows", "lstm_cell_backward_rows") if c.size else ():
+        assert getattr(cpu_jit.kernels(), name).ready.get(np.dtype(dtype)) not in (
+            None, cpu_jit._composed)
+    hc, act = BE.lstm_cell(gates, c)
+    want_hc, want_act = COMPOSED.lstm_cell(BE, gates, c)
+    got = (hc, act) + BE.lstm_cell_backward(act, c, hc, ghc)
+    want = (want_hc, want_act) + COMPOSED.lstm_cell_backward(BE, want_act, c, want_hc, ghc)
+    for g, w in zip(got, want):
+        assert g.dtype == dtype and g.shape == w.shape
+        np.testing.assert_allclose(g, w, **TOL[dtype])
+
+
 # -- row kernels ---------------------------------------------------------------------------
 def _strided(a):
     """``a``'s values through a transposed, stepped buffer."""

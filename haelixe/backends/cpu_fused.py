@@ -148,6 +148,36 @@ class CompiledCPUBackend(CPUBackend):
             return out
         return super().index_add(shape, key, values)
 
+    # An LSTM step's pointwise part in one compiled pass each way (cpu_kernels), where
+    # the composed form makes about ten numpy passes and copies over arrays of a few
+    # thousand elements: float32/float64, any batch shape, made C-contiguous first
+    @composed_while_loading
+    def lstm_cell(self, gates, c):
+        n = c.shape[-1]
+        if n == 0 or c.size == 0 or c.dtype not in _JIT_FLOATS or gates.dtype != c.dtype:
+            return super().lstm_cell(gates, c)
+        g2 = np.ascontiguousarray(gates).reshape(-1, 4 * n)
+        hc = np.empty(c.shape[:-1] + (2 * n,), c.dtype)
+        act = np.empty(gates.shape, c.dtype)
+        kernels().lstm_cell_rows(g2, np.ascontiguousarray(c).reshape(-1, n),
+                                 hc.reshape(-1, 2 * n), act.reshape(-1, 4 * n))
+        return hc, act
+
+    @composed_while_loading
+    def lstm_cell_backward(self, act, c, hc, ghc):
+        n = c.shape[-1]
+        if n == 0 or c.size == 0 or c.dtype not in _JIT_FLOATS or \
+                not act.dtype == hc.dtype == ghc.dtype == c.dtype:
+            return super().lstm_cell_backward(act, c, hc, ghc)
+        dgates = np.empty(act.shape, c.dtype)
+        dc = np.empty(c.shape, c.dtype)
+        kernels().lstm_cell_backward_rows(
+            np.ascontiguousarray(act).reshape(-1, 4 * n), np.ascontiguousarray(c).reshape(-1, n),
+            np.ascontiguousarray(hc).reshape(-1, 2 * n),
+            np.ascontiguousarray(ghc).reshape(-1, 2 * n), dgates.reshape(-1, 4 * n),
+            dc.reshape(-1, n))
+        return dgates, dc
+
     # The norms run one compiled pass per row (cpu_kernels); statistics are saved per
     # row, shaped x.shape[:-1] + (1,) as the contract says.
     @composed_while_loading

@@ -72,6 +72,24 @@ def erf32(x):
     return x * p / q
 
 
+@njit(inline="always", **JIT)
+def tanh32(x):
+    """tanh in float32 (Cephes tanhf): an odd polynomial below |x| 0.625, where
+    1 - 2 / (exp(2|x|) + 1) would lose digits to cancellation, that form above (exp32),
+    the sign put back; both branches straight-line code, one selected. Within 1.3
+    ulp, as numpy's float32 tanh."""
+    a = abs(x)
+    s = x * x
+    p = _F32(-5.70498872745e-3) * s + _F32(2.06390887954e-2)
+    p = p * s + _F32(-5.37397155531e-2)
+    p = p * s + _F32(1.33314422036e-1)
+    p = p * s + _F32(-3.33332819422e-1)
+    small = p * s * x + x if a != _F32(0.0) else x  # (-0 stays -0)
+    big = _F32(1.0) - _F32(2.0) / (exp32(min(a + a, _F32(88.0))) + _F32(1.0))
+    big = big if x >= _F32(0.0) else -big
+    return small if a < _F32(0.625) else (big if a == a else x)
+
+
 def fexp(x):
     """exp for the kernels: exp32 on float32, libm on float64."""
     return math.exp(x)
@@ -81,11 +99,22 @@ def ferf(x):
     return math.erf(x)
 
 
+def ftanh(x):
+    return math.tanh(x)
+
+
 @overload(fexp, inline="always")
 def _fexp(x):
     if x == types.float32:
         return lambda x: exp32(x)
     return lambda x: math.exp(x)
+
+
+@overload(ftanh, inline="always")
+def _ftanh(x):
+    if x == types.float32:
+        return lambda x: tanh32(x)
+    return lambda x: math.tanh(x)
 
 
 @overload(ferf, inline="always")
@@ -282,6 +311,54 @@ def _log_softmax_block(x, out):
         sh = shift[r] + math.log(s)
         for j in range(n):
             out[r, j] = x[r, j] - sh
+
+
+# -- recurrent cells ----------------------------------------------------------------------
+@njit(inline="always", **JIT)
+def _sigmoid(x, one):
+    return one / (one + fexp(-x))
+
+
+@njit(**JIT)
+def lstm_cell_rows(gates, c, hc, act):
+    """Backend.lstm_cell in one pass over C-contiguous (rows, 4n) gates and (rows, n) c:
+    act = sigmoid(i, f, o) and tanh(g) in the gates' order, hc = (h, c') side by side
+    with c' = f * c + i * g and h = o * tanh(c'). One short loop per block of a row,
+    each of which LLVM vectorises (one loop over all four gates it leaves scalar)."""
+    rows, n = c.shape
+    one = typed(c, 1.0)
+    for r in range(rows):
+        for j in range(2 * n):
+            act[r, j] = _sigmoid(gates[r, j], one)
+        for j in range(2 * n, 3 * n):
+            act[r, j] = ftanh(gates[r, j])
+        for j in range(3 * n, 4 * n):
+            act[r, j] = _sigmoid(gates[r, j], one)
+        for j in range(n):
+            hc[r, n + j] = act[r, n + j] * c[r, j] + act[r, j] * act[r, 2 * n + j]
+        for j in range(n):
+            hc[r, j] = act[r, 3 * n + j] * ftanh(hc[r, n + j])
+
+
+@njit(**JIT)
+def lstm_cell_backward_rows(act, c, hc, ghc, dgates, dc):
+    """Backend.lstm_cell_backward in one pass: dgates (rows, 4n) and dc (rows, n) from
+    the gradient ghc (rows, 2n) of hc (dh, then the gradient of c'); the gradient of
+    c' goes through dc while it is formed."""
+    rows, n = c.shape
+    one = typed(c, 1.0)
+    for r in range(rows):
+        for j in range(n):
+            t = ftanh(hc[r, n + j])
+            dh, o = ghc[r, j], act[r, 3 * n + j]
+            dc[r, j] = ghc[r, n + j] + dh * o * (one - t * t)
+            dgates[r, 3 * n + j] = dh * t * o * (one - o)
+        for j in range(n):
+            dc2, i, f, g = dc[r, j], act[r, j], act[r, n + j], act[r, 2 * n + j]
+            dgates[r, j] = dc2 * g * i * (one - i)
+            dgates[r, n + j] = dc2 * c[r, j] * f * (one - f)
+            dgates[r, 2 * n + j] = dc2 * i * (one - g * g)
+            dc[r, j] = dc2 * f
 
 
 # -- norms -------------------------------------------------------------------------------
