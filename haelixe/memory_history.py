@@ -14,7 +14,7 @@ graph node keeps for its backward, such as attention's probabilities) is counted
 CPU allocator (``count_adopted``) until numpy's memory goes, so ``memory_stats("cpu")``
 covers the tensors then.
 
-Each block keeps its user's innermost two frames as (id of the code object, instruction
+Each block keeps its user's innermost two frames as (code object, instruction
 offset), found by a walk up the stack that looks at each code object's file once; file
 names and lines are read from them when a snapshot is taken.
 
@@ -52,43 +52,43 @@ __all__ = ["memory_snapshot", "record_memory_history", "save_memory_snapshot",
 _PACKAGE = os.path.dirname(os.path.abspath(__file__)) + os.sep
 _ROLE_TAGS = ("parameter", "gradient", "optimizer_state")
 _clock = time.perf_counter_ns
+_ndarray = np.ndarray
+_weakref = weakref.ref
 
 
 _getframe = sys._getframe
-# the file names of Haelixe's code met so far: a frame is skipped by one set lookup of its
-# code's file name (a string, whose hash is kept), with no call per frame
+# the file names met so far of Haelixe's code, and of the user's: a frame is placed by one
+# set lookup of its code's file name (a string, whose hash is kept), with no call per frame
 _OURS: set = set()
-# id(code object) -> the code object (held: its id is never reused) for the user's code
-_THEIRS: dict = {}
-USER_FRAMES = 2  # the user's innermost frames kept per block: the line, and its caller
+_USERS: set = set()
 
 
-def _user_frames(start: int = 2, limit: int = USER_FRAMES) -> tuple:
-    """The innermost frames outside haelixe (the user's code), innermost first, as one
-    flat tuple (id of the code object in ``_THEIRS``, instruction offset, ...): file
-    names and lines are read from them when a snapshot is taken (:func:`_frame_dicts`),
-    so an allocation pays only the walk up to its user's frames, and makes one tuple of
-    numbers, which the garbage collector stops looking at once it has seen it. The walk
-    starts ``start`` frames up from here (a caller that knows the frames below are
-    Haelixe's skips them)."""
+def _user_frames(start: int = 2) -> tuple:
+    """The user's innermost two frames outside haelixe (the line, and its caller), as
+    one flat tuple (code object, instruction offset, code object, instruction offset):
+    file names and lines are read from them when a snapshot is taken
+    (:func:`_frame_dicts`), so an allocation pays only the walk up to its user's frames,
+    and makes one tuple of code objects (which the garbage collector does not track) and
+    numbers, which it stops looking at once it has seen it. The walk starts ``start``
+    frames up from here (a caller that knows the frames below are Haelixe's skips
+    them)."""
     f = _getframe(start)
-    ours, theirs = _OURS, _THEIRS
-    frames = ()
+    ours, users = _OURS, _USERS
+    inner = lasti = None
     while f is not None:
         code = f.f_code
         filename = code.co_filename
         if filename not in ours:  # (most frames are: one lookup each)
-            if filename.startswith(_PACKAGE):
-                ours.add(filename)
-                continue
-            key = id(code)
-            if key not in theirs:
-                theirs[key] = code
-            frames += (key, f.f_lasti)
-            if len(frames) == 2 * limit:
-                break
+            if filename not in users:
+                if filename.startswith(_PACKAGE):
+                    ours.add(filename)
+                    continue
+                users.add(filename)
+            if inner is not None:
+                return (inner, lasti, code, f.f_lasti)
+            inner, lasti = code, f.f_lasti
         f = f.f_back
-    return frames
+    return () if inner is None else (inner, lasti)
 
 
 def _line_of(code, lasti: int) -> int | None:
@@ -99,13 +99,13 @@ def _line_of(code, lasti: int) -> int | None:
 
 
 def _frame_dicts(frames, cache: dict) -> list:
-    """Flat (code id, offset, ...) frames as PyTorch's dicts: ``filename``, ``line``,
+    """Flat (code object, offset, ...) frames as PyTorch's dicts: ``filename``, ``line``,
     ``name``."""
     out = []
-    for frame in zip(frames[::2], frames[1::2]):
+    for code, lasti in zip(frames[::2], frames[1::2]):
+        frame = (id(code), lasti)  # (a code object's hash is computed on every call)
         d = cache.get(frame)
         if d is None:
-            code, lasti = _THEIRS[frame[0]], frame[1]
             d = cache[frame] = {"filename": code.co_filename, "line": _line_of(code, lasti),
                                 "name": code.co_name}
         out.append(dict(d))
@@ -184,10 +184,14 @@ class _History:
         ``address`` for its backward."""
         held = self.live.get(address)
         if held is not None:
-            refs, names = self.saved.setdefault(held[0].key, ([], []))
-            refs.append(node_ref)
-            if name not in names:
-                names.append(name)
+            key = held[0].key
+            saved = self.saved.get(key)
+            if saved is None:  # (the first node to save it: two fresh lists)
+                self.saved[key] = ([node_ref], [name])
+            else:
+                saved[0].append(node_ref)
+                if name not in saved[1]:
+                    saved[1].append(name)
 
 
 # -- CPU tensors: counted by the CPU allocator while recorded ---------------------------
@@ -214,14 +218,41 @@ class _CpuTracker:
         self.history = history
         self.live = history.live
         self.refs: dict = {}  # id(weak ref to a counted array) -> the array's address
+        self._count = alloc.count_adopted
+        self._died = self._on_death()
+
+    def _on_death(self):
+        """The weak references' callback (numpy's memory goes): one function, its state
+        bound in (it runs for every CPU tensor freed while recorded)."""
+        refs, live, remove = self.refs, self.live, self.history.remove
+        uncount = self.alloc.uncount_adopted
+
+        def died(ref) -> None:
+            key = refs.pop(id(ref), None)
+            held = live.get(key)
+            if held is not None and held[1] is ref:
+                tag = held[0].tag
+                remove(key, tag, uncount(held[0].size, tag))
+
+        return died
+
+    def tensor_made(self, t) -> None:  # (the observer's, while the CPU is recorded)
+        data = t._storage.data
+        if data.__class__ is _ndarray:
+            self.address_of(data)
 
     def address_of(self, a, adopt: bool = True):
         """The address of ndarray ``a``'s memory if it is counted (counting it now if
         ``adopt``), else None."""
-        if a.base is not None:
-            a = _root(a)
-            if a is None:
-                return None
+        base = a.base
+        if base is not None:
+            # (a view of an array owning its memory, the usual case, needs no walk)
+            if base.__class__ is _ndarray and base.base is None:
+                a = base
+            else:
+                a = _root(a)
+                if a is None:
+                    return None
         key = id(a)
         live = self.live
         held = live.get(key)
@@ -233,7 +264,7 @@ class _CpuTracker:
         if not n:
             return None
         tag = _tag_state.__dict__.get("tag", DEFAULT_TAG)  # (memory.current_tag, inlined)
-        ref = weakref.ref(a, self._died)
+        ref = _weakref(a, self._died)
         self.refs[id(ref)] = key
         # (History.add, inlined: it runs for every CPU tensor made)
         # (two threads making tensors at once may append their events in the other
@@ -242,23 +273,16 @@ class _CpuTracker:
         # Haelixe's: the observer or the walk of a node's fields)
         history = self.history
         entry = _new_entry(_Entry, (next(history.keys), key, n, n, tag, _user_frames(3),
-                                    _clock() - history.t0, self.alloc.count_adopted(n, tag)))
+                                    _clock() - history.t0, self._count(n, tag)))
         live[key] = (entry, ref)
         history.trace.append(entry)
         return key
 
-    def _died(self, ref) -> None:  # (numpy's memory goes: the weak reference's callback)
-        key = self.refs.pop(id(ref), None)
-        held = self.live.get(key)
-        if held is not None and held[1] is ref:
-            entry = held[0]
-            self.history.remove(key, entry.tag,
-                                self.alloc.uncount_adopted(entry.size, entry.tag))
-
     def release(self) -> None:
         """Stop counting every buffer (history stops); the allocator's own blocks in
         ``live`` count as they did."""
-        refs, self.refs = self.refs, {}
+        refs = dict(self.refs)
+        self.refs.clear()  # (a buffer going from now on finds no address: not counted)
         for entry, owner in list(self.live.values()):
             if id(owner) in refs:
                 self.alloc.uncount_adopted(entry.size, entry.tag)
@@ -281,6 +305,7 @@ class _Recording:
         history = self.histories[name] = _History(alloc, max_entries)
         if name == "cpu":
             self.cpu = _CpuTracker(alloc, history)
+            self.tensor_made = self.cpu.tensor_made  # (one call less for each tensor)
         alloc.on_allocate, alloc.on_free = history.allocated, history.freed
         observe(self)
 
@@ -292,15 +317,13 @@ class _Recording:
         if alloc.device_name == "cpu" and self.cpu is not None:
             self.cpu.release()
             self.cpu = None
+            del self.tensor_made  # (back to the class's: nothing to count)
         if not self.histories:
             observe(self, False)
 
-    def tensor_made(self, t) -> None:  # (on the GPU the allocator's hook sees the block)
-        cpu = self.cpu
-        if cpu is not None:
-            data = t._storage.data
-            if data.__class__ is np.ndarray:
-                cpu.address_of(data)
+    def tensor_made(self, t) -> None:
+        """No CPU recorded: on the GPU the allocator's hook sees each block (while the
+        CPU is, its tracker's ``tensor_made`` stands in for this)."""
 
     def node_recorded(self, node) -> None:
         cpu = self.cpu
