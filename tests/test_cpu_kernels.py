@@ -224,6 +224,74 @@ def test_lstm_cell_matches_composed(dtype, shape, strided):
         np.testing.assert_allclose(g, w, **TOL[dtype])
 
 
+@pytest.mark.numba
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shape", [(512, 27), (7, 1), (3, 40), (0, 5)])
+@pytest.mark.parametrize("reduction", ["mean", "sum"])
+@pytest.mark.parametrize("strided", [False, True])
+def test_cross_entropy_matches_composed(dtype, shape, reduction, strided):
+    """The compiled cross-entropy at class indices (one call each way) against base's
+    composed one: the loss, what backward reads, and the gradient (a 0-d one, as
+    loss.backward() gives), with ignored rows, over short rows (27 classes), one class,
+    strided logits and an empty batch."""
+    rng = np.random.default_rng(9)
+    x = (rng.standard_normal(shape) * 3).astype(dtype)
+    target = rng.integers(0, shape[1], shape[0])
+    target[::4] = -1
+    if strided:
+        x = _strided(x)
+    g = np.array(1.5, dtype)
+    BE.cross_entropy_backward(BE.cross_entropy(x, target, None, -1, reduction, 0.0)[1], g)
+    cpu_jit.wait()  # (the compiled kernels loaded: the calls below run them)
+    for name in ("cross_entropy_rows", "cross_entropy_backward_rows") if x.size else ():
+        assert getattr(cpu_jit.kernels(), name).ready.get(np.dtype(dtype)) not in (
+            None, cpu_jit._composed)
+    loss, saved = BE.cross_entropy(x, target, None, -1, reduction, 0.0)
+    want_loss, want_saved = COMPOSED.cross_entropy(BE, x, target, None, -1, reduction, 0.0)
+    assert loss.dtype == dtype and loss.shape == ()
+    np.testing.assert_allclose(loss, want_loss, **TOL[dtype])
+    for got, want in zip(saved, want_saved):
+        if want is None or got is None:
+            assert got is want is None
+        else:
+            np.testing.assert_allclose(got, want, **TOL[dtype])
+    dx = BE.cross_entropy_backward(saved, g)
+    want_dx = COMPOSED.cross_entropy_backward(BE, want_saved, g)
+    assert dx.dtype == dtype and dx.shape == x.shape
+    np.testing.assert_allclose(dx, want_dx, **TOL[dtype])
+
+
+@pytest.mark.numba
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("reduction", ["mean", "sum"])
+def test_compiled_cross_entropy_matches_pytorch(dtype, reduction):
+    """F.cross_entropy through autograd with the compiled kernels loaded, makemore's
+    (512, 27) logits with ignored targets: the loss and the gradient against PyTorch's,
+    and a float64 gradcheck."""
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(4)
+    a = (rng.standard_normal((512, 27)) * 2).astype(dtype)
+    t = rng.integers(0, 27, 512)
+    t[rng.random(512) < 0.2] = -1
+    hx.nn.functional.cross_entropy(hx.tensor(a), hx.tensor(t), ignore_index=-1)
+    cpu_jit.wait()
+    got, want = [], []
+    for lib, out in ((hx, got), (torch, want)):
+        x = lib.tensor(a, requires_grad=True)
+        loss = lib.nn.functional.cross_entropy(x, lib.tensor(t), ignore_index=-1,
+                                               reduction=reduction)
+        (loss * 0.5).backward()
+        out += [loss.detach().numpy(), x.grad.numpy()]
+    tol = dict(rtol=1e-5, atol=1e-6) if dtype == "float32" else dict(rtol=1e-12, atol=1e-14)
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, **tol)
+    if dtype == "float64":
+        x = hx.tensor(a[:40], requires_grad=True)
+        tt = hx.tensor(t[:40])
+        assert hx.autograd.gradcheck(lambda v: hx.nn.functional.cross_entropy(
+            v, tt, ignore_index=-1, reduction=reduction), (x,))
+
+
 # -- row kernels ---------------------------------------------------------------------------
 def _strided(a):
     """``a``'s values through a transposed, stepped buffer."""

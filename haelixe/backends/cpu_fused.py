@@ -18,6 +18,7 @@ import math
 
 import numpy as np
 
+from .base import K_MUL
 from .cpu import _LOW_SET, CPUBackend, _check_rope_dtype, computes_in_f32
 from .cpu_jit import composed_while_loading, kernels
 
@@ -147,6 +148,41 @@ class CompiledCPUBackend(CPUBackend):
         if _index_add_rows(out, key, values):
             return out
         return super().index_add(shape, key, values)
+
+    # Cross-entropy at class indices without a class weight or smoothing (a language
+    # model's loss) in one compiled call each way, where the composed form makes about
+    # ten numpy calls over (rows, classes) arrays of a few thousand elements
+    @composed_while_loading
+    def cross_entropy(self, x, target, weight, ignore_index, reduction, label_smoothing):
+        if weight is not None or label_smoothing or reduction == "none" or x.ndim != 2 \
+                or x.dtype not in _JIT_FLOATS or target.dtype.kind not in "iu" or not x.size:
+            return super().cross_entropy(x, target, weight, ignore_index, reduction,
+                                         label_smoothing)
+        m = x.shape[0]
+        logp = np.empty(x.shape, x.dtype)
+        safe = np.empty(m, target.dtype)
+        w = np.empty(m, x.dtype)
+        loss, total = kernels().cross_entropy_rows(
+            np.ascontiguousarray(x), np.ascontiguousarray(target), ignore_index, logp, safe, w)
+        loss = np.array(loss, x.dtype)
+        total = np.array(total, x.dtype) if reduction == "mean" else None
+        if total is not None:
+            loss = self.div(loss, total)
+        return loss, (logp, safe, w, total, w, None, label_smoothing)
+
+    @composed_while_loading
+    def cross_entropy_backward(self, saved, g):
+        logp, safe, w, total, _, weight, smoothing = saved
+        if weight is not None or smoothing or logp.dtype not in _JIT_FLOATS \
+                or not logp.size:
+            return super().cross_entropy_backward(saved, g)
+        if total is not None:
+            g = self.div(g, total)
+        s = np.ascontiguousarray(self.map(K_MUL, [w, g], logp.dtype))
+        out = np.empty(logp.shape, logp.dtype)
+        kernels().cross_entropy_backward_rows(np.ascontiguousarray(logp),
+                                              np.ascontiguousarray(safe), s, out)
+        return out
 
     # An LSTM step's pointwise part in one compiled pass each way (cpu_kernels), where
     # the composed form makes about ten numpy passes and copies over arrays of a few
