@@ -176,10 +176,11 @@ def test_bad_inputs_and_arguments_raise_clear_errors():
         hx.nn.RNNCell(3, 4)(hx.randn(2, 5))
 
 
-def test_sequence_gradients_of_weight_hh_survive_retain_graph_and_partial_outputs():
+@pytest.mark.parametrize("kind", ["GRU", "LSTM"])
+def test_sequence_gradients_of_weight_hh_survive_retain_graph_and_partial_outputs(kind):
     torch.manual_seed(4)
-    ref = torch.nn.GRU(3, 4).double()
-    mine = _copy_weights(hx.nn.GRU(3, 4).double(), ref)
+    ref = getattr(torch.nn, kind)(3, 4).double()
+    mine = _copy_weights(getattr(hx.nn, kind)(3, 4).double(), ref)
     x = np.random.default_rng(4).standard_normal((6, 2, 3))
     out_t, _ = ref(torch.tensor(x))
     out_h, _ = mine(hx.tensor(x))
@@ -194,10 +195,33 @@ def test_sequence_gradients_of_weight_hh_survive_retain_graph_and_partial_output
         hx.autograd.grad(out.sum(), mine.weight_hh_l0, create_graph=True)
 
 
-@pytest.mark.parametrize("kind", ["LSTM", "GRU"])
-def test_each_step_records_one_fused_cell_node(kind):
+@pytest.mark.parametrize("kind, kwargs", [("GRU", {}), ("LSTM", {"proj_size": 2})])
+def test_each_step_records_one_fused_cell_node(kind, kwargs):
     # the gate arithmetic of a step is one node (LSTMCell, GRUCell), not a node per op
-    y, _ = getattr(hx.nn, kind)(3, 4)(hx.randn(5, 2, 3))
+    y, _ = getattr(hx.nn, kind)(3, 4, **kwargs)(hx.randn(5, 2, 3))
     ops = Counter(n.op for n in graph(y).nodes)
     assert ops[kind + "Cell"] == 5
     assert not {"Sigmoid", "Tanh", "Mul", "Add", "Sub"} & set(ops)
+
+
+def test_an_lstm_layer_without_projection_is_one_node_per_direction():
+    # the whole recurrence of a layer and direction is one LSTM node: no node per step
+    y, (h, c) = hx.nn.LSTM(3, 4, num_layers=2, bidirectional=True)(hx.randn(5, 2, 3))
+    ops = Counter(n.op for n in graph(y, h, c).nodes)
+    assert ops["LSTM"] == 4
+    assert not {"LSTMCell", "RecurrentProduct", "Sigmoid", "Tanh"} & set(ops)
+    assert ops["Slice"] <= 4 * 4  # per direction: its outputs, last step, h and c views
+
+
+@pytest.mark.parametrize("kw, x_shape, states", [
+    ({"num_layers": 2, "bidirectional": True, "batch_first": True}, (2, 7, 4),
+     [(4, 2, 5)] * 2),
+    ({"num_layers": 2, "bidirectional": True}, (7, 4), [(4, 5)] * 2),  # unbatched
+    ({"bias": False}, (6, 3, 4), [(1, 3, 5)] * 2),
+    ({}, (1, 3, 4), []),  # one time step
+])
+def test_lstm_sequence_node_matches_pytorch(kw, x_shape, states):
+    """The one-node LSTM layer against PyTorch in float64 (outputs, states and every
+    gradient) with given states, batch_first, unbatched input, no bias, one step."""
+    _run_both(lambda nn: nn.LSTM(4, 5, **kw), x_shape, states, "cpu")
+    _run_both(lambda nn: nn.LSTM(4, 5, **kw), x_shape, states, "cpu", np.float32, seed=1)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 
 from .. import creation
-from ..amp import cast_inputs
+from ..amp import autocast_dtype, cast_inputs
 from ..autograd.function import Function
 from ..autograd.mode import no_grad
 from ..backends.base import K_ADD
@@ -69,6 +69,64 @@ class _RecurrentProduct(Function):
         h_all = cat(hs) if len(hs) > 1 else hs[0]
         db = g_all.sum(0) if ctx.has_bias else None
         return dh, g_all.mT @ h_all, db, g, None, None, None
+
+
+class _LSTMSequence(Function):
+    """A whole LSTM layer in one direction, after its input projection: (xp (T, B, 4n),
+    every step's x @ W_ih^T + b_ih; h0, c0 (B, n); W_hh, b_hh; wt, W_hh^T contiguous)
+    -> (T, B, 2n), each step's h and c side by side (the cell's own output). One node
+    for the sequence, where a node per step for the product, the cell and the two views
+    of its output cost more than their kernels at a language model's sizes: forward and
+    backward run the steps on the backend's raw arrays (per step a product, two adds and
+    the cell's one pass), and backward forms the gradients of W_hh and b_hh once, from
+    every step's, as PyTorch's fused kernels do."""
+
+    twice_differentiable = False
+    label = "LSTM"
+
+    @staticmethod
+    def forward(ctx, xp, h0, c0, w, b, wt, reverse):
+        be = xp._be
+        xpd, wtd = xp._data, wt._data
+        steps, n = xp.shape[0], c0.shape[-1]
+        order = range(steps - 1, -1, -1) if reverse else range(steps)
+        h, c = h0._data, c0._data
+        hcs, acts, prev = [None] * steps, [None] * steps, [None] * steps
+        for t in order:
+            gates = be.matmul(h, wtd)  # (fresh: the adds go into it in place)
+            if b is not None:
+                be.map_into(K_ADD, gates, (b._data,))
+            be.map_into(K_ADD, gates, (be.reshape(be.narrow(xpd, 0, t, 1), gates.shape),))
+            prev[t] = (h, c)
+            hcs[t], acts[t] = be.lstm_cell(gates, c)
+            h, c = be.narrow(hcs[t], -1, 0, n), be.narrow(hcs[t], -1, n, n)
+        ctx.save_for_backward(w)
+        ctx.hcs, ctx.acts, ctx.prev, ctx.order = hcs, acts, prev, order
+        ctx.has_bias = b is not None
+        return be.join(hcs, 0, True)
+
+    @staticmethod
+    def backward(ctx, g):
+        (w,) = ctx.saved_tensors
+        be, gd = w._be, g._data
+        hcs, acts, prev = ctx.hcs, ctx.acts, ctx.prev
+        dgates = [None] * len(hcs)
+        dh = dc = None
+        for t in reversed(ctx.order):
+            ghc = be.reshape(be.narrow(gd, 0, t, 1), hcs[t].shape)
+            if dh is not None:  # what step t + 1 (in the steps' order) sends back
+                ghc = be.add(ghc, be.join([dh, dc], dh.ndim - 1, False))
+            dgates[t], dc = be.lstm_cell_backward(acts[t], prev[t][1], hcs[t], ghc)
+            dh = be.matmul(dgates[t], w._data)
+        every = be.join(dgates, 0, True)  # (T, B, 4n): xp's gradient too
+        steps, batch, width = every.shape
+        rows = be.reshape(every, (steps * batch, width))
+        h_prev = be.join([h for h, _ in prev], 0, True)
+        h_prev = be.reshape(h_prev, (steps * batch, h_prev.shape[-1]))
+        wrap = Tensor._wrap
+        dw = wrap(be.matmul(be.mT(rows), h_prev))
+        db = wrap(be.sum(rows, (0,), False)) if ctx.has_bias else None
+        return wrap(every), wrap(dh), wrap(dc), dw, db, None, None
 
 
 # -- one time step, given pre = x @ W_ih^T + b_ih + h @ W_hh^T + b_hh (GRU: the two
@@ -278,12 +336,23 @@ class RNNBase(Module):
         """One layer in one direction over x (seq, batch, features): (outputs, h_n,
         c_n). The input projection of every step is one product."""
         w_ih, w_hh, b_ih, b_hh, w_hr = weights
-        steps = F.linear(x, w_ih, b_ih).unbind(0)
-        order = range(len(steps) - 1, -1, -1) if reverse else range(len(steps))
-        outs = [None] * len(steps)
+        if not x.shape[0]:
+            raise ValueError(f"{type(self).__name__}: the input has no time steps "
+                             f"(sequence length 0)")
+        xp = F.linear(x, w_ih, b_ih)
         mode, tape = self.mode, []
         with no_grad():
             w_hh_t = w_hh.mT.contiguous()
+        if mode == "LSTM" and w_hr is None and autocast_dtype() is None and \
+                h.dtype is c.dtype is w_hh.dtype is xp.dtype and \
+                (b_hh is None or b_hh.dtype is h.dtype):
+            n = c.shape[-1]
+            hc = _LSTMSequence.apply(xp, h, c, w_hh, b_hh, w_hh_t, reverse)
+            last = hc[0 if reverse else -1]  # (the state after the last step taken)
+            return hc.narrow(-1, 0, n), last.narrow(-1, 0, n), last.narrow(-1, n, n)
+        steps = xp.unbind(0)
+        order = range(len(steps) - 1, -1, -1) if reverse else range(len(steps))
+        outs = [None] * len(steps)
         for k, t in enumerate(order):
             # the GRU's candidate reads h's projection apart: its input's is not added
             pre = _RecurrentProduct.apply(h, w_hh, b_hh, None if mode == "GRU" else steps[t],
@@ -295,9 +364,6 @@ class RNNBase(Module):
             else:
                 h = _rnn_step(pre, mode == "RNN_RELU")
             outs[t] = h
-        if not outs:
-            raise ValueError(f"{type(self).__name__}: the input has no time steps "
-                             f"(sequence length 0)")
         return stack(outs), h, c
 
 
