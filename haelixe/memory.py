@@ -176,7 +176,27 @@ class MemoryEvent(NamedTuple):
     reserved_bytes: int
 
 
-_ADOPTED = -1  # the bin of memory another allocator gave (Allocator.count_adopted)
+_ADOPTED = -1  # the bin of memory another allocator gave (Allocator.adopt)
+
+
+class AdoptedCounts:
+    """What an adopter (memory history's CPU tracker) counted of memory another allocator
+    gave (numpy's, for the CPU tensors made while history is recorded) since its
+    allocator last folded the counts into its own (see :meth:`Allocator.adopt`). The
+    adopter adds to them under ``lock`` with no call, for every block it counts or stops
+    counting; the allocator folds them in as each of its critical sections begins and
+    ends, so its counters are whole whenever anyone reads or changes them."""
+
+    __slots__ = ("lock", "base", "delta", "high", "allocs", "frees", "by_tag", "eager")
+
+    def __init__(self, allocated: int, eager: bool):
+        self.lock = threading.Lock()
+        self.base = allocated  # the allocator's allocated bytes as last folded
+        # (an event's total is base + delta, each read under the lock)
+        self.delta = self.high = 0  # bytes counted less bytes gone since then; its most
+        self.allocs = self.frees = 0
+        self.by_tag = dict.fromkeys(TAGS, 0)  # bytes counted less bytes gone, by tag
+        self.eager = eager  # subscribers want each event: Allocator.emit_adopted
 
 
 def _falling_id(handle) -> int:
@@ -415,6 +435,7 @@ class Allocator:
         # while memory history is recorded: on_allocate(block, allocated_bytes) for each
         # new Block, on_free(handle, tag, allocated_bytes) for each freed one; else None
         self.on_allocate = self.on_free = None
+        self._adopted = None  # the AdoptedCounts of an adopter counting memory, or None
         self._allocated = self._requested = self._reserved = 0
         self._active = self._cached = 0
         self._captured = self._captured_blocks = 0  # free slabs that pools keep for themselves
@@ -448,6 +469,8 @@ class Allocator:
         self._lock.acquire()
         prev = self._owner
         self._owner = self._get_ident()
+        if self._adopted is not None:
+            self._fold_adopted()
         return prev
 
     def _exit(self, prev) -> None:
@@ -457,6 +480,8 @@ class Allocator:
                 while dead:
                     self._put_back(*dead.popleft())
         finally:
+            if self._adopted is not None:  # (its base: the totals this section left)
+                self._fold_adopted()
             self._owner = prev
             self._lock.release()
 
@@ -576,44 +601,71 @@ class Allocator:
             f"references to tensors you no longer need (then call empty_cache()), or raise "
             f"the cap (allocator.cap_bytes).")
 
-    def count_adopted(self, nbytes: int, tag: str) -> int:
-        """Count ``nbytes`` of memory another allocator gave (numpy's, for a CPU tensor
+    def adopt(self) -> AdoptedCounts:
+        """Start counting memory another allocator gives (numpy's, for each CPU tensor
         while memory history is recorded) as allocated and reserved, until
-        :meth:`uncount_adopted`; no slab is made or cached, and no bin counts it. Returns
-        the allocated bytes after. Its event goes to subscribers (a MemoryView of the
-        CPU) only, not to :meth:`events`' recent history: memory history keeps its own
-        trace of these, and a step makes one per tensor. (The caller checks ``nbytes``
-        and ``tag``: it runs for every CPU tensor made while recorded. A plain lock, not
-        a critical section: no Block can die between these integer updates, and the
-        event comes last.)"""
-        with self._lock:
-            self._active += 1
-            self._num_allocs += 1
-            allocated = self._allocated = self._allocated + nbytes
-            self._requested += nbytes
-            reserved = self._reserved = self._reserved + nbytes
-            self._by_tag[tag] += nbytes
-            if allocated > self._peak_allocated:
-                self._peak_allocated = allocated
-            if reserved > self._peak_reserved:
-                self._peak_reserved = reserved
-            if self._callbacks:
-                self._emit("alloc", nbytes, nbytes, _ADOPTED, tag)
-            return allocated
+        :meth:`end_adoption`: its adopter adds each block it counts, and each that goes,
+        to the returned :class:`AdoptedCounts` (under its lock, with no call: it runs for
+        every CPU tensor made), which this allocator folds into its counters before it
+        reads or changes them; no slab is made or cached, and no bin counts it. Its events
+        go to subscribers (a MemoryView of the CPU) only, through :meth:`emit_adopted`,
+        not to :meth:`events`' recent history: memory history keeps its own trace of
+        these, and a step makes one per tensor."""
+        prev = self._enter()
+        try:
+            if self._adopted is not None:
+                raise RuntimeError(f"{self.device_name}: another adopter is counting "
+                                   f"memory here (one at a time)")
+            counts = self._adopted = AdoptedCounts(self._allocated, bool(self._callbacks))
+            return counts
+        finally:
+            self._exit(prev)
 
-    def uncount_adopted(self, nbytes: int, tag: str) -> int:
-        """Stop counting memory :meth:`count_adopted` counted (it went); returns the
-        allocated bytes after."""
-        with self._lock:
-            self._reserved -= nbytes
-            self._active -= 1
-            self._num_frees += 1
-            allocated = self._allocated = self._allocated - nbytes
-            self._requested -= nbytes
-            self._by_tag[tag] -= nbytes
+    def end_adoption(self) -> None:
+        """Stop counting adopted memory (the adopter took back what it counted)."""
+        prev = self._enter()
+        try:
+            self._adopted = None
+        finally:
+            self._exit(prev)
+
+    def emit_adopted(self, kind: str, nbytes: int, tag: str) -> None:
+        """Tell subscribers of a block the adopter counted (``kind`` "alloc") or stopped
+        counting ("free"), the counts folded first."""
+        prev = self._enter()
+        try:
             if self._callbacks:
-                self._emit("free", nbytes, nbytes, _ADOPTED, tag)
-            return allocated
+                self._emit(kind, nbytes, nbytes, _ADOPTED, tag)
+        finally:
+            self._exit(prev)
+
+    def _fold_adopted(self) -> None:
+        """Fold what the adopter counted since the last fold into the counters (inside a
+        critical section). Between two folds the allocator's own totals stand still (each
+        change of them is inside a section), so the most the adopter reached on top of
+        them is the peak of the sum."""
+        counts = self._adopted
+        with counts.lock:
+            delta = counts.delta
+            if delta or counts.allocs or counts.frees:
+                high = counts.high
+                if self._allocated + high > self._peak_allocated:
+                    self._peak_allocated = self._allocated + high
+                if self._reserved + high > self._peak_reserved:
+                    self._peak_reserved = self._reserved + high
+                self._allocated += delta
+                self._requested += delta
+                self._reserved += delta
+                self._active += counts.allocs - counts.frees
+                self._num_allocs += counts.allocs
+                self._num_frees += counts.frees
+                by_tag = self._by_tag
+                for tag, n in counts.by_tag.items():
+                    if n:
+                        by_tag[tag] += n
+                        counts.by_tag[tag] = 0
+                counts.delta = counts.high = counts.allocs = counts.frees = 0
+            counts.base = self._allocated
 
     def _put_back(self, handle, size, requested, b, tag) -> None:
         self._return_slab(handle, size, requested, b)
@@ -763,12 +815,16 @@ class Allocator:
             self._subscribers[token] = callback
             self._callbacks = tuple(self._subscribers.values())
             self._emitting = True
+            if self._adopted is not None:
+                self._adopted.eager = True
 
         def unsubscribe() -> None:
             with self._lock:
                 self._subscribers.pop(token, None)
                 self._callbacks = tuple(self._subscribers.values())
                 self._emitting = bool(self._callbacks) or self._history is not None
+                if self._adopted is not None:
+                    self._adopted.eager = bool(self._callbacks)
 
         return unsubscribe
 
@@ -831,8 +887,12 @@ class Allocator:
             self._exit(prev)
 
     def __repr__(self) -> str:
-        return (f"Allocator({self.device_name!r}, allocated={self._allocated}, "
-                f"reserved={self._reserved}, cap={self._cap})")
+        prev = self._enter()  # (what an adopter counted, folded in)
+        try:
+            return (f"Allocator({self.device_name!r}, allocated={self._allocated}, "
+                    f"reserved={self._reserved}, cap={self._cap})")
+        finally:
+            self._exit(prev)
 
 
 # -- per-device registry -----------------------------------------------------------------

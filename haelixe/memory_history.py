@@ -11,7 +11,7 @@ and the list is empty (one falsy check per tensor and per node).
 On the GPU every tensor's memory is an allocator block. CPU tensors own numpy memory, so
 while history is recorded on the CPU each fresh tensor's buffer (and each raw array a
 graph node keeps for its backward, such as attention's probabilities) is counted by the
-CPU allocator (``count_adopted``) until numpy's memory goes, so ``memory_stats("cpu")``
+CPU allocator (``Allocator.adopt``) until numpy's memory goes, so ``memory_stats("cpu")``
 covers the tensors then.
 
 Each block keeps its user's innermost two frames as (code object, instruction
@@ -209,7 +209,7 @@ def _root(a):
 
 class _CpuTracker:
     """Counts the buffer of each CPU tensor made (and each raw array a node saves) in
-    the CPU allocator (``count_adopted``), for as long as numpy's memory lives; its
+    the CPU allocator (``Allocator.adopt``), for as long as numpy's memory lives; its
     address is the id of the array owning the memory, and its entry in the history's
     ``live`` says it is counted."""
 
@@ -218,21 +218,28 @@ class _CpuTracker:
         self.history = history
         self.live = history.live
         self.refs: dict = {}  # id(weak ref to a counted array) -> the array's address
-        self._count = alloc.count_adopted
+        self.counts = alloc.adopt()
         self._died = self._on_death()
 
     def _on_death(self):
         """The weak references' callback (numpy's memory goes): one function, its state
         bound in (it runs for every CPU tensor freed while recorded)."""
         refs, live, remove = self.refs, self.live, self.history.remove
-        uncount = self.alloc.uncount_adopted
+        counts, alloc = self.counts, self.alloc
 
         def died(ref) -> None:
             key = refs.pop(id(ref), None)
             held = live.get(key)
             if held is not None and held[1] is ref:
-                tag = held[0].tag
-                remove(key, tag, uncount(held[0].size, tag))
+                n, tag = held[0].size, held[0].tag
+                with counts.lock:  # (the allocator's counters, see AdoptedCounts)
+                    delta = counts.delta = counts.delta - n
+                    counts.frees += 1
+                    counts.by_tag[tag] -= n
+                    allocated = counts.base + delta
+                if counts.eager:
+                    alloc.emit_adopted("free", n, tag)
+                remove(key, tag, allocated)
 
         return died
 
@@ -271,9 +278,19 @@ class _CpuTracker:
         # order than their totals: each total is still one the allocator reached)
         # (the walk for its line starts above this method and its caller, both
         # Haelixe's: the observer or the walk of a node's fields)
+        counts = self.counts
+        with counts.lock:  # (the allocator's counters, see AdoptedCounts)
+            delta = counts.delta = counts.delta + n
+            if delta > counts.high:
+                counts.high = delta
+            counts.allocs += 1
+            counts.by_tag[tag] += n
+            allocated = counts.base + delta
+        if counts.eager:
+            self.alloc.emit_adopted("alloc", n, tag)
         history = self.history
         entry = _new_entry(_Entry, (next(history.keys), key, n, n, tag, _user_frames(3),
-                                    _clock() - history.t0, self._count(n, tag)))
+                                    _clock() - history.t0, allocated))
         live[key] = (entry, ref)
         history.trace.append(entry)
         return key
@@ -283,9 +300,16 @@ class _CpuTracker:
         ``live`` count as they did."""
         refs = dict(self.refs)
         self.refs.clear()  # (a buffer going from now on finds no address: not counted)
+        counts = self.counts
         for entry, owner in list(self.live.values()):
             if id(owner) in refs:
-                self.alloc.uncount_adopted(entry.size, entry.tag)
+                with counts.lock:
+                    counts.delta -= entry.size
+                    counts.frees += 1
+                    counts.by_tag[entry.tag] -= entry.size
+                if counts.eager:
+                    self.alloc.emit_adopted("free", entry.size, entry.tag)
+        self.alloc.end_adoption()
 
 
 class _Recording:
@@ -328,12 +352,9 @@ class _Recording:
     def node_recorded(self, node) -> None:
         cpu = self.cpu
         out: list = []
-        kinds, skip = _KINDS, _NOT_SAVED
+        plain, skip = _PLAIN, _NOT_SAVED
         for name, v in node.__dict__.items():  # its saved tensors and raw arrays
-            kind = kinds.get(v.__class__)
-            if kind is None:
-                kind = _kind(v.__class__)
-            if kind and name not in skip:
+            if v.__class__ not in plain and name not in skip:  # (most fields: one lookup)
                 _addresses_of(v, cpu, True, out)
         if out:
             ref, name = weakref.ref(node), node.name
@@ -349,6 +370,7 @@ _NONE, _TENSOR, _ARRAY, _GPU_ARRAY, _SEQUENCE = range(5)
 # walked one by one for every node)
 _NOT_SAVED = frozenset(("next", "out_shape", "_versions"))
 _KINDS: dict = {}  # class -> what memory a value of it may hold (decided once per class)
+_PLAIN: set = set()  # the classes of those that hold none (_NONE), found by one lookup
 
 
 def _kind(cls) -> int:
@@ -358,6 +380,8 @@ def _kind(cls) -> int:
             _SEQUENCE if cls is tuple or cls is list else
             _TENSOR if issubclass(cls, Tensor) else _ARRAY if issubclass(cls, np.ndarray)
             else _GPU_ARRAY if "storage" in getattr(cls, "__slots__", ()) else _NONE)
+        if kind == _NONE:
+            _PLAIN.add(cls)
     return kind
 
 
@@ -371,8 +395,9 @@ def _addresses_of(value, cpu, adopt, out: list) -> list:
     if kind == _NONE:
         return out
     if kind == _SEQUENCE:
+        plain = _PLAIN
         for v in value:
-            if _KINDS.get(v.__class__, 1):  # (not for the ints of a shape)
+            if v.__class__ not in plain:  # (not for the ints of a shape)
                 _addresses_of(v, cpu, adopt, out)
         return out
     if kind == _TENSOR:
