@@ -292,6 +292,36 @@ def test_compiled_cross_entropy_matches_pytorch(dtype, reduction):
             v, tt, ignore_index=-1, reduction=reduction), (x,))
 
 
+@pytest.mark.numba
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shape", [(5, 7), (2, 3, 4), (4,), (0, 3)])
+@pytest.mark.parametrize("strided", [False, True])
+def test_gru_cell_matches_composed(dtype, shape, strided):
+    """The compiled GRU step (one pass each way) against base's composed one, forward
+    and backward, over batch shapes, strided operands and an empty batch."""
+    rng = np.random.default_rng(6)
+    n = shape[-1]
+    xp = (rng.standard_normal(shape[:-1] + (3 * n,)) * 3).astype(dtype)
+    hp = (rng.standard_normal(shape[:-1] + (3 * n,)) * 3).astype(dtype)
+    h = rng.standard_normal(shape).astype(dtype)
+    g = rng.standard_normal(shape).astype(dtype)
+    if strided:
+        xp, hp, h, g = _strided(xp), _strided(hp), _strided(h), _strided(g)
+    out, act = BE.gru_cell(xp, hp, h)
+    BE.gru_cell_backward(act, hp, h, g)
+    cpu_jit.wait()  # (the compiled kernels loaded: the calls below run them)
+    for name in ("gru_cell_rows", "gru_cell_backward_rows") if h.size else ():
+        assert getattr(cpu_jit.kernels(), name).ready.get(np.dtype(dtype)) not in (
+            None, cpu_jit._composed)
+    out, act = BE.gru_cell(xp, hp, h)
+    want_out, want_act = COMPOSED.gru_cell(BE, xp, hp, h)
+    got = (out, act) + BE.gru_cell_backward(act, hp, h, g)
+    want = (want_out, want_act) + COMPOSED.gru_cell_backward(BE, want_act, hp, h, g)
+    for a, w in zip(got, want):
+        assert a.dtype == dtype and a.shape == w.shape
+        np.testing.assert_allclose(a, w, **TOL[dtype])
+
+
 # -- row kernels ---------------------------------------------------------------------------
 def _strided(a):
     """``a``'s values through a transposed, stepped buffer."""

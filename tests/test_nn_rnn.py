@@ -119,6 +119,20 @@ def test_cells_match_pytorch(kind, device, request):
     _run_both(lambda nn: getattr(nn, kind)(4, 5, bias=False), (3, 4), [], device, dtype)
 
 
+@pytest.mark.parametrize("kind", ["LSTM", "GRU"])
+def test_compiled_cells_match_pytorch(kind):
+    """With the CPU's compiled cell kernels loaded (where numba is installed), the layer
+    in float64 and float32 against PyTorch's."""
+    from haelixe.backends import cpu_jit
+
+    getattr(hx.nn, kind)(4, 5)(hx.randn(2, 3, 4))[0].sum().backward()
+    getattr(hx.nn, kind)(4, 5).double()(hx.randn(2, 3, 4).double())[0].sum().backward()
+    cpu_jit.wait()
+    for dtype in (np.float64, np.float32):
+        _run_both(lambda nn: getattr(nn, kind)(4, 5, num_layers=2), (6, 3, 4), [], "cpu",
+                  dtype)
+
+
 def test_float32_lstm_language_model_step_matches_pytorch():
     _run_both(lambda nn: nn.LSTM(8, 16, num_layers=2), (12, 4, 8), [], "cpu",
               np.float32)

@@ -214,6 +214,33 @@ class CompiledCPUBackend(CPUBackend):
             dc.reshape(-1, n))
         return dgates, dc
 
+    # A GRU step's pointwise part the same way (cpu_kernels.gru_cell_rows and its
+    # backward)
+    @composed_while_loading
+    def gru_cell(self, xp, hp, h):
+        n = h.shape[-1]
+        if n == 0 or h.size == 0 or h.dtype not in _JIT_FLOATS or \
+                not xp.dtype == hp.dtype == h.dtype:
+            return super().gru_cell(xp, hp, h)
+        out = np.empty(h.shape, h.dtype)
+        act = np.empty(xp.shape, h.dtype)
+        kernels().gru_cell_rows(_rows_of(xp, 3 * n), _rows_of(hp, 3 * n), _rows_of(h, n),
+                                out.reshape(-1, n), act.reshape(-1, 3 * n))
+        return out, act
+
+    @composed_while_loading
+    def gru_cell_backward(self, act, hp, h, g):
+        n = h.shape[-1]
+        if n == 0 or h.size == 0 or h.dtype not in _JIT_FLOATS or \
+                not act.dtype == hp.dtype == g.dtype == h.dtype:
+            return super().gru_cell_backward(act, hp, h, g)
+        dxp, dhp = np.empty(act.shape, h.dtype), np.empty(act.shape, h.dtype)
+        dh = np.empty(h.shape, h.dtype)
+        kernels().gru_cell_backward_rows(
+            _rows_of(act, 3 * n), _rows_of(hp, 3 * n), _rows_of(h, n), _rows_of(g, n),
+            dxp.reshape(-1, 3 * n), dhp.reshape(-1, 3 * n), dh.reshape(-1, n))
+        return dxp, dhp, dh
+
     # The norms run one compiled pass per row (cpu_kernels); statistics are saved per
     # row, shaped x.shape[:-1] + (1,) as the contract says.
     @composed_while_loading
@@ -427,6 +454,11 @@ def _flat(stat):
 
 def _same(a, dtype):
     return np.ascontiguousarray(a, dtype=dtype)
+
+
+def _rows_of(a, n):
+    """``a`` as C-contiguous (rows, n) (a copy only where its strides need one)."""
+    return np.ascontiguousarray(a).reshape(-1, n)
 
 
 def _weight(w, x2, fill):

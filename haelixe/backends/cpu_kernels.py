@@ -403,6 +403,50 @@ def lstm_cell_backward_rows(act, c, hc, ghc, dgates, dc):
             dc[r, j] = dc2 * f
 
 
+@njit(**JIT)
+def gru_cell_rows(xp, hp, h, out, act):
+    """Backend.gru_cell in one pass over C-contiguous (rows, 3n) projections xp, hp and
+    (rows, n) h: act = (r, z, c) with r, z = sigmoid(xp + hp) and c = tanh(xp_n + r *
+    hp_n), out = c + z * (h - c). One short loop per block of a row (see
+    lstm_cell_rows); the candidate's loop computes r again rather than read it back
+    from act, which it writes (LLVM leaves a loop reading and writing one array
+    scalar: 1.4x the kernel's time at (20, 600))."""
+    rows, n = h.shape
+    one = typed(h, 1.0)
+    for r in range(rows):
+        for j in range(2 * n):
+            act[r, j] = _sigmoid(xp[r, j] + hp[r, j], one)
+        for j in range(n):
+            rr = _sigmoid(xp[r, j] + hp[r, j], one)
+            out[r, j] = ftanh(xp[r, 2 * n + j] + rr * hp[r, 2 * n + j])
+        for j in range(n):
+            act[r, 2 * n + j] = out[r, j]
+        for j in range(n):
+            c = out[r, j]
+            out[r, j] = c + act[r, n + j] * (h[r, j] - c)
+
+
+@njit(**JIT)
+def gru_cell_backward_rows(act, hp, h, g, dxp, dhp, dh):
+    """Backend.gru_cell_backward in one pass: dxp, dhp (rows, 3n) and dh (rows, n) from
+    the gradient g of h'."""
+    rows, n = h.shape
+    one = typed(h, 1.0)
+    for r in range(rows):
+        for j in range(n):
+            rr, z, c, gj = act[r, j], act[r, n + j], act[r, 2 * n + j], g[r, j]
+            dpre = gj * (one - z) * (one - c * c)
+            dr = dpre * hp[r, 2 * n + j] * rr * (one - rr)
+            dz = gj * (h[r, j] - c) * z * (one - z)
+            dxp[r, j] = dr
+            dhp[r, j] = dr
+            dxp[r, n + j] = dz
+            dhp[r, n + j] = dz
+            dxp[r, 2 * n + j] = dpre
+            dhp[r, 2 * n + j] = dpre * rr
+            dh[r, j] = gj * z
+
+
 # -- norms -------------------------------------------------------------------------------
 @njit(**ROWS)
 def rmsnorm_rows(x, w, eps, y, rstd):
