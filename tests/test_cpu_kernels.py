@@ -195,33 +195,47 @@ def test_tanh32_accuracy():
     assert out[3] == 0 and not np.signbit(out[3]) and np.signbit(out[4])
 
 
+def _lstm(ops, gates, c, ghc):
+    hc, act = ops.lstm_cell(BE, gates, c)
+    return (hc, act) + tuple(ops.lstm_cell_backward(BE, act, c, hc, ghc))
+
+
+def _gru(ops, xp, hp, h, g):
+    out, act = ops.gru_cell(BE, xp, hp, h)
+    return (out, act) + tuple(ops.gru_cell_backward(BE, act, hp, h, g))
+
+
+#: per cell: its forward and backward through a backend class, the widths (in units of
+#: n) and scales of their arrays, and the compiled kernels they run
+CELLS = {"lstm": (_lstm, [(4, 3.0), (1, 1.0), (2, 1.0)],
+                  ("lstm_cell_rows", "lstm_cell_backward_rows")),
+         "gru": (_gru, [(3, 3.0), (3, 3.0), (1, 1.0), (1, 1.0)],
+                 ("gru_cell_rows", "gru_cell_backward_rows"))}
+
+
 @pytest.mark.numba
+@pytest.mark.parametrize("cell", sorted(CELLS))
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("shape", [(5, 7), (2, 3, 4), (4,), (0, 3)])
 @pytest.mark.parametrize("strided", [False, True])
-def test_lstm_cell_matches_composed(dtype, shape, strided):
-    """The compiled LSTM step (one pass each way) against base's composed one, forward
-    and backward, over batch shapes, strided operands and an empty batch."""
+def test_recurrent_cell_matches_composed(cell, dtype, shape, strided):
+    """The compiled LSTM and GRU steps (one pass each way) against base's composed ones,
+    forward and backward, over batch shapes, strided operands and an empty batch."""
+    run, widths, names = CELLS[cell]
     rng = np.random.default_rng(5)
     n = shape[-1]
-    gates = (rng.standard_normal(shape[:-1] + (4 * n,)) * 3).astype(dtype)
-    c = rng.standard_normal(shape).astype(dtype)
-    ghc = rng.standard_normal(shape[:-1] + (2 * n,)).astype(dtype)
+    arrays = [(rng.standard_normal(shape[:-1] + (k * n,)) * scale).astype(dtype)
+              for k, scale in widths]
     if strided:
-        gates, c, ghc = _strided(gates), _strided(c), _strided(ghc)
-    hc, act = BE.lstm_cell(gates, c)
-    BE.lstm_cell_backward(act, c, hc, ghc)
+        arrays = [_strided(a) for a in arrays]
+    run(type(BE), *arrays)
     cpu_jit.wait()  # (the compiled kernels loaded: the calls below run them)
-    for name in ("lstm_cell_rows", "lstm_cell_backward_rows") if c.size else ():
+    for name in names if math.prod(shape) else ():
         assert getattr(cpu_jit.kernels(), name).ready.get(np.dtype(dtype)) not in (
             None, cpu_jit._composed)
-    hc, act = BE.lstm_cell(gates, c)
-    want_hc, want_act = COMPOSED.lstm_cell(BE, gates, c)
-    got = (hc, act) + BE.lstm_cell_backward(act, c, hc, ghc)
-    want = (want_hc, want_act) + COMPOSED.lstm_cell_backward(BE, want_act, c, want_hc, ghc)
-    for g, w in zip(got, want):
-        assert g.dtype == dtype and g.shape == w.shape
-        np.testing.assert_allclose(g, w, **TOL[dtype])
+    for got, want in zip(run(type(BE), *arrays), run(COMPOSED, *arrays)):
+        assert got.dtype == dtype and got.shape == want.shape
+        np.testing.assert_allclose(got, want, **TOL[dtype])
 
 
 @pytest.mark.numba
@@ -290,36 +304,6 @@ def test_compiled_cross_entropy_matches_pytorch(dtype, reduction):
         tt = hx.tensor(t[:40])
         assert hx.autograd.gradcheck(lambda v: hx.nn.functional.cross_entropy(
             v, tt, ignore_index=-1, reduction=reduction), (x,))
-
-
-@pytest.mark.numba
-@pytest.mark.parametrize("dtype", [np.float32, np.float64])
-@pytest.mark.parametrize("shape", [(5, 7), (2, 3, 4), (4,), (0, 3)])
-@pytest.mark.parametrize("strided", [False, True])
-def test_gru_cell_matches_composed(dtype, shape, strided):
-    """The compiled GRU step (one pass each way) against base's composed one, forward
-    and backward, over batch shapes, strided operands and an empty batch."""
-    rng = np.random.default_rng(6)
-    n = shape[-1]
-    xp = (rng.standard_normal(shape[:-1] + (3 * n,)) * 3).astype(dtype)
-    hp = (rng.standard_normal(shape[:-1] + (3 * n,)) * 3).astype(dtype)
-    h = rng.standard_normal(shape).astype(dtype)
-    g = rng.standard_normal(shape).astype(dtype)
-    if strided:
-        xp, hp, h, g = _strided(xp), _strided(hp), _strided(h), _strided(g)
-    out, act = BE.gru_cell(xp, hp, h)
-    BE.gru_cell_backward(act, hp, h, g)
-    cpu_jit.wait()  # (the compiled kernels loaded: the calls below run them)
-    for name in ("gru_cell_rows", "gru_cell_backward_rows") if h.size else ():
-        assert getattr(cpu_jit.kernels(), name).ready.get(np.dtype(dtype)) not in (
-            None, cpu_jit._composed)
-    out, act = BE.gru_cell(xp, hp, h)
-    want_out, want_act = COMPOSED.gru_cell(BE, xp, hp, h)
-    got = (out, act) + BE.gru_cell_backward(act, hp, h, g)
-    want = (want_out, want_act) + COMPOSED.gru_cell_backward(BE, want_act, hp, h, g)
-    for a, w in zip(got, want):
-        assert a.dtype == dtype and a.shape == w.shape
-        np.testing.assert_allclose(a, w, **TOL[dtype])
 
 
 # -- row kernels ---------------------------------------------------------------------------

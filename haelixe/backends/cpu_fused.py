@@ -184,62 +184,38 @@ class CompiledCPUBackend(CPUBackend):
                                               np.ascontiguousarray(safe), s, out)
         return out
 
-    # An LSTM step's pointwise part in one compiled pass each way (cpu_kernels), where
-    # the composed form makes about ten numpy passes and copies over arrays of a few
-    # thousand elements: float32/float64, any batch shape, made C-contiguous first
+    # An LSTM or GRU step's pointwise part in one compiled pass each way (cpu_kernels),
+    # where the composed form makes about ten numpy passes and copies over arrays of a
+    # few thousand elements: float32/float64, any batch shape, made C-contiguous first
     @composed_while_loading
     def lstm_cell(self, gates, c):
         n = c.shape[-1]
-        if n == 0 or c.size == 0 or c.dtype not in _JIT_FLOATS or gates.dtype != c.dtype:
+        if not _cell_compiles(c, gates):
             return super().lstm_cell(gates, c)
-        g2 = np.ascontiguousarray(gates).reshape(-1, 4 * n)
-        hc = np.empty(c.shape[:-1] + (2 * n,), c.dtype)
-        act = np.empty(gates.shape, c.dtype)
-        kernels().lstm_cell_rows(g2, np.ascontiguousarray(c).reshape(-1, n),
-                                 hc.reshape(-1, 2 * n), act.reshape(-1, 4 * n))
-        return hc, act
+        return _cell_rows(kernels().lstm_cell_rows, n, [(gates, 4), (c, 1)],
+                          [(c.shape[:-1] + (2 * n,), 2), (gates.shape, 4)])
 
     @composed_while_loading
     def lstm_cell_backward(self, act, c, hc, ghc):
-        n = c.shape[-1]
-        if n == 0 or c.size == 0 or c.dtype not in _JIT_FLOATS or \
-                not act.dtype == hc.dtype == ghc.dtype == c.dtype:
+        if not _cell_compiles(c, act, hc, ghc):
             return super().lstm_cell_backward(act, c, hc, ghc)
-        dgates = np.empty(act.shape, c.dtype)
-        dc = np.empty(c.shape, c.dtype)
-        kernels().lstm_cell_backward_rows(
-            np.ascontiguousarray(act).reshape(-1, 4 * n), np.ascontiguousarray(c).reshape(-1, n),
-            np.ascontiguousarray(hc).reshape(-1, 2 * n),
-            np.ascontiguousarray(ghc).reshape(-1, 2 * n), dgates.reshape(-1, 4 * n),
-            dc.reshape(-1, n))
-        return dgates, dc
+        return _cell_rows(kernels().lstm_cell_backward_rows, c.shape[-1],
+                          [(act, 4), (c, 1), (hc, 2), (ghc, 2)], [(act.shape, 4), (c.shape, 1)])
 
-    # A GRU step's pointwise part the same way (cpu_kernels.gru_cell_rows and its
-    # backward)
     @composed_while_loading
     def gru_cell(self, xp, hp, h):
-        n = h.shape[-1]
-        if n == 0 or h.size == 0 or h.dtype not in _JIT_FLOATS or \
-                not xp.dtype == hp.dtype == h.dtype:
+        if not _cell_compiles(h, xp, hp):
             return super().gru_cell(xp, hp, h)
-        out = np.empty(h.shape, h.dtype)
-        act = np.empty(xp.shape, h.dtype)
-        kernels().gru_cell_rows(_rows_of(xp, 3 * n), _rows_of(hp, 3 * n), _rows_of(h, n),
-                                out.reshape(-1, n), act.reshape(-1, 3 * n))
-        return out, act
+        return _cell_rows(kernels().gru_cell_rows, h.shape[-1], [(xp, 3), (hp, 3), (h, 1)],
+                          [(h.shape, 1), (xp.shape, 3)])
 
     @composed_while_loading
     def gru_cell_backward(self, act, hp, h, g):
-        n = h.shape[-1]
-        if n == 0 or h.size == 0 or h.dtype not in _JIT_FLOATS or \
-                not act.dtype == hp.dtype == g.dtype == h.dtype:
+        if not _cell_compiles(h, act, hp, g):
             return super().gru_cell_backward(act, hp, h, g)
-        dxp, dhp = np.empty(act.shape, h.dtype), np.empty(act.shape, h.dtype)
-        dh = np.empty(h.shape, h.dtype)
-        kernels().gru_cell_backward_rows(
-            _rows_of(act, 3 * n), _rows_of(hp, 3 * n), _rows_of(h, n), _rows_of(g, n),
-            dxp.reshape(-1, 3 * n), dhp.reshape(-1, 3 * n), dh.reshape(-1, n))
-        return dxp, dhp, dh
+        return _cell_rows(kernels().gru_cell_backward_rows, h.shape[-1],
+                          [(act, 3), (hp, 3), (h, 1), (g, 1)],
+                          [(act.shape, 3), (act.shape, 3), (h.shape, 1)])
 
     # The norms run one compiled pass per row (cpu_kernels); statistics are saved per
     # row, shaped x.shape[:-1] + (1,) as the contract says.
@@ -456,9 +432,22 @@ def _same(a, dtype):
     return np.ascontiguousarray(a, dtype=dtype)
 
 
-def _rows_of(a, n):
-    """``a`` as C-contiguous (rows, n) (a copy only where its strides need one)."""
-    return np.ascontiguousarray(a).reshape(-1, n)
+def _cell_compiles(state, *others) -> bool:
+    """Whether a recurrent cell's kernel takes these arrays: a non-empty float32/64
+    ``state`` (batch, n) and the cell's other arrays of its dtype."""
+    return bool(state.shape[-1] and state.size) and state.dtype in _JIT_FLOATS and \
+        all(a.dtype == state.dtype for a in others)
+
+
+def _cell_rows(kernel, n, inputs, outputs):
+    """Run a recurrent cell's kernel on ``inputs`` ((array, k): k * n wide) made
+    C-contiguous (rows, k * n), into new arrays of ``outputs`` ((shape, k)) in the
+    state's dtype, which it returns."""
+    dtype = inputs[-1][0].dtype
+    made = tuple(np.empty(shape, dtype) for shape, _ in outputs)
+    kernel(*(np.ascontiguousarray(a).reshape(-1, k * n) for a, k in inputs),
+           *(m.reshape(-1, k * n) for m, (_, k) in zip(made, outputs)))
+    return made
 
 
 def _weight(w, x2, fill):
