@@ -179,20 +179,6 @@ class _History:
     def freed(self, handle, tag, allocated_bytes) -> None:  # the allocator's on_free
         self.remove(id(handle), tag, allocated_bytes)
 
-    def saved_by(self, address, node_ref, name) -> None:
-        """The node ``node_ref`` refers to (named ``name``) keeps the block at
-        ``address`` for its backward."""
-        held = self.live.get(address)
-        if held is not None:
-            key = held[0].key
-            saved = self.saved.get(key)
-            if saved is None:  # (the first node to save it: two fresh lists)
-                self.saved[key] = ([node_ref], [name])
-            else:
-                saved[0].append(node_ref)
-                if name not in saved[1]:
-                    saved[1].append(name)
-
 
 # -- CPU tensors: counted by the CPU allocator while recorded ---------------------------
 
@@ -243,14 +229,12 @@ class _CpuTracker:
 
         return died
 
-    def tensor_made(self, t) -> None:  # (the observer's, while the CPU is recorded)
-        data = t._storage.data
-        if data.__class__ is _ndarray:
-            self.address_of(data)
-
     def address_of(self, a, adopt: bool = True):
         """The address of ndarray ``a``'s memory if it is counted (counting it now if
-        ``adopt``), else None."""
+        ``adopt``), else None (also for a GPU tensor's block: this is the observer's
+        ``buffer_made`` while the CPU is recorded)."""
+        if a.__class__ is not _ndarray:
+            return None
         base = a.base
         if base is not None:
             # (a view of an array owning its memory, the usual case, needs no walk)
@@ -329,7 +313,7 @@ class _Recording:
         history = self.histories[name] = _History(alloc, max_entries)
         if name == "cpu":
             self.cpu = _CpuTracker(alloc, history)
-            self.tensor_made = self.cpu.tensor_made  # (one call less for each tensor)
+            self.buffer_made = self.cpu.address_of  # (one call less for each tensor)
         alloc.on_allocate, alloc.on_free = history.allocated, history.freed
         observe(self)
 
@@ -341,13 +325,13 @@ class _Recording:
         if alloc.device_name == "cpu" and self.cpu is not None:
             self.cpu.release()
             self.cpu = None
-            del self.tensor_made  # (back to the class's: nothing to count)
+            del self.buffer_made  # (back to the class's: nothing to count)
         if not self.histories:
             observe(self, False)
 
-    def tensor_made(self, t) -> None:
+    def buffer_made(self, data) -> None:
         """No CPU recorded: on the GPU the allocator's hook sees each block (while the
-        CPU is, its tracker's ``tensor_made`` stands in for this)."""
+        CPU is, its tracker's ``address_of`` stands in for this)."""
 
     def node_recorded(self, node) -> None:
         cpu = self.cpu
@@ -356,12 +340,20 @@ class _Recording:
         for name, v in node.__dict__.items():  # its saved tensors and raw arrays
             if v.__class__ not in plain and name not in skip:  # (most fields: one lookup)
                 _addresses_of(v, cpu, True, out)
-        if out:
+        if out:  # (each block it keeps: which nodes keep it, and their names)
             ref, name = weakref.ref(node), node.name
             for device, address in out:
                 history = self.histories.get(device)
-                if history is not None:
-                    history.saved_by(address, ref, name)
+                held = None if history is None else history.live.get(address)
+                if held is not None:
+                    key = held[0].key
+                    saved = history.saved.get(key)
+                    if saved is None:  # (the first node to keep it: two fresh lists)
+                        history.saved[key] = ([ref], [name])
+                    else:
+                        saved[0].append(ref)
+                        if name not in saved[1]:
+                            saved[1].append(name)
 
 
 _NONE, _TENSOR, _ARRAY, _GPU_ARRAY, _SEQUENCE = range(5)

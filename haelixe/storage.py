@@ -5,10 +5,11 @@ from __future__ import annotations
 import mmap
 
 #: What watches memory being made (``hx.record_memory_history`` registers one): each
-#: has ``tensor_made(tensor)``, told by ``Tensor._wrap`` of every fresh tensor an op
-#: makes, and ``node_recorded(node)``, told by the autograd's ``record`` of every graph
-#: node. Empty while nothing watches, so the engine pays one falsy check; changed only
-#: by :func:`observe` (in place: modules that imported it see the change).
+#: has ``buffer_made(data)``, told by ``Tensor._wrap`` of the buffer (``Storage.data``) of
+#: every fresh tensor an op makes, and ``node_recorded(node)``, told by the autograd's
+#: ``record`` of every graph node. Empty while nothing watches, so the engine pays one
+#: falsy check; changed only by :func:`observe` (in place: modules that imported it see
+#: the change).
 OBSERVERS: list = []
 
 

@@ -87,7 +87,7 @@ class Tensor:
         t.grad = t.grad_fn = t._accumulator = t._base = t.name = None
         if OBSERVERS:  # (memory history: empty otherwise)
             for o in OBSERVERS:
-                o.tensor_made(t)
+                o.buffer_made(raw)
         return t
 
     def _view(self, shape, strides, offset, raw=None) -> Tensor:
@@ -320,7 +320,7 @@ def _wrap_other(raw) -> Tensor:
                            storage.device, None)
     if OBSERVERS:
         for o in OBSERVERS:
-            o.tensor_made(t)
+            o.buffer_made(storage.data)
     return t
 
 
