@@ -190,7 +190,7 @@ def test_bad_inputs_and_arguments_raise_clear_errors():
         hx.nn.RNNCell(3, 4)(hx.randn(2, 5))
 
 
-@pytest.mark.parametrize("kind", ["GRU", "LSTM"])
+@pytest.mark.parametrize("kind", ["GRU", "LSTM", "RNN"])
 def test_sequence_gradients_of_weight_hh_survive_retain_graph_and_partial_outputs(kind):
     torch.manual_seed(4)
     ref = getattr(torch.nn, kind)(3, 4).double()
@@ -209,21 +209,27 @@ def test_sequence_gradients_of_weight_hh_survive_retain_graph_and_partial_output
         hx.autograd.grad(out.sum(), mine.weight_hh_l0, create_graph=True)
 
 
-@pytest.mark.parametrize("kind, kwargs", [("GRU", {}), ("LSTM", {"proj_size": 2})])
-def test_each_step_records_one_fused_cell_node(kind, kwargs):
+@pytest.mark.parametrize("kind, kwargs, autocast", [
+    ("GRU", {}, True), ("LSTM", {}, True), ("LSTM", {"proj_size": 2}, False)])
+def test_steps_left_to_their_own_nodes_record_one_fused_cell_node_each(kind, kwargs,
+                                                                       autocast):
+    # under autocast, and for an LSTM with a projection, each step is its own nodes, and
     # the gate arithmetic of a step is one node (LSTMCell, GRUCell), not a node per op
-    y, _ = getattr(hx.nn, kind)(3, 4, **kwargs)(hx.randn(5, 2, 3))
+    layer = getattr(hx.nn, kind)(3, 4, **kwargs)
+    with hx.autocast(dtype=hx.bfloat16, enabled=autocast):
+        y, _ = layer(hx.randn(5, 2, 3))
     ops = Counter(n.op for n in graph(y).nodes)
     assert ops[kind + "Cell"] == 5
     assert not {"Sigmoid", "Tanh", "Mul", "Add", "Sub"} & set(ops)
 
 
-def test_an_lstm_layer_without_projection_is_one_node_per_direction():
-    # the whole recurrence of a layer and direction is one LSTM node: no node per step
-    y, (h, c) = hx.nn.LSTM(3, 4, num_layers=2, bidirectional=True)(hx.randn(5, 2, 3))
-    ops = Counter(n.op for n in graph(y, h, c).nodes)
-    assert ops["LSTM"] == 4
-    assert not {"LSTMCell", "RecurrentProduct", "Sigmoid", "Tanh"} & set(ops)
+@pytest.mark.parametrize("kind, op", [("LSTM", "LSTM"), ("GRU", "GRU"), ("RNN", "RNN")])
+def test_a_layer_is_one_node_per_direction(kind, op):
+    # the whole recurrence of a layer and direction is one node: no node per step
+    out = getattr(hx.nn, kind)(3, 4, num_layers=2, bidirectional=True)(hx.randn(5, 2, 3))
+    ops = Counter(n.op for n in graph(*_flatten(out)).nodes)
+    assert ops[op] == 4
+    assert not {"LSTMCell", "GRUCell", "RecurrentProduct", "Sigmoid", "Tanh"} & set(ops)
     assert ops["Slice"] <= 4 * 4  # per direction: its outputs, last step, h and c views
 
 
@@ -234,8 +240,14 @@ def test_an_lstm_layer_without_projection_is_one_node_per_direction():
     ({"bias": False}, (6, 3, 4), [(1, 3, 5)] * 2),
     ({}, (1, 3, 4), []),  # one time step
 ])
-def test_lstm_sequence_node_matches_pytorch(kw, x_shape, states):
-    """The one-node LSTM layer against PyTorch in float64 (outputs, states and every
-    gradient) with given states, batch_first, unbatched input, no bias, one step."""
-    _run_both(lambda nn: nn.LSTM(4, 5, **kw), x_shape, states, "cpu")
-    _run_both(lambda nn: nn.LSTM(4, 5, **kw), x_shape, states, "cpu", np.float32, seed=1)
+@pytest.mark.parametrize("kind", ["LSTM", "GRU", "RNN", "RNN relu"])
+def test_sequence_node_matches_pytorch(kind, kw, x_shape, states):
+    """The one-node layers against PyTorch in float64 and float32 (outputs, states and
+    every gradient) with given states, batch_first, unbatched input, no bias, one step."""
+    if kind != "LSTM":
+        states = states[:1]
+    if kind == "RNN relu":
+        kind, kw = "RNN", {**kw, "nonlinearity": "relu"}
+    _run_both(lambda nn: getattr(nn, kind)(4, 5, **kw), x_shape, states, "cpu")
+    _run_both(lambda nn: getattr(nn, kind)(4, 5, **kw), x_shape, states, "cpu", np.float32,
+              seed=1)

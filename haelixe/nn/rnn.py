@@ -17,7 +17,7 @@ from .. import creation
 from ..amp import autocast_dtype, cast_inputs
 from ..autograd.function import Function
 from ..autograd.mode import no_grad
-from ..backends.base import K_ADD
+from ..backends.base import K_ADD, Kernel
 from ..ops.fused import GRUCellFn, LSTMCellFn
 from ..ops.indexing import cat, stack
 from ..tensor import Tensor
@@ -71,54 +71,85 @@ class _RecurrentProduct(Function):
         return dh, g_all.mT @ h_all, db, g, None, None, None
 
 
-class _LSTMSequence(Function):
-    """A whole LSTM layer in one direction, after its input projection: (xp (T, B, 4n),
-    every step's x @ W_ih^T + b_ih; h0, c0 (B, n); W_hh, b_hh; wt, W_hh^T contiguous)
-    -> (T, B, 2n), each step's h and c side by side (the cell's own output). One node
-    for the sequence, where a node per step for the product, the cell and the two views
-    of its output cost more than their kernels at a language model's sizes: forward and
-    backward run the steps on the backend's raw arrays (per step a product, two adds and
-    the cell's one pass), and backward forms the gradients of W_hh and b_hh once, from
-    every step's, as PyTorch's fused kernels do."""
+#: the Elman RNN's activations and their gradients from their outputs, as nn.RNN's
+#: per-step tanh and relu nodes compute them
+_K_TANH = Kernel("rnn_seq_tanh", lambda m, x: m.tanh(x), 1)
+_K_RELU = Kernel("rnn_seq_relu", lambda m, x: m.maximum(x, 0), 1)
+_K_DTANH = Kernel("rnn_seq_dtanh", lambda m, g, y: g * (1.0 - y * y), 2)
+_K_DRELU = Kernel("rnn_seq_drelu", lambda m, g, y: g * (y > 0), 2)
+
+
+class _RecurrentSequence(Function):
+    """A whole recurrent layer in one direction, after its input projection: (xp (T, B,
+    gates * n), every step's x @ W_ih^T + b_ih; h0 (B, n); c0 (LSTM) or None; W_hh,
+    b_hh; wt, W_hh^T contiguous; the mode) -> every step's output stacked, (T, B, n),
+    or for the LSTM (T, B, 2n), each step's h and c side by side (its cell's output).
+    One node for the sequence, where a node per step for the product, the cell and the
+    views of its output cost more than their kernels at a language model's sizes:
+    forward and backward run the steps on the backend's raw arrays (per step a product,
+    its adds and the cell's one pass), and backward forms the gradients of W_hh and
+    b_hh once, from every step's, as PyTorch's fused kernels do."""
 
     twice_differentiable = False
-    label = "LSTM"
+    label = "RecurrentSequence"
 
     @staticmethod
-    def forward(ctx, xp, h0, c0, w, b, wt, reverse):
+    def forward(ctx, xp, h0, c0, w, b, wt, mode, reverse):
         be = xp._be
         xpd, wtd = xp._data, wt._data
-        steps, n = xp.shape[0], c0.shape[-1]
+        steps, n = xp.shape[0], h0.shape[-1]
         order = range(steps - 1, -1, -1) if reverse else range(steps)
-        h, c = h0._data, c0._data
-        hcs, acts, prev = [None] * steps, [None] * steps, [None] * steps
+        h, c = h0._data, None if c0 is None else c0._data
+        outs, acts, prev = [None] * steps, [None] * steps, [None] * steps
         for t in order:
-            gates = be.matmul(h, wtd)  # (fresh: the adds go into it in place)
+            x_t = be.reshape(be.narrow(xpd, 0, t, 1), xpd.shape[1:])
+            pre = be.matmul(h, wtd)  # (fresh: the adds go into it in place)
             if b is not None:
-                be.map_into(K_ADD, gates, (b._data,))
-            be.map_into(K_ADD, gates, (be.reshape(be.narrow(xpd, 0, t, 1), gates.shape),))
+                be.map_into(K_ADD, pre, (b._data,))
             prev[t] = (h, c)
-            hcs[t], acts[t] = be.lstm_cell(gates, c)
-            h, c = be.narrow(hcs[t], -1, 0, n), be.narrow(hcs[t], -1, n, n)
+            if mode == "GRU":  # (the candidate reads h's projection apart from x's)
+                outs[t], act = be.gru_cell(x_t, pre, h)
+                acts[t] = (act, pre)
+                h = outs[t]
+                continue
+            be.map_into(K_ADD, pre, (x_t,))
+            if mode == "LSTM":
+                outs[t], acts[t] = be.lstm_cell(pre, c)
+                h, c = be.narrow(outs[t], -1, 0, n), be.narrow(outs[t], -1, n, n)
+            else:
+                h = outs[t] = be.map(_K_RELU if mode == "RNN_RELU" else _K_TANH, [pre],
+                                     pre.dtype)
         ctx.save_for_backward(w)
-        ctx.hcs, ctx.acts, ctx.prev, ctx.order = hcs, acts, prev, order
+        ctx.outs, ctx.acts, ctx.prev, ctx.order, ctx.mode = outs, acts, prev, order, mode
         ctx.has_bias = b is not None
-        return be.join(hcs, 0, True)
+        ctx.label = {"LSTM": "LSTM", "GRU": "GRU"}.get(mode, "RNN")
+        return be.join(outs, 0, True)
 
     @staticmethod
     def backward(ctx, g):
         (w,) = ctx.saved_tensors
-        be, gd = w._be, g._data
-        hcs, acts, prev = ctx.hcs, ctx.acts, ctx.prev
-        dgates = [None] * len(hcs)
+        be, gd, wd, mode = w._be, g._data, w._data, ctx.mode
+        outs, acts, prev = ctx.outs, ctx.acts, ctx.prev
+        # per step the gradient of its product h @ W_hh^T + b_hh, and of its xp
+        dpre, dxp = [None] * len(outs), [None] * len(outs)
         dh = dc = None
         for t in reversed(ctx.order):
-            ghc = be.reshape(be.narrow(gd, 0, t, 1), hcs[t].shape)
+            gy = be.reshape(be.narrow(gd, 0, t, 1), outs[t].shape)
             if dh is not None:  # what step t + 1 (in the steps' order) sends back
-                ghc = be.add(ghc, be.join([dh, dc], dh.ndim - 1, False))
-            dgates[t], dc = be.lstm_cell_backward(acts[t], prev[t][1], hcs[t], ghc)
-            dh = be.matmul(dgates[t], w._data)
-        every = be.join(dgates, 0, True)  # (T, B, 4n): xp's gradient too
+                gy = be.add(gy, dh if mode != "LSTM" else
+                            be.join([dh, dc], dh.ndim - 1, False))
+            if mode == "LSTM":
+                dpre[t], dc = be.lstm_cell_backward(acts[t], prev[t][1], outs[t], gy)
+                dh = be.matmul(dpre[t], wd)
+            elif mode == "GRU":
+                act, hp = acts[t]
+                dxp[t], dpre[t], direct = be.gru_cell_backward(act, hp, prev[t][0], gy)
+                dh = be.add(direct, be.matmul(dpre[t], wd))
+            else:
+                dpre[t] = be.map(_K_DRELU if mode == "RNN_RELU" else _K_DTANH,
+                                 [gy, outs[t]], gy.dtype)
+                dh = be.matmul(dpre[t], wd)
+        every = be.join(dpre, 0, True)
         steps, batch, width = every.shape
         rows = be.reshape(every, (steps * batch, width))
         h_prev = be.join([h for h, _ in prev], 0, True)
@@ -126,7 +157,9 @@ class _LSTMSequence(Function):
         wrap = Tensor._wrap
         dw = wrap(be.matmul(be.mT(rows), h_prev))
         db = wrap(be.sum(rows, (0,), False)) if ctx.has_bias else None
-        return wrap(every), wrap(dh), wrap(dc), dw, db, None, None
+        d_xp = be.join(dxp, 0, True) if mode == "GRU" else every
+        return (wrap(d_xp), wrap(dh), None if dc is None else wrap(dc), dw, db, None, None,
+                None)
 
 
 # -- one time step, given pre = x @ W_ih^T + b_ih + h @ W_hh^T + b_hh (GRU: the two
@@ -343,13 +376,14 @@ class RNNBase(Module):
         mode, tape = self.mode, []
         with no_grad():
             w_hh_t = w_hh.mT.contiguous()
-        if mode == "LSTM" and w_hr is None and autocast_dtype() is None and \
-                h.dtype is c.dtype is w_hh.dtype is xp.dtype and \
-                (b_hh is None or b_hh.dtype is h.dtype):
+        if w_hr is None and autocast_dtype() is None and h.dtype is w_hh.dtype is xp.dtype \
+                and (c is None or c.dtype is h.dtype) and (b_hh is None or b_hh.dtype is h.dtype):
+            y = _RecurrentSequence.apply(xp, h, c, w_hh, b_hh, w_hh_t, mode, reverse)
+            last = y[0 if reverse else -1]  # (the state after the last step taken)
+            if mode != "LSTM":
+                return y, last, None
             n = c.shape[-1]
-            hc = _LSTMSequence.apply(xp, h, c, w_hh, b_hh, w_hh_t, reverse)
-            last = hc[0 if reverse else -1]  # (the state after the last step taken)
-            return hc.narrow(-1, 0, n), last.narrow(-1, 0, n), last.narrow(-1, n, n)
+            return y.narrow(-1, 0, n), last.narrow(-1, 0, n), last.narrow(-1, n, n)
         steps = xp.unbind(0)
         order = range(len(steps) - 1, -1, -1) if reverse else range(len(steps))
         outs = [None] * len(steps)
