@@ -36,7 +36,6 @@ import sys
 import threading
 import time
 import weakref
-from typing import NamedTuple
 
 import numpy as np
 
@@ -112,20 +111,14 @@ def _frame_dicts(frames, cache: dict) -> list:
     return out
 
 
-class _Entry(NamedTuple):
-    """One block (on the CPU: one numpy buffer) allocated while history was recorded."""
-
-    key: int
-    address: int
-    size: int
-    requested: int
-    tag: str | None  # the CPU's; a Block's is read from it (it may be retagged)
-    frames: tuple  # see _user_frames
-    time_ns: int
-    allocated_bytes: int  # the allocator's, after it: the entry is its trace's event
-
-
-_new_entry = tuple.__new__  # (skips NamedTuple's Python-level __new__: one per tensor)
+# An entry: one block (on the CPU: one numpy buffer) allocated while history was
+# recorded, as a plain tuple of these fields (the garbage collector stops tracking a plain
+# tuple of numbers, strings and untracked tuples once it has seen it, but never a tuple
+# subclass: a trace of named tuples would be looked at by every collection):
+_KEY, _ADDRESS, _SIZE, _REQUESTED, _TAG, _FRAMES, _TIME_NS, _ALLOCATED = range(8)
+# (_TAG: the CPU's; a Block's is read from it, as it may be retagged. _FRAMES: see
+# _user_frames. _ALLOCATED: the allocator's bytes after it: the entry is its trace's event)
+_FREE = "free"  # the first field of a free's event in the trace
 
 
 class _History:
@@ -136,13 +129,13 @@ class _History:
         self.alloc = alloc
         # (no lock on the hot paths: each step of them is one dict or deque operation,
         # atomic under the GIL, and the snapshot copies them with one C call each)
-        # address -> (_Entry, a weak reference to its Block or numpy array): the entries
+        # address -> (entry, a weak reference to its Block or numpy array): the entries
         # hold only numbers, strings and frames as ids, so once the garbage collector has
         # seen them it stops looking at them (and at the trace holding them)
         self.live: dict = {}
         self.saved: dict = {}  # key of a live block -> ([weak refs to the nodes that
         # saved it], [their names])
-        # the entry itself for an allocation (see _Entry), and ("free", entry, t,
+        # the entry itself for an allocation (see _KEY...), and ("free", entry, t,
         # allocated, category, op) for a free: the entries live as long as the trace
         # names them, and an allocation adds no object but its entry
         self.trace = collections.deque(maxlen=max_entries)
@@ -153,9 +146,8 @@ class _History:
     def add(self, address, owner, size, requested, tag, allocated_bytes,
             start: int = 2) -> None:
         """Note a new block (``start``: as :func:`_user_frames`'s, from the caller)."""
-        entry = _new_entry(_Entry, (next(self.keys), address, size, requested, tag,
-                                    _user_frames(start), _clock() - self.t0,
-                                    allocated_bytes))
+        entry = (next(self.keys), address, size, requested, tag, _user_frames(start),
+                 _clock() - self.t0, allocated_bytes)
         self.live[address] = (entry, owner)
         self.trace.append(entry)
 
@@ -165,10 +157,10 @@ class _History:
         held = self.live.pop(address, None)
         entry = None if held is None else held[0]
         if entry is not None:
-            saved = self.saved.pop(entry.key, None)
+            saved = self.saved.pop(entry[_KEY], None)
             category = (tag if tag in _ROLE_TAGS else "activation" if saved else
                         "temporary")
-            self.trace.append(("free", entry, _clock() - self.t0, allocated_bytes,
+            self.trace.append((_FREE, entry, _clock() - self.t0, allocated_bytes,
                                category, saved[1][0] if saved else None))
         return entry
 
@@ -217,7 +209,7 @@ class _CpuTracker:
             key = refs.pop(id(ref), None)
             held = live.get(key)
             if held is not None and held[1] is ref:
-                n, tag = held[0].size, held[0].tag
+                n, tag = held[0][_SIZE], held[0][_TAG]
                 with counts.lock:  # (the allocator's counters, see AdoptedCounts)
                     delta = counts.delta = counts.delta - n
                     counts.frees += 1
@@ -273,8 +265,8 @@ class _CpuTracker:
         if counts.eager:
             self.alloc.emit_adopted("alloc", n, tag)
         history = self.history
-        entry = _new_entry(_Entry, (next(history.keys), key, n, n, tag, _user_frames(3),
-                                    _clock() - history.t0, allocated))
+        entry = (next(history.keys), key, n, n, tag, _user_frames(3), _clock() - history.t0,
+                 allocated)
         live[key] = (entry, ref)
         history.trace.append(entry)
         return key
@@ -287,12 +279,13 @@ class _CpuTracker:
         counts = self.counts
         for entry, owner in list(self.live.values()):
             if id(owner) in refs:
+                n, tag = entry[_SIZE], entry[_TAG]
                 with counts.lock:
-                    counts.delta -= entry.size
+                    counts.delta -= n
                     counts.frees += 1
-                    counts.by_tag[entry.tag] -= entry.size
+                    counts.by_tag[tag] -= n
                 if counts.eager:
-                    self.alloc.emit_adopted("free", entry.size, entry.tag)
+                    self.alloc.emit_adopted("free", n, tag)
         self.alloc.end_adoption()
 
 
@@ -346,7 +339,7 @@ class _Recording:
                 history = self.histories.get(device)
                 held = None if history is None else history.live.get(address)
                 if held is not None:
-                    key = held[0].key
+                    key = held[0][_KEY]
                     saved = history.saved.get(key)
                     if saved is None:  # (the first node to keep it: two fresh lists)
                         history.saved[key] = ([ref], [name])
@@ -462,27 +455,28 @@ def memory_snapshot(device="gpu") -> dict:
     for entry, owner in list(history.live.values()):  # (each copied by one C call)
         owner = owner()
         if owner is not None:
-            live_blocks.append((entry, owner.tag if entry.tag is None else entry.tag))
+            live_blocks.append((entry, owner.tag if entry[_TAG] is None else entry[_TAG]))
     trace = list(history.trace)
     saved = dict(history.saved)
     params, grads = _roles(cpu)
     lines: dict = {}  # (code, offset) -> its frame dict, read once per snapshot
     categories = {}
     blocks = []
-    for entry, tag in sorted(live_blocks, key=lambda e: e[0].key):
-        nodes = [n for n in (r() for r in saved.get(entry.key, ((),))[0])
+    for entry, tag in sorted(live_blocks, key=lambda e: e[0][_KEY]):
+        key = entry[_KEY]
+        nodes = [n for n in (r() for r in saved.get(key, ((),))[0])
                  if n is not None and n.__dict__.get("saved") is not None]
-        address = entry.address
+        address = entry[_ADDRESS]
         category = (tag if tag in _ROLE_TAGS else "parameter" if address in params
                     else "gradient" if address in grads
                     else "activation" if nodes else "temporary")
-        categories[entry.key] = category
-        blocks.append({"address": address, "size": entry.size,
-                       "requested_size": entry.requested, "category": category,
+        categories[key] = category
+        blocks.append({"address": address, "size": entry[_SIZE],
+                       "requested_size": entry[_REQUESTED], "category": category,
                        "op": nodes[0].name if nodes else None,
                        "saved_by": [n.name for n in nodes],
-                       "state": "active_allocated", "time_ns": entry.time_ns,
-                       "frames": _frame_dicts(entry.frames, lines), "key": entry.key})
+                       "state": "active_allocated", "time_ns": entry[_TIME_NS],
+                       "frames": _frame_dicts(entry[_FRAMES], lines), "key": key})
     return {"device": alloc.device_name, "blocks": blocks,
             **_timeline(history, trace, saved, categories, lines), "stats": stats}
 
@@ -493,13 +487,13 @@ def _timeline(history, trace, saved, categories, lines) -> dict:
     timeline_blocks = []
     events = []
     peak_at, peak = -1, history.start_allocated
-    last_free = {item[1].key: item for item in trace if item[0] == "free"}
+    last_free = {item[1][_KEY]: item for item in trace if item[0] is _FREE}
     for item in trace:
-        if item.__class__ is _Entry:
-            action, entry, t, allocated = "alloc", item, item.time_ns, item.allocated_bytes
+        if item[0] is not _FREE:
+            action, entry, t, allocated = "alloc", item, item[_TIME_NS], item[_ALLOCATED]
         else:
             action, entry, t, allocated = item[:4]
-        key = entry.key
+        key = entry[_KEY]
         if key not in index:
             index[key] = len(timeline_blocks)
             freed = last_free.get(key)
@@ -508,8 +502,8 @@ def _timeline(history, trace, saved, categories, lines) -> dict:
             else:
                 names = saved.get(key, (None, None))[1]
                 category, op = categories.get(key, "temporary"), names[0] if names else None
-            timeline_blocks.append({"size": entry.size, "category": category, "op": op,
-                                    "frames": _frame_dicts(entry.frames[:2], lines),
+            timeline_blocks.append({"size": entry[_SIZE], "category": category, "op": op,
+                                    "frames": _frame_dicts(entry[_FRAMES][:2], lines),
                                     "key": key})
         events.append({"action": action, "block": index[key], "time_ns": t,
                        "allocated_bytes": allocated})
