@@ -382,6 +382,25 @@ def test_layer_norm_errors():
         F.layer_norm(hx.zeros(2, 5), 5, hx.ones(4))
 
 
+@pytest.mark.parametrize("index_dtype", [np.int64, np.int32])
+@pytest.mark.parametrize("shape", [(7,), (2, 3, 4), (0,)])
+def test_embedding_lookup_and_gradient_match_pytorch(device, index_dtype, shape):
+    """Rows at int64 and int32 indices of one or more dims (repeated rows, an empty
+    lookup) and the weight's gradient, against PyTorch; in float64 a gradcheck."""
+    w = randn(6, 3, seed=20)
+    idx = np.random.default_rng(21).integers(0, 6, shape).astype(index_dtype)
+    idx.reshape(-1)[:2] = 4  # (a repeated row: its gradients add up)
+    against_torch(F.embedding, TF.embedding, idx, w, device=device, what="embedding")
+    if device == "cpu":
+        table = f64_leaf(6, 3, seed=22)
+        assert gradcheck(lambda t: F.embedding(hx.tensor(idx), t), (table,))
+
+
+def test_embedding_out_of_range_index_names_the_problem():
+    with pytest.raises(IndexError, match="index 6 is out of bounds for dim 0 of size 6"):
+        F.embedding(hx.tensor([1, 6]), hx.zeros(6, 3))
+
+
 def test_embedding_padding_idx_gets_no_gradient(device):
     w = randn(6, 3, seed=19)
     idx = np.array([[0, 2, 2], [5, 0, 1]], np.int64)

@@ -119,6 +119,31 @@ def test_in_place_on_expanded_view_is_refused_without_corrupting():
     assert base.tolist() == [0.0, 0.0, 0.0]
 
 
+def test_setitem_of_a_number_through_basic_indexing_writes_the_view_or_refuses():
+    """x[:, 0] = v (makemore's blank token) into a contiguous tensor, as PyTorch; into
+    an expanded one (elements shared) and into a read-only array, refused untouched."""
+    torch = pytest.importorskip("torch")
+    a = np.arange(24).reshape(4, 6)
+    x, t = hx.tensor(a), torch.tensor(a)
+    for key in ((slice(None), 0), (1,), (slice(1, 3), slice(None, None, 2)), (Ellipsis, -1)):
+        version = x._storage.version
+        x[key] = 27
+        t[key] = 27
+        assert x._storage.version == version + 1
+        np.testing.assert_array_equal(x.numpy(), t.numpy())
+    base = hx.zeros(3)
+    with pytest.raises(RuntimeError, match="sharing memory"):
+        base.expand(2, 3)[:, 0] = 1.0
+    with pytest.raises(RuntimeError, match="sharing memory"):
+        base.expand(2, 3)[0:2] = 1.0
+    assert base.tolist() == [0.0, 0.0, 0.0]
+    frozen = np.zeros((2, 3))
+    frozen.flags.writeable = False
+    with pytest.raises(RuntimeError, match="read-only numpy array"):
+        hx.from_numpy(frozen)[:, 0] = 1.0
+    assert not frozen.any()
+
+
 def test_reshape_copies_only_when_no_view_exists():
     base = base_tensor()
     same = base.reshape(3, 8)

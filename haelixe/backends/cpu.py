@@ -495,6 +495,10 @@ class CPUBackend(Backend):
         return out
 
     def take(self, x, key):
+        if len(key) == 1 and key[0].__class__ is np.ndarray and key[0].dtype.kind in "iu":
+            # rows at one integer array (an embedding's lookup): always a copy, and
+            # np.take makes it faster than x[key]
+            return np.take(x, key[0], axis=0)
         out = x[key]  # (advanced indexing copies already: a second copy only of a view)
         return np.array(out) if np.may_share_memory(out, x) else np.asarray(out)
 

@@ -8,7 +8,7 @@ import math
 from .. import creation
 from ..amp import autocast_dtype, cast_inputs
 from ..autograd.mode import no_grad
-from ..dtype import float32, float64
+from ..dtype import float32, float64, int32, int64
 from ..errors import OpError, OpNotImplementedError
 from ..ops.conv import (
     conv1d,
@@ -22,7 +22,7 @@ from ..ops.conv import (
 )
 from ..ops.elementwise import gelu as _gelu
 from ..ops.fused import AttentionFn, LayerNormFn, LinearFn, RMSNormFn, RoPEFn
-from ..ops.indexing import cat, where
+from ..ops.indexing import cat, take_rows, where
 from ..ops.pooling import (
     adaptive_avg_pool1d,
     adaptive_avg_pool2d,
@@ -283,12 +283,17 @@ def dropout2d(input, p=0.5, training=True, inplace=False):
     return input.mul_(keep) if inplace else input * keep
 
 
+#: index dtypes an embedding looks up directly (others take indexing's own rules)
+_ROW_INDEX = (int64, int32)
+
+
 def embedding(input, weight, padding_idx=None):
     """Rows of ``weight`` (num_embeddings, dim) at the integer ``input``; positions
     equal to ``padding_idx`` pass no gradient to their row."""
     if input.dtype.is_floating_point or input.dtype.name == "bool":
         raise TypeError(f"embedding: indices must be integers, got {input.dtype.name}")
-    rows = weight[input]
+    rows = take_rows(weight, input) if input.dtype in _ROW_INDEX and input.ndim else \
+        weight[input]
     if padding_idx is None:
         return rows
     n = weight.shape[0]

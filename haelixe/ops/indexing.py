@@ -183,6 +183,12 @@ def getitem(x, key):
     return Slice.apply(x, key)
 
 
+def take_rows(x, index):
+    """x[index] for one int64/int32 index tensor of one or more dims (an embedding's
+    lookup): getitem's advanced path, without normalising a key of one entry."""
+    return Take.apply(x, _raw_key(x, (index,)), (index,))
+
+
 def _split_key(key):
     """A key of ints and index arrays as PyTorch reads it: the basic entries first (an
     int drops its dim, so it does not count among the advanced indices, as it does in
@@ -207,7 +213,10 @@ def setitem(x, key, value):
     from .inplace import _SETITEM_RECORDING, _records_graph, copy_
 
     key = _normalize_key(key)
-    if all(_is_basic(k) for k in key):
+    for k in key:  # (a plain loop, as getitem's: all() over a generator costs more)
+        if k.__class__ not in _PLAIN_KEY_TYPES and not _is_basic(k):
+            break
+    else:
         target = x._view(*layout.index(x.shape, x.strides, x.offset, key))
         copy_(target, value, through=x)
         return

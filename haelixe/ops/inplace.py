@@ -157,7 +157,11 @@ def copy_(x, src, through=None):
             stored_number(x.dtype.np, src, "copy_")
         if number is not None and not _records_graph(holder, src, "copy_"):
             # (one fill of the view: no tensor made for the number, no cast node)
-            check_writable(x, "copy_")
+            if through is not None and through._layout is None:
+                # a view by basic indexing of a contiguous tensor: no element shared
+                through._storage.check_writable("copy_")
+            else:
+                check_writable(x, "copy_")
             x._be.copy_into(x._data, number)
             x._storage.version += 1
             return x
