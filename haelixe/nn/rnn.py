@@ -15,7 +15,7 @@ import math
 
 from .. import creation
 from ..amp import autocast_dtype, cast_inputs
-from ..autograd.function import Function
+from ..autograd.function import Function, wrap_grads
 from ..autograd.mode import no_grad
 from ..backends.base import K_ADD, Kernel
 from ..ops.fused import GRUCellFn, LSTMCellFn
@@ -127,8 +127,12 @@ class _RecurrentSequence(Function):
 
     @staticmethod
     def backward(ctx, g):
+        return wrap_grads(_RecurrentSequence.raw_backward(ctx, g._data))
+
+    @staticmethod
+    def raw_backward(ctx, gd):  # (always first order: raw arrays in and out)
         (w,) = ctx.saved_tensors
-        be, gd, wd, mode = w._be, g._data, w._data, ctx.mode
+        be, wd, mode = w._be, w._data, ctx.mode
         outs, acts, prev = ctx.outs, ctx.acts, ctx.prev
         # per step the gradient of its product h @ W_hh^T + b_hh, and of its xp
         dpre, dxp = [None] * len(outs), [None] * len(outs)
@@ -154,12 +158,10 @@ class _RecurrentSequence(Function):
         rows = be.reshape(every, (steps * batch, width))
         h_prev = be.join([h for h, _ in prev], 0, True)
         h_prev = be.reshape(h_prev, (steps * batch, h_prev.shape[-1]))
-        wrap = Tensor._wrap
-        dw = wrap(be.matmul(be.mT(rows), h_prev))
-        db = wrap(be.sum(rows, (0,), False)) if ctx.has_bias else None
+        dw = be.matmul(be.mT(rows), h_prev)
+        db = be.sum(rows, (0,), False) if ctx.has_bias else None
         d_xp = be.join(dxp, 0, True) if mode == "GRU" else every
-        return (wrap(d_xp), wrap(dh), None if dc is None else wrap(dc), dw, db, None, None,
-                None)
+        return d_xp, dh, dc, dw, db, None, None, None
 
 
 # -- one time step, given pre = x @ W_ih^T + b_ih + h @ W_hh^T + b_hh (GRU: the two

@@ -8,7 +8,7 @@ linear and whose backward is itself a RoPE.
 
 from __future__ import annotations
 
-from ..autograd.function import SINK, Function
+from ..autograd.function import SINK, Function, wrap_grads
 from ..autograd.mode import STATE
 from ..backends.base import Kernel
 from ..tensor import Tensor
@@ -38,15 +38,19 @@ class LinearFn(Function):
         return y
 
     @staticmethod
-    def backward(ctx, g):
+    def raw_backward(ctx, gd):
+        # (always first order: the engine hands the gradient on as raw arrays, no tensor
+        # made for it, as for matmul's)
         x, w = ctx.saved_tensors
         nx, nw, nb, _ = ctx.next
         act = None if ctx.activation is None else ACTIVATIONS[ctx.activation]
-        dx, dw, db = x._be.linear_backward(x._data, w._data, ctx.pre, g._data, act,
+        dx, dw, db = x._be.linear_backward(x._data, w._data, ctx.pre, gd, act,
                                            ctx.has_bias and nb is not None, nx is not None)
-        wrap = Tensor._wrap
-        return (wrap(dx) if dx is not None else None, wrap(dw) if nw is not None else None,
-                wrap(db) if db is not None else None, None)
+        return dx, (dw if nw is not None else None), db, None
+
+    @staticmethod
+    def backward(ctx, g):
+        return wrap_grads(LinearFn.raw_backward(ctx, g._data))
 
 
 class BatchNormFn(Function):
@@ -157,14 +161,18 @@ class LayerNormFn(Function):
         return y
 
     @staticmethod
-    def backward(ctx, g):
+    def raw_backward(ctx, gd):  # (first order only: raw arrays, as LinearFn's)
         x, w = ctx.saved_tensors
         mean, rstd = ctx.stats
         dx, dw, db = x._be.layernorm_backward(x._data, None if w is None else w._data,
-                                              mean, rstd, g._data)
-        wrap = Tensor._wrap
-        return (wrap(dx), wrap(dw) if dw is not None else None,
-                None if ctx.bias_dtype is None else wrap(db).to(ctx.bias_dtype), None)
+                                              mean, rstd, gd)
+        if ctx.bias_dtype is not None and ctx.bias_dtype is not x.dtype:
+            db = Tensor._wrap(db).to(ctx.bias_dtype)
+        return dx, dw, None if ctx.bias_dtype is None else db, None
+
+    @staticmethod
+    def backward(ctx, g):
+        return wrap_grads(LayerNormFn.raw_backward(ctx, g._data))
 
 
 class RoPEFn(Function):
@@ -322,8 +330,14 @@ class CrossEntropyFn(Function):
                     smoothing / logp.shape[1])
             scale = scale.reshape(m, 1) if scale.ndim else scale
             return ((x.softmax(1) * q.sum(1, keepdim=True) - q) * scale,) + none
-        gd = be.reshape(g._data, (m,)) if g.ndim else g._data
-        return (Tensor._wrap(be.cross_entropy_backward(saved, gd)),) + none
+        return wrap_grads(CrossEntropyFn.raw_backward(ctx, g._data))
+
+    @staticmethod
+    def raw_backward(ctx, gd):  # first order: the backend's kernel on raw arrays
+        (x,) = ctx.saved_tensors
+        be = x._be
+        gd = be.reshape(gd, (x.shape[0],)) if gd.ndim else gd
+        return (be.cross_entropy_backward(ctx.state, gd),) + (None,) * 6
 
 
 class SoftCrossEntropyFn(Function):
