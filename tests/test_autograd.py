@@ -911,3 +911,27 @@ def test_a_graph_built_by_backward_runs_through_the_given_gradients():
             theirs = (jvp.numpy(), w.grad.numpy())
     for a, b in zip(mine, theirs):
         np.testing.assert_allclose(a, b, rtol=1e-6)
+
+
+@pytest.mark.parametrize("stacked", [False, True])
+def test_cat_and_stack_gradients_reach_every_kind_of_consumer(stacked):
+    """A first-order cat/stack backward hands each input its part of the gradient: to a
+    leaf, to nodes taking raw gradients (an elementwise op, a Linear, an embedding's
+    lookup) and to one taking tensors (a transpose); values as PyTorch's."""
+    torch = pytest.importorskip("torch")
+    r = np.random.default_rng(8)
+    a, b, w = r.standard_normal((4, 3)), r.standard_normal((3, 4)), r.standard_normal((3, 3))
+    table, idx = r.standard_normal((5, 3)), np.array([0, 4, 4, 1])
+    g = r.standard_normal((4, 5, 3) if stacked else (4, 15))
+
+    def run(lib):
+        ts = [lib.tensor(v, requires_grad=True) for v in (a, b, w, table)]
+        ta, tb, tw, tt = ts
+        parts = [ta, ta * 2.0, tb.t(), lib.nn.functional.linear(ta, tw),
+                 lib.nn.functional.embedding(lib.tensor(idx), tt)]
+        joined = lib.stack(parts, 1) if stacked else lib.cat(parts, 1)
+        (joined * lib.tensor(g)).sum().backward()
+        return [t.grad.numpy() for t in ts]
+
+    for got, want in zip(run(hx), run(torch)):
+        np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)

@@ -9,8 +9,9 @@ import warnings
 import numpy as np
 
 from .. import layout
-from ..autograd.function import Function
+from ..autograd.function import Function, wrap_grads
 from ..autograd.mode import STATE
+from ..backends import backend_of
 from ..backends.base import Backend
 from ..dtype import bool_, int32, int64, number_as, promote_types, result_type, uint8
 from ..errors import OpError, OpIndexError
@@ -154,8 +155,15 @@ class Take(Function):
         return x._be.take(x._data, key)
 
     @staticmethod
-    def backward(ctx, g):
+    def raw_backward(ctx, gd):  # first order: the scatter-add on raw arrays, no node
         _ = ctx.saved_tensors  # the version check of the key tensors
+        return backend_of(gd).index_add(ctx.in_shape, ctx.key, gd), None, None
+
+    @staticmethod
+    def backward(ctx, g):
+        if not STATE.grad_enabled:
+            return wrap_grads(Take.raw_backward(ctx, g._data))
+        _ = ctx.saved_tensors
         return IndexAdd.apply(g, ctx.in_shape, ctx.key), None, None
 
 
@@ -645,25 +653,42 @@ class Cat(Function):
         return be.join([t._data for t in tensors], dim, stacked)
 
     @staticmethod
+    def raw_backward(ctx, gd):
+        # first order: each input's part of g as a view with no node, the entry's dim
+        # dropped for stack: of the raw array for a node that takes raw gradients (or a
+        # leaf), else of g as a tensor (wrapping a strided raw view reads its memory's
+        # layout back: several times the view's own cost)
+        dim, be, stacked = ctx.dim, ctx.be, ctx.stacked
+        grads, start, g = [None, None], 0, None
+        for n, nxt in zip(ctx.sizes, ctx.next[2:]):
+            if nxt is None:
+                grads.append(None)
+            elif nxt.is_accumulate or getattr(nxt, "raw_backward", None) is not None:
+                piece = be.narrow(gd, dim, start, n)
+                grads.append(be.reshape(piece, ctx.part_shape) if stacked else piece)
+            else:
+                if g is None:
+                    g = Tensor._wrap(gd)
+                    shape, strides, offset = g.shape, g.strides, g.offset
+                s, st, off = layout.narrow(shape, strides, offset, dim, start, n)
+                if stacked:
+                    s, st = s[:dim] + s[dim + 1:], st[:dim] + st[dim + 1:]
+                grads.append(g._view(s, st, off))
+            start += n
+        return tuple(grads)
+
+    @staticmethod
     def backward(ctx, g):
-        # each input's part of g: a view with no node in a first-order pass (layouts
-        # worked out here: narrow and squeeze would be a recorded-op call each), narrow
-        # and squeeze recorded under create_graph
-        first_order, dim = not STATE.grad_enabled, ctx.dim
-        if first_order:
-            shape, strides, offset = g.shape, g.strides, g.offset
+        if not STATE.grad_enabled:
+            return wrap_grads(Cat.raw_backward(ctx, g._data))
+        # under create_graph: narrow and squeeze recorded
         grads, start = [None, None], 0
         for n, nxt in zip(ctx.sizes, ctx.next[2:]):
             if nxt is None:
                 grads.append(None)
-            elif first_order:
-                s, st, off = layout.narrow(shape, strides, offset, dim, start, n)
-                if ctx.stacked:  # (the entry's dim dropped)
-                    s, st = s[:dim] + s[dim + 1:], st[:dim] + st[dim + 1:]
-                grads.append(g._view(s, st, off))
             else:
-                piece = g.narrow(dim, start, n)
-                grads.append(piece.squeeze(dim) if ctx.stacked else piece)
+                piece = g.narrow(ctx.dim, start, n)
+                grads.append(piece.squeeze(ctx.dim) if ctx.stacked else piece)
             start += n
         return tuple(grads)
 
