@@ -387,6 +387,30 @@ def test_reduction_long_rows_ints_bools_and_nan(be):
     assert np.isnan(got[0]) and got[1] == 2.0
 
 
+def test_few_long_rows_are_split_over_many_workgroups(be):
+    from haelixe.backends.wgpu.reduce import PARALLEL_GROUPS, chunking
+
+    # one row of 200K elements: pieces enough to keep a large GPU busy
+    assert chunking(200_000, 256, 1)[0] >= 8
+    assert chunking(4096 * 4096, 256, 1)[0] >= PARALLEL_GROUPS // 2
+    assert chunking(1000, 256, 1) == (1, 1000)  # short rows stay whole
+    rng = np.random.default_rng(12)
+    x = rng.standard_normal((3, 70_001)).astype(np.float32)
+    view = x[:, ::-1]
+    g = gpu_view(be, x, view)
+    close(be.to_numpy(be.sum(g, None, False)), view.astype(float).sum(), rtol=1e-5)
+    close(be.to_numpy(be.sum(g, (1,), True)), view.astype(float).sum(1, keepdims=True),
+          rtol=1e-5)
+    assert be.to_numpy(be.max(g, (1,), False)).tolist() == view.max(1).tolist()
+    assert be.to_numpy(be.min(g, None, False)) == view.min()
+    i = rng.integers(-1000, 1000, 150_000).astype(np.int32)
+    assert be.to_numpy(be.sum(be.from_numpy(i), None, False)) == i.sum()
+    # argmax: the first of two equal maxima in different pieces, late in the row
+    y = rng.standard_normal(150_000).astype(np.float32)
+    y[90_000] = y[140_000] = 10.0
+    assert be.to_numpy(be.argmax(be.from_numpy(y), 0, False)) == 90_000
+
+
 def test_argmax(be):
     rng = np.random.default_rng(10)
     for name, base, view in layouts((4, 33), rng):

@@ -53,12 +53,25 @@ def row_reduction(be, length: int) -> dict:
             "SG_SET": "let sgs = 1u;"}
 
 
-def chunking(length: int, wg: int) -> tuple:
-    """(chunks, chunk length) that split a row of ``length`` so that no invocation of a
-    ``wg``-wide workgroup loops more than STEPS_PER_INVOCATION times."""
-    chunk = STEPS_PER_INVOCATION * wg
-    if length <= chunk:
+# Workgroups a reduction of few long rows is split into: a large GPU runs a hundred or
+# more at once, so one workgroup per row leaves it idle while each invocation walks
+# thousands of elements.
+PARALLEL_GROUPS = 512
+# Elements per invocation below which a row stays in one piece: a second dispatch for
+# the partial results costs more than a short row takes.
+SPLIT_STEPS = 64
+
+
+def chunking(length: int, wg: int, rows: int = 1) -> tuple:
+    """(chunks, chunk length) that split each of ``rows`` rows of ``length`` so that no
+    invocation of a ``wg``-wide workgroup loops more than STEPS_PER_INVOCATION times, and
+    so that a few long rows still make about PARALLEL_GROUPS workgroups."""
+    fewest = -(-length // (STEPS_PER_INVOCATION * wg))
+    wanted = min(-(-PARALLEL_GROUPS // rows), length // (SPLIT_STEPS * wg))
+    chunks = max(fewest, wanted, 1)
+    if chunks == 1:
         return 1, max(length, 1)
+    chunk = -(-length // chunks)
     return -(-length // chunk), chunk
 
 
@@ -109,7 +122,7 @@ def reduce(be, op: str, x, axes, keepdim: bool, out_dtype=None):
     ct = gd.COMPUTE_TYPE[k]
     per_thread = length <= 16 and n_out > 1
     wg = 64 if per_thread else workgroup_size(length)
-    chunks = (1, 0) if per_thread else chunking(length, wg)
+    chunks = (1, 0) if per_thread else chunking(length, wg, n_out)
     if chunks[0] > 1:  # long rows: partial results per chunk (in the accumulator's
         # precision), then those reduced
         partial = be.empty((n_out, chunks[0]), gd.F32 if k in gd.FLOAT_KINDS else x.dtype)
@@ -144,7 +157,7 @@ def argmax(be, x, axis, keepdim: bool):
     ct = gd.COMPUTE_TYPE[k]
     per_thread = length <= 16 and n_out > 1
     wg = 64 if per_thread else workgroup_size(length)
-    chunks = (1, 0) if per_thread else chunking(length, wg)
+    chunks = (1, 0) if per_thread else chunking(length, wg, n_out)
     if chunks[0] > 1:
         return _argmax_chunked(be, x, axes, shape, wg, chunks)
     out = be.empty(shape, gd.I64)
