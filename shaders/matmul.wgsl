@@ -189,6 +189,16 @@ fn bias_at(n: i32) -> f32 {
     return f32(load_bias(metadata[OPS_BASE + 2 * OP_STRIDE] + n * op_extra(2)));
 }
 
+//! section: row_value
+// The epilogue's row operand (operand 3, contiguous along m): a value per output row.
+var<private> rowop_base: i32;
+fn row_value(m: i32) -> f32 { return f32(load_rowop(rowop_base + m)); }
+
+//! section: elem_value
+// The epilogue's operand of C's shape (operand 4, rows of N contiguous values).
+var<private> elemop_base: i32;
+fn elem_value(m: i32, n: i32) -> f32 { return f32(load_elemop(elemop_base + m * N + n)); }
+
 //! section: rowsum
 fn rowsum_store(z: i32, m: i32, v: f32) { if (m < M) { store_rowsum(z * M + m, v); } }
 
@@ -242,6 +252,7 @@ fn matmul(@builtin(workgroup_id) wid: vec3<u32>,
     let ty = i32(lid.y);
     tid = ty * WX + tx;
     ${WIN_SETUP}
+    ${EPILOGUE_SETUP}
 
     @unroll(LA) var ra#i = fetch_a(#i, k_begin);
     @unroll(LB) var rb#i = fetch_b(#i, k_begin);

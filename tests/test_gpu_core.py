@@ -441,6 +441,31 @@ def test_matmul_shapes(be, shapes):
     close(got, want, rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("n", [6, 8])  # scalar and vec4 stores
+def test_matmul_epilogue_reads_row_and_elem_operands(be, n):
+    """{r}: the row operand at the output's row (broadcast over a batch dim), {e}: the
+    elem operand at its position (a transposed view, copied to rows), {m} / {n}."""
+    from haelixe.backends.wgpu import matmul as mm
+
+    rng = np.random.default_rng(13)
+    a = rng.standard_normal((2, 3, 5, 7)).astype(np.float32)
+    b = rng.standard_normal((7, n)).astype(np.float32)
+    row = rng.standard_normal((3, 5)).astype(np.float32)
+    elem = rng.standard_normal((2, 3, n, 5)).astype(np.float32)
+    ge = be.from_numpy(elem)
+    elem_view = ge.view((2, 3, 5, n), ge.strides[:2] + ge.strides[:1:-1], ge.offset)
+    got = be.to_numpy(mm.matmul(be, be.from_numpy(a), be.from_numpy(b),
+                                activation="{x} * {e} - {r} + f32({m}) + 10.0 * f32({n})",
+                                row_operand=be.from_numpy(row), elem_operand=elem_view))
+    m_idx, n_idx = np.meshgrid(np.arange(5), np.arange(n), indexing="ij")
+    want = ((a.astype(float) @ b) * elem.transpose(0, 1, 3, 2) - row[..., None]
+            + m_idx + 10.0 * n_idx)
+    close(got, want, rtol=1e-5, atol=1e-5)
+    with pytest.raises(ValueError, match="row_operand of shape"):
+        mm.matmul(be, be.from_numpy(a), be.from_numpy(b), activation="{x}",
+                  row_operand=be.from_numpy(row[:, :4]))
+
+
 def test_matmul_strided_operands_without_copies(be):
     rng = np.random.default_rng(12)
     for (na, ba, va), (nb, bb, vb) in zip(layouts((4, 19, 23), rng),

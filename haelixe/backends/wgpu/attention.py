@@ -23,12 +23,13 @@ several keys, then output columns) is there for the variant sweep, off by defaul
 The backward of short sequences, and of long ones without a causal mask or with heads
 over 64 wide, takes another way (:func:`backward_by_matmuls`), in chunks of batch-heads
 where the scores of all would be too large: the scores q k^T are materialised again by
-the tiled matmul kernel, turned into probabilities and the scores' gradient in place by
-a row kernel (shaders/scores.wgsl), and five matmuls give dq, dk and dv; the matmul
-kernel's register tiles do that work faster than the flash backward. The scores and
-their gradient are float32 whatever the inputs' dtype (16-bit q, k, v are read as they
-are, and dq, dk, dv rounded once, as the flash kernels do). (The forward stays flash:
-through matmuls it ran slower at every length measured.)
+the tiled matmul kernel, whose epilogue turns them into probabilities as they are
+written (exp(s * scale - lse), masked); the matmul dO v^T's epilogue turns its output
+into the scores' gradient P * (dP - delta) (delta = rowsum(dO * O)), and three matmuls
+give dq, dk and dv; the matmul kernel's register tiles do that work faster than the
+flash backward. The scores and their gradient are float32 whatever the inputs' dtype
+(16-bit q, k, v are read as they are, and dq, dk, dv rounded once, as the flash kernels
+do). (The forward stays flash: through matmuls it ran slower at every length measured.)
 """
 
 from __future__ import annotations
@@ -38,16 +39,16 @@ from typing import NamedTuple
 
 from . import dtypes as gd
 from . import matmul as mm
+from .elementwise import run_map
 from .geometry import (
     broadcast_shapes,
     broadcast_strides,
     f32_bits,
-    grid,
     meta_block,
     permute,
     swap_last2,
 )
-from .reduce import row_reduction, workgroup_size
+from .reduce import reduce
 from .shaders import kernel
 
 MAX_HEAD_DIM = 128
@@ -65,17 +66,14 @@ REGISTER_VEC4 = {"attention_forward": 64, "attention_dq": 64, "attention_dkdv": 
 # The backward through matmuls (module docstring) up to this many keys and this many
 # bytes of scores (float32). On an H200 it took 1.5 ms at (16, 8, 512, 64) against 1.8
 # flash (28% less at 1024 keys, 38% at 256), and the 6-block Transformer's captured step
-# from 47.0 to 44.6 ms. The row kernel holds SCORES_HELD scores per invocation, or as
-# many as the row needs up to MAX_SCORES_HELD, so at most 16 x 256 keys. Batch-heads
-# whose scores exceed MATMUL_MAX_SCORE_BYTES go through in chunks along the first batch
-# dim (one batch index's scores must fit). Longer rows, up to MATMUL_LONG_KEYS, take
-# the matmuls too where the flash backward skips no work (no causal mask) or is slow
-# (head dims over 64, two invocations a row): on an H200 the backward of
-# (4, 16, 4096, 128) took 44 ms through matmuls against 234 flash (causal 44 against
-# 127), of (8, 16, 4096, 64) 74 against 80; but causal at head dim 64, 74 against 46.
+# from 47.0 to 44.6 ms. Batch-heads whose scores exceed MATMUL_MAX_SCORE_BYTES go
+# through in chunks along the first batch dim (one batch index's scores must fit).
+# Longer rows, up to MATMUL_LONG_KEYS, take the matmuls too where the flash backward
+# skips no work (no causal mask) or is slow (head dims over 64, two invocations a row):
+# on an H200 the backward of (4, 16, 4096, 128) took 44 ms through matmuls against 234
+# flash (causal 44 against 127), of (8, 16, 4096, 64) 74 against 80; but causal at head
+# dim 64, 74 against 46.
 # MATMUL_PATH None: by shape; True / False force a way (tests reach both on any adapter).
-SCORES_HELD = 8
-MAX_SCORES_HELD = 16
 MATMUL_MAX_KEYS = 1024
 MATMUL_LONG_KEYS = 4096
 MATMUL_MAX_SCORE_BYTES = 1 << 30
@@ -520,8 +518,6 @@ def backward_by_matmuls(be, q, k, v, gout, lead, mask=None, causal=False) -> boo
     if (min(sq, sk, q.shape[-1], v.shape[-1]) == 0
             or broadcast_shapes(q.shape[:-2], k.shape[:-2]) != lead):
         return False
-    if sk > MAX_SCORES_HELD * workgroup_size(sk):
-        return False
     if MATMUL_PATH is not None:
         return MATMUL_PATH
     long_ok = sk <= MATMUL_LONG_KEYS and (not causal or q.shape[-1] > 64)
@@ -538,45 +534,56 @@ def _chunk_length(lead, sq, sk) -> int:
     return min(lead[0], MATMUL_MAX_SCORE_BYTES // (4 * math.prod(lead[1:]) * sq * sk))
 
 
-def _scores_backward(be, lead, causal, scale, s, lse, dp, mask):
-    """scores.wgsl over s and dp (lead + (sq, sk), f32): probabilities into s, the
-    scores' gradient times scale into dp."""
-    sq, sk = s.shape[-2:]
-    rows = math.prod(lead) * sq
-    full = tuple(lead) + (sq, sk)
-
-    def row_op(a):  # row strides over lead + (sq,), its key stride in the extra slot
-        return (a.strides[:-1], a.offset, a.strides[-1])
-
-    ops = [row_op(s), (lse.strides, lse.offset, 0), row_op(dp)]
-    bindings = [("s", "f32", "rw"), ("lse", "f32", "read"), ("dp", "f32", "rw")]
-    buffers = [s.buffer, lse.buffer, dp.buffer]
-    add_mask = ""
-    if mask is not None:
-        kind, strides = _mask_strides(mask, lead, sq, sk)
-        ops.append((strides[:-1], mask.offset, strides[-1]))
-        add_mask = _masking(kind, "at(3, kj)")
-        bindings.append(("mask", kind, "read"))
-        buffers.append(mask.buffer)
-    meta = meta_block([rows, sk, int(bool(causal)), f32_bits(scale), sq], full[:-1], ops,
-                      what="attention")
-    spec = kernel("scores.wgsl", "scores_backward", bindings, MASK=add_mask,
-                  R=max(SCORES_HELD, -(-sk // workgroup_size(sk))), **row_reduction(be, sk))
-    be.dispatcher.dispatch(spec, buffers, meta, grid(rows))
+def _probabilities(causal: bool, scale: float, mask_kind: str | None) -> str:
+    """Epilogue of the scores' matmul S = q k^T: P = exp(S * scale [masked] - lse), with
+    lse the row operand ({r}) and the user mask the elem operand ({e}). A row that saw
+    no key (lse = -inf) gets P = 0."""
+    x = f"{{x}} * {_f32_literal(scale)}"
+    if mask_kind == "bool":
+        x = f"select(neg_inf(), {x}, {{e}} != 0.0)"
+    elif mask_kind is not None:
+        x = f"{x} + {{e}}"
+    if causal:
+        x = f"select({x}, neg_inf(), {{n}} > {{m}})"
+    return f"exp({x} - select({{r}}, pos_inf(), {{r}} == neg_inf()))"
 
 
-def _attention_backward_by_matmuls(be, q, k, v, lse, gout, causal, scale, mask, lead):
+def _score_gradient(scale: float) -> str:
+    """Epilogue of dP = dO v^T: the scores' gradient times scale, P * (dP - delta) *
+    scale, with P the elem operand ({e}) and delta = rowsum(dO * O) the row operand."""
+    return f"{{e}} * ({{x}} - {{r}}) * {_f32_literal(scale)}"
+
+
+def _f32_literal(v: float) -> str:
+    """A float32 value as exact WGSL."""
+    return f"bitcast<f32>({f32_bits(v) & 0xFFFFFFFF}u)"
+
+
+def _mask_plane(be, mask, lead, sq, sk):
+    """The user mask as the scores' matmul reads it: broadcast over the batch dims as it
+    is, its (q, k) plane stored whole and contiguous (copied where it is not)."""
+    _mask_strides(mask, lead, sq, sk)  # (checked: its kind, and that it broadcasts)
+    if mask.ndim < 2:
+        mask = mask.view((1,) * (2 - mask.ndim) + mask.shape,
+                         (0,) * (2 - mask.ndim) + mask.strides, mask.offset)
+    if mask.shape[-2:] == (sq, sk) and mask.strides[-2:] == (sk, 1):
+        return mask
+    shape = mask.shape[:-2] + (sq, sk)
+    return be.copy(mask.view(shape, broadcast_strides(mask, shape), mask.offset))
+
+
+def _attention_backward_by_matmuls(be, q, k, v, out, lse, gout, causal, scale, mask, lead):
     """dq, dk, dv through materialised scores, in chunks along the first batch dim where
     the scores of all batch-heads at once would exceed MATMUL_MAX_SCORE_BYTES."""
     step = max(1, _chunk_length(lead, q.shape[-2], k.shape[-2]))
     if mask is not None or not lead or step >= lead[0]:
-        return _backward_by_matmuls(be, q, k, v, lse, gout, causal, scale, mask, lead)
+        return _backward_by_matmuls(be, q, k, v, out, lse, gout, causal, scale, mask, lead)
     n = len(lead)
     grads = [be.empty(lead + t.shape[-2:], t.dtype) for t in (q, k, v)]
     for lo in range(0, lead[0], step):
         hi = min(lead[0], lo + step)
         parts = [_lead_slice(t, n, lo, hi, 1 if t is lse else 2)
-                 for t in (q, k, v, lse, gout)]
+                 for t in (q, k, v, out, lse, gout)]
         for full, part in zip(grads, _backward_by_matmuls(be, *parts, causal, scale, None,
                                                           (hi - lo,) + tuple(lead[1:]))):
             be.copy_into(_lead_slice(full, n, lo, hi, 2), part)
@@ -591,13 +598,21 @@ def _lead_slice(x, n_lead, lo, hi, trailing):
     return x.view((hi - lo,) + tuple(x.shape[1:]), x.strides, x.offset + lo * x.strides[0])
 
 
-def _backward_by_matmuls(be, q, k, v, lse, gout, causal, scale, mask, lead):
-    s = mm.matmul(be, q, swap_last2(k), out_dtype=gd.F32)
-    dp = mm.matmul(be, gout, swap_last2(v), out_dtype=gd.F32)
-    _scores_backward(be, lead, causal, scale, s, lse, dp, mask)
-    return (mm.matmul(be, dp, k, out_dtype=q.dtype),
-            mm.matmul(be, swap_last2(dp), q, out_dtype=k.dtype),
-            mm.matmul(be, swap_last2(s), gout, out_dtype=v.dtype))
+def _backward_by_matmuls(be, q, k, v, out, lse, gout, causal, scale, mask, lead):
+    """dq, dk, dv through five matmuls, the scores' rows turned into probabilities and
+    then into their gradient by the epilogues of the two matmuls that make them."""
+    mask = None if mask is None else _mask_plane(be, mask, lead, q.shape[-2], k.shape[-2])
+    probs = _probabilities(causal, scale, None if mask is None else gd.kind(mask.dtype))
+    p = mm.matmul(be, q, swap_last2(k), activation=probs, out_dtype=gd.F32,
+                  row_operand=lse, elem_operand=mask)
+    prod = be.empty(gout.shape, gd.F32)
+    run_map(be, prod, [gout, out], "x0 * x1")
+    delta = reduce(be, "sum", prod, (prod.ndim - 1,), False)
+    ds = mm.matmul(be, gout, swap_last2(v), activation=_score_gradient(scale),
+                   out_dtype=gd.F32, row_operand=delta, elem_operand=p)
+    return (mm.matmul(be, ds, k, out_dtype=q.dtype),
+            mm.matmul(be, swap_last2(ds), q, out_dtype=k.dtype),
+            mm.matmul(be, swap_last2(p), gout, out_dtype=v.dtype))
 
 
 def attention(be, q, k, v, causal, scale, mask=None, plans=None):
@@ -628,8 +643,8 @@ def attention_backward(be, q, k, v, out, lse, gout, causal, scale, mask=None, pl
     if lse.dtype != gd.F32:
         lse = be.cast(lse, gd.F32)
     if not plans and backward_by_matmuls(be, q, k, v, gout, lead, mask, causal):
-        return _attention_backward_by_matmuls(be, q, k, v, lse, gout, causal, scale, mask,
-                                              lead)
+        return _attention_backward_by_matmuls(be, q, k, v, out, lse, gout, causal, scale,
+                                              mask, lead)
     q, k, v, out, gout = (_rows_contiguous(be, t) for t in (q, k, v, out, gout))
     sq, sk, dqk, dv = q.shape[-2], k.shape[-2], q.shape[-1], v.shape[-1]
     dq = be.empty(lead + (sq, dqk), q.dtype)

@@ -206,16 +206,18 @@ def _b_mode(b, bstrides) -> str:
 def _emit(value: str, index: str, n: str, width: int, bias: bool, pre: bool, act,
           rnd: str | None = None) -> str:
     """WGSL storing ``value`` (a vec2 / vec4 when width is 2 / 4) as outputs from flat index
-    ``index`` at column ``n``: bias, then pre (when kept), then the activation."""
+    ``index`` at column ``n``: bias, then pre (when kept), then the activation (``act``:
+    WGSL of an output's value and column)."""
     s = "" if width == 1 else str(width)
     if width > 1:
         b = (f"vec{width}<f32>(" + ", ".join(_BIAS.format(n=f"{n} + {q}")
                                              for q in range(width)) + ")")
-        y = (f"vec{width}<f32>(" + ", ".join(act(f"p.{c}") for c in "xyzw"[:width]) + ")"
+        y = (f"vec{width}<f32>(" + ", ".join(act(f"p.{c}", f"{n} + {q}")
+                                             for q, c in enumerate("xyzw"[:width])) + ")"
              if act else "p")
     else:
         b = _BIAS.format(n=n)
-        y = act("p") if act else "p"
+        y = act("p", n) if act else "p"
     text = f"let p = {value}{' + ' + b if bias else ''};"
     if pre:
         text += f" store{s}_pre({index}, p);"
@@ -236,7 +238,8 @@ _ROWSUM_REDUCE = """if (n == 0) {
 
 
 def matmul(be, a, b, bias=None, activation=None, want_pre=False, want_row_sums=False,
-           variant: Variant | None = None, out_dtype=None, round_to=_NO_ROUNDING):
+           variant: Variant | None = None, out_dtype=None, round_to=_NO_ROUNDING,
+           row_operand=None, elem_operand=None):
     """numpy.matmul of ``a`` and ``b`` (any strides), plus ``bias`` along the last output
     dim and ``activation`` when given: an Activation (its forward kernel is traced into
     the epilogue) or a WGSL f32 expression in ``{x}``. Returns C, or (C, pre) when
@@ -249,7 +252,12 @@ def matmul(be, a, b, bias=None, activation=None, want_pre=False, want_row_sums=F
     ``round_to``: per A, B and C, None or a 16-bit dtype that operand's float32 values
     are rounded to (nearest even) as they are read (A, B) or written (C): autocast's
     cast of a float32 input into a 16-bit Linear, done in the kernel instead of by a
-    pass of its own (and its gradient's cast back)."""
+    pass of its own (and its gradient's cast back).
+    A string activation may also read ``{m}`` and ``{n}`` (the output's row and column),
+    ``{r}``, the value of ``row_operand`` (shape batch + (M,)) at the output's row, and
+    ``{e}``, the value of ``elem_operand`` (C's shape) at the output's position:
+    attention's backward turns its scores into probabilities with them as they are
+    written. Either keeps K in one piece (no split-K)."""
     if want_pre and want_row_sums:
         raise ValueError("matmul: want_pre and want_row_sums do not combine")
     if a.ndim == 0 or b.ndim == 0:
@@ -297,13 +305,16 @@ def matmul(be, a, b, bias=None, activation=None, want_pre=False, want_row_sums=F
             variant = choose(M, N, K, nbatch, *modes, sixteen_bit)
             if be.context.software:  # LLVM compiles unrolled steps slowly; loops run as fast
                 variant = _rolled(variant)
+        if (row_operand is not None or elem_operand is not None) and variant.splits > 1:
+            variant = Variant(variant.tile)  # (matmul_reduce reads no epilogue operand)
         if nbatch * variant.splits > 65535:
             if variant.splits == 1:
                 raise ValueError(f"matmul: {nbatch} batch matrices exceed one dispatch "
                                  f"(65535)")
             variant = Variant(variant.tile)
+        epilogue = _epilogue_operands(be, row_operand, elem_operand, batch, M, N)
         _run(be, a, b, bias, activation, out, pre, sums, batch, variant, modes, bstrides,
-             rounds)
+             rounds, epilogue=epilogue)
     if squeeze:
         shape = tuple(n for i, n in enumerate(out.shape)
                       if i - out.ndim not in squeeze)
@@ -313,6 +324,25 @@ def matmul(be, a, b, bias=None, activation=None, want_pre=False, want_row_sums=F
     if want_row_sums:
         return out, sums
     return (out, pre) if want_pre else out
+
+
+def _epilogue_operands(be, row_operand, elem_operand, batch, M, N):
+    """(row operand, elem operand) as the kernel reads them, each None or an array
+    broadcast over C's batch dims, contiguous along its last dim (the elem operand along
+    its last two): a copy where it is not."""
+    row = elem = None
+    if row_operand is not None:
+        if row_operand.shape[-1:] != (M,):
+            raise ValueError(f"matmul: row_operand of shape {row_operand.shape} does not "
+                             f"match {M} output rows")
+        row = row_operand if row_operand.strides[-1] == 1 else be.copy(row_operand)
+    if elem_operand is not None:
+        if elem_operand.shape[-2:] != (M, N):
+            raise ValueError(f"matmul: elem_operand of shape {elem_operand.shape} does "
+                             f"not match the ({M}, {N}) output")
+        elem = (elem_operand if elem_operand.strides[-2:] == (N, 1)
+                else be.copy(elem_operand))
+    return row, elem
 
 
 @functools.lru_cache(maxsize=256)  # (asked per product on a software adapter)
@@ -369,9 +399,11 @@ def windows_matmul(be, a, x, kernel, stride, pad, dilation, out_size, groups: in
 
 
 def _run(be, a, b, bias, activation, out, pre, sums, batch, variant: Variant, modes,
-         bstrides, rounds=_NO_ROUNDING, win=None) -> None:
+         bstrides, rounds=_NO_ROUNDING, win=None, epilogue=(None, None)) -> None:
     """One matmul dispatch (and split-K's reduce). ``win``: (geometry, taps along k) of
-    a windows operand B (windows_matmul)."""
+    a windows operand B (windows_matmul). ``epilogue``: the row and elem operands the
+    activation reads (operands 3 and 4, where windows_matmul's geometry would be:
+    the two never meet)."""
     (M, K), N = a.shape[-2:], b.shape[-1]
     nbatch = math.prod(batch)
     tile = variant.tile
@@ -392,6 +424,10 @@ def _run(be, a, b, bias, activation, out, pre, sums, batch, variant: Variant, mo
     a_mode, b_mode = modes  # (how A's and B's tiles are fetched: see _vec4_mode)
     ops = [(bstrides[0], a.offset), (bstrides[1], b.offset),
            bias_operand(bias, batch)]
+    if any(x is not None for x in epilogue):
+        ops += [([0] * len(batch), 0) if x is None else
+                (broadcast_strides_of(x.shape[:-dims], x.strides[:-dims], batch), x.offset)
+                for dims, x in zip((1, 2), epilogue)]
     meta = meta_block([M, N, K, a.strides[-2], a.strides[-1], b.strides[-2],
                        b.strides[-1], ks], batch, ops, what="matmul")
     if win is not None:  # (read from slot WIN, after the three operands)
@@ -401,14 +437,15 @@ def _run(be, a, b, bias, activation, out, pre, sums, batch, variant: Variant, mo
                         None if bias is None or split else gd.kind(bias.dtype),
                         pre is not None and not split, sums is not None, split, tile,
                         activation if not split else None, RUNTIME_CHECKS, rounds,
-                        win is None or win[1])
+                        win is None or win[1],
+                        tuple(None if x is None else gd.kind(x.dtype) for x in epilogue))
     buffers = [a.buffer, b.buffer]
     if split:  # raw partial sums, then matmul_reduce
         part = be.empty((splits, nbatch, M, N), gd.F32)
         rparts = be.empty((splits, nbatch, M), gd.F32) if sums is not None else None
         buffers += [part.buffer] + ([rparts.buffer] if rparts is not None else [])
     else:
-        buffers += [x.buffer for x in (out, bias, pre, sums) if x is not None]
+        buffers += [x.buffer for x in (out, bias, pre, sums, *epilogue) if x is not None]
     be.dispatcher.dispatch(spec, buffers, meta,
                            (-(-N // tile.bn), -(-M // tile.bm), nbatch * splits))
     if split:
@@ -418,11 +455,13 @@ def _run(be, a, b, bias, activation, out, pre, sums, batch, variant: Variant, mo
 
 @functools.lru_cache(maxsize=512)
 def _matmul_spec(kinds, flush, a_mode, b_mode, vec_out, bias_kind, pre, sums, split, tile,
-                 activation, checks=True, rounds=_NO_ROUNDING, win_taps_k=True):
+                 activation, checks=True, rounds=_NO_ROUNDING, win_taps_k=True,
+                 epilogue_kinds=(None, None)):
     """The KernelSpec of one matmul variant (built once: a dispatch only looks it up).
     ``kinds``: of A, B and C. Bindings: a, b, c (the output, or split-K's f32 partials),
-    then bias, pre and the row sums where present. ``flush`` > 0: f16 arithmetic, summed
-    in f16 over that many K tiles."""
+    then bias, pre, the row sums and the epilogue's row and elem operands (of
+    ``epilogue_kinds``) where present. ``flush`` > 0: f16 arithmetic, summed in f16 over
+    that many K tiles."""
     a_kind, b_kind, kind = kinds
     width = 4 if vec_out else 1
     bindings = [("a", a_kind, "read", 1 if a_mode == "a_gen" else 4),
@@ -447,6 +486,13 @@ def _matmul_spec(kinds, flush, a_mode, b_mode, vec_out, bias_kind, pre, sums, sp
             bindings.append(("pre", kind, out_access, width))
         if sums:
             bindings.append(("rowsum", kind, "write"))
+    setup = []
+    for name, section, slot, op_kind in zip(("rowop", "elemop"), ("row_value", "elem_value"),
+                                           (3, 4), epilogue_kinds):
+        if op_kind is not None:
+            bindings.append((name, op_kind, "read"))
+            sections.append(section)
+            setup.append(f"{name}_base = op_offset({slot}, bc);")
     f16 = _f16_params(flush) if flush else _F32
     rowsum = {"ROWSUM_ACC": "", "ROWSUM_STORE": ""}
     if sums:
@@ -460,6 +506,7 @@ def _matmul_spec(kinds, flush, a_mode, b_mode, vec_out, bias_kind, pre, sums, sp
     return kernel("matmul.wgsl", "matmul", bindings, enable=("f16",) if flush else (),
                   checks=checks, B_LOADERS=loaders, STAGES=tile.stages,
                   WIN_SETUP="win_setup();" if b_mode == "b_win" else "",
+                  EPILOGUE_SETUP=" ".join(setup),
                   RAW_T=raw_a[0], LD4W=raw_a[1], WIDEN_A=_widen("a", raw_a[0], raw_a[2], rounds[0]),
                   MAC=_MAC_UNROLLED if tile.unrolled else _MAC_LOOP,
                   BM=tile.bm, BN=tile.bn, BK=tile.bk, WX=tile.bn // tile.tn,
@@ -517,15 +564,17 @@ def _widen(name: str, raw_t: str, tile: str, rnd: str | None = None) -> str:
 
 
 def _epilogue(activation):
-    """The activation as a function of a WGSL f32 variable name, or None."""
+    """The activation as a function of a WGSL f32 variable name and the output's column,
+    or None."""
     if activation is None:
         return None
     if isinstance(activation, str):
-        return lambda x: activation.format(x=x)
+        return lambda x, n: activation.format(x=x, m="m", n=n, r="row_value(m)",
+                                              e=f"elem_value(m, {n})")
     if activation.forward.wgsl_lib:
         raise ValueError(f"matmul: the activation {activation.name} needs WGSL helpers "
                          f"of its own, which the fused epilogue cannot include")
-    return lambda x: trace(activation.forward, ("f32",), "f32", names=[x])
+    return lambda x, n: trace(activation.forward, ("f32",), "f32", names=[x])
 
 
 def bias_operand(bias, batch):
