@@ -5,6 +5,20 @@
 // its stride along the axis in the extra slot. metadata[0] = rows, [1] = row length.
 // ${LOG} is true for log_softmax.
 
+//! section: softmax softmax_rows_lse
+// (max, sum of exp(x - max)) over the row of x from xb (stride xs); the max of a row of
+// -inf is taken as 0: exp(-inf - 0) = 0, no NaN from inf - inf.
+fn max_and_sum(lid: u32, sgs: u32, xb: i32, xs: i32, len: i32) -> vec2<f32> {
+    var m = neg_inf();
+    for (var j = i32(lid); j < len; j += i32(WG)) { m = nan_max(m, load_x(xb + j * xs)); }
+    m = row_max(lid, sgs, m);
+    if (m == neg_inf()) { m = 0.0; }
+    var s = 0.0;
+    for (var j = i32(lid); j < len; j += i32(WG)) { s += exp(load_x(xb + j * xs) - m); }
+    return vec2<f32>(m, row_sum(lid, sgs, s));
+}
+
+//! section: softmax
 @compute @workgroup_size(${WG})
 fn softmax(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
            @builtin(local_invocation_index) lid: u32${SG_ARGS}) {
@@ -17,20 +31,34 @@ fn softmax(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: 
     let xs = op_extra(1);
     let ob = op_offset(0, c);
     let os = op_extra(0);
-    var m = neg_inf();
-    for (var j = i32(lid); j < len; j += i32(WG)) { m = nan_max(m, load_x(xb + j * xs)); }
-    m = row_max(lid, sgs, m);
-    if (m == neg_inf()) { m = 0.0; }  // a row of -inf: exp(-inf - 0) = 0, no NaN from inf - inf
-    var s = 0.0;
-    for (var j = i32(lid); j < len; j += i32(WG)) { s += exp(load_x(xb + j * xs) - m); }
-    s = row_sum(lid, sgs, s);
-    let log_s = log(s);
+    let ms = max_and_sum(lid, sgs, xb, xs, len);
+    let log_s = log(ms.y);
     for (var j = i32(lid); j < len; j += i32(WG)) {
-        let z = load_x(xb + j * xs) - m;
+        let z = load_x(xb + j * xs) - ms.x;
         if (${LOG}) {
             store_out(ob + j * os, z - log_s);
         } else {
-            store_out(ob + j * os, exp(z) / s);
+            store_out(ob + j * os, exp(z) / ms.y);
         }
     }
+}
+
+//! section: softmax_rows_lse
+// Attention's forward through matmuls: each row of scores x (operand 0, contiguous)
+// turned into its softmax in place, and the row's log-sum-exp stored (operand 1), as the
+// flash forward gives them: a row that sees no key (all -inf) gets zeros and lse = -inf.
+@compute @workgroup_size(${WG})
+fn softmax_rows_lse(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+                    @builtin(local_invocation_index) lid: u32${SG_ARGS}) {
+    ${SG_SET}
+    let row = flat_group(wid, nwg);
+    if (row >= metadata[0]) { return; }
+    let c = coords(row);
+    let xb = op_offset(0, c);
+    let ms = max_and_sum(lid, sgs, xb, 1, metadata[1]);
+    let inv = select(1.0 / ms.y, 0.0, ms.y == 0.0);
+    for (var j = i32(lid); j < metadata[1]; j += i32(WG)) {
+        store_x(xb + j, exp(load_x(xb + j) - ms.x) * inv);
+    }
+    if (lid == 0u) { store_lse(op_offset(1, c), ms.x + log(ms.y)); }
 }

@@ -154,6 +154,9 @@ def test_matmul_choice_by_shape():
     small_out = mm.choose(64, 64, 8192, 1)  # a small Linear's weight gradient
     assert small_out.splits > 1 and small_out.tile == mm.TILES["64x64"]
     assert mm.choose(8, 8, 8, 1).splits == 1  # short K: no split
+    # a long K, but narrow tiles enough for a wave (attention's dq over 4096 keys)
+    assert mm.choose(4096, 64, 4096, 16, "a_k4", "b_n4") == mm.Variant(mm.TILES["128x64"])
+    assert mm.choose(2048, 512, 8192, 1).splits > 1  # a weight gradient still splits
     assert all(t.valid() for t in mm.TILES.values())
     # 16-bit operands (or float32 ones rounded as read) take half the accumulators
     assert mm.choose(8192, 1536, 512, 1) == mm.Variant(mm.TILES["128x256"])
@@ -388,14 +391,16 @@ def test_attention_tiled_forward_is_chosen_where_it_fits(be, monkeypatch):
                      plans={"attention_forward": at.TiledPlan(128, 64, 2, 2)})
 
 
-def test_attention_backward_by_matmuls_in_chunks(be, monkeypatch):
+def test_attention_by_matmuls_in_chunks(be, monkeypatch):
     """Scores over the size limit go through in chunks along the first batch dim (k and
-    v broadcast over it, or with fewer batch dims), the same as all at once; where one
-    batch index is over the limit there is no chunk length (the flash way)."""
+    v broadcast over it, or with fewer batch dims), forward and backward, the same as
+    all at once; where one batch index is over the limit there is no chunk length (the
+    flash way)."""
     from haelixe.backends.wgpu import attention as at
 
     rng = np.random.default_rng(9)
     monkeypatch.setattr(at, "MATMUL_PATH", True)
+    monkeypatch.setattr(at, "MATMUL_FORWARD", True)
     for q_shape, kv_shape, causal in (((5, 2, 13, 8), (5, 2, 11, 8), False),
                                       ((5, 2, 13, 8), (1, 2, 11, 8), True),
                                       ((5, 2, 13, 8), (2, 11, 8), True)):
@@ -410,14 +415,14 @@ def test_attention_backward_by_matmuls_in_chunks(be, monkeypatch):
 
 
 @pytest.fixture(params=["flash", "matmuls"])
-def attention_way(request):
-    """Runs a test with the flash backward and with the backward through matmuls (scores
-    materialised), whatever way the shapes would take."""
+def attention_way(request, monkeypatch):
+    """Runs a test with the flash forward and backward and with both through matmuls
+    (scores materialised), whatever way the shapes would take."""
     from haelixe.backends.wgpu import attention as at
 
-    saved, at.MATMUL_PATH = at.MATMUL_PATH, request.param == "matmuls"
-    yield request.param
-    at.MATMUL_PATH = saved
+    monkeypatch.setattr(at, "MATMUL_PATH", request.param == "matmuls")
+    monkeypatch.setattr(at, "MATMUL_FORWARD", request.param == "matmuls")
+    return request.param
 
 
 def test_attention_masks_bool_and_float_broadcast(be, attention_way):

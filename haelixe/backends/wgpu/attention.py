@@ -21,7 +21,7 @@ several keys, then output columns) is there for the variant sweep, off by defaul
 (TILED_FORWARD, with its figures).
 
 The backward of short sequences, and of long ones without a causal mask or with heads
-over 64 wide, takes another way (:func:`backward_by_matmuls`), in chunks of batch-heads
+over 64 wide, takes another way (:func:`by_matmuls`), in chunks of batch-heads
 where the scores of all would be too large: the scores q k^T are materialised again by
 the tiled matmul kernel, whose epilogue turns them into probabilities as they are
 written (exp(s * scale - lse), masked); the matmul dO v^T's epilogue turns its output
@@ -29,7 +29,9 @@ into the scores' gradient P * (dP - delta) (delta = rowsum(dO * O)), and three m
 give dq, dk and dv; the matmul kernel's register tiles do that work faster than the
 flash backward. The scores and their gradient are float32 whatever the inputs' dtype
 (16-bit q, k, v are read as they are, and dq, dk, dv rounded once, as the flash kernels
-do). (The forward stays flash: through matmuls it ran slower at every length measured.)
+do). The forward takes the matmul way too where the flash forward is weakest (long rows
+of heads wider than 64, no causal mask): the scores with the scale and masks in the
+epilogue, a row softmax in place that also gives lse (softmax.wgsl), then P v.
 """
 
 from __future__ import annotations
@@ -44,11 +46,12 @@ from .geometry import (
     broadcast_shapes,
     broadcast_strides,
     f32_bits,
+    grid,
     meta_block,
     permute,
     swap_last2,
 )
-from .reduce import reduce
+from .reduce import reduce, row_reduction
 from .shaders import kernel
 
 MAX_HEAD_DIM = 128
@@ -71,13 +74,23 @@ REGISTER_VEC4 = {"attention_forward": 64, "attention_dq": 64, "attention_dkdv": 
 # Longer rows, up to MATMUL_LONG_KEYS, take the matmuls too where the flash backward
 # skips no work (no causal mask) or is slow (head dims over 64, two invocations a row):
 # on an H200 the backward of (4, 16, 4096, 128) took 44 ms through matmuls against 234
-# flash (causal 44 against 127), of (8, 16, 4096, 64) 74 against 80; but causal at head
-# dim 64, 74 against 46.
+# flash (causal 44 against 127), of (8, 16, 4096, 64) 74 against 80, and 50 once the
+# probabilities and their gradient came out of the matmuls' epilogues (no pass of their
+# own over the scores) and dq, dk, dv stopped splitting K; causal at head dim 64 the
+# flash backward, which skips the masked half, took 44 (the matmul way does all of it).
 # MATMUL_PATH None: by shape; True / False force a way (tests reach both on any adapter).
 MATMUL_MAX_KEYS = 1024
 MATMUL_LONG_KEYS = 4096
 MATMUL_MAX_SCORE_BYTES = 1 << 30
 MATMUL_PATH = None
+# The forward through matmuls (two matmuls and a row softmax) from this many keys up to
+# MATMUL_LONG_KEYS, with heads wider than 64 and no causal mask, where the flash forward
+# holds a row's head-dim vectors over four invocations. On an H200, head dim 128: 19.0 ms
+# against 23.4 flash at 4096 keys, 5.37 against 6.27 at 2048, 1.81 against 1.75 at
+# 1024; causal 19.2 against 12.1 (flash skips the masked half); at head dim 64 flash won
+# at every length (4096 keys: 18.0 against 26.9). MATMUL_FORWARD forces a way.
+MATMUL_FORWARD_KEYS = 2048
+MATMUL_FORWARD = None
 
 
 # The kernels whose head-dim slices add up by subgroup shuffles where the adapter has
@@ -509,19 +522,26 @@ def _sequence_major(be, lead, seq, d, dtype):
     return permute(base, list(range(n - 1)) + [n, n - 1, n + 1])
 
 
-def backward_by_matmuls(be, q, k, v, gout, lead, mask=None, causal=False) -> bool:
-    """Whether the backward over these operands takes the matmul way (module docstring):
-    short (or long, see MATMUL_LONG_KEYS), with scores for every batch-head of q and k
-    (v broadcast further goes the flash way), on a GPU (software adapters compile the
-    flash kernels faster)."""
+def by_matmuls(be, q, k, v, lead, mask=None, causal=False, forward=False) -> bool:
+    """Whether attention's backward (or its ``forward``) over these operands takes the
+    matmul way (module docstring): with scores for every batch-head of q and k (v
+    broadcast further goes the flash way), on a GPU (software adapters compile the flash
+    kernels faster); the backward where it is short (or long, see MATMUL_LONG_KEYS), the
+    forward where it is long, heads wider than 64 and no causal mask."""
     sq, sk = q.shape[-2], k.shape[-2]
     if (min(sq, sk, q.shape[-1], v.shape[-1]) == 0
             or broadcast_shapes(q.shape[:-2], k.shape[:-2]) != lead):
         return False
-    if MATMUL_PATH is not None:
-        return MATMUL_PATH
-    long_ok = sk <= MATMUL_LONG_KEYS and (not causal or q.shape[-1] > 64)
-    return (not be.context.software and (sk <= MATMUL_MAX_KEYS or long_ok)
+    forced = MATMUL_FORWARD if forward else MATMUL_PATH
+    if forced is not None:
+        return forced
+    if forward:
+        wanted = (not causal and min(q.shape[-1], v.shape[-1]) > 64
+                  and MATMUL_FORWARD_KEYS <= sk <= MATMUL_LONG_KEYS)
+    else:
+        wanted = sk <= MATMUL_MAX_KEYS or (
+            sk <= MATMUL_LONG_KEYS and (not causal or q.shape[-1] > 64))
+    return (not be.context.software and wanted
             and (mask is None or 4 * math.prod(lead) * sq * sk <= MATMUL_MAX_SCORE_BYTES)
             and _chunk_length(lead, sq, sk) > 0)
 
@@ -534,18 +554,22 @@ def _chunk_length(lead, sq, sk) -> int:
     return min(lead[0], MATMUL_MAX_SCORE_BYTES // (4 * math.prod(lead[1:]) * sq * sk))
 
 
-def _probabilities(causal: bool, scale: float, mask_kind: str | None) -> str:
-    """Epilogue of the scores' matmul S = q k^T: P = exp(S * scale [masked] - lse), with
-    lse the row operand ({r}) and the user mask the elem operand ({e}). A row that saw
-    no key (lse = -inf) gets P = 0."""
+def _scores(causal: bool, scale: float, mask_kind: str | None) -> str:
+    """Epilogue of the scores' matmul q k^T: the scores scaled and masked (-inf where not
+    visible) as the flash kernels do, with the user mask the elem operand ({e})."""
     x = f"{{x}} * {_f32_literal(scale)}"
     if mask_kind == "bool":
         x = f"select(neg_inf(), {x}, {{e}} != 0.0)"
     elif mask_kind is not None:
         x = f"{x} + {{e}}"
-    if causal:
-        x = f"select({x}, neg_inf(), {{n}} > {{m}})"
-    return f"exp({x} - select({{r}}, pos_inf(), {{r}} == neg_inf()))"
+    return f"select({x}, neg_inf(), {{n}} > {{m}})" if causal else x
+
+
+def _probabilities(causal: bool, scale: float, mask_kind: str | None) -> str:
+    """Epilogue of the scores' matmul recomputed in the backward: P = exp(scores - lse),
+    with lse the row operand ({r}). A row that saw no key (lse = -inf) gets P = 0."""
+    return (f"exp({_scores(causal, scale, mask_kind)} - "
+            f"select({{r}}, pos_inf(), {{r}} == neg_inf()))")
 
 
 def _score_gradient(scale: float) -> str:
@@ -572,22 +596,22 @@ def _mask_plane(be, mask, lead, sq, sk):
     return be.copy(mask.view(shape, broadcast_strides(mask, shape), mask.offset))
 
 
-def _attention_backward_by_matmuls(be, q, k, v, out, lse, gout, causal, scale, mask, lead):
-    """dq, dk, dv through materialised scores, in chunks along the first batch dim where
-    the scores of all batch-heads at once would exceed MATMUL_MAX_SCORE_BYTES."""
-    step = max(1, _chunk_length(lead, q.shape[-2], k.shape[-2]))
-    if mask is not None or not lead or step >= lead[0]:
-        return _backward_by_matmuls(be, q, k, v, out, lse, gout, causal, scale, mask, lead)
+def _in_chunks(be, run, inputs, trailing, lead, sq, sk, results):
+    """``run(*inputs, lead)`` (arrays), in chunks along the first batch dim where the
+    scores of all batch-heads at once would exceed MATMUL_MAX_SCORE_BYTES: each chunk's
+    arrays are then copied into those ``results()`` makes (``trailing``: the dims of
+    each input after the batch dims)."""
+    step = max(1, _chunk_length(lead, sq, sk))
+    if not lead or step >= lead[0]:
+        return run(*inputs, lead)
     n = len(lead)
-    grads = [be.empty(lead + t.shape[-2:], t.dtype) for t in (q, k, v)]
+    full = results()
     for lo in range(0, lead[0], step):
         hi = min(lead[0], lo + step)
-        parts = [_lead_slice(t, n, lo, hi, 1 if t is lse else 2)
-                 for t in (q, k, v, out, lse, gout)]
-        for full, part in zip(grads, _backward_by_matmuls(be, *parts, causal, scale, None,
-                                                          (hi - lo,) + tuple(lead[1:]))):
-            be.copy_into(_lead_slice(full, n, lo, hi, 2), part)
-    return tuple(grads)
+        parts = [_lead_slice(t, n, lo, hi, dims) for t, dims in zip(inputs, trailing)]
+        for whole, part in zip(full, run(*parts, (hi - lo,) + tuple(lead[1:]))):
+            be.copy_into(_lead_slice(whole, n, lo, hi, part.ndim - n), part)
+    return tuple(full)
 
 
 def _lead_slice(x, n_lead, lo, hi, trailing):
@@ -596,6 +620,26 @@ def _lead_slice(x, n_lead, lo, hi, trailing):
     if x.ndim - trailing < n_lead or x.shape[0] == 1:
         return x
     return x.view((hi - lo,) + tuple(x.shape[1:]), x.strides, x.offset + lo * x.strides[0])
+
+
+def _forward_by_matmuls(be, q, k, v, causal, scale, mask, lead):
+    """(out, lse) through two matmuls: the scores q k^T (scaled and masked by the
+    epilogue), their rows' softmax in place (and lse), then P v."""
+    mask = None if mask is None else _mask_plane(be, mask, lead, q.shape[-2], k.shape[-2])
+    s = mm.matmul(be, q, swap_last2(k), out_dtype=gd.F32, elem_operand=mask,
+                  activation=_scores(causal, scale,
+                                     None if mask is None else gd.kind(mask.dtype)))
+    lse = be.empty(s.shape[:-1], gd.F32)
+    sk = s.shape[-1]
+    rows = s.size // sk
+    meta = meta_block([rows, sk], s.shape[:-1], [(s.strides[:-1], s.offset),
+                                                 (lse.strides, lse.offset)],
+                      what="attention")
+    spec = kernel("softmax.wgsl", "softmax_rows_lse", [("x", "f32", "rw"),
+                                                       ("lse", "f32", "write")],
+                  **row_reduction(be, sk))
+    be.dispatcher.dispatch(spec, [s.buffer, lse.buffer], meta, grid(rows))
+    return mm.matmul(be, s, v, out_dtype=q.dtype), lse
 
 
 def _backward_by_matmuls(be, q, k, v, out, lse, gout, causal, scale, mask, lead):
@@ -625,6 +669,15 @@ def attention(be, q, k, v, causal, scale, mask=None, plans=None):
     lse = be.empty(lead + (sq,), gd.F32)
     if out.size == 0:
         return out, lse
+    if not plans and by_matmuls(be, q, k, v, lead, mask, causal, forward=True):
+        def run(q, k, v, lead):
+            return _forward_by_matmuls(be, q, k, v, causal, scale, mask, lead)
+
+        o, lse = _in_chunks(be, run, (q, k, v), (2, 2, 2), lead, sq, sk,
+                            lambda: [out, lse])
+        if o is not out:
+            be.copy_into(out, o)
+        return out, lse
     bindings = [("q", gd.kind(q.dtype), "read"), ("k", gd.kind(k.dtype), "read"),
                 ("v", gd.kind(v.dtype), "read"), ("out", gd.kind(q.dtype), "write"),
                 ("lse", "f32", "write")]
@@ -642,9 +695,14 @@ def attention_backward(be, q, k, v, out, lse, gout, causal, scale, mask=None, pl
     lead = _check(q, k, v)
     if lse.dtype != gd.F32:
         lse = be.cast(lse, gd.F32)
-    if not plans and backward_by_matmuls(be, q, k, v, gout, lead, mask, causal):
-        return _attention_backward_by_matmuls(be, q, k, v, out, lse, gout, causal, scale,
-                                              mask, lead)
+    if not plans and by_matmuls(be, q, k, v, lead, mask, causal):
+        def run(q, k, v, out, lse, gout, lead):
+            return _backward_by_matmuls(be, q, k, v, out, lse, gout, causal, scale, mask,
+                                        lead)
+
+        return _in_chunks(be, run, (q, k, v, out, lse, gout), (2, 2, 2, 2, 1, 2), lead,
+                          q.shape[-2], k.shape[-2],
+                          lambda: [be.empty(lead + t.shape[-2:], t.dtype) for t in (q, k, v)])
     q, k, v, out, gout = (_rows_contiguous(be, t) for t in (q, k, v, out, gout))
     sq, sk, dqk, dv = q.shape[-2], k.shape[-2], q.shape[-1], v.shape[-1]
     dq = be.empty(lead + (sq, dqk), q.dtype)

@@ -136,7 +136,9 @@ def choose(M: int, N: int, K: int, nbatch: int, a_mode: str = "a_gen",
       with half the accumulators the Transformer's Linear forwards ran 8-20% faster
       (bias, GELU and its pre-activation fused; gpu_matmul_sweep.py's section 6, H200);
     - fewer tiles and a long K: split-K, 128 x 128 while there are a few dozen tiles,
-      else 64 x 64 split up to 16 ways (a small layer's weight gradient);
+      else 64 x 64 split up to 16 ways (a small layer's weight gradient); but no split
+      where 128 x 64 tiles make a wave and fit (attention's dq = dS k over 4096 keys,
+      head dim 64, whose 128 x 128 tiles would be half empty);
     - fewer tiles and a short K: 128 x 64, or 64 x 64, whichever makes more workgroups
       than a wave; 64 x 128 where M is too short for 128 rows (a 64-channel convolution,
       M = 64, N = 100352, K = 576 on an H200: 0.50 ms against 0.74 in 128 x 64 tiles,
@@ -158,7 +160,8 @@ def choose(M: int, N: int, K: int, nbatch: int, a_mode: str = "a_gen",
     n_big = count(big)
     if n_big >= FULL_WAVE and fits(big):
         return Variant(big)
-    if K >= MIN_SPLIT_K:
+    medium = TILES["128x64"]
+    if K >= MIN_SPLIT_K and not (count(medium) >= FULL_WAVE and fits(medium)):
         if n_big >= MIN_TILES_FOR_BIG_SPLITS:
             return Variant(TILES["128x128"], max(2, min(8, round(256 / n_big))))
         small = TILES["64x64"]
@@ -168,7 +171,6 @@ def choose(M: int, N: int, K: int, nbatch: int, a_mode: str = "a_gen",
             if b_mode == "b_win":
                 small, most = TILES[WIN_LONG_K_TILE], MAX_SPLITS_WIN_LONG_K
         return Variant(small, max(1, min(most, -(-1024 // count(small)), K // 256)))
-    medium = TILES["128x64"]
     if not fits(medium) and fits(TILES["64x128"]) and count(TILES["64x128"]) >= FULL_WAVE:
         return Variant(TILES["64x128"])  # (a short M: a convolution's 64 channels)
     return Variant(medium if count(medium) >= FULL_WAVE else TILES["64x64"])
