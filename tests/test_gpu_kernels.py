@@ -410,6 +410,9 @@ def test_attention_by_matmuls_in_chunks(be, monkeypatch):
         monkeypatch.setattr(at, "MATMUL_MAX_SCORE_BYTES", 2 * 4 * 2 * 13 * 11)
         assert at._chunk_length(lead, 13, 11) == 2
         check_attention(be, q, k, v, causal, 0.3)
+        # a mask per batch index (sliced with the chunks) and one for every batch index
+        check_attention(be, q, k, v, causal, 0.3, mask=rng.random((5, 1, 13, 11)) > 0.3)
+        check_attention(be, q, k, v, causal, 0.3, mask=rng.random((13, 11)) > 0.3)
     monkeypatch.setattr(at, "MATMUL_MAX_SCORE_BYTES", 4 * 13 * 11)
     assert at._chunk_length((5, 2), 13, 11) == 0
 

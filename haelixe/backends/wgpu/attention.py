@@ -597,19 +597,20 @@ def _mask_plane(be, mask, lead, sq, sk):
 
 
 def _in_chunks(be, run, inputs, trailing, lead, sq, sk, results):
-    """``run(*inputs, lead)`` (arrays), in chunks along the first batch dim where the
-    scores of all batch-heads at once would exceed MATMUL_MAX_SCORE_BYTES: each chunk's
-    arrays are then copied into those ``results()`` makes (``trailing``: the dims of
-    each input after the batch dims)."""
+    """``run(lead, *inputs)`` (arrays, or None for an absent mask), in chunks along the
+    first batch dim where the scores of all batch-heads at once would exceed
+    MATMUL_MAX_SCORE_BYTES: each chunk's arrays are then copied into those ``results()``
+    makes (``trailing``: the dims of each input after the batch dims)."""
     step = max(1, _chunk_length(lead, sq, sk))
     if not lead or step >= lead[0]:
-        return run(*inputs, lead)
+        return run(lead, *inputs)
     n = len(lead)
     full = results()
     for lo in range(0, lead[0], step):
         hi = min(lead[0], lo + step)
-        parts = [_lead_slice(t, n, lo, hi, dims) for t, dims in zip(inputs, trailing)]
-        for whole, part in zip(full, run(*parts, (hi - lo,) + tuple(lead[1:]))):
+        parts = [t if t is None else _lead_slice(t, n, lo, hi, dims)
+                 for t, dims in zip(inputs, trailing)]
+        for whole, part in zip(full, run((hi - lo,) + tuple(lead[1:]), *parts)):
             be.copy_into(_lead_slice(whole, n, lo, hi, part.ndim - n), part)
     return tuple(full)
 
@@ -670,10 +671,10 @@ def attention(be, q, k, v, causal, scale, mask=None, plans=None):
     if out.size == 0:
         return out, lse
     if not plans and by_matmuls(be, q, k, v, lead, mask, causal, forward=True):
-        def run(q, k, v, lead):
+        def run(lead, q, k, v, mask):
             return _forward_by_matmuls(be, q, k, v, causal, scale, mask, lead)
 
-        o, lse = _in_chunks(be, run, (q, k, v), (2, 2, 2), lead, sq, sk,
+        o, lse = _in_chunks(be, run, (q, k, v, mask), (2, 2, 2, 2), lead, sq, sk,
                             lambda: [out, lse])
         if o is not out:
             be.copy_into(out, o)
@@ -696,11 +697,12 @@ def attention_backward(be, q, k, v, out, lse, gout, causal, scale, mask=None, pl
     if lse.dtype != gd.F32:
         lse = be.cast(lse, gd.F32)
     if not plans and by_matmuls(be, q, k, v, lead, mask, causal):
-        def run(q, k, v, out, lse, gout, lead):
+        def run(lead, q, k, v, out, lse, gout, mask):
             return _backward_by_matmuls(be, q, k, v, out, lse, gout, causal, scale, mask,
                                         lead)
 
-        return _in_chunks(be, run, (q, k, v, out, lse, gout), (2, 2, 2, 2, 1, 2), lead,
+        return _in_chunks(be, run, (q, k, v, out, lse, gout, mask), (2, 2, 2, 2, 1, 2, 2),
+                          lead,
                           q.shape[-2], k.shape[-2],
                           lambda: [be.empty(lead + t.shape[-2:], t.dtype) for t in (q, k, v)])
     q, k, v, out, gout = (_rows_contiguous(be, t) for t in (q, k, v, out, gout))
