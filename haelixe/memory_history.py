@@ -121,6 +121,16 @@ _KEY, _ADDRESS, _SIZE, _REQUESTED, _TAG, _FRAMES, _TIME_NS, _ALLOCATED = range(8
 _FREE = "free"  # the first field of a free's event in the trace
 
 
+class _Held(weakref.ref):
+    """A live block as the history holds it: a weak reference to its owner (a Block, or
+    the numpy array owning a CPU buffer, whose death is the block's free), carrying the
+    block's ``entry`` and, once a graph node keeps it for backward, ``saved``: [a weak
+    reference to a node that keeps it, its name, the next one, its name, ...]. Everything
+    about a live block is one object, found by one lookup of its address."""
+
+    __slots__ = ("entry", "saved")
+
+
 class _History:
     """What one allocator did while history was recorded: its live blocks with their
     lines, and every allocation and free in order (``trace``)."""
@@ -129,12 +139,7 @@ class _History:
         self.alloc = alloc
         # (no lock on the hot paths: each step of them is one dict or deque operation,
         # atomic under the GIL, and the snapshot copies them with one C call each)
-        # address -> (entry, a weak reference to its Block or numpy array): the entries
-        # hold only numbers, strings and frames as ids, so once the garbage collector has
-        # seen them it stops looking at them (and at the trace holding them)
-        self.live: dict = {}
-        self.saved: dict = {}  # key of a live block -> ([weak refs to the nodes that
-        # saved it], [their names])
+        self.live: dict = {}  # address -> its _Held
         # the entry itself for an allocation (see _KEY...), and ("free", entry, t,
         # allocated, category, op) for a free: the entries live as long as the trace
         # names them, and an allocation adds no object but its entry
@@ -143,33 +148,29 @@ class _History:
         self.t0 = _clock()
         self.start_allocated = alloc.stats()["allocated_bytes"]
 
-    def add(self, address, owner, size, requested, tag, allocated_bytes,
-            start: int = 2) -> None:
-        """Note a new block (``start``: as :func:`_user_frames`'s, from the caller)."""
-        entry = (next(self.keys), address, size, requested, tag, _user_frames(start),
-                 _clock() - self.t0, allocated_bytes)
-        self.live[address] = (entry, owner)
-        self.trace.append(entry)
-
-    def remove(self, address, tag, allocated_bytes):
-        """Note the free of the block at ``address``; returns its entry (None for a block
-        from before recording: its bytes were in start_allocated)."""
-        held = self.live.pop(address, None)
-        entry = None if held is None else held[0]
-        if entry is not None:
-            saved = self.saved.pop(entry[_KEY], None)
-            category = (tag if tag in _ROLE_TAGS else "activation" if saved else
-                        "temporary")
-            self.trace.append((_FREE, entry, _clock() - self.t0, allocated_bytes,
-                               category, saved[1][0] if saved else None))
-        return entry
+    def freed_event(self, held, t_ns, allocated_bytes, tag) -> tuple:
+        """The trace's event for the free of ``held``'s block."""
+        saved = held.saved
+        category = tag if tag in _ROLE_TAGS else "activation" if saved else "temporary"
+        return (_FREE, held.entry, t_ns, allocated_bytes, category,
+                saved[1] if saved else None)
 
     def allocated(self, block, allocated_bytes) -> None:  # the allocator's on_allocate
-        self.add(id(block.handle), weakref.ref(block), block.size, block.requested, None,
-                 allocated_bytes)
+        address = id(block.handle)
+        held = _Held(block)
+        held.entry = entry = (next(self.keys), address, block.size, block.requested, None,
+                              _user_frames(), _clock() - self.t0, allocated_bytes)
+        held.saved = None
+        self.live[address] = held
+        self.trace.append(entry)
 
     def freed(self, handle, tag, allocated_bytes) -> None:  # the allocator's on_free
-        self.remove(id(handle), tag, allocated_bytes)
+        # (a block from before recording has no entry: its bytes were in
+        # start_allocated)
+        held = self.live.pop(id(handle), None)
+        if held is not None:
+            self.trace.append(self.freed_event(held, _clock() - self.t0, allocated_bytes,
+                                               tag))
 
 
 # -- CPU tensors: counted by the CPU allocator while recorded ---------------------------
@@ -187,99 +188,97 @@ def _root(a):
 
 class _CpuTracker:
     """Counts the buffer of each CPU tensor made (and each raw array a node saves) in
-    the CPU allocator (``Allocator.adopt``), for as long as numpy's memory lives; its
-    address is the id of the array owning the memory, and its entry in the history's
-    ``live`` says it is counted."""
+    the CPU allocator (``Allocator.adopt``), for as long as numpy's memory lives: its
+    address is the id of the array owning the memory, and its ``_Held`` (whose callback
+    is the free) in the history's ``live`` says it is counted."""
 
     def __init__(self, alloc, history):
         self.alloc = alloc
         self.history = history
-        self.live = history.live
-        self.refs: dict = {}  # id(weak ref to a counted array) -> the array's address
         self.counts = alloc.adopt()
-        self._died = self._on_death()
+        self.held = self._holder()
+        self.address_of = self.held  # (the observer's buffer_made; its result unused)
 
-    def _on_death(self):
-        """The weak references' callback (numpy's memory goes): one function, its state
-        bound in (it runs for every CPU tensor freed while recorded)."""
-        refs, live, remove = self.refs, self.live, self.history.remove
-        counts, alloc = self.counts, self.alloc
+    def _holder(self):
+        """``held(a, adopt=True)``: the _Held of ndarray ``a``'s memory if it is counted
+        (counting it now if ``adopt``), else None (also for a GPU tensor's block). One
+        function with its state bound in: it runs for every CPU tensor made, and its
+        callback for every one that goes."""
+        history, counts, alloc = self.history, self.counts, self.alloc
+        live, trace, keys, t0 = history.live, history.trace, history.keys, history.t0
+        lock, by_tag, freed_event = counts.lock, counts.by_tag, history.freed_event
+        tags = _tag_state.__dict__
 
-        def died(ref) -> None:
-            key = refs.pop(id(ref), None)
+        def died(held) -> None:  # numpy's memory went
+            entry = held.entry
+            key = entry[_ADDRESS]
+            if live.get(key) is not held:  # (no longer counted: history stopped)
+                return
+            del live[key]
+            n, tag = entry[_SIZE], entry[_TAG]
+            with lock:  # (the allocator's counters, see AdoptedCounts)
+                delta = counts.delta = counts.delta - n
+                counts.frees += 1
+                by_tag[tag] -= n
+                allocated = counts.base + delta
+            if counts.eager:
+                alloc.emit_adopted("free", n, tag)
+            trace.append(freed_event(held, _clock() - t0, allocated, tag))
+
+        def held_of(a, adopt: bool = True):
+            if a.__class__ is not _ndarray:
+                return None
+            base = a.base
+            if base is not None:
+                # (a view of an array owning its memory, the usual case, needs no walk)
+                if base.__class__ is _ndarray and base.base is None:
+                    a = base
+                else:
+                    a = _root(a)
+                    if a is None:
+                        return None
+            key = id(a)
             held = live.get(key)
-            if held is not None and held[1] is ref:
-                n, tag = held[0][_SIZE], held[0][_TAG]
-                with counts.lock:  # (the allocator's counters, see AdoptedCounts)
-                    delta = counts.delta = counts.delta - n
-                    counts.frees += 1
-                    counts.by_tag[tag] -= n
-                    allocated = counts.base + delta
-                if counts.eager:
-                    alloc.emit_adopted("free", n, tag)
-                remove(key, tag, allocated)
+            if held is not None and held() is a:
+                return held
+            if not adopt:
+                return None
+            n = a.nbytes
+            if not n:
+                return None
+            tag = tags.get("tag", DEFAULT_TAG)  # (memory.current_tag, inlined)
+            # (two threads making tensors at once may append their events in the other
+            # order than their totals: each total is still one the allocator reached)
+            with lock:
+                delta = counts.delta = counts.delta + n
+                if delta > counts.high:
+                    counts.high = delta
+                counts.allocs += 1
+                by_tag[tag] += n
+                allocated = counts.base + delta
+            if counts.eager:
+                alloc.emit_adopted("alloc", n, tag)
+            held = _Held(a, died)
+            # (the walk for its line starts above this function and its caller, both
+            # Haelixe's: Tensor._wrap, or the walk of a node's fields)
+            held.entry = entry = (next(keys), key, n, n, tag, _user_frames(3),
+                                  _clock() - t0, allocated)
+            held.saved = None
+            live[key] = held
+            trace.append(entry)
+            return held
 
-        return died
-
-    def address_of(self, a, adopt: bool = True):
-        """The address of ndarray ``a``'s memory if it is counted (counting it now if
-        ``adopt``), else None (also for a GPU tensor's block: this is the observer's
-        ``buffer_made`` while the CPU is recorded)."""
-        if a.__class__ is not _ndarray:
-            return None
-        base = a.base
-        if base is not None:
-            # (a view of an array owning its memory, the usual case, needs no walk)
-            if base.__class__ is _ndarray and base.base is None:
-                a = base
-            else:
-                a = _root(a)
-                if a is None:
-                    return None
-        key = id(a)
-        live = self.live
-        held = live.get(key)
-        if held is not None and held[1]() is a:
-            return key
-        if not adopt:
-            return None
-        n = a.nbytes
-        if not n:
-            return None
-        tag = _tag_state.__dict__.get("tag", DEFAULT_TAG)  # (memory.current_tag, inlined)
-        ref = _weakref(a, self._died)
-        self.refs[id(ref)] = key
-        # (History.add, inlined: it runs for every CPU tensor made)
-        # (two threads making tensors at once may append their events in the other
-        # order than their totals: each total is still one the allocator reached)
-        # (the walk for its line starts above this method and its caller, both
-        # Haelixe's: the observer or the walk of a node's fields)
-        counts = self.counts
-        with counts.lock:  # (the allocator's counters, see AdoptedCounts)
-            delta = counts.delta = counts.delta + n
-            if delta > counts.high:
-                counts.high = delta
-            counts.allocs += 1
-            counts.by_tag[tag] += n
-            allocated = counts.base + delta
-        if counts.eager:
-            self.alloc.emit_adopted("alloc", n, tag)
-        history = self.history
-        entry = (next(history.keys), key, n, n, tag, _user_frames(3), _clock() - history.t0,
-                 allocated)
-        live[key] = (entry, ref)
-        history.trace.append(entry)
-        return key
+        return held_of
 
     def release(self) -> None:
-        """Stop counting every buffer (history stops); the allocator's own blocks in
-        ``live`` count as they did."""
-        refs = dict(self.refs)
-        self.refs.clear()  # (a buffer going from now on finds no address: not counted)
-        counts = self.counts
-        for entry, owner in list(self.live.values()):
-            if id(owner) in refs:
-                n, tag = entry[_SIZE], entry[_TAG]
+        """Stop counting every buffer (history stops): each counted one leaves ``live``
+        (so its death counts nothing); the allocator's own blocks there count as they
+        did."""
+        counts, live = self.counts, self.history.live
+        for key, held in list(live.items()):
+            if held.__callback__ is not None:  # (a counted numpy buffer)
+                del live[key]
+                n, tag = held.entry[_SIZE], held.entry[_TAG]
                 with counts.lock:
                     counts.delta -= n
                     counts.frees += 1
@@ -306,7 +305,7 @@ class _Recording:
         history = self.histories[name] = _History(alloc, max_entries)
         if name == "cpu":
             self.cpu = _CpuTracker(alloc, history)
-            self.buffer_made = self.cpu.address_of  # (one call less for each tensor)
+            self.buffer_made = self.cpu.held  # (one call less for each tensor)
         alloc.on_allocate, alloc.on_free = history.allocated, history.freed
         observe(self)
 
@@ -324,29 +323,21 @@ class _Recording:
 
     def buffer_made(self, data) -> None:
         """No CPU recorded: on the GPU the allocator's hook sees each block (while the
-        CPU is, its tracker's ``address_of`` stands in for this)."""
+        CPU is, its tracker's ``held`` stands in for this)."""
 
     def node_recorded(self, node) -> None:
-        cpu = self.cpu
         out: list = []
         plain, skip = _PLAIN, _NOT_SAVED
         for name, v in node.__dict__.items():  # its saved tensors and raw arrays
             if v.__class__ not in plain and name not in skip:  # (most fields: one lookup)
-                _addresses_of(v, cpu, True, out)
+                _holders(v, self, True, out)
         if out:  # (each block it keeps: which nodes keep it, and their names)
-            ref, name = weakref.ref(node), node.name
-            for device, address in out:
-                history = self.histories.get(device)
-                held = None if history is None else history.live.get(address)
-                if held is not None:
-                    key = held[0][_KEY]
-                    saved = history.saved.get(key)
-                    if saved is None:  # (the first node to keep it: two fresh lists)
-                        history.saved[key] = ([ref], [name])
-                    else:
-                        saved[0].append(ref)
-                        if name not in saved[1]:
-                            saved[1].append(name)
+            pair = (weakref.ref(node), node.name)
+            for held in out:
+                if held.saved is None:  # (the first node to keep it)
+                    held.saved = list(pair)
+                else:
+                    held.saved += pair
 
 
 _NONE, _TENSOR, _ARRAY, _GPU_ARRAY, _SEQUENCE = range(5)
@@ -370,31 +361,45 @@ def _kind(cls) -> int:
     return kind
 
 
-def _addresses_of(value, cpu, adopt, out: list) -> list:
-    """(device, address) of the memory of a Tensor, raw array or a tuple/list of them:
-    a Block's handle, or a counted CPU buffer (counting a raw array now if ``adopt``;
-    a tensor made before recording is not counted now)."""
+def _holders(value, recording, adopt, out: list) -> list:
+    """The _Held of each recorded block holding the memory of a Tensor, raw array or a
+    tuple/list of them (counting a raw CPU array now if ``adopt``; a tensor made before
+    recording has none)."""
     kind = _KINDS.get(value.__class__)
     if kind is None:
         kind = _kind(value.__class__)
     if kind == _NONE:
         return out
     if kind == _SEQUENCE:
-        plain = _PLAIN
+        plain, kinds = _PLAIN, _KINDS
         for v in value:
-            if v.__class__ not in plain:  # (not for the ints of a shape)
-                _addresses_of(v, cpu, adopt, out)
+            cls = v.__class__
+            if cls in plain:  # (the ints of a shape)
+                continue
+            if kinds.get(cls) == _TENSOR:  # (a node's saved tensors: the usual case)
+                _holder_of(v._storage.data, recording, False, out)
+            else:
+                _holders(v, recording, adopt, out)
         return out
     if kind == _TENSOR:
         value, adopt = value._storage.data, False
     elif kind == _GPU_ARRAY:
         value = getattr(value.storage, "data", None)
-    if value.__class__ is Block:
-        out.append((value.allocator.device_name, id(value.handle)))
-    elif cpu is not None and value.__class__ is np.ndarray:
-        address = cpu.address_of(value, adopt)
-        if address is not None:
-            out.append(("cpu", address))
+    return _holder_of(value, recording, adopt, out)
+
+
+def _holder_of(data, recording, adopt, out: list) -> list:
+    """The _Held of the recorded block holding ``data`` (a Block, or a CPU array),
+    appended to ``out``."""
+    held = None
+    if data.__class__ is Block:
+        history = recording.histories.get(data.allocator.device_name)
+        if history is not None:
+            held = history.live.get(id(data.handle))
+    elif recording.cpu is not None:
+        held = recording.cpu.held(data, adopt)
+    if held is not None:
+        out.append(held)
     return out
 
 
@@ -415,8 +420,8 @@ def record_memory_history(enabled: bool = True, device="gpu", max_entries: int =
             _RECORDING.stop(alloc)
 
 
-def _roles(cpu) -> tuple[set, set]:
-    """Addresses of the memory holding a parameter, and a parameter's gradient (read
+def _roles() -> tuple[set, set]:
+    """Keys of the recorded blocks holding a parameter, and a parameter's gradient (read
     from the live tensors: a parameter outside an optimizer's flat buffer has no role
     tag)."""
     params, grads = [], []
@@ -424,10 +429,10 @@ def _roles(cpu) -> tuple[set, set]:
         cls = type(o)  # (not o.__class__: a dead weak proxy raises on that)
         if cls is Tensor or issubclass(cls, Tensor):
             if o._is_param:
-                _addresses_of(o, cpu, False, params)
+                _holders(o, _RECORDING, False, params)
                 if o.grad is not None:
-                    _addresses_of(o.grad, cpu, False, grads)
-    return {a for _, a in params}, {a for _, a in grads}
+                    _holders(o.grad, _RECORDING, False, grads)
+    return {h.entry[_KEY] for h in params}, {h.entry[_KEY] for h in grads}
 
 
 def memory_snapshot(device="gpu") -> dict:
@@ -445,30 +450,32 @@ def memory_snapshot(device="gpu") -> dict:
     stats = alloc.stats()
     with _LOCK:
         history = _RECORDING.histories.get(alloc.device_name)
-        cpu = _RECORDING.cpu
     if history is None:
         raise RuntimeError(
             f"memory_snapshot: no memory history is recorded on {alloc.device_name!r}; "
             f"call hx.record_memory_history(device={alloc.device_name!r}) before the "
             f"allocations to be listed")
     live_blocks = []
-    for entry, owner in list(history.live.values()):  # (each copied by one C call)
-        owner = owner()
+    saved = {}  # key of a live block -> its _Held's saved (weak refs to nodes, names)
+    for held in list(history.live.values()):  # (copied by one C call)
+        owner = held()
         if owner is not None:
+            entry = held.entry
             live_blocks.append((entry, owner.tag if entry[_TAG] is None else entry[_TAG]))
+            if held.saved is not None:
+                saved[entry[_KEY]] = held.saved
     trace = list(history.trace)
-    saved = dict(history.saved)
-    params, grads = _roles(cpu)
+    params, grads = _roles()
     lines: dict = {}  # (code, offset) -> its frame dict, read once per snapshot
     categories = {}
     blocks = []
     for entry, tag in sorted(live_blocks, key=lambda e: e[0][_KEY]):
         key = entry[_KEY]
-        nodes = [n for n in (r() for r in saved.get(key, ((),))[0])
+        nodes = [n for n in (r() for r in saved.get(key, ())[::2])
                  if n is not None and n.__dict__.get("saved") is not None]
         address = entry[_ADDRESS]
-        category = (tag if tag in _ROLE_TAGS else "parameter" if address in params
-                    else "gradient" if address in grads
+        category = (tag if tag in _ROLE_TAGS else "parameter" if key in params
+                    else "gradient" if key in grads
                     else "activation" if nodes else "temporary")
         categories[key] = category
         blocks.append({"address": address, "size": entry[_SIZE],
@@ -500,8 +507,8 @@ def _timeline(history, trace, saved, categories, lines) -> dict:
             if freed is not None:
                 category, op = freed[4], freed[5]
             else:
-                names = saved.get(key, (None, None))[1]
-                category, op = categories.get(key, "temporary"), names[0] if names else None
+                by = saved.get(key)  # (weak ref, name, ...: the first node's name)
+                category, op = categories.get(key, "temporary"), by[1] if by else None
             timeline_blocks.append({"size": entry[_SIZE], "category": category, "op": op,
                                     "frames": _frame_dicts(entry[_FRAMES][:2], lines),
                                     "key": key})
