@@ -27,8 +27,10 @@ import re
 from string import Template
 from typing import NamedTuple
 
+import numpy as np
+
 from . import dtypes as gd
-from .array import GpuArray
+from .array import GpuArray, contiguous_strides
 from .expr import trace
 from .geometry import broadcast_shapes, broadcast_strides_of, grid, meta_block
 from .pairs import PACKED_KINDS
@@ -260,6 +262,57 @@ def matmul(be, a, b, bias=None, activation=None, want_pre=False, want_row_sums=F
     ``{e}``, the value of ``elem_operand`` (C's shape) at the output's position:
     attention's backward turns its scores into probabilities with them as they are
     written. Either keeps K in one piece (no split-K)."""
+    # everything but the buffers follows from the operands' layouts and the arguments:
+    # planned once per such signature (a training step repeats its products)
+    key = (a.shape, a.strides, a.offset, a.dtype, b.shape, b.strides, b.offset, b.dtype,
+           _layout_key(bias), activation, want_pre, want_row_sums, variant, out_dtype,
+           round_to, _layout_key(row_operand), _layout_key(elem_operand),
+           be.context.features, F16_FLUSH_TILES, RUNTIME_CHECKS)
+    plan = _PLANS.get(key)
+    if plan is None:
+        plan = _plan(be, a, b, bias, activation, want_pre, want_row_sums, variant,
+                     out_dtype, round_to, row_operand, elem_operand)
+        if len(_PLANS) >= PLANS_KEPT:
+            _PLANS.clear()
+        _PLANS[key] = plan
+    out = be.empty(plan.out_shape, plan.dtype)
+    pre = be.empty(plan.out_shape, plan.dtype) if want_pre else None
+    sums = be.empty(plan.sums_shape, plan.dtype) if want_row_sums else None
+    if plan.launch is not None:
+        epilogue = _epilogue_operands(be, row_operand, elem_operand)
+        _record(be, plan.launch, a, b, bias, activation, out, pre, sums, epilogue)
+    elif sums is not None and sums.size:  # N == 0: no tile to do it
+        be.copy_into(sums, be.sum(a, (a.ndim - 1,), False))
+    if plan.squeezed is not None:
+        out = out.view(plan.squeezed, None, 0)
+        if pre is not None:
+            pre = pre.view(plan.squeezed, None, 0)
+    if want_row_sums:
+        return out, sums
+    return (out, pre) if want_pre else out
+
+
+#: matmul's plans by signature (see :func:`matmul`); cleared when it holds PLANS_KEPT
+_PLANS: dict = {}
+PLANS_KEPT = 4096
+
+
+def _layout_key(x):
+    """What a plan reads of an optional operand: its layout and dtype."""
+    return None if x is None else (x.shape, x.strides, x.offset, x.dtype)
+
+
+class _Plan(NamedTuple):
+    out_shape: tuple  # C's (and pre's) shape as computed
+    dtype: object  # of C, pre and the row sums
+    sums_shape: tuple
+    squeezed: tuple | None  # C's shape returned, where a 1-d operand dropped a dim
+    launch: _Launch | None  # None where C is empty
+
+
+def _plan(be, a, b, bias, activation, want_pre, want_row_sums, variant, out_dtype,
+          round_to, row_operand, elem_operand) -> _Plan:
+    """Every check of :func:`matmul` and what its dispatch needs but the buffers."""
     if want_pre and want_row_sums:
         raise ValueError("matmul: want_pre and want_row_sums do not combine")
     if a.ndim == 0 or b.ndim == 0:
@@ -289,14 +342,15 @@ def matmul(be, a, b, bias=None, activation=None, want_pre=False, want_row_sums=F
                          f"({K} != {K2})")
     batch = broadcast_shapes(a.shape[:-2], b.shape[:-2])
     nbatch = math.prod(batch)
-    out = be.empty(batch + (M, N), out_dtype)
-    pre = be.empty(out.shape, out_dtype) if want_pre else None
-    sums = be.empty(batch + (M,), out_dtype) if want_row_sums else None
-    if sums is not None and out.size == 0 and sums.size:  # N == 0: no tile to do it
-        be.copy_into(sums, be.sum(a, (a.ndim - 1,), False))
+    out_shape = batch + (M, N)
     if bias is not None and (bias.shape[-1:] != (N,) or bias.size != N):
         raise ValueError(f"matmul: bias of shape {bias.shape} does not match {N} outputs")
-    if out.size:
+    squeezed = None
+    if squeeze:
+        squeezed = tuple(n for i, n in enumerate(out_shape)
+                         if i - len(out_shape) not in squeeze)
+    launch = None
+    if M * N * nbatch:
         # (each operand's batch strides, worked out once: the load modes and the
         # metadata both read them)
         bstrides = (_batch_strides(a, batch), _batch_strides(b, batch))
@@ -314,37 +368,46 @@ def matmul(be, a, b, bias=None, activation=None, want_pre=False, want_row_sums=F
                 raise ValueError(f"matmul: {nbatch} batch matrices exceed one dispatch "
                                  f"(65535)")
             variant = Variant(variant.tile)
-        epilogue = _epilogue_operands(be, row_operand, elem_operand, batch, M, N)
-        _run(be, a, b, bias, activation, out, pre, sums, batch, variant, modes, bstrides,
-             rounds, epilogue=epilogue)
-    if squeeze:
-        shape = tuple(n for i, n in enumerate(out.shape)
-                      if i - out.ndim not in squeeze)
-        out = out.view(shape, None, 0)
-        if pre is not None:
-            pre = pre.view(shape, None, 0)
-    if want_row_sums:
-        return out, sums
-    return (out, pre) if want_pre else out
+        epilogue = _epilogue_layouts(row_operand, elem_operand, batch, M, N)
+        launch = _launch(be, a, b, bias, activation, out_dtype, want_pre, want_row_sums,
+                         batch, variant, modes, bstrides, rounds, epilogue=epilogue)
+    return _Plan(out_shape, out_dtype, batch + (M,), squeezed, launch)
 
 
-def _epilogue_operands(be, row_operand, elem_operand, batch, M, N):
-    """(row operand, elem operand) as the kernel reads them, each None or an array
-    broadcast over C's batch dims, contiguous along its last dim (the elem operand along
-    its last two): a copy where it is not."""
+def _epilogue_layouts(row_operand, elem_operand, batch, M, N):
+    """(row operand, elem operand) as the kernel reads them: each None or its (shape,
+    strides, offset, dtype), broadcast over C's batch dims, contiguous along its last
+    dim (the elem operand along its last two): that of a copy where it is not (see
+    :func:`_epilogue_operands`)."""
     row = elem = None
     if row_operand is not None:
         if row_operand.shape[-1:] != (M,):
             raise ValueError(f"matmul: row_operand of shape {row_operand.shape} does not "
                              f"match {M} output rows")
-        row = row_operand if row_operand.strides[-1] == 1 else be.copy(row_operand)
+        row = _as_read(row_operand, 1)
     if elem_operand is not None:
         if elem_operand.shape[-2:] != (M, N):
             raise ValueError(f"matmul: elem_operand of shape {elem_operand.shape} does "
                              f"not match the ({M}, {N}) output")
-        elem = (elem_operand if elem_operand.strides[-2:] == (N, 1)
-                else be.copy(elem_operand))
+        elem = _as_read(elem_operand, 2)
     return row, elem
+
+
+def _needs_copy(x, dims: int) -> bool:
+    """Whether epilogue operand ``x`` is not contiguous along its last ``dims`` dims."""
+    return x.strides[-dims:] != contiguous_strides(x.shape[-dims:])
+
+
+def _as_read(x, dims: int) -> tuple:
+    if _needs_copy(x, dims):
+        return (x.shape, contiguous_strides(x.shape), 0, x.dtype)
+    return (x.shape, x.strides, x.offset, x.dtype)
+
+
+def _epilogue_operands(be, row_operand, elem_operand):
+    """The row and elem operands as :func:`_epilogue_layouts` describes them."""
+    return tuple(None if x is None else be.copy(x) if _needs_copy(x, dims) else x
+                 for x, dims in ((row_operand, 1), (elem_operand, 2)))
 
 
 @functools.lru_cache(maxsize=256)  # (asked per product on a software adapter)
@@ -395,23 +458,38 @@ def windows_matmul(be, a, x, kernel, stride, pad, dilation, out_size, groups: in
     out = be.empty((groups, M, N), a.dtype)
     if out.size:
         geometry = (h, w, kw, kh * kw, wo, ho * wo, *stride, *pad, *dilation, *x.strides)
-        _run(be, a, b, None, None, out, None, None, batch, variant, modes, bstrides,
-             win=(geometry, taps_along_k))
+        launch = _launch(be, a, b, None, None, a.dtype, False, False, batch, variant, modes,
+                         bstrides, win=(geometry, taps_along_k))
+        _record(be, launch, a, b, None, None, out, None, None)
     return out
 
 
-def _run(be, a, b, bias, activation, out, pre, sums, batch, variant: Variant, modes,
-         bstrides, rounds=_NO_ROUNDING, win=None, epilogue=(None, None)) -> None:
-    """One matmul dispatch (and split-K's reduce). ``win``: (geometry, taps along k) of
-    a windows operand B (windows_matmul). ``epilogue``: the row and elem operands the
-    activation reads (operands 3 and 4, where windows_matmul's geometry would be:
-    the two never meet)."""
+class _Launch(NamedTuple):
+    """A matmul dispatch but its buffers: what a plan keeps."""
+
+    spec: object
+    meta: np.ndarray
+    grid: tuple
+    splits: int  # > 1: split-K, whose partials matmul_reduce then sums
+    batch: tuple
+    flops: int
+    rnd: str | None  # C's rounding (matmul_reduce's, where split)
+
+
+def _launch(be, a, b, bias, activation, out_dtype, pre: bool, sums: bool, batch,
+            variant: Variant, modes, bstrides, rounds=_NO_ROUNDING, win=None,
+            epilogue=(None, None)) -> _Launch:
+    """One matmul dispatch (and split-K's reduce) over a and b (arrays or views, read
+    for their layouts only). ``win``: (geometry, taps along k) of a windows operand B
+    (windows_matmul). ``epilogue``: the (shape, strides, offset, dtype) of the row and
+    elem operands the activation reads (operands 3 and 4, where windows_matmul's
+    geometry would be: the two never meet)."""
     (M, K), N = a.shape[-2:], b.shape[-1]
     nbatch = math.prod(batch)
     tile = variant.tile
     if not tile.valid():
         raise ValueError(f"matmul: tile {tile} is not a valid configuration")
-    kinds = (gd.kind(a.dtype), gd.kind(b.dtype), gd.kind(out.dtype))
+    kinds = (gd.kind(a.dtype), gd.kind(b.dtype), gd.kind(out_dtype))
     flush = (F16_FLUSH_TILES if kinds[:2] == ("f16", "f16") and be.context.has("shader-f16")
              else 0)
     limit = be.context.limits.get("max-compute-workgroup-storage-size", 16384)
@@ -428,7 +506,7 @@ def _run(be, a, b, bias, activation, out, pre, sums, batch, variant: Variant, mo
            bias_operand(bias, batch)]
     if any(x is not None for x in epilogue):
         ops += [([0] * len(batch), 0) if x is None else
-                (broadcast_strides_of(x.shape[:-dims], x.strides[:-dims], batch), x.offset)
+                (broadcast_strides_of(x[0][:-dims], x[1][:-dims], batch), x[2])
                 for dims, x in zip((1, 2), epilogue)]
     meta = meta_block([M, N, K, a.strides[-2], a.strides[-1], b.strides[-2],
                        b.strides[-1], ks], batch, ops, what="matmul")
@@ -437,22 +515,32 @@ def _run(be, a, b, bias, activation, out, pre, sums, batch, variant: Variant, mo
     split = splits > 1
     spec = _matmul_spec(kinds, flush, a_mode, b_mode, N % 4 == 0,
                         None if bias is None or split else gd.kind(bias.dtype),
-                        pre is not None and not split, sums is not None, split, tile,
+                        pre and not split, sums, split, tile,
                         activation if not split else None, RUNTIME_CHECKS, rounds,
                         win is None or win[1],
-                        tuple(None if x is None else gd.kind(x.dtype) for x in epilogue))
+                        tuple(None if x is None else gd.kind(x[3]) for x in epilogue))
+    return _Launch(spec, np.array(meta, np.int32),
+                   (-(-N // tile.bn), -(-M // tile.bm), nbatch * splits), splits, batch,
+                   2 * M * N * K * nbatch, rounds[2])
+
+
+def _record(be, launch: _Launch, a, b, bias, activation, out, pre, sums,
+            epilogue=(None, None)) -> None:
+    """Record ``launch`` over these buffers (and split-K's reduce)."""
     buffers = [a.buffer, b.buffer]
-    if split:  # raw partial sums, then matmul_reduce
-        part = be.empty((splits, nbatch, M, N), gd.F32)
-        rparts = be.empty((splits, nbatch, M), gd.F32) if sums is not None else None
+    if launch.splits > 1:  # raw partial sums, then matmul_reduce
+        M, N = out.shape[-2:]
+        nbatch = math.prod(launch.batch)
+        part = be.empty((launch.splits, nbatch, M, N), gd.F32)
+        rparts = be.empty((launch.splits, nbatch, M), gd.F32) if sums is not None else None
         buffers += [part.buffer] + ([rparts.buffer] if rparts is not None else [])
     else:
         buffers += [x.buffer for x in (out, bias, pre, sums, *epilogue) if x is not None]
-    be.dispatcher.dispatch(spec, buffers, meta,
-                           (-(-N // tile.bn), -(-M // tile.bm), nbatch * splits))
-    if split:
-        _reduce(be, part, rparts, bias, activation, out, pre, sums, batch, splits, rounds[2])
-    be.dispatcher.submit_long(2 * M * N * K * nbatch)
+    be.dispatcher.dispatch(launch.spec, buffers, launch.meta, launch.grid)
+    if launch.splits > 1:
+        _reduce(be, part, rparts, bias, activation, out, pre, sums, launch.batch,
+                launch.splits, launch.rnd)
+    be.dispatcher.submit_long(launch.flops)
 
 
 @functools.lru_cache(maxsize=512)

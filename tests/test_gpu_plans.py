@@ -1,0 +1,166 @@
+"""The GPU backend's plan caches: what a call works out from its operands' layouts and
+arguments alone (metadata, kernel spec, launch size) is kept per signature. Each test
+makes a plan, then calls again with one field of the signature changed, and checks the
+second result against numpy: a key that missed the field would reuse the first plan
+(reading the wrong elements, or the right ones with the wrong kernel)."""
+
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+pytestmark = pytest.mark.gpu
+BF16 = np.dtype(ml_dtypes.bfloat16)
+M, K, N = 6, 5, 8
+
+
+def close(got, want, rtol=1e-5, atol=1e-5):
+    np.testing.assert_allclose(np.asarray(got, np.float64), np.asarray(want, np.float64),
+                               rtol=rtol, atol=atol)
+
+
+def on_gpu(be, base: np.ndarray, view: np.ndarray):
+    """The GPU twin of ``view``, a numpy view of the C-contiguous ``base``."""
+    g = be.from_numpy(base)
+    isz = base.itemsize
+    offset = (view.__array_interface__["data"][0] - base.__array_interface__["data"][0]) // isz
+    return g.view(view.shape, tuple(s // isz for s in view.strides), offset)
+
+
+def bf16(x):
+    return np.asarray(x, np.float32).astype(BF16).astype(np.float64)
+
+
+rng = np.random.default_rng(5)
+A = rng.standard_normal((M + 1, 2 * K + 1)).astype(np.float32)
+B = rng.standard_normal((K + 1, 2 * N + 1)).astype(np.float32)
+BIAS = rng.standard_normal(N + 1).astype(np.float32)
+ROW = rng.standard_normal(M + 1).astype(np.float32)
+ELEM = rng.standard_normal((N + 1, M + 1)).astype(np.float32)
+
+
+def a_(x):
+    return x[:M, :K]
+
+
+def b_(x):
+    return x[:K, :N]
+
+
+# name: (A's view, B's view, their dtype (or dtypes), keyword arguments as (base, view) of a module
+# array or a value, what numpy's product then goes through)
+MATMUL_CALLS = {
+    "plain": (a_, b_, np.float32, {}, None),
+    "a shape": (lambda x: x[:M - 1, :K], b_, np.float32, {}, None),
+    "a offset": (lambda x: x[1:, :K], b_, np.float32, {}, None),
+    "a strides": (lambda x: x[:M, :2 * K:2], b_, np.float32, {}, None),
+    "b shape": (a_, lambda x: x[:K, :N - 1], np.float32, {}, None),
+    "b offset": (a_, lambda x: x[1:, :N], np.float32, {}, None),
+    "b strides": (a_, lambda x: x[:K, :2 * N:2], np.float32, {}, None),
+    "dtype": (a_, b_, BF16, {}, None),
+    "out float32": (a_, b_, np.float32, {"out_dtype": np.float32}, None),
+    "a dtype": (a_, b_, (BF16, np.float32), {"out_dtype": np.float32}, None),
+    "b dtype": (a_, b_, (np.float32, BF16), {"out_dtype": np.float32}, None),
+    "bias": (a_, b_, np.float32, {"bias": (BIAS, BIAS[:N])}, None),
+    "bias offset": (a_, b_, np.float32, {"bias": (BIAS, BIAS[1:])}, None),
+    "activation": (a_, b_, np.float32, {"activation": "{x} * 2.0"}, lambda c: 2 * c),
+    "other activation": (a_, b_, np.float32, {"activation": "{x} * 3.0"},
+                         lambda c: 3 * c),
+    "pre": (a_, b_, np.float32, {"activation": "{x} * 2.0", "want_pre": True},
+            lambda c: 2 * c),
+    "row sums": (a_, b_, np.float32, {"want_row_sums": True}, None),
+    "out dtype": (a_, b_, np.float32, {"out_dtype": BF16}, None),
+    "round A": (a_, b_, np.float32, {"round_to": (BF16, None, None)}, None),
+    "row operand": (a_, b_, np.float32,
+                    {"activation": "{x} + {r}", "row_operand": (ROW, ROW[:M])}, None),
+    "row operand offset": (a_, b_, np.float32,
+                           {"activation": "{x} + {r}", "row_operand": (ROW, ROW[1:])}, None),
+    "elem operand": (a_, b_, np.float32,
+                     {"activation": "{x} + {e}", "elem_operand": (ELEM, ELEM[:N, :M].T)},
+                     None),
+    "elem operand offset": (a_, b_, np.float32,
+                            {"activation": "{x} + {e}",
+                             "elem_operand": (ELEM, ELEM[1:, 1:].T)}, None),
+}
+# each pair differs in one field
+MATMUL_PAIRS = [("plain", other) for other in MATMUL_CALLS if other != "plain"] + [
+    ("out float32", "a dtype"), ("out float32", "b dtype"),
+    ("activation", "other activation"), ("activation", "pre"), ("bias", "bias offset"),
+    ("row operand", "row operand offset"), ("elem operand", "elem operand offset")]
+
+
+def _matmul_call(be, name):
+    """(the GPU's result, numpy's) of MATMUL_CALLS[name]."""
+    from haelixe.backends.wgpu import matmul as mm
+
+    view_a, view_b, dtypes, kwargs, finish = MATMUL_CALLS[name]
+    dtypes = dtypes if isinstance(dtypes, tuple) else (dtypes, dtypes)
+    base_a, base_b = A.astype(dtypes[0]), B.astype(dtypes[1])
+    a, b = view_a(base_a), view_b(base_b)
+    gpu = {k: on_gpu(be, *v) if isinstance(v, tuple) and isinstance(v[0], np.ndarray)
+           else v for k, v in kwargs.items()}
+    got = mm.matmul(be, on_gpu(be, base_a, a), on_gpu(be, base_b, b), **gpu)
+    a64 = bf16(a) if "round_to" in kwargs else a.astype(np.float64)
+    want = a64 @ b.astype(np.float64)
+    if kwargs.get("want_pre") or kwargs.get("want_row_sums"):  # (C, pre) or (C, sums)
+        got, second = got
+        want_second = a64.sum(-1) if kwargs.get("want_row_sums") else want
+        close(be.to_numpy(second), want_second)
+    got = be.to_numpy(got)
+    for k, shaped in (("bias", lambda v: v), ("row_operand", lambda v: v[:, None]),
+                      ("elem_operand", lambda v: v)):
+        if k in kwargs:
+            want = want + shaped(kwargs[k][1])
+    if finish is not None:
+        want = finish(want)
+    low = kwargs.get("out_dtype", dtypes[0]) == BF16
+    return got, (bf16(want) if low else want), low
+
+
+@pytest.mark.parametrize("first, second", MATMUL_PAIRS, ids=lambda s: s.replace(" ", "-"))
+def test_matmul_plan_per_signature(be, monkeypatch, first, second):
+    from haelixe.backends.wgpu import matmul as mm
+
+    monkeypatch.setattr(mm, "_PLANS", {})
+    for name in (first, second):
+        got, want, low = _matmul_call(be, name)
+        tol = 2e-2 if low else 1e-5
+        close(got, want, rtol=tol, atol=tol)
+    assert len(mm._PLANS) == 2
+
+
+def test_matmul_plan_per_variant_and_build(be, monkeypatch):
+    """The tile asked for, the adapter's features and the build switches are part of a
+    plan's signature too (they change the kernel, not the numbers)."""
+    from haelixe.backends.wgpu import matmul as mm
+
+    monkeypatch.setattr(mm, "_PLANS", {})
+    a, b = be.from_numpy(A[:M, :K].copy()), be.from_numpy(B[:K, :N].copy())
+    want = A[:M, :K].astype(np.float64) @ B[:K, :N]
+
+    def last_spec():
+        return mm._PLANS[next(reversed(mm._PLANS))].launch.spec
+
+    tiles = []
+    for variant in (mm.Variant(mm.TILES["64x64"]), mm.Variant(mm.TILES["128x64"])):
+        close(be.to_numpy(mm.matmul(be, a, b, variant=variant)), want)
+        tiles.append(dict(last_spec().params)["BM"])
+    assert tiles == ["64", "128"]
+    close(be.to_numpy(mm.matmul(be, a, b)), want)
+    checks = last_spec().checks
+    monkeypatch.setattr(mm, "RUNTIME_CHECKS", not mm.RUNTIME_CHECKS)
+    close(be.to_numpy(mm.matmul(be, a, b)), want)
+    assert last_spec().checks != checks
+    if not be.context.has("shader-f16"):
+        return
+    # float16 in f16 arithmetic where the adapter has it, widened to f32 where not
+    a16, b16 = (be.from_numpy(x.astype(np.float16)) for x in (A[:M, :K], B[:K, :N]))
+    enabled = []
+    for features, flush in ((be.context.features, 2), (be.context.features, None),
+                            (be.context.features - {"shader-f16"}, 2)):
+        monkeypatch.setattr(be.context, "features", features)
+        monkeypatch.setattr(mm, "F16_FLUSH_TILES", flush)
+        close(be.to_numpy(mm.matmul(be, a16, b16)), want, rtol=1e-2, atol=1e-2)
+        enabled.append(last_spec().enable)
+    assert enabled == [("f16",), (), ()]
