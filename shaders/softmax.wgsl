@@ -62,3 +62,35 @@ fn softmax_rows_lse(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgrou
     }
     if (lid == 0u) { store_lse(op_offset(1, c), ms.x + log(ms.y)); }
 }
+
+//! section: rows_dot
+// Attention's backward through matmuls: delta = rowsum(a * b) (dO and O), in f32, for
+// rows of metadata[1] elements (each input's stride along its row in its extra slot).
+// ${LANES} invocations share a row and a workgroup takes WG / ${LANES} rows: a workgroup
+// for each short row spent most of the pass launching workgroups.
+@compute @workgroup_size(${WG})
+fn rows_dot(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+            @builtin(local_invocation_index) lid: u32) {
+    let lanes = ${LANES}u;
+    let row = flat_group(wid, nwg) * i32(WG / lanes) + i32(lid / lanes);
+    let lane = lid % lanes;
+    let inside = row < metadata[0];
+    var s = 0.0;
+    if (inside) {
+        let c = coords(row);
+        let ab = op_offset(1, c);
+        let bb = op_offset(2, c);
+        let sa = op_extra(1);
+        let sb = op_extra(2);
+        for (var j = i32(lane); j < metadata[1]; j += i32(lanes)) {
+            s += f32(load_a(ab + j * sa)) * f32(load_b(bb + j * sb));
+        }
+    }
+    row_scratch[lid] = s;
+    workgroupBarrier();
+    for (var w = lanes / 2u; w > 0u; w = w / 2u) {
+        if (lane < w) { row_scratch[lid] += row_scratch[lid + w]; }
+        workgroupBarrier();
+    }
+    if (inside && lane == 0u) { store_delta(op_offset(0, coords(row)), row_scratch[lid]); }
+}

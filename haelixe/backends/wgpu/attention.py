@@ -41,7 +41,6 @@ from typing import NamedTuple
 
 from . import dtypes as gd
 from . import matmul as mm
-from .elementwise import run_map
 from .geometry import (
     broadcast_shapes,
     broadcast_strides,
@@ -51,7 +50,7 @@ from .geometry import (
     permute,
     swap_last2,
 )
-from .reduce import reduce, row_reduction
+from .reduce import row_reduction
 from .shaders import kernel
 
 MAX_HEAD_DIM = 128
@@ -643,6 +642,31 @@ def _forward_by_matmuls(be, q, k, v, causal, scale, mask, lead):
     return mm.matmul(be, s, v, out_dtype=q.dtype), lse
 
 
+ROWS_DOT_WG = 256  # rows_dot's workgroup: 32 rows of up to 128 elements, 8 rows longer
+
+
+def _rows_dot(be, a, b):
+    """delta = rowsum(a * b) over the last dim, in f32 (the flash kernels' delta): one
+    pass of rows_dot, several rows to a workgroup."""
+    rows_shape, n = a.shape[:-1], a.shape[-1]
+    delta = be.empty(rows_shape, gd.F32)
+    rows = delta.size
+    if not rows:
+        return delta
+    lanes = 8 if n <= 128 else 32
+    meta = meta_block([rows, n], rows_shape,
+                      [(delta.strides, delta.offset),
+                       (a.strides[:-1], a.offset, a.strides[-1]),
+                       (b.strides[:-1], b.offset, b.strides[-1])], what="attention")
+    spec = kernel("softmax.wgsl", "rows_dot", [("delta", "f32", "write"),
+                                               ("a", gd.kind(a.dtype), "read"),
+                                               ("b", gd.kind(b.dtype), "read")],
+                  WG=ROWS_DOT_WG, LANES=lanes)
+    be.dispatcher.dispatch(spec, [delta.buffer, a.buffer, b.buffer], meta,
+                           grid(-(-rows // (ROWS_DOT_WG // lanes))))
+    return delta
+
+
 def _backward_by_matmuls(be, q, k, v, out, lse, gout, causal, scale, mask, lead):
     """dq, dk, dv through five matmuls, the scores' rows turned into probabilities and
     then into their gradient by the epilogues of the two matmuls that make them."""
@@ -650,9 +674,7 @@ def _backward_by_matmuls(be, q, k, v, out, lse, gout, causal, scale, mask, lead)
     probs = _probabilities(causal, scale, None if mask is None else gd.kind(mask.dtype))
     p = mm.matmul(be, q, swap_last2(k), activation=probs, out_dtype=gd.F32,
                   row_operand=lse, elem_operand=mask)
-    prod = be.empty(gout.shape, gd.F32)
-    run_map(be, prod, [gout, out], "x0 * x1")
-    delta = reduce(be, "sum", prod, (prod.ndim - 1,), False)
+    delta = _rows_dot(be, gout, out)
     ds = mm.matmul(be, gout, swap_last2(v), activation=_score_gradient(scale),
                    out_dtype=gd.F32, row_operand=delta, elem_operand=p)
     return (mm.matmul(be, ds, k, out_dtype=q.dtype),
