@@ -164,3 +164,119 @@ def test_matmul_plan_per_variant_and_build(be, monkeypatch):
         close(be.to_numpy(mm.matmul(be, a16, b16)), want, rtol=1e-2, atol=1e-2)
         enabled.append(last_spec().enable)
     assert enabled == [("f16",), (), ()]
+
+
+# -- elementwise (run_map) ---------------------------------------------------------------
+X = rng.standard_normal((M + 1, 2 * N + 1)).astype(np.float32)
+Y = rng.standard_normal((M + 1, 2 * N + 1)).astype(np.float32)
+LIB2 = "fn twice(v: f32) -> f32 { return 2.0 * v; }"
+LIB3 = "fn twice(v: f32) -> f32 { return 3.0 * v; }"
+
+
+def x_(v):
+    return v[:M, :N]
+
+
+# name: (out's view of a (M + 1, 2N + 1) buffer and its dtype, inputs (views of X and Y,
+# or host scalars), run_map's keyword arguments, numpy's value of out (given the inputs
+# and out's old value))
+MAP_CALLS = {
+    "plain": ((x_, np.float32), [(X, x_), (Y, x_)], {"expr": "x0 + x1"},
+              lambda a, b, old: a + b),
+    "out offset": ((lambda v: v[1:, 1:N + 1], np.float32), [(X, x_), (Y, x_)],
+                   {"expr": "x0 + x1"}, lambda a, b, old: a + b),
+    "out strides": ((lambda v: v[:M, :2 * N:2], np.float32), [(X, x_), (Y, x_)],
+                    {"expr": "x0 + x1"}, lambda a, b, old: a + b),
+    "out shape": ((lambda v: v[:M - 1, :N], np.float32),
+                  [(X, lambda v: v[:M - 1, :N]), (Y, lambda v: v[:M - 1, :N])],
+                  {"expr": "x0 + x1"}, lambda a, b, old: a + b),
+    "broadcast": ((x_, np.float32), [(X, lambda v: v[:1, :N]), np.float32(2.5)],
+                  {"expr": "x0 + x1"}, lambda a, b, old: a + b),
+    "broadcast, out shape": ((lambda v: v[:M - 1, :N], np.float32),
+                             [(X, lambda v: v[:1, :N]), np.float32(2.5)],
+                             {"expr": "x0 + x1"}, lambda a, b, old: a + b),
+    "out dtype": ((x_, BF16), [(X, x_), (Y, x_)], {"expr": "x0 + x1"},
+                  lambda a, b, old: a + b),
+    "input offset": ((x_, np.float32), [(X, lambda v: v[1:, :N]), (Y, x_)],
+                     {"expr": "x0 + x1"}, lambda a, b, old: a + b),
+    "input strides": ((x_, np.float32), [(X, lambda v: v[:M, ::2][:, :N]), (Y, x_)],
+                      {"expr": "x0 + x1"}, lambda a, b, old: a + b),
+    "input broadcast": ((x_, np.float32), [(X, lambda v: v[:1, :N]), (Y, x_)],
+                        {"expr": "x0 + x1"}, lambda a, b, old: a + b),
+    "input dtype": ((x_, np.float32), [(X.astype(BF16), x_), (Y, x_)],
+                    {"expr": "x0 + x1"}, lambda a, b, old: a + b),
+    "host float": ((x_, np.float32), [(X, x_), np.float32(2.5)], {"expr": "x0 + x1"},
+                   lambda a, b, old: a + b),
+    "host float scalars": ((x_, np.float32), [(X, x_), np.float32(2.5)],
+                           {"expr": "x0 + x1", "scalars": (7,)}, lambda a, b, old: a + b),
+    "host int": ((x_, np.float32), [(X, x_), np.int32(3)], {"expr": "x0 + f32(x1)"},
+                 lambda a, b, old: a + b),
+    "host float as int": ((x_, np.float32), [(X, x_), np.float32(3.0)],
+                          {"expr": "x0 + f32(x1)"}, lambda a, b, old: a + b),
+    "expr": ((x_, np.float32), [(X, x_), (Y, x_)], {"expr": "x0 * x1"},
+             lambda a, b, old: a * b),
+    "update": ((x_, np.float32), [(Y, x_)], {"expr": "x0 * 2.0", "update": True},
+               lambda b, old: 2 * old),
+    "no update": ((x_, np.float32), [(Y, x_)], {"expr": "x0 * 2.0"},
+                  lambda b, old: 2 * b),
+    "lib": ((x_, np.float32), [(X, x_), (Y, x_)], {"expr": "twice(x0) + x1", "lib": LIB2},
+            lambda a, b, old: 2 * a + b),
+    "other lib": ((x_, np.float32), [(X, x_), (Y, x_)],
+                  {"expr": "twice(x0) + x1", "lib": LIB3}, lambda a, b, old: 3 * a + b),
+    "typed": ((x_, np.float32), [(X > 0, x_)], {"expr": "select(1.0, 5.0, x0)",
+                                                "typed": True},
+              lambda a, old: np.where(a, 5.0, 1.0)),
+    "untyped": ((x_, np.float32), [(X > 0, x_)], {"expr": "select(1.0, 5.0, x0 != 0u)"},
+                lambda a, old: np.where(a, 5.0, 1.0)),
+    # (the same WGSL for a float input: only the plan count tells them apart)
+    "typed float": ((x_, np.float32), [(X, x_)], {"expr": "x0 * 2.0", "typed": True},
+                    lambda a, old: 2 * a),
+    "untyped float": ((x_, np.float32), [(X, x_)], {"expr": "x0 * 2.0"},
+                      lambda a, old: 2 * a),
+}
+MAP_PAIRS = [("plain", name) for name in (
+    "out offset", "out strides", "out shape", "out dtype", "input offset", "input strides",
+    "input broadcast", "input dtype", "expr", "lib")] + [
+    ("host float", "host float scalars"), ("host float", "host int"),
+    ("host int", "host float as int"), ("lib", "other lib"), ("update", "no update"),
+    ("typed", "untyped"), ("typed float", "untyped float"),
+    ("broadcast", "broadcast, out shape")]
+
+
+def _map_call(be, name):
+    """(out's buffer after MAP_CALLS[name], numpy's), each as float64."""
+    from haelixe.backends.wgpu.elementwise import run_map
+
+    (out_view, out_dtype), inputs, kwargs, value = MAP_CALLS[name]
+    old = np.arange((M + 1) * (2 * N + 1), dtype=np.float32).reshape(M + 1, -1) / 7
+    base = old.astype(out_dtype)
+    out = on_gpu(be, base, out_view(base))
+    args, host = [], []
+    for x in inputs:
+        if isinstance(x, tuple):
+            data, view = x
+            args.append(on_gpu(be, data, view(data)))
+            host.append(view(data).astype(np.float64))
+        else:
+            args.append(x)
+            host.append(np.float64(x))
+    run_map(be, out, args, **kwargs)
+    want = base.astype(np.float64)
+    target = out_view(want)
+    target[...] = value(*host, target.copy())
+    if out_dtype == BF16:
+        want = bf16(want)
+    whole = out.view(base.shape, (base.shape[1], 1), 0)
+    return be.to_numpy(whole).astype(np.float64), want
+
+
+@pytest.mark.parametrize("first, second", MAP_PAIRS, ids=lambda s: s.replace(" ", "-"))
+def test_map_plan_per_signature(be, monkeypatch, first, second):
+    from haelixe.backends.wgpu import elementwise as ew
+
+    monkeypatch.setattr(ew, "_MAP_PLANS", {})
+    for name in (first, second):
+        got, want = _map_call(be, name)
+        tol = 1e-2 if MAP_CALLS[name][0][1] == BF16 else 1e-6
+        close(got, want, rtol=tol, atol=tol)
+    assert len(ew._MAP_PLANS) == 2

@@ -16,7 +16,14 @@ import numpy as np
 from . import dtypes as gd
 from . import pairs
 from .expr import trace
-from .geometry import N_SCALARS, broadcast_shapes, broadcast_strides, f32_bits, grid, meta_block
+from .geometry import (
+    N_SCALARS,
+    broadcast_shapes,
+    broadcast_strides_of,
+    f32_bits,
+    grid,
+    meta_block,
+)
 from .shaders import kernel
 
 
@@ -90,23 +97,53 @@ def run_map(be, out, inputs, expr: str, scalars=(), update: bool = False, lib: s
     then read and written through atomics). ``typed=True`` makes bool operands WGSL ``bool`` inside
     ``expr`` (traced kernels); otherwise each is its compute type (u32 0/1 for bool).
     ``lib`` holds WGSL helper functions the expression calls."""
-    n = out.size
-    if n == 0:
+    if out.size == 0:
         return
-    shape = out.shape
-    ops = [(out.strides, out.offset)]
-    words = [n, *scalars]
     buffers = [out.buffer]
-    sources = []  # per input: (metadata slot of a scalar or None, operand or None, kind)
+    words = list(scalars)  # the metadata that changes from call to call: slots 1..
+    signature = []  # per input: its layout, or a host scalar's dtype
     for x in inputs:
         if is_scalar(x):
             x = as_scalar(x)
-            sources.append((len(words), None, gd.storage_kind(x.dtype)))
             words.append(_scalar_word(x))
+            signature.append(x.dtype)
+        else:
+            buffers.append(x.buffer)
+            signature.append((x.shape, x.strides, x.offset, x.dtype))
+    # the rest follows from the layouts: planned once per signature
+    key = (out.shape, out.strides, out.offset, out.dtype, *signature, len(scalars), expr,
+           update, lib, typed)
+    plan = _MAP_PLANS.get(key)
+    if plan is None:
+        if len(_MAP_PLANS) >= PLANS_KEPT:
+            _MAP_PLANS.clear()
+        plan = _MAP_PLANS[key] = _map_plan(out, signature, len(scalars), expr, update,
+                                           lib, typed)
+    spec, meta, launch = plan
+    if words:
+        meta = meta.copy()
+        meta[1:1 + len(words)] = words
+    be.dispatcher.dispatch(spec, buffers, meta, launch)
+
+
+#: run_map's (spec, metadata with zeros for the scalars, grid) by signature
+_MAP_PLANS: dict = {}
+PLANS_KEPT = 4096
+
+
+def _map_plan(out, signature, n_scalars, expr, update, lib, typed) -> tuple:
+    n, shape = out.size, out.shape
+    ops = [(out.strides, out.offset)]
+    words = [n] + [0] * n_scalars
+    sources = []  # per input: (metadata slot of a scalar or None, operand or None, kind)
+    for x in signature:
+        if not isinstance(x, tuple):  # a host scalar's dtype
+            sources.append((len(words), None, gd.storage_kind(x)))
+            words.append(0)
             continue
-        ops.append((broadcast_strides(x, shape), x.offset))
-        buffers.append(x.buffer)
-        sources.append((None, len(ops) - 1, gd.storage_kind(x.dtype)))
+        x_shape, x_strides, x_offset, x_dtype = x
+        ops.append((broadcast_strides_of(x_shape, x_strides, shape), x_offset))
+        sources.append((None, len(ops) - 1, gd.storage_kind(x_dtype)))
     meta = meta_block(words, shape, ops, what="elementwise")
     if pairs.eligible(out, meta):  # 16-bit output: a word per invocation
         mode, per = "map_pairs", 512
@@ -124,7 +161,7 @@ def run_map(be, out, inputs, expr: str, scalars=(), update: bool = False, lib: s
         if len(_SPECS) > 4096:  # (user kernels could grow it without end)
             _SPECS.clear()
         spec = _SPECS[key] = _map_spec(*key)
-    be.dispatcher.dispatch(spec, buffers, meta, grid(-(-n // per)))
+    return spec, np.array(meta, np.int32), grid(-(-n // per))
 
 
 # (mode, out kind, update, sources, layout, expr, lib, typed) -> KernelSpec: the WGSL of a
