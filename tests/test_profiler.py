@@ -85,12 +85,18 @@ def test_each_kernel_has_its_phase_forward_backward_or_optimizer():
 
 
 @pytest.mark.gpu
-def test_gpu_times_are_the_device_s_where_it_writes_timestamps(be, tmp_path):
-    """Each dispatch timed on the device (lavapipe grants 'timestamp-query'): one
-    positive duration per dispatch the backend counted, on a track of its own in the
-    Chrome trace; the step's result is what it is untimed."""
+@pytest.mark.parametrize("in_passes", [True, False], ids=["inside-passes", "own-passes"])
+def test_gpu_times_are_the_device_s_where_it_writes_timestamps(be, tmp_path, in_passes,
+                                                               monkeypatch):
+    """Each dispatch timed on the device (lavapipe grants 'timestamp-query' and
+    'timestamp-query-inside-passes'), read inside the shared pass or in a pass of its
+    own: one positive duration per dispatch the backend counted, on a track of its own
+    in the Chrome trace; the step's result is what it is untimed."""
     if be.device_timer() is None:
         pytest.skip("this adapter grants no 'timestamp-query'")
+    if in_passes and not be.dispatcher.context.timestamps_in_passes:
+        pytest.skip("this adapter grants no 'timestamp-query-inside-passes'")
+    monkeypatch.setattr(be.dispatcher.context, "timestamps_in_passes", in_passes)
     step, x, y = _linear_step("gpu")
     untimed = step(x, y).item()  # (pipelines compiled)
     before = be.dispatcher.counters["dispatches"]

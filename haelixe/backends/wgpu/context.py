@@ -33,9 +33,11 @@ _REQUIRED_LIMITS = {
 #   shader-int64  int64 tensors stored as int64 (otherwise narrowed to int32 words)
 #   subgroup      subgroup reductions in the row kernels
 OPTIONAL_FEATURES = ("shader-f16", "shader-int64", "subgroup")
-# asked for where the adapter has it: the device's clock around each dispatch, for
-# hx.profile (see dispatch.DispatchTimer); kernels never need it
-TIMING_FEATURES = ("timestamp-query",)
+# asked for where the adapter has them: the device's clock around each dispatch, for
+# hx.profile (see dispatch.DispatchTimer), read inside the open compute pass where the
+# adapter allows it (a native feature; else each timed dispatch gets a pass of its own);
+# kernels never need them
+TIMING_FEATURES = ("timestamp-query", "timestamp-query-inside-passes")
 # HAELIXE_GPU_DISABLE="shader-f16,subgroup" (or "all") leaves features unused, to run and
 # test the fallbacks on an adapter that has them.
 DISABLE_ENV = "HAELIXE_GPU_DISABLE"
@@ -70,6 +72,9 @@ class GpuContext:
         self.int64_native = "shader-int64" in self.features
         #: whether the device writes timestamps (hx.profile's device times)
         self.timestamps = "timestamp-query" in self.info["features"]
+        #: whether it writes them between two dispatches of one compute pass
+        self.timestamps_in_passes = (self.timestamps and "timestamp-query-inside-passes"
+                                     in self.info["features"])
 
     def has(self, feature: str) -> bool:
         """Whether kernels may use the optional ``feature`` on this device."""

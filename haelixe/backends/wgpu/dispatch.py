@@ -158,11 +158,19 @@ class Dispatcher:
             slot = None
             if timer is None:
                 cpass = self._pass or self._begin_pass()
+                _ENCODE.set_pipeline(cpass, pipe)
+                _ENCODE.dispatch(cpass, group, start * 4, grid)
+            elif timer.in_passes:  # the device's clock read before and after it
+                cpass = self._pass or self._begin_pass()
+                query_set, first, slot = timer.next_pair()
+                _ENCODE.timestamp(cpass, query_set, first)
+                _ENCODE.set_pipeline(cpass, pipe)
+                _ENCODE.dispatch(cpass, group, start * 4, grid)
+                _ENCODE.timestamp(cpass, query_set, first + 1)
             else:  # its own pass, with the device's clock read at its start and end
                 cpass, slot = self._timed_pass(timer)
-            _ENCODE.set_pipeline(cpass, pipe)
-            _ENCODE.dispatch(cpass, group, start * 4, grid)
-            if slot is not None:
+                _ENCODE.set_pipeline(cpass, pipe)
+                _ENCODE.dispatch(cpass, group, start * 4, grid)
                 cpass.end()
             self._pending += 1
             self.counters["dispatches"] += 1
@@ -414,9 +422,11 @@ class Dispatcher:
 class DispatchTimer:
     """The device's clock around each dispatch, while :attr:`Dispatcher.timer` is this.
 
-    Each dispatch then runs in a compute pass of its own whose start and end write a
-    timestamp into a query set (``timestamp_writes``, which needs only the
-    'timestamp-query' feature); a flush resolves the batch's queries into a buffer and
+    Two timestamps go into a query set around each dispatch: inside the open compute
+    pass, where the device has 'timestamp-query-inside-passes' (each then reads how long
+    the device took from the end of what came before to the end of this dispatch), else
+    at the start and end of a compute pass of its own (``timestamp_writes``), which costs
+    the host a pass for each dispatch. A flush resolves the batch's queries into a buffer and
     copies them into a mappable one, and :meth:`read` maps those once the work is done.
     Slots count the dispatches timed, from 0; each slot's reading is (its start stamp,
     its end stamp minus its start), in nanoseconds of the device's clock (the queue's
@@ -429,6 +439,7 @@ class DispatchTimer:
 
         self.dispatcher = dispatcher
         self._wgpu = wgpu
+        self.in_passes = dispatcher.context.timestamps_in_passes
         self.period = _timestamp_period(dispatcher.queue)
         self.slots = 0  # dispatches timed so far
         self._batch = None  # [query set, resolve buffer, read buffer, first slot, pairs]
@@ -540,7 +551,8 @@ class _Encoder:
 
             self._calls = (lib.wgpuComputePassEncoderSetPipeline,
                            lib.wgpuComputePassEncoderSetBindGroup,
-                           lib.wgpuComputePassEncoderDispatchWorkgroups)
+                           lib.wgpuComputePassEncoderDispatchWorkgroups,
+                           lib.wgpuComputePassEncoderWriteTimestamp)
             self._offset = ffi.new("uint32_t[1]")  # (dispatches hold the dispatcher's lock)
         except (ImportError, AttributeError):
             self._calls = None
@@ -556,10 +568,20 @@ class _Encoder:
             cpass.set_bind_group(0, group, [offset])
             cpass.dispatch_workgroups(*grid)
             return
-        _, set_group, run = self._calls
+        _, set_group, run, _ = self._calls
         self._offset[0] = offset
         set_group(cpass._internal, 0, group._internal, 1, self._offset)
         run(cpass._internal, *grid)
+
+    def timestamp(self, cpass, query_set, index: int) -> None:
+        """The device's clock into ``query_set[index]``, between two dispatches of the
+        pass (the adapter's 'timestamp-query-inside-passes')."""
+        if self._calls is None:
+            from wgpu.backends.wgpu_native.extras import write_timestamp
+
+            write_timestamp(cpass, query_set, index)
+        else:
+            self._calls[3](cpass._internal, query_set._internal, index)
 
 
 _ENCODE = _Encoder()
