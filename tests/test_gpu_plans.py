@@ -280,3 +280,67 @@ def test_map_plan_per_signature(be, monkeypatch, first, second):
         tol = 1e-2 if MAP_CALLS[name][0][1] == BF16 else 1e-6
         close(got, want, rtol=tol, atol=tol)
     assert len(ew._MAP_PLANS) == 2
+
+
+# -- row kernels (norms) -----------------------------------------------------------------
+W = rng.standard_normal(N + 1).astype(np.float32)
+BN = rng.standard_normal(N + 1).astype(np.float32)
+
+# name: (x's view of X and its dtype, w's view of W or None, eps, with a bias (layernorm))
+ROW_CALLS = {
+    "plain": (x_, np.float32, lambda v: v[:N], 1e-6, False),
+    "x offset": (lambda v: v[1:, 1:N + 1], np.float32, lambda v: v[:N], 1e-6, False),
+    "x strides": (lambda v: v[:M, :2 * N:2], np.float32, lambda v: v[:N], 1e-6, False),
+    "x shape": (lambda v: v[:M - 1, :N], np.float32, lambda v: v[:N], 1e-6, False),
+    "x dtype": (x_, BF16, lambda v: v[:N], 1e-6, False),
+    "no weight": (x_, np.float32, None, 1e-6, False),
+    "weight offset": (x_, np.float32, lambda v: v[1:], 1e-6, False),
+    "eps": (x_, np.float32, lambda v: v[:N], 0.5, False),
+    "bias": (x_, np.float32, lambda v: v[:N], 1e-6, True),
+}
+ROW_PAIRS = [("plain", name) for name in ROW_CALLS if name != "plain"]
+
+
+def _norm_call(be, name, layer):
+    """(y from the GPU, numpy's) of ROW_CALLS[name] through rmsnorm or layernorm."""
+    x_view, dtype, w_view, eps, bias = ROW_CALLS[name]
+    base = X.astype(dtype)
+    x = x_view(base).astype(np.float64)
+    gx = on_gpu(be, base, x_view(base))
+    w = None if w_view is None else w_view(W)
+    gw = None if w is None else on_gpu(be, W, w)
+    gb = on_gpu(be, BN, BN[:N]) if bias else None
+    if layer:
+        y = be.to_numpy(be.layernorm(gx, gw, gb, eps)[0])
+        want = (x - x.mean(-1, keepdims=True)) / np.sqrt(x.var(-1, keepdims=True) + eps)
+    else:
+        y = be.to_numpy(be.rmsnorm(gx, gw, eps)[0])
+        want = x / np.sqrt(np.mean(x * x, -1, keepdims=True) + eps)
+    want = want * (1 if w is None else w) + (BN[:N] if bias else 0)
+    return y, (bf16(want) if dtype == BF16 else want), dtype == BF16
+
+
+@pytest.mark.parametrize("first, second", ROW_PAIRS, ids=lambda s: s.replace(" ", "-"))
+def test_row_kernel_plan_per_signature(be, monkeypatch, first, second):
+    from haelixe.backends.wgpu import nn
+
+    monkeypatch.setattr(nn, "_ROW_PLANS", {})
+    layer = "bias" in (first, second)
+    for name in (first, second):
+        got, want, low = _norm_call(be, name, layer)
+        close(got, want, rtol=3e-2 if low else 1e-4, atol=3e-2 if low else 1e-4)
+    assert len(nn._ROW_PLANS) == 2
+
+
+def test_row_kernel_plan_per_features(be, monkeypatch):
+    """Subgroup reductions or a tree through workgroup memory: the features are part of
+    the signature."""
+    from haelixe.backends.wgpu import nn
+
+    monkeypatch.setattr(nn, "_ROW_PLANS", {})
+    saved = be.context.features
+    for features in (saved, saved - {"subgroup"}):
+        monkeypatch.setattr(be.context, "features", features)
+        got, want, _ = _norm_call(be, "plain", False)
+        close(got, want, rtol=1e-4, atol=1e-4)
+    assert len(nn._ROW_PLANS) == (2 if "subgroup" in saved else 1)

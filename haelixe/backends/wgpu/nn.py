@@ -5,6 +5,8 @@ whose rows are too long for one workgroup runs the contract's composed default i
 
 from __future__ import annotations
 
+import numpy as np
+
 from ..base import Backend
 from . import dtypes as gd
 from . import matmul as mm
@@ -107,10 +109,31 @@ def _unit_helpers(operands, unit) -> str:
 def _run_rows(be, entry, x, operands, scalars, **params):
     """One workgroup per row of x. ``operands``: (name, array or None, kind, access) in
     the kernel's operand order (see norm.wgsl)."""
-    rows = x.size // x.shape[-1] if x.shape[-1] else 0
-    if rows == 0:
+    if x.size == 0:
         return
+    # the spec, metadata and grid follow from the layouts: planned once per signature
+    key = (entry, x.shape, *[(n, None if a is None else (a.shape, a.strides, a.offset,
+                                                        a.dtype), kind, access)
+                             for n, a, kind, access in operands],
+           *scalars, *params.items(), be.context.features)
+    plan = _ROW_PLANS.get(key)
+    if plan is None:
+        if len(_ROW_PLANS) >= PLANS_KEPT:
+            _ROW_PLANS.clear()
+        plan = _ROW_PLANS[key] = _rows_plan(be, entry, x, operands, scalars, params)
+    spec, meta, launch = plan
+    be.dispatcher.dispatch(spec, [a.buffer for _, a, _, _ in operands if a is not None],
+                           meta, launch)
+
+
+#: _run_rows' (spec, metadata, grid) by signature
+_ROW_PLANS: dict = {}
+PLANS_KEPT = 4096
+
+
+def _rows_plan(be, entry, x, operands, scalars, params) -> tuple:
     d = x.shape[-1]
+    rows = x.size // d
     written = [a for _, a, kind, access in operands
                if a is not None and access == "write" and kind == "row"]
     unit = 2 if d % 2 == 0 and all(_pairs_aligned(a) for a in written) else 1
@@ -123,7 +146,7 @@ def _run_rows(be, entry, x, operands, scalars, **params):
                   **row_reduction(be, -(-d // unit)), UNIT=unit,
                   LANE_Y="1.0" if unit == 2 else "0.0",
                   HELPERS=_unit_helpers(operands, unit), **params)
-    be.dispatcher.dispatch(spec, [a.buffer for _, a, _ in live], meta, grid(rows))
+    return spec, np.array(meta, np.int32), grid(rows)
 
 
 def _weight(w):
