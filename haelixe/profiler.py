@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import itertools
 import json
 import threading
 import time
@@ -51,29 +52,35 @@ _NDARRAY = np.ndarray
 _APPLY = Function.__dict__["apply"]  # (the classmethod: put back when a profile ends)
 
 
-def _made_node(cell):
+def _made_node(key, outer_of: dict, made: dict):
     """(id, name) of the node a forward kernel's op made: the innermost Function.apply
-    around it that made one (an apply with nothing to record passes it to the one
-    around it), or (None, None)."""
-    while cell is not None:
-        if cell[0] is not None:
-            return cell[0]
-        cell = cell[1]
+    around it (``key``) that made one (an apply with nothing to record passes it to the
+    one around it), or (None, None)."""
+    while key is not None:
+        node = made.get(key)
+        if node is not None:
+            return node
+        key = outer_of.get(key)
     return None, None
 
 
-def _profiled_apply():
-    """Function.apply while a profile is active: the kernels run inside get a cell
-    (``local["made"]``) that names, once the call returns, the node it recorded (its
-    output's ``grad_fn``, of this class, not an input's), so each forward kernel knows
-    its node with no walk up the stack and no node kept alive."""
+def _profiled_apply(prof):
+    """Function.apply while ``prof`` is active: the kernels run inside get its number
+    (``local["made"]``), under which it notes, once the call returns, the node it
+    recorded (its output's ``grad_fn``, of this class, not an input's) in
+    ``prof._made``, and the apply around it in ``prof._outer_of``; so each forward
+    kernel knows its node with no walk up the stack, no node kept alive, and numbers
+    only in its record (which the garbage collector then stops looking at)."""
     apply = _APPLY.__func__
     state = _STATE
+    keys, outer_of, made = itertools.count(1), prof._outer_of, prof._made
 
     def profiled_apply(cls, *args):
         local = state.local.__dict__
         outer = local.get("made")
-        cell = local["made"] = [None, outer]
+        key = local["made"] = next(keys)
+        if outer is not None:
+            outer_of[key] = outer
         try:
             out = apply(cls, *args)
         finally:
@@ -84,7 +91,7 @@ def _profiled_apply():
                 if node is getattr(a, "grad_fn", None):  # (an input's node, passed on)
                     break
             else:
-                cell[0] = (id(node), node.name)
+                made[key] = (id(node), node.name)
         return out
 
     return classmethod(profiled_apply)
@@ -256,8 +263,9 @@ def _profiled(device, name, fn):
         if kwargs:
             moved += _inputs(kwargs.values(), raw_types, arrays)
         moved += out.nbytes if out.__class__ is _NDARRAY else _bytes_of(out, raw_types)
-        # (kept raw: events are made when read)
-        prof._raw.append((name, device, "op", arrays, t0 - prof._t0, t1 - t0, moved,
+        # (kept raw, and of tuples, numbers and strings only, which the garbage
+        # collector stops looking at: events are made when read)
+        prof._raw.append((name, device, "op", tuple(arrays), t0 - prof._t0, t1 - t0, moved,
                           _get_ident(), "host", None, None, call[3], call[1], call[2]))
         return out
 
@@ -266,6 +274,18 @@ def _profiled(device, name, fn):
 
 
 _NO_CALL = (None, None, None, None)  # (op, phase, node, node id) outside a profiled call
+
+
+def _dispatch_extra(packed) -> dict:
+    """A dispatch's extra from its record's (grid, device slot); a dict already where
+    its device time was put in."""
+    if packed.__class__ is dict:
+        return packed
+    grid, slot = packed
+    extra = {"grid": list(grid) if grid.__class__ is tuple else grid}
+    if slot is not None:
+        extra["device_slot"] = slot
+    return extra
 
 
 def _profiled_dispatch(fn):
@@ -283,10 +303,10 @@ def _profiled_dispatch(fn):
         if name not in prof._specs:
             prof._specs[name] = spec  # (its WGSL, made when asked for)
         op, phase, node, node_id = state.local.__dict__.get("call") or _NO_CALL
+        # (its extra as (grid, device slot): made a dict when read, see _dispatch_extra)
         prof._raw.append((name, "gpu", "dispatch", (), t0 - prof._t0, t1 - t0, 0,
                           _get_ident(), "host", op,
-                          {"grid": list(grid) if isinstance(grid, (tuple, list)) else grid,
-                           **({} if slot is None else {"device_slot": slot})},
+                          (tuple(grid) if isinstance(grid, (tuple, list)) else grid, slot),
                           node_id, phase or "forward", node))
         return slot
 
@@ -320,6 +340,8 @@ class Profile:
 
     def __init__(self):
         self._raw: list = []  # one tuple per kernel (list.append is atomic: no lock)
+        self._made: dict = {}  # a Function.apply's number -> (id, name) of its node
+        self._outer_of: dict = {}  # ... -> the number of the apply around it
         self._events: list[KernelEvent] = []
         self._raw_types: frozenset = frozenset()
         self._t0 = 0
@@ -347,8 +369,10 @@ class Profile:
             (name, device, kind, arrays, start, dur, moved, tid, clock, parent, extra,
              node_id, phase, node_name) = r
             backward = phase == "backward"
-            if node_id.__class__ is list:  # (a forward kernel's cell: its op's node)
-                node_id, node_name = _made_node(node_id)
+            if phase == "forward":  # (its apply's number: the node its op made)
+                node_id, node_name = _made_node(node_id, self._outer_of, self._made)
+            if kind == "dispatch":
+                extra = _dispatch_extra(extra)
             events.append(KernelEvent(name, device, kind, [tuple(s) for s in arrays[::2]],
                                       [str(d) for d in arrays[1::2]], start, dur, moved, tid,
                                       clock, parent, extra or {},
@@ -374,7 +398,7 @@ class Profile:
                 raise
             # (the forward's node and the optimizer's phase, told by the calls that
             # make them: put back when the profile ends)
-            Function.apply = _profiled_apply()
+            Function.apply = _profiled_apply(self)
             self._steps = [(cls, cls.__dict__["step"]) for cls in _own_steps()]
             for cls, step in self._steps:
                 cls.step = _profiled_step(step)
@@ -431,8 +455,10 @@ class Profile:
         raw = self._raw
         align = None
         for i, r in enumerate(raw):
-            extra = r[10]
-            slot = extra.get("device_slot") if r[2] == "dispatch" else None
+            if r[2] != "dispatch":
+                continue
+            extra = _dispatch_extra(r[10])
+            slot = extra.get("device_slot")
             if slot is None or slot >= len(readings) or readings[slot] is None:
                 continue
             begin, duration = readings[slot]
