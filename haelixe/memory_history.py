@@ -207,7 +207,6 @@ class _CpuTracker:
         history, counts, alloc = self.history, self.counts, self.alloc
         live, trace, keys, t0 = history.live, history.trace, history.keys, history.t0
         lock, by_tag, freed_event = counts.lock, counts.by_tag, history.freed_event
-        tags = _tag_state.__dict__
 
         def died(held) -> None:  # numpy's memory went
             entry = held.entry
@@ -246,7 +245,8 @@ class _CpuTracker:
             n = a.nbytes
             if not n:
                 return None
-            tag = tags.get("tag", DEFAULT_TAG)  # (memory.current_tag, inlined)
+            # (memory.current_tag, inlined: the calling thread's own tag)
+            tag = _tag_state.__dict__.get("tag", DEFAULT_TAG)
             # (two threads making tensors at once may append their events in the other
             # order than their totals: each total is still one the allocator reached)
             with lock:

@@ -155,6 +155,32 @@ def test_cpu_tensors_are_counted_only_while_recorded():
     assert hx.Tensor.__dict__["_wrap"].__func__ is wrap is _bound_wrap()
 
 
+def test_a_cpu_tensor_takes_the_tag_of_the_thread_that_made_it():
+    """A tag set in one thread names the tensors made there, not those of another
+    (the tag is per thread: memory.tagged)."""
+    import threading
+
+    from haelixe.memory import tagged
+
+    made = {}
+
+    def worker():
+        with tagged("optimizer_state"):
+            made["tagged"] = hx.ones(1000)
+
+    hx.record_memory_history(device="cpu")
+    try:
+        made["plain"] = hx.ones(2000)
+        thread = threading.Thread(target=worker)
+        thread.start()
+        thread.join()
+        categories = {b["requested_size"]: b["category"]
+                      for b in hx.memory_snapshot("cpu")["blocks"]}
+    finally:
+        hx.record_memory_history(False, device="cpu")
+    assert categories == {8000: "temporary", 4000: "optimizer_state"}
+
+
 @pytest.mark.gpu
 def test_snapshot_drops_freed_blocks_and_needs_history(be):
     with pytest.raises(RuntimeError, match="record_memory_history"):
