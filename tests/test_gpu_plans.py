@@ -344,3 +344,111 @@ def test_row_kernel_plan_per_features(be, monkeypatch):
         got, want, _ = _norm_call(be, "plain", False)
         close(got, want, rtol=1e-4, atol=1e-4)
     assert len(nn._ROW_PLANS) == (2 if "subgroup" in saved else 1)
+
+
+# -- attention kernels -------------------------------------------------------------------
+S, D = 5, 8
+QB = rng.standard_normal((2, 3, S + 1, D)).astype(np.float32)
+KB = rng.standard_normal((2, 3, S + 1, D)).astype(np.float32)
+VB = rng.standard_normal((2, 3, S + 1, D)).astype(np.float32)
+GB = rng.standard_normal((2, 3, S + 1, D)).astype(np.float32)
+MB = rng.standard_normal((S + 1, S + 1)).astype(np.float32)
+
+
+def first(v):
+    return v[:, :, :S]
+
+
+def later(v):
+    return v[:, :, 1:]
+
+
+# name: (q's, k's and v's views of QB, KB and VB, their dtype, causal, scale, the mask:
+# None or (its dtype, its view of MB))
+ATTENTION_CALLS = {
+    "plain": (first, first, first, np.float32, False, 0.3, None),
+    "q offset": (later, first, first, np.float32, False, 0.3, None),
+    "q strides": (lambda v: v[:, ::-1, :S], first, first, np.float32, False, 0.3, None),
+    "k offset": (first, later, first, np.float32, False, 0.3, None),
+    "v offset": (first, first, later, np.float32, False, 0.3, None),
+    "dtype": (first, first, first, BF16, False, 0.3, None),
+    "causal": (first, first, first, np.float32, True, 0.3, None),
+    "scale": (first, first, first, np.float32, False, 0.7, None),
+    "bool mask": (first, first, first, np.float32, False, 0.3,
+                  (np.bool_, lambda m: m[:S, :S])),
+    "float mask": (first, first, first, np.float32, False, 0.3,
+                   (np.float32, lambda m: m[:S, :S])),
+    "float mask offset": (first, first, first, np.float32, False, 0.3,
+                          (np.float32, lambda m: m[1:, 1:])),
+}
+ATTENTION_PAIRS = [("plain", name) for name in ATTENTION_CALLS if name != "plain"] + [
+    ("float mask", "float mask offset"), ("bool mask", "float mask")]
+
+
+def _attention_call(be, name):
+    """((out, dq, dk, dv) from the GPU's flash kernels, numpy's) of ATTENTION_CALLS[name]."""
+    from haelixe.backends.wgpu import attention as at
+
+    qv, kv, vv, dtype, causal, scale, mask = ATTENTION_CALLS[name]
+    views, gpu = [], []
+    for base, view in ((QB, qv), (KB, kv), (VB, vv), (GB, first)):
+        typed = base.astype(dtype)
+        views.append(view(typed).astype(np.float64))
+        gpu.append(on_gpu(be, typed, view(typed)))
+    q, k, v, g = views
+    scores = q @ np.swapaxes(k, -1, -2) * scale
+    gmask = None
+    if mask is not None:
+        mdtype, mview = mask
+        mbase = MB > 0 if mdtype == np.bool_ else MB
+        m = mview(mbase)
+        gmask = on_gpu(be, mbase, m)
+        scores = np.where(m, scores, -np.inf) if mdtype == np.bool_ else scores + m
+    if causal:
+        scores = np.where(np.triu(np.ones((S, S), bool), 1), -np.inf, scores)
+    p = np.exp(scores - scores.max(-1, keepdims=True))
+    p /= p.sum(-1, keepdims=True)
+    out = p @ v
+    dp = g @ np.swapaxes(v, -1, -2)
+    ds = p * (dp - (dp * p).sum(-1, keepdims=True)) * scale
+    want = (out, ds @ k, np.swapaxes(ds, -1, -2) @ q, np.swapaxes(p, -1, -2) @ g)
+    gq, gk, gv, gg = gpu
+    gout, lse = at.attention(be, gq, gk, gv, causal, scale, gmask)
+    grads = at.attention_backward(be, gq, gk, gv, gout, lse, gg, causal, scale, gmask)
+    return [be.to_numpy(t).astype(np.float64) for t in (gout, *grads)], want, dtype == BF16
+
+
+@pytest.mark.parametrize("first_call, second_call", ATTENTION_PAIRS,
+                         ids=lambda s: s.replace(" ", "-"))
+def test_attention_plan_per_signature(be, monkeypatch, first_call, second_call):
+    from haelixe.backends.wgpu import attention as at
+
+    if any(at.by_matmuls(be, *(be.empty((2, 3, S, D), np.float32),) * 3, (2, 3), None,
+                         False, forward=f) for f in (True, False)):
+        pytest.skip("attention goes through matmuls here (their plans are tested above)")
+    monkeypatch.setattr(at, "_LAUNCHES", {})
+    for name in (first_call, second_call):
+        got, want, low = _attention_call(be, name)
+        for g, w in zip(got, want):
+            close(g, bf16(w) if low else w, rtol=5e-2 if low else 1e-4,
+                  atol=5e-2 if low else 1e-4)
+    assert len(at._LAUNCHES) == 6  # three kernels each
+
+
+def test_attention_plan_per_kernel_plan_and_features(be, monkeypatch):
+    """A kernel plan asked for (tests reach every variant with one) and the subgroup
+    feature (the slices' sums by shuffles or through workgroup memory) are part of the
+    signature."""
+    from haelixe.backends.wgpu import attention as at
+
+    monkeypatch.setattr(at, "_LAUNCHES", {})
+    q, k, v = (on_gpu(be, b, first(b)) for b in (QB, KB, VB))
+    want = be.to_numpy(at.attention(be, q, k, v, False, 0.3)[0])
+    calls = [{"plans": {"attention_forward": at.Plan(1, 16, 4)}},
+             {"plans": {"attention_forward": at.Plan(2, 16, 4)}}]
+    saved = be.context.features
+    for kwargs in calls:
+        close(be.to_numpy(at.attention(be, q, k, v, False, 0.3, **kwargs)[0]), want)
+    monkeypatch.setattr(be.context, "features", saved - {"subgroup"})
+    close(be.to_numpy(at.attention(be, q, k, v, False, 0.3, **calls[1])[0]), want)
+    assert len(at._LAUNCHES) == (4 if "subgroup" in saved else 3)

@@ -39,6 +39,8 @@ from __future__ import annotations
 import math
 from typing import NamedTuple
 
+import numpy as np
+
 from . import dtypes as gd
 from . import matmul as mm
 from .geometry import (
@@ -414,6 +416,35 @@ _SG_ROWS = ("row = i32(sg_id * (sg_size / u32(P)) + sg_inv / u32(P)); "
 
 def _dispatch(be, entry, lead, ops, arrays, bindings, scalars, n_rows, dqk, dv, mask,
               plan_: Plan | None):
+    """Record one attention kernel over ``arrays`` (and the mask). Its spec, metadata and
+    grid follow from the arguments and the arrays' layouts: made once per signature."""
+    key = (entry, lead, tuple((tuple(op[0]), *op[1:]) for op in ops),
+           *[(a.shape, a.strides, a.offset, a.dtype) for a in arrays], tuple(bindings),
+           tuple(scalars), n_rows, dqk, dv,
+           None if mask is None else (mask.shape, mask.strides, mask.offset, mask.dtype),
+           plan_, be.context.features)
+    launch = _LAUNCHES.get(key)
+    if launch is None:
+        if len(_LAUNCHES) >= LAUNCHES_KEPT:
+            _LAUNCHES.clear()
+        launch = _LAUNCHES[key] = _launch(be, entry, lead, ops, arrays, bindings, scalars,
+                                          n_rows, dqk, dv, mask, plan_)
+    spec, meta, launch_grid, flops = launch
+    buffers = [a.buffer for a in arrays]
+    if mask is not None:
+        buffers.append(mask.buffer)
+    be.dispatcher.dispatch(spec, buffers, meta, launch_grid)
+    if flops:
+        be.dispatcher.submit_long(flops)
+
+
+#: _dispatch's (spec, metadata, grid, flops submitted early or 0) by signature
+_LAUNCHES: dict = {}
+LAUNCHES_KEPT = 1024
+
+
+def _launch(be, entry, lead, ops, arrays, bindings, scalars, n_rows, dqk, dv, mask,
+            plan_: Plan | None) -> tuple:
     nbatch = math.prod(lead)
     if nbatch > 65535:
         raise ValueError(f"attention: {nbatch} batch-heads exceed one dispatch (65535)")
@@ -449,9 +480,7 @@ def _dispatch(be, entry, lead, ops, arrays, bindings, scalars, n_rows, dqk, dv, 
     if isinstance(pl, TiledPlan):
         spec = _tiled_spec(full, pl, d4, v4, helpers, add_mask, limit,
                            not be.context.software)
-        be.dispatcher.dispatch(spec, [a.buffer for a in arrays], meta,
-                               (nbatch, -(-n_rows // pl.bq), 1))
-        return
+        return spec, np.array(meta, np.int32), (nbatch, -(-n_rows // pl.bq), 1), 0
     rows = pl.r if entry == "attention_forward" else 1
     nx = _slots(entry, rows)
     nt = pl.bq // rows * pl.p  # invocations a workgroup
@@ -471,9 +500,8 @@ def _dispatch(be, entry, lead, ops, arrays, bindings, scalars, n_rows, dqk, dv, 
                   PACK_P="vec4<f32>(" + ", ".join([f"p#i_{r}" for r in range(rows)]
                                                   + ["0.0"] * (4 - rows)) + ")",
                   **_exchange(pl.p, shuffles))
-    be.dispatcher.dispatch(spec, [a.buffer for a in arrays], meta,
-                           (nbatch, -(-n_rows // pl.bq), 1))
-    be.dispatcher.submit_long(_flops(entry, nbatch, scalars, dqk, dv))
+    return (spec, np.array(meta, np.int32), (nbatch, -(-n_rows // pl.bq), 1),
+            _flops(entry, nbatch, scalars, dqk, dv))
 
 
 def _flops(entry, nbatch, scalars, dqk, dv) -> float:
