@@ -187,7 +187,8 @@ class AdoptedCounts:
     counting; the allocator folds them in as each of its critical sections begins and
     ends, so its counters are whole whenever anyone reads or changes them."""
 
-    __slots__ = ("lock", "base", "delta", "high", "allocs", "frees", "by_tag", "eager")
+    __slots__ = ("lock", "base", "delta", "high", "allocs", "frees", "by_tag", "eager",
+                 "drain")
 
     def __init__(self, allocated: int, eager: bool):
         self.lock = threading.Lock()
@@ -197,6 +198,9 @@ class AdoptedCounts:
         self.allocs = self.frees = 0
         self.by_tag = dict.fromkeys(TAGS, 0)  # bytes counted less bytes gone, by tag
         self.eager = eager  # subscribers want each event: Allocator.emit_adopted
+        # the adopter's own: notes what it counted that went since (called before the
+        # allocator's lock is taken, as a section begins: it may emit)
+        self.drain = None
 
 
 def _falling_id(handle) -> int:
@@ -466,6 +470,9 @@ class Allocator:
     # thread that is mid-update (a GC pass inside malloc, a subscriber dropping a tensor)
     # is queued and handled when that section ends, never on half-updated counters.
     def _enter(self):
+        adopted = self._adopted
+        if adopted is not None and adopted.drain is not None:
+            adopted.drain()
         self._lock.acquire()
         prev = self._owner
         self._owner = self._get_ident()

@@ -196,33 +196,47 @@ class _CpuTracker:
         self.alloc = alloc
         self.history = history
         self.counts = alloc.adopt()
-        self.held = self._holder()
+        self.held, self.drain = self._holder()
+        self.counts.drain = self.drain
         self.address_of = self.held  # (the observer's buffer_made; its result unused)
 
     def _holder(self):
         """``held(a, adopt=True)``: the _Held of ndarray ``a``'s memory if it is counted
-        (counting it now if ``adopt``), else None (also for a GPU tensor's block). One
-        function with its state bound in: it runs for every CPU tensor made, and its
-        callback for every one that goes."""
+        (counting it now if ``adopt``), else None (also for a GPU tensor's block); and
+        ``drain()``, which notes the frees of the buffers gone since it last ran. A
+        buffer's weak reference, as numpy's memory goes, only joins ``gone`` (its
+        callback is the deque's C append: no Python call for each tensor freed); the
+        frees are noted, in the order they came, before the next buffer is counted
+        (an id of a buffer gone may be the next one's), before the allocator's counters
+        are read or changed, and before a snapshot, so the trace keeps the order of
+        allocations and frees, and every total and the peak are as they were; a free's
+        time is when it was noted. One function each, with its state bound in."""
         history, counts, alloc = self.history, self.counts, self.alloc
         live, trace, keys, t0 = history.live, history.trace, history.keys, history.t0
         lock, by_tag, freed_event = counts.lock, counts.by_tag, history.freed_event
+        gone = collections.deque()
+        went, pop = gone.append, gone.popleft
 
-        def died(held) -> None:  # numpy's memory went
-            entry = held.entry
-            key = entry[_ADDRESS]
-            if live.get(key) is not held:  # (no longer counted: history stopped)
-                return
-            del live[key]
-            n, tag = entry[_SIZE], entry[_TAG]
-            with lock:  # (the allocator's counters, see AdoptedCounts)
-                delta = counts.delta = counts.delta - n
-                counts.frees += 1
-                by_tag[tag] -= n
-                allocated = counts.base + delta
-            if counts.eager:
-                alloc.emit_adopted("free", n, tag)
-            trace.append(freed_event(held, _clock() - t0, allocated, tag))
+        def drain() -> None:
+            while gone:
+                try:
+                    held = pop()
+                except IndexError:  # (another thread took the last)
+                    return
+                entry = held.entry
+                key = entry[_ADDRESS]
+                if live.get(key) is not held:  # (no longer counted: history stopped)
+                    continue
+                del live[key]
+                n, tag = entry[_SIZE], entry[_TAG]
+                with lock:  # (the allocator's counters, see AdoptedCounts)
+                    delta = counts.delta = counts.delta - n
+                    counts.frees += 1
+                    by_tag[tag] -= n
+                    allocated = counts.base + delta
+                if counts.eager:
+                    alloc.emit_adopted("free", n, tag)
+                trace.append(freed_event(held, _clock() - t0, allocated, tag))
 
         def held_of(a, adopt: bool = True):
             if a.__class__ is not _ndarray:
@@ -245,6 +259,8 @@ class _CpuTracker:
             n = a.nbytes
             if not n:
                 return None
+            if gone:
+                drain()
             # (memory.current_tag, inlined: the calling thread's own tag)
             tag = _tag_state.__dict__.get("tag", DEFAULT_TAG)
             # (two threads making tensors at once may append their events in the other
@@ -258,7 +274,7 @@ class _CpuTracker:
                 allocated = counts.base + delta
             if counts.eager:
                 alloc.emit_adopted("alloc", n, tag)
-            held = _Held(a, died)
+            held = _Held(a, went)
             # (the walk for its line starts above this function and its caller, both
             # Haelixe's: Tensor._wrap, or the walk of a node's fields)
             held.entry = entry = (next(keys), key, n, n, tag, _user_frames(3),
@@ -268,12 +284,14 @@ class _CpuTracker:
             trace.append(entry)
             return held
 
-        return held_of
+        return held_of, drain
 
     def release(self) -> None:
         """Stop counting every buffer (history stops): each counted one leaves ``live``
         (so its death counts nothing); the allocator's own blocks there count as they
         did."""
+        self.drain()
+        self.counts.drain = None
         counts, live = self.counts, self.history.live
         for key, held in list(live.items()):
             if held.__callback__ is not None:  # (a counted numpy buffer)
@@ -450,6 +468,9 @@ def memory_snapshot(device="gpu") -> dict:
     stats = alloc.stats()
     with _LOCK:
         history = _RECORDING.histories.get(alloc.device_name)
+        cpu = _RECORDING.cpu
+    if cpu is not None:
+        cpu.drain()
     if history is None:
         raise RuntimeError(
             f"memory_snapshot: no memory history is recorded on {alloc.device_name!r}; "

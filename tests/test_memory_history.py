@@ -148,6 +148,15 @@ def test_cpu_tensors_are_counted_only_while_recorded():
         del made[1:]
         sizes = [b["requested_size"] for b in hx.memory_snapshot("cpu")["blocks"]]
         assert sizes == [4000]
+        for _ in range(50):  # (each buffer's memory, and so its id, likely the last's)
+            x * 3.0
+        assert hx.memory_stats("cpu")["allocated_bytes"] == start + 4000
+        snap = hx.memory_snapshot("cpu")
+        assert [b["requested_size"] for b in snap["blocks"]] == [4000]
+        frees = [e for e in snap["trace"] if e["action"] == "free"]
+        assert len(frees) == 4 + 50
+        assert [e["allocated_bytes"] for e in snap["trace"][-100:]] == \
+            [start + 8000, start + 4000] * 50
     finally:
         hx.record_memory_history(False, device="cpu")
     assert hx.memory_stats("cpu")["allocated_bytes"] == start
