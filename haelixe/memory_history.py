@@ -12,7 +12,9 @@ On the GPU every tensor's memory is an allocator block. CPU tensors own numpy me
 while history is recorded on the CPU each fresh tensor's buffer (and each raw array a
 graph node keeps for its backward, such as attention's probabilities) is counted by the
 CPU allocator (``Allocator.adopt``) until numpy's memory goes, so ``memory_stats("cpu")``
-covers the tensors then.
+covers the tensors then. A CPU buffer's free is noted (with its time) at the next
+allocation, the next read of the counters or the next snapshot after numpy's memory
+went, in the order the frees came.
 
 Each block keeps its user's innermost two frames as (code object, instruction
 offset), found by a walk up the stack that looks at each code object's file once; file
