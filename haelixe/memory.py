@@ -203,10 +203,6 @@ class AdoptedCounts:
         self.drain = None
 
 
-def _falling_id(handle) -> int:
-    return -id(handle)
-
-
 _new_event = tuple.__new__  # skips NamedTuple's Python-level __new__ on the hot path
 
 
@@ -430,8 +426,8 @@ class Allocator:
         self._owner = None  # thread id inside a critical section (see _reclaim)
         self._get_ident = threading.get_ident  # bound here: usable at shutdown
         self._dead = collections.deque()  # blocks that died while their thread held the lock
-        # bin -> cached handles: most recent last ("recent"), or by falling id ("stable":
-        # the last is the least, the slab a repeated request gets again)
+        # bin -> cached handles: most recent last ("recent"), or by rising id ("stable":
+        # the last is the greatest, the slab a repeated request gets again)
         self._free: dict[int, list] = {}
         self._bins: dict[int, list] = {}  # bin -> [in_use, cached, requested, allocated]
         self._bin_of: dict[int, tuple] = {}  # bytes asked -> (bin size, bin index)
@@ -707,7 +703,7 @@ class Allocator:
         """Keep a free slab in its bin's list, in the order ``reuse`` hands slabs out."""
         free = self._free.setdefault(b, [])
         if self._stable:
-            bisect.insort(free, handle, key=_falling_id)
+            bisect.insort(free, handle, key=id)  # (a builtin key: no Python call)
         else:
             free.append(handle)
 

@@ -452,3 +452,112 @@ def test_attention_plan_per_kernel_plan_and_features(be, monkeypatch):
     monkeypatch.setattr(be.context, "features", saved - {"subgroup"})
     close(be.to_numpy(at.attention(be, q, k, v, False, 0.3, **calls[1])[0]), want)
     assert len(at._LAUNCHES) == (4 if "subgroup" in saved else 3)
+
+
+# -- reductions --------------------------------------------------------------------------
+R = rng.standard_normal((4, 100, 200)).astype(np.float32)
+
+# name: (x's view of R (or of R as a dtype), reduce's op, axes, keepdim, out_dtype)
+REDUCE_CALLS = {
+    "plain": (lambda v: v[:3, :40, :60], np.float32, "sum", (2,), False, None),
+    "offset": (lambda v: v[1:, :40, :60], np.float32, "sum", (2,), False, None),
+    "strides": (lambda v: v[:3, :40, :120:2], np.float32, "sum", (2,), False, None),
+    "shape": (lambda v: v[:3, :40, :50], np.float32, "sum", (2,), False, None),
+    "dtype": (lambda v: v[:3, :40, :60], BF16, "sum", (2,), False, None),
+    "op": (lambda v: v[:3, :40, :60], np.float32, "max", (2,), False, None),
+    "axes": (lambda v: v[:3, :40, :60], np.float32, "sum", (1,), False, None),
+    "keepdim": (lambda v: v[:3, :40, :60], np.float32, "sum", (2,), True, None),
+    "out dtype": (lambda v: v[:3, :40, :60], np.float32, "sum", (2,), False, BF16),
+    # (rows long enough to be split into chunks, whose partials are summed again)
+    "long rows": (lambda v: v.reshape(1, -1)[:, :70000], np.float32, "sum", (1,), False,
+                  None),
+    "long rows offset": (lambda v: v.reshape(1, -1)[:, 1:70001], np.float32, "sum", (1,),
+                         False, None),
+}
+REDUCE_PAIRS = [("plain", name) for name in REDUCE_CALLS
+                if name not in ("plain", "long rows", "long rows offset")] + [
+    ("long rows", "long rows offset")]
+
+
+@pytest.mark.parametrize("first_call, second_call", REDUCE_PAIRS,
+                         ids=lambda s: s.replace(" ", "-"))
+def test_reduce_plan_per_signature(be, monkeypatch, first_call, second_call):
+    from haelixe.backends.wgpu import reduce as rd
+
+    monkeypatch.setattr(rd, "_PLANS", {})
+    for name in (first_call, second_call):
+        view, dtype, op, axes, keepdim, out_dtype = REDUCE_CALLS[name]
+        base = R.astype(dtype)
+        x = view(base).astype(np.float64)
+        got = be.to_numpy(rd.reduce(be, op, on_gpu(be, base, view(base)), axes, keepdim,
+                                    out_dtype))
+        want = getattr(np, op)(x, axis=axes, keepdims=keepdim)
+        low = BF16 in (dtype, out_dtype)
+        assert got.dtype == (out_dtype or dtype)
+        close(got, bf16(want) if low else want, rtol=2e-2 if low else 1e-4,
+              atol=1e-1 if low else 1e-3)
+    # (long rows: the second pass over the partials is one more plan, the same for both)
+    assert len(rd._PLANS) == (3 if first_call == "long rows" else 2)
+    if first_call == "long rows":
+        assert any(plan.chunked for plan in rd._PLANS.values())
+
+
+# -- rotary embeddings -------------------------------------------------------------------
+RX = rng.standard_normal((2, 3, S + 1, 2 * D)).astype(np.float32)
+CS = rng.standard_normal((2, S + 1, D + 1)).astype(np.float32)  # cos in [0], sin in [1]
+
+# name: (x's view of RX and its dtype, cos's and sin's views of CS, inverse[, the dtypes
+# of cos and sin])
+ROPE_CALLS = {
+    "plain": (lambda v: v[:, :, :S, :D], np.float32, lambda c: c[0, :S, :D // 2],
+              lambda c: c[1, :S, :D // 2], False),
+    "x offset": (lambda v: v[:, :, 1:, :D], np.float32, lambda c: c[0, :S, :D // 2],
+                 lambda c: c[1, :S, :D // 2], False),
+    "x strides": (lambda v: v[:, :, :S, ::2], np.float32, lambda c: c[0, :S, :D // 2],
+                  lambda c: c[1, :S, :D // 2], False),
+    "x dtype": (lambda v: v[:, :, :S, :D], BF16, lambda c: c[0, :S, :D // 2],
+                lambda c: c[1, :S, :D // 2], False),
+    "cos offset": (lambda v: v[:, :, :S, :D], np.float32, lambda c: c[0, 1:, 1:D // 2 + 1],
+                   lambda c: c[1, :S, :D // 2], False),
+    "cos strides": (lambda v: v[:, :, :S, :D], np.float32, lambda c: c[0, :S, ::2][:, :D // 2],
+                    lambda c: c[1, :S, :D // 2], False),
+    "sin offset": (lambda v: v[:, :, :S, :D], np.float32, lambda c: c[0, :S, :D // 2],
+                   lambda c: c[1, 1:, 1:D // 2 + 1], False),
+    "inverse": (lambda v: v[:, :, :S, :D], np.float32, lambda c: c[0, :S, :D // 2],
+                lambda c: c[1, :S, :D // 2], True),
+    "x shape": (lambda v: v[:, :, :S - 1, :D], np.float32, lambda c: c[0, :S - 1, :D // 2],
+                lambda c: c[1, :S - 1, :D // 2], False),
+    "sin strides": (lambda v: v[:, :, :S, :D], np.float32, lambda c: c[0, :S, :D // 2],
+                    lambda c: c[1, :S, ::2][:, :D // 2], False),
+    "cos dtype": (lambda v: v[:, :, :S, :D], np.float32, lambda c: c[0, :S, :D // 2],
+                  lambda c: c[1, :S, :D // 2], False, (BF16, np.float32)),
+    "sin dtype": (lambda v: v[:, :, :S, :D], np.float32, lambda c: c[0, :S, :D // 2],
+                  lambda c: c[1, :S, :D // 2], False, (np.float32, BF16)),
+}
+ROPE_PAIRS = [("plain", name) for name in ROPE_CALLS if name != "plain"]
+
+
+@pytest.mark.parametrize("first_call, second_call", ROPE_PAIRS,
+                         ids=lambda s: s.replace(" ", "-"))
+def test_rope_plan_per_signature(be, monkeypatch, first_call, second_call):
+    from haelixe.backends.wgpu import nn
+
+    monkeypatch.setattr(nn, "_ROPE_PLANS", {})
+    for name in (first_call, second_call):
+        x_view, dtype, cos_view, sin_view, inverse, *tables = ROPE_CALLS[name]
+        cos_base, sin_base = (CS.astype(t) for t in (tables or [(np.float32,) * 2])[0])
+        base = RX.astype(dtype)
+        x = x_view(base).astype(np.float64)
+        cos = cos_view(cos_base).astype(np.float64)
+        sin = sin_view(sin_base).astype(np.float64) * (-1 if inverse else 1)
+        got = be.to_numpy(nn.rope(be, on_gpu(be, base, x_view(base)),
+                                  on_gpu(be, cos_base, cos_view(cos_base)),
+                                  on_gpu(be, sin_base, sin_view(sin_base)),
+                                  inverse)).astype(np.float64)
+        half = x.shape[-1] // 2
+        x1, x2 = x[..., :half], x[..., half:]
+        want = np.concatenate([x1 * cos - x2 * sin, x2 * cos + x1 * sin], -1)
+        low = dtype == BF16
+        close(got, bf16(want) if low else want, rtol=2e-2 if low else 1e-5,
+              atol=5e-2 if low else 1e-5)
+    assert len(nn._ROPE_PLANS) == 2

@@ -298,9 +298,28 @@ def rope(be, x, cos, sin, inverse=False):
         raise ValueError(f"rope: cos/sin must be ({seq}, {d // 2}), got {cos.shape} and "
                          f"{sin.shape}")
     out = be.empty(x.shape, x.dtype)
-    n = x.size
-    if n == 0:
+    if x.size == 0:
         return out
+    # the rest follows from the layouts (out is fresh: contiguous, at offset 0)
+    key = (x.shape, x.strides, x.offset, x.dtype, cos.strides, cos.offset, cos.dtype,
+           sin.strides, sin.offset, sin.dtype, inverse)
+    plan = _ROPE_PLANS.get(key)
+    if plan is None:
+        if len(_ROPE_PLANS) >= PLANS_KEPT:
+            _ROPE_PLANS.clear()
+        plan = _ROPE_PLANS[key] = _rope_plan(x, cos, sin, out, inverse)
+    spec, meta, launch = plan
+    be.dispatcher.dispatch(spec, [out.buffer, x.buffer, cos.buffer, sin.buffer], meta,
+                           launch)
+    return out
+
+
+#: rope's (spec, metadata, grid) by signature
+_ROPE_PLANS: dict = {}
+
+
+def _rope_plan(x, cos, sin, out, inverse) -> tuple:
+    n, d = x.size, x.shape[-1]
     scalars = [n, d, cos.offset, cos.strides[-2], cos.strides[-1],
                sin.offset, sin.strides[-2], sin.strides[-1]]
     meta = meta_block(scalars, x.shape, [(out.strides, out.offset), (x.strides, x.offset)],
@@ -317,6 +336,4 @@ def rope(be, x, cos, sin, inverse=False):
         store = "store2_out(op_offset(0, c), vec2<f32>(rotated(c, 0), rotated(c, 1)));"
     spec = kernel("rope.wgsl", "rope", bindings, SIGN="-1.0" if inverse else "1.0",
                   UNIT=unit, STORE=store)
-    be.dispatcher.dispatch(spec, [out.buffer, x.buffer, cos.buffer, sin.buffer], meta,
-                           grid(-(-n // (256 * unit))))
-    return out
+    return spec, np.array(meta, np.int32), grid(-(-n // (256 * unit)))

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
+
+import numpy as np
 
 from . import dtypes as gd
 from .array import contiguous_strides
@@ -109,12 +112,48 @@ def reduce(be, op: str, x, axes, keepdim: bool, out_dtype=None):
         from .elementwise import cast, copy
 
         return copy(be, x) if out_dtype is None else cast(be, x, out_dtype)
+    # the passes follow from x's layout and the arguments: planned once per signature
+    key = (op, x.shape, x.strides, x.offset, x.dtype, axes, keepdim, out_dtype)
+    plan = _PLANS.get(key)
+    if plan is None:
+        if len(_PLANS) >= PLANS_KEPT:
+            _PLANS.clear()
+        plan = _PLANS[key] = _plan(op, x, axes, keepdim, out_dtype)
+    if plan.launch is None:  # nothing to reduce into
+        return be.empty(plan.shape, plan.out_dtype)
+    partial = be.empty(plan.partial_shape, plan.partial_dtype)
+    spec, meta, launch_grid = plan.launch
+    be.dispatcher.dispatch(spec, [partial.buffer, x.buffer], meta, launch_grid)
+    if not plan.chunked:
+        return partial
+    # long rows: partial results per chunk (in the accumulator's precision), then those
+    # reduced
+    total = reduce(be, op, partial, (1,), False, plan.total_dtype)
+    return total.view(plan.shape, contiguous_strides(plan.shape), total.offset)
+
+
+class _Plan(NamedTuple):
+    shape: tuple  # the result's
+    out_dtype: object
+    partial_shape: tuple  # what the first pass writes: the result, or per-chunk partials
+    partial_dtype: object
+    launch: tuple | None  # the first pass's (spec, metadata, grid); None: an empty result
+    chunked: bool  # the partials are reduced again, into total_dtype
+    total_dtype: object
+
+
+#: reduce's plans by signature
+_PLANS: dict = {}
+PLANS_KEPT = 4096
+
+
+def _plan(op, x, axes, keepdim, out_dtype) -> _Plan:
     shape = _out_shape(x, axes, keepdim)
     out_dtype = x.dtype if out_dtype is None else out_dtype
     n_out = math.prod(shape)
     length = math.prod(x.shape[d] for d in axes)
     if n_out == 0:
-        return be.empty(shape, out_dtype)
+        return _Plan(shape, out_dtype, shape, out_dtype, None, False, None)
     if length == 0 and op != "sum":
         raise ValueError(f"{op}: zero-size reduction over axes {axes} of shape {x.shape} "
                          f"has no identity")
@@ -123,22 +162,19 @@ def reduce(be, op: str, x, axes, keepdim: bool, out_dtype=None):
     per_thread = length <= 16 and n_out > 1
     wg = 64 if per_thread else workgroup_size(length)
     chunks = (1, 0) if per_thread else chunking(length, wg, n_out)
-    if chunks[0] > 1:  # long rows: partial results per chunk (in the accumulator's
-        # precision), then those reduced
-        partial = be.empty((n_out, chunks[0]), gd.F32 if k in gd.FLOAT_KINDS else x.dtype)
+    if chunks[0] > 1:
+        partial_shape = (n_out, chunks[0])
+        partial_dtype = gd.F32 if k in gd.FLOAT_KINDS else x.dtype
     else:
-        partial = be.empty(shape, out_dtype)
+        partial_shape, partial_dtype = shape, out_dtype
     meta, _ = _reduce_meta(x, axes, n_out, chunks)
     spec = kernel("reduce.wgsl", "reduce_threads" if per_thread else "reduce_rows",
-                  [("out", gd.kind(partial.dtype), "write"), ("x", k, "read")],
+                  [("out", gd.kind(partial_dtype), "write"), ("x", k, "read")],
                   WG=wg, ACC_T=ct, INIT=_INIT[ct][op], COMBINE=_COMBINE[ct][op])
     groups = -(-n_out // wg) if per_thread else n_out * chunks[0]
-    be.dispatcher.dispatch(spec, [partial.buffer, x.buffer], meta, grid(groups))
-    if chunks[0] == 1:
-        return partial
-    total = reduce(be, op, partial, (1,), False,
-                   out_dtype if k in gd.FLOAT_KINDS else None)
-    return total.view(shape, contiguous_strides(shape), total.offset)
+    return _Plan(shape, out_dtype, partial_shape, partial_dtype,
+                 (spec, np.array(meta, np.int32), grid(groups)), chunks[0] > 1,
+                 out_dtype if k in gd.FLOAT_KINDS else None)
 
 
 def argmax(be, x, axis, keepdim: bool):
