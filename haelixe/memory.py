@@ -507,7 +507,8 @@ class Allocator:
         ("activation" outside any). Raises :class:`OutOfMemoryError` when the cap (or the
         driver) cannot provide the slab even after emptying the cache.
         """
-        n = _check_nbytes(nbytes)
+        # (every allocation: a plain int size and the thread's tag without calls)
+        n = nbytes if nbytes.__class__ is int and nbytes >= 0 else _check_nbytes(nbytes)
         sized = self._bin_of.get(n)
         if sized is None:  # (a step asks for the same few sizes again and again)
             if len(self._bin_of) > 4096:
@@ -515,7 +516,7 @@ class Allocator:
             size = _round(n, self.divisions)
             sized = self._bin_of[n] = (size, _index(size, self.divisions))
         size, b = sized
-        tag = current_tag() if tag is None else _check_tag(tag)
+        tag = _tls.__dict__.get("tag", DEFAULT_TAG) if tag is None else _check_tag(tag)
         prev = self._enter()
         try:
             pool = self._routing
