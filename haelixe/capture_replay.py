@@ -58,20 +58,21 @@ from .tensor import Tensor
 __all__ = ["capture", "CapturedStep", "CaptureError", "recording", "on_replay",
            "every_call", "outside_only"]
 
-_local = threading.local()  # .signature: the _Signature recording on this thread
+_local = threading.local()  # .signature: the _Signature recording on this thread (read
+# from its __dict__: getattr with a default raises and catches an AttributeError)
 
 
 # -- for library code running inside a captured step ----------------------------------------
 def recording() -> bool:
     """Whether a captured step is being recorded on this thread (its Python runs now but
     not on replays)."""
-    return getattr(_local, "signature", None) is not None
+    return _local.__dict__.get("signature") is not None
 
 
 def on_replay(fn) -> None:
     """While recording: call ``fn()`` before every replay of this step (host-side
     bookkeeping the step's Python did, such as counting steps). Otherwise nothing."""
-    sig = getattr(_local, "signature", None)
+    sig = _local.__dict__.get("signature")
     if sig is not None:
         sig.pending_hooks.append(fn)
 
@@ -80,7 +81,7 @@ def every_call(fn):
     """Call ``fn()`` now and, while recording, before every replay too; kernels it
     launches are not part of the recording (e.g. writing a changed learning rate into
     the device buffer a capturable optimizer reads)."""
-    sig = getattr(_local, "signature", None)
+    sig = _local.__dict__.get("signature")
     if sig is None:
         return fn()
     with sig.graph.paused():
