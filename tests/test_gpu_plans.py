@@ -32,6 +32,12 @@ def bf16(x):
     return np.asarray(x, np.float32).astype(BF16).astype(np.float64)
 
 
+def each_pair(pairs):
+    """Run a test once per (first call, second call) of ``pairs``."""
+    return pytest.mark.parametrize("first_call, second_call", pairs,
+                                   ids=lambda name: name.replace(" ", "-"))
+
+
 rng = np.random.default_rng(5)
 A = rng.standard_normal((M + 1, 2 * K + 1)).astype(np.float32)
 B = rng.standard_normal((K + 1, 2 * N + 1)).astype(np.float32)
@@ -118,12 +124,12 @@ def _matmul_call(be, name):
     return got, (bf16(want) if low else want), low
 
 
-@pytest.mark.parametrize("first, second", MATMUL_PAIRS, ids=lambda s: s.replace(" ", "-"))
-def test_matmul_plan_per_signature(be, monkeypatch, first, second):
+@each_pair(MATMUL_PAIRS)
+def test_matmul_plan_per_signature(be, monkeypatch, first_call, second_call):
     from haelixe.backends.wgpu import matmul as mm
 
     monkeypatch.setattr(mm, "_PLANS", {})
-    for name in (first, second):
+    for name in (first_call, second_call):
         got, want, low = _matmul_call(be, name)
         tol = 2e-2 if low else 1e-5
         close(got, want, rtol=tol, atol=tol)
@@ -270,12 +276,12 @@ def _map_call(be, name):
     return be.to_numpy(whole).astype(np.float64), want
 
 
-@pytest.mark.parametrize("first, second", MAP_PAIRS, ids=lambda s: s.replace(" ", "-"))
-def test_map_plan_per_signature(be, monkeypatch, first, second):
+@each_pair(MAP_PAIRS)
+def test_map_plan_per_signature(be, monkeypatch, first_call, second_call):
     from haelixe.backends.wgpu import elementwise as ew
 
     monkeypatch.setattr(ew, "_MAP_PLANS", {})
-    for name in (first, second):
+    for name in (first_call, second_call):
         got, want = _map_call(be, name)
         tol = 1e-2 if MAP_CALLS[name][0][1] == BF16 else 1e-6
         close(got, want, rtol=tol, atol=tol)
@@ -320,13 +326,13 @@ def _norm_call(be, name, layer):
     return y, (bf16(want) if dtype == BF16 else want), dtype == BF16
 
 
-@pytest.mark.parametrize("first, second", ROW_PAIRS, ids=lambda s: s.replace(" ", "-"))
-def test_row_kernel_plan_per_signature(be, monkeypatch, first, second):
+@each_pair(ROW_PAIRS)
+def test_row_kernel_plan_per_signature(be, monkeypatch, first_call, second_call):
     from haelixe.backends.wgpu import nn
 
     monkeypatch.setattr(nn, "_ROW_PLANS", {})
-    layer = "bias" in (first, second)
-    for name in (first, second):
+    layer = "bias" in (first_call, second_call)
+    for name in (first_call, second_call):
         got, want, low = _norm_call(be, name, layer)
         close(got, want, rtol=3e-2 if low else 1e-4, atol=3e-2 if low else 1e-4)
     assert len(nn._ROW_PLANS) == 2
@@ -418,8 +424,7 @@ def _attention_call(be, name):
     return [be.to_numpy(t).astype(np.float64) for t in (gout, *grads)], want, dtype == BF16
 
 
-@pytest.mark.parametrize("first_call, second_call", ATTENTION_PAIRS,
-                         ids=lambda s: s.replace(" ", "-"))
+@each_pair(ATTENTION_PAIRS)
 def test_attention_plan_per_signature(be, monkeypatch, first_call, second_call):
     from haelixe.backends.wgpu import attention as at
 
@@ -479,8 +484,7 @@ REDUCE_PAIRS = [("plain", name) for name in REDUCE_CALLS
     ("long rows", "long rows offset")]
 
 
-@pytest.mark.parametrize("first_call, second_call", REDUCE_PAIRS,
-                         ids=lambda s: s.replace(" ", "-"))
+@each_pair(REDUCE_PAIRS)
 def test_reduce_plan_per_signature(be, monkeypatch, first_call, second_call):
     from haelixe.backends.wgpu import reduce as rd
 
@@ -537,8 +541,7 @@ ROPE_CALLS = {
 ROPE_PAIRS = [("plain", name) for name in ROPE_CALLS if name != "plain"]
 
 
-@pytest.mark.parametrize("first_call, second_call", ROPE_PAIRS,
-                         ids=lambda s: s.replace(" ", "-"))
+@each_pair(ROPE_PAIRS)
 def test_rope_plan_per_signature(be, monkeypatch, first_call, second_call):
     from haelixe.backends.wgpu import nn
 
@@ -561,3 +564,96 @@ def test_rope_plan_per_signature(be, monkeypatch, first_call, second_call):
         close(got, bf16(want) if low else want, rtol=2e-2 if low else 1e-5,
               atol=5e-2 if low else 1e-5)
     assert len(nn._ROPE_PLANS) == 2
+
+
+# -- the MSE loss ------------------------------------------------------------------------
+LX = rng.standard_normal((3, 200, 101)).astype(np.float32)
+LY = rng.standard_normal((3, 200, 101)).astype(np.float32)
+
+# name: (x's view of LX, y's of LY, their dtype)
+MSE_CALLS = {
+    "plain": (lambda v: v[:2, :50, :50], lambda v: v[:2, :50, :50], np.float32),
+    "x offset": (lambda v: v[1:, :50, :50], lambda v: v[:2, :50, :50], np.float32),
+    "x strides": (lambda v: v[:2, :50, :100:2], lambda v: v[:2, :50, :50], np.float32),
+    "y offset": (lambda v: v[:2, :50, :50], lambda v: v[1:, :50, :50], np.float32),
+    "y strides": (lambda v: v[:2, :50, :50], lambda v: v[:2, :100:2, :50], np.float32),
+    "shape": (lambda v: v[:2, :50, :49], lambda v: v[:2, :50, :49], np.float32),
+    "dtype": (lambda v: v[:2, :50, :50], lambda v: v[:2, :50, :50], BF16),
+    # (enough elements for partial sums over slices, then their total)
+    "long": (lambda v: v[:, :, :100], lambda v: v[:, :, :100], np.float32),
+    "long offset": (lambda v: v[:, :, 1:], lambda v: v[:, :, :100], np.float32),
+}
+MSE_PAIRS = [("plain", name) for name in MSE_CALLS if name != "plain"] + [
+    ("long", "long offset")]
+
+
+@each_pair(MSE_PAIRS)
+def test_mse_plan_per_signature(be, monkeypatch, first_call, second_call):
+    from haelixe.backends.wgpu import nn
+
+    monkeypatch.setattr(nn, "_MSE_PLANS", {})
+    for name in (first_call, second_call):
+        x_view, y_view, dtype = MSE_CALLS[name]
+        xb, yb = LX.astype(dtype), LY.astype(dtype)
+        got = be.to_numpy(nn.mse_loss(be, on_gpu(be, xb, x_view(xb)),
+                                      on_gpu(be, yb, y_view(yb))))
+        want = np.mean((x_view(xb).astype(np.float64) - y_view(yb).astype(np.float64)) ** 2)
+        low = dtype == BF16
+        close(got, bf16(want) if low else want, rtol=1e-2 if low else 1e-5)
+    assert len(nn._MSE_PLANS) == 2
+    if first_call == "long":
+        assert all(plan[3] is not None for plan in nn._MSE_PLANS.values())
+
+
+def test_mse_plan_per_features(be, monkeypatch):
+    from haelixe.backends.wgpu import nn
+
+    monkeypatch.setattr(nn, "_MSE_PLANS", {})
+    x, y = on_gpu(be, LX, LX[:, :, :100]), on_gpu(be, LY, LY[:, :, :100])
+    want = np.mean((LX[:, :, :100].astype(np.float64) - LY[:, :, :100]) ** 2)
+    saved = be.context.features
+    for features in (saved, saved - {"subgroup"}):
+        monkeypatch.setattr(be.context, "features", features)
+        close(be.to_numpy(nn.mse_loss(be, x, y)), want, rtol=1e-5)
+    assert len(nn._MSE_PLANS) == (2 if "subgroup" in saved else 1)
+
+
+# -- optimizer steps ---------------------------------------------------------------------
+NP = 300
+PF = rng.standard_normal(NP + 8).astype(np.float32)
+GF = rng.standard_normal(NP + 8).astype(np.float32)
+
+# name: (p's offset in PF, g's offset in GF, g's dtype, the number of elements, lr)
+ADAMW_CALLS = {
+    "plain": (0, 0, np.float32, NP, 1e-2),
+    "p offset": (8, 0, np.float32, NP, 1e-2),
+    "g offset": (0, 8, np.float32, NP, 1e-2),
+    "g dtype": (0, 0, BF16, NP, 1e-2),
+    "size": (0, 0, np.float32, NP - 8, 1e-2),
+    # (the same layout: the plan is kept, its scalars are the call's own)
+    "lr": (0, 0, np.float32, NP, 3e-1),
+}
+ADAMW_PAIRS = [("plain", name) for name in ADAMW_CALLS if name != "plain"]
+
+
+@each_pair(ADAMW_PAIRS)
+def test_optimizer_plan_per_signature(be, monkeypatch, first_call, second_call):
+    from haelixe.backends.wgpu import optim
+
+    monkeypatch.setattr(optim, "_PLANS", {})
+    b1, b2, eps, wd, step = 0.9, 0.999, 1e-8, 0.1, 3
+    for name in (first_call, second_call):
+        p_at, g_at, g_dtype, n, lr = ADAMW_CALLS[name]
+        pflat, gbase = be.from_numpy(PF), GF.astype(g_dtype)
+        p = pflat.view((n,), (1,), p_at)
+        g = on_gpu(be, gbase, gbase[g_at:g_at + n])
+        m, v = be.full((n,), 0.5, np.float32), be.full((n,), 0.25, np.float32)
+        optim.adamw_step(be, p, g, m, v, lr, b1, b2, eps, wd, step)
+        pr, gr = PF[p_at:p_at + n].astype(np.float64), gbase[g_at:g_at + n].astype(np.float64)
+        mr = b1 * 0.5 + (1 - b1) * gr
+        vr = b2 * 0.25 + (1 - b2) * gr ** 2
+        pr = pr * (1 - lr * wd) - lr / (1 - b1 ** step) * mr / (
+            np.sqrt(vr / (1 - b2 ** step)) + eps)
+        close(be.to_numpy(p), pr, atol=1e-5)
+        close(be.to_numpy(m), mr, atol=1e-6)
+    assert len(optim._PLANS) == (1 if second_call == "lr" else 2)

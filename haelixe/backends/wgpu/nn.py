@@ -250,33 +250,53 @@ def mse_loss(be, x, y):
         raise ValueError(f"mse_loss: x {x.shape} {x.dtype} and y {y.shape} {y.dtype} must "
                          f"match in shape and dtype")
     out = be.empty((), x.dtype)
+    # the passes follow from the layouts: planned once per signature
+    key = (x.shape, x.strides, x.offset, x.dtype, y.strides, y.offset, be.context.features)
+    plan = _MSE_PLANS.get(key)
+    if plan is None:
+        if len(_MSE_PLANS) >= PLANS_KEPT:
+            _MSE_PLANS.clear()
+        plan = _MSE_PLANS[key] = _mse_plan(be, x, y)
+    parts, meta, first, total = plan
+    if total is None:
+        be.dispatcher.dispatch(first, [out.buffer, x.buffer, y.buffer], meta, (1, 1, 1))
+        return out
+    part = be.empty((parts,), gd.F32)
+    be.dispatcher.dispatch(first, [part.buffer, x.buffer, y.buffer], meta, (parts, 1, 1))
+    be.dispatcher.dispatch(total, [out.buffer, part.buffer], meta, (1, 1, 1))
+    return out
+
+
+#: mse_loss' (parts, metadata, first pass's spec, the parts' total's spec or None)
+_MSE_PLANS: dict = {}
+
+
+def _mse_plan(be, x, y) -> tuple:
     n = x.size
     params = row_reduction(be, 1 << 20)
     wg = params["WG"]
     parts = min(MSE_MAX_PARTS, -(-n // (wg * MSE_PER_INVOCATION)))
     meta = meta_block([n, f32_bits(1.0 / n if n else float("nan")), parts], x.shape,
                       [(x.strides, x.offset), (y.strides, y.offset)], what="mse_loss")
+    meta = np.array(meta, np.int32)
     k = gd.kind(x.dtype)
     inputs, mean = [("x", k, "read"), ("y", k, "read")], "store_out(0, total * scalar_f(1));"
     if parts <= 1:
-        _mse(be, [("out", k, "write"), *inputs], [out, x, y], meta, 1, "sq_diff(i)",
-             "metadata[0]", mean, params)
-        return out
-    part = be.empty((parts,), gd.F32)
-    _mse(be, [("part", "f32", "write"), *inputs], [part, x, y], meta, parts, "sq_diff(i)",
-         "metadata[0]", "store_part(i32(wid.x), total);", params)
-    _mse(be, [("out", k, "write"), ("part", "f32", "read")], [out, part], meta, 1,
-         "load_part(i)", "metadata[2]", mean, params)
-    return out
+        return parts, meta, _mse_spec([("out", k, "write"), *inputs], "sq_diff(i)",
+                                      "metadata[0]", mean, params), None
+    return (parts, meta,
+            _mse_spec([("part", "f32", "write"), *inputs], "sq_diff(i)", "metadata[0]",
+                      "store_part(i32(wid.x), total);", params),
+            _mse_spec([("out", k, "write"), ("part", "f32", "read")], "load_part(i)",
+                      "metadata[2]", mean, params))
 
 
-def _mse(be, bindings, arrays, meta, groups, term, count, store, params):
-    """One mse_loss dispatch (loss.wgsl): ``term`` summed for i < ``count``, then
+def _mse_spec(bindings, term, count, store, params):
+    """One mse_loss pass (loss.wgsl): ``term`` summed for i < ``count``, then
     ``store``."""
     sections = params["SECTIONS"] + (" sq_diff" if "sq_diff" in term else "")
-    spec = kernel("loss.wgsl", "mse_loss", bindings, TERM=term, COUNT=count, STORE=store,
+    return kernel("loss.wgsl", "mse_loss", bindings, TERM=term, COUNT=count, STORE=store,
                   **{**params, "SECTIONS": sections})
-    be.dispatcher.dispatch(spec, [a.buffer for a in arrays], meta, (groups, 1, 1))
 
 
 def mse_loss_backward(be, x, y, g):

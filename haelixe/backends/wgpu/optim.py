@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from . import dtypes as gd
 from .geometry import f32_bits, grid, meta_block
 from .shaders import kernel
@@ -24,16 +26,39 @@ def _step(be, entry, arrays, names, scalars):
     n = arrays[0].size
     if n == 0:
         return
-    for i, (name, a) in enumerate(zip(names, arrays)):
-        _flat(name, a, n, state=i != 1)
+    # the checks, the spec and the metadata but its scalars follow from the layouts:
+    # planned once per signature (the scalars, a learning rate, change step to step)
+    key = (entry, *names, *[(a.shape, a.strides, a.offset, a.dtype) for a in arrays],
+           len(scalars))
+    plan = _PLANS.get(key)
+    if plan is None:
+        if len(_PLANS) >= PLANS_KEPT:
+            _PLANS.clear()
+        plan = _PLANS[key] = _plan(entry, arrays, names, len(scalars))
     if len({id(a.storage) for a in arrays}) != len(arrays):
         raise ValueError("optimizer step: parameter, gradient and state must not share "
                          "storage")
-    meta = meta_block([n, *scalars], (n,), [((1,), a.offset) for a in arrays], what=entry)
+    spec, meta, launch = plan
+    meta = meta.copy()
+    meta[1:1 + len(scalars)] = scalars
+    be.dispatcher.dispatch(spec, [a.buffer for a in arrays], meta, launch)
+
+
+#: _step's (spec, metadata with zeros for the scalars, grid) by signature
+_PLANS: dict = {}
+PLANS_KEPT = 1024
+
+
+def _plan(entry, arrays, names, n_scalars) -> tuple:
+    n = arrays[0].size
+    for i, (name, a) in enumerate(zip(names, arrays)):
+        _flat(name, a, n, state=i != 1)
+    meta = meta_block([n] + [0] * n_scalars, (n,), [((1,), a.offset) for a in arrays],
+                      what=entry)
     bindings = [(name, gd.kind(a.dtype), "read" if i == 1 else "rw")
                 for i, (name, a) in enumerate(zip(names, arrays))]
-    be.dispatcher.dispatch(kernel("optim.wgsl", entry, bindings),
-                           [a.buffer for a in arrays], meta, grid(-(-n // 256)))
+    return (kernel("optim.wgsl", entry, bindings), np.array(meta, np.int32),
+            grid(-(-n // 256)))
 
 
 def adamw_step(be, p, g, m, v, lr, beta1, beta2, eps, weight_decay, step):
