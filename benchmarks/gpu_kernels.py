@@ -333,9 +333,12 @@ def _with_variant(run, variant):
     """``run`` with every matmul it makes forced to ``variant``."""
     from haelixe.backends.wgpu import matmul as mm
 
+    def choose(*args):  # (one chooser for every call: matmul plans with it once)
+        return variant
+
     def forced():
         orig = mm.choose
-        mm.choose = lambda *a: variant
+        mm.choose = choose
         try:
             return run()
         finally:

@@ -153,6 +153,14 @@ def test_matmul_plan_per_variant_and_build(be, monkeypatch):
         close(be.to_numpy(mm.matmul(be, a, b, variant=variant)), want)
         tiles.append(dict(last_spec().params)["BM"])
     assert tiles == ["64", "128"]
+    # a chooser put in its place (a sweep forcing each variant) plans afresh
+    for tile in ("64x64", "128x64"):
+        monkeypatch.setattr(mm, "choose", lambda *args, t=tile: mm.Variant(mm.TILES[t]))
+        close(be.to_numpy(mm.matmul(be, a, b)), want)
+        tiles.append(dict(last_spec().params)["BM"])
+    assert tiles == ["64", "128", "64", "128"]
+    monkeypatch.undo()
+    monkeypatch.setattr(mm, "_PLANS", {})
     close(be.to_numpy(mm.matmul(be, a, b)), want)
     checks = last_spec().checks
     monkeypatch.setattr(mm, "RUNTIME_CHECKS", not mm.RUNTIME_CHECKS)
@@ -457,6 +465,24 @@ def test_attention_plan_per_kernel_plan_and_features(be, monkeypatch):
     monkeypatch.setattr(be.context, "features", saved - {"subgroup"})
     close(be.to_numpy(at.attention(be, q, k, v, False, 0.3, **calls[1])[0]), want)
     assert len(at._LAUNCHES) == (4 if "subgroup" in saved else 3)
+
+
+def test_attention_plan_per_tiled_switch(be, monkeypatch):
+    """TILED_FORWARD picks the forward's kernel where no plan is asked for: part of the
+    signature."""
+    from haelixe.backends.wgpu import attention as at
+
+    monkeypatch.setattr(at, "_LAUNCHES", {})
+    rng = np.random.default_rng(8)
+    q, k, v = (rng.standard_normal((2, 16, 32)).astype(np.float32) for _ in range(3))
+    scores = q.astype(np.float64) @ np.swapaxes(k, -1, -2) * 0.2
+    p = np.exp(scores - scores.max(-1, keepdims=True))
+    want = (p / p.sum(-1, keepdims=True)) @ v
+    for tiled in (False, True):
+        monkeypatch.setattr(at, "TILED_FORWARD", tiled)
+        got = at.attention(be, *(be.from_numpy(t) for t in (q, k, v)), False, 0.2)[0]
+        close(be.to_numpy(got), want, rtol=1e-4, atol=1e-5)
+    assert len(at._LAUNCHES) == 2
 
 
 # -- reductions --------------------------------------------------------------------------

@@ -422,7 +422,7 @@ def _dispatch(be, entry, lead, ops, arrays, bindings, scalars, n_rows, dqk, dv, 
            *[(a.shape, a.strides, a.offset, a.dtype) for a in arrays], tuple(bindings),
            tuple(scalars), n_rows, dqk, dv,
            None if mask is None else (mask.shape, mask.strides, mask.offset, mask.dtype),
-           plan_, be.context.features)
+           plan_, be.context.features, TILED_FORWARD)
     launch = _LAUNCHES.get(key)
     if launch is None:
         if len(_LAUNCHES) >= LAUNCHES_KEPT:

@@ -263,11 +263,12 @@ def matmul(be, a, b, bias=None, activation=None, want_pre=False, want_row_sums=F
     attention's backward turns its scores into probabilities with them as they are
     written. Either keeps K in one piece (no split-K)."""
     # everything but the buffers follows from the operands' layouts and the arguments:
-    # planned once per such signature (a training step repeats its products)
+    # planned once per such signature (a training step repeats its products); the
+    # variant chooser is part of it (sweeps replace choose to force each variant)
     key = (a.shape, a.strides, a.offset, a.dtype, b.shape, b.strides, b.offset, b.dtype,
            _layout_key(bias), activation, want_pre, want_row_sums, variant, out_dtype,
            round_to, _layout_key(row_operand), _layout_key(elem_operand),
-           be.context.features, F16_FLUSH_TILES, RUNTIME_CHECKS)
+           be.context.features, F16_FLUSH_TILES, RUNTIME_CHECKS, choose)
     plan = _PLANS.get(key)
     if plan is None:
         plan = _plan(be, a, b, bias, activation, want_pre, want_row_sums, variant,
