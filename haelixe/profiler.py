@@ -35,8 +35,6 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-import numpy as np
-
 from .atomic import AtomicFile
 from .autograd.function import Function
 from .autograd.mode import STATE as _MODE
@@ -48,7 +46,6 @@ __all__ = ["KernelEvent", "Profile", "profile"]
 
 _clock = time.perf_counter_ns
 _get_ident = threading.get_ident
-_NDARRAY = np.ndarray
 _APPLY = Function.__dict__["apply"]  # (the classmethod: put back when a profile ends)
 
 
@@ -176,16 +173,15 @@ _WRAPPERS: dict = {}  # (name, fn) -> its wrapper: one object per method, so a c
 # recorded over two profiled calls sees the same function both times
 
 
-def _inputs(values, raw_types, arrays: list) -> int:
+def _arrays(values, raw_types, arrays: list) -> list:
     """Append the shape and dtype of each raw array among ``values`` (and inside its
-    tuples and lists) to ``arrays``, one after the other; returns their bytes. (The
-    tuples of one level down, most of them shapes, are read here: no call for each.)"""
-    moved = 0
+    tuples and lists) to ``arrays``, one after the other. (The tuples of one level down,
+    most of them shapes, are read here: no call for each.) Their bytes are counted from
+    these when the events are read (:func:`_bytes`), not during the step."""
     for v in values:
         cls = v.__class__
         if cls in raw_types:
             arrays += (v.shape, v.dtype)
-            moved += v.nbytes if cls is _NDARRAY else _nbytes(v)
         elif cls is tuple or cls is list:
             for w in v:
                 cls = w.__class__
@@ -193,34 +189,20 @@ def _inputs(values, raw_types, arrays: list) -> int:
                     continue
                 if cls in raw_types:
                     arrays += (w.shape, w.dtype)
-                    moved += w.nbytes if cls is _NDARRAY else _nbytes(w)
                 elif cls is tuple or cls is list:
-                    moved += _inputs(w, raw_types, arrays)
+                    _arrays(w, raw_types, arrays)
+    return arrays
+
+
+def _bytes(arrays) -> int:
+    """The bytes of the arrays whose (shape, dtype, shape, dtype, ...) ``arrays`` lists."""
+    moved = 0
+    for shape, dtype in zip(arrays[::2], arrays[1::2]):
+        n = dtype.itemsize
+        for d in shape:
+            n *= d
+        moved += n
     return moved
-
-
-def _bytes_of(value, raw_types) -> int:
-    """The bytes of the raw arrays in ``value`` (an op's output: one array, or a tuple
-    or list of them)."""
-    cls = value.__class__
-    if cls in raw_types:
-        return value.nbytes if cls is _NDARRAY else _nbytes(value)
-    if cls is tuple or cls is list:
-        moved = 0
-        for v in value:
-            moved += _bytes_of(v, raw_types)
-        return moved
-    return 0
-
-
-def _nbytes(a) -> int:
-    n = getattr(a, "nbytes", None)
-    if n.__class__ is int:
-        return n
-    size = 1
-    for d in a.shape:
-        size *= d
-    return size * a.dtype.itemsize
 
 
 def _wrap_for(device: str):
@@ -258,14 +240,15 @@ def _profiled(device, name, fn):
             t1 = _clock()
             local["call"] = None
         raw_types = prof._raw_types
-        arrays: list = []
-        moved = _inputs(args, raw_types, arrays)
+        arrays = _arrays(args, raw_types, [])
         if kwargs:
-            moved += _inputs(kwargs.values(), raw_types, arrays)
-        moved += out.nbytes if out.__class__ is _NDARRAY else _bytes_of(out, raw_types)
+            _arrays(kwargs.values(), raw_types, arrays)
+        # (the outputs' shapes and dtypes, for the bytes moved)
+        outs = (out.shape, out.dtype) if out.__class__ in raw_types else \
+            tuple(_arrays((out,), raw_types, []))
         # (kept raw, and of tuples, numbers and strings only, which the garbage
         # collector stops looking at: events are made when read)
-        prof._raw.append((name, device, "op", tuple(arrays), t0 - prof._t0, t1 - t0, moved,
+        prof._raw.append((name, device, "op", tuple(arrays), t0 - prof._t0, t1 - t0, outs,
                           _get_ident(), "host", None, None, call[3], call[1], call[2]))
         return out
 
@@ -299,14 +282,16 @@ def _profiled_dispatch(fn):
         if prof is None:
             return slot
         # (a buffer is an allocator block, larger than the array: bytes are the op's)
-        name = f"{spec.file}:{spec.entry}"
-        if name not in prof._specs:
-            prof._specs[name] = spec  # (its WGSL, made when asked for)
+        name = prof._names.get(id(spec))
+        if name is None:  # (the spec is kept, so its id stays its own)
+            name = prof._names[id(spec)] = f"{spec.file}:{spec.entry}"
+            prof._specs.setdefault(name, spec)  # (its WGSL, made when asked for)
+            prof._names_kept.append(spec)
         op, phase, node, node_id = state.local.__dict__.get("call") or _NO_CALL
         # (its extra as (grid, device slot): made a dict when read, see _dispatch_extra)
         prof._raw.append((name, "gpu", "dispatch", (), t0 - prof._t0, t1 - t0, 0,
                           _get_ident(), "host", op,
-                          (tuple(grid) if isinstance(grid, (tuple, list)) else grid, slot),
+                          (grid if grid.__class__ is not list else tuple(grid), slot),
                           node_id, phase or "forward", node))
         return slot
 
@@ -348,6 +333,8 @@ class Profile:
         self._saved: list = []  # (backend, saved names, dispatcher) to undo
         self._gpu_clock_note = ""
         self._specs: dict = {}  # a GPU dispatch's "file:entry" -> its KernelSpec
+        self._names: dict = {}  # id of a KernelSpec dispatched -> its "file:entry"
+        self._names_kept: list = []  # ... and the specs themselves (their ids stay theirs)
         self._kernel_types: dict = {}  # "cpu"/"gpu" -> the backend's class
         self._timers: list = []  # the GPU's device timers, running while active
         self._steps: list = []  # (optimizer class, its own step) wrapped while active
@@ -373,6 +360,8 @@ class Profile:
                 node_id, node_name = _made_node(node_id, self._outer_of, self._made)
             if kind == "dispatch":
                 extra = _dispatch_extra(extra)
+            elif kind == "op":  # (its outputs' shapes and dtypes: the bytes are counted now)
+                moved = _bytes(arrays) + _bytes(moved)
             events.append(KernelEvent(name, device, kind, [tuple(s) for s in arrays[::2]],
                                       [str(d) for d in arrays[1::2]], start, dur, moved, tid,
                                       clock, parent, extra or {},
