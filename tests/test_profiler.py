@@ -121,6 +121,88 @@ def test_gpu_times_are_the_device_s_where_it_writes_timestamps(be, tmp_path, in_
     assert device[0]["tid"] not in {ev["tid"] for ev in trace if ev not in device}
 
 
+def _timed_flushes(be, flushes: int, dispatches: int):
+    """``flushes`` flushes of ``dispatches`` dispatches each, inside a profile: its GPU
+    kernels, and the dispatches the backend counted."""
+    x = hx.randn(64, device="gpu")
+    (x + 1).sum().item()  # (its pipelines compiled)
+    before = be.dispatcher.counters["dispatches"]
+    with hx.profile() as prof:
+        for _ in range(flushes):
+            for _ in range(dispatches):
+                x = x + 1
+            be.dispatcher.flush()
+    return prof.kernels("gpu"), be.dispatcher.counters["dispatches"] - before
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(("pairs", "resolve_bytes", "per_flush", "sets"), [
+    (8, 1 << 16, 3, 3),  # 7 flushes of 3: a set holds 8 pairs (21 = 8 + 8 + 5)
+    (64, 512, 1, 4),  # 7 flushes of 1: each takes a 256-byte region, two to a set
+], ids=["pairs-run-out", "regions-run-out"])
+def test_one_query_set_times_many_flushes_until_it_is_full(be, monkeypatch, pairs,
+                                                           resolve_bytes, per_flush, sets):
+    """The device timer resolves each flush's pairs into a region of its own (aligned
+    to 256 bytes) of one query set's buffers, so a flush makes no new GPU objects, and
+    takes another set only when its pairs or its regions run out: every dispatch gets
+    its own reading, in order."""
+    from haelixe.backends.wgpu.dispatch import DispatchTimer
+    if be.device_timer() is None:
+        pytest.skip("this adapter grants no 'timestamp-query'")
+    monkeypatch.setattr(DispatchTimer, "PAIRS", pairs)
+    monkeypatch.setattr(DispatchTimer, "RESOLVE_BYTES", resolve_bytes)
+    made = []
+    new_batch = DispatchTimer._new_batch
+    monkeypatch.setattr(DispatchTimer, "_new_batch",
+                        lambda self: made.append(len(self._spare)) or new_batch(self))
+    kernels, counted = _timed_flushes(be, 7, per_flush)
+    assert counted == 7 * per_flush and len(kernels) == counted
+    assert all(k.clock == "device" and k.duration_ns > 0 for k in kernels)
+    starts = [k.start_ns for k in kernels]
+    assert starts == sorted(starts)
+    assert made == [0] * sets  # (a new set each time: none read yet to reuse)
+
+
+@pytest.mark.gpu
+def test_a_flush_wgpu_refuses_loses_only_its_own_times(be, monkeypatch):
+    """Where wgpu refuses a flush's commands (its encoder does not finish), the
+    dispatches in it ran not and have no device time (their events keep the host's
+    encode time), while every other dispatch of the same query set keeps its own."""
+    if be.device_timer() is None:
+        pytest.skip("this adapter grants no 'timestamp-query'")
+    d = be.dispatcher
+    flush = d.flush
+    calls = []
+
+    class Refusing:  # (the encoder, except that finishing it fails)
+        def __init__(self, encoder):
+            self._encoder = encoder
+
+        def __getattr__(self, name):
+            return getattr(self._encoder, name)
+
+        def finish(self):
+            raise RuntimeError("refused")
+
+    def flaky_flush():  # (the fourth flush with dispatches in it is refused: the
+        # warm-up's, then the profiled step's first three)
+        if d._encoder is not None:
+            calls.append(d.pending)
+        if len(calls) == 4 and d._encoder is not None:
+            d._encoder = Refusing(d._encoder)
+            with pytest.raises(RuntimeError, match="refused"):
+                flush()
+            return
+        flush()
+
+    monkeypatch.setattr(d, "flush", flaky_flush)
+    kernels, counted = _timed_flushes(be, 5, 2)
+    assert len(kernels) == counted == 10
+    clocks = [k.clock for k in kernels]
+    assert calls == [2] * 6
+    assert clocks == ["device"] * 4 + ["host"] * 2 + ["device"] * 4
+
+
 @pytest.mark.gpu
 def test_gpu_table_says_why_its_times_are_the_host_s(be, monkeypatch):
     """Where the device writes no timestamps (here: as if the adapter lacked them), a

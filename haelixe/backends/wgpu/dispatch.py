@@ -277,11 +277,12 @@ class Dispatcher:
         with self._lock:
             if self._encoder is None:
                 return
+            resolved = False  # (whether the timer's resolve is in these commands)
             try:
                 if self._pass is not None:
                     self._pass.end()
                 if self.timer is not None:
-                    self.timer.resolve(self._encoder)
+                    resolved = self.timer.resolve(self._encoder)
                 commands = self._encoder.finish()
             except Exception:
                 # wgpu refused the recorded batch (its error names the command): none of
@@ -289,7 +290,7 @@ class Dispatcher:
                 self._pass = self._encoder = None
                 self._pending = self._meta_used = 0
                 if self.timer is not None:
-                    self.timer.abandon()
+                    self.timer.abandon(resolved)
                 raise
             if self._meta_used:
                 self.queue.write_buffer(self._meta_buf, 0, self._meta_host[:self._meta_used])
@@ -427,13 +428,19 @@ class DispatchTimer:
     pass, where the device has 'timestamp-query-inside-passes' (each then reads how long
     the device took from the end of what came before to the end of this dispatch), else
     at the start and end of a compute pass of its own (``timestamp_writes``), which costs
-    the host a pass for each dispatch. A flush resolves the batch's queries into a buffer and
-    copies them into a mappable one, and :meth:`read` maps those once the work is done.
+    the host a pass for each dispatch. One query set serves many flushes: each flush
+    resolves the pairs written since the last one into the next free 256-byte-aligned
+    region of the set's resolve buffer (WebGPU's alignment for a resolve) and copies them
+    into a mappable one, so a step makes no new GPU objects; :meth:`read` maps those once
+    the work is done. A set is retired when its pairs or its buffer's regions run out.
     Slots count the dispatches timed, from 0; each slot's reading is (its start stamp,
     its end stamp minus its start), in nanoseconds of the device's clock (the queue's
     timestamp period converts ticks)."""
 
-    PAIRS = 256  # dispatches per query set (a flush comes sooner: see max_pending)
+    PAIRS = 2048  # dispatches per query set (4096 queries: WebGPU's largest set)
+    RESOLVE_BYTES = 1 << 16  # each set's resolve buffer: its pairs' 32 KiB, and room
+    # for a flush's region to start on a 256-byte boundary
+    ALIGN = 256  # a resolve's destination offset is a multiple of this
 
     def __init__(self, dispatcher):
         import wgpu
@@ -443,10 +450,11 @@ class DispatchTimer:
         self.in_passes = dispatcher.context.timestamps_in_passes
         self.period = _timestamp_period(dispatcher.queue)
         self.slots = 0  # dispatches timed so far
-        self._batch = None  # [query set, resolve buffer, read buffer, first slot, pairs]
-        self._done: list = []  # batches submitted, to read
-        self._spare: list = []  # batches read, to use again
-        self._lost: set = set()  # slots whose batch wgpu refused (no time)
+        self._batch = None  # the query set in use (see _Batch)
+        self._done: list = []  # sets retired, to read
+        self._spare: list = []  # sets read, to use again
+        self._lost: set = set()  # slots whose flush wgpu refused (no time)
+        self._resolved_last = None  # the set the last flush resolved (see abandon)
 
     def start(self) -> None:
         """Time every dispatch recorded from now on (the pending work first goes)."""
@@ -462,53 +470,78 @@ class DispatchTimer:
         with d._lock:
             d.flush()
             d.timer = None
+        if self._batch is not None:
+            self._done.append(self._batch)
+            self._batch = None
         return self.read()
 
     def full(self) -> bool:
-        return self._batch is not None and self._batch[4] == self.PAIRS
+        """Whether the set in use has no room for another pair (a flush retires it)."""
+        batch = self._batch
+        return batch is not None and (
+            batch.used == self.PAIRS
+            or batch.offset + _aligned(16 * (batch.used - batch.resolved + 1), self.ALIGN)
+            > self.RESOLVE_BYTES)
 
     def next_pair(self):
         """(query set, first of the two query indices, slot) for the next dispatch."""
         batch = self._batch
         if batch is None:
             batch = self._batch = self._new_batch()
-        first = 2 * batch[4]
-        batch[4] += 1
+        first = 2 * batch.used
+        batch.used += 1
         self.slots += 1
-        return batch[0], first, self.slots - 1
+        return batch.query_set, first, self.slots - 1
 
-    def _new_batch(self) -> list:
+    def _new_batch(self) -> _Batch:
         if self._spare:
             batch = self._spare.pop()
-        else:
-            usage, device = self._wgpu.BufferUsage, self.dispatcher.device
-            nbytes = 16 * self.PAIRS
-            batch = [device.create_query_set(type="timestamp", count=2 * self.PAIRS),
-                     device.create_buffer(size=nbytes,
-                                          usage=usage.QUERY_RESOLVE | usage.COPY_SRC),
-                     device.create_buffer(size=nbytes,
-                                          usage=usage.MAP_READ | usage.COPY_DST), 0, 0]
-        batch[3], batch[4] = self.slots, 0
-        return batch
+            batch.reset(self.slots)
+            return batch
+        usage, device = self._wgpu.BufferUsage, self.dispatcher.device
+        return _Batch(device.create_query_set(type="timestamp", count=2 * self.PAIRS),
+                      device.create_buffer(size=self.RESOLVE_BYTES,
+                                           usage=usage.QUERY_RESOLVE | usage.COPY_SRC),
+                      device.create_buffer(size=self.RESOLVE_BYTES,
+                                           usage=usage.MAP_READ | usage.COPY_DST),
+                      self.slots)
 
-    def resolve(self, encoder) -> None:
-        """At a flush: resolve the batch's queries and copy them where they can be read."""
-        batch, self._batch = self._batch, None
-        if batch is None or not batch[4]:
-            if batch is not None:
-                self._spare.append(batch)
+    def resolve(self, encoder) -> bool:
+        """At a flush: resolve the pairs written since the last flush and copy them
+        where they can be read (True where there were any); a full set is retired (the
+        next dispatch takes another)."""
+        batch = self._batch
+        if batch is None:
+            return False
+        pairs = batch.used - batch.resolved
+        if pairs:
+            encoder.resolve_query_set(batch.query_set, 2 * batch.resolved, 2 * pairs,
+                                      batch.resolve_buffer, batch.offset)
+            encoder.copy_buffer_to_buffer(batch.resolve_buffer, batch.offset,
+                                          batch.read_buffer, batch.offset, 16 * pairs)
+            batch.regions.append((batch.offset, batch.resolved, pairs))
+            batch.offset += _aligned(16 * pairs, self.ALIGN)
+            batch.resolved = batch.used
+        self._resolved_last = batch
+        if self.full():
+            self._done.append(batch)
+            self._batch = None
+        return bool(pairs)
+
+    def abandon(self, resolved: bool) -> None:
+        """wgpu refused the flushed commands: their dispatches ran not, nor have times:
+        the pairs its resolve took (``resolved``), or those it was yet to take."""
+        if resolved:  # (the region it resolved is never written)
+            batch = self._resolved_last
+            _, first, pairs = batch.regions.pop()
+            self._lost.update(range(batch.first_slot + first,
+                                    batch.first_slot + first + pairs))
             return
-        queries = 2 * batch[4]
-        encoder.resolve_query_set(batch[0], 0, queries, batch[1], 0)
-        encoder.copy_buffer_to_buffer(batch[1], 0, batch[2], 0, 8 * queries)
-        self._done.append(batch)
-
-    def abandon(self) -> None:
-        """wgpu refused the flushed batch: its dispatches ran not, nor have times."""
-        batch, self._batch = self._batch, None
-        if batch is not None:
-            self._lost.update(range(batch[3], batch[3] + batch[4]))
-            self._spare.append(batch)
+        batch = self._batch
+        if batch is not None and batch.resolved < batch.used:
+            self._lost.update(range(batch.first_slot + batch.resolved,
+                                    batch.first_slot + batch.used))
+            batch.resolved = batch.used
 
     def read(self) -> list:
         """Each slot's (start, duration) so far, in nanoseconds (waits for the GPU to
@@ -516,15 +549,41 @@ class DispatchTimer:
         times: list = [None] * self.slots
         done, self._done = self._done, []
         for batch in done:
-            data, _ = _read_mapped(batch[2], 0, 16 * batch[4])
-            stamps = np.frombuffer(data, np.uint64).reshape(-1, 2).astype(np.int64)
-            for i, (begin, end) in enumerate(stamps.tolist()):
-                times[batch[3] + i] = (round(begin * self.period),
-                                       round(max(end - begin, 0) * self.period))
+            if batch.regions:
+                data, _ = _read_mapped(batch.read_buffer, 0, batch.offset)
+                words = np.frombuffer(data, np.uint64)
+                for offset, first, pairs in batch.regions:
+                    stamps = words[offset // 8:offset // 8 + 2 * pairs].reshape(-1, 2)
+                    slot = batch.first_slot + first
+                    for i, (begin, end) in enumerate(stamps.astype(np.int64).tolist()):
+                        times[slot + i] = (round(begin * self.period),
+                                           round(max(end - begin, 0) * self.period))
             self._spare.append(batch)
         for slot in self._lost:
             times[slot] = None
         return times
+
+
+class _Batch:
+    """A query set in use by a :class:`DispatchTimer`: its buffers, the slot of its first
+    pair, the pairs written and resolved so far, and each flush's region of its buffers
+    (byte offset, first pair, pairs)."""
+
+    __slots__ = ("query_set", "resolve_buffer", "read_buffer", "first_slot", "used",
+                 "resolved", "offset", "regions")
+
+    def __init__(self, query_set, resolve_buffer, read_buffer, first_slot: int):
+        self.query_set, self.resolve_buffer, self.read_buffer = \
+            query_set, resolve_buffer, read_buffer
+        self.reset(first_slot)
+
+    def reset(self, first_slot: int) -> None:
+        self.first_slot, self.used, self.resolved, self.offset = first_slot, 0, 0, 0
+        self.regions: list = []
+
+
+def _aligned(n: int, align: int) -> int:
+    return -(-n // align) * align
 
 
 def _timestamp_period(queue) -> float:
