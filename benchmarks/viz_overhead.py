@@ -27,10 +27,12 @@ records each of its events. Headless, widget updates go nowhere; in a notebook e
 redraw also sends the new picture to the browser (once per redraw, not per step).
 
 The tracking part (``--part tracking``) times an eager denoiser step (forward, backward,
-AdamW) in four arms, in rotating order each round: off, off again (the noise floor:
+AdamW) in five arms, in rotating order each round: off, off again (the noise floor:
 two arms of the same code), memory history recorded (``hx.record_memory_history``: the
 engine tells its one observer of each tensor and node, and each allocation walks up to
-its user's frames), and inside ``hx.profile()`` (every backend call wrapped). The first
+its user's frames), inside ``hx.profile()`` (every backend call wrapped, and on the GPU
+each dispatch timed on the device's clock) and inside ``hx.profile(device_times=False)``
+(the same with host times: what the timestamps cost is the difference). The first
 "off" round runs before either was ever on; the later ones after each was switched off
 again, so "off" also shows that stopping puts everything back. Figures: ms per step
 (the best round of each arm) and each arm over "off".
@@ -173,7 +175,7 @@ def _time_steps(step, steps: int, arm: str, device: str) -> tuple[float, float]:
     """(wall, process CPU) seconds per step of ``steps`` steps in ``arm``."""
     if arm == "history":
         hx.record_memory_history(device=device)
-    prof = hx.profile() if arm == "profile" else None
+    prof = hx.profile(device_times=arm == "profile") if arm.startswith("profile") else None
     try:
         if prof is not None:
             prof.__enter__()
@@ -189,7 +191,7 @@ def _time_steps(step, steps: int, arm: str, device: str) -> tuple[float, float]:
             hx.record_memory_history(False, device=device)
 
 
-TRACKING_ARMS = ("off", "off again", "history", "profile")
+TRACKING_ARMS = ("off", "off again", "history", "profile", "profile, host times")
 
 
 def bench_tracking(device: str, steps: int, rounds: int) -> dict:
@@ -201,7 +203,8 @@ def bench_tracking(device: str, steps: int, rounds: int) -> dict:
     times: dict = {arm: [] for arm in TRACKING_ARMS}
     cpu: dict = {arm: [] for arm in TRACKING_ARMS}
     for k in range(rounds):
-        order = TRACKING_ARMS[k % 4:] + TRACKING_ARMS[:k % 4]
+        turn = k % len(TRACKING_ARMS)
+        order = TRACKING_ARMS[turn:] + TRACKING_ARMS[:turn]
         row = []
         for arm in order:
             wall, used = _time_steps(step, steps, arm, device)
@@ -212,7 +215,7 @@ def bench_tracking(device: str, steps: int, rounds: int) -> dict:
     best = {arm: min(v) for arm, v in times.items()}
     med = {arm: statistics.median(v) for arm, v in cpu.items()}
     for arm in TRACKING_ARMS:
-        print(f"{arm:10s} best {1e3 * best[arm]:.2f} ms/step ({best[arm] / best['off']:.3f} of "
+        print(f"{arm:19s} best {1e3 * best[arm]:.2f} ms/step ({best[arm] / best['off']:.3f} of "
               f"off); process CPU time, medians: {1e3 * med[arm]:.2f} ms/step "
               f"({med[arm] / med['off']:.3f} of off)")
     return {arm: (best[arm] / best["off"], med[arm] / med["off"]) for arm in TRACKING_ARMS}

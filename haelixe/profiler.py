@@ -323,7 +323,8 @@ class Profile:
     """What ``with hx.profile() as prof:`` recorded: :attr:`events`, :meth:`table`,
     :meth:`export_chrome_trace`."""
 
-    def __init__(self):
+    def __init__(self, device_times: bool = True):
+        self.device_times = device_times  # time GPU dispatches on the device's clock
         self._raw: list = []  # one tuple per kernel (list.append is atomic: no lock)
         self._made: dict = {}  # a Function.apply's number -> (id, name) of its node
         self._outer_of: dict = {}  # ... -> the number of the apply around it
@@ -392,11 +393,13 @@ class Profile:
             for cls, step in self._steps:
                 cls.step = _profiled_step(step)
             for device, backend in backends:  # (asked before any call is recorded)
-                timer = backend.device_timer() if device is not CPU else None
+                timer = backend.device_timer() \
+                    if device is not CPU and self.device_times else None
                 if timer is not None:
                     timer.start()
                     self._timers.append(timer)
-            self._gpu_clock_note = _gpu_clock_note(backends, bool(self._timers))
+            self._gpu_clock_note = _gpu_clock_note(backends, bool(self._timers),
+                                                   self.device_times)
             self._t0 = _clock()
             _STATE.profile = self
         return self
@@ -551,11 +554,14 @@ class Profile:
 _START = threading.Lock()
 
 
-def _gpu_clock_note(backends, timed: bool) -> str:
+def _gpu_clock_note(backends, timed: bool, asked: bool) -> str:
     """What a GPU event's time is, and why: what the table says beside GPU times."""
     if timed:
-        return ("GPU dispatch times are the device's (timestamp queries, each dispatch in "
-                "a pass of its own); a captured step's replay is timed by the host")
+        return ("GPU dispatch times are the device's (timestamp queries around each "
+                "dispatch); a captured step's replay is timed by the host")
+    if not asked:
+        return ("GPU times are host encode times: device times were not asked for "
+                "(hx.profile(device_times=False))")
     for device, backend in backends:
         if device is not CPU:
             info = getattr(backend, "info", {}) or {}
@@ -565,12 +571,15 @@ def _gpu_clock_note(backends, timed: bool) -> str:
     return "GPU times are host encode times, not device times"
 
 
-def profile() -> Profile:
+def profile(device_times: bool = True) -> Profile:
     """A context manager recording each kernel the backends run inside it::
 
         with hx.profile() as prof:
             loss = F.mse_loss(model(x), y); loss.backward()
         print(prof.table())
         prof.export_chrome_trace("step.json")
-    """
-    return Profile()
+
+    ``device_times``: time each GPU dispatch on the device's clock (timestamp queries,
+    where the adapter grants them), which makes the device wait at each one; with False
+    a dispatch keeps its host encode time and the step runs closer to its own speed."""
+    return Profile(device_times)

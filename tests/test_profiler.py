@@ -121,6 +121,27 @@ def test_gpu_times_are_the_device_s_where_it_writes_timestamps(be, tmp_path, in_
     assert device[0]["tid"] not in {ev["tid"] for ev in trace if ev not in device}
 
 
+@pytest.mark.gpu
+def test_a_profile_without_device_times_leaves_the_device_untimed(be):
+    """hx.profile(device_times=False) starts no device timer: every dispatch keeps its
+    host encode time, the table says it was not asked for, and the same dispatches are
+    listed as with device times."""
+    if be.device_timer() is None:
+        pytest.skip("this adapter grants no 'timestamp-query'")
+    step, x, y = _linear_step("gpu")
+    step(x, y).item()
+    timers = []
+    with hx.profile(device_times=False) as prof:
+        timers.append(be.dispatcher.timer)
+        step(x, y)
+    with hx.profile() as timed:
+        step(x, y)
+    assert timers == [None]
+    assert {k.clock for k in prof.kernels("gpu")} == {"host"}
+    assert [k.name for k in prof.kernels("gpu")] == [k.name for k in timed.kernels("gpu")]
+    assert "device times were not asked for" in prof.table().splitlines()[-2]
+
+
 def _timed_flushes(be, flushes: int, dispatches: int):
     """``flushes`` flushes of ``dispatches`` dispatches each, inside a profile: its GPU
     kernels, and the dispatches the backend counted."""
