@@ -157,22 +157,30 @@ class _History:
         return (_FREE, held.entry, t_ns, allocated_bytes, category,
                 saved[1] if saved else None)
 
-    def allocated(self, block, allocated_bytes) -> None:  # the allocator's on_allocate
-        address = id(block.handle)
-        held = _Held(block)
-        held.entry = entry = (next(self.keys), address, block.size, block.requested, None,
-                              _user_frames(), _clock() - self.t0, allocated_bytes)
-        held.saved = None
-        self.live[address] = held
-        self.trace.append(entry)
+    def hooks(self) -> tuple:
+        """The allocator's ``on_allocate(block, allocated_bytes)`` and ``on_free(handle,
+        tag, allocated_bytes)`` for this history: one function each, with its state bound
+        in (each runs for every block of a step)."""
+        live, trace, keys, t0 = self.live, self.trace, self.keys, self.t0
+        freed_event = self.freed_event
 
-    def freed(self, handle, tag, allocated_bytes) -> None:  # the allocator's on_free
-        # (a block from before recording has no entry: its bytes were in
-        # start_allocated)
-        held = self.live.pop(id(handle), None)
-        if held is not None:
-            self.trace.append(self.freed_event(held, _clock() - self.t0, allocated_bytes,
-                                               tag))
+        def allocated(block, allocated_bytes) -> None:
+            address = id(block.handle)
+            held = _Held(block)
+            held.entry = entry = (next(keys), address, block.size, block.requested, None,
+                                  _user_frames(), _clock() - t0, allocated_bytes)
+            held.saved = None
+            live[address] = held
+            trace.append(entry)
+
+        def freed(handle, tag, allocated_bytes) -> None:
+            # (a block from before recording has no entry: its bytes were in
+            # start_allocated)
+            held = live.pop(id(handle), None)
+            if held is not None:
+                trace.append(freed_event(held, _clock() - t0, allocated_bytes, tag))
+
+        return allocated, freed
 
 
 # -- CPU tensors: counted by the CPU allocator while recorded ---------------------------
@@ -326,7 +334,7 @@ class _Recording:
         if name == "cpu":
             self.cpu = _CpuTracker(alloc, history)
             self.buffer_made = self.cpu.held  # (one call less for each tensor)
-        alloc.on_allocate, alloc.on_free = history.allocated, history.freed
+        alloc.on_allocate, alloc.on_free = history.hooks()
         observe(self)
 
     def stop(self, alloc) -> None:
