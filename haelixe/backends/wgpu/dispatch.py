@@ -407,8 +407,7 @@ class Dispatcher:
     def synchronize(self) -> None:
         """Submit recorded work and wait until the GPU has finished it."""
         self.flush()
-        if not _wait_idle(self.device):
-            self.queue.read_buffer(self._meta_buf, 0, 4)  # returns once the queue drained
+        self.queue.read_buffer(self._meta_buf, 0, 4)  # returns once the queue drained
 
     def stats(self) -> dict:
         return {**self.counters, "pending": self._pending,
@@ -677,9 +676,7 @@ def _read_mapped(staging, first: int, nbytes: int, errors_at=None):
     end = _words(first + nbytes)  # mapped from 0: map offsets must be multiples of 8
     if errors_at is not None:
         end = max(end, errors_at + 8)
-    mapping = staging.map_async("READ_NOSYNC", 0, end)
-    _wait_idle(staging._device)  # (its callback runs here: the mapping is done)
-    mapping.sync_wait()
+    staging.map_async("READ_NOSYNC", 0, end).sync_wait()
     try:
         mapped = staging.read_mapped(0, end)
     finally:
@@ -687,32 +684,6 @@ def _read_mapped(staging, first: int, nbytes: int, errors_at=None):
     words = None if errors_at is None else \
         np.frombuffer(mapped[errors_at:errors_at + 8], np.int32)
     return mapped[first:first + nbytes], words
-
-
-def _device_poll():
-    """wgpu-native's wgpuDevicePoll, as poll(device) blocking until the device is idle;
-    None where wgpu-py does not reach it."""
-    try:
-        from wgpu.backends.wgpu_native._ffi import ffi, lib
-
-        poll, null = lib.wgpuDevicePoll, ffi.NULL
-    except (ImportError, AttributeError):
-        return None
-    return lambda device: poll(device._internal, True, null)
-
-
-_POLL = _device_poll()
-
-
-def _wait_idle(device) -> bool:
-    """Block until ``device`` has finished the work submitted to it, polling it from this
-    thread, so that callbacks (a mapping's) run here; False where that cannot be done.
-    (wgpu-py's own waits hand over to its polling thread and back: on lavapipe that was
-    half of a small read-back's time.)"""
-    if _POLL is None:
-        return False
-    _POLL(device)
-    return True
 
 
 def _words(nbytes: int) -> int:
