@@ -444,6 +444,20 @@ OTHER.update({
     "avg_pool3d": (lambda x: hx.nn.functional.avg_pool3d(x[None, None, None], (1, 2, 2), 1,
                                                           (0, 1, 1), count_include_pad=False),
                    _avg_pool3d_ref),
+    # (windows of unequal, overlapping sizes: 6 -> 4 along the last dim)
+    "adaptive_avg_pool1d": (lambda x: hx.nn.functional.adaptive_avg_pool1d(x[None], 4),
+                            lambda x: F.adaptive_avg_pool1d(x[None], 4)),
+    "adaptive_avg_pool2d": (
+        lambda x: hx.nn.functional.adaptive_avg_pool2d(x[None, None], (3, 4)),
+        lambda x: F.adaptive_avg_pool2d(x[None, None], (3, 4))),
+    "adaptive_max_pool1d": (lambda x: hx.nn.functional.adaptive_max_pool1d(x[None], 4),
+                            lambda x: F.adaptive_max_pool1d(x[None], 4)),
+    "adaptive_max_pool2d": (
+        lambda x: hx.nn.functional.adaptive_max_pool2d(x[None, None], (3, 4)),
+        lambda x: F.adaptive_max_pool2d(x[None, None], (3, 4))),
+    "adaptive_max_pool3d": (
+        lambda x: hx.nn.functional.adaptive_max_pool3d(x[None, None, None], (1, 3, 4)),
+        lambda x: F.adaptive_max_pool3d(x[None, None, None], (1, 3, 4))),
 })
 
 OTHER.update({

@@ -47,6 +47,8 @@ TABLE = {
 # signature)
 TABLE.update({("functional", f"max_pool{d}d"): "(input, kernel_size, stride=None, padding=0, "
               "dilation=1, ceil_mode=False, return_indices=False)" for d in (1, 2, 3)})
+TABLE.update({("functional", f"adaptive_max_pool{d}d"): "(input, output_size, "
+              "return_indices=False)" for d in (1, 2, 3)})  # (the same dispatch)
 
 #: op -> the surfaces whose hand-written signature still differs from PyTorch's (most:
 #: the first argument named x or self where PyTorch says input; some: a keyword-only

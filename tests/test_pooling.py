@@ -79,6 +79,17 @@ def test_adaptive_1d_pools_match_pytorch():
                   lambda x: TF.adaptive_max_pool1d(x, 4, True), x, rtol=1e-12, atol=1e-12)
 
 
+@pytest.mark.parametrize("size", [1, (2, 3, 4), (4, None, 5), (5, 7, 6)])
+def test_adaptive_max_pool3d_and_its_indices_match_pytorch(size):
+    against_torch(lambda x: F.adaptive_max_pool3d(x, size, return_indices=True),
+                  lambda x: TF.adaptive_max_pool3d(x, size, return_indices=True),
+                  randn(2, 3, 5, 7, 6), rtol=1e-12, atol=1e-12,
+                  what=f"adaptive_max_pool3d {size}")
+    against_torch(lambda x: nn.AdaptiveMaxPool3d(size)(x),
+                  lambda x: torch.nn.AdaptiveMaxPool3d(size)(x), randn(3, 4, 7, 5),
+                  rtol=1e-12, atol=1e-12, what=f"AdaptiveMaxPool3d {size}, unbatched")
+
+
 def test_max_unpool2d_puts_each_value_back_at_its_index():
     x = randn(2, 3, 9, 8)
     _, idx = TF.max_pool2d(torch.tensor(x), 3, 2, 1, return_indices=True)

@@ -28,6 +28,7 @@ from ..ops.pooling import (
     adaptive_avg_pool2d,
     adaptive_max_pool1d,
     adaptive_max_pool2d,
+    adaptive_max_pool3d,
     avg_pool1d,
     avg_pool2d,
     avg_pool3d,
@@ -530,8 +531,8 @@ __all__ = [*DECLARED, "linear", "rms_norm", "layer_norm", "gelu", "logsigmoid", 
            "conv_transpose3d", "unfold", "fold", "max_pool1d", "max_pool2d", "max_pool3d",
            "max_unpool1d", "max_unpool2d", "avg_pool1d", "avg_pool2d", "avg_pool3d",
            "adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_max_pool1d",
-           "adaptive_max_pool2d", "batch_norm", "group_norm", "instance_norm", "dropout2d",
-           "interpolate"]
+           "adaptive_max_pool2d", "adaptive_max_pool3d", "batch_norm", "group_norm",
+           "instance_norm", "dropout2d", "interpolate"]
 
 _MISSING = {
     "kl_div": "cross_entropy with class-probability targets",

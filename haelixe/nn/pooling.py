@@ -1,10 +1,19 @@
-"""The pooling layers no declaration makes (max-unpooling, the adaptive pools: PyTorch's
-names, arguments and reprs); nn.MaxPool*d and nn.AvgPool*d are made from their ops'
+"""The pooling layers no declaration makes (max-unpooling: PyTorch's names, arguments and
+reprs); nn.MaxPool*d, nn.AvgPool*d and the adaptive pools are made from their ops'
 declarations (ops/pooling.py, nn/fused_layers.py). The work is in ops/pooling.py."""
 
 from __future__ import annotations
 
 from ..ops import pooling as P
+
+# (made from their ops' declarations; named here too, so that a model pickled when they
+# lived here loads)
+from .fused_layers import (  # noqa: F401
+    AdaptiveAvgPool1d,
+    AdaptiveAvgPool2d,
+    AdaptiveMaxPool1d,
+    AdaptiveMaxPool2d,
+)
 from .module import Module
 
 
@@ -34,46 +43,3 @@ class MaxUnpool2d(_MaxUnpoolNd):
     elsewhere."""
 
     function = staticmethod(P.max_unpool2d)
-
-
-class _AdaptivePool(Module):
-    function = None
-
-    def __init__(self, output_size):
-        super().__init__()
-        self.output_size = output_size
-
-    def forward(self, input):
-        return type(self).function(input, self.output_size)
-
-    def extra_repr(self) -> str:
-        return f"output_size={self.output_size}"
-
-
-class AdaptiveAvgPool1d(_AdaptivePool):
-    function = staticmethod(P.adaptive_avg_pool1d)
-
-
-class AdaptiveAvgPool2d(_AdaptivePool):
-    function = staticmethod(P.adaptive_avg_pool2d)
-
-
-class _AdaptiveMaxPool(_AdaptivePool):
-    def __init__(self, output_size, return_indices=False):
-        super().__init__(output_size)
-        self.return_indices = return_indices
-
-    def forward(self, input):
-        return type(self).function(input, self.output_size, self.return_indices)
-
-
-class AdaptiveMaxPool1d(_AdaptiveMaxPool):
-    """The largest value of each of output_size windows of (nearly) equal size."""
-
-    function = staticmethod(P.adaptive_max_pool1d)
-
-
-class AdaptiveMaxPool2d(_AdaptiveMaxPool):
-    """The largest value of each cell of an output_size grid laid over the image."""
-
-    function = staticmethod(P.adaptive_max_pool2d)

@@ -456,17 +456,58 @@ def avg_pool3d(input, kernel_size, stride=None, padding=0, ceil_mode=False,  # n
                     count_include_pad, divisor_override)
 
 
+def _adaptive_avg_pool_layer(output_size):
+    """Pools to ``output_size`` windows of (nearly) equal size (None keeps a dim's size)."""
+    return {"output_size": output_size}
+
+
+def _adaptive_max_pool_layer(output_size, return_indices=False):
+    """Pools each of ``output_size`` windows of (nearly) equal size (None keeps a dim's
+    size) to its largest value."""
+    return {"output_size": output_size, "return_indices": return_indices}
+
+
+_ADAPTIVE_SHOWN = "output_size={output_size}"
+
+
+# (no Function of their own: an average is a product with each dim's averaging matrix,
+# a max a gather through the windows' index table)
+@function  # (torch.adaptive_avg_pool1d too)
+@fused(None, arity=1, layer=Layer("AdaptiveAvgPool1d", _adaptive_avg_pool_layer,
+                                  shown=_ADAPTIVE_SHOWN))
 def adaptive_avg_pool1d(input, output_size):
+    """The mean of each of ``output_size`` windows of (nearly) equal size over (N, C, L)
+    or (C, L): window i covers [floor(i L / out), ceil((i + 1) L / out))."""
     return adaptive_avg_pool("adaptive_avg_pool1d", 1, input, output_size)
 
 
+@fused(None, arity=1, layer=Layer("AdaptiveAvgPool2d", _adaptive_avg_pool_layer,
+                                  shown=_ADAPTIVE_SHOWN))
 def adaptive_avg_pool2d(input, output_size):
+    """The mean of each cell of an ``output_size`` grid laid over (N, C, H, W) or
+    (C, H, W), the bins of adaptive_avg_pool1d along each dim."""
     return adaptive_avg_pool("adaptive_avg_pool2d", 2, input, output_size)
 
 
+@fused(None, arity=1, layer=Layer("AdaptiveMaxPool1d", _adaptive_max_pool_layer,
+                                  shown=_ADAPTIVE_SHOWN))
 def adaptive_max_pool1d(input, output_size, return_indices=False):
+    """The largest value of each of ``output_size`` windows of (nearly) equal size over
+    (N, C, L) or (C, L); with ``return_indices`` also its index into the input's L."""
     return adaptive_max_pool("adaptive_max_pool1d", 1, input, output_size, return_indices)
 
 
+@fused(None, arity=1, layer=Layer("AdaptiveMaxPool2d", _adaptive_max_pool_layer,
+                                  shown=_ADAPTIVE_SHOWN))
 def adaptive_max_pool2d(input, output_size, return_indices=False):
+    """The largest value of each cell of an ``output_size`` grid laid over the image;
+    with ``return_indices`` also its index into the flattened (H*W) input."""
     return adaptive_max_pool("adaptive_max_pool2d", 2, input, output_size, return_indices)
+
+
+@fused(None, arity=1, layer=Layer("AdaptiveMaxPool3d", _adaptive_max_pool_layer,
+                                  shown=_ADAPTIVE_SHOWN))
+def adaptive_max_pool3d(input, output_size, return_indices=False):
+    """adaptive_max_pool2d over three dims, (N, C, D, H, W) or (C, D, H, W); indices into
+    the flattened (D*H*W) input."""
+    return adaptive_max_pool("adaptive_max_pool3d", 3, input, output_size, return_indices)
