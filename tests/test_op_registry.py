@@ -426,6 +426,15 @@ def _avg_pool3d_ref(x):
     return y.to(x.dtype) if half else y
 
 
+def _unpooled(functional, x, d):
+    """max_unpool{d}d of x's max pool (windows of 2 along the last two dims): each
+    window's largest cell keeps its value, the others are zeros."""
+    kernel = (1,) * (d - 2) + (2,) * min(d, 2)
+    y, indices = getattr(functional, f"max_pool{d}d")(x[(None,) * d], kernel,
+                                                      return_indices=True)
+    return getattr(functional, f"max_unpool{d}d")(y, indices, kernel)
+
+
 OTHER.update({
     "batch_norm": (lambda x: hx.nn.functional.batch_norm(x, None, None, x[0], x[1],
                                                          training=True),
@@ -458,6 +467,8 @@ OTHER.update({
     "adaptive_max_pool3d": (
         lambda x: hx.nn.functional.adaptive_max_pool3d(x[None, None, None], (1, 3, 4)),
         lambda x: F.adaptive_max_pool3d(x[None, None, None], (1, 3, 4))),
+    **{f"max_unpool{d}d": (lambda x, d=d: _unpooled(hx.nn.functional, x, d),
+                           lambda x, d=d: _unpooled(F, x, d)) for d in (1, 2, 3)},
 })
 
 OTHER.update({

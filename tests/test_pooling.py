@@ -103,6 +103,19 @@ def test_max_unpool2d_puts_each_value_back_at_its_index():
     assert np.count_nonzero(back.numpy()) == hy.numel()
 
 
+@pytest.mark.parametrize("shape", [(2, 3, 9), (2, 3, 9, 8), (2, 2, 5, 7, 6)])
+def test_max_unpool_layers_take_the_output_size_in_forward_as_pytorchs(shape):
+    d = len(shape) - 2
+    x = torch.tensor(randn(*shape))
+    y, idx = getattr(TF, f"max_pool{d}d")(x, 3, 2, 1, return_indices=True)
+    ours = getattr(nn, f"MaxUnpool{d}d")(3, 2, 1)
+    theirs = getattr(torch.nn, f"MaxUnpool{d}d")(3, 2, 1)
+    # (an even size is not the default one: it must be asked for)
+    against_torch(lambda y: ours(y, hx.tensor(idx.numpy()), output_size=shape[2:]),
+                  lambda y: theirs(y, idx, output_size=shape[2:]), y.numpy(),
+                  rtol=1e-12, atol=1e-12, what=f"MaxUnpool{d}d")
+
+
 def test_max_pool_gradient_goes_to_the_first_of_tied_cells():
     x = hx.tensor(np.ones((1, 1, 2, 4)), requires_grad=True)
     F.max_pool2d(x, 2).sum().backward()

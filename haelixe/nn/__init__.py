@@ -41,7 +41,6 @@ from .normalization import (
     InstanceNorm1d,
     InstanceNorm2d,
 )
-from .pooling import MaxUnpool1d, MaxUnpool2d
 from .rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNBase, RNNCell, RNNCellBase
 from .spatial import Dropout2d, Fold, Unflatten, Unfold, Upsample
 from .transformer import MLP, MultiHeadAttention, RoPE, TransformerBlock

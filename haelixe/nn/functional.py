@@ -37,6 +37,7 @@ from ..ops.pooling import (
     max_pool3d,
     max_unpool1d,
     max_unpool2d,
+    max_unpool3d,
 )
 from ..ops.registry import OPS, Layer, functional_form, fused
 from ..ops.resample import interpolate
@@ -529,8 +530,8 @@ __all__ = [*DECLARED, "linear", "rms_norm", "layer_norm", "gelu", "logsigmoid", 
            "binary_cross_entropy_with_logits",
            "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d",
            "conv_transpose3d", "unfold", "fold", "max_pool1d", "max_pool2d", "max_pool3d",
-           "max_unpool1d", "max_unpool2d", "avg_pool1d", "avg_pool2d", "avg_pool3d",
-           "adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_max_pool1d",
+           "max_unpool1d", "max_unpool2d", "max_unpool3d", "avg_pool1d", "avg_pool2d",
+           "avg_pool3d", "adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_max_pool1d",
            "adaptive_max_pool2d", "adaptive_max_pool3d", "batch_norm", "group_norm",
            "instance_norm", "dropout2d", "interpolate"]
 

@@ -396,13 +396,53 @@ def max_pool3d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode
                     ceil_mode, return_indices)
 
 
+def _max_unpool_layer(kernel_size, stride=None, padding=0):
+    """Puts each value back at the index max_pool gave it (stride defaults to the kernel
+    size)."""
+    return {"kernel_size": kernel_size, "stride": kernel_size if stride is None else stride,
+            "padding": padding}
+
+
+def _unpool_forward(unpool):
+    """The layer's forward: ``unpool`` with its attributes, to the output_size asked for
+    (an argument of forward, as in PyTorch, not an attribute)."""
+    def forward(self, input, indices, output_size=None):  # noqa: A002 (PyTorch's name)
+        return unpool(input, indices, self.kernel_size, self.stride, self.padding,
+                      output_size)
+    return forward
+
+
+_MAX_UNPOOL_SHOWN = "kernel_size={kernel_size}, stride={stride}, padding={padding}"
+
+
+def _max_unpool_declared(name):
+    """The declaration of max_unpool1d/2d/3d, with its layer (``name``)."""
+    return fused(Unpool, arity=2, layer=Layer(name, _max_unpool_layer, inputs=2,
+                                              shown=_MAX_UNPOOL_SHOWN,
+                                              forward=_unpool_forward))
+
+
+@_max_unpool_declared("MaxUnpool1d")
 def max_unpool1d(input, indices, kernel_size, stride=None, padding=0, output_size=None):
+    """Each value of (N, C, L) or (C, L) put back at the index into L max_pool1d gave
+    for it (its ``return_indices``); zeros elsewhere."""
     return max_unpool("max_unpool1d", 1, input, indices, kernel_size, stride, padding,
                       output_size)
 
 
+@_max_unpool_declared("MaxUnpool2d")
 def max_unpool2d(input, indices, kernel_size, stride=None, padding=0, output_size=None):
+    """Each value put back at the index into the flattened (H*W) output max_pool2d gave
+    for it (its ``return_indices``); zeros elsewhere."""
     return max_unpool("max_unpool2d", 2, input, indices, kernel_size, stride, padding,
+                      output_size)
+
+
+@_max_unpool_declared("MaxUnpool3d")
+def max_unpool3d(input, indices, kernel_size, stride=None, padding=0, output_size=None):
+    """max_unpool2d over three dims: indices into the flattened (D*H*W) output, as
+    max_pool3d gives them."""
+    return max_unpool("max_unpool3d", 3, input, indices, kernel_size, stride, padding,
                       output_size)
 
 
