@@ -3,7 +3,6 @@
 from . import functional, init, utils
 from .activations import LAYERS as _ACTIVATIONS
 from .containers import ModuleDict, ParameterDict, ParameterList
-from .conv import ConvTranspose1d, ConvTranspose2d, ConvTranspose3d
 from .encoder_decoder import (
     Transformer,
     TransformerDecoder,

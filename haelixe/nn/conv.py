@@ -1,6 +1,6 @@
 """Convolution layers (PyTorch's signatures, initialisation and state-dict names):
-nn.Conv1d/2d/3d made from the declarations of F.conv1d/2d/3d here (nn/fused_layers.py),
-ConvTranspose1d/2d/3d written out."""
+nn.Conv1d/2d/3d and nn.ConvTranspose1d/2d/3d made from the declarations of F.conv1d/2d/3d
+and F.conv_transpose1d/2d/3d here (nn/fused_layers.py)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,6 @@ from ..autograd.mode import no_grad
 from ..ops import conv as C
 from ..ops.registry import Layer, fused
 from . import functional as F
-from .module import Module, Parameter
 
 _PADDING_MODES = ("zeros", "reflect", "replicate", "circular")
 
@@ -83,21 +82,6 @@ def conv_repr(layer) -> str:
     return s
 
 
-class _ConvNd(Module):
-    """A transposed convolution layer's state (conv_state) as its attributes."""
-
-    dims = 2
-
-    def __init__(self, *args, **kwargs):
-        super().__init__()
-        for name, value in conv_state(type(self).__name__, self.dims, True,
-                                      *args, **kwargs).items():
-            setattr(self, name, Parameter(value) if name in ("weight", "bias") and
-                    value is not None else value)
-
-    extra_repr = conv_repr
-
-
 def _conv_layer(d):
     def state(in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1,
               groups=1, bias=True, padding_mode="zeros", device=None, dtype=None):
@@ -134,60 +118,69 @@ for _d, _form in ((1, C.conv1d), (2, C.conv2d), (3, C.conv3d)):
                                        forward=_padded_forward))(_form)
 
 
-class _ConvTranspose(_ConvNd):
-    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0,
-                 output_padding=0, groups=1, bias=True, dilation=1, padding_mode="zeros",
-                 device=None, dtype=None):
+def _conv_transpose_layer(d):
+    def state(in_channels, out_channels, kernel_size, stride=1, padding=0, output_padding=0,
+              groups=1, bias=True, dilation=1, padding_mode="zeros", device=None,
+              dtype=None):
+        """Weight (in, out / groups, *kernel) and bias uniform in +-1/sqrt(fan_in)."""
+        name = f"ConvTranspose{d}d"
         if padding_mode != "zeros":
-            raise ValueError(f"{type(self).__name__}: only padding_mode='zeros' is supported "
-                             f"(as in PyTorch), got {padding_mode!r}")
-        super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation,
-                         groups, bias, padding_mode, output_padding, device=device,
-                         dtype=dtype)
-
-    def _output_padding(self, input, output_size):
-        """The output_padding that gives ``output_size`` (the last dims), as PyTorch's."""
-        if output_size is None:
-            return self.output_padding
-        d = self.dims
-        size = tuple(output_size)[-d:]
-        if len(size) != d:
-            raise ValueError(f"{type(self).__name__}: output_size must have {d} or more "
-                             f"entries, got {output_size!r}")
-        pads = []
-        for i in range(d):
-            n = input.shape[input.ndim - d + i]
-            least = ((n - 1) * self.stride[i] - 2 * self.padding[i]
-                     + self.dilation[i] * (self.kernel_size[i] - 1) + 1)
-            if not least <= size[i] < least + self.stride[i]:
-                raise ValueError(f"{type(self).__name__}: requested an output size of "
-                                 f"{size}, but valid sizes range from {least} to "
-                                 f"{least + self.stride[i] - 1} in dim {i} (for an input "
-                                 f"of shape {input.shape})")
-            pads.append(size[i] - least)
-        return tuple(pads)
-
-    def forward(self, input, output_size=None):
-        return type(self).function(input, self.weight, self.bias, self.stride, self.padding,
-                  self._output_padding(input, output_size), self.groups, self.dilation)
+            raise ValueError(f"{name}: only padding_mode='zeros' is supported (as in "
+                             f"PyTorch), got {padding_mode!r}")
+        return conv_state(name, d, True, in_channels, out_channels, kernel_size, stride,
+                          padding, dilation, groups, bias, padding_mode, output_padding,
+                          device=device, dtype=dtype)
+    return state
 
 
-class ConvTranspose1d(_ConvTranspose):
-    """The adjoint of Conv1d; weight (in, out / groups, k)."""
+def _output_padding(layer, input, output_size):
+    """The output_padding that gives ``output_size`` (the last dims), as PyTorch's."""
+    if output_size is None:
+        return layer.output_padding
+    name, d = type(layer).__name__, len(layer.kernel_size)
+    size = tuple(output_size)[-d:]
+    if len(size) != d:
+        raise ValueError(f"{name}: output_size must have {d} or more entries, got "
+                         f"{output_size!r}")
+    pads = []
+    for i in range(d):
+        n = input.shape[input.ndim - d + i]
+        least = ((n - 1) * layer.stride[i] - 2 * layer.padding[i]
+                 + layer.dilation[i] * (layer.kernel_size[i] - 1) + 1)
+        if not least <= size[i] < least + layer.stride[i]:
+            raise ValueError(f"{name}: requested an output size of {size}, but valid "
+                             f"sizes range from {least} to {least + layer.stride[i] - 1} "
+                             f"in dim {i} (for an input of shape {input.shape})")
+        pads.append(size[i] - least)
+    return tuple(pads)
 
-    dims = 1
-    function = staticmethod(C.conv_transpose1d)
+
+def _sized_forward(conv_transpose):
+    """The layer's forward: ``conv_transpose`` with its attributes, its output_padding
+    the one that gives ``output_size`` where forward is given one (as PyTorch's)."""
+    def forward(self, input, output_size=None):  # noqa: A002 (PyTorch's name)
+        return conv_transpose(input, self.weight, self.bias, self.stride, self.padding,
+                              _output_padding(self, input, output_size), self.groups,
+                              self.dilation)
+    return forward
 
 
-class ConvTranspose2d(_ConvTranspose):
-    """The adjoint of Conv2d (an upsampling layer); weight (in, out / groups, kh, kw)."""
+for _d, _form in ((1, C.conv_transpose1d), (2, C.conv_transpose2d), (3, C.conv_transpose3d)):
+    # (no Function of their own: a product, then the windows summed back, recorded ops)
+    fused(None, arity=3, layer=Layer(f"ConvTranspose{_d}d", _conv_transpose_layer(_d),
+                                     parameters=("weight", "bias"), shown=conv_repr,
+                                     forward=_sized_forward))(_form)
 
-    dims = 2
-    function = staticmethod(C.conv_transpose2d)
+
+#: layers made from the declarations here that pickled models name as this module's
+_PICKLED_HERE = ("ConvTranspose1d", "ConvTranspose2d", "ConvTranspose3d")
 
 
-class ConvTranspose3d(_ConvTranspose):
-    """The adjoint of Conv3d; weight (in, out / groups, kd, kh, kw)."""
+def __getattr__(name):
+    # (looked up when asked for: nn/fused_layers, which makes them, imports this module
+    # first)
+    if name in _PICKLED_HERE:
+        from . import fused_layers
 
-    dims = 3
-    function = staticmethod(C.conv_transpose3d)
+        return getattr(fused_layers, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

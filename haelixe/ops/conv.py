@@ -27,7 +27,7 @@ from ..errors import OpError
 from ..tensor import Tensor
 from . import conv_gemm
 from .linalg import matmul
-from .registry import declare, function
+from .registry import function
 from .windows import (
     SumWindows,
     pad,
@@ -513,6 +513,8 @@ def conv3d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
 
 def conv_transpose1d(input, weight, bias=None, stride=1, padding=0, output_padding=0,
                      groups=1, dilation=1):
+    """The adjoint of conv1d (its gradient for the input) over (N, C, L) or (C, L),
+    PyTorch's signature."""
     return conv_transpose("conv_transpose1d", 1, input, weight, bias, stride, padding,
                           output_padding, groups, dilation)
 
@@ -583,8 +585,7 @@ def fold(input, output_size, kernel_size, dilation=1, padding=0, stride=1):
     return y.squeeze(0) if unbatched else y
 
 
-# (conv1d/2d/3d are declared with their layers in nn/conv.py, where the layers' state is)
-for _fn in (conv_transpose1d, conv_transpose2d, conv_transpose3d):
-    declare(_fn.__name__, arity=3, dtypes="float")
+# (hx.conv2d... as torch's; their fused declarations, with the layers, are in nn/conv.py,
+# where the layers' state is)
 for _fn in (conv1d, conv2d, conv3d, conv_transpose1d, conv_transpose2d, conv_transpose3d):
     function(_fn)
