@@ -271,6 +271,21 @@ def test_conv_layers_have_pytorchs_parameters_and_init(cls):
     assert nn.Conv2d(2, 2, 1, bias=False).bias is None
 
 
+@pytest.mark.parametrize("d", [1, 2, 3])
+def test_conv_transpose_layers_take_dtype_and_bias_and_refuse_other_padding_modes(d):
+    ours = getattr(nn, f"ConvTranspose{d}d")(2, 4, 3, bias=False, dtype=hx.float64)
+    theirs = getattr(torch.nn, f"ConvTranspose{d}d")(2, 4, 3, bias=False, dtype=torch.float64)
+    assert isinstance(ours.weight, nn.Parameter) and ours.weight.dtype is hx.float64
+    assert ours.bias is None and [n for n, _ in ours.named_parameters()] == ["weight"]
+    assert [(k, tuple(v.shape)) for k, v in ours.state_dict().items()] == \
+        [(k, tuple(v.shape)) for k, v in theirs.state_dict().items()]
+    assert repr(ours) == repr(theirs)
+    with pytest.raises(ValueError, match=f"ConvTranspose{d}d: only padding_mode='zeros'"):
+        getattr(nn, f"ConvTranspose{d}d")(2, 4, 3, padding_mode="reflect")
+    with pytest.raises(ValueError):  # (PyTorch's refuses it too)
+        getattr(torch.nn, f"ConvTranspose{d}d")(2, 4, 3, padding_mode="reflect")
+
+
 def test_conv_transpose_layer_takes_output_size():
     torch.manual_seed(0)
     tm = torch.nn.ConvTranspose2d(3, 2, 3, stride=2, padding=1).double()

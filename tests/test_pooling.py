@@ -184,6 +184,26 @@ def test_pool_layers_match_the_functions_and_pytorchs_reprs():
     assert idx.dtype is hx.int64 and y.shape == idx.shape == (1, 2, 4, 4)
 
 
+def test_adaptive_and_unpool_layers_show_their_reprs_and_hold_no_state():
+    for ours, theirs in ((nn.AdaptiveMaxPool1d(4, return_indices=True),
+                          torch.nn.AdaptiveMaxPool1d(4, return_indices=True)),
+                         (nn.AdaptiveAvgPool2d((None, 3)), torch.nn.AdaptiveAvgPool2d((None, 3))),
+                         (nn.AdaptiveMaxPool3d((2, None, 1)),
+                          torch.nn.AdaptiveMaxPool3d((2, None, 1)))):
+        assert repr(ours) == repr(theirs)
+        assert list(ours.state_dict()) == [] and list(ours.parameters()) == []
+    x = randn(2, 3, 9)
+    y, idx = nn.AdaptiveMaxPool1d(4, return_indices=True)(hx.tensor(x))
+    ty, tidx = torch.nn.AdaptiveMaxPool1d(4, return_indices=True)(torch.tensor(x))
+    np.testing.assert_array_equal(y.numpy(), ty.numpy())
+    np.testing.assert_array_equal(idx.numpy(), tidx.numpy())
+    # (PyTorch's MaxUnpool*d writes each size as a d-tuple; Haelixe shows them as given)
+    assert repr(nn.MaxUnpool2d(3, 2, 1)) == "MaxUnpool2d(kernel_size=3, stride=2, padding=1)"
+    assert repr(nn.MaxUnpool3d((1, 2, 2))) == \
+        "MaxUnpool3d(kernel_size=(1, 2, 2), stride=(1, 2, 2), padding=0)"
+    assert list(nn.MaxUnpool1d(2).state_dict()) == []
+
+
 def test_pool_errors_name_the_op_and_the_fix():
     x = hx.zeros(1, 2, 4, 4)
     with pytest.raises(ValueError, match=r"max_pool2d: padding \(2, 2\) should be at most "
