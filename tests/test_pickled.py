@@ -136,3 +136,32 @@ def test_a_model_holding_a_functional_activation_saves_and_loads():
     assert back.activation is F.relu
     x = hx.randn(3, 2, 8)
     np.testing.assert_allclose(back(x).detach().numpy(), layer(x).detach().numpy())
+
+
+#: the layers made from their ops' declarations, by the module that once held each
+#: written out: a pickle names a class by module and name
+FORMER_HOMES = {
+    "haelixe.nn.layers": lambda: [hx.nn.Linear(2, 3), hx.nn.LayerNorm(3)],
+    "haelixe.nn.loss_layers": lambda: [hx.nn.MSELoss()],
+    "haelixe.nn.conv": lambda: [hx.nn.ConvTranspose2d(2, 3, 3, stride=2)],
+    "haelixe.nn.pooling": lambda: [hx.nn.AdaptiveAvgPool2d(2),
+                                   hx.nn.AdaptiveMaxPool1d(3, True), hx.nn.MaxUnpool2d(2)],
+}
+
+
+@pytest.mark.parametrize("home", sorted(FORMER_HOMES))
+def test_a_model_pickled_where_its_layers_were_written_out_loads(home, monkeypatch):
+    hx.manual_seed(2)
+    layers = FORMER_HOMES[home]()
+    for layer in layers:  # (pickled as that module's classes)
+        monkeypatch.setattr(type(layer), "__module__", home)
+    buf = io.BytesIO()
+    pickled.save(layers, buf)
+    monkeypatch.undo()
+    assert b"fused_layers" not in buf.getvalue()
+    back = pickled.load(io.BytesIO(buf.getvalue()), weights_only=False)
+    for ours, theirs in zip(back, layers):
+        assert type(ours) is type(theirs) and repr(ours) == repr(theirs)
+        assert list(ours.state_dict()) == list(theirs.state_dict())
+        for (name, a), (_, b) in zip(ours.state_dict().items(), theirs.state_dict().items()):
+            np.testing.assert_array_equal(a.numpy(), b.numpy(), err_msg=name)
