@@ -143,8 +143,10 @@ def test_a_model_holding_a_functional_activation_saves_and_loads():
 FORMER_HOMES = {
     "haelixe.nn.layers": lambda: [hx.nn.Linear(2, 3), hx.nn.LayerNorm(3)],
     "haelixe.nn.loss_layers": lambda: [hx.nn.MSELoss()],
-    "haelixe.nn.conv": lambda: [hx.nn.ConvTranspose2d(2, 3, 3, stride=2)],
-    "haelixe.nn.pooling": lambda: [hx.nn.AdaptiveAvgPool2d(2),
+    "haelixe.nn.conv": lambda: [hx.nn.Conv2d(2, 3, 3, padding_mode="reflect"),
+                                hx.nn.Conv1d(2, 2, 1), hx.nn.ConvTranspose2d(2, 3, 3, stride=2)],
+    "haelixe.nn.pooling": lambda: [hx.nn.MaxPool2d(2), hx.nn.AvgPool1d(3),
+                                   hx.nn.AdaptiveAvgPool2d(2),
                                    hx.nn.AdaptiveMaxPool1d(3, True), hx.nn.MaxUnpool2d(2)],
 }
 

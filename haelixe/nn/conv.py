@@ -173,7 +173,8 @@ for _d, _form in ((1, C.conv_transpose1d), (2, C.conv_transpose2d), (3, C.conv_t
 
 
 #: layers made from the declarations here that pickled models name as this module's
-_PICKLED_HERE = ("ConvTranspose1d", "ConvTranspose2d", "ConvTranspose3d")
+_PICKLED_HERE = ("Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d",
+                 "ConvTranspose3d")
 
 
 def __getattr__(name):

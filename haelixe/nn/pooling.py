@@ -1,6 +1,6 @@
-"""The pooling layers' former home: every one is made from its op's declaration now
-(ops/pooling.py, nn/fused_layers.py); they are named here too, so that a model pickled
-when they lived here loads."""
+"""The pooling layers by the module that models pickled with them name: each is made from
+its op's declaration (ops/pooling.py, nn/fused_layers.py) and named here too, so that
+such a model loads."""
 
 from __future__ import annotations
 
@@ -9,6 +9,12 @@ from .fused_layers import (  # noqa: F401
     AdaptiveAvgPool2d,
     AdaptiveMaxPool1d,
     AdaptiveMaxPool2d,
+    AvgPool1d,
+    AvgPool2d,
+    AvgPool3d,
+    MaxPool1d,
+    MaxPool2d,
+    MaxPool3d,
     MaxUnpool1d,
     MaxUnpool2d,
 )
