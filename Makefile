@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 DOCS_STAMP := $(VENV)/.docs-installed
 
-.PHONY: venv lab learner test test-portable test-browser denoise bench results docs docs-venv lint clean
+.PHONY: venv lab learner test test-portable test-browser denoise bench results results-gpu docs docs-venv lint clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -74,6 +74,11 @@ bench: $(STAMP)
 # figures need PyTorch in the venv (.venv/bin/pip install torch); without it they are left out.
 results: $(STAMP)
 	$(PY) benchmarks/results.py $(ARGS)
+
+# The GPU benchmarks alone (a machine with a real GPU and PyTorch's CUDA build): write
+# benchmarks/RESULTS_GPU.md and the README's GPU headline table
+results-gpu: $(STAMP)
+	$(PY) benchmarks/results.py --gpu-only $(ARGS)
 
 # The documentation site (mkdocs, strict: a warning or a broken link fails) into site/.
 $(DOCS_STAMP): $(STAMP)

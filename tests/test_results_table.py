@@ -53,3 +53,55 @@ def test_the_results_table_names_the_machine_blas_pytorch_and_date():
     for field in ("- date: ", "- CPU: ", "BLAS: ", "kernels", "PyTorch ", "load average"):
         assert field in text, field
     assert "| figure | median | range | unit | command |" in text
+
+
+# Lines of the GPU benchmarks' reports, in the formats they print
+GPU_REPORTS = {
+    "gpu-denoiser-eager": "  ratio haelixe / pytorch: 0.84x [0.77 .. 1.12]\n",
+    "gpu-attention": "".join(
+        f"attention {shape} causal=False: haelixe fwd 1.0 [1.0-1.1] ms (20.6 TFLOP/s), "
+        f"fwd+bwd 3.0 [3.0-3.1] ms | torch fwd 0.9 [0.9-0.9] ms, fwd+bwd 2.0 [2.0-2.0] ms "
+        f"| ratio fwd {fwd}, fwd+bwd {both}, rel err 1e-06\n"
+        f"attention {shape} causal=True: haelixe fwd 9.0 [9.0-9.0] ms (1.0 TFLOP/s), "
+        f"fwd+bwd 9.0 [9.0-9.0] ms | torch fwd 1.0 [1.0-1.0] ms, fwd+bwd 1.0 [1.0-1.0] ms "
+        f"| ratio fwd 0.11, fwd+bwd 0.11, rel err 1e-06\n"
+        for shape, fwd, both in [("(8, 16, 4096, 64)", 0.87, 0.8),
+                                 ("(4, 16, 4096, 128)", 0.63, 0.85),
+                                 ("(16, 8, 512, 64)", 0.66, 0.74)]),
+    "gpu-transformer": "    torch (cuda):    31.57 steps/s [30.58-31.60] over 5 rounds\n"
+                       "   haelixe (gpu):    20.13 steps/s [19.44-21.35] over 5 rounds\n"
+                       "haelixe / torch steps/s: 0.64\n",
+    "gpu-transformer-bf16": "haelixe bf16 / haelixe f32 steps/s: 1.01 (per round 1.02 "
+                            "[0.94-1.03])\n",
+}
+
+
+def test_gpu_figures_are_read_from_their_reports_lines():
+    """Each GPU figure reads its own value: the attention shapes apart, the causal lines
+    skipped, the bf16 figure per round with its range."""
+    got = {f.key: results.read_figure(f, GPU_REPORTS[b.name])
+           for b in results.BENCHES if b.name in GPU_REPORTS for f in b.figures}
+    assert got["gpu-eager-ratio"] == (0.84, 0.77, 1.12)
+    assert got["gpu-attention-8x16x4096x64-fwd"] == (0.87,) * 3
+    assert got["gpu-attention-8x16x4096x64-fwd-bwd"] == (0.8,) * 3
+    assert got["gpu-attention-4x16x4096x128-fwd-bwd"] == (0.85,) * 3
+    assert got["gpu-attention-16x8x512x64-fwd"] == (0.66,) * 3
+    assert got["gpu-transformer-haelixe"] == (20.13, 19.44, 21.35)
+    assert got["gpu-transformer-torch"] == (31.57, 30.58, 31.6)
+    assert got["gpu-transformer-ratio"] == (0.64,) * 3
+    assert got["gpu-bf16-own-ratio"] == (1.02, 0.94, 1.03)
+
+
+def test_gpu_headlines_go_to_the_gpu_table_and_cpu_ones_to_the_cpu_table():
+    """A figure of a GPU benchmark is a headline of the README's GPU table only, and the
+    README's two tables are replaced each between its own markers."""
+    figures = {f.key: (1.0, 1.0, 1.0, 1) for b in results.BENCHES for f in b.figures}
+    cpu, gpu = results.headline_rows(figures, False), results.headline_rows(figures, False,
+                                                                             gpu=True)
+    assert cpu and gpu and not set(cpu) & set(gpu)
+    assert all("gpu_" in row or "GPU" in row or "--device gpu" in row for row in gpu)
+    text = (f"a\n{results.HEADLINE_BEGIN}\nold\n{results.HEADLINE_END}\nb\n"
+            f"{results.GPU_HEADLINE_BEGIN}\nold gpu\n{results.GPU_HEADLINE_END}\nc\n")
+    out = results.update_readme(gpu, text, "", results.GPU_HEADLINE_BEGIN,
+                                results.GPU_HEADLINE_END)
+    assert "\nold\n" in out and "old gpu" not in out and gpu[0] in out
