@@ -197,10 +197,13 @@ def test_adaptive_and_unpool_layers_show_their_reprs_and_hold_no_state():
     ty, tidx = torch.nn.AdaptiveMaxPool1d(4, return_indices=True)(torch.tensor(x))
     np.testing.assert_array_equal(y.numpy(), ty.numpy())
     np.testing.assert_array_equal(idx.numpy(), tidx.numpy())
-    # (PyTorch's MaxUnpool*d writes each size as a d-tuple; Haelixe shows them as given)
-    assert repr(nn.MaxUnpool2d(3, 2, 1)) == "MaxUnpool2d(kernel_size=3, stride=2, padding=1)"
-    assert repr(nn.MaxUnpool3d((1, 2, 2))) == \
-        "MaxUnpool3d(kernel_size=(1, 2, 2), stride=(1, 2, 2), padding=0)"
+    # (MaxUnpool*d keeps each size as a d-tuple, as PyTorch's does)
+    for d, args in ((1, (2,)), (2, (3, 2, 1)), (3, ((1, 2, 2),))):
+        name = f"MaxUnpool{d}d"
+        ours, theirs = getattr(nn, name)(*args), getattr(torch.nn, name)(*args)
+        assert repr(ours) == repr(theirs)
+        assert (ours.kernel_size, ours.stride, ours.padding) == \
+            (theirs.kernel_size, theirs.stride, theirs.padding)
     assert list(nn.MaxUnpool1d(2).state_dict()) == []
 
 
@@ -216,6 +219,10 @@ def test_pool_errors_name_the_op_and_the_fix():
         F.max_pool2d(hx.zeros(4, 4), 2)
     with pytest.raises(TypeError, match="avg_pool2d: not defined for bool"):
         F.avg_pool2d(x.bool(), 2)
+    # (max_pool1d takes no integers, as PyTorch's CPU kernel; its 2-D and 3-D forms do)
+    with pytest.raises(TypeError, match=r"max_pool1d: not defined for int64 tensors "
+                                        r"\(shape \(1, 1, 8\)\); convert with .float"):
+        F.max_pool1d(hx.arange(8).reshape(1, 1, 8), 2)
     with pytest.raises(ValueError, match="max_unpool2d: indices must be a tensor of"):
         F.max_unpool2d(x, hx.zeros(1, 2, 2, 2, dtype="int64"), 2)
 

@@ -105,7 +105,7 @@ def _flat_positions(picked, kernel, stride, dilation, pads, spatial, device):
 def max_pool(op, d, input, kernel_size, stride=None, padding=0, dilation=1,
              ceil_mode=False, return_indices=False):
     # (PyTorch's max_pool1d kernel takes no integers; its 2-D and 3-D ones take all)
-    x, unbatched = _input(op, d, input, ints=d > 1)
+    x, unbatched = _input(op, d, input, ints=True if d > 1 else ())
     spatial = x.shape[2:]
     kernel, stride, dilation, out, pads = pool_geometry(op, d, spatial, kernel_size, stride,
                                                         padding, dilation, ceil_mode)
@@ -396,11 +396,18 @@ def max_pool3d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode
                     ceil_mode, return_indices)
 
 
-def _max_unpool_layer(kernel_size, stride=None, padding=0):
-    """Puts each value back at the index max_pool gave it (stride defaults to the kernel
-    size)."""
-    return {"kernel_size": kernel_size, "stride": kernel_size if stride is None else stride,
-            "padding": padding}
+def _max_unpool_layer(d):
+    """MaxUnpool{d}d's state, each size a d-tuple as PyTorch keeps it."""
+    def state(kernel_size, stride=None, padding=0):
+        """Puts each value back at the index max_pool gave it (stride defaults to the
+        kernel size)."""
+        def size(value, what):
+            return ntuple(value, d, what, f"MaxUnpool{d}d")
+        kernel = size(kernel_size, "kernel_size")
+        return {"kernel_size": kernel,
+                "stride": kernel if stride is None else size(stride, "stride"),
+                "padding": size(padding, "padding")}
+    return state
 
 
 def _unpool_forward(unpool):
@@ -415,14 +422,14 @@ def _unpool_forward(unpool):
 _MAX_UNPOOL_SHOWN = "kernel_size={kernel_size}, stride={stride}, padding={padding}"
 
 
-def _max_unpool_declared(name):
+def _max_unpool_declared(name, d):
     """The declaration of max_unpool1d/2d/3d, with its layer (``name``)."""
-    return fused(Unpool, arity=2, layer=Layer(name, _max_unpool_layer, inputs=2,
+    return fused(Unpool, arity=2, layer=Layer(name, _max_unpool_layer(d), inputs=2,
                                               shown=_MAX_UNPOOL_SHOWN,
                                               forward=_unpool_forward))
 
 
-@_max_unpool_declared("MaxUnpool1d")
+@_max_unpool_declared("MaxUnpool1d", 1)
 def max_unpool1d(input, indices, kernel_size, stride=None, padding=0, output_size=None):
     """Each value of (N, C, L) or (C, L) put back at the index into L max_pool1d gave
     for it (its ``return_indices``); zeros elsewhere."""
@@ -430,7 +437,7 @@ def max_unpool1d(input, indices, kernel_size, stride=None, padding=0, output_siz
                       output_size)
 
 
-@_max_unpool_declared("MaxUnpool2d")
+@_max_unpool_declared("MaxUnpool2d", 2)
 def max_unpool2d(input, indices, kernel_size, stride=None, padding=0, output_size=None):
     """Each value put back at the index into the flattened (H*W) output max_pool2d gave
     for it (its ``return_indices``); zeros elsewhere."""
@@ -438,7 +445,7 @@ def max_unpool2d(input, indices, kernel_size, stride=None, padding=0, output_siz
                       output_size)
 
 
-@_max_unpool_declared("MaxUnpool3d")
+@_max_unpool_declared("MaxUnpool3d", 3)
 def max_unpool3d(input, indices, kernel_size, stride=None, padding=0, output_size=None):
     """max_unpool2d over three dims: indices into the flattened (D*H*W) output, as
     max_pool3d gives them."""
