@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 import pytest
@@ -281,6 +282,74 @@ def test_transformer_block_is_prenorm_with_one_norm_per_branch():
 def test_linear_rejects_wrong_features():
     with pytest.raises(ValueError, match="has 4 features but the weight"):
         nn.Linear(3, 2)(hx.randn(2, 4))
+
+
+def test_linear_names_bad_shapes_and_takes_pytorch_s_vector_weight():
+    """A 0-d operand or a bias that does not fit the output features is refused naming
+    linear and the shapes (numpy's broadcasting error used to surface); a 1-D weight is
+    PyTorch's input @ weight, with its gradients."""
+    torch = pytest.importorskip("torch")
+    x = hx.randn(4, 3)
+    with pytest.raises(ValueError, match=r"linear: the input needs at least 1 dim.*\(\) "
+                                         r"and \(\)"):
+        F.linear(hx.tensor(1.0), hx.tensor(1.0))
+    for bias in ((3,), (2, 1), (0, 3)):
+        with pytest.raises(ValueError, match=rf"linear: a bias of shape "
+                                             rf"{re.escape(str(bias))} does not fit"):
+            F.linear(x, hx.randn(2 if bias != (0, 3) else 0, 3), hx.randn(*bias))
+    for bias in ((1,), ()):  # (broadcast over the output features, as PyTorch's)
+        w, b = hx.randn(2, 3), hx.randn(*bias)
+        np.testing.assert_allclose(F.linear(x, w, b).numpy(),
+                                   x.numpy() @ w.numpy().T + b.numpy(), rtol=1e-6)
+    with pytest.raises(ValueError, match=r"a 1-D weight \(3,\) takes no bias"):
+        F.linear(x, hx.randn(3), hx.randn(1))
+    a = np.random.default_rng(0).standard_normal((2, 4, 3))
+    v = np.random.default_rng(1).standard_normal(3)
+    hx_x, hx_w = hx.tensor(a, requires_grad=True), hx.tensor(v, requires_grad=True)
+    t_x, t_w = torch.tensor(a, requires_grad=True), torch.tensor(v, requires_grad=True)
+    out, ref = F.linear(hx_x, hx_w), torch.nn.functional.linear(t_x, t_w)
+    assert out.shape == tuple(ref.shape) == (2, 4)
+    (out * out).sum().backward()
+    (ref * ref).sum().backward()
+    for ours, theirs in ((out, ref), (hx_x.grad, t_x.grad), (hx_w.grad, t_w.grad)):
+        np.testing.assert_allclose(ours.detach().numpy(), theirs.detach().numpy(),
+                                   rtol=1e-12)
+
+
+def test_attention_of_empty_inputs_is_pytorch_s_and_0_d_inputs_are_named():
+    """No queries or no batch: an empty output; no keys: zeros; head_dim 0: each row the
+    mean of the values (PyTorch's answers, gradients included); a 0-d input is refused
+    naming the op (it used to raise numpy's "zero-size array" or an IndexError)."""
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(0)
+    cases = [((0, 3), (0, 3), (0, 3)), ((2, 0, 3), (2, 5, 3), (2, 5, 4)),
+             ((2, 4, 3), (2, 0, 3), (2, 0, 4)), ((2, 4, 0), (2, 5, 0), (2, 5, 3)),
+             ((0, 2, 4, 3), (0, 2, 5, 3), (0, 2, 5, 3))]
+    for shapes in cases:
+        arrays = [rng.standard_normal(s) for s in shapes]
+        ours = [hx.tensor(a, requires_grad=True) for a in arrays]
+        theirs = [torch.tensor(a, requires_grad=True) for a in arrays]
+        out = F.scaled_dot_product_attention(*ours)
+        ref = torch.nn.functional.scaled_dot_product_attention(*theirs)
+        assert out.shape == tuple(ref.shape), shapes
+        np.testing.assert_allclose(out.detach().numpy(), ref.detach().numpy(), atol=1e-12)
+        if out.numel():
+            (out * out).sum().backward()
+            (ref * ref).sum().backward()
+            for o, t in zip(ours, theirs):
+                np.testing.assert_allclose(o.grad.numpy(), t.grad.numpy(), atol=1e-12)
+    with pytest.raises(ValueError, match=r"scaled_dot_product_attention: query, key and "
+                                         r"value need at least 2 dims"):
+        F.scaled_dot_product_attention(*[hx.tensor(1.0)] * 3)
+
+
+def test_unbind_and_std_name_themselves_in_their_errors():
+    with pytest.raises(IndexError, match="unbind: a 0-d tensor has no dim to unbind"):
+        hx.tensor(1.0).unbind()
+    with pytest.raises(TypeError, match="std: input dtype int64 is not floating point"):
+        hx.arange(4).std()
+    with pytest.raises(TypeError, match="std: input dtype bool"):
+        hx.std_mean(hx.arange(4) > 1)
 
 
 def test_module_list_and_sequential_index_and_register():

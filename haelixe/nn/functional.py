@@ -23,6 +23,7 @@ from ..ops.conv import (
 from ..ops.elementwise import gelu as _gelu
 from ..ops.fused import AttentionFn, LayerNormFn, LinearFn, RMSNormFn, RoPEFn
 from ..ops.indexing import cat, take_rows, where
+from ..ops.linalg import matmul
 from ..ops.pooling import (
     adaptive_avg_pool1d,
     adaptive_avg_pool2d,
@@ -82,9 +83,21 @@ def linear(input, weight, bias=None, activation=None):  # noqa: A002 (PyTorch's 
     followed by GELU (``activation='gelu'`` or ``'gelu_tanh'``, Haelixe's own), in one
     fused kernel forward and backward."""
     x = input
+    if x.ndim == 0 or weight.ndim not in (1, 2):
+        raise OpError(f"linear: the input needs at least 1 dim and the weight 2, (out, in), "
+                      f"or 1; got shapes {x.shape} and {weight.shape}")
+    if weight.ndim == 1:  # (PyTorch's vector weight: input @ weight, one value per row)
+        if bias is not None or activation is not None:
+            raise OpError(f"linear: a 1-D weight {weight.shape} takes no bias and no "
+                          f"activation (as in PyTorch); give it as (1, {weight.shape[0]})")
+        return matmul(x, weight)
     if x.shape[-1] != weight.shape[1]:
         raise OpError(f"linear: input of shape {x.shape} has {x.shape[-1]} features but "
                       f"the weight {weight.shape} expects {weight.shape[1]}")
+    if bias is not None and bias.shape not in ((weight.shape[0],), (1,), ()):
+        raise OpError(f"linear: a bias of shape {bias.shape} does not fit the weight's "
+                      f"{weight.shape[0]} output features; give it shape "
+                      f"({weight.shape[0]},)")
     if activation not in (None, "gelu", "gelu_tanh"):
         raise OpError(f"linear: activation must be None, 'gelu' or 'gelu_tanh', got "
                       f"{activation!r}")
@@ -450,6 +463,10 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     q, k, v = query, key, value
     if causal is not None:
         is_causal = causal
+    if min(q.ndim, k.ndim, v.ndim) < 2:
+        raise OpError(f"scaled_dot_product_attention: query, key and value need at least "
+                      f"2 dims (..., seq, head_dim), got shapes {q.shape}, {k.shape} and "
+                      f"{v.shape}")
     if enable_gqa and q.ndim >= 3 and k.ndim >= 3 and k.shape[-3] != q.shape[-3]:
         k, v = _repeat_heads(k, q.shape[-3]), _repeat_heads(v, q.shape[-3])
     if q.shape[-1] != k.shape[-1] or k.shape[-2] != v.shape[-2]:
@@ -461,12 +478,20 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
                       "not both (fold the causal mask into attn_mask)")
     q, k, v = cast_inputs("attention", q, k, v)
     _same("scaled_dot_product_attention", q, k, v)
-    scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale)
+    head_dim = q.shape[-1]
+    scale = (1.0 / math.sqrt(head_dim) if head_dim else 1.0) if scale is None \
+        else float(scale)
     if attn_mask is not None:
         attn_mask = _attention_mask(attn_mask, q, k)
-    if dropout_p > 0.0 or (attn_mask is not None and attn_mask.requires_grad):
+    if 0 in q.shape[:-1] or 0 in k.shape[:-1] or v.shape[-1] == 0:
+        # no queries, no keys or no values: the output is empty, or (no keys) each row
+        # an empty sum, zeros, as PyTorch gives; the products keep the graph
+        return (q @ k.mT) @ v
+    if dropout_p > 0.0 or (attn_mask is not None and attn_mask.requires_grad) or \
+            not head_dim:
         # dropout on the probabilities needs them whole, and so does the gradient of an
-        # additive mask (the scores' gradient): the composed form
+        # additive mask (the scores' gradient): the composed form (and for an empty
+        # head_dim, whose scores are all 0: each row the mean of its values)
         s = (q @ k.mT) * scale
         if attn_mask is not None:
             s = s.masked_fill(~attn_mask, -math.inf) if attn_mask.dtype.name == "bool" \

@@ -175,6 +175,9 @@ class _VarNoDof(Function):
 
 def std(x, dim=None, keepdim=False, correction=1, unbiased=None, *, axis=None):
     dim = dim if axis is None else axis
+    if not x.dtype.is_floating_point:  # (named here: var's own check would say "var")
+        raise TypeError(f"std: input dtype {x.dtype.name} is not floating point; "
+                        f"use .float() first")
     return var(x, dim, keepdim, correction, unbiased).sqrt()
 
 

@@ -491,6 +491,9 @@ tensor_method(chunk, function=True)
 
 @tensor_method(function=True)
 def unbind(input, dim=0):
+    if input.ndim == 0:
+        raise IndexError("unbind: a 0-d tensor has no dim to unbind; it is one value "
+                         "already (.item(), or reshape(1) for a 1-element tensor)")
     dim = layout.normalize_dim(dim, input.ndim, "unbind")
     return tuple(input.select(dim, i) for i in range(input.shape[dim]))
 
