@@ -335,3 +335,25 @@ def test_shifts_follow_pytorch_past_the_width_and_for_negative_counts(device, dt
     np.testing.assert_array_equal((3 >> hc).cpu().numpy(), (3 >> tc).numpy())
     with pytest.raises(TypeError, match="integer"):
         hx.tensor([1.0]) << 1
+
+
+@pytest.mark.parametrize("shape", [(0,), (3, 0), (2, 0, 3)])
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_cross_entropy_over_no_classes_is_pytorch_s(shape, reduction):
+    """Logits with an empty class dim and probability targets: each sample's loss is an
+    empty sum, 0, their mean NaN, the gradient zeros (PyTorch's answers; numpy's reshape
+    error surfaced before); class-index targets are refused naming the op."""
+    a = np.random.default_rng(0).standard_normal(shape)
+    x, t = hx.tensor(a, requires_grad=True), torch.tensor(a, requires_grad=True)
+    ours = hx.nn.functional.cross_entropy(x, hx.tensor(a), reduction=reduction)
+    theirs = torch.nn.functional.cross_entropy(t, torch.tensor(a), reduction=reduction)
+    assert ours.shape == tuple(theirs.shape)
+    np.testing.assert_array_equal(ours.detach().numpy(), theirs.detach().numpy())
+    if reduction != "mean":
+        ours.sum().backward()
+        theirs.sum().backward()
+        np.testing.assert_array_equal(x.grad.numpy(), t.grad.numpy())
+    batch = shape[:1] + shape[2:] if len(shape) > 1 else ()
+    with pytest.raises(OpError, match=r"cross_entropy: the input of shape .* has no "
+                                      r"classes"):
+        hx.nn.functional.cross_entropy(x, hx.zeros(*batch, dtype="int64"))

@@ -6,6 +6,8 @@ backend's kernels (ops/fused.py)."""
 
 from __future__ import annotations
 
+import math
+
 from ..amp import cast_inputs
 from ..autograd.mode import STATE
 from ..backends.base import Backend
@@ -224,6 +226,8 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
                         f"(shape {input.shape}); convert with .float() first")
     (input,) = cast_inputs("loss", input)
     probabilities = isinstance(target, Tensor) and target.dtype.is_floating_point
+    if input.ndim and input.shape[1 if input.ndim > 1 else 0] == 0:
+        return _no_classes(input, target, probabilities, reduction)
     logits, target, batch = _classes_last(input, target, "cross_entropy", probabilities)
     c = logits.shape[1]
     _check_weight(weight, c, "cross_entropy")
@@ -242,6 +246,20 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
     # one node: the backend's cross_entropy, forward and backward on raw arrays
     return CrossEntropyFn.apply(logits, target, weight, ignore_index, reduction,
                                       label_smoothing, batch)
+
+
+def _no_classes(input, target, probabilities, reduction):
+    """cross_entropy over no classes, as PyTorch answers it for class-probability
+    targets: each sample's loss is an empty sum, 0 (its gradient too); their mean is
+    NaN. Class-index targets have no class to name."""
+    if not probabilities:
+        raise OpError(f"cross_entropy: the input of shape {input.shape} has no classes "
+                      f"(its class dim is 0), so class-index targets name none")
+    _same_shape(input, target, "cross_entropy")
+    loss = (input * target).sum(1 if input.ndim > 1 else 0) * 0.0
+    if reduction == "none":
+        return loss
+    return loss.sum() if reduction == "sum" else loss.sum() * math.nan
 
 
 def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=None,
