@@ -343,6 +343,32 @@ def test_attention_of_empty_inputs_is_pytorch_s_and_0_d_inputs_are_named():
         F.scaled_dot_product_attention(*[hx.tensor(1.0)] * 3)
 
 
+@pytest.mark.parametrize(("op", "shapes"), [
+    ("layer_norm", [(0, 3)]), ("layer_norm", [(3, 0)]), ("layer_norm", [(2, 0, 4)]),
+    ("rms_norm", [(0, 3)]), ("rms_norm", [(3, 0)]), ("rms_norm", [(2, 3, 0)]),
+    ("linear", [(4, 0), (2, 0), (2,)]), ("linear", [(0, 3), (2, 3), (2,)]),
+    ("linear", [(4, 3), (0, 3), (0,)]), ("linear", [(2, 0, 3), (5, 3), (5,)]),
+])
+def test_norms_and_linear_of_empty_inputs_are_pytorch_s(op, shapes):
+    """Empty inputs, an empty feature dim included, go through the kernels (numpy's
+    "cannot reshape array of size 0" and a division by zero surfaced before): PyTorch's
+    output shapes and values, and gradients of the inputs' shapes."""
+    torch = pytest.importorskip("torch")
+    arrays = [np.random.default_rng(i).standard_normal(s) for i, s in enumerate(shapes)]
+    ours = [hx.tensor(a, requires_grad=True) for a in arrays]
+    theirs = [torch.tensor(a, requires_grad=True) for a in arrays]
+    extra = () if op == "linear" else (shapes[0][-1:],)
+    out = getattr(F, op)(*ours[:1], *extra, *ours[1:])
+    ref = getattr(torch.nn.functional, op)(*theirs[:1], *extra, *theirs[1:])
+    assert out.shape == tuple(ref.shape)
+    np.testing.assert_allclose(out.detach().numpy(), ref.detach().numpy())
+    (out * out).sum().backward()
+    (ref * ref).sum().backward()
+    for o, t in zip(ours, theirs):
+        assert o.grad.shape == tuple(t.grad.shape)
+        np.testing.assert_allclose(o.grad.numpy(), t.grad.numpy())
+
+
 def test_unbind_and_std_name_themselves_in_their_errors():
     with pytest.raises(IndexError, match="unbind: a 0-d tensor has no dim to unbind"):
         hx.tensor(1.0).unbind()

@@ -477,7 +477,8 @@ class Backend:
         dtype than x: read as it is; y and the statistics have x's dtype."""
         d = x.shape[-1]
         ms = self.map(K_MUL, [self.sum(self.map(K_SQUARE, [x], x.dtype), (_last(x),), True),
-                              x.dtype.type(1.0 / d)], x.dtype)
+                              x.dtype.type(1.0 / d if d else math.nan)], x.dtype)  # (no
+        # features: an empty mean, NaN, as PyTorch's; the output is empty anyway)
         rstd = self.map(K_RSTD, [ms, x.dtype.type(eps)], x.dtype)
         return self.map(K_SCALE, [x, rstd, x.dtype.type(1) if w is None else w], x.dtype), rstd
 

@@ -134,6 +134,12 @@ def computes_in_f32(kernel):
     return wrapper
 
 
+def _rows(a, n: int):
+    """``a`` as (rows, n) over its leading dims: numpy's reshape(-1, n) cannot tell the
+    rows of an empty array whose last dim is 0, so that case counts them."""
+    return a.reshape(-1, n) if n else a.reshape(math.prod(a.shape[:-1]), 0)
+
+
 def _matmul(a, b):
     """np.matmul on the threads its size calls for (threads.matmul), with float16 /
     bfloat16 operands multiplied in float32 (BLAS, and PyTorch's accumulation) and the
@@ -517,7 +523,7 @@ class CPUBackend(Backend):
             return self.linear(x.astype(w.dtype), w, b, activation)
         # Fold leading dims into one GEMM (numpy would loop over a 3-D batch); w.T is
         # a transposed view that BLAS reads with a transpose flag.
-        x2 = x.reshape(-1, x.shape[-1])
+        x2 = _rows(x, x.shape[-1])
         y = _matmul(x2, w.T)
         if b is not None:
             y += b
@@ -538,8 +544,8 @@ class CPUBackend(Backend):
         if activation is not None:
             gy = self.map(activation.backward, [gy, pre], gy.dtype)
         n_in, n_out = w.shape[1], w.shape[0]
-        x2 = x.reshape(-1, n_in)
-        g2 = gy.reshape(-1, n_out)
+        x2 = _rows(x, n_in)
+        g2 = _rows(gy, n_out)
         dx = _matmul(g2, w).reshape(x.shape) if need_input else None
         dw = _matmul(g2.T, x2)
         db = np.add.reduce(g2, axis=0) if need_bias else None

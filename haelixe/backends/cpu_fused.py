@@ -400,7 +400,9 @@ def _loop_order(win, order):
 
 def _as_rows(x):
     """``x`` as a C-contiguous (rows, last dim) array (a view where it already is)."""
-    return np.ascontiguousarray(x).reshape(-1, x.shape[-1]) if x.ndim else x.reshape(1, 1)
+    if not x.ndim:
+        return x.reshape(1, 1)
+    return np.ascontiguousarray(x).reshape(math.prod(x.shape[:-1]), x.shape[-1])
 
 
 def _channel_order(x, axes):
@@ -415,7 +417,8 @@ def _channel_order(x, axes):
 
 def _channel_rows(x, order):
     """x as (rows, C), its dims in ``order`` (a view where x is channels-last)."""
-    return x.transpose(order).reshape(-1, x.shape[order[-1]])
+    return x.transpose(order).reshape(math.prod(x.shape[d] for d in order[:-1]),
+                                      x.shape[order[-1]])
 
 
 def _from_channel_rows(y2, shape, order):
