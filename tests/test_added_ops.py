@@ -25,6 +25,9 @@ OPS = {
     "cummax": (lambda x: hx.cummax(x, -1).values, lambda x: torch.cummax(x, -1).values),
     "std_mean": (lambda x: _spread(x, *hx.std_mean(x, -1, keepdim=True)),
                  lambda x: _spread(x, *torch.std_mean(x, -1, keepdim=True))),
+    # (each in its input's shape: the gradient tests feed one of that shape)
+    "outer": (lambda x: hx.outer(x[:, 0], x[0]), lambda x: torch.outer(x[:, 0], x[0])),
+    "diff": (lambda x: x.diff(append=x[:, :1] * 2.0), lambda x: x.diff(append=x[:, :1] * 2.0)),
 }
 def _spread(x, std, mean):
     return x * std + mean  # (both results, in the input's shape)
@@ -135,3 +138,31 @@ def test_added_op_on_the_gpu_equals_the_cpu(be, name):
     out_gpu.sum().backward()
     np.testing.assert_allclose(gpu.grad.cpu().numpy(), cpu.grad.numpy(), rtol=2e-5,
                                atol=2e-5)
+
+
+@pytest.mark.parametrize("shape", [(0,), (2, 0), (0, 3), (3, 1)])
+def test_diff_count_nonzero_and_outer_on_empty_and_edge_inputs(shape):
+    """diff past the dim's length leaves it empty, n=0 returns the input, booleans
+    differ as !=; count_nonzero over every dim, one and a tuple; outer of empty vectors:
+    each as PyTorch gives it."""
+    a = np.random.default_rng(0).standard_normal(shape)
+    x, t = hx.tensor(a), torch.tensor(a)
+    pairs = [(hx.diff(x, 3), torch.diff(t, 3)), (hx.diff(x, 0), torch.diff(t, 0)),
+             (hx.diff(x > 0), torch.diff(t > 0)),
+             (hx.count_nonzero(x > 0), torch.count_nonzero(t > 0)),
+             (hx.count_nonzero(x > 0, -1), torch.count_nonzero(t > 0, -1)),
+             (hx.count_nonzero(x > 0, tuple(range(x.ndim))),
+              torch.count_nonzero(t > 0, tuple(range(t.ndim)))),
+             (hx.outer(x.flatten(), x.flatten()[:2]), torch.outer(t.flatten(), t.flatten()[:2]))]
+    for got, want in pairs:
+        assert got.shape == tuple(want.shape) and got.dtype.name == str(want.dtype)[6:]
+        np.testing.assert_array_equal(got.numpy(), want.numpy())
+
+
+def test_diff_and_outer_refuse_what_pytorch_refuses_naming_themselves():
+    with pytest.raises(RuntimeError, match="outer: expected two 1-D tensors"):
+        hx.outer(hx.zeros(2, 2), hx.zeros(2))
+    with pytest.raises(RuntimeError, match="diff: expected a tensor of at least 1 dim"):
+        hx.diff(hx.tensor(1.0))
+    with pytest.raises(ValueError, match="diff: n must be a non-negative int"):
+        hx.diff(hx.zeros(3), -1)

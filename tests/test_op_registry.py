@@ -396,6 +396,11 @@ OTHER = {
     "std_mean": (lambda x: hx.std_mean(x, 1)[0] + hx.std_mean(x, 1)[1],
                  lambda x: torch.std_mean(x, 1)[0] + torch.std_mean(x, 1)[1]),
     "roll": (lambda x: x.roll((1, -2), (0, 1)), lambda x: x.roll((1, -2), (0, 1))),
+    "outer": (lambda x: hx.outer(x[0], x[:, 1]), lambda x: torch.outer(x[0], x[:, 1])),
+    "count_nonzero": (lambda x: hx.count_nonzero(x > 0, 1),
+                      lambda x: torch.count_nonzero(x > 0, 1)),
+    "diff": (lambda x: hx.diff(x, 2, 1, prepend=x[:, :1]),
+             lambda x: torch.diff(x, 2, 1, prepend=x[:, :1])),
     "unique": (lambda x: (x > 0).int().unique(return_counts=True)[1],
                lambda x: (x > 0).int().unique(return_counts=True)[1]),
     "conv1d": (lambda x: hx.nn.functional.conv1d(x[None], x[None, :, :3]),
@@ -534,7 +539,7 @@ def test_other_ops_on_strided_layouts(name, layout, seed):
 # (not `to`: its spec rounds to bfloat16, whose gradient is rounded too)
 DIFF_OTHER = [n for n in SPEC_OPS
               if n not in ("argmax", "argmin", "all", "any", "argsort", "to", "nonzero",
-                           "unique", "isclose")]
+                           "unique", "isclose", "count_nonzero")]
 
 
 @pytest.mark.parametrize("name", DIFF_OTHER)

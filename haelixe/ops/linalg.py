@@ -131,5 +131,17 @@ def mm(input, mat2):
         raise RuntimeError(f"mm: expected two 2-D tensors, got shapes {input.shape} and "
                            f"{shape}; use matmul (@) for other ranks")
     return matmul(input, mat2)
+@tensor_method(function=True)
+def outer(input, vec2):
+    """The outer product of two vectors: (n,) and (m,) give (n, m), input[i] * vec2[j]."""
+    if not isinstance(vec2, Tensor) or input.ndim != 1 or vec2.ndim != 1:
+        shape = getattr(vec2, "shape", type(vec2).__name__)
+        raise RuntimeError(f"outer: expected two 1-D tensors, got shapes {input.shape} and "
+                           f"{shape}; flatten() them, or use matmul for matrices")
+    return input.unsqueeze(1) * vec2.unsqueeze(0)
+
+
+declare("outer", arity=2)
+Tensor.ger = outer  # (PyTorch's older name)
 Tensor.__matmul__ = matmul
 Tensor.__rmatmul__ = lambda self, other: matmul(as_tensor_like(other, self, self.dtype), self)

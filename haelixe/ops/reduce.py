@@ -484,6 +484,43 @@ tensor_method(var, function=True)
 tensor_method(std, function=True)
 function(std_mean)
 declare("std_mean", dtypes="float")
+
+
+@tensor_method(function=True)
+def count_nonzero(input, dim=None):  # noqa: A002 (PyTorch's name)
+    """The number of nonzero elements over ``dim`` (an int or a tuple of ints; every dim
+    when None), as int64."""
+    nonzero = input != 0
+    return nonzero.sum() if dim is None else nonzero.sum(dim)
+
+
+declare("count_nonzero", differentiable=False, dtypes="any")
+
+
+@tensor_method(function=True)
+def diff(input, n=1, dim=-1, prepend=None, append=None):  # noqa: A002
+    """The n-th forward difference along ``dim``: out[i] = x[i + 1] - x[i], n times, after
+    ``prepend`` and ``append`` are joined to x along that dim (as PyTorch; booleans give
+    x[i + 1] != x[i])."""
+    from .indexing import cat  # (indexing imports this module)
+
+    if not isinstance(n, int) or n < 0:
+        raise ValueError(f"diff: n must be a non-negative int, got {n!r}")
+    if input.ndim == 0:
+        raise RuntimeError("diff: expected a tensor of at least 1 dim, got a 0-d one")
+    dim = layout.normalize_dim(dim, input.ndim, "diff")
+    parts = [t for t in (prepend, input, append) if t is not None]
+    x = cat(parts, dim) if len(parts) > 1 else input
+    for _ in range(n):
+        length = x.shape[dim]
+        if length == 0:
+            break
+        later, earlier = x.narrow(dim, 1, length - 1), x.narrow(dim, 0, length - 1)
+        x = later != earlier if x.dtype is bool_ else later - earlier
+    return x
+
+
+declare("diff", dtypes="any")
 tensor_method(argmax, function=True)
 tensor_method(argmin, function=True)
 tensor_method(softmax, function=True)
