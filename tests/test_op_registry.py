@@ -490,6 +490,52 @@ OTHER.update({
                  lambda x: torch.meshgrid(x[0], x[1, :4], indexing="xy")[1] * 1),
 })
 
+def _beyond_pytorch(reference, extension):
+    """``reference``; on an integer or bool input its CPU kernel refuses ("... not
+    implemented for 'Int'") and Haelixe computes, ``extension``: PyTorch's ops computing
+    what Haelixe does."""
+    def ref(x):
+        if x.dtype.is_floating_point:
+            return reference(x)
+        try:
+            return reference(x)
+        except NotImplementedError:
+            return extension(x)
+    return ref
+
+
+def _of_difference(loss, **options):
+    """PyTorch's ``loss`` of x against x.flip(0), where Haelixe takes integer inputs: the
+    difference in their dtype (as PyTorch's subtraction takes it), its loss in the
+    default float."""
+    def ref(x):
+        d = (x - x.flip(0)).double()
+        return loss(d, torch.zeros_like(d), **options).float()
+    return _beyond_pytorch(lambda x: loss(x, x.flip(0), **options), ref)
+
+
+def _nll_ref(x):
+    """PyTorch's nll_loss; where Haelixe takes integer log-probabilities: the picked ones
+    negated in their dtype (uint8 wraps, as PyTorch's negation does), their mean in the
+    default float."""
+    t = torch.tensor([0, 2, 5, 1])
+    return _beyond_pytorch(lambda x: F.nll_loss(x, t),
+                           lambda x: F.nll_loss(-(-x).double(), t).float())(x)
+
+
+OTHER.update({
+    "l1_loss": (lambda x: hx.nn.functional.l1_loss(x, x.flip(0)),
+                lambda x: F.l1_loss(x, x.flip(0))),
+    "smooth_l1_loss": (lambda x: hx.nn.functional.smooth_l1_loss(x, x.flip(0), beta=0.5),
+                       _of_difference(F.smooth_l1_loss, beta=0.5)),
+    "huber_loss": (lambda x: hx.nn.functional.huber_loss(x, x.flip(0), delta=0.5),
+                   _of_difference(F.huber_loss, delta=0.5)),
+    "nll_loss": (lambda x: hx.nn.functional.nll_loss(x, hx.tensor([0, 2, 5, 1],
+                                                                  device=x.device)),
+                 _nll_ref),
+})
+
+
 def _idx(x, values):
     return hx.tensor(values, device=x.device)
 

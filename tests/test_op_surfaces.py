@@ -326,8 +326,7 @@ def test_each_fused_declaration_makes_its_functional_form_and_layer(name):
 #: written by hand (state logic of their own, or an op not declared with its layer yet).
 #: Only ever shrinks: every other such layer is made from its op's declaration.
 HAND_WRITTEN_LAYERS = {"Dropout", "Dropout2d", "Embedding", "Fold", "GELU", "GroupNorm",
-                       "HuberLoss", "L1Loss", "LogSoftmax", "NLLLoss", "ReLU6",
-                       "SmoothL1Loss", "Softmax", "Softmin", "Unfold", "Upsample"}
+                       "LogSoftmax", "ReLU6", "Softmax", "Softmin", "Unfold", "Upsample"}
 #: where the layers made from declarations are (fused ops', elementwise ops')
 GENERATED_IN = ("haelixe.nn.fused_layers", "haelixe.nn.activations")
 
@@ -378,6 +377,97 @@ def test_a_fused_layer_runs_its_functional_form_with_its_attributes():
                                rtol=1e-6)
     with pytest.raises(TypeError, match="size_average and reduce are deprecated"):
         hx.nn.CrossEntropyLoss(size_average=False)
+
+
+def test_the_generated_loss_layers_hold_and_show_what_they_did():
+    import numpy as np
+
+    r = np.random.default_rng(4)
+    a, b = (r.standard_normal((5, 3)).astype(np.float32) for _ in range(2))
+    logp = np.log(r.dirichlet(np.ones(3), 5)).astype(np.float32)
+    classes = np.array([0, 2, 1, 1, 0])
+    w = np.array([0.5, 2.0, 1.0], np.float32)
+    cases = [  # (ours, theirs, the repr Haelixe's shows, the inputs)
+        (hx.nn.L1Loss(), torch.nn.L1Loss(), "L1Loss(reduction='mean')", (a, b)),
+        (hx.nn.L1Loss(reduction="sum"), torch.nn.L1Loss(reduction="sum"),
+         "L1Loss(reduction='sum')", (a, b)),
+        (hx.nn.SmoothL1Loss(beta=0.5), torch.nn.SmoothL1Loss(beta=0.5),
+         "SmoothL1Loss(reduction='mean', beta=0.5)", (a, b)),
+        (hx.nn.HuberLoss("none", 0.3), torch.nn.HuberLoss("none", 0.3),
+         "HuberLoss(reduction='none', delta=0.3)", (a, b)),
+        (hx.nn.NLLLoss(), torch.nn.NLLLoss(), "NLLLoss(reduction='mean', ignore_index=-100)",
+         (logp, classes)),
+        (hx.nn.NLLLoss(weight=hx.tensor(w), ignore_index=1, reduction="sum"),
+         torch.nn.NLLLoss(weight=torch.tensor(w), ignore_index=1, reduction="sum"),
+         "NLLLoss(reduction='sum', ignore_index=1)", (logp, classes)),
+    ]
+    for ours, theirs, shown, arrays in cases:
+        assert type(ours).__module__ == "haelixe.nn.fused_layers", shown
+        # (PyTorch's loss layers show nothing: NLLLoss(); Haelixe's show their options)
+        assert repr(ours) == shown
+        assert ours.reduction == theirs.reduction
+        for name in ("beta", "delta", "ignore_index"):
+            assert getattr(ours, name, None) == getattr(theirs, name, None), shown
+        assert list(ours.state_dict()) == list(theirs.state_dict()), shown
+        assert [n for n, _ in ours.named_buffers()] == [n for n, _ in theirs.named_buffers()]
+        x = hx.tensor(arrays[0], requires_grad=True)
+        t = torch.tensor(arrays[0], requires_grad=True)
+        got, want = ours(x, hx.tensor(arrays[1])), theirs(t, torch.tensor(arrays[1]))
+        np.testing.assert_allclose(got.detach().numpy(), want.detach().numpy(), rtol=1e-5,
+                                   err_msg=shown)
+        got.sum().backward()
+        want.sum().backward()
+        np.testing.assert_allclose(x.grad.numpy(), t.grad.numpy(), rtol=1e-5, atol=1e-7,
+                                   err_msg=shown)
+    weighted = hx.nn.NLLLoss(weight=hx.tensor(w)).double()
+    assert weighted.weight.dtype is hx.float64 and list(weighted.state_dict()) == ["weight"]
+    assert hx.nn.NLLLoss().weight is None and list(hx.nn.NLLLoss().state_dict()) == []
+
+
+def test_the_loss_layers_and_functions_take_pytorchs_legacy_positions():
+    import numpy as np
+
+    r = np.random.default_rng(5)
+    x, y = (hx.tensor(r.standard_normal((4, 3)).astype(np.float32)) for _ in range(2))
+    # a reduction passed third, where PyTorch's deprecated size_average sits, is the
+    # reduction: F.l1_loss(x, y, 'sum'), nn.L1Loss('sum')
+    for fn in (F.l1_loss, F.smooth_l1_loss):
+        assert fn(x, y, "sum").item() == fn(x, y, reduction="sum").item()
+    assert hx.nn.L1Loss("none").reduction == "none"
+    assert hx.nn.SmoothL1Loss("sum").reduction == "sum"
+    deprecated = "size_average and reduce are deprecated"
+    for make in (lambda: hx.nn.L1Loss(size_average=True), lambda: hx.nn.NLLLoss(reduce=False),
+                 lambda: hx.nn.SmoothL1Loss("sum", 0.5),
+                 lambda: F.l1_loss(x, y, size_average=False),
+                 lambda: F.smooth_l1_loss(x, y, reduce=False),
+                 lambda: F.nll_loss(x.log_softmax(1), hx.tensor([0, 1, 2, 0]), None, True)):
+        with pytest.raises(TypeError, match=deprecated):
+            make()
+
+
+def test_l1_and_huber_loss_take_pytorchs_per_element_weight():
+    import numpy as np
+
+    r = np.random.default_rng(6)
+    a, b = (r.standard_normal((4, 3)) for _ in range(2))
+    w = r.random((4, 3))
+    for name in ("l1_loss", "huber_loss"):
+        for reduction in ("mean", "sum", "none"):
+            x, t = hx.tensor(a, requires_grad=True), torch.tensor(a, requires_grad=True)
+            got = getattr(F, name)(x, hx.tensor(b), reduction=reduction, weight=hx.tensor(w))
+            want = getattr(TF, name)(t, torch.tensor(b), reduction=reduction,
+                                     weight=torch.tensor(w))
+            np.testing.assert_allclose(got.detach().numpy(), want.detach().numpy(),
+                                       rtol=1e-12, err_msg=f"{name} {reduction}")
+            got.sum().backward()
+            want.sum().backward()
+            np.testing.assert_allclose(x.grad.numpy(), t.grad.numpy(), rtol=1e-12,
+                                       err_msg=f"{name} {reduction}")
+        with pytest.raises(ValueError, match="must have the input's shape"):
+            getattr(F, name)(hx.tensor(a), hx.tensor(b), weight=hx.ones(3))
+        with pytest.raises(TypeError, match="weight must be a tensor"):
+            getattr(F, name)(hx.tensor(a), hx.tensor(b), weight=w)
+    assert hx.nn.L1Loss().weight is None and hx.nn.HuberLoss().weight is None
 
 
 def test_keywords_reach_every_surface_of_a_declared_op():

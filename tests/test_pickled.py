@@ -142,7 +142,9 @@ def test_a_model_holding_a_functional_activation_saves_and_loads():
 #: written out: a pickle names a class by module and name
 FORMER_HOMES = {
     "haelixe.nn.layers": lambda: [hx.nn.Linear(2, 3), hx.nn.LayerNorm(3)],
-    "haelixe.nn.loss_layers": lambda: [hx.nn.MSELoss()],
+    "haelixe.nn.loss_layers": lambda: [hx.nn.MSELoss(), hx.nn.L1Loss("sum"),
+                                       hx.nn.SmoothL1Loss(beta=0.5), hx.nn.HuberLoss(delta=2.0),
+                                       hx.nn.NLLLoss(weight=hx.tensor([1.0, 0.5]))],
     "haelixe.nn.conv": lambda: [hx.nn.Conv2d(2, 3, 3, padding_mode="reflect"),
                                 hx.nn.Conv1d(2, 2, 1), hx.nn.ConvTranspose2d(2, 3, 3, stride=2)],
     "haelixe.nn.pooling": lambda: [hx.nn.MaxPool2d(2), hx.nn.AvgPool1d(3),

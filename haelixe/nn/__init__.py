@@ -23,14 +23,7 @@ from .layers import (
     Softmax,
     Softmin,
 )
-from .loss_layers import (
-    BCELoss,
-    BCEWithLogitsLoss,
-    HuberLoss,
-    L1Loss,
-    NLLLoss,
-    SmoothL1Loss,
-)
+from .loss_layers import BCELoss, BCEWithLogitsLoss
 from .module import Module, ModuleList, Parameter, Sequential
 from .multihead import MultiheadAttention
 from .normalization import (

@@ -1,5 +1,6 @@
-"""Loss modules: the functional losses with their options held as attributes (class
-weights as buffers, so they follow .to() and appear in the state dict, as in PyTorch)."""
+"""The loss modules of losses declared without a layer (BCELoss, BCEWithLogitsLoss): the
+functional losses with their options held as attributes (class weights as buffers, so
+they follow .to() and appear in the state dict, as in PyTorch)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,14 @@ from . import losses
 
 # (made from their ops' declarations; named here too, so that a model pickled when they
 # lived here loads)
-from .fused_layers import CrossEntropyLoss, MSELoss  # noqa: F401
+from .fused_layers import (  # noqa: F401
+    CrossEntropyLoss,
+    HuberLoss,
+    L1Loss,
+    MSELoss,
+    NLLLoss,
+    SmoothL1Loss,
+)
 from .module import Module
 
 
@@ -38,31 +46,6 @@ class _Loss(Module):
         shown = [f"{n}={getattr(self, n)!r}" for n in self._options
                  if n not in self.tensor_options]
         return ", ".join([f"reduction={self.reduction!r}", *shown])
-
-
-class L1Loss(_Loss):
-    fn = losses.l1_loss
-
-
-class SmoothL1Loss(_Loss):
-    fn = losses.smooth_l1_loss
-
-    def __init__(self, reduction: str = "mean", beta: float = 1.0):
-        super().__init__(reduction, beta=beta)
-
-
-class HuberLoss(_Loss):
-    fn = losses.huber_loss
-
-    def __init__(self, reduction: str = "mean", delta: float = 1.0):
-        super().__init__(reduction, delta=delta)
-
-
-class NLLLoss(_Loss):
-    fn = losses.nll_loss
-
-    def __init__(self, weight=None, ignore_index: int = -100, reduction: str = "mean"):
-        super().__init__(reduction, weight=weight, ignore_index=ignore_index)
 
 
 class BCELoss(_Loss):

@@ -75,14 +75,70 @@ def mse_loss(input, target, reduction="mean"):  # noqa: A002 (PyTorch's names)
     return _reduce(d * d, reduction, "mse_loss")
 
 
-def l1_loss(input, target, reduction="mean"):
+def _legacy_reduction(size_average, reduce, reduction, op):
+    """The reduction of a call with PyTorch's deprecated size_average and reduce in its
+    signature: they are refused when given, except a reduction passed third
+    (``l1_loss(x, t, 'sum')``, where size_average sits), which is the reduction."""
+    if isinstance(size_average, str) and reduce is None and reduction == "mean":
+        size_average, reduction = None, size_average
+    _no_legacy_reduction(size_average, reduce, op)
+    return reduction
+
+
+def _weighted(loss, weight, reduction, op, mean_over_weight):
+    """``loss`` times the per-element ``weight`` (of the input's shape, as PyTorch's),
+    reduced; the mean divides by the total weight where ``mean_over_weight`` (PyTorch's
+    l1_loss), by the count elsewhere (its huber_loss)."""
+    if not isinstance(weight, Tensor):
+        raise TypeError(f"{op}: weight must be a tensor of the input's shape, got "
+                        f"{type(weight).__name__}")
+    if weight.shape != loss.shape:
+        raise ValueError(f"{op}: weight of shape {weight.shape} must have the input's "
+                         f"shape {loss.shape}")
+    _check_reduction(reduction, op)
+    (weight,) = cast_inputs("loss", weight)
+    loss = loss * weight
+    if reduction == "mean" and mean_over_weight:
+        return loss.sum() / weight.sum()
+    return _reduce(loss, reduction, op)
+
+
+def _l1_loss_layer(size_average=None, reduce=None, reduction="mean"):
+    reduction = _legacy_reduction(size_average, reduce, reduction, "L1Loss")
+    _check_reduction(reduction, "L1Loss")
+    return {"reduction": reduction}
+
+
+# (nn.L1Loss and nn.HuberLoss hold no weight, as PyTorch's: their forwards pass None)
+@fused(None, arity=2, dtypes="any",
+       layer=Layer("L1Loss", _l1_loss_layer, inputs=2,
+                   fixed={"size_average": None, "reduce": None, "weight": None},
+                   shown="reduction={reduction!r}"))
+def l1_loss(input, target, size_average=None, reduce=None, reduction="mean", weight=None):  # noqa: A002
+    """The mean (or sum, or each) of the absolute differences of two tensors of one
+    shape; ``weight`` scales each element, and the mean is then over the total weight."""
+    reduction = _legacy_reduction(size_average, reduce, reduction, "l1_loss")
     _same_shape(input, target, "l1_loss")
     x, target = cast_inputs("loss", input, target)
+    if weight is not None:
+        return _weighted((x - target).abs(), weight, reduction, "l1_loss", True)
     return _reduce((x - target).abs(), reduction, "l1_loss")
 
 
-def smooth_l1_loss(input, target, reduction="mean", beta=1.0):
+def _smooth_l1_loss_layer(size_average=None, reduce=None, reduction="mean", beta=1.0):
+    reduction = _legacy_reduction(size_average, reduce, reduction, "SmoothL1Loss")
+    _check_reduction(reduction, "SmoothL1Loss")
+    return {"reduction": reduction, "beta": beta}
+
+
+@fused(None, arity=2,
+       layer=Layer("SmoothL1Loss", _smooth_l1_loss_layer, inputs=2,
+                   fixed={"size_average": None, "reduce": None},
+                   shown="reduction={reduction!r}, beta={beta!r}"))
+def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mean",  # noqa: A002
+                   beta=1.0):
     """0.5 d^2 / beta where |d| < beta, |d| - 0.5 beta elsewhere (l1 when beta = 0)."""
+    reduction = _legacy_reduction(size_average, reduce, reduction, "smooth_l1_loss")
     _same_shape(input, target, "smooth_l1_loss")
     if beta < 0:
         raise ValueError(f"smooth_l1_loss: beta must be >= 0, got {beta}")
@@ -94,14 +150,25 @@ def smooth_l1_loss(input, target, reduction="mean", beta=1.0):
     return _reduce(loss, reduction, "smooth_l1_loss")
 
 
-def huber_loss(input, target, reduction="mean", delta=1.0):
-    """0.5 d^2 where |d| < delta, delta (|d| - 0.5 delta) elsewhere."""
+def _huber_loss_layer(reduction="mean", delta=1.0):
+    _check_reduction(reduction, "HuberLoss")
+    return {"reduction": reduction, "delta": delta}
+
+
+@fused(None, arity=2,
+       layer=Layer("HuberLoss", _huber_loss_layer, inputs=2, fixed={"weight": None},
+                   shown="reduction={reduction!r}, delta={delta!r}"))
+def huber_loss(input, target, reduction="mean", delta=1.0, weight=None):  # noqa: A002
+    """0.5 d^2 where |d| < delta, delta (|d| - 0.5 delta) elsewhere; ``weight`` scales
+    each element (the mean stays over the elements, as PyTorch's)."""
     _same_shape(input, target, "huber_loss")
     if delta <= 0:
         raise ValueError(f"huber_loss: delta must be > 0, got {delta}")
     x, target = cast_inputs("loss", input, target)
     d = (x - target).abs()
     loss = where(d < delta, d * d * 0.5, (d - 0.5 * delta) * delta)
+    if weight is not None:
+        return _weighted(loss, weight, reduction, "huber_loss", False)
     return _reduce(loss, reduction, "huber_loss")
 
 
@@ -182,10 +249,25 @@ def _nll(logp, target, weight, ignore_index, reduction, batch):
     return loss.sum() / w.sum(), w, valid
 
 
-def nll_loss(input, target, weight=None, ignore_index=-100, reduction="mean"):
+def _nll_loss_layer(weight=None, size_average=None, ignore_index=-100, reduce=None,
+                    reduction="mean"):
+    """nn.NLLLoss's state: the class weights a buffer (they follow .to() and appear in
+    the state dict, as in PyTorch)."""
+    _no_legacy_reduction(size_average, reduce, "NLLLoss")
+    _check_reduction(reduction, "NLLLoss")
+    return {"reduction": reduction, "weight": weight, "ignore_index": ignore_index}
+
+
+@fused(None, arity=2,
+       layer=Layer("NLLLoss", _nll_loss_layer, inputs=2, buffers=("weight",),
+                   fixed={"size_average": None, "reduce": None},
+                   shown="reduction={reduction!r}, ignore_index={ignore_index!r}"))
+def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100,  # noqa: A002
+             reduce=None, reduction="mean"):
     """Negative log-likelihood of log-probabilities ``input`` (classes in dim 1, or dim
     0 unbatched) at the class indices ``target``; ``weight`` per class; targets equal
     to ``ignore_index`` count nothing; 'mean' divides by the total weight of the rest."""
+    _no_legacy_reduction(size_average, reduce, "nll_loss")
     _check_reduction(reduction, "nll_loss")
     (input,) = cast_inputs("loss", input)
     logp, target, batch = _classes_last(input, target, "nll_loss")

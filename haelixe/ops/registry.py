@@ -113,7 +113,8 @@ class Layer:
     passes each other argument from the attribute of the same name (``self.weight``,
     ``self.eps``...). Tensors named in ``parameters`` become Parameters, those in
     ``buffers`` buffers. ``fixed``: arguments forward always passes as given (PyTorch's
-    deprecated ones, left at their defaults), class attributes of the layer. ``shown``
+    deprecated ones, left at their defaults; the weight= nn.L1Loss does not hold),
+    class attributes of the layer. ``shown``
     is the ``extra_repr``: a format string over the attributes, or a function of the
     layer. ``forward``, where the layer does more than pass its attributes (a
     convolution's padding_mode pads the input first): a function of the functional form
