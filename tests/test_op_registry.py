@@ -533,6 +533,8 @@ OTHER.update({
     "nll_loss": (lambda x: hx.nn.functional.nll_loss(x, hx.tensor([0, 2, 5, 1],
                                                                   device=x.device)),
                  _nll_ref),
+    "group_norm": (lambda x: hx.nn.functional.group_norm(x[None], 2, x[:, 0], x[:, 1]),
+                   lambda x: F.group_norm(x[None], 2, x[:, 0], x[:, 1])),
 })
 
 

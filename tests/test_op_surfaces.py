@@ -325,8 +325,8 @@ def test_each_fused_declaration_makes_its_functional_form_and_layer(name):
 #: hx.nn layers that are PyTorch's layer of a torch.nn.functional function and are still
 #: written by hand (state logic of their own, or an op not declared with its layer yet).
 #: Only ever shrinks: every other such layer is made from its op's declaration.
-HAND_WRITTEN_LAYERS = {"Dropout", "Dropout2d", "Embedding", "Fold", "GELU", "GroupNorm",
-                       "LogSoftmax", "ReLU6", "Softmax", "Softmin", "Unfold", "Upsample"}
+HAND_WRITTEN_LAYERS = {"Dropout", "Dropout2d", "Embedding", "Fold", "GELU", "LogSoftmax",
+                       "ReLU6", "Softmax", "Softmin", "Unfold", "Upsample"}
 #: where the layers made from declarations are (fused ops', elementwise ops')
 GENERATED_IN = ("haelixe.nn.fused_layers", "haelixe.nn.activations")
 
@@ -377,6 +377,59 @@ def test_a_fused_layer_runs_its_functional_form_with_its_attributes():
                                rtol=1e-6)
     with pytest.raises(TypeError, match="size_average and reduce are deprecated"):
         hx.nn.CrossEntropyLoss(size_average=False)
+
+
+#: generated layers beside PyTorch's, built with the same arguments: (ours, theirs, the
+#: attributes both hold, inputs as arrays)
+def _layers_beside_pytorchs():
+    import numpy as np
+
+    r = np.random.default_rng(3)
+    image = r.standard_normal((2, 4, 3, 5)).astype(np.float32)
+    return [
+        (hx.nn.GroupNorm(2, 4, eps=1e-3), torch.nn.GroupNorm(2, 4, eps=1e-3),
+         ("num_groups", "num_channels", "eps", "affine"), (image,)),
+        (hx.nn.GroupNorm(4, 4, affine=False), torch.nn.GroupNorm(4, 4, affine=False),
+         ("num_groups", "num_channels", "eps", "affine"), (image,)),
+        (hx.nn.GroupNorm(1, 4, bias=False), torch.nn.GroupNorm(1, 4, bias=False),
+         ("num_groups", "num_channels", "eps", "affine"), (image,)),
+    ]
+
+
+def test_the_generated_layers_hold_and_show_what_pytorchs_do():
+    import numpy as np
+
+    for ours, theirs, attributes, arrays in _layers_beside_pytorchs():
+        what = repr(theirs)
+        assert type(ours).__module__ == "haelixe.nn.fused_layers", what
+        assert repr(ours) == repr(theirs)
+        for name in attributes:
+            assert getattr(ours, name) == getattr(theirs, name), f"{what}.{name}"
+        assert [n for n, _ in ours.named_parameters()] == \
+            [n for n, _ in theirs.named_parameters()], what
+        assert list(ours.state_dict()) == list(theirs.state_dict()), what
+        xs = [hx.tensor(a, requires_grad=True) for a in arrays]
+        ts = [torch.tensor(a, requires_grad=True) for a in arrays]
+        got, want = ours(*xs), theirs(*ts)
+        np.testing.assert_allclose(got.detach().numpy(), want.detach().numpy(), atol=1e-5,
+                                   err_msg=what)
+        got.square().sum().backward()
+        want.square().sum().backward()
+        for x, t in zip(xs, ts):
+            np.testing.assert_allclose(x.grad.numpy(), t.grad.numpy(), atol=1e-4,
+                                       err_msg=what)
+        for (name, p), (_, q) in zip(ours.named_parameters(), theirs.named_parameters()):
+            np.testing.assert_allclose(p.grad.numpy(), q.grad.numpy(), atol=1e-4,
+                                       err_msg=f"{what}.{name}")
+
+
+def test_group_norm_makes_its_parameters_as_the_other_norms_do():
+    grouped = hx.nn.GroupNorm(2, 4, dtype=hx.float64)
+    assert grouped.weight.dtype is hx.float64 and grouped.bias.dtype is hx.float64
+    with pytest.raises(ValueError, match="num_channels \\(4\\) must be divisible"):
+        hx.nn.GroupNorm(3, 4)
+    with pytest.raises(TypeError, match="only floating dtypes"):
+        hx.nn.GroupNorm(2, 4, dtype=hx.int64)
 
 
 def test_the_generated_loss_layers_hold_and_show_what_they_did():

@@ -145,6 +145,8 @@ FORMER_HOMES = {
     "haelixe.nn.loss_layers": lambda: [hx.nn.MSELoss(), hx.nn.L1Loss("sum"),
                                        hx.nn.SmoothL1Loss(beta=0.5), hx.nn.HuberLoss(delta=2.0),
                                        hx.nn.NLLLoss(weight=hx.tensor([1.0, 0.5]))],
+    "haelixe.nn.normalization": lambda: [hx.nn.GroupNorm(2, 4), hx.nn.GroupNorm(1, 2,
+                                                                                affine=False)],
     "haelixe.nn.conv": lambda: [hx.nn.Conv2d(2, 3, 3, padding_mode="reflect"),
                                 hx.nn.Conv1d(2, 2, 1), hx.nn.ConvTranspose2d(2, 3, 3, stride=2)],
     "haelixe.nn.pooling": lambda: [hx.nn.MaxPool2d(2), hx.nn.AvgPool1d(3),

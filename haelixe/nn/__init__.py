@@ -29,7 +29,6 @@ from .multihead import MultiheadAttention
 from .normalization import (
     BatchNorm1d,
     BatchNorm2d,
-    GroupNorm,
     InstanceNorm1d,
     InstanceNorm2d,
 )

@@ -14,6 +14,7 @@ from .. import creation
 from ..amp import cast_inputs
 from ..autograd.mode import no_grad
 from ..ops import fused
+from ..ops.registry import Layer
 from ..ops.registry import fused as declared_fused
 from ..tensor import Tensor
 from .module import Module, Parameter
@@ -70,7 +71,40 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
     return y if bias is None else y + bias.reshape(shape)
 
 
-def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
+def _group_norm_layer(num_groups, num_channels, eps=1e-5, affine=True, device=None,
+                      dtype=None, *, bias=True):
+    """nn.GroupNorm's state: a per-channel scale (ones) and shift (zeros) where
+    ``affine``; ``bias=False`` keeps the scale only."""
+    if num_channels % num_groups:
+        raise ValueError(f"GroupNorm: num_channels ({num_channels}) must be divisible "
+                         f"by num_groups ({num_groups})")
+    weight = creation.ones(num_channels) if affine else None
+    bias = creation.zeros(num_channels) if affine and bias else None
+    if device is not None or dtype is not None:
+        _moved((weight, bias), device, dtype)
+    return {"num_groups": num_groups, "num_channels": num_channels, "eps": eps,
+            "affine": affine, "weight": weight, "bias": bias}
+
+
+def _moved(tensors, device, dtype):
+    """Move ``tensors`` (None skipped) in place as Module.to moves a module's: the other
+    norms' constructors move theirs so, and a dtype that is not floating is refused."""
+    holder = Module()
+    for i, t in enumerate(tensors):
+        holder.register_buffer(str(i), t)
+    holder.to(device=device, dtype=dtype)
+
+
+def _group_norm_shown(layer) -> str:
+    return (f"{layer.num_groups}, {layer.num_channels}, eps={layer.eps}, affine="
+            f"{layer.affine}, bias={layer.bias is not None}")
+
+
+# (no Function of its own: the fused LayerNorm node over each group, then the affine ops)
+@declared_fused(None, arity=3,
+                layer=Layer("GroupNorm", _group_norm_layer, parameters=("weight", "bias"),
+                            shown=_group_norm_shown))
+def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):  # noqa: A002
     """Normalise each sample's channels in ``num_groups`` groups (over the group's
     channels and all positions), then a per-channel scale and shift."""
     (x,) = cast_inputs("norm", input)
@@ -223,23 +257,15 @@ class InstanceNorm2d(_InstanceNorm):
     dims = 2
 
 
-class GroupNorm(Module):
-    def __init__(self, num_groups, num_channels, eps=1e-5, affine=True, device=None,
-                 dtype=None, *, bias=True):
-        super().__init__()
-        if num_channels % num_groups:
-            raise ValueError(f"GroupNorm: num_channels ({num_channels}) must be divisible "
-                             f"by num_groups ({num_groups})")
-        self.num_groups, self.num_channels = num_groups, num_channels
-        self.eps, self.affine = eps, affine
-        self.weight = Parameter(creation.ones(num_channels)) if affine else None
-        self.bias = Parameter(creation.zeros(num_channels)) if affine and bias else None
-        if device is not None or dtype is not None:
-            self.to(device=device, dtype=dtype)
+#: layers made from the declarations here that pickled models name as this module's
+_PICKLED_HERE = ("GroupNorm",)
 
-    def forward(self, input):
-        return group_norm(input, self.num_groups, self.weight, self.bias, self.eps)
 
-    def extra_repr(self) -> str:
-        return (f"{self.num_groups}, {self.num_channels}, eps={self.eps}, affine="
-                f"{self.affine}, bias={self.bias is not None}")
+def __getattr__(name):
+    # (looked up when asked for: nn/fused_layers, which makes them, imports this module
+    # first, through nn/functional)
+    if name in _PICKLED_HERE:
+        from . import fused_layers
+
+        return getattr(fused_layers, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
