@@ -523,6 +523,13 @@ def _nll_ref(x):
                            lambda x: F.nll_loss(-(-x).double(), t).float())(x)
 
 
+def _in_its_dtype(op):
+    """PyTorch's ``op``; where Haelixe takes integer or bool inputs, ``op`` of the values
+    in float64 in the input's dtype (exact: fold's sums here are small, interpolate's
+    nearest picks cells)."""
+    return _beyond_pytorch(op, lambda x: op(x.double()).to(x.dtype))
+
+
 OTHER.update({
     "l1_loss": (lambda x: hx.nn.functional.l1_loss(x, x.flip(0)),
                 lambda x: F.l1_loss(x, x.flip(0))),
@@ -535,6 +542,11 @@ OTHER.update({
                  _nll_ref),
     "group_norm": (lambda x: hx.nn.functional.group_norm(x[None], 2, x[:, 0], x[:, 1]),
                    lambda x: F.group_norm(x[None], 2, x[:, 0], x[:, 1])),
+    # (windows of 2 x 2 over a 3 x 4 output: 6 of them, overlapping)
+    "fold": (lambda x: hx.nn.functional.fold(x[None], (3, 4), 2),
+             _in_its_dtype(lambda x: F.fold(x[None], (3, 4), 2))),
+    "interpolate": (lambda x: hx.nn.functional.interpolate(x[None], scale_factor=2),
+                    _in_its_dtype(lambda x: F.interpolate(x[None], scale_factor=2))),
 })
 
 

@@ -291,10 +291,15 @@ def test_each_other_op_with_a_pytorch_layer_has_that_layer_with_its_signature(na
 FUSED = sorted(n for n, d in OPS.items() if isinstance(d, Fused))
 
 
+#: fused ops whose PyTorch layer is not named after them (nn.Upsample's forward is
+#: F.interpolate; F.upsample is its deprecated alias)
+LAYER_OF = {"interpolate": "Upsample"}
+
+
 def _pytorch_layer_of(name):
     """PyTorch's nn layer of a fused op: rms_norm -> RMSNorm, mse_loss -> MSELoss,
     cross_entropy -> CrossEntropyLoss; None where it has none (attention)."""
-    return _layer_name(name) or _layer_name(name + "_loss")
+    return LAYER_OF.get(name) or _layer_name(name) or _layer_name(name + "_loss")
 
 
 @pytest.mark.parametrize("name", FUSED)
@@ -325,8 +330,8 @@ def test_each_fused_declaration_makes_its_functional_form_and_layer(name):
 #: hx.nn layers that are PyTorch's layer of a torch.nn.functional function and are still
 #: written by hand (state logic of their own, or an op not declared with its layer yet).
 #: Only ever shrinks: every other such layer is made from its op's declaration.
-HAND_WRITTEN_LAYERS = {"Dropout", "Dropout2d", "Embedding", "Fold", "GELU", "LogSoftmax",
-                       "ReLU6", "Softmax", "Softmin", "Unfold", "Upsample"}
+HAND_WRITTEN_LAYERS = {"Dropout", "Dropout2d", "Embedding", "GELU", "LogSoftmax", "ReLU6",
+                       "Softmax", "Softmin", "Unfold"}
 #: where the layers made from declarations are (fused ops', elementwise ops')
 GENERATED_IN = ("haelixe.nn.fused_layers", "haelixe.nn.activations")
 
@@ -386,6 +391,7 @@ def _layers_beside_pytorchs():
 
     r = np.random.default_rng(3)
     image = r.standard_normal((2, 4, 3, 5)).astype(np.float32)
+    columns = r.standard_normal((2, 8, 8)).astype(np.float32)
     return [
         (hx.nn.GroupNorm(2, 4, eps=1e-3), torch.nn.GroupNorm(2, 4, eps=1e-3),
          ("num_groups", "num_channels", "eps", "affine"), (image,)),
@@ -393,6 +399,20 @@ def _layers_beside_pytorchs():
          ("num_groups", "num_channels", "eps", "affine"), (image,)),
         (hx.nn.GroupNorm(1, 4, bias=False), torch.nn.GroupNorm(1, 4, bias=False),
          ("num_groups", "num_channels", "eps", "affine"), (image,)),
+        (hx.nn.Fold((3, 5), 2), torch.nn.Fold((3, 5), 2),
+         ("output_size", "kernel_size", "dilation", "padding", "stride"), (columns,)),
+        (hx.nn.Fold(4, (2, 2), padding=1, stride=2), torch.nn.Fold(4, (2, 2), padding=1,
+                                                                   stride=2),
+         ("output_size", "kernel_size", "dilation", "padding", "stride"),
+         (columns[:, :, :1].repeat(9, 2),)),
+        (hx.nn.Upsample(scale_factor=2), torch.nn.Upsample(scale_factor=2),
+         ("size", "scale_factor", "mode", "align_corners", "recompute_scale_factor"), (image,)),
+        (hx.nn.Upsample(size=(4, 7), mode="bilinear", align_corners=True),
+         torch.nn.Upsample(size=(4, 7), mode="bilinear", align_corners=True),
+         ("size", "scale_factor", "mode", "align_corners", "recompute_scale_factor"), (image,)),
+        (hx.nn.Upsample(scale_factor=(1.5, 2), recompute_scale_factor=True),
+         torch.nn.Upsample(scale_factor=(1.5, 2), recompute_scale_factor=True),
+         ("size", "scale_factor", "mode", "align_corners", "recompute_scale_factor"), (image,)),
     ]
 
 

@@ -147,6 +147,7 @@ FORMER_HOMES = {
                                        hx.nn.NLLLoss(weight=hx.tensor([1.0, 0.5]))],
     "haelixe.nn.normalization": lambda: [hx.nn.GroupNorm(2, 4), hx.nn.GroupNorm(1, 2,
                                                                                 affine=False)],
+    "haelixe.nn.spatial": lambda: [hx.nn.Fold((3, 4), 2), hx.nn.Upsample(scale_factor=2)],
     "haelixe.nn.conv": lambda: [hx.nn.Conv2d(2, 3, 3, padding_mode="reflect"),
                                 hx.nn.Conv1d(2, 2, 1), hx.nn.ConvTranspose2d(2, 3, 3, stride=2)],
     "haelixe.nn.pooling": lambda: [hx.nn.MaxPool2d(2), hx.nn.AvgPool1d(3),

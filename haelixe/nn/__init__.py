@@ -33,7 +33,7 @@ from .normalization import (
     InstanceNorm2d,
 )
 from .rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNBase, RNNCell, RNNCellBase
-from .spatial import Dropout2d, Fold, Unflatten, Unfold, Upsample
+from .spatial import Dropout2d, Unflatten, Unfold
 from .transformer import MLP, MultiHeadAttention, RoPE, TransformerBlock
 
 globals().update(_ACTIVATIONS)  # (nn.ReLU, nn.LeakyReLU...: made from the op registry)

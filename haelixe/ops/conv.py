@@ -27,7 +27,7 @@ from ..errors import OpError
 from ..tensor import Tensor
 from . import conv_gemm
 from .linalg import matmul
-from .registry import function
+from .registry import Layer, function, fused
 from .windows import (
     SumWindows,
     pad,
@@ -556,7 +556,18 @@ def unfold(input, kernel_size, dilation=1, padding=0, stride=1):
     return cols.squeeze(0) if unbatched else cols
 
 
-def fold(input, output_size, kernel_size, dilation=1, padding=0, stride=1):
+def _fold_layer(output_size, kernel_size, dilation=1, padding=0, stride=1):
+    """nn.Fold's state: F.fold's arguments as given."""
+    return {"output_size": output_size, "kernel_size": kernel_size, "dilation": dilation,
+            "padding": padding, "stride": stride}
+
+
+# (no Function of its own: the windows summed back, recorded ops)
+@fused(None, arity=1, dtypes="any",
+       layer=Layer("Fold", _fold_layer,
+                   shown="output_size={output_size}, kernel_size={kernel_size}, "
+                         "dilation={dilation}, padding={padding}, stride={stride}"))
+def fold(input, output_size, kernel_size, dilation=1, padding=0, stride=1):  # noqa: A002
     """col2im: (N, C*kh*kw, L) -> (N, C, H, W), overlapping windows summed (F.fold)."""
     op = "fold"
     kernel, dilation, pads, stride = _fold_args(op, kernel_size, dilation, padding, stride)

@@ -15,6 +15,7 @@ from ..errors import OpError
 from ..tensor import Tensor
 from .linalg import matmul
 from .pooling import adaptive_avg_pool
+from .registry import Layer, fused
 
 _LINEAR = {"linear": 1, "bilinear": 2, "trilinear": 3}
 _MODES = ("nearest", "nearest-exact", "linear", "bilinear", "trilinear", "area")
@@ -66,7 +67,31 @@ def _linear_matrix(n, o, scale, align_corners):
     return m
 
 
-def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corners=None,
+def _upsample_layer(size=None, scale_factor=None, mode="nearest", align_corners=None,
+                    recompute_scale_factor=None):
+    """nn.Upsample's state: F.interpolate's arguments, a scale factor as floats (as
+    PyTorch's)."""
+    if isinstance(scale_factor, (int, float)):
+        scale_factor = float(scale_factor)
+    elif scale_factor:
+        scale_factor = tuple(float(f) for f in scale_factor)
+    else:
+        scale_factor = None
+    return {"size": size, "scale_factor": scale_factor, "mode": mode,
+            "align_corners": align_corners, "recompute_scale_factor": recompute_scale_factor}
+
+
+def _upsample_shown(layer) -> str:
+    what = f"scale_factor={layer.scale_factor!r}" if layer.scale_factor is not None \
+        else f"size={layer.size!r}"
+    return f"{what}, mode={layer.mode!r}"
+
+
+# (nn.Upsample's forward is F.interpolate, as PyTorch's, which passes no antialias)
+@fused(None, arity=1, dtypes="any",
+       layer=Layer("Upsample", _upsample_layer, fixed={"antialias": False},
+                   shown=_upsample_shown))
+def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corners=None,  # noqa: A002
                 recompute_scale_factor=None, antialias=False):
     """Resize the spatial dims of (N, C, *spatial), PyTorch's F.interpolate: modes
     'nearest', 'nearest-exact' (any dtype: a uint8 image too), 'linear'/'bilinear'/
