@@ -321,6 +321,13 @@ OTHER = {
     "any": (lambda x: x.any(0), lambda x: x.any(0)),
     "softmax": (lambda x: x.softmax(1), lambda x: x.softmax(1)),
     "log_softmax": (lambda x: x.log_softmax(0), lambda x: x.log_softmax(0)),
+    "softmin": (lambda x: hx.nn.functional.softmin(x, 1), lambda x: F.softmin(x, 1)),
+    "gelu": (lambda x: hx.nn.functional.gelu(x, approximate="tanh"),
+             lambda x: F.gelu(x, approximate="tanh")),
+    "relu6": (lambda x: hx.nn.functional.relu6(x * 4.0), lambda x: F.relu6(x * 4.0)),
+    # random: tests/test_nn.py, test_normalization.py and test_op_surfaces.py check them
+    "dropout": (None, None),
+    "dropout2d": (None, None),
     "logsumexp": (lambda x: x.logsumexp(1), lambda x: x.logsumexp(1)),
     "norm": (lambda x: x.norm(dim=1), lambda x: x.norm(dim=1)),
     "cumsum": (lambda x: x.cumsum(1), lambda x: x.cumsum(1)),

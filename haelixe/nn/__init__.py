@@ -11,18 +11,7 @@ from .encoder_decoder import (
     TransformerEncoderLayer,
 )
 from .fused_layers import LAYERS as _FUSED_LAYERS
-from .layers import (
-    GELU,
-    Dropout,
-    Embedding,
-    Flatten,
-    Identity,
-    LogSoftmax,
-    NonDynamicallyQuantizableLinear,
-    ReLU6,
-    Softmax,
-    Softmin,
-)
+from .layers import Embedding, Flatten, Identity, NonDynamicallyQuantizableLinear
 from .loss_layers import BCELoss, BCEWithLogitsLoss
 from .module import Module, ModuleList, Parameter, Sequential
 from .multihead import MultiheadAttention
@@ -33,7 +22,7 @@ from .normalization import (
     InstanceNorm2d,
 )
 from .rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNBase, RNNCell, RNNCellBase
-from .spatial import Dropout2d, Unflatten, Unfold
+from .spatial import Unflatten, Unfold
 from .transformer import MLP, MultiHeadAttention, RoPE, TransformerBlock
 
 globals().update(_ACTIVATIONS)  # (nn.ReLU, nn.LeakyReLU...: made from the op registry)

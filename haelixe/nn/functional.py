@@ -40,6 +40,8 @@ from ..ops.pooling import (
     max_unpool2d,
     max_unpool3d,
 )
+from ..ops.reduce import LogSoftmax as LogSoftmaxFn
+from ..ops.reduce import Softmax as SoftmaxFn
 from ..ops.registry import OPS, Layer, functional_form, fused
 from ..ops.resample import interpolate
 from ..tensor import Tensor
@@ -233,14 +235,34 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):  # no
     return LayerNormFn.apply(_flat_trailing(x, k), flat[0], flat[1], eps).reshape(x.shape)
 
 
-def gelu(x, approximate="none"):
-    return _gelu(x, approximate)
+def _gelu_layer(approximate="none"):
+    """approximate: 'none' (erf) or 'tanh' (PyTorch's tanh approximation)."""
+    return {"approximate": approximate}
 
 
+# (no Function of its own: it applies the erf or the tanh form, elementwise ops)
+@fused(None, arity=1, dtypes="float_only",
+       layer=Layer("GELU", _gelu_layer, shown="approximate={approximate!r}"))
+def gelu(input, approximate="none"):  # noqa: A002 (PyTorch's name)
+    """input * Phi(input), Phi the standard normal CDF: exact (erf), or PyTorch's tanh
+    approximation with ``approximate='tanh'``."""
+    return _gelu(input, approximate)
+
+
+def _inplace_layer(inplace=False):
+    """inplace: write the result into the input."""
+    return {"inplace": inplace}
+
+
+def _inplace_shown(layer) -> str:  # (as PyTorch's: shown only where it is set)
+    return "inplace=True" if layer.inplace else ""
+
+
+# (no Function of its own: hardtanh's elementwise op over [0, 6])
+@fused(None, arity=1, dtypes="promote",
+       layer=Layer("ReLU6", _inplace_layer, shown=_inplace_shown))
 def relu6(input, inplace=False):  # noqa: A002 (PyTorch's name)
-    """relu6(input, inplace=False) -> Tensor
-
-    min(max(input, 0), 6): hardtanh over [0, 6]."""
+    """min(max(input, 0), 6): hardtanh over [0, 6]."""
     return input.hardtanh_(0.0, 6.0) if inplace else input.hardtanh(0.0, 6.0)
 
 
@@ -249,16 +271,44 @@ def logsigmoid(input):
     return input.clamp(max=0.0) - (-input.abs()).exp().add(1.0).log()
 
 
-def softmax(input, dim=-1, dtype=None):
+def _dim_layer(dim=None):
+    """dim: the dim to normalise over (forward refuses a layer made without one)."""
+    return {"dim": dim}
+
+
+def _over_its_dim(form):
+    """The layer's forward: ``form`` over the layer's dim. Without one PyTorch picks a
+    dim by the input's rank and warns that this is deprecated; Haelixe asks for it."""
+    def forward(self, input):  # noqa: A002 (PyTorch's name)
+        if self.dim is None:
+            raise ValueError(f"{type(self).__name__}: pass dim= (the dim to normalise "
+                             f"over); for input of shape {input.shape} it is usually -1")
+        return form(input, self.dim)
+    return forward
+
+
+def _dim_layer_of(name) -> Layer:
+    return Layer(name, _dim_layer, shown="dim={dim}", forward=_over_its_dim)
+
+
+@fused(SoftmaxFn, arity=1, layer=_dim_layer_of("Softmax"))
+def softmax(input, dim=-1, dtype=None):  # noqa: A002 (PyTorch's name)
+    """exp(input) / sum(exp(input)) over ``dim`` (the last by default), in ``dtype``
+    where one is given (the input converted first)."""
     x = input if dtype is None else input.to(dtype)
     return x.softmax(dim)
 
 
-def log_softmax(input, dim=-1, dtype=None):
+@fused(LogSoftmaxFn, arity=1, layer=_dim_layer_of("LogSoftmax"))
+def log_softmax(input, dim=-1, dtype=None):  # noqa: A002 (PyTorch's name)
+    """log(softmax(input)) over ``dim`` (the last by default), in ``dtype`` where one is
+    given (the input converted first)."""
     x = input if dtype is None else input.to(dtype)
     return x.log_softmax(dim)
 
 
+# (no Function of its own: softmax of the negated input)
+@fused(None, arity=1, layer=_dim_layer_of("Softmin"))
 def softmin(input, dim=None, _stacklevel=3, dtype=None):  # noqa: A002 (PyTorch's names)
     """softmax(-input) over ``dim`` (required: PyTorch's implicit choice of dim is
     deprecated there and refused here)."""
@@ -269,7 +319,31 @@ def softmin(input, dim=None, _stacklevel=3, dtype=None):  # noqa: A002 (PyTorch'
     return (-x).softmax(dim)
 
 
-def dropout(input, p=0.5, training=True, inplace=False):
+def _dropout_layer(p=0.5, inplace=False):
+    """p: the probability of zeroing an element (a channel, for Dropout2d), in [0, 1];
+    inplace: write into the input."""
+    if not 0.0 <= p <= 1.0:
+        raise ValueError(f"Dropout: p must be in [0, 1], got {p}")
+    return {"p": p, "inplace": inplace}
+
+
+def _while_training(dropout):
+    """The layer's forward: ``dropout`` with the layer's p and inplace, dropping only
+    while the layer trains (``self.training``: its mode, set by train() and eval(), not
+    an attribute its constructor makes)."""
+    def forward(self, input):  # noqa: A002 (PyTorch's name)
+        return dropout(input, self.p, self.training, self.inplace)
+    return forward
+
+
+def _dropout_layer_of(name) -> Layer:
+    return Layer(name, _dropout_layer, shown="p={p}, inplace={inplace}",
+                 forward=_while_training)
+
+
+# (no Function of its own: a random mask, then a product)
+@fused(None, arity=1, layer=_dropout_layer_of("Dropout"))
+def dropout(input, p=0.5, training=True, inplace=False):  # noqa: A002 (PyTorch's name)
     """Zero each element with probability ``p`` and scale the rest by 1 / (1 - p)
     during training; the identity otherwise. ``inplace`` writes into ``input``."""
     if not 0.0 <= p <= 1.0:
@@ -284,7 +358,9 @@ def dropout(input, p=0.5, training=True, inplace=False):
     return input.mul_(keep) if inplace else input * keep
 
 
-def dropout2d(input, p=0.5, training=True, inplace=False):
+# (no Function of its own: dropout's mask, one per channel, then a product)
+@fused(None, arity=1, layer=_dropout_layer_of("Dropout2d"))
+def dropout2d(input, p=0.5, training=True, inplace=False):  # noqa: A002 (PyTorch's name)
     """Zero whole channels with probability ``p`` (scaling the rest by 1 / (1 - p)):
     one draw per (sample, channel) of (N, C, H, W), per channel of an unbatched (C, H, W)."""
     if input.ndim not in (3, 4):

@@ -1,5 +1,5 @@
-"""Layers: activations, Embedding, Dropout, shape helpers (Linear and the norms are made
-from their ops' declarations: fused_layers)."""
+"""Layers: Embedding, shape helpers (Linear, the norms, GELU, ReLU6, the softmaxes and
+Dropout are made from their ops' declarations: fused_layers)."""
 
 from __future__ import annotations
 
@@ -9,76 +9,23 @@ from . import functional as F
 
 # (made from their ops' declarations; named here too, so that a model pickled when they
 # lived here loads)
-from .fused_layers import LayerNorm, Linear, RMSNorm
+from .fused_layers import (
+    GELU,
+    Dropout,
+    LayerNorm,
+    Linear,
+    LogSoftmax,
+    ReLU6,
+    RMSNorm,
+    Softmax,
+    Softmin,
+)
 from .module import Module, Parameter
 
 
 class NonDynamicallyQuantizableLinear(Linear):
     """PyTorch's name for a Linear it keeps out of dynamic quantization (the output
     projection of MultiheadAttention); here a Linear, so programs naming it run."""
-
-
-class GELU(Module):
-    def __init__(self, approximate: str = "none"):
-        super().__init__()
-        self.approximate = approximate
-
-    def forward(self, x):
-        return F.gelu(x, self.approximate)
-
-    def extra_repr(self) -> str:
-        return f"approximate={self.approximate!r}"
-
-
-class _InPlaceable(Module):
-    """An activation PyTorch lets write into its input (``inplace=True``), where the op
-    is not an elementwise declaration of its own (those layers come from nn/activations)."""
-
-    function = None
-
-    def __init__(self, inplace: bool = False):
-        super().__init__()
-        self.inplace = inplace
-
-    def forward(self, x):
-        return type(self).function(x, inplace=self.inplace)
-
-    def extra_repr(self) -> str:
-        return "inplace=True" if self.inplace else ""
-
-
-class ReLU6(_InPlaceable):
-    function = F.relu6
-
-
-class _OverDim(Module):
-    def __init__(self, dim=None):
-        super().__init__()
-        self.dim = dim
-
-    def _dim(self, x):
-        if self.dim is not None:
-            return self.dim
-        raise ValueError(f"{type(self).__name__}: pass dim= (the dim to normalise over); "
-                         f"for input of shape {x.shape} it is usually -1")
-
-    def extra_repr(self) -> str:
-        return f"dim={self.dim}"
-
-
-class Softmax(_OverDim):
-    def forward(self, x):
-        return x.softmax(self._dim(x))
-
-
-class Softmin(_OverDim):
-    def forward(self, x):
-        return F.softmin(x, self._dim(x))
-
-
-class LogSoftmax(_OverDim):
-    def forward(self, x):
-        return x.log_softmax(self._dim(x))
 
 
 class Identity(Module):
@@ -129,20 +76,6 @@ class Embedding(Module):
     def extra_repr(self) -> str:
         pad = f", padding_idx={self.padding_idx}" if self.padding_idx is not None else ""
         return f"{self.num_embeddings}, {self.embedding_dim}{pad}"
-
-
-class Dropout(Module):
-    def __init__(self, p: float = 0.5, inplace: bool = False):
-        super().__init__()
-        if not 0.0 <= p <= 1.0:
-            raise ValueError(f"Dropout: p must be in [0, 1], got {p}")
-        self.p, self.inplace = p, inplace
-
-    def forward(self, x):
-        return F.dropout(x, self.p, self.training, self.inplace)
-
-    def extra_repr(self) -> str:
-        return f"p={self.p}, inplace={self.inplace}"
 
 
 __all__ = ["Linear", "RMSNorm", "LayerNorm", "NonDynamicallyQuantizableLinear", "GELU",

@@ -1,23 +1,14 @@
-"""Layers for images that hold no weights: Dropout2d, Unfold, Unflatten (Upsample and
+"""Layers for images that hold no weights: Unfold, Unflatten (Dropout2d, Upsample and
 Fold are made from their ops' declarations: nn/fused_layers)."""
 
 from __future__ import annotations
 
 from ..ops.conv import unfold
-from . import functional as F
 
 # (made from their ops' declarations; named here too, so that a model pickled when they
 # lived here loads)
-from .fused_layers import Fold, Upsample  # noqa: F401
-from .layers import Dropout
+from .fused_layers import Dropout2d, Fold, Upsample  # noqa: F401
 from .module import Module
-
-
-class Dropout2d(Dropout):
-    """Zero whole channels (F.dropout2d)."""
-
-    def forward(self, input):
-        return F.dropout2d(input, self.p, self.training, self.inplace)
 
 
 # (written out: the registry's "unfold" is Tensor.unfold, the sliding-window view with its

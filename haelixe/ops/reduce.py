@@ -472,8 +472,9 @@ def equal(a, b) -> bool:
 
 
 # -- declarations and Tensor methods ------------------------------------------------------
-for _name in ("sum", "mean", "var", "std", "amax", "amin", "softmax", "log_softmax",
-              "logsumexp", "norm"):
+# (softmax and log_softmax are declared on their functional forms, with their layers:
+# nn/functional.py)
+for _name in ("sum", "mean", "var", "std", "amax", "amin", "logsumexp", "norm"):
     declare(_name, dtypes="float")
 for _name in ("max", "min", "argmax", "argmin", "all", "any"):
     declare(_name, differentiable=_name in ("max", "min"), dtypes="any")
