@@ -542,6 +542,95 @@ def test_l1_and_huber_loss_take_pytorchs_per_element_weight():
     assert hx.nn.L1Loss().weight is None and hx.nn.HuberLoss().weight is None
 
 
+#: layers made from the declarations of ops that keep no state, each with constructor
+#: arguments (positional, as PyTorch's docs give them)
+STATELESS_LAYERS = [("GELU", ()), ("GELU", ("tanh",)), ("ReLU6", ()), ("ReLU6", (True,)),
+                    ("Softmax", ()), ("Softmax", (1,)), ("Softmin", (-1,)),
+                    ("LogSoftmax", (0,)), ("Dropout", ()), ("Dropout", (0.2, True)),
+                    ("Dropout2d", (0.0,)), ("Dropout2d", (0.3, True))]
+
+
+@pytest.mark.parametrize("name,args", STATELESS_LAYERS,
+                         ids=[f"{n}{a}" for n, a in STATELESS_LAYERS])
+def test_a_stateless_layer_made_from_its_declaration_is_pytorchs_layer(name, args):
+    ours, theirs = getattr(hx.nn, name), getattr(torch.nn, name)
+    assert ours.__module__ == "haelixe.nn.fused_layers"
+    want = inspect.signature(theirs.__init__)
+    assert comparable(inspect.signature(ours.__init__), True) == comparable(want, True)
+    keywords = dict(zip(list(want.parameters)[1:], args))
+    for layer, reference in ((ours(*args), theirs(*args)),
+                             (ours(**keywords), theirs(**keywords))):
+        assert repr(layer) == repr(reference)
+        assert not layer.state_dict() and not list(layer.parameters())
+        assert not list(layer.buffers())
+
+
+#: (not the dropouts, random, nor a softmax without its dim, which it refuses: below)
+DETERMINISTIC_LAYERS = [(n, a) for n, a in STATELESS_LAYERS
+                        if not n.startswith("Dropout") and (n, a) != ("Softmax", ())]
+
+
+@pytest.mark.parametrize("name,args", DETERMINISTIC_LAYERS,
+                         ids=[f"{n}{a}" for n, a in DETERMINISTIC_LAYERS])
+def test_a_stateless_layer_computes_pytorchs_values_and_gradients(name, args):
+    import numpy as np
+
+    rng = np.random.default_rng(4)
+    a, g = rng.standard_normal((2, 3, 4)) * 4, rng.standard_normal((2, 3, 4))
+    x, t = hx.tensor(a, requires_grad=True), torch.tensor(a, requires_grad=True)
+    y, w = getattr(hx.nn, name)(*args)(x * 1.0), getattr(torch.nn, name)(*args)(t * 1.0)
+    np.testing.assert_allclose(y.detach().numpy(), w.detach().numpy(), rtol=1e-12,
+                               atol=1e-14)
+    y.backward(hx.tensor(g))
+    w.backward(torch.tensor(g))
+    np.testing.assert_allclose(x.grad.numpy(), t.grad.numpy(), rtol=1e-12, atol=1e-14)
+
+
+def test_the_functional_forms_of_the_stateless_layers_bind_pytorchs_keywords():
+    import numpy as np
+
+    a = np.linspace(-8.0, 8.0, 12).reshape(3, 4)
+    x, t = hx.tensor(a), torch.tensor(a)
+    pairs = [(F.gelu(input=x, approximate="tanh"), TF.gelu(input=t, approximate="tanh")),
+             (F.relu6(input=x), TF.relu6(input=t)),
+             (F.softmin(input=x, dim=0), TF.softmin(input=t, dim=0)),
+             (F.dropout(input=x, p=0.5, training=False), TF.dropout(input=t, p=0.5,
+                                                                    training=False))]
+    for got, want in pairs:
+        np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-12, atol=1e-14)
+    y = x.clone()
+    assert hx.nn.ReLU6(inplace=True)(y) is y and y.numpy().max() == 6.0
+
+
+@pytest.mark.parametrize("name", ["Softmax", "Softmin", "LogSoftmax"])
+def test_a_softmax_layer_made_without_a_dim_asks_for_one(name):
+    with pytest.raises(ValueError, match=rf"^{name}: pass dim= \(the dim to normalise "
+                                         rf"over\); for input of shape \(2, 3\) it is "
+                                         rf"usually -1$"):
+        getattr(hx.nn, name)()(hx.ones(2, 3))
+
+
+@pytest.mark.parametrize("name,shape", [("Dropout", (40, 50)), ("Dropout2d", (8, 50, 2, 2))])
+def test_a_dropout_layer_drops_while_training_and_passes_its_input_in_eval(name, shape):
+    import numpy as np
+
+    layer, dropout = getattr(hx.nn, name)(0.25), getattr(F, name.lower())
+    x = hx.ones(*shape)
+    hx.manual_seed(3)
+    y = layer(x).numpy()
+    hx.manual_seed(3)
+    np.testing.assert_array_equal(y, dropout(x, 0.25, True).numpy())  # (the same draws)
+    assert np.isin(y, [0.0, np.float32(1.0 / 0.75)]).all()  # zeroed, or scaled by 1/(1-p)
+    assert 0.15 < (y == 0).mean() < 0.35
+    assert layer.eval()(x) is x and not layer.training
+    assert layer.train()(x) is not x
+    target = hx.ones(*shape)
+    assert getattr(hx.nn, name)(0.5, inplace=True)(target) is target
+    assert (target.numpy() == 0).any()
+    with pytest.raises(ValueError, match=r"^Dropout: p must be in \[0, 1\], got 1.5$"):
+        getattr(hx.nn, name)(1.5)
+
+
 def test_keywords_reach_every_surface_of_a_declared_op():
     x = hx.tensor([-30.0, -1.0, 2.0])
     t = torch.tensor([-30.0, -1.0, 2.0])

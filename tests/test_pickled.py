@@ -141,13 +141,17 @@ def test_a_model_holding_a_functional_activation_saves_and_loads():
 #: the layers made from their ops' declarations, by the module that once held each
 #: written out: a pickle names a class by module and name
 FORMER_HOMES = {
-    "haelixe.nn.layers": lambda: [hx.nn.Linear(2, 3), hx.nn.LayerNorm(3)],
+    "haelixe.nn.layers": lambda: [hx.nn.Linear(2, 3), hx.nn.LayerNorm(3),
+                                  hx.nn.GELU("tanh"), hx.nn.ReLU6(True), hx.nn.Softmax(1),
+                                  hx.nn.Softmin(-1), hx.nn.LogSoftmax(0),
+                                  hx.nn.Dropout(0.2, True).eval()],
     "haelixe.nn.loss_layers": lambda: [hx.nn.MSELoss(), hx.nn.L1Loss("sum"),
                                        hx.nn.SmoothL1Loss(beta=0.5), hx.nn.HuberLoss(delta=2.0),
                                        hx.nn.NLLLoss(weight=hx.tensor([1.0, 0.5]))],
     "haelixe.nn.normalization": lambda: [hx.nn.GroupNorm(2, 4), hx.nn.GroupNorm(1, 2,
                                                                                 affine=False)],
-    "haelixe.nn.spatial": lambda: [hx.nn.Fold((3, 4), 2), hx.nn.Upsample(scale_factor=2)],
+    "haelixe.nn.spatial": lambda: [hx.nn.Fold((3, 4), 2), hx.nn.Upsample(scale_factor=2),
+                                   hx.nn.Dropout2d(0.3)],
     "haelixe.nn.conv": lambda: [hx.nn.Conv2d(2, 3, 3, padding_mode="reflect"),
                                 hx.nn.Conv1d(2, 2, 1), hx.nn.ConvTranspose2d(2, 3, 3, stride=2)],
     "haelixe.nn.pooling": lambda: [hx.nn.MaxPool2d(2), hx.nn.AvgPool1d(3),
@@ -169,6 +173,7 @@ def test_a_model_pickled_where_its_layers_were_written_out_loads(home, monkeypat
     back = pickled.load(io.BytesIO(buf.getvalue()), weights_only=False)
     for ours, theirs in zip(back, layers):
         assert type(ours) is type(theirs) and repr(ours) == repr(theirs)
+        assert ours.training == theirs.training
         assert list(ours.state_dict()) == list(theirs.state_dict())
         for (name, a), (_, b) in zip(ours.state_dict().items(), theirs.state_dict().items()):
             np.testing.assert_array_equal(a.numpy(), b.numpy(), err_msg=name)
