@@ -123,21 +123,25 @@ tensor_method(matmul, function=True)
 tensor_method(bmm, function=True)
 
 
+def _two_of_rank(op, input, other, ndim: int, fix: str) -> None:
+    """Refuse ``op`` unless both operands are tensors of ``ndim`` dims."""
+    if not isinstance(other, Tensor) or input.ndim != ndim or other.ndim != ndim:
+        shape = getattr(other, "shape", type(other).__name__)
+        raise RuntimeError(f"{op}: expected two {ndim}-D tensors, got shapes {input.shape} "
+                           f"and {shape}; {fix}")
+
+
 @tensor_method(function=True)
 def mm(input, mat2):
     """The product of two matrices (2-D tensors); matmul for other ranks."""
-    if not isinstance(mat2, Tensor) or input.ndim != 2 or mat2.ndim != 2:
-        shape = getattr(mat2, "shape", type(mat2).__name__)
-        raise RuntimeError(f"mm: expected two 2-D tensors, got shapes {input.shape} and "
-                           f"{shape}; use matmul (@) for other ranks")
+    _two_of_rank("mm", input, mat2, 2, "use matmul (@) for other ranks")
     return matmul(input, mat2)
+
+
 @tensor_method(function=True)
 def outer(input, vec2):
     """The outer product of two vectors: (n,) and (m,) give (n, m), input[i] * vec2[j]."""
-    if not isinstance(vec2, Tensor) or input.ndim != 1 or vec2.ndim != 1:
-        shape = getattr(vec2, "shape", type(vec2).__name__)
-        raise RuntimeError(f"outer: expected two 1-D tensors, got shapes {input.shape} and "
-                           f"{shape}; flatten() them, or use matmul for matrices")
+    _two_of_rank("outer", input, vec2, 1, "flatten() them, or use matmul for matrices")
     return input.unsqueeze(1) * vec2.unsqueeze(0)
 
 
