@@ -11,6 +11,9 @@ inputs, forward and backward.
 from __future__ import annotations
 
 import math
+import sys
+import threading
+import time
 import warnings
 
 import numpy as np
@@ -330,6 +333,31 @@ def test_a_kernel_loading_in_the_background_runs_the_composed_form(monkeypatch):
     with pytest.raises(cpu_jit.Loading):  # float64: not loaded yet
         fresh.softmax_rows(x.astype(np.float64), np.empty((8, 33)))
     cpu_jit.wait()
+
+
+def test_the_gil_changes_hands_often_only_while_kernels_load(monkeypatch):
+    # a load that waits until the test has seen the switch interval it runs under
+    monkeypatch.setattr(cpu_jit, "_BACKGROUND", True)
+    before = sys.getswitchinterval()
+    started, release, ready = threading.Event(), threading.Event(), {}
+
+    def make():
+        started.set()
+        release.wait(10)
+        return "loaded"
+
+    assert cpu_jit.soon(ready, "k", make) is None
+    assert started.wait(10)
+    during = sys.getswitchinterval()
+    release.set()
+    cpu_jit.wait()
+    deadline = time.monotonic() + 10
+    while sys.getswitchinterval() != before and time.monotonic() < deadline:
+        time.sleep(0.01)  # (restored once the loader finds its queue empty)
+    assert ready["k"] == "loaded"
+    assert during < before
+    assert during == pytest.approx(min(before, cpu_jit._SWITCH_WHILE_LOADING))
+    assert sys.getswitchinterval() == before
 
 
 @pytest.mark.numba
