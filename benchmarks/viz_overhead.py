@@ -171,6 +171,17 @@ def _eager_step(device: str):
     return step
 
 
+def _warm(step) -> None:
+    """Steps until every compiled kernel the step uses has loaded (they compile in the
+    background once hot; until then their composed forms run) and slabs are cached."""
+    from haelixe.backends import cpu_jit
+
+    for _ in range(3):
+        for _ in range(20):
+            step()
+        cpu_jit.wait()
+
+
 def _time_steps(step, steps: int, arm: str, device: str) -> tuple[float, float]:
     """(wall, process CPU) seconds per step of ``steps`` steps in ``arm``."""
     if arm == "history":
@@ -198,8 +209,7 @@ def bench_tracking(device: str, steps: int, rounds: int) -> dict:
     print(f"\n== tracking on an eager denoiser step on {device}: {steps} steps per arm, "
           f"{rounds} rounds ==")
     step = _eager_step(device)
-    for _ in range(3):  # warm: kernels compiled, slabs cached
-        step()
+    _warm(step)
     times: dict = {arm: [] for arm in TRACKING_ARMS}
     cpu: dict = {arm: [] for arm in TRACKING_ARMS}
     for k in range(rounds):
