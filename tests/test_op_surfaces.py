@@ -602,6 +602,21 @@ def test_the_functional_forms_of_the_stateless_layers_bind_pytorchs_keywords():
     assert hx.nn.ReLU6(inplace=True)(y) is y and y.numpy().max() == 6.0
 
 
+@pytest.mark.parametrize("make,expected", [
+    (lambda: hx.nn.GELU("none", 2), "GELU(): too many positional arguments"),
+    (lambda: hx.nn.Linear(3), "Linear(): missing a required argument: 'out_features'"),
+    (lambda: hx.nn.MaxPool2d(2, strid=1), "MaxPool2d(): got an unexpected keyword"),
+])
+def test_a_generated_layer_called_with_wrong_arguments_names_itself_and_its_signature(
+        make, expected):
+    with pytest.raises(TypeError) as info:
+        make()
+    message = str(info.value)
+    assert message.startswith(expected)
+    name = expected.split("(")[0]
+    assert f"signature: {name}(" in message and "_layer" not in message
+
+
 @pytest.mark.parametrize("name", ["Softmax", "Softmin", "LogSoftmax"])
 def test_a_softmax_layer_made_without_a_dim_asks_for_one(name):
     with pytest.raises(ValueError, match=rf"^{name}: pass dim= \(the dim to normalise "

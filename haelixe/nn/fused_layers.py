@@ -32,7 +32,14 @@ def _layer(decl) -> type:
         (lambda self, get=operator.attrgetter(*names): (get(self),))
     state, parameters, buffers, shown = spec.state, spec.parameters, spec.buffers, spec.shown
 
+    state_signature = inspect.signature(state)
+
     def __init__(self, *args, **kwargs):
+        try:  # (the error names the layer, not the state function)
+            state_signature.bind(*args, **kwargs)
+        except TypeError as e:
+            raise TypeError(f"{spec.name}(): {e}; signature: {spec.name}{state_signature}"
+                            ) from None
         Module.__init__(self)
         for name, value in state(*args, **kwargs).items():
             if name in buffers:
