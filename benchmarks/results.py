@@ -109,6 +109,33 @@ def _attention(shape) -> list[Figure]:
                    fmt="{:.2f}", headline=f"GPU attention {shape}, forward and backward")]
 
 
+#: benchmarks/real_programs.py's models, as its report names them
+REAL_PROGRAMS = {"gpt": "minGPT's GPT", "bigram": "makemore bigram", "mlp": "makemore MLP",
+                 "rnn": "makemore RNN", "gru": "makemore GRU", "bow": "makemore BoW",
+                 "transformer": "makemore Transformer", "lstm": "word_language_model LSTM"}
+
+
+def _real_program(model: str, title: str) -> list[Figure]:
+    """real_programs.py's figures of one model: the steps/s ratio under one thread and
+    under the default thread count (the report's second thread line), the held-out
+    losses' relative difference, and Haelixe's first step of a fresh model."""
+    head = r"(?m)^" + model + r": [^\n]*"
+    key = "real-" + model
+    return [
+        Figure(key + "-ratio-1", f"{title}: training steps/s, Haelixe / PyTorch, one thread",
+               "x", head + r"\n  1 thread\(s\): [^\n]*ratio " + NUM + "x", fmt="{:.2f}",
+               headline=(f"{title} training step, one thread: Haelixe's speed / PyTorch's"
+                         if model == "gpt" else "")),
+        Figure(key + "-ratio-default", f"{title}: the same under the default threads", "x",
+               head + r"\n[^\n]*\n  \d+ thread\(s\): [^\n]*ratio " + NUM + "x",
+               fmt="{:.2f}"),
+        Figure(key + "-loss", f"{title}: held-out losses, relative difference", "relative",
+               head + r"rel diff " + NUM, fmt="{:.1e}"),
+        Figure(key + "-first", f"{title}: Haelixe's first step of a fresh model", "ms",
+               head + r"first step haelixe " + NUM + " ms", fmt="{:.0f}"),
+    ]
+
+
 BENCHES = [
     _denoise("random"),
     _denoise("random", "bf16"),
@@ -176,6 +203,9 @@ BENCHES = [
                r"mix\s+\S+ us \[\S+ \.\. \S+\]\s+\S+ us \[\S+ \.\. \S+\]\s+" + NUM + "x",
                fmt="{:.2f}"),
     ]),
+    Bench("real-programs", ["benchmarks/real_programs.py"],
+          ["benchmarks/real_programs.py", "--quick"],
+          [f for model, title in REAL_PROGRAMS.items() for f in _real_program(model, title)]),
     Bench("first-step", ["benchmarks/first_step.py"], ["benchmarks/first_step.py", "--runs",
                                                         "1"], [
         Figure("first-step-cold", "lab 05: import to the end of the first training step, "

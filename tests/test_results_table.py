@@ -105,3 +105,33 @@ def test_gpu_headlines_go_to_the_gpu_table_and_cpu_ones_to_the_cpu_table():
     out = results.update_readme(gpu, text, "", results.GPU_HEADLINE_BEGIN,
                                 results.GPU_HEADLINE_END)
     assert "\nold\n" in out and "old gpu" not in out and gpu[0] in out
+
+
+REAL_PROGRAMS_REPORT = """\
+40 steps per model; steps/s as median [range] over 3 rounds per thread count [1, 2]; first \
+step of a fresh model apart
+
+gpt: held-out loss after 40 steps haelixe 2.11910 torch 2.11910 (rel diff 2.8e-08); first \
+step haelixe 449.6 ms (its compiled kernels loaded 1093 ms after), torch 228.9 ms
+  1 thread(s): steps/s haelixe     3.9 [3.9..3.9]  torch     4.2 [4.2..4.2]  ratio 0.93x
+  2 thread(s): steps/s haelixe     5.2 [5.1..5.2]  torch     7.2 [7.2..7.7]  ratio 0.72x
+
+rnn: held-out loss after 40 steps haelixe 2.56954 torch 2.56954 (rel diff 4.6e-08); first \
+step haelixe 3.3 ms (its compiled kernels loaded 0 ms after), torch 101.7 ms
+  1 thread(s): steps/s haelixe   384.5 [370.8..399.1]  torch   380.7 [378.6..402.5]  ratio 1.01x
+  2 thread(s): steps/s haelixe   380.1 [351.2..413.6]  torch   196.9 [188.1..200.5]  ratio 1.93x
+"""
+
+
+def test_each_real_programs_figure_is_read_from_its_own_models_lines():
+    bench = _bench("real-programs")
+    got = {f.key: results.read_figure(f, REAL_PROGRAMS_REPORT) for f in bench.figures}
+    assert got["real-gpt-ratio-1"] == (0.93,) * 3
+    assert got["real-gpt-ratio-default"] == (0.72,) * 3
+    assert got["real-gpt-loss"] == (2.8e-08,) * 3
+    assert got["real-gpt-first"] == (449.6,) * 3
+    assert got["real-rnn-ratio-1"] == (1.01,) * 3
+    assert got["real-rnn-ratio-default"] == (1.93,) * 3
+    assert got["real-rnn-first"] == (3.3,) * 3
+    assert got["real-lstm-ratio-1"] is None  # (a model the report lacks: not measured)
+    assert set(results.REAL_PROGRAMS) == set(__import__("real_programs").SIZES)
