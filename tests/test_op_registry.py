@@ -495,6 +495,15 @@ OTHER.update({
     "isclose": (lambda x: x.isclose(x + 1e-6), lambda x: x.isclose(x + 1e-6)),
     "meshgrid": (lambda x: hx.meshgrid(x[0], x[1, :4], indexing="xy")[1] * 1,
                  lambda x: torch.meshgrid(x[0], x[1, :4], indexing="xy")[1] * 1),
+    # (values only: with the ties of integer inputs PyTorch's indices are its sort's)
+    "median": (lambda x: x.median(1).values, lambda x: x.median(1).values),
+    "nanmedian": (lambda x: x.nanmedian(0, keepdim=True).values,
+                  lambda x: x.nanmedian(0, keepdim=True).values),
+    "kthvalue": (lambda x: x.kthvalue(2, 1).values, lambda x: x.kthvalue(2, 1).values),
+    "mode": (lambda x: x.mode(0).values, lambda x: x.mode(0).values),
+    "quantile": (lambda x: x.quantile(0.3, 1), lambda x: x.quantile(0.3, 1)),
+    "nanquantile": (lambda x: x.nanquantile(0.6, 0, interpolation="midpoint"),
+                    lambda x: x.nanquantile(0.6, 0, interpolation="midpoint")),
 })
 
 def _beyond_pytorch(reference, extension):

@@ -44,6 +44,9 @@ TABLE = {
         "enable_gqa=False)",
     # (self is the input, the second argument: where(condition, self, other))
     ("method", "where"): "(self, condition, other)",
+    # (the docstring's first line is the overload without dim; dim=None stands for it)
+    ("function", "median"): "(input, dim=None, keepdim=False)",
+    ("function", "nanmedian"): "(input, dim=None, keepdim=False)",
 }
 # (F.max_pool*d dispatch on return_indices: inspect sees *args, **kwargs; their docs'
 # signature)

@@ -1,19 +1,25 @@
 """Order and scans: sort, argsort, topk, unique, multinomial, cumsum, cumprod, cummax,
-cummin, logcumsumexp.
+cummin, logcumsumexp; the order statistics median, nanmedian, kthvalue, mode, quantile and
+nanquantile.
 
 Sorted values reach their gradient through gather (the indices say where each value came
-from); cumsum's gradient is the reverse cumsum of the incoming one.
+from); cumsum's gradient is the reverse cumsum of the incoming one. The order statistics
+find their positions on the host and gather the values there, so their gradients flow
+to the elements they picked.
 """
 
 from __future__ import annotations
 
+import numbers
+import operator
 from collections import namedtuple
 
 import numpy as np
 
 from .. import layout
 from ..autograd.function import Function
-from ..dtype import int64
+from ..dtype import bfloat16, bool_, float16, float32, float64, int64
+from ..errors import OpError, OpTypeError
 from ..random import generator as default_generator
 from ..tensor import Tensor
 from .indexing import cat
@@ -285,9 +291,339 @@ def unique(x, sorted=True, return_inverse=False, return_counts=False, dim=None):
     return (out, *extra) if extra else out
 
 
+# -- order statistics: median, nanmedian, kthvalue, mode, quantile, nanquantile ---------------
+Median = namedtuple("Median", ["values", "indices"])
+NanMedian = namedtuple("NanMedian", ["values", "indices"])
+KthValue = namedtuple("KthValue", ["values", "indices"])
+Mode = namedtuple("Mode", ["values", "indices"])
+
+
+def _int_arg(value, name, op):
+    if isinstance(value, bool):  # (an index, to Python; not to PyTorch's parser)
+        raise TypeError(f"{op}: {name} must be an int, got bool")
+    try:
+        return operator.index(value)
+    except TypeError:
+        raise TypeError(f"{op}: {name} must be an int, got {type(value).__name__}") from None
+
+
+def _along(x, dim, op):
+    """``dim`` normalised; refused, as in PyTorch, where it has no element to pick."""
+    d = layout.normalize_dim(_int_arg(dim, "dim", op), x.ndim, op)
+    if x.ndim and x.shape[d] == 0:
+        raise IndexError(f"{op}: dim {dim} has size 0 (input shape {x.shape}); there is no "
+                         f"element to pick")
+    return d
+
+
+def _host_keys(x, op, bools=False):
+    """x's values on the host, in a dtype numpy sorts with NaNs last (float16 and bfloat16
+    widened to float32, exactly); bool refused unless ``bools`` (PyTorch's kernels)."""
+    if x.dtype is bool_ and not bools:
+        raise OpTypeError(f"{op}: not defined for bool tensors (as in PyTorch); convert with "
+                          f".int() first")
+    if x.dtype in (float16, bfloat16):
+        x = x.float()
+    return x.detach().cpu().numpy()
+
+
+def _nan_counts(keys, d):
+    if keys.dtype.kind != "f":
+        shape = list(keys.shape)
+        shape[d] = 1
+        return np.zeros(shape, np.int64)
+    return np.isnan(keys).sum(axis=d, keepdims=True)
+
+
+def _middle(keys, d, skip_nan):
+    """Per slice along ``d``, the position of its median: the lower middle of its sorted
+    values (of its non-NaN ones where ``skip_nan``, a NaN where all are); else, where it
+    has a NaN, its first NaN (NaNs sort last, in their order), as PyTorch."""
+    order = np.argsort(keys, axis=d, kind="stable")
+    n, nans = keys.shape[d], _nan_counts(keys, d)
+    if skip_nan:
+        rank = np.maximum(n - nans - 1, 0) // 2
+    else:
+        rank = np.where(nans > 0, n - nans, (n - 1) // 2)
+    return np.take_along_axis(order, rank, d)
+
+
+def _most_frequent(keys, d):
+    """Per slice along ``d``, the position of the last occurrence of its most frequent
+    value, the least of equally frequent ones, as PyTorch (a NaN, unequal to every
+    other, counts once)."""
+    n = keys.shape[d]
+    rows = np.moveaxis(keys, d, -1).reshape(-1, n)
+    order = np.argsort(rows, axis=1, kind="stable")
+    s = np.take_along_axis(rows, order, 1)
+    starts = np.ones(rows.shape, bool)
+    starts[:, 1:] = s[:, 1:] != s[:, :-1]
+    run = np.cumsum(starts, axis=1) - 1  # (the run of equal values each sorted one is in)
+    m = rows.shape[0]
+    lengths = np.bincount((run + n * np.arange(m)[:, None]).ravel(),
+                          minlength=m * n).reshape(m, n)
+    best = np.argmax(lengths, axis=1)[:, None]  # (the first longest: the least value)
+    last = np.take_along_axis(np.cumsum(lengths, axis=1), best, 1) - 1
+    positions = np.take_along_axis(order, last, 1)
+    shape = np.moveaxis(keys, d, -1).shape[:-1] + (1,)
+    return np.moveaxis(positions.reshape(shape), -1, d)
+
+
+def _picked(x, d, positions, result, keepdim):
+    """(values, indices) at ``positions`` along ``d`` (a host array, size 1 along ``d``):
+    the values gathered from the input, so their gradient flows to those elements."""
+    index = _on_device(positions.astype(np.int64, copy=False), x.device)
+    values = x.gather(d, index)
+    if not keepdim:
+        values, index = values.squeeze(d), index.squeeze(d)
+    return result(values, index)
+
+
+def _of_scalar(x, result):
+    return result(x.clone(), Tensor._wrap(x._be.full((), 0, int64.np)).to(x.device))
+
+
+class _MedianOfAll(Function):
+    """The median of every element, picked on the host (``value``); its gradient is shared
+    evenly by the elements equal to it (by the NaNs, where it is NaN), as PyTorch's."""
+
+    label = "Median"
+    small_state = True
+
+    @staticmethod
+    def forward(ctx, x, value):
+        ctx.save_for_backward(x, value)
+        return x._be.copy(value._data)
+
+    @staticmethod
+    def backward(ctx, g):
+        x, value = ctx.saved_tensors
+        xd = x.detach()
+        hit = ((xd == value) | (xd.isnan() & value.isnan())).to(g.dtype)
+        return g * hit / hit.sum(), None
+
+
+def _median_of_all(x, op, skip_nan):
+    keys = _host_keys(x, op).reshape(-1)
+    if keys.size:
+        p = int(_middle(keys, 0, skip_nan)[0])
+        value = x.detach().reshape(-1).narrow(0, p, 1).reshape(())
+    elif x.dtype.is_floating_point:
+        value = Tensor._wrap(x._be.full((), np.nan, x.dtype.np))  # (PyTorch's: nan)
+    else:
+        raise OpError(f"{op}: an empty {x.dtype.name} tensor has no median (shape "
+                      f"{x.shape}); convert with .float() to get nan")
+    return _MedianOfAll.apply(x, value)
+
+
+def _median(x, dim, keepdim, op, skip_nan, result):
+    if dim is None:
+        if keepdim:
+            raise TypeError(f"{op}: keepdim=True needs a dim (as in PyTorch: {op}(input) "
+                            f"reduces every dim); pass dim=")
+        return _median_of_all(x, op, skip_nan)
+    d = _along(x, dim, op)
+    keys = _host_keys(x, op)
+    if x.ndim == 0:
+        return _of_scalar(x, result)
+    return _picked(x, d, _middle(keys, d, skip_nan), result, keepdim)
+
+
+@tensor_method(function=True)
+def median(input, dim=None, keepdim=False):  # noqa: A002 (PyTorch's name)
+    """median(input) -> Tensor
+    median(input, dim, keepdim=False) -> (Tensor, LongTensor)
+
+    The median of every element (a 0-d tensor; nan for an empty float tensor), or along
+    ``dim`` the medians and their indices: the lower of the two middle values for an even
+    count; a NaN wherever the slice has one (its first NaN), as PyTorch. The gradient of
+    ``median(input)`` is shared by the elements equal to it; along ``dim`` it flows to
+    the index."""
+    return _median(input, dim, keepdim, "median", False, Median)
+
+
+@tensor_method(function=True)
+def nanmedian(input, dim=None, keepdim=False):  # noqa: A002 (PyTorch's name)
+    """nanmedian(input) -> Tensor
+    nanmedian(input, dim, keepdim=False) -> (Tensor, LongTensor)
+
+    median with the NaNs left out: the lower middle of the other values (NaN where a
+    slice has nothing else)."""
+    return _median(input, dim, keepdim, "nanmedian", True, NanMedian)
+
+
+@tensor_method(function=True)
+def kthvalue(input, k, dim=None, keepdim=False):  # noqa: A002 (PyTorch's name)
+    """kthvalue(input, k, dim=None, keepdim=False) -> (Tensor, LongTensor)
+
+    The ``k``-th smallest element along ``dim`` (the last when None; ``k`` counts from 1,
+    NaNs are the largest) and its index."""
+    x, op, dim = input, "kthvalue", -1 if dim is None else dim
+    k = _int_arg(k, "k", op)
+    d = _along(x, dim, op)
+    n = x.shape[d] if x.ndim else 1
+    if not 1 <= k <= n:
+        raise OpError(f"{op}: k ({k}) must be between 1 and the size of dim {dim} ({n}), "
+                      f"input shape {x.shape}")
+    keys = _host_keys(x, op)
+    if x.ndim == 0:
+        return _of_scalar(x, KthValue)
+    positions = np.take(np.argsort(keys, axis=d, kind="stable"), [k - 1], axis=d)
+    return _picked(x, d, positions, KthValue, keepdim)
+
+
+@tensor_method(function=True)
+def mode(input, dim=-1, keepdim=False):  # noqa: A002 (PyTorch's name)
+    """mode(input, dim=-1, keepdim=False) -> (Tensor, LongTensor)
+
+    The most frequent value along ``dim`` (the least of equally frequent ones) and the
+    index of its last occurrence."""
+    d = _along(input, dim, "mode")
+    keys = _host_keys(input, "mode", bools=True)
+    if input.ndim == 0:
+        return _of_scalar(input, Mode)
+    return _picked(input, d, _most_frequent(keys, d), Mode, keepdim)
+
+
+_INTERPOLATIONS = ("linear", "lower", "higher", "midpoint", "nearest")
+
+
+def _quantile_q(op, q, dtype):
+    """q's values on the host, as a 1-D array of the input's dtype, checked in [0, 1]."""
+    if isinstance(q, Tensor):
+        if q.ndim > 1:
+            raise OpError(f"{op}: q must be a number or a 1-D tensor, got shape {q.shape}")
+        if q.dtype is not dtype:
+            raise OpTypeError(f"{op}: q is {q.dtype.name} and the input {dtype.name} (PyTorch "
+                              f"asks for one dtype too); pass q.to(input.dtype)")
+        host = q.detach().cpu().numpy().reshape(-1)
+    elif isinstance(q, numbers.Real):
+        host = np.array([q], dtype=np.float64)
+    else:
+        raise TypeError(f"{op}: q must be a float or a 1-D tensor, got {type(q).__name__}; "
+                        f"pass hx.tensor(q, dtype=input.dtype)")
+    outside = host[~((host >= 0) & (host <= 1))]
+    if outside.size:
+        raise OpError(f"{op}: q must be in [0, 1], got {outside[0]}")
+    return host.astype(dtype.np)
+
+
+def _ranks(keys, d, qs, skip_nan):
+    """Per quantile and slice, its rank among the sorted values, in the input's dtype (as
+    PyTorch computes it): q * (n - 1); where a slice has a NaN, its last value (a NaN);
+    with ``skip_nan``, q * (the non-NaN count - 1), 0 where that is < 0. Also the count
+    q is scaled by, and where the rank follows q (elsewhere it is a constant)."""
+    dt = keys.dtype.type
+    n, nans = keys.shape[d], _nan_counts(keys, d)
+    shape = [1] * keys.ndim
+    shape[d] = len(qs)
+    q = qs.reshape(shape)
+    if skip_nan:
+        scale = (n - nans - 1).astype(dt)
+        rank = q * scale
+        live = rank >= 0
+        rank = np.where(live, rank, dt(0))
+    else:
+        scale = np.full(nans.shape, n - 1, dt)
+        live = nans == 0
+        rank = np.where(live, q * scale, scale)
+    full = list(keys.shape)
+    full[d] = len(qs)
+    return np.broadcast_to(rank, full), scale, live
+
+
+#: how 'lower', 'higher' and 'nearest' round a rank (np.round: half to even, as torch.round)
+_ROUNDING = {"lower": np.floor, "higher": np.ceil, "nearest": np.round}
+
+
+def _check_quantile(op, x, interpolation):
+    if x.dtype not in (float32, float64):
+        raise OpTypeError(f"{op}: input must be float32 or float64 (as in PyTorch), got "
+                          f"{x.dtype.name}; convert with .float() or .double() first")
+    if interpolation not in _INTERPOLATIONS:
+        raise OpError(f"{op}: interpolation must be one of {', '.join(_INTERPOLATIONS)}, got "
+                      f"{interpolation!r}")
+    if x.numel() == 0:
+        raise OpError(f"{op}: input is empty (shape {x.shape}); a quantile needs at least one "
+                      f"element")
+
+
+def _quantile(op, x, q, dim, keepdim, interpolation, skip_nan):
+    _check_quantile(op, x, interpolation)
+    qs = _quantile_q(op, q, x.dtype)
+    src, d = (x.reshape(-1), 0) if dim is None else \
+        (x.reshape(1) if x.ndim == 0 else x, _along(x, dim, op))
+    if src.shape[d] > 2 ** 24:
+        raise OpError(f"{op}: a slice of {src.shape[d]} elements is more than 2**24, the most "
+                      f"PyTorch takes (it counts ranks in floats)")
+    keys = src.detach().cpu().numpy()
+    order = np.argsort(keys, axis=d, kind="stable")  # (NaNs last)
+    rank, scale, live = _ranks(keys, d, qs, skip_nan)
+    rank = _ROUNDING.get(interpolation, lambda r: r)(rank)
+    below = rank.astype(np.int64)
+    out = _gathered(src, d, order, below)
+    if interpolation in ("linear", "midpoint"):  # (PyTorch's lerp, by the weight above)
+        weight = _on_device(np.full(rank.shape, 0.5, rank.dtype) if interpolation ==
+                            "midpoint" else (rank - below).astype(rank.dtype), x.device)
+        if interpolation == "linear" and isinstance(q, Tensor) and q.requires_grad:
+            weight = weight + _zero_following(q, rank.ndim, d, scale, live)
+        out = out.lerp(_gathered(src, d, order, np.ceil(rank).astype(np.int64)), weight)
+    out = out.movedim(d, 0)  # (the quantiles first)
+    if keepdim:
+        out = out.reshape((len(qs),) + (1,) * x.ndim) if dim is None else \
+            out.unsqueeze(d + 1) if x.ndim else out
+    return out.squeeze(0) if not isinstance(q, Tensor) or q.ndim == 0 else out
+
+
+def _on_device(a, device):
+    return Tensor._wrap(np.ascontiguousarray(a)).to(device)
+
+
+def _zero_following(q, ndim, d, scale, live):
+    """Zeros whose gradient with respect to q is a linear weight's: the rank's scale
+    where the rank follows q, none elsewhere (where cuts the graph there, as PyTorch's
+    masked_fill does, so the NaNs beyond it stay out of q's gradient)."""
+    shape = [1] * ndim
+    shape[d] = -1
+    qv = q.reshape(shape)
+    return ((qv - qv.detach()) * _on_device(scale, q.device)).where(
+        _on_device(live, q.device), 0.0)
+
+
+def _gathered(src, d, order, ranks):
+    """The sorted values of ``src`` at ``ranks`` along ``d`` (gathered from ``src``)."""
+    return src.gather(d, _on_device(np.take_along_axis(order, ranks, d), src.device))
+
+
+@tensor_method(function=True)
+def quantile(input, q, dim=None, keepdim=False, *, interpolation="linear"):  # noqa: A002
+    """quantile(input, q, dim=None, keepdim=False, *, interpolation='linear') -> Tensor
+
+    The ``q``-quantiles (a number, or a 1-D tensor of the input's dtype: then a leading
+    dim of them) over ``dim`` (every element when None), as PyTorch: the rank q * (n - 1)
+    among the sorted values, between its neighbours by ``interpolation`` ('linear',
+    'lower', 'higher', 'midpoint' or 'nearest', which rounds half to even); NaN where a
+    slice has a NaN. float32 and float64 only. The gradient of 'linear' goes to the two
+    neighbours by their weights (and to q)."""
+    return _quantile("quantile", input, q, dim, keepdim, interpolation, False)
+
+
+@tensor_method(function=True)
+def nanquantile(input, q, dim=None, keepdim=False, *, interpolation="linear"):  # noqa: A002
+    """nanquantile(input, q, dim=None, keepdim=False, *, interpolation='linear') -> Tensor
+
+    quantile with the NaNs left out: the ranks count the other values (NaN where a slice
+    has nothing else)."""
+    return _quantile("nanquantile", input, q, dim, keepdim, interpolation, True)
+
+
 for _name in ("sort", "argsort", "topk", "multinomial", "cumsum", "cumprod", "unique",
               "cummax", "cummin"):
     declare(_name, differentiable=_name in ("sort", "topk", "cumsum", "cumprod", "cummax",
                                             "cummin"),
             dtypes="any")
 declare("logcumsumexp", dtypes="float")
+for _name in ("median", "nanmedian", "kthvalue", "mode"):
+    declare(_name, dtypes="any")
+for _name in ("quantile", "nanquantile"):
+    declare(_name, dtypes="float")
