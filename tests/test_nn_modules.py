@@ -400,7 +400,7 @@ def test_item13_rope_table_views_on_gpu(be):
     (nn.init, "kaiming_uniform", "kaiming_uniform_"),
     (hx.optim, "RMSprop", "Adam"),
     (hx.optim, "AdamW_", "hx.optim.AdamW"),
-    (hx.optim.lr_scheduler, "OneCycleLR", "SequentialLR"),
+    (hx.optim.lr_scheduler, "OneCycleLr", "hx.optim.lr_scheduler.OneCycleLR"),
     (hx.data, "DistributedSampler", "RandomSampler"),
 ])
 def test_missing_names_point_to_the_closest(module, name, closest):
