@@ -398,7 +398,7 @@ def test_item13_rope_table_views_on_gpu(be):
     (nn, "KLDivLoss", "CrossEntropyLoss"),
     (nn.init, "orthogonal_", "xavier_normal_"),
     (nn.init, "kaiming_uniform", "kaiming_uniform_"),
-    (hx.optim, "RMSprop", "Adam"),
+    (hx.optim, "SparseAdam", "Adam"),
     (hx.optim, "AdamW_", "hx.optim.AdamW"),
     (hx.optim.lr_scheduler, "OneCycleLr", "hx.optim.lr_scheduler.OneCycleLR"),
     (hx.data, "DistributedSampler", "RandomSampler"),

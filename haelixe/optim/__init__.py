@@ -2,19 +2,23 @@
 
 from ..nn.utils import clip_grad_norm_, clip_grad_value_
 from . import lr_scheduler
+from .adadelta import Adadelta
+from .adagrad import Adagrad
 from .adam import Adam, AdamW
+from .adamax import Adamax
 from .lbfgs import LBFGS
+from .nadam import NAdam
 from .optimizer import Optimizer
+from .radam import RAdam
+from .rmsprop import RMSprop
 from .schedule import CosineAnnealing
 from .sgd import SGD
 
+__all__ = ["Optimizer", "SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "Adadelta", "Adamax",
+           "NAdam", "RAdam", "LBFGS", "CosineAnnealing", "lr_scheduler", "clip_grad_norm_",
+           "clip_grad_value_"]
+
 _MISSING = {
-    "RMSprop": "Adam (hx.optim.Adam), which also scales steps by a running mean of g^2",
-    "Adagrad": "Adam (hx.optim.Adam)",
-    "Adadelta": "Adam (hx.optim.Adam)",
-    "Adamax": "Adam (hx.optim.Adam)",
-    "NAdam": "Adam (hx.optim.Adam) or SGD(nesterov=True)",
-    "RAdam": "Adam with a LinearLR warm-up (hx.optim.lr_scheduler.LinearLR)",
     "SparseAdam": "Adam (hx.optim.Adam); gradients are dense",
 }
 

@@ -34,6 +34,7 @@ class FlatGroup:
         self.bounds = []  # (start, stop) of each parameter in the flat buffers
         self.steps = [0] * len(self.params)  # PyTorch's per-parameter state["step"]
         self.state = {}  # name -> flat tensor, laid out as ``data``
+        self.host_state = {}  # name -> one host float per parameter (NAdam's mu_product)
         # capturable optimizers: step counts and learning rate on the device (see
         # make_capturable); None otherwise
         self.device_steps = self.device_lr = None
