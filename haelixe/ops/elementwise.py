@@ -117,6 +117,30 @@ elementwise("logaddexp",
                                     m.maximum(a, b) + m.log1p(m.exp(-m.abs(a - b)))),
             grad=(lambda m, g, a, y: g * m.exp(a - y), lambda m, g, b, y: g * m.exp(b - y)),
             dtypes="float_only")
+elementwise("hypot", lambda m, a, b: m.sqrt(a * a + b * b),
+            grad=(lambda m, g, a, y: g * (a / y), lambda m, g, b, y: g * (b / y)),
+            dtypes="float_only", cpu=np.hypot,
+            doc="sqrt(input**2 + other**2), elementwise (broadcast), without overflow "
+                "on the CPU.")
+# xlogy(0, y) is 0 unless y is NaN; the gradients are PyTorch's: xlogy(g, y), 0 where
+# x == 0 and y <= 0, and g * x / y (NaN at x == y == 0, as there)
+elementwise("xlogy",
+            lambda m, a, b: m.where(m.isnan(b), b, m.where(a == 0, 0.0, a * m.log(b))),
+            grad=(lambda m, g, a, b: m.where(((a == 0) & (b <= 0)) | ((g == 0) & (b == b)),
+                                             0.0, g * m.log(b)),
+                  lambda m, g, a, b: g * (a / b)),
+            dtypes="float",
+            doc="input * log(other), elementwise (broadcast), 0 where input is 0 (unless "
+                "other is NaN).")
+elementwise("heaviside",
+            lambda m, a, v: m.where(a == 0, v, m.where(a > 0, 1, 0)),
+            dtypes="promote", one_dtype=True, names=("input", "values"),
+            doc="The Heaviside step of input: 0 where input < 0, values where input == 0, "
+                "1 where input > 0 (both of one dtype, as PyTorch asks); no gradient.")
+elementwise("signbit", lambda m, x: m.copysign(1.0, x) < 0, dtypes="compare",
+            cpu=np.signbit,
+            doc="True where the sign bit of input is set (so -0.0 and -nan count), "
+                "elementwise.")
 # (PyTorch's two branches: exact at both ends, weight 0 gives input and 1 gives end)
 elementwise("lerp",
             lambda m, a, b, w: m.where(m.abs(w) < 0.5, a + w * (b - a),
