@@ -555,6 +555,18 @@ OTHER.update({
     "interpolate": (lambda x: hx.nn.functional.interpolate(x[None], scale_factor=2),
                     _in_its_dtype(lambda x: F.interpolate(x[None], scale_factor=2))),
 })
+# (x of shape (4, 6) against its flips: targets, second inputs, negatives of one shape)
+OTHER.update({
+    name: (lambda x, name=name, dims=dims, kw=kw: getattr(hx.nn.functional, name)(
+        x, *[x.flip(d) for d in dims], **kw),
+           lambda x, name=name, dims=dims, kw=kw: getattr(F, name)(
+        x, *[x.flip(d) for d in dims], **kw))
+    for name, dims, kw in (
+        ("kl_div", (0,), {"reduction": "batchmean"}),
+        ("margin_ranking_loss", (0, 1), {"margin": 0.5}),
+        ("triplet_margin_loss", (0, 1), {"swap": True}),
+        ("cosine_similarity", (0,), {}),
+        ("pairwise_distance", (0,), {"keepdim": True}))})
 
 
 def _idx(x, values):
