@@ -171,3 +171,34 @@ def test_the_functions_are_reachable_where_pytorch_has_them():
     assert hx.pairwise_distance is F.pairwise_distance
     for name in ("kl_div", "margin_ranking_loss", "triplet_margin_loss"):
         assert F.__doc__ is not None and getattr(F, name).__doc__.startswith(f"{name}(")
+
+
+SHRINKS = [("tanhshrink", {}), ("softshrink", {}), ("softshrink", {"lambd": 1.2}),
+           ("hardshrink", {}), ("hardshrink", {"lambd": 0.1})]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("name,kw", SHRINKS, ids=[f"{n}{kw}" for n, kw in SHRINKS])
+def test_the_shrinks_match_pytorch_values_gradients_and_layers(name, kw, dtype):
+    a = np.concatenate([RNG.standard_normal(20) * 2, [0.0, 0.5, -0.5, 1.2, -1.2]])
+    a = a.astype(dtype).reshape(5, 5)
+    x, t = hx.tensor(a, requires_grad=True), torch.tensor(a, requires_grad=True)
+    got, want = getattr(F, name)(x, **kw), getattr(TF, name)(t, **kw)
+    tol = 1e-6 if dtype == "float32" else 1e-14
+    np.testing.assert_allclose(got.detach().numpy(), want.detach().numpy(), rtol=tol,
+                               atol=tol)
+    got.sum().backward()
+    want.sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), t.grad.numpy(), rtol=tol, atol=tol)
+    cls = {"tanhshrink": "Tanhshrink", "softshrink": "Softshrink",
+           "hardshrink": "Hardshrink"}[name]
+    ours, theirs = getattr(hx.nn, cls)(**kw), getattr(torch.nn, cls)(**kw)
+    assert repr(ours) == repr(theirs)
+    np.testing.assert_allclose(ours(hx.tensor(a)).numpy(), theirs(torch.tensor(a)).numpy(),
+                               rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("name", ["tanhshrink", "softshrink", "hardshrink"])
+def test_the_shrinks_pass_gradcheck_off_their_kinks(name):
+    a = np.array([-2.0, -0.9, -0.2, 0.3, 0.8, 1.7])
+    assert gradcheck(getattr(F, name), (hx.tensor(a, requires_grad=True),))

@@ -33,7 +33,7 @@ TORCH_NAME = {
     "softplus": F.softplus, "hardtanh": F.hardtanh, "leaky_relu": F.leaky_relu,
     "silu": F.silu, "clamp3": torch.clamp, "where": torch.where,
     "hardsigmoid": F.hardsigmoid, "elu": F.elu, "hardswish": F.hardswish, "mish": F.mish,
-    "softsign": F.softsign,
+    "softsign": F.softsign, "tanhshrink": F.tanhshrink, "softshrink": F.softshrink,
 }
 #: inputs that keep the op in its domain (positive for logs and roots, nonzero divisors
 #: for the integer divisions PyTorch refuses by zero)
