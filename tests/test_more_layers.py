@@ -202,3 +202,35 @@ def test_the_shrinks_match_pytorch_values_gradients_and_layers(name, kw, dtype):
 def test_the_shrinks_pass_gradcheck_off_their_kinks(name):
     a = np.array([-2.0, -0.9, -0.2, 0.3, 0.8, 1.7])
     assert gradcheck(getattr(F, name), (hx.tensor(a, requires_grad=True),))
+
+
+@pytest.mark.parametrize("shape,r", [((1, 8, 3, 5), 2), ((2, 3, 9, 2, 2), 3), ((4, 1, 1), 2),
+                                     ((0, 4, 2, 2), 2)])
+def test_pixel_shuffle_and_unshuffle_match_pytorch_and_invert(shape, r):
+    a = RNG.standard_normal(shape)
+    if shape[-3] % (r * r) == 0:
+        x, t = hx.tensor(a, requires_grad=True), torch.tensor(a, requires_grad=True)
+        got, want = F.pixel_shuffle(x, r), TF.pixel_shuffle(t, r)
+        np.testing.assert_array_equal(got.detach().numpy(), want.detach().numpy())
+        np.testing.assert_array_equal(F.pixel_unshuffle(got, r).detach().numpy(), a)
+        assert gradcheck(lambda v: F.pixel_shuffle(v, r), (x,))
+    b = RNG.standard_normal((*shape[:-2], shape[-2] * r, shape[-1] * r)).astype(np.float32)
+    got = hx.nn.PixelUnshuffle(r)(hx.tensor(b))
+    assert got.shape == (*shape[:-3], shape[-3] * r * r, *shape[-2:])
+    if b.size:  # (PyTorch's returns an empty input's clone, its shape unchanged)
+        np.testing.assert_array_equal(
+            got.numpy(), torch.nn.PixelUnshuffle(r)(torch.tensor(b)).numpy())
+    assert repr(hx.nn.PixelShuffle(r)) == repr(torch.nn.PixelShuffle(r))
+    assert repr(hx.nn.PixelUnshuffle(r)) == repr(torch.nn.PixelUnshuffle(r))
+
+
+@pytest.mark.parametrize("call,match", [
+    (lambda: F.pixel_shuffle(hx.ones(4, 2), 2), r"at least 3 dims .* got shape \(4, 2\)"),
+    (lambda: F.pixel_shuffle(hx.ones(3, 2, 2), 2), "3 channels .* not divisible by "
+                                                   "upscale_factor\\^2 = 4"),
+    (lambda: F.pixel_unshuffle(hx.ones(1, 3, 2), 2), "width 2 .* downscale_factor = 2"),
+    (lambda: F.pixel_shuffle(hx.ones(4, 2, 2), 0), "upscale_factor must be a positive"),
+])
+def test_pixel_shuffle_errors_name_the_op_and_the_shapes(call, match):
+    with pytest.raises((OpError, ValueError), match=match):
+        call()

@@ -567,6 +567,12 @@ OTHER.update({
         ("triplet_margin_loss", (0, 1), {"swap": True}),
         ("cosine_similarity", (0,), {}),
         ("pairwise_distance", (0,), {"keepdim": True}))})
+OTHER.update({
+    "pixel_shuffle": (lambda x: hx.nn.functional.pixel_shuffle(x.reshape(4, 2, 3), 2),
+                      lambda x: F.pixel_shuffle(x.reshape(4, 2, 3), 2)),
+    "pixel_unshuffle": (lambda x: hx.nn.functional.pixel_unshuffle(x.reshape(1, 4, 6), 2),
+                        lambda x: F.pixel_unshuffle(x.reshape(1, 4, 6), 2)),
+})
 
 
 def _idx(x, values):

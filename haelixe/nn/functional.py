@@ -45,6 +45,7 @@ from ..ops.reduce import Softmax as SoftmaxFn
 from ..ops.reduce import cosine_similarity, pairwise_distance
 from ..ops.registry import OPS, Layer, functional_form, fused
 from ..ops.resample import interpolate
+from ..ops.views import pixel_shuffle, pixel_unshuffle
 from ..tensor import Tensor
 from .losses import (
     binary_cross_entropy,
@@ -639,7 +640,8 @@ __all__ = [*DECLARED, "linear", "rms_norm", "layer_norm", "gelu", "logsigmoid", 
            "avg_pool3d", "adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_max_pool1d",
            "adaptive_max_pool2d", "adaptive_max_pool3d", "batch_norm", "group_norm",
            "instance_norm", "dropout2d", "interpolate", "kl_div", "margin_ranking_loss",
-           "triplet_margin_loss", "cosine_similarity", "pairwise_distance"]
+           "triplet_margin_loss", "cosine_similarity", "pairwise_distance",
+           "pixel_shuffle", "pixel_unshuffle"]
 
 _MISSING = {
     "multi_head_attention_forward": "hx.nn.MultiHeadAttention or "
