@@ -33,7 +33,7 @@ TORCH_NAME = {
     "softplus": F.softplus, "hardtanh": F.hardtanh, "leaky_relu": F.leaky_relu,
     "silu": F.silu, "clamp3": torch.clamp, "where": torch.where,
     "hardsigmoid": F.hardsigmoid, "elu": F.elu, "hardswish": F.hardswish, "mish": F.mish,
-    "softsign": F.softsign,
+    "softsign": F.softsign, "tanhshrink": F.tanhshrink, "softshrink": F.softshrink,
 }
 #: inputs that keep the op in its domain (positive for logs and roots, nonzero divisors
 #: for the integer divisions PyTorch refuses by zero)
@@ -565,6 +565,24 @@ OTHER.update({
              _in_its_dtype(lambda x: F.fold(x[None], (3, 4), 2))),
     "interpolate": (lambda x: hx.nn.functional.interpolate(x[None], scale_factor=2),
                     _in_its_dtype(lambda x: F.interpolate(x[None], scale_factor=2))),
+})
+# (x of shape (4, 6) against its flips: targets, second inputs, negatives of one shape)
+OTHER.update({
+    name: (lambda x, name=name, dims=dims, kw=kw: getattr(hx.nn.functional, name)(
+        x, *[x.flip(d) for d in dims], **kw),
+           lambda x, name=name, dims=dims, kw=kw: getattr(F, name)(
+        x, *[x.flip(d) for d in dims], **kw))
+    for name, dims, kw in (
+        ("kl_div", (0,), {"reduction": "batchmean"}),
+        ("margin_ranking_loss", (0, 1), {"margin": 0.5}),
+        ("triplet_margin_loss", (0, 1), {"swap": True}),
+        ("cosine_similarity", (0,), {}),
+        ("pairwise_distance", (0,), {"keepdim": True}))})
+OTHER.update({
+    "pixel_shuffle": (lambda x: hx.nn.functional.pixel_shuffle(x.reshape(4, 2, 3), 2),
+                      lambda x: F.pixel_shuffle(x.reshape(4, 2, 3), 2)),
+    "pixel_unshuffle": (lambda x: hx.nn.functional.pixel_unshuffle(x.reshape(1, 4, 6), 2),
+                        lambda x: F.pixel_unshuffle(x.reshape(1, 4, 6), 2)),
 })
 
 

@@ -28,9 +28,7 @@ from .transformer import MLP, MultiHeadAttention, RoPE, TransformerBlock
 globals().update(_ACTIVATIONS)  # (nn.ReLU, nn.LeakyReLU...: made from the op registry)
 globals().update(_FUSED_LAYERS)  # (nn.Linear, nn.RMSNorm, nn.MSELoss...: from their declarations)
 
-_MISSING = {
-    "KLDivLoss": "CrossEntropyLoss with class-probability targets",
-}
+_MISSING: dict = {}
 
 
 def __getattr__(name):

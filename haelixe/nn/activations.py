@@ -12,6 +12,9 @@ from ..ops.registry import OPS
 from . import functional as F
 from .module import Module
 
+#: PyTorch's extra_repr where it is not "name=value, ...": the shrinks show lambd bare
+_SHOWN = {"Softshrink": "{lambd}", "Hardshrink": "{lambd}"}
+
 
 def _layer(decl) -> type:
     fn = getattr(F, decl.name)
@@ -28,6 +31,8 @@ def _layer(decl) -> type:
         return fn(input, *[getattr(self, name) for name in names])
 
     def extra_repr(self) -> str:  # (as PyTorch's: inplace only where it is set)
+        if decl.module in _SHOWN:
+            return _SHOWN[decl.module].format(**{n: getattr(self, n) for n in names})
         shown = [f"{n}={getattr(self, n)}" for n in decl.params]
         if takes_inplace and self.inplace:
             shown.append("inplace=True")

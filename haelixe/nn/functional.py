@@ -42,18 +42,23 @@ from ..ops.pooling import (
 )
 from ..ops.reduce import LogSoftmax as LogSoftmaxFn
 from ..ops.reduce import Softmax as SoftmaxFn
+from ..ops.reduce import cosine_similarity, pairwise_distance
 from ..ops.registry import OPS, Layer, functional_form, fused
 from ..ops.resample import interpolate
+from ..ops.views import pixel_shuffle, pixel_unshuffle
 from ..tensor import Tensor
 from .losses import (
     binary_cross_entropy,
     binary_cross_entropy_with_logits,
     cross_entropy,
     huber_loss,
+    kl_div,
     l1_loss,
+    margin_ranking_loss,
     mse_loss,
     nll_loss,
     smooth_l1_loss,
+    triplet_margin_loss,
 )
 from .normalization import batch_norm, group_norm, instance_norm
 
@@ -634,10 +639,11 @@ __all__ = [*DECLARED, "linear", "rms_norm", "layer_norm", "gelu", "logsigmoid", 
            "max_unpool1d", "max_unpool2d", "max_unpool3d", "avg_pool1d", "avg_pool2d",
            "avg_pool3d", "adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_max_pool1d",
            "adaptive_max_pool2d", "adaptive_max_pool3d", "batch_norm", "group_norm",
-           "instance_norm", "dropout2d", "interpolate"]
+           "instance_norm", "dropout2d", "interpolate", "kl_div", "margin_ranking_loss",
+           "triplet_margin_loss", "cosine_similarity", "pairwise_distance",
+           "pixel_shuffle", "pixel_unshuffle"]
 
 _MISSING = {
-    "kl_div": "cross_entropy with class-probability targets",
     "multi_head_attention_forward": "hx.nn.MultiHeadAttention or "
                                     "scaled_dot_product_attention",
 }

@@ -53,9 +53,20 @@ def _layer(decl) -> type:
     elif spec.inputs == 1:
         def forward(self, input):  # noqa: A002 (PyTorch's name)
             return form(input, *read(self))
-    else:
+    elif spec.inputs == 2:
         def forward(self, input, target):  # noqa: A002
             return form(input, target, *read(self))
+    else:  # (three inputs: the ranking and triplet losses)
+        inputs = list(decl.signature.parameters.values())[:spec.inputs]
+
+        def forward(self, *args):
+            if len(args) != spec.inputs:
+                raise TypeError(f"{spec.name}.forward takes {spec.inputs} tensors "
+                                f"({', '.join(p.name for p in inputs)}), got {len(args)}")
+            return form(*args, *read(self))
+
+        forward.__signature__ = inspect.Signature([
+            inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD), *inputs])
 
     if callable(shown):
         def extra_repr(self) -> str:

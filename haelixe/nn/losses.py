@@ -7,6 +7,7 @@ backend's kernels (ops/fused.py)."""
 from __future__ import annotations
 
 import math
+import warnings
 
 from ..amp import cast_inputs
 from ..autograd.mode import STATE
@@ -387,5 +388,122 @@ def binary_cross_entropy_with_logits(input, target, weight=None, reduction="mean
     return _reduce(loss, reduction, "binary_cross_entropy_with_logits")
 
 
+# -- distributions and rankings ----------------------------------------------------------
+
+_KL_REDUCTIONS = ("mean", "batchmean", "sum", "none")
+
+
+def _kl_reduction(size_average, reduce, reduction, op):
+    reduction = _legacy_reduction(size_average, reduce, reduction, op)
+    if reduction not in _KL_REDUCTIONS:
+        raise ValueError(f"{op}: reduction must be 'mean', 'batchmean', 'sum' or 'none', "
+                         f"got {reduction!r}")
+    return reduction
+
+
+def _floating(op, *tensors):
+    for t in tensors:
+        if not isinstance(t, Tensor):
+            raise TypeError(f"{op}: expected tensors, got {type(t).__name__}")
+        if not t.dtype.is_floating_point:
+            raise TypeError(f"{op}: not defined for {t.dtype.name} inputs (as in PyTorch); "
+                            f"convert with .float() first")
+
+
+def _kl_div_layer(size_average=None, reduce=None, reduction="mean", log_target=False):
+    return {"reduction": _kl_reduction(size_average, reduce, reduction, "KLDivLoss"),
+            "log_target": log_target}
+
+
+@fused(None, arity=2,
+       layer=Layer("KLDivLoss", _kl_div_layer, inputs=2,
+                   fixed={"size_average": None, "reduce": None}))
+def kl_div(input, target, size_average=None, reduce=None, reduction="mean",  # noqa: A002
+           log_target=False):
+    """The Kullback-Leibler divergence target * (log(target) - input) of log-probabilities
+    ``input`` from probabilities ``target`` (log-probabilities where ``log_target``),
+    elementwise with broadcasting; 0 where target is 0. 'batchmean' divides the sum by
+    the batch size (dim 0), the divergence per sample; 'mean' divides by the element
+    count and warns, as PyTorch does."""
+    reduction = _kl_reduction(size_average, reduce, reduction, "kl_div")
+    _floating("kl_div", input, target)
+    x, target = cast_inputs("loss", input, target)
+    if log_target:
+        loss = target.exp() * (target - x)
+    else:  # (xlogy: a zero target contributes 0, and its log is never taken)
+        safe = where(target == 0, 1.0, target)
+        loss = target * safe.log() - target * x
+    if reduction == "batchmean":
+        return loss.sum() / loss.shape[0] if loss.ndim else loss.sum()
+    if reduction == "mean":
+        warnings.warn("kl_div: reduction='mean' divides the total loss by both the batch "
+                      "size and the support size; 'batchmean' divides only by the batch "
+                      "size, as the KL divergence is defined", UserWarning, stacklevel=2)
+    return _reduce(loss, reduction, "kl_div")
+
+
+def _same_ranks(op, names, tensors):
+    if len({t.ndim for t in tensors}) > 1:
+        shapes = ", ".join(f"{n} {tuple(t.shape)}" for n, t in zip(names, tensors))
+        raise OpError(f"{op}: the inputs must have one number of dimensions, got {shapes}; "
+                      f"reshape or unsqueeze them to match")
+
+
+def _margin_ranking_loss_layer(margin=0.0, size_average=None, reduce=None,
+                               reduction="mean"):
+    reduction = _legacy_reduction(size_average, reduce, reduction, "MarginRankingLoss")
+    _check_reduction(reduction, "MarginRankingLoss")
+    return {"margin": margin, "reduction": reduction}
+
+
+@fused(None, arity=3, dtypes="any",
+       layer=Layer("MarginRankingLoss", _margin_ranking_loss_layer, inputs=3,
+                   fixed={"size_average": None, "reduce": None}))
+def margin_ranking_loss(input1, input2, target, margin=0, size_average=None, reduce=None,
+                        reduction="mean"):
+    """max(0, -target * (input1 - input2) + margin), elementwise with broadcasting:
+    target 1 asks input1 to rank above input2 by ``margin``, -1 below."""
+    reduction = _legacy_reduction(size_average, reduce, reduction, "margin_ranking_loss")
+    _check_reduction(reduction, "margin_ranking_loss")
+    _same_ranks("margin_ranking_loss", ("input1", "input2", "target"),
+                (input1, input2, target))
+    x1, x2, target = cast_inputs("loss", input1, input2, target)
+    loss = (-target * (x1 - x2) + margin).clamp(min=0)
+    return _reduce(loss, reduction, "margin_ranking_loss")
+
+
+def _triplet_margin_loss_layer(margin=1.0, p=2.0, eps=1e-6, swap=False, size_average=None,
+                               reduce=None, reduction="mean"):
+    reduction = _legacy_reduction(size_average, reduce, reduction, "TripletMarginLoss")
+    _check_reduction(reduction, "TripletMarginLoss")
+    if margin <= 0:
+        raise ValueError(f"TripletMarginLoss: margin must be > 0, got {margin}")
+    return {"margin": margin, "p": p, "eps": eps, "swap": swap, "reduction": reduction}
+
+
+@fused(None, arity=3,
+       layer=Layer("TripletMarginLoss", _triplet_margin_loss_layer, inputs=3,
+                   fixed={"size_average": None, "reduce": None}))
+def triplet_margin_loss(anchor, positive, negative, margin=1.0, p=2, eps=1e-6, swap=False,
+                        size_average=None, reduce=None, reduction="mean"):
+    """max(d(anchor, positive) - d(anchor, negative) + margin, 0), d the
+    pairwise_distance over the last dim with ``p`` and ``eps``; ``swap`` takes the
+    smaller of d(anchor, negative) and d(positive, negative) (Balntas et al.)."""
+    op = "triplet_margin_loss"
+    reduction = _legacy_reduction(size_average, reduce, reduction, op)
+    _check_reduction(reduction, op)
+    _same_ranks(op, ("anchor", "positive", "negative"), (anchor, positive, negative))
+    if margin <= 0:
+        raise ValueError(f"{op}: margin must be > 0, got {margin}")
+    from .functional import pairwise_distance  # (functional imports this module)
+
+    d_pos = pairwise_distance(anchor, positive, p, eps)
+    d_neg = pairwise_distance(anchor, negative, p, eps)
+    if swap:
+        d_neg = d_neg.minimum(pairwise_distance(positive, negative, p, eps))
+    return _reduce((d_pos - d_neg + margin).clamp(min=0), reduction, op)
+
+
 __all__ = ["mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "nll_loss",
-           "cross_entropy", "binary_cross_entropy", "binary_cross_entropy_with_logits"]
+           "cross_entropy", "binary_cross_entropy", "binary_cross_entropy_with_logits",
+           "kl_div", "margin_ranking_loss", "triplet_margin_loss"]

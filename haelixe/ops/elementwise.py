@@ -367,6 +367,22 @@ elementwise("softsign", lambda m, x: x / (1.0 + m.abs(x)),
             bool_ok=False,
             functional="plain", module="Softsign", doc="input / (1 + |input|), elementwise.")
 
+elementwise("tanhshrink", lambda m, x: x - m.tanh(x),
+            grad=lambda m, g, x: g * m.tanh(x) * m.tanh(x), dtypes="float", bool_ok=False,
+            functional="plain", module="Tanhshrink", doc="input - tanh(input), elementwise.")
+# (the zero branch is x * 0, so that -lambd gives -0.0 as PyTorch's)
+elementwise("softshrink",
+            lambda m, x, lambd: m.where(x > lambd, x - lambd,
+                                        m.where(x < -lambd, x + lambd, x * 0.0)),
+            grad=lambda m, g, x, lambd: m.where(m.abs(x) > lambd, g, g * 0.0),
+            dtypes="float_only", params={"lambd": 0.5}, functional="plain",
+            module="Softshrink",
+            doc="input - lambd above lambd, input + lambd below -lambd, 0 between.")
+elementwise("hardshrink", lambda m, x, lambd: m.where(m.abs(x) > lambd, x, 0.0),
+            grad=lambda m, g, x, lambd: m.where(m.abs(x) > lambd, g, g * 0.0),
+            dtypes="float_only", params={"lambd": 0.5}, functional="plain",
+            module="Hardshrink", doc="input where |input| > lambd, 0 elsewhere.")
+
 
 def _softplus(m, x):
     # log(1 + exp(x)) without overflow: PyTorch's threshold of 20 (the linear branch)

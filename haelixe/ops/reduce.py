@@ -16,8 +16,9 @@ from ..autograd.function import SINK, Function, wrap_grads
 from ..autograd.mode import STATE
 from ..backends.base import Kernel
 from ..dtype import bool_, float32, int64, promote_types, uint8
+from ..errors import OpError
 from ..tensor import Tensor
-from .registry import declare, function, tensor_method
+from .registry import Layer, declare, function, fused, tensor_method
 
 MaxMin = namedtuple("MaxMin", ["values", "indices"])
 
@@ -407,6 +408,60 @@ def norm(input, p="fro", dim=None, keepdim=False, out=None, dtype=None):
     if p == 2:
         return _Norm2.apply(input, _dims(input, dim, "norm"), keepdim)
     return (a ** p).sum(dim, keepdim) ** (1.0 / p)
+
+
+# -- distances (torch.nn.functional's, also torch.<name>) ------------------------------------
+def _broadcast_floats(op, x1, x2):
+    """x1 and x2 in one floating dtype, expanded to their broadcast shape."""
+    for t in (x1, x2):
+        if not isinstance(t, Tensor):
+            raise TypeError(f"{op}: x1 and x2 must be tensors, got {type(t).__name__}")
+    dt = promote_types(x1.dtype, x2.dtype)
+    if not dt.is_floating_point:
+        raise TypeError(f"{op}: x1 ({x1.dtype.name}) and x2 ({x2.dtype.name}) must be "
+                        f"floating point (as in PyTorch); convert with .float() first")
+    shape = layout.broadcast_shapes(x1.shape, x2.shape, op=op)
+    return tuple((t if t.dtype is dt else t.to(dt)) if t.shape == shape else
+                 (t if t.dtype is dt else t.to(dt)).expand(*shape) for t in (x1, x2))
+
+
+def _cosine_similarity_layer(dim=1, eps=1e-8):
+    return {"dim": dim, "eps": eps}
+
+
+@function
+@fused(None, arity=2, layer=Layer("CosineSimilarity", _cosine_similarity_layer, inputs=2))
+def cosine_similarity(x1, x2, dim=1, eps=1e-8):
+    """The cosine of the angle between x1 and x2 along ``dim`` (broadcast first):
+    sum(x1 / max(||x1||, eps) * x2 / max(||x2||, eps)), each norm clamped apart as
+    PyTorch's (so neither vector's size can underflow the other's)."""
+    x1, x2 = _broadcast_floats("cosine_similarity", x1, x2)
+    if x1.ndim == 0:
+        raise OpError("cosine_similarity: x1 and x2 are 0-d; they need a dim to compare "
+                      "along (unsqueeze them)")
+    n1, n2 = (norm(t, 2, dim, True).clamp(min=eps) for t in (x1, x2))
+    return ((x1 / n1) * (x2 / n2)).sum(dim)
+
+
+def _pairwise_distance_layer(p=2.0, eps=1e-6, keepdim=False):
+    return {"p": p, "eps": eps, "keepdim": keepdim}
+
+
+@function
+@fused(None, arity=2, layer=Layer("PairwiseDistance", _pairwise_distance_layer, inputs=2))
+def pairwise_distance(x1, x2, p=2.0, eps=1e-6, keepdim=False):
+    """The p-norm of x1 - x2 + eps over the last dim (broadcast first): the distance of
+    each pair of rows; ``eps`` keeps the gradient finite where the rows are equal."""
+    for t in (x1, x2):
+        if not isinstance(t, Tensor):
+            raise TypeError(f"pairwise_distance: x1 and x2 must be tensors, got "
+                            f"{type(t).__name__}")
+    d = x1 - x2 + eps
+    if not d.dtype.is_floating_point:
+        d = d.float()
+    if d.ndim == 0:  # (a 0-d pair: the one element's absolute value, as PyTorch's)
+        return norm(d.reshape(1), p, -1)
+    return norm(d, p, -1, keepdim)
 
 
 class _Norm2(Function):

@@ -13,7 +13,7 @@ from ..autograd.mode import STATE
 from ..dtype import DType
 from ..errors import OpError
 from ..tensor import Tensor
-from .registry import declare, function, tensor_method
+from .registry import Layer, declare, function, fused, tensor_method
 
 
 def _view_of(ctx, x, shape, strides, offset, raw=None):
@@ -700,3 +700,57 @@ def meshgrid(*tensors, indexing=None):
 
 
 declare("meshgrid", arity=2, dtypes="any")
+
+
+# -- pixel shuffles (torch.nn.functional's, also torch.<name>): a reshape, a permute, a
+# reshape ---------------------------------------------------------------------------------
+def _pixel_input(op, input, factor, name):  # noqa: A002 (PyTorch's name)
+    if not isinstance(factor, int) or isinstance(factor, bool) or factor < 1:
+        raise ValueError(f"{op}: {name} must be a positive integer, got {factor!r}")
+    if input.ndim < 3:
+        raise OpError(f"{op}: input must have at least 3 dims (*, C, H, W), got shape "
+                      f"{input.shape}; unsqueeze a channel dim first")
+    return input.shape[:-3], input.shape[-3:]
+
+
+def _pixel_shuffle_layer(upscale_factor):
+    return {"upscale_factor": upscale_factor}
+
+
+@function
+@fused(None, arity=1, dtypes="any",
+       layer=Layer("PixelShuffle", _pixel_shuffle_layer,
+                   shown="upscale_factor={upscale_factor}"))
+def pixel_shuffle(input, upscale_factor):  # noqa: A002
+    """(*, C r^2, H, W) to (*, C, H r, W r): each group of r^2 channels becomes an
+    r x r block of pixels (sub-pixel convolution's upsampling)."""
+    r = upscale_factor
+    lead, (c, h, w) = _pixel_input("pixel_shuffle", input, r, "upscale_factor")
+    if c % (r * r):
+        raise OpError(f"pixel_shuffle: the {c} channels of input {input.shape} are not "
+                      f"divisible by upscale_factor^2 = {r * r}")
+    n = len(lead)
+    x = input.reshape(*lead, c // (r * r), r, r, h, w)
+    x = x.permute(*range(n), n, n + 3, n + 1, n + 4, n + 2)
+    return x.reshape(*lead, c // (r * r), h * r, w * r)
+
+
+def _pixel_unshuffle_layer(downscale_factor):
+    return {"downscale_factor": downscale_factor}
+
+
+@function
+@fused(None, arity=1, dtypes="any",
+       layer=Layer("PixelUnshuffle", _pixel_unshuffle_layer,
+                   shown="downscale_factor={downscale_factor}"))
+def pixel_unshuffle(input, downscale_factor):  # noqa: A002
+    """(*, C, H r, W r) to (*, C r^2, H, W): pixel_shuffle's inverse."""
+    r = downscale_factor
+    lead, (c, h, w) = _pixel_input("pixel_unshuffle", input, r, "downscale_factor")
+    if h % r or w % r:
+        raise OpError(f"pixel_unshuffle: the height {h} and width {w} of input "
+                      f"{input.shape} must be divisible by downscale_factor = {r}")
+    n = len(lead)
+    x = input.reshape(*lead, c, h // r, r, w // r, r)
+    x = x.permute(*range(n), n, n + 2, n + 4, n + 1, n + 3)
+    return x.reshape(*lead, c * r * r, h // r, w // r)
