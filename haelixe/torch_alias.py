@@ -35,6 +35,7 @@ MODULES = {
     "torch.nn.init": "haelixe.nn.init",
     "torch.nn.utils": "haelixe.nn.utils",
     "torch.nn.utils.clip_grad": "haelixe.nn.utils",
+    "torch.nn.utils.rnn": "haelixe.nn.rnn_utils",
     "torch.nn.modules": "haelixe.nn",
     "torch.nn.parameter": "haelixe.nn",
     "torch.optim": "haelixe.optim",

@@ -1,4 +1,5 @@
-"""Gradient clipping (PyTorch's torch.nn.utils names)."""
+"""torch.nn.utils: gradient clipping, parameters as one vector and back, and ``rnn``
+(pad_sequence)."""
 
 from __future__ import annotations
 
@@ -6,8 +7,9 @@ import math
 
 from .. import creation
 from ..autograd.mode import no_grad
-from ..ops.indexing import stack
+from ..ops.indexing import cat, stack
 from ..tensor import Tensor
+from . import rnn_utils as rnn  # (torch.nn.utils.rnn)  # noqa: F401
 
 
 def _grads(parameters) -> list:
@@ -95,4 +97,46 @@ def clip_grad_value_(parameters, clip_value: float, foreach=None) -> None:
             g.clamp_(-clip_value, clip_value)
 
 
-__all__ = ["clip_grad_norm_", "clip_grad_value_"]
+def _parameter_list(parameters, op) -> list:
+    params = [parameters] if isinstance(parameters, Tensor) else list(parameters)
+    for p in params:
+        if not isinstance(p, Tensor):
+            raise TypeError(f"{op}: expected tensors, got {type(p).__name__}")
+        if p.device != params[0].device:
+            raise RuntimeError(f"{op}: parameters on {params[0].device.type} and "
+                               f"{p.device.type}; move them to one device first")
+    return params
+
+
+def parameters_to_vector(parameters) -> Tensor:
+    """parameters_to_vector(parameters) -> Tensor
+
+    Every parameter flattened and joined into one 1-D tensor (a copy, in their order)."""
+    params = _parameter_list(parameters, "parameters_to_vector")
+    if not params:
+        raise RuntimeError("parameters_to_vector: no parameters given")
+    return cat([p.reshape(-1) for p in params])
+
+
+def vector_to_parameters(vec, parameters) -> None:
+    """vector_to_parameters(vec, parameters) -> None
+
+    The reverse of parameters_to_vector: each parameter's ``.data`` becomes its slice of
+    ``vec`` (a view of it, as in PyTorch: writing into ``vec`` changes them)."""
+    if not isinstance(vec, Tensor):
+        raise TypeError(f"vector_to_parameters: expected vec to be a tensor, got "
+                        f"{type(vec).__name__}")
+    params = _parameter_list(parameters, "vector_to_parameters")
+    needed = sum(p.numel() for p in params)
+    if vec.ndim != 1 or vec.numel() != needed:
+        raise RuntimeError(f"vector_to_parameters: vec has shape {vec.shape}; the "
+                           f"parameters need a 1-D tensor of {needed} elements")
+    at = 0
+    for p in params:
+        n = p.numel()
+        p.data = vec[at:at + n].view(p.shape).data
+        at += n
+
+
+__all__ = ["clip_grad_norm_", "clip_grad_value_", "parameters_to_vector",
+           "vector_to_parameters", "rnn"]
