@@ -79,7 +79,8 @@ MISSING_MODULES = {
     "torch.hub": "loading weights with torch.load / hx.load from a local file",
     "torch.utils.checkpoint": "smaller batches; there is no activation checkpointing",
     "torch.distributions": "hx.randn / hx.rand / hx.multinomial for sampling",
-    "torch.profiler": "hx.memory_stats() and benchmarks/ for timings",
+    "torch.profiler": "hx.profile() (each kernel of a step with its time, a Chrome trace) "
+                      "and hx.memory_snapshot() for memory",
     "torch.quantization": "bfloat16 (hx.autocast) for lower precision",
     "torch.ao": "bfloat16 (hx.autocast) for lower precision",
     "torch.sparse": "dense tensors",
