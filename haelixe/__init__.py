@@ -72,6 +72,7 @@ from .ops import (  # noqa: E402,F401
     pooling,
     reduce,
     scatter_reduce,
+    statistics,
     views,
 )
 from .ops.convert import EXPORTED_LEGACY as _EXPORTED_LEGACY

@@ -607,6 +607,30 @@ OTHER.update({
     "nan_to_num": (lambda x: hx.nan_to_num(x / 0.0 * x), lambda x: torch.nan_to_num(x / 0.0 * x)),
 })
 
+
+def _cdist_ref(x):
+    """PyTorch's cdist of x's rows against three others; on bfloat16 and float16, which
+    its CPU kernel refuses, its float32 distances rounded to the dtype."""
+    if x.dtype in (torch.bfloat16, torch.float16):
+        return torch.cdist(x.float(), x.flip(0)[:3].float()).to(x.dtype)
+    return torch.cdist(x, x.flip(0)[:3])
+
+
+# (ops/statistics.py: compositions; cdist a Function)
+OTHER.update({
+    "nansum": (lambda x: hx.nansum(x, 1), lambda x: torch.nansum(x, 1)),
+    "nanmean": (lambda x: hx.nanmean(x, 0, keepdim=True),
+                lambda x: torch.nanmean(x, 0, keepdim=True)),
+    "var_mean": (lambda x: hx.var_mean(x, 1)[0] + hx.var_mean(x, 1)[1],
+                 lambda x: torch.var_mean(x, 1)[0] + torch.var_mean(x, 1)[1]),
+    "aminmax": (lambda x: hx.stack(list(hx.aminmax(x, dim=1))),
+                lambda x: torch.stack(list(torch.aminmax(x, dim=1)))),
+    "cov": (lambda x: hx.cov(x), lambda x: torch.cov(x)),
+    "corrcoef": (lambda x: hx.corrcoef(x), lambda x: torch.corrcoef(x)),
+    "cdist": (lambda x: hx.cdist(x, x.flip(0)[:3]), _cdist_ref),
+})
+
+
 def _idx(x, values):
     return hx.tensor(values, device=x.device)
 
