@@ -21,6 +21,7 @@ from .creation import (
     full,
     full_like,
     linspace,
+    logspace,
     ones,
     ones_like,
     rand,
@@ -30,6 +31,8 @@ from .creation import (
     randn_like,
     randperm,
     tensor,
+    tril_indices,
+    triu_indices,
     zeros,
     zeros_like,
 )
