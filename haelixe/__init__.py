@@ -21,6 +21,7 @@ from .creation import (
     full,
     full_like,
     linspace,
+    logspace,
     ones,
     ones_like,
     rand,
@@ -30,6 +31,8 @@ from .creation import (
     randn_like,
     randperm,
     tensor,
+    tril_indices,
+    triu_indices,
     zeros,
     zeros_like,
 )
@@ -59,6 +62,7 @@ from .dtype import (
     uint64,
 )
 from .ops import (  # noqa: E402,F401
+    arranging,
     composite,
     conv,
     convert,
@@ -72,6 +76,7 @@ from .ops import (  # noqa: E402,F401
     pooling,
     reduce,
     scatter_reduce,
+    statistics,
     views,
 )
 from .ops.convert import EXPORTED_LEGACY as _EXPORTED_LEGACY

@@ -12,7 +12,7 @@ from . import dtype as dt
 from .backends import backend_for
 from .device import CPU, as_device
 from .dtype import as_dtype, stored_number
-from .errors import OpError
+from .errors import OpError, OpNotImplementedError
 from .memory import OutOfMemoryError
 from .random import generator as numpy_generator
 from .tensor import Tensor
@@ -201,6 +201,71 @@ def linspace(start, end, steps, dtype=None, device=None, requires_grad=False) ->
                       "values in a number dtype and compare them")
     arr = np.linspace(start, end, steps).astype(_dtype(dtype).np)
     return _finish(arr, device, requires_grad)
+
+
+def _steps(op, steps) -> int:
+    if not isinstance(steps, numbers.Integral) or isinstance(steps, bool):
+        raise TypeError(f"{op}: steps must be an int, got {type(steps).__name__}")
+    if steps < 0:
+        raise OpError(f"{op}: number of steps must be non-negative, got {steps}")
+    return int(steps)
+
+
+def logspace(start, end, steps, base=10.0, *, dtype=None, device=None,
+             requires_grad=False) -> Tensor:
+    """``steps`` values from base ** start to base ** end, their exponents evenly spaced.
+
+    As PyTorch computes them: start and end are first converted to the dtype (an integer
+    dtype truncates them), each exponent counted from the nearer end in float64, and
+    base ** exponent rounded to the dtype."""
+    steps = _steps("logspace", steps)
+    start, end = (v.item() if isinstance(v, Tensor) else v for v in (start, end))
+    d = _dtype(dtype)
+    if d is dt.bool_:
+        raise OpError("logspace: dtype bool is not supported (as in PyTorch); make the "
+                      "values in a number dtype and compare them")
+    with np.errstate(all="ignore"):  # (a negative base to a fraction: nan, as PyTorch)
+        if steps == 1:
+            values = np.array([float(base) ** float(start)])
+        else:
+            # (converted as full() writes a number: out of the dtype's range refused)
+            first, last = (stored_number(d.np, v, "logspace") for v in (start, end))
+            # (the span in the dtype's own arithmetic; integers in Python's, unbounded)
+            span = last.item() - first.item() if d.np.kind in "iu" else last - first
+            step = float(span) / (steps - 1) if steps else 0.0
+            i = np.arange(steps, dtype=np.float64)
+            exponents = np.where(i < steps // 2, float(first) + step * i,
+                                 float(last) - step * (steps - 1 - i))
+            values = np.power(float(base), exponents)
+        arr = values.astype(d.np)
+    return _finish(arr, device, requires_grad)
+
+
+def _triangle_indices(op, row, col, offset, dtype, device, lower) -> Tensor:
+    for name, n in (("row", row), ("col", col)):
+        if not isinstance(n, numbers.Integral) or isinstance(n, bool):
+            raise TypeError(f"{op}: {name} must be an int, got {type(n).__name__}")
+        if n < 0:
+            raise OpError(f"{op}: {name} must be non-negative, got {n}")
+    d = as_dtype(dtype)
+    if d not in (dt.int32, dt.int64):
+        raise OpNotImplementedError(f"{op}: dtype must be int32 or int64 (as in PyTorch), "
+                                    f"got {d.name}")
+    pick = np.tril_indices if lower else np.triu_indices
+    rows, cols = pick(int(row), int(offset), int(col))
+    return _finish(np.stack([rows, cols]).astype(d.np).reshape(2, -1), device, False)
+
+
+def tril_indices(row, col, offset=0, *, dtype=dt.int64, device=None) -> Tensor:
+    """The (row, column) indices of the lower triangle of a row x col matrix, on and
+    below the ``offset``-th diagonal, row by row: a (2, N) tensor."""
+    return _triangle_indices("tril_indices", row, col, offset, dtype, device, True)
+
+
+def triu_indices(row, col, offset=0, *, dtype=dt.int64, device=None) -> Tensor:
+    """The (row, column) indices of the upper triangle of a row x col matrix, on and
+    above the ``offset``-th diagonal, row by row: a (2, N) tensor."""
+    return _triangle_indices("triu_indices", row, col, offset, dtype, device, False)
 
 
 def eye(n, m=None, dtype=None, device=None, requires_grad=False) -> Tensor:

@@ -607,6 +607,53 @@ OTHER.update({
     "nan_to_num": (lambda x: hx.nan_to_num(x / 0.0 * x), lambda x: torch.nan_to_num(x / 0.0 * x)),
 })
 
+
+def _cdist_ref(x):
+    """PyTorch's cdist of x's rows against three others; on bfloat16 and float16, which
+    its CPU kernel refuses, its float32 distances rounded to the dtype."""
+    if x.dtype in (torch.bfloat16, torch.float16):
+        return torch.cdist(x.float(), x.flip(0)[:3].float()).to(x.dtype)
+    return torch.cdist(x, x.flip(0)[:3])
+
+
+# (ops/statistics.py and ops/arranging.py: compositions; cdist a Function)
+OTHER.update({
+    "nansum": (lambda x: hx.nansum(x, 1), lambda x: torch.nansum(x, 1)),
+    "nanmean": (lambda x: hx.nanmean(x, 0, keepdim=True),
+                lambda x: torch.nanmean(x, 0, keepdim=True)),
+    "var_mean": (lambda x: hx.var_mean(x, 1)[0] + hx.var_mean(x, 1)[1],
+                 lambda x: torch.var_mean(x, 1)[0] + torch.var_mean(x, 1)[1]),
+    "aminmax": (lambda x: hx.stack(list(hx.aminmax(x, dim=1))),
+                lambda x: torch.stack(list(torch.aminmax(x, dim=1)))),
+    "cov": (lambda x: hx.cov(x), lambda x: torch.cov(x)),
+    "corrcoef": (lambda x: hx.corrcoef(x), lambda x: torch.corrcoef(x)),
+    "cdist": (lambda x: hx.cdist(x, x.flip(0)[:3]), _cdist_ref),
+    "argwhere": (lambda x: hx.argwhere(x), lambda x: torch.argwhere(x)),
+    "take_along_dim": (lambda x: hx.take_along_dim(x, _idx(x, [[0, 5, 2]]), 1),
+                       lambda x: torch.take_along_dim(x, torch.tensor([[0, 5, 2]]), 1)),
+    "index_fill": (lambda x: x.index_fill(1, _idx(x, [0, 4, -1]), 2),
+                   lambda x: x.index_fill(1, torch.tensor([0, 4, -1]), 2)),
+    "index_copy": (lambda x: x.index_copy(1, _idx(x, [5, 0]), x[:, 1:3].flip(0)),
+                   lambda x: x.index_copy(1, torch.tensor([5, 0]), x[:, 1:3].flip(0))),
+    "tensor_split": (lambda x: x.tensor_split(4, 1)[1], lambda x: x.tensor_split(4, 1)[1]),
+    "hsplit": (lambda x: x.hsplit([1, 4])[1], lambda x: x.hsplit([1, 4])[1]),
+    "vsplit": (lambda x: x.vsplit(2)[1], lambda x: x.vsplit(2)[1]),
+    "dsplit": (lambda x: x.reshape(2, 2, 6).dsplit(3)[2],
+               lambda x: x.reshape(2, 2, 6).dsplit(3)[2]),
+    "swapaxes": (lambda x: x.swapaxes(0, 1), lambda x: x.swapaxes(0, 1)),
+    "swapdims": (lambda x: hx.swapdims(x, -1, 0), lambda x: torch.swapdims(x, -1, 0)),
+    "msort": (lambda x: x.msort(), lambda x: x.msort()),
+    "rot90": (lambda x: x.rot90(3, (1, 0)), lambda x: x.rot90(3, (1, 0))),
+    "block_diag": (lambda x: hx.block_diag(x[:2], x[2:, 3:], x[0, 0]),
+                   lambda x: torch.block_diag(x[:2], x[2:, 3:], x[0, 0])),
+    "cartesian_prod": (lambda x: hx.cartesian_prod(x[0], x[1, :3]),
+                       lambda x: torch.cartesian_prod(x[0], x[1, :3])),
+    "combinations": (lambda x: hx.combinations(x[0], 3, with_replacement=True),
+                     lambda x: torch.combinations(x[0], 3, with_replacement=True)),
+    "vander": (lambda x: hx.vander(x[0], 4), lambda x: torch.vander(x[0], 4)),
+})
+
+
 def _idx(x, values):
     return hx.tensor(values, device=x.device)
 
@@ -653,10 +700,12 @@ def test_other_ops_on_strided_layouts(name, layout, seed):
     compare(_first(got), _first(want), "float64", f"{name} {layout}")
 
 
-# (not `to`: its spec rounds to bfloat16, whose gradient is rounded too)
+# (not `to`: its spec rounds to bfloat16, whose gradient is rounded too; not vander:
+# PyTorch's own backward of it fails, writing in place into what its cumprod saved, so
+# tests/test_arranging_ops.py checks it against x ** k)
 DIFF_OTHER = [n for n in SPEC_OPS
               if n not in ("argmax", "argmin", "all", "any", "argsort", "to", "nonzero",
-                           "unique", "isclose", "count_nonzero")]
+                           "unique", "isclose", "count_nonzero", "argwhere", "vander")]
 
 
 @pytest.mark.parametrize("name", DIFF_OTHER)

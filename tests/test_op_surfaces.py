@@ -47,6 +47,7 @@ TABLE = {
     # (the docstring's first line is the overload without dim; dim=None stands for it)
     ("function", "median"): "(input, dim=None, keepdim=False)",
     ("function", "nanmedian"): "(input, dim=None, keepdim=False)",
+    ("function", "nansum"): "(input, dim=None, keepdim=False, *, dtype=None)",
 }
 # (F.max_pool*d dispatch on return_indices: inspect sees *args, **kwargs; their docs'
 # signature)

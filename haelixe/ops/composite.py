@@ -276,11 +276,12 @@ def _as_float(x):
     return x if x.dtype.is_floating_point else cast(x, default_float)
 
 
-def _in_place(x, op, compute):
+def _in_place(x, op, compute, other=None):
     """x's memory overwritten with compute(x), recorded as PyTorch records an in-place
-    op (its out-of-place form of the old value)."""
+    op (its out-of-place form of the old value); ``other``: a tensor operand whose
+    gradient the record must carry too."""
     name = op + "_"
-    recording = _records_graph(x, None, name)
+    recording = _records_graph(x, other, name)
     check_writable(x, name)
     result = compute(x.clone() if recording else x)
     if not can_cast(result.dtype, x.dtype):

@@ -7,6 +7,7 @@ gives (values, indices).
 
 from __future__ import annotations
 
+import inspect
 import math
 from collections import namedtuple
 
@@ -182,12 +183,57 @@ def std(x, dim=None, keepdim=False, correction=1, unbiased=None, *, axis=None):
     return var(x, dim, keepdim, correction, unbiased).sqrt()
 
 
-def std_mean(input, dim=None, *, correction=1, keepdim=False):  # noqa: A002
+def _moments(input, dim=None, *, correction=1, keepdim=False):  # noqa: A002
+    """The signature PyTorch publishes for std_mean and var_mean (its first form)."""
+
+
+def moment_arguments(op, args, kwargs):
+    """(dim, correction, keepdim) from what follows the input of std_mean or var_mean, in
+    each of PyTorch's forms: (dim=None, *, correction=1, keepdim=False), (dim, unbiased,
+    keepdim=False) and (unbiased)."""
+    given = dict(kwargs)
+    unknown = sorted(set(given) - {"dim", "correction", "keepdim", "unbiased"})
+    if unknown:
+        raise TypeError(f"{op}() got an unexpected keyword argument {unknown[0]!r}")
+    if args and isinstance(args[0], bool):  # (op(input, unbiased))
+        names = ("unbiased",)
+    else:
+        names = ("dim", "unbiased", "keepdim")
+    if len(args) > len(names):
+        raise TypeError(f"{op}() takes at most {len(names) + 1} positional arguments "
+                        f"({len(args) + 1} given); see {op}{moment_arguments.signature}")
+    for name, value in zip(names, args):
+        if name in given:
+            raise TypeError(f"{op}() got multiple values for argument {name!r}")
+        given[name] = value
+    unbiased = given.get("unbiased")
+    if unbiased is not None:
+        if "correction" in given:
+            raise TypeError(f"{op}: pass unbiased or correction, not both")
+        if not isinstance(unbiased, bool):
+            raise TypeError(f"{op}: unbiased must be a bool, got {unbiased!r}")
+        correction = int(unbiased)
+    else:
+        correction = given.get("correction")
+    return given.get("dim"), 1 if correction is None else correction, \
+        bool(given.get("keepdim", False))
+
+
+moment_arguments.signature = inspect.signature(_moments)
+
+
+def std_mean(input, *args, **kwargs):  # noqa: A002
     """std_mean(input, dim=None, *, correction=1, keepdim=False) -> (Tensor, Tensor)
 
     The standard deviation and the mean over ``dim`` (every dim when None), as the pair
-    PyTorch returns; composed from std and mean, so both have their gradients."""
+    PyTorch returns; composed from std and mean, so both have their gradients. PyTorch's
+    other forms bind too: ``std_mean(input, dim, unbiased, keepdim=False)`` and
+    ``std_mean(input, unbiased)``."""
+    dim, correction, keepdim = moment_arguments("std_mean", args, kwargs)
     return std(input, dim, keepdim, correction), mean(input, dim, keepdim)
+
+
+std_mean.__signature__ = moment_arguments.signature
 
 
 class AMaxMin(Function):

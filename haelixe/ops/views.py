@@ -423,9 +423,6 @@ def transpose(input, dim0, dim1):
     return Permute.apply(input, layout.transpose_dims(input.ndim, dim0, dim1))
 
 
-Tensor.swapaxes = Tensor.transpose
-
-
 @tensor_method
 def t(self):
     if self.ndim > 2:
