@@ -599,7 +599,16 @@ def _pads(lib, functional, x):
     return lib.cat([p.flatten() for p in parts])
 
 
+def _bags(functional, x, index):
+    """embedding_bag of x's rows in each mode: bags of two, none, three and one."""
+    i, offsets = index(x, [0, 2, 3, 3, 1, 0]), index(x, [0, 2, 2, 5])
+    return sum(functional.embedding_bag(i, x, offsets, mode=mode, padding_idx=pad)
+               for mode, pad in (("sum", None), ("mean", 1), ("max", None)))
+
+
 OTHER.update({
+    "embedding_bag": (lambda x: _bags(hx.nn.functional, x, _idx),
+                      lambda x: _bags(F, x, lambda _, v: torch.tensor(v))),
     "glu": (lambda x: hx.nn.functional.glu(x, 0), lambda x: F.glu(x, 0)),
     "prelu": (lambda x: hx.prelu(x, x[0]), lambda x: torch.prelu(x, x[0])),
     "pad": (lambda x: _pads(hx, hx.nn.functional, x),

@@ -84,7 +84,8 @@ def _layer(decl, spec) -> type:
     for f in (__init__, forward, extra_repr):
         f.__qualname__ = f"{spec.name}.{f.__name__}"
     return type(spec.name, (Module,), {
-        **spec.fixed, "__init__": __init__, "forward": forward, "extra_repr": extra_repr,
+        **spec.fixed, **spec.methods, "__init__": __init__, "forward": forward,
+        "extra_repr": extra_repr,
         "__module__": __name__,
         "__doc__": f"nn.{spec.name}{inspect.signature(state)}: the layer form of "
                    f"F.{decl.name}. {inspect.getdoc(state) or ''}\n\n"

@@ -121,12 +121,13 @@ class Layer:
     is the ``extra_repr``: a format string over the attributes, or a function of the
     layer. ``forward``, where the layer does more than pass its attributes (a
     convolution's padding_mode pads the input first): a function of the functional form
-    that returns the layer's forward."""
+    that returns the layer's forward. ``methods``: the layer's other methods PyTorch's
+    has, by name (nn.EmbeddingBag.from_pretrained, a classmethod)."""
 
     def __init__(self, name, state, *, inputs=1, parameters=(), buffers=(), fixed=None,
-                 shown="", forward=None):
+                 shown="", forward=None, methods=None):
         self.name, self.state, self.inputs, self.forward = name, state, inputs, forward
-        self.fixed = dict(fixed or {})
+        self.fixed, self.methods = dict(fixed or {}), dict(methods or {})
         self.parameters, self.buffers, self.shown = tuple(parameters), tuple(buffers), shown
 
     def __repr__(self) -> str:
