@@ -272,3 +272,24 @@ def test_a_padding_layer_runs_on_the_gpu(be):
         layer = getattr(hx.nn, name)(*_args(name, 1))
         got = layer(hx.tensor(a, device="gpu"))
         np.testing.assert_array_equal(got.cpu().numpy(), layer(hx.tensor(a)).numpy())
+
+
+def test_a_model_of_the_added_layers_saves_and_loads_whole():
+    import io
+
+    from haelixe import pickled
+
+    hx.manual_seed(4)
+    model = hx.nn.Sequential(hx.nn.ReflectionPad2d((1, 0, 2, 1)), hx.nn.PReLU(3),
+                             hx.nn.GLU(-1), hx.nn.ConstantPad1d(1, -2.0),
+                             hx.nn.Threshold(0.1, 5.0))
+    bag = hx.nn.EmbeddingBag(6, 4, mode="max", padding_idx=2)
+    buf = io.BytesIO()
+    pickled.save({"model": model, "bag": bag, "loss": hx.nn.GaussianNLLLoss(full=True)}, buf)
+    back = pickled.load(io.BytesIO(buf.getvalue()), weights_only=False)
+    a = hx.tensor(_values((2, 4, 3, 3)).astype(np.float32))[:, :3]
+    np.testing.assert_array_equal(back["model"](a).detach().numpy(), model(a).detach().numpy())
+    assert [repr(m) for m in back["model"]] == [repr(m) for m in model]
+    idx = hx.tensor([[0, 2, 5], [1, 1, 3]])
+    np.testing.assert_array_equal(back["bag"](idx).detach().numpy(), bag(idx).detach().numpy())
+    assert back["loss"].full is True
