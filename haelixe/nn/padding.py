@@ -39,9 +39,9 @@ def _widths(pad) -> tuple:
 
 def _check_sizes(x, widths, mode):
     """PyTorch's conditions on the input as given: reflect pads less than each dim's
-    size, circular at most its size (a wrap around it once); no padded dim ends with
-    fewer than no elements, and reflect and replicate leave at least one element in
-    some padded dim (PyTorch's check of their output: 0 elements in one dim pass)."""
+    size, circular at most its size (a wrap around it once); no padded dim is cropped
+    below zero elements, and reflect and replicate leave at least one element in some
+    padded dim (PyTorch's check of their output: 0 elements in one dim pass)."""
     outputs = []
     for i in range(len(widths) // 2):
         dim = x.ndim - 1 - i
