@@ -49,12 +49,22 @@ DTYPES = ["float32", "float64", "bfloat16", "float16", "int32", "int64", "bool",
 FLOATS = ("float32", "float64", "bfloat16", "float16")
 
 
+#: the arguments an op requires beyond its inputs, passed on both sides (PyTorch's
+#: threshold has no defaults)
+PARAMS = {"threshold": (0.25, -3.0)}
+
+
+def _with_params(fn, name):
+    params = PARAMS.get(name)
+    return fn if params is None else lambda *inputs: fn(*inputs, *params)
+
+
 def torch_fn(name):
-    return TORCH_NAME.get(name) or getattr(torch, name)
+    return _with_params(TORCH_NAME.get(name) or getattr(torch, name), name)
 
 
 def hx_fn(name):
-    return ELEMENTWISE[name].apply
+    return _with_params(ELEMENTWISE[name].apply, name)
 
 
 def values(shape, dtype, seed, positive=False):
@@ -578,6 +588,42 @@ OTHER.update({
         ("triplet_margin_loss", (0, 1), {"swap": True}),
         ("cosine_similarity", (0,), {}),
         ("pairwise_distance", (0,), {"keepdim": True}))})
+def _pads(lib, functional, x):
+    """x padded in every mode, over one, two and three dims, crops among them, the
+    results flattened and joined."""
+    y = x[None]
+    parts = [functional.pad(x, (1, 2), value=3), functional.pad(x, (-1, 2, 1, -2)),
+             functional.pad(y, (2, -1, 1, 3), mode="reflect"),
+             functional.pad(y, (-2, 3), mode="replicate"),
+             functional.pad(y[None], (1, 2, -1, 2, 0, 0), mode="circular")]
+    return lib.cat([p.flatten() for p in parts])
+
+
+def _bags(functional, x, index):
+    """embedding_bag of x's rows in each mode: bags of two, none, three and one."""
+    i, offsets = index(x, [0, 2, 3, 3, 1, 0]), index(x, [0, 2, 2, 5])
+    return sum(functional.embedding_bag(i, x, offsets, mode=mode, padding_idx=pad)
+               for mode, pad in (("sum", None), ("mean", 1), ("max", None)))
+
+
+OTHER.update({
+    "embedding_bag": (lambda x: _bags(hx.nn.functional, x, _idx),
+                      lambda x: _bags(F, x, lambda _, v: torch.tensor(v))),
+    "glu": (lambda x: hx.nn.functional.glu(x, 0), lambda x: F.glu(x, 0)),
+    "prelu": (lambda x: hx.prelu(x, x[0]), lambda x: torch.prelu(x, x[0])),
+    "pad": (lambda x: _pads(hx, hx.nn.functional, x),
+            _in_its_dtype(lambda x: _pads(torch, F, x))),  # (bool: PyTorch's reflect lacks it)
+    "poisson_nll_loss": (
+        lambda x: hx.nn.functional.poisson_nll_loss(x, x.flip(0) * x.flip(0), full=True)
+        + hx.nn.functional.poisson_nll_loss(x * x, x.flip(1), False, True, reduction="sum"),
+        lambda x: F.poisson_nll_loss(x, x.flip(0) * x.flip(0), full=True)
+        + F.poisson_nll_loss(x * x, x.flip(1), False, True, reduction="sum")),
+    "gaussian_nll_loss": (
+        lambda x: hx.nn.functional.gaussian_nll_loss(x, x.flip(0), x.flip(1) * x.flip(1), full=True)
+        + hx.nn.functional.gaussian_nll_loss(x, x.flip(1), (x * x).sum(1), reduction="sum"),
+        lambda x: F.gaussian_nll_loss(x, x.flip(0), x.flip(1) * x.flip(1), full=True)
+        + F.gaussian_nll_loss(x, x.flip(1), (x * x).sum(1), reduction="sum")),
+})
 OTHER.update({
     "pixel_shuffle": (lambda x: hx.nn.functional.pixel_shuffle(x.reshape(4, 2, 3), 2),
                       lambda x: F.pixel_shuffle(x.reshape(4, 2, 3), 2)),

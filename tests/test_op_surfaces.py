@@ -246,6 +246,10 @@ ELEMENTWISE_LAYERS = sorted(n for n, d in OPS.items() if isinstance(d, Elementwi
                             and _public(d) and _layer_name(n))
 
 
+#: constructor arguments of the layers whose PyTorch constructor requires some
+LAYER_ARGS = {"Threshold": (-0.25, 7.5)}
+
+
 @pytest.mark.parametrize("name", ELEMENTWISE_LAYERS)
 def test_each_elementwise_op_with_a_pytorch_layer_has_that_layer_from_its_declaration(name):
     cls_name = _layer_name(name)
@@ -263,23 +267,33 @@ def test_each_elementwise_op_with_a_pytorch_layer_has_that_layer_from_its_declar
     assert ours.forward.__qualname__ == f"{cls_name}.forward"
     x = hx.tensor([[-2.0, -0.5, 0.0, 0.5, 3.0]])
     t = torch.tensor([[-2.0, -0.5, 0.0, 0.5, 3.0]])
-    got = ours()(x).numpy()
-    expected = getattr(torch.nn, cls_name)()(t).numpy()
+    args = LAYER_ARGS.get(cls_name, ())
+    got = ours(*args)(x).numpy()
+    expected = theirs(*args)(t).numpy()
     assert abs(got - expected).max() < 1e-6
-    assert repr(ours()) == repr(getattr(torch.nn, cls_name)())
+    assert repr(ours(*args)) == repr(theirs(*args))
+
+
+def _declared_layers(decl) -> tuple:
+    """The names of the layers a declaration makes (none for a plain declaration)."""
+    return tuple(spec.name for spec in getattr(decl, "layers", ()))
 
 
 #: declared ops (not elementwise) whose nn layer's __init__ still differs from PyTorch's.
 #: Only ever shrinks (empty now: kept so that a new difference is a deliberate entry).
 LAYER_DIFFERENCES: set = set()
-OTHER_LAYERS = sorted(n for n, d in OPS.items() if not isinstance(d, Elementwise)
-                      and _public(d) and (_layer_name(n) or getattr(d, "layer", None)))
+#: (op, layer) for every layer of a declared op that is not elementwise: the ones its
+#: declaration makes, else PyTorch's layer named after it
+OTHER_LAYERS = sorted((n, c) for n, d in OPS.items() if not isinstance(d, Elementwise)
+                      and _public(d)
+                      for c in _declared_layers(d) or filter(None, [_layer_name(n)]))
 
 
-@pytest.mark.parametrize("name", OTHER_LAYERS)
-def test_each_other_op_with_a_pytorch_layer_has_that_layer_with_its_signature(name):
+@pytest.mark.parametrize("name,cls_name", OTHER_LAYERS,
+                         ids=[f"{n}-{c}" for n, c in OTHER_LAYERS])
+def test_each_other_op_with_a_pytorch_layer_has_that_layer_with_its_signature(name,
+                                                                               cls_name):
     decl = OPS[name]
-    cls_name = decl.layer.name if getattr(decl, "layer", None) else _layer_name(name)
     ours = getattr(hx.nn, cls_name, None)
     assert ours is not None, f"nn.{cls_name} is missing (PyTorch has it)"
     want = comparable(inspect.signature(getattr(torch.nn, cls_name).__init__), True)
@@ -295,15 +309,19 @@ def test_each_other_op_with_a_pytorch_layer_has_that_layer_with_its_signature(na
 FUSED = sorted(n for n, d in OPS.items() if isinstance(d, Fused))
 
 
-#: fused ops whose PyTorch layer is not named after them (nn.Upsample's forward is
-#: F.interpolate; F.upsample is its deprecated alias)
-LAYER_OF = {"interpolate": "Upsample"}
+#: fused ops whose PyTorch layers are not named after them: nn.Upsample's forward is
+#: F.interpolate (F.upsample is its deprecated alias); F.pad's are the layers of
+#: torch.nn.modules.padding, as PyTorch lists them
+LAYER_OF = {"interpolate": ("Upsample",), "pad": tuple(torch.nn.modules.padding.__all__)}
 
 
-def _pytorch_layer_of(name):
-    """PyTorch's nn layer of a fused op: rms_norm -> RMSNorm, mse_loss -> MSELoss,
-    cross_entropy -> CrossEntropyLoss; None where it has none (attention)."""
-    return LAYER_OF.get(name) or _layer_name(name) or _layer_name(name + "_loss")
+def _pytorch_layers_of(name) -> tuple:
+    """PyTorch's nn layers of a fused op: (RMSNorm,) for rms_norm, (MSELoss,) for
+    mse_loss, (CrossEntropyLoss,) for cross_entropy; () where it has none (attention)."""
+    if name in LAYER_OF:
+        return LAYER_OF[name]
+    one = _layer_name(name) or _layer_name(name + "_loss")
+    return (one,) if one else ()
 
 
 @pytest.mark.parametrize("name", FUSED)
@@ -318,17 +336,18 @@ def test_each_fused_declaration_makes_its_functional_form_and_layer(name):
         names = list(decl.signature.parameters)
         assert names.index(extra) >= len(names) - len(decl.extra), \
             f"F.{name}: {extra} (Haelixe's own) must come after PyTorch's parameters"
-    theirs = _pytorch_layer_of(name)
-    if theirs is None:
-        assert decl.layer is None, f"{name}: PyTorch has no layer {decl.layer.name}"
-        return
-    assert decl.layer is not None and decl.layer.name == theirs, \
-        f"declare {name} with layer=Layer({theirs!r}, ...) (PyTorch has nn.{theirs})"
-    ours = getattr(hx.nn, theirs)
-    assert ours.__module__ == "haelixe.nn.fused_layers", \
-        f"nn.{theirs} is written by hand; make it from {name}'s declaration"
-    assert ours.forward.__qualname__ == f"{theirs}.forward"
-    assert (ours.__doc__ or "").strip()
+    theirs = _pytorch_layers_of(name)
+    declared = _declared_layers(decl)
+    assert len(set(declared)) == len(declared), f"{name}: a layer declared twice"
+    assert sorted(declared) == sorted(theirs), \
+        f"declare {name} with layer=Layer(...) for each of PyTorch's nn.{list(theirs)}, " \
+        f"not {list(declared)}"
+    for cls_name in theirs:
+        ours = getattr(hx.nn, cls_name)
+        assert ours.__module__ == "haelixe.nn.fused_layers", \
+            f"nn.{cls_name} is written by hand; make it from {name}'s declaration"
+        assert ours.forward.__qualname__ == f"{cls_name}.forward"
+        assert (ours.__doc__ or "").strip()
 
 
 #: hx.nn layers that are PyTorch's layer of a torch.nn.functional function and are still
@@ -342,8 +361,9 @@ GENERATED_IN = ("haelixe.nn.fused_layers", "haelixe.nn.activations")
 def test_the_layers_of_functional_forms_are_made_from_their_declarations():
     # (from hx.nn's side: a layer written by hand again, its declaration gone with it,
     # is no longer among the fused declarations the test above reads)
-    layers = {_pytorch_layer_of(name) for name in dir(TF) if not name.startswith("_")}
-    ours = {name: getattr(hx.nn, name) for name in layers - {None} if hasattr(hx.nn, name)}
+    layers = {c for name in dir(TF) if not name.startswith("_")
+              for c in _pytorch_layers_of(name)}
+    ours = {name: getattr(hx.nn, name) for name in layers if hasattr(hx.nn, name)}
     written = {name for name, cls in ours.items() if cls.__module__ not in GENERATED_IN}
     assert not written - HAND_WRITTEN_LAYERS, \
         f"nn.{sorted(written - HAND_WRITTEN_LAYERS)} written by hand; make each from its " \
@@ -726,7 +746,13 @@ HAND_WRITTEN_FRONTS = {"add", "sub", "div", "pow", "round", "where"}
 def test_elementwise_surfaces_are_the_generated_fronts():
     from haelixe.ops.registry import FUNCTIONS
 
-    wrapped = {n for n, d in OPS.items() if isinstance(d, Elementwise) and (
-        getattr(hx.Tensor, n, None) is not FUNCTIONS.get(n) or
-        (d.inplace is not None and getattr(hx.Tensor, n + "_") is not d.inplace))}
+    # (a declaration without a method, as threshold, PyTorch's Tensor lacks, has the
+    # function form alone)
+    method_less = {n for n, d in OPS.items() if isinstance(d, Elementwise)
+                   and n in FUNCTIONS and not hasattr(hx.Tensor, n)}
+    assert method_less == {"threshold"}
+    wrapped = {n for n, d in OPS.items() if isinstance(d, Elementwise) and n not in
+               method_less and (getattr(hx.Tensor, n, None) is not FUNCTIONS.get(n) or
+                                (d.inplace is not None and
+                                 getattr(hx.Tensor, n + "_") is not d.inplace))}
     assert wrapped == HAND_WRITTEN_FRONTS

@@ -9,7 +9,9 @@ from .. import creation
 from ..amp import autocast_dtype, cast_inputs
 from ..autograd.mode import no_grad
 from ..dtype import float32, float64, int32, int64
-from ..errors import OpError, OpNotImplementedError
+from ..errors import OpError
+from ..layout import normalize_dim
+from ..ops.composite import prelu
 from ..ops.conv import (
     conv1d,
     conv2d,
@@ -21,8 +23,9 @@ from ..ops.conv import (
     unfold,
 )
 from ..ops.elementwise import gelu as _gelu
+from ..ops.elementwise import threshold_
 from ..ops.fused import AttentionFn, LayerNormFn, LinearFn, RMSNormFn, RoPEFn
-from ..ops.indexing import cat, take_rows, where
+from ..ops.indexing import take_rows, where
 from ..ops.linalg import matmul
 from ..ops.pooling import (
     adaptive_avg_pool1d,
@@ -47,20 +50,24 @@ from ..ops.registry import OPS, Layer, functional_form, fused
 from ..ops.resample import interpolate
 from ..ops.views import pixel_shuffle, pixel_unshuffle
 from ..tensor import Tensor
+from .embedding_bag import embedding_bag
 from .losses import (
     binary_cross_entropy,
     binary_cross_entropy_with_logits,
     cross_entropy,
+    gaussian_nll_loss,
     huber_loss,
     kl_div,
     l1_loss,
     margin_ranking_loss,
     mse_loss,
     nll_loss,
+    poisson_nll_loss,
     smooth_l1_loss,
     triplet_margin_loss,
 )
 from .normalization import batch_norm, group_norm, instance_norm
+from .padding import pad
 
 
 def _linear_layer(in_features, out_features, bias=True, device=None, dtype=None, *,
@@ -271,6 +278,30 @@ def relu6(input, inplace=False):  # noqa: A002 (PyTorch's name)
     return input.hardtanh_(0.0, 6.0) if inplace else input.hardtanh(0.0, 6.0)
 
 
+def _glu_layer(dim=-1):
+    """dim: the dim to split in halves."""
+    return {"dim": dim}
+
+
+# (no Function of its own: two halves of the input, a sigmoid and a product)
+@fused(None, arity=1, layer=Layer("GLU", _glu_layer, shown="dim={dim}"))
+def glu(input, dim=-1):  # noqa: A002 (PyTorch's name)
+    """The gated linear unit: the input split in halves a and b along ``dim`` (the
+    first half a), then a * sigmoid(b)."""
+    if input.ndim == 0:
+        raise OpError("glu: a 0-d input has no dim to split in halves (as in PyTorch); "
+                      "give it at least one dim of even size")
+    d = normalize_dim(dim, input.ndim, "glu")
+    n = input.shape[d]
+    if n % 2:
+        raise OpError(f"glu: dim {dim} of the input {input.shape} has size {n}, which "
+                      f"does not split in halves; it must be even")
+    if not input.dtype.is_floating_point:
+        raise TypeError(f"glu: not defined for {input.dtype.name} tensors (as in "
+                        f"PyTorch); convert with .float() first")
+    return input.narrow(d, 0, n // 2) * input.narrow(d, n // 2, n // 2).sigmoid()
+
+
 def logsigmoid(input):
     """log(sigmoid(x)) = min(x, 0) - log(1 + exp(-|x|)), finite for every x."""
     return input.clamp(max=0.0) - (-input.abs()).exp().add(1.0).log()
@@ -440,75 +471,6 @@ def _norm(x, p, dim):
     return where(nonzero, root, 0.0)
 
 
-_PAD_MODES = ("constant", "reflect", "replicate", "circular")
-
-
-def pad(input, pad, mode="constant", value=None):
-    """Pad (or, with negative sizes, crop) the last len(pad) // 2 dims: ``pad`` is
-    (left, right) of the last dim, then of the one before, ... Modes: 'constant'
-    (with ``value``, default 0), 'reflect', 'replicate', 'circular'."""
-    pad = tuple(int(n) for n in pad)
-    if len(pad) % 2 or len(pad) // 2 > input.ndim:
-        raise OpError(f"pad: needs an even number of sizes, at most 2 per dim of the "
-                      f"input ({input.ndim} dims), got {pad}")
-    if mode not in _PAD_MODES:
-        raise OpNotImplementedError(f"pad: mode must be one of {_PAD_MODES}, got {mode!r}")
-    if mode != "constant" and value:
-        raise OpError(f"pad: value= applies to mode='constant' only, not {mode!r}")
-    x = input
-    for i in range(len(pad) // 2):
-        x = _pad_dim(x, x.ndim - 1 - i, pad[2 * i], pad[2 * i + 1], mode,
-                     0 if value is None else value)
-    return x
-
-
-def _pad_dim(x, dim, before, after, mode, value):
-    if mode in ("reflect", "replicate") and (before < 0 or after < 0) and \
-            (before > 0 or after > 0):
-        # PyTorch reflects (replicates) the input as given, then crops: pad the
-        # positive side first, then take the negative one off
-        lo, hi = max(-before, 0), max(-after, 0)
-        x = _pad_dim(x, dim, max(before, 0), max(after, 0), mode, value)
-        return _pad_dim(x, dim, -lo, -hi, mode, value)
-    n = x.shape[dim]
-    if before < 0 or after < 0:  # crop first
-        lo, hi = max(-before, 0), max(-after, 0)
-        if lo + hi > n:
-            raise OpError(f"pad: cropping {lo} + {hi} from dim {dim} of size {n}")
-        x = x.narrow(dim, lo, n - lo - hi)
-        n = n - lo - hi
-        before, after = max(before, 0), max(after, 0)
-    if not (before or after):
-        return x
-    if mode != "constant":
-        limit = n - 1 if mode == "reflect" else n
-        if n == 0 or (mode != "replicate" and max(before, after) > limit):
-            raise OpError(f"pad: {mode} padding of {(before, after)} needs dim {dim} "
-                          f"to be larger (its size is {n})")
-    parts = []
-    for side, k in (("before", before), ("after", after)):
-        if not k:
-            parts.append(None)
-            continue
-        if mode == "constant":
-            shape = list(x.shape)
-            shape[dim] = k
-            block = creation.full(tuple(shape), value, dtype=x.dtype, device=x.device)
-        elif mode == "replicate":
-            edge = x.narrow(dim, 0 if side == "before" else n - 1, 1)
-            shape = list(x.shape)
-            shape[dim] = k
-            block = edge.expand(*shape)
-        elif mode == "circular":
-            block = x.narrow(dim, n - k, k) if side == "before" else x.narrow(dim, 0, k)
-        else:  # reflect: mirror without repeating the edge
-            block = (x.narrow(dim, 1, k) if side == "before" else
-                     x.narrow(dim, n - 1 - k, k)).flip(dim)
-        parts.append(block)
-    pieces = [t for t in (parts[0], x, parts[1]) if t is not None]
-    return cat(pieces, dim)
-
-
 def rope_tables(seq_len, head_dim, base=10000.0, offset=0, device=None, dtype=None):
     """cos/sin tables (seq_len, head_dim // 2) for positions offset..offset+seq_len-1."""
     import numpy as np
@@ -628,8 +590,9 @@ for _name, _fn in DECLARED.items():
     if _fn.__module__ != __name__ and getattr(_fn, "__qualname__", _name) == _name:
         _fn.__module__ = __name__
 
-__all__ = [*DECLARED, "linear", "rms_norm", "layer_norm", "gelu", "logsigmoid", "softmax",
-           "log_softmax", "softmin", "dropout", "embedding",
+__all__ = [*DECLARED, "threshold_", "linear", "rms_norm", "layer_norm", "gelu", "glu",
+           "prelu", "logsigmoid", "softmax",
+           "log_softmax", "softmin", "dropout", "embedding", "embedding_bag",
            "one_hot", "normalize", "pad", "rope_tables", "apply_rope",
            "scaled_dot_product_attention", "mse_loss", "l1_loss", "smooth_l1_loss",
            "huber_loss", "nll_loss", "cross_entropy", "binary_cross_entropy",
@@ -639,7 +602,8 @@ __all__ = [*DECLARED, "linear", "rms_norm", "layer_norm", "gelu", "logsigmoid", 
            "max_unpool1d", "max_unpool2d", "max_unpool3d", "avg_pool1d", "avg_pool2d",
            "avg_pool3d", "adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_max_pool1d",
            "adaptive_max_pool2d", "adaptive_max_pool3d", "batch_norm", "group_norm",
-           "instance_norm", "dropout2d", "interpolate", "kl_div", "margin_ranking_loss",
+           "instance_norm", "dropout2d", "interpolate", "kl_div", "poisson_nll_loss",
+           "gaussian_nll_loss", "margin_ranking_loss",
            "triplet_margin_loss", "cosine_similarity", "pairwise_distance",
            "pixel_shuffle", "pixel_unshuffle"]
 

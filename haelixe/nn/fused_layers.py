@@ -1,9 +1,9 @@
 """The layers PyTorch has for a fused op of the registry (nn.Linear, nn.Conv2d,
-nn.MaxPool2d, nn.RMSNorm, nn.LayerNorm, nn.MSELoss, nn.CrossEntropyLoss...), each made from
-the op's declaration (``@fused(..., layer=Layer(...))`` on its functional form,
-ops/registry.py): the constructor is the layer's ``state`` function, whose signature is
-PyTorch's; forward calls the functional form with the layer's attributes for its
-arguments; extra_repr shows what the declaration says."""
+nn.MaxPool2d, nn.RMSNorm, nn.LayerNorm, nn.MSELoss, nn.CrossEntropyLoss, F.pad's fifteen
+padding layers...), each made from the op's declaration (``@fused(..., layer=Layer(...))``
+on its functional form, ops/registry.py): the constructor is the layer's ``state``
+function, whose signature is PyTorch's; forward calls the functional form with the layer's
+attributes for its arguments; extra_repr shows what the declaration says."""
 
 from __future__ import annotations
 
@@ -19,8 +19,9 @@ from . import functional as F  # noqa: F401
 from .module import Module, Parameter
 
 
-def _layer(decl) -> type:
-    spec, form = decl.layer, decl.form
+def _layer(decl, spec) -> type:
+    """The Module class of ``spec``, one of ``decl``'s layers."""
+    form = decl.form
     # forward's arguments of the functional form, after its inputs: the layer's attributes
     # (read with one attrgetter: a layer's forward is on every step's path)
     params = list(decl.signature.parameters.values())[spec.inputs:]
@@ -83,15 +84,16 @@ def _layer(decl) -> type:
     for f in (__init__, forward, extra_repr):
         f.__qualname__ = f"{spec.name}.{f.__name__}"
     return type(spec.name, (Module,), {
-        **spec.fixed, "__init__": __init__, "forward": forward, "extra_repr": extra_repr,
+        **spec.fixed, **spec.methods, "__init__": __init__, "forward": forward,
+        "extra_repr": extra_repr,
         "__module__": __name__,
         "__doc__": f"nn.{spec.name}{inspect.signature(state)}: the layer form of "
                    f"F.{decl.name}. {inspect.getdoc(state) or ''}\n\n"
                    f"{decl.form.__doc__.split(chr(10) * 2, 1)[1]}"})
 
 
-#: class name -> the layer, for every fused op declared with one
-LAYERS = {decl.layer.name: _layer(decl) for decl in OPS.values()
-          if isinstance(decl, Fused) and decl.layer is not None}
+#: class name -> the layer, for every layer of every fused op declared with layers
+LAYERS = {spec.name: _layer(decl, spec) for decl in OPS.values() if isinstance(decl, Fused)
+          for spec in decl.layers}
 globals().update(LAYERS)
 __all__ = sorted(LAYERS)

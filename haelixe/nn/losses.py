@@ -9,8 +9,9 @@ from __future__ import annotations
 import math
 import warnings
 
+from .. import creation
 from ..amp import cast_inputs
-from ..autograd.mode import STATE
+from ..autograd.mode import STATE, no_grad
 from ..backends.base import Backend
 from ..dtype import promote_types
 from ..errors import OpError
@@ -442,6 +443,92 @@ def kl_div(input, target, size_average=None, reduce=None, reduction="mean",  # n
     return _reduce(loss, reduction, "kl_div")
 
 
+def _poisson_nll_loss_layer(log_input=True, full=False, size_average=None, eps=1e-8,
+                            reduce=None, reduction="mean"):
+    _no_legacy_reduction(size_average, reduce, "PoissonNLLLoss")
+    _check_reduction(reduction, "PoissonNLLLoss")
+    return {"log_input": log_input, "full": full, "eps": eps, "reduction": reduction}
+
+
+@fused(None, arity=2,
+       layer=Layer("PoissonNLLLoss", _poisson_nll_loss_layer, inputs=2,
+                   fixed={"size_average": None, "reduce": None}))
+def poisson_nll_loss(input, target, log_input=True, full=False, size_average=None,  # noqa: A002
+                     eps=1e-8, reduce=None, reduction="mean"):
+    """The negative log-likelihood of ``target`` counts under Poisson rates: exp(input)
+    - target * input of log-rates (``log_input``), input - target * log(input + eps) of
+    rates otherwise; elementwise with broadcasting. ``full`` adds Stirling's
+    approximation of log(target!), target * log(target) - target + log(2 pi target) /
+    2, where target > 1 (0 elsewhere, as PyTorch)."""
+    op = "poisson_nll_loss"
+    _no_legacy_reduction(size_average, reduce, op)
+    _check_reduction(reduction, op)
+    for name, t in (("input", input), ("target", target)):
+        if not isinstance(t, Tensor):
+            raise TypeError(f"{op}: {name} must be a tensor, got {type(t).__name__}")
+    x, target = cast_inputs("loss", input, target)
+    loss = x.exp() - target * x if log_input else x - target * (x + eps).log()
+    if full:
+        stirling = target * target.log() - target + 0.5 * (target * (2.0 * math.pi)).log()
+        loss = loss + stirling.masked_fill(target <= 1, 0.0)
+    return _reduce(loss, reduction, op)
+
+
+def _gaussian_nll_loss_layer(*, full=False, eps=1e-6, reduction="mean"):
+    _check_reduction(reduction, "GaussianNLLLoss")
+    return {"full": full, "eps": eps, "reduction": reduction}
+
+
+def _variances(input, var, op):
+    """``var`` laid over ``input`` as PyTorch's gaussian_nll_loss takes it: a float for
+    every element, a tensor of the input's shape, of its shape without the last dim (one
+    variance per row), or of its rank with one dim of size 1 where the input's differs."""
+    if isinstance(var, float):  # (a float, as PyTorch takes: not an int)
+        if var < 0:
+            raise ValueError(f"{op}: var has a negative entry ({var}); variances are >= 0")
+        return creation.ones_like(input) * var
+    if not isinstance(var, Tensor):
+        raise TypeError(f"{op}: var must be a tensor or a float, got {type(var).__name__}")
+    if var.numel() and bool((var < 0).any()):
+        raise ValueError(f"{op}: var has negative entries; variances are >= 0")
+    if var.shape == input.shape:
+        return var
+    if input.shape[:-1] == var.shape:  # one per row: laid along the last dim
+        return var.unsqueeze(-1)
+    if var.ndim == input.ndim and \
+            sum(v for i, v in zip(input.shape, var.shape) if i != v) == 1:
+        return var  # (one dim of size 1 where the input's differs: it broadcasts)
+    raise ValueError(f"{op}: var of shape {var.shape} does not fit the input of shape "
+                     f"{input.shape}; give one variance per element (the input's shape), "
+                     f"one per row ({input.shape[:-1]}, or with a last dim of 1), or a "
+                     f"float")
+
+
+@fused(None, arity=3,
+       layer=Layer("GaussianNLLLoss", _gaussian_nll_loss_layer, inputs=3))
+def gaussian_nll_loss(input, target, var, full=False, eps=1e-6, reduction="mean"):  # noqa: A002
+    """The negative log-likelihood of ``target`` under normal distributions of mean
+    ``input`` and variance ``var``: (log(var) + (input - target)**2 / var) / 2, plus
+    log(2 pi) / 2 where ``full``. var is clamped below at ``eps`` for stability, the
+    clamp passing its gradient through unchanged (as PyTorch's, done without grad)."""
+    op = "gaussian_nll_loss"
+    for name, t in (("input", input), ("target", target)):
+        if not isinstance(t, Tensor):
+            raise TypeError(f"{op}: {name} must be a tensor, got {type(t).__name__}")
+    var = _variances(input, var, op)
+    if reduction not in _REDUCTIONS:
+        raise ValueError(f"{op}: reduction must be 'mean', 'sum' or 'none', got "
+                         f"{reduction!r}")
+    x, target, var = cast_inputs("loss", input, target, var)
+    var = var.clone()
+    with no_grad():
+        var.clamp_(min=eps)
+    loss = 0.5 * (var.log() + (x - target) ** 2 / var)
+    if full:
+        loss = loss + 0.5 * math.log(2.0 * math.pi)
+    return _reduce(loss, reduction, op)
+
+
 def _same_ranks(op, names, tensors):
     if len({t.ndim for t in tensors}) > 1:
         shapes = ", ".join(f"{n} {tuple(t.shape)}" for n, t in zip(names, tensors))
@@ -506,4 +593,5 @@ def triplet_margin_loss(anchor, positive, negative, margin=1.0, p=2, eps=1e-6, s
 
 __all__ = ["mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "nll_loss",
            "cross_entropy", "binary_cross_entropy", "binary_cross_entropy_with_logits",
-           "kl_div", "margin_ranking_loss", "triplet_margin_loss"]
+           "kl_div", "poisson_nll_loss", "gaussian_nll_loss", "margin_ranking_loss",
+           "triplet_margin_loss"]

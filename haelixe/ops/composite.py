@@ -1,6 +1,7 @@
 """Ops composed of other ops: stacking helpers, tensordot, kron, cross, trace,
-diag_embed, logit and nan_to_num. Each records the ops it is made of, so autograd and
-every backend come with them; none needs a derivative of its own."""
+diag_embed, logit, nan_to_num and prelu (declared with its layer, nn.PReLU). Each
+records the ops it is made of, so autograd and every backend come with them; none needs
+a derivative of its own."""
 
 from __future__ import annotations
 
@@ -9,15 +10,15 @@ import warnings
 
 import numpy as np
 
-from .. import layout
+from .. import creation, layout
 from ..autograd.mode import no_grad
 from ..dtype import bool_, can_cast, default_float
-from ..errors import OpError
+from ..errors import OpError, OpTypeError
 from ..tensor import Tensor
 from .convert import cast
 from .indexing import cat, where
 from .inplace import _rebase, _records_graph, check_writable
-from .registry import declare, function, tensor_method
+from .registry import Layer, declare, function, fused, tensor_method
 
 
 # -- stacking ------------------------------------------------------------------------------
@@ -349,6 +350,51 @@ def nan_to_num_(input, nan=0.0, posinf=None, neginf=None):  # noqa: A002
 
     In-place nan_to_num: writes the result into this tensor's memory."""
     return _in_place(input, "nan_to_num", lambda x: _nan_to_num(x, nan, posinf, neginf))
+
+
+# -- prelu: a learned slope per channel ------------------------------------------------
+def _prelu_layer(num_parameters=1, init=0.25, device=None, dtype=None):
+    """nn.PReLU's state: ``num_parameters`` slopes, each ``init``: one shared by every
+    channel, or one per channel (the input's dim 1)."""
+    weight = creation.empty(num_parameters, dtype=dtype, device=device).fill_(init)
+    return {"num_parameters": num_parameters, "init": init, "weight": weight}
+
+
+@fused(None, arity=2, layer=Layer("PReLU", _prelu_layer, parameters=("weight",),
+                                  shown="num_parameters={num_parameters}"))
+@tensor_method(function=True)
+def prelu(input, weight):  # noqa: A002 (PyTorch's names)
+    """input where positive, weight * input elsewhere. ``weight`` holds one slope for
+    every element, or one per channel: dim 1 of the input (a 1-d input has one
+    channel), as PyTorch lays it over the input (not by broadcasting's rule)."""
+    x, w = input, weight
+    for name, t in (("input", x), ("weight", w)):
+        if not isinstance(t, Tensor):
+            raise TypeError(f"prelu: {name} must be a tensor, got {type(t).__name__}")
+    if w.dtype is not x.dtype:
+        raise OpTypeError(f"prelu: input ({x.dtype.name}) and weight ({w.dtype.name}) must "
+                          f"have one dtype (PyTorch does not promote them); convert with "
+                          f"weight.to(input.dtype)")
+    if w.device is not x.device:
+        raise RuntimeError(f"prelu: input on {x.device.type}, weight on {w.device.type}; "
+                           f"move one with .to(...)")
+    n = w.numel()
+    if n != 1:
+        if x.ndim == 0:
+            raise OpError(f"prelu: a 0-d input takes one slope, got a weight of {n}")
+        channels = x.shape[1] if x.ndim > 1 else 1
+        if channels != n:
+            raise OpError(f"prelu: a weight of {n} slopes for an input of shape {x.shape} "
+                          f"with {channels} channels (dim 1); give one slope per channel, "
+                          f"or one for all")
+    if w.ndim > 1:
+        raise OpError(f"prelu: the weight must be 0-d or 1-d, got shape {w.shape}")
+    if not x.dtype.is_floating_point:
+        raise OpTypeError(f"prelu: not defined for {x.dtype.name} tensors (as in PyTorch); "
+                          f"convert with .float() first")
+    if x.ndim != w.ndim:  # (the slopes along dim 1, ones elsewhere)
+        w = w.reshape(*(n if d == 1 else 1 for d in range(x.ndim)))
+    return where(x > 0, x, w * x)
 
 
 for _name, _arity in (("hstack", 2), ("vstack", 2), ("row_stack", 2), ("dstack", 2),

@@ -18,7 +18,7 @@ from ..dtype import result_type
 from ..errors import OpError
 from ..tensor import Tensor
 from .integer_division import check_divisor
-from .registry import FUNCTIONS, declare, elementwise, tensor_method
+from .registry import FUNCTIONS, REQUIRED, declare, elementwise, function, tensor_method
 
 _SQRT_HALF = 1.0 / math.sqrt(2.0)
 _INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
@@ -382,6 +382,23 @@ elementwise("hardshrink", lambda m, x, lambd: m.where(m.abs(x) > lambd, x, 0.0),
             grad=lambda m, g, x, lambd: m.where(m.abs(x) > lambd, g, g * 0.0),
             dtypes="float_only", params={"lambd": 0.5}, functional="plain",
             module="Hardshrink", doc="input where |input| > lambd, 0 elsewhere.")
+# (x <= threshold picks value, as PyTorch's kernel tests it: a NaN input passes through,
+# and so does its gradient; PyTorch's threshold has no defaults and no Tensor method)
+THRESHOLD = elementwise(
+    "threshold", lambda m, x, threshold, value: m.where(x <= threshold, value, x),
+    grad=lambda m, g, x, threshold, value: m.where(x <= threshold, 0.0, g),
+    bool_ok=False, params={"threshold": REQUIRED, "value": REQUIRED}, method=False,
+    functional="inplace", module="Threshold",
+    doc="input where input > threshold, value elsewhere.")
+
+
+@function
+def threshold_(input, threshold, value):  # noqa: A002 (PyTorch's names)
+    """threshold_(input, threshold, value) -> Tensor
+
+    In-place threshold: writes the result into input's memory (torch.threshold_ and
+    F.threshold_; PyTorch's Tensor has no threshold method)."""
+    return THRESHOLD.inplace(input, threshold, value)
 
 
 def _softplus(m, x):

@@ -10,10 +10,11 @@ From it come: the Kernel every backend compiles (numpy on the CPU, a traced WGSL
 expression on the GPU), the autograd Function, the Tensor method (``x.exp()``), the
 in-place method (``x.exp_()``), the function form (``hx.exp(x)``) and the dunder
 operators it names, all with PyTorch's signature (``names=`` for the inputs where PyTorch
-does not say ``input, other``; the parameters with their defaults) and a docstring
-(``doc=``); ``functional=`` and ``module=`` ask for ``F.<op>`` and the ``nn`` layer, which
-nn/ makes from the same declaration; ``check=`` refuses inputs the kernel must not compute
-(``check(op, *inputs)`` raises), run by the forward and the in-place form. The direct path
+does not say ``input, other``; the parameters with their defaults, ``REQUIRED`` for
+one without) and a docstring (``doc=``); ``functional=`` and ``module=`` ask for
+``F.<op>`` and the ``nn`` layer, which nn/ makes from the same declaration; ``check=``
+refuses inputs the kernel must not compute (``check(op, *inputs)`` raises), run by the
+forward and the in-place form. The direct path
 (operands of one dtype, float32 or float64) runs no forward, hence no check: a check is for
 inputs of other dtypes (integer division by zero). ``one_dtype=True`` refuses tensor
 operands of different dtypes instead of promoting them (PyTorch's lerp).
@@ -58,6 +59,8 @@ from ..errors import OpError, OpTypeError
 from ..tensor import Tensor
 from .arguments import Arguments
 
+#: an elementwise op's parameter without a default (PyTorch's threshold and value)
+REQUIRED = inspect.Parameter.empty
 #: every declared op: name -> its declaration (an Elementwise, or an OpInfo for others)
 OPS: dict = {}
 #: the function forms: name -> callable, exported as ``haelixe.<name>``
@@ -118,12 +121,13 @@ class Layer:
     is the ``extra_repr``: a format string over the attributes, or a function of the
     layer. ``forward``, where the layer does more than pass its attributes (a
     convolution's padding_mode pads the input first): a function of the functional form
-    that returns the layer's forward."""
+    that returns the layer's forward. ``methods``: the layer's other methods PyTorch's
+    has, by name (nn.EmbeddingBag.from_pretrained, a classmethod)."""
 
     def __init__(self, name, state, *, inputs=1, parameters=(), buffers=(), fixed=None,
-                 shown="", forward=None):
+                 shown="", forward=None, methods=None):
         self.name, self.state, self.inputs, self.forward = name, state, inputs, forward
-        self.fixed = dict(fixed or {})
+        self.fixed, self.methods = dict(fixed or {}), dict(methods or {})
         self.parameters, self.buffers, self.shown = tuple(parameters), tuple(buffers), shown
 
     def __repr__(self) -> str:
@@ -132,12 +136,18 @@ class Layer:
 
 class Fused(OpInfo):
     """A fused op, declared on its functional form (``F.<op>``, a plain function with
-    PyTorch's signature): the Function it records, the nn layer where PyTorch has one,
-    and Haelixe's own parameters beyond PyTorch's (``extra``, after PyTorch's)."""
+    PyTorch's signature): the Function it records, the nn layers where PyTorch has them
+    (``layers``: none, one, or several, as F.pad's fifteen), and Haelixe's own parameters
+    beyond PyTorch's (``extra``, after PyTorch's)."""
 
     def __init__(self, form, function, layer, extra, **kwargs):
         super().__init__(form.__name__, **kwargs)
-        self.form, self.function_class, self.layer = form, function, layer
+        self.form, self.function_class = form, function
+        self.layers = () if layer is None else (layer,) if isinstance(layer, Layer) \
+            else tuple(layer)
+        if not all(isinstance(spec, Layer) for spec in self.layers):
+            raise TypeError(f"{self.name}: layer= takes a Layer or a sequence of them, got "
+                            f"{layer!r}")
         self.extra = tuple(extra)
         sig = inspect.signature(form)  # (as PyTorch's docs write it: no annotations)
         self.signature = sig.replace(
@@ -149,7 +159,7 @@ class Fused(OpInfo):
 
     def __repr__(self) -> str:
         recorded = self.function_class.__name__ if self.function_class else "composed"
-        return f"Fused({self.name!r}, {recorded}, layer={self.layer})"
+        return f"Fused({self.name!r}, {recorded}, layers={list(self.layers)})"
 
 
 def fused(function, *, arity, layer=None, extra=(), dtypes="float", differentiable=True):
@@ -162,10 +172,12 @@ def fused(function, *, arity, layer=None, extra=(), dtypes="float", differentiab
     The function is ``F.<op>`` as it is (no wrapper: its signature is PyTorch's, and a
     call costs what a call of it costs); the declaration lists it in ``OPS``, starts its
     docstring with the signature line PyTorch's does, and gives nn/ the ``layer`` to
-    make. ``function`` is None where the op is a composition of recorded ops (the
-    average pools). ``arity``: how many tensor inputs it takes (for the tests). A declaration in
-    nn/ is in ``OPS`` once ``haelixe.nn`` is imported (``import haelixe`` imports it on
-    first use of ``hx.nn``)."""
+    make (or a sequence of layers, where PyTorch has several: F.pad's ZeroPad2d,
+    ReflectionPad1d..., each a Layer with its own state and forward). ``function`` is
+    None where the op is a composition of recorded ops (the average pools). ``arity``:
+    how many tensor inputs it takes (for the tests). A declaration in nn/ is in ``OPS``
+    once ``haelixe.nn`` is imported (``import haelixe`` imports it on first use of
+    ``hx.nn``)."""
 
     def declare_on(form):
         decl = Fused(form, function, layer, extra, arity=arity, dtypes=dtypes,
