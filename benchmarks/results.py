@@ -86,8 +86,7 @@ def _denoise(task, dtype="f32"):
                         json_key="zero_mse")]
     if task == "seed":
         figs.append(Figure("denoise-seed-train", f"{what}: final train MSE", "MSE",
-                           json_key="final_mse",
-                           headline="denoiser, the seed task's fixed batch: final train MSE"))
+                           json_key="final_mse"))
     figs.append(Figure(f"denoise-{task}-{dtype}-speed", f"{what}, {dtype}: app steps/s after "
                        "the first step", "steps/s", json_key="steps_per_sec", fmt="{:.0f}"))
     args = ["haelixe.denoise", "--task", task, "--json"] + (["--dtype", dtype]
