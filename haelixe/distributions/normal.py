@@ -74,11 +74,7 @@ class Normal(Distribution):
         return 0.5 * (1 + ((value - self.loc) / self.scale / math.sqrt(2)).erf())
 
     def icdf(self, value):
-        from ..ops.registry import FUNCTIONS
-
-        if "erfinv" not in FUNCTIONS:
-            raise NotImplementedError("Normal.icdf needs erfinv, which Haelixe lacks")
-        return self.loc + self.scale * FUNCTIONS["erfinv"](2 * value - 1) * math.sqrt(2)
+        return self.loc + self.scale * (2 * value - 1).erfinv() * math.sqrt(2)
 
     def entropy(self):
         return 0.5 + HALF_LOG_2PI + self.scale.log()
