@@ -5,7 +5,6 @@ from __future__ import annotations
 import math
 
 from .. import creation
-from ..autograd.mode import no_grad
 from . import constraints
 from .distribution import Distribution
 from .utils import HALF_LOG_2PI, _is_number, broadcast_all
@@ -53,10 +52,6 @@ class Normal(Distribution):
     @property
     def variance(self):
         return self.scale.pow(2)
-
-    def sample(self, sample_shape=()):
-        with no_grad():
-            return self.rsample(sample_shape)
 
     def rsample(self, sample_shape=()):
         eps = standard_normal(self._extended_shape(sample_shape), self.loc)

@@ -19,6 +19,7 @@ from ..tensor import Tensor
 __all__ = ["broadcast_all", "clamp_probs", "lazy_property", "logits_to_probs",
            "probs_to_logits"]
 
+HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
 #: (eps, tiny, min) of each float dtype; bfloat16 has no numpy finfo of its own
 _BF16_FINFO = (2.0 ** -7, 2.0 ** -126, -(2.0 - 2.0 ** -7) * 2.0 ** 127)
 
@@ -101,5 +102,3 @@ class lazy_property:  # noqa: N801 (PyTorch's name)
         setattr(instance, self.wrapped.__name__, value)
         return value
 
-
-HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
