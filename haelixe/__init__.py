@@ -116,7 +116,7 @@ def __getattr__(name):
     import importlib
 
     if name in ("nn", "optim", "data", "viz", "memory", "amp", "denoise", "cuda",
-                "accelerator", "onnx", "pickled"):
+                "accelerator", "onnx", "pickled", "distributions"):
         return importlib.import_module(f".{name}", __name__)
     if name == "compile":
         return importlib.import_module(".compiling", __name__).compile

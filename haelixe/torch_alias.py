@@ -53,10 +53,14 @@ MODULES = {
     "torch.backends": "haelixe.backend_flags",
     "torch.accelerator": "haelixe.accelerator",
     "torch.onnx": "haelixe.onnx",
+    "torch.distributions": "haelixe.distributions",
+    "torch.distributions.constraints": "haelixe.distributions.constraints",
+    "torch.distributions.utils": "haelixe.distributions.utils",
+    "torch.distributions.kl": "haelixe.distributions.kl",
 }
 
 #: packages whose submodules (PyTorch's files, lower-case names) are all one namespace
-FAMILIES = ("torch.nn.modules", "torch.utils.data")
+FAMILIES = ("torch.nn.modules", "torch.utils.data", "torch.distributions")
 
 #: names of the top-level ``torch`` that differ from ``haelixe``'s: module -> attribute
 TOP_LEVEL = {
@@ -78,7 +82,6 @@ MISSING_MODULES = {
                 "rewriting",
     "torch.hub": "loading weights with torch.load / hx.load from a local file",
     "torch.utils.checkpoint": "smaller batches; there is no activation checkpointing",
-    "torch.distributions": "hx.randn / hx.rand / hx.multinomial for sampling",
     "torch.profiler": "hx.profile() (each kernel of a step with its time, a Chrome trace) "
                       "and hx.memory_snapshot() for memory",
     "torch.quantization": "bfloat16 (hx.autocast) for lower precision",

@@ -39,10 +39,10 @@ TORCH_NAME = {
 #: for the integer divisions PyTorch refuses by zero)
 POSITIVE = {"log", "log2", "log10", "log1p", "sqrt", "rsqrt", "pow", "floor_divide",
             "remainder", "fmod", "xlogy"}
-#: float inputs inside (-1, 1) for the inverse sine, cosine and tanh, above 1 for acosh
+#: float inputs inside (-1, 1) for the inverse sine, cosine, tanh and erf, above 1 for acosh
 #: (outside, both sides give NaN: the forward checks compare those too, the gradients
 #: would compare nothing)
-UNIT, ABOVE_ONE = {"asin", "acos", "atanh"}, {"acosh"}
+UNIT, ABOVE_ONE = {"asin", "acos", "atanh", "erfinv"}, {"acosh"}
 ELEMENTWISE = {n: d for n, d in OPS.items() if isinstance(d, Elementwise)}
 DTYPES = ["float32", "float64", "bfloat16", "float16", "int32", "int64", "bool", "uint8",
           "int8", "int16"]

@@ -55,6 +55,9 @@ def test_torch_and_its_submodules_are_haelixes_modules(tmp_path):
         from torch.optim import AdamW
         from torch.utils.data import DataLoader
         import torch.onnx, torch.cuda, torch.backends.cudnn
+        import torch.distributions as D
+        from torch.distributions.normal import Normal
+        from torch.distributions import constraints, kl_divergence
         checks = [
             torch.Tensor is hx.Tensor, nn.Module is hx.nn.Module, F.relu is hx.nn.functional.relu,
             Linear is hx.nn.Linear, AdamW is hx.optim.AdamW,
@@ -68,6 +71,9 @@ def test_torch_and_its_submodules_are_haelixes_modules(tmp_path):
             torch.cuda.is_available is hx.cuda.is_available,
             torch.tensor([1.0, 2.0]).sum().item() == 3.0,
             torch.set_float32_matmul_precision("high") is None,
+            D.Categorical is hx.distributions.Categorical, Normal is hx.distributions.Normal,
+            constraints.positive is hx.distributions.constraints.positive,
+            kl_divergence is torch.distributions.kl.kl_divergence,
             # the Haelixe modules are left as they were
             hx.backends.__name__ == "haelixe.backends", not hasattr(hx.nn, "modules"),
         ]
@@ -83,7 +89,7 @@ def test_torch_and_its_submodules_are_haelixes_modules(tmp_path):
         print(f"{loss:.3f}" != "")
     """)
     assert r.returncode == 0, r.stderr
-    assert r.stdout.split("\n")[0] == str([True] * 17)
+    assert r.stdout.split("\n")[0] == str([True] * 21)
 
 
 def test_names_haelixe_lacks_fail_with_its_own_message(tmp_path):
@@ -102,6 +108,7 @@ def test_names_haelixe_lacks_fail_with_its_own_message(tmp_path):
         print(error("from torch.utils.checkpoint import checkpoint"))
         print(error("torch.onnx.export(None, None, 'm.onnx')"))
         print(hasattr(torch, "no_such_name"))
+        print(error("from torch.distributions import Gamma"))
     """)
     assert r.returncode == 0, r.stderr
     lines = r.stdout.strip().split("\n")
@@ -113,6 +120,8 @@ def test_names_haelixe_lacks_fail_with_its_own_message(tmp_path):
     assert lines[4].startswith("MissingModuleError: torch.utils.checkpoint is not part")
     assert lines[5].startswith("ExportError: torch.onnx.export")
     assert lines[6] == "False"
+    assert lines[7].startswith("ImportError: cannot import name 'Gamma' from "
+                               "'torch.distributions'") and "Normal" in lines[7]
 
 
 def test_install_as_torch_refuses_when_pytorch_is_already_imported(tmp_path):
