@@ -64,6 +64,7 @@ from .ops import (  # noqa: E402,F401
     convert,
     einstein,
     elementwise,
+    frexp,
     fused,
     indexing,
     inplace,

@@ -47,6 +47,8 @@ TABLE = {
     # (the docstring's first line is the overload without dim; dim=None stands for it)
     ("function", "median"): "(input, dim=None, keepdim=False)",
     ("function", "nanmedian"): "(input, dim=None, keepdim=False)",
+    # (its docstring names them dividend and divisor; it binds input= and other=)
+    ("function", "true_divide"): "(input, other)",
 }
 # (F.max_pool*d dispatch on return_indices: inspect sees *args, **kwargs; their docs'
 # signature)
