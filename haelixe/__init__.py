@@ -72,6 +72,7 @@ from .ops import (  # noqa: E402,F401
     ordering,
     pooling,
     reduce,
+    sampling,
     scatter_reduce,
     views,
 )

@@ -607,6 +607,10 @@ OTHER.update({
     "nan_to_num": (lambda x: hx.nan_to_num(x / 0.0 * x), lambda x: torch.nan_to_num(x / 0.0 * x)),
 })
 OTHER.update({
+    # random: tests/test_sampling.py checks their distributions, seeds and errors
+    "normal": (None, None),
+    "poisson": (None, None),
+    "bernoulli": (None, None),
     "true_divide": (lambda x: hx.true_divide(x, x.flip(0)),
                     lambda x: torch.true_divide(x, x.flip(0))),
     "fix": (lambda x: x.fix(), lambda x: x.fix()),
