@@ -16,6 +16,12 @@ import haelixe as hx
 torch = pytest.importorskip("torch")
 
 
+def both(values, dtype):
+    """The values as a Haelixe tensor and a PyTorch tensor of ``dtype``."""
+    return hx.tensor(values, dtype=getattr(hx, dtype)), \
+        torch.tensor(values, dtype=getattr(torch, dtype))
+
+
 def same(got, want, rtol=0.0):
     assert got.dtype.name == str(want.dtype).replace("torch.", ""), (got.dtype, want.dtype)
     assert got.shape == tuple(want.shape)
@@ -29,7 +35,7 @@ def same(got, want, rtol=0.0):
         np.testing.assert_array_equal(g, w)
 
 
-# -- gcd and lcm ------------------------------------------------------------------------------------
+# -- gcd and lcm ---------------------------------------------------------------------------
 A = [0, 4, -6, 9, 0, -12, 7, 1, -1, 36]
 B = [0, 6, 4, -3, 5, -18, 0, 1, 35, -48]
 
@@ -37,8 +43,7 @@ B = [0, 6, 4, -3, 5, -18, 0, 1, 35, -48]
 @pytest.mark.parametrize("dtype", ["int8", "int16", "int32", "int64", "uint8"])
 def test_gcd_and_lcm_match_pytorch(dtype):
     a, b = (np.abs(A) if dtype == "uint8" else A), (np.abs(B) if dtype == "uint8" else B)
-    x, y = hx.tensor(a, dtype=getattr(hx, dtype)), hx.tensor(b, dtype=getattr(hx, dtype))
-    tx, ty = torch.tensor(a, dtype=getattr(torch, dtype)), torch.tensor(b, dtype=getattr(torch, dtype))
+    (x, tx), (y, ty) = both(a, dtype), both(b, dtype)
     for name in ("gcd", "lcm"):
         same(getattr(hx, name)(x, y), getattr(torch, name)(tx, ty))
         same(getattr(x, name)(other=y), getattr(tx, name)(ty))
@@ -54,20 +59,19 @@ def test_gcd_and_lcm_match_pytorch(dtype):
     ("int32", 12, -2 ** 31), ("int64", -2 ** 63, 6), ("int8", -128, 6), ("int16", -2 ** 15, 12),
     ("int32", -2 ** 31, -2 ** 31)])
 def test_gcd_and_lcm_wrap_as_pytorchs_at_the_ends_of_the_range(dtype, a, b):
-    x, y = hx.tensor([a], dtype=getattr(hx, dtype)), hx.tensor([b], dtype=getattr(hx, dtype))
-    tx, ty = torch.tensor([a], dtype=getattr(torch, dtype)), torch.tensor([b], dtype=getattr(torch, dtype))
+    (x, tx), (y, ty) = both([a], dtype), both([b], dtype)
     same(hx.gcd(x, y), torch.gcd(tx, ty))
     same(hx.lcm(x, y), torch.lcm(tx, ty))
 
 
 def test_gcd_and_lcm_promote_broadcast_and_take_views():
     for da, db in (("int32", "int64"), ("uint8", "int8"), ("int16", "uint8")):
-        x, tx = hx.tensor([[12], [-8]], dtype=getattr(hx, da)), torch.tensor([[12], [-8]], dtype=getattr(torch, da))
-        y, ty = hx.tensor([18, 4, 0], dtype=getattr(hx, db)), torch.tensor([18, 4, 0], dtype=getattr(torch, db))
+        (x, tx), (y, ty) = both([[12], [-8]], da), both([18, 4, 0], db)
         same(hx.gcd(x, y), torch.gcd(tx, ty))
         same(hx.lcm(x, y), torch.lcm(tx, ty))
     m = np.arange(-12, 12).reshape(4, 6)
-    same(hx.gcd(hx.tensor(m).t()[::2], hx.tensor(6)), torch.gcd(torch.tensor(m).t()[::2], torch.tensor(6)))
+    same(hx.gcd(hx.tensor(m).t()[::2], hx.tensor(6)),
+         torch.gcd(torch.tensor(m).t()[::2], torch.tensor(6)))
     same(hx.lcm(hx.tensor(5), hx.tensor(-15)), torch.lcm(torch.tensor(5), torch.tensor(-15)))
     same(hx.gcd(hx.zeros(0, 3, dtype=hx.int64), hx.tensor([1, 2, 3])),
          torch.gcd(torch.zeros(0, 3, dtype=torch.int64), torch.tensor([1, 2, 3])))
@@ -102,7 +106,7 @@ def test_gcd_and_lcm_on_the_gpu_equal_the_cpu(be, dtype):
         np.testing.assert_array_equal(gpu.cpu().numpy(), cpu.numpy(), err_msg=name)
 
 
-# -- ldexp ------------------------------------------------------------------------------------------
+# -- ldexp ---------------------------------------------------------------------------------
 @pytest.mark.parametrize("da,db", [
     ("float32", "int64"), ("float64", "int32"), ("float16", "int64"), ("bfloat16", "int64"),
     ("int32", "int64"), ("bool", "int64"), ("uint8", "int16"), ("float32", "float32"),
@@ -113,8 +117,7 @@ def test_ldexp_matches_pytorch_on_dtype_pairs(da, db):
     e = np.array([1, 0, -3, 4, 2, 7]) if db != "bool" else np.array([1, 0, 1, 1, 0, 1])
     if db.startswith("float"):
         e = e + np.array([0.0, 0.5, 0.25, 0.0, -0.5, 0.0])
-    x, y = hx.tensor(a, dtype=getattr(hx, da)), hx.tensor(e, dtype=getattr(hx, db))
-    tx, ty = torch.tensor(a, dtype=getattr(torch, da)), torch.tensor(e, dtype=getattr(torch, db))
+    (x, tx), (y, ty) = both(a, da), both(e, db)
     # (a float32 exponent beside a float64 input: PyTorch rounds 2 ** other to float32
     # first, Haelixe computes it in float64, the result's dtype: 3e-8 apart)
     same(hx.ldexp(x, y), torch.ldexp(tx, ty), rtol=1e-7 if (da, db) == ("float64", "float32")
@@ -126,10 +129,12 @@ def test_ldexp_of_an_integer_exponent_is_exact_where_the_result_is_representable
              ("float64", 2.0 ** -1070, 2000), ("float32", 1.5, -140), ("float32", 3.0, 300),
              ("float32", 0.0, 1000), ("float32", math.inf, -500), ("float32", math.nan, 3)]
     for dtype, a, e in cases:
-        x, tx = hx.tensor([a], dtype=getattr(hx, dtype)), torch.tensor([a], dtype=getattr(torch, dtype))
+        x, tx = both([a], dtype)
         same(hx.ldexp(x, hx.tensor([e])), torch.ldexp(tx, torch.tensor([e])))
-    same(hx.ldexp(hx.ones(2, 1), hx.tensor([1, 2, 3])), torch.ldexp(torch.ones(2, 1), torch.tensor([1, 2, 3])))
-    same(hx.ldexp(hx.tensor(3.0), hx.tensor([2, -1])), torch.ldexp(torch.tensor(3.0), torch.tensor([2, -1])))
+    same(hx.ldexp(hx.ones(2, 1), hx.tensor([1, 2, 3])),
+         torch.ldexp(torch.ones(2, 1), torch.tensor([1, 2, 3])))
+    same(hx.ldexp(hx.tensor(3.0), hx.tensor([2, -1])),
+         torch.ldexp(torch.tensor(3.0), torch.tensor([2, -1])))
 
 
 def test_ldexp_in_place_errors_and_keywords():
@@ -169,12 +174,12 @@ def test_ldexp_on_the_gpu_equals_the_cpu_at_the_ends_of_the_range(be):
     cpu = hx.ldexp(hx.tensor(a), hx.tensor(e))
     gpu = hx.ldexp(hx.tensor(a, device="gpu"), hx.tensor(e, device="gpu"))
     np.testing.assert_allclose(gpu.cpu().numpy(), cpu.numpy(), rtol=2e-6)
-    ints = hx.ldexp(hx.tensor(a, device="gpu"), hx.tensor([1, 2, 3, 4, 5, 6, 7, 8], device="gpu"))
-    np.testing.assert_array_equal(ints.cpu().numpy(),
-                                  hx.ldexp(hx.tensor(a), hx.tensor([1, 2, 3, 4, 5, 6, 7, 8])).numpy())
+    n = [1, 2, 3, 4, 5, 6, 7, 8]
+    ints = hx.ldexp(hx.tensor(a, device="gpu"), hx.tensor(n, device="gpu"))
+    np.testing.assert_array_equal(ints.cpu().numpy(), hx.ldexp(hx.tensor(a), hx.tensor(n)).numpy())
 
 
-# -- frexp ------------------------------------------------------------------------------------------
+# -- frexp ---------------------------------------------------------------------------------
 SPECIAL = [0.0, -0.0, 1.0, 8.0, -3.5, math.inf, math.nan, 1e-40, -math.inf, 0.75, -1e30,
            2.0 ** -149]
 
@@ -182,7 +187,7 @@ SPECIAL = [0.0, -0.0, 1.0, 8.0, -3.5, math.inf, math.nan, 1e-40, -math.inf, 0.75
 @pytest.mark.parametrize("dtype", ["float32", "float64", "float16", "bfloat16"])
 def test_frexp_splits_as_pytorchs(dtype):
     values = [v for v in SPECIAL if dtype != "float16" or abs(v) < 6e4] + [3.0, 1e-6]
-    x, tx = hx.tensor(values, dtype=getattr(hx, dtype)), torch.tensor(values, dtype=getattr(torch, dtype))
+    x, tx = both(values, dtype)
     got, want = hx.frexp(x), torch.frexp(tx)
     assert got._fields == ("mantissa", "exponent")
     same(got.mantissa, want.mantissa)
@@ -216,7 +221,8 @@ def test_frexp_gradient_is_pytorchs():
     m.backward(hx.tensor(g))
     tm.backward(torch.tensor(g))
     np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), rtol=1e-12)
-    assert hx.autograd.gradcheck(lambda t: hx.frexp(t).mantissa, (hx.tensor(a, requires_grad=True),))
+    assert hx.autograd.gradcheck(lambda t: hx.frexp(t).mantissa,
+                                 (hx.tensor(a, requires_grad=True),))
     x2 = hx.tensor(a, requires_grad=True)
     m2, e2 = hx.frexp(x2)
     e2 += 1  # (the exponent its gradient reads, changed in place: refused, as PyTorch)
@@ -234,7 +240,7 @@ def test_frexp_on_the_gpu_equals_the_cpu(be):
     np.testing.assert_array_equal(gpu.exponent.cpu().numpy(), cpu.exponent.numpy())
 
 
-# -- float_power --------------------------------------------------------------------------------------
+# -- float_power ---------------------------------------------------------------------------
 @pytest.mark.parametrize("base,exponent", [
     ("float32", 2.5), ("int64", 2), ("int64", "int64"), ("bool", 2), ("float16", "float16"),
     ("bfloat16", "float32"), (2, "int64"), (1.5, "float32"), ("float32", "float64")])
@@ -282,7 +288,7 @@ def test_float_power_on_the_gpu_says_it_needs_float64(be):
         hx.float_power(hx.tensor([2.0], device="gpu"), 2)
 
 
-# -- fix and true_divide --------------------------------------------------------------------------------
+# -- fix and true_divide -------------------------------------------------------------------
 def test_fix_is_trunc_under_pytorchs_other_name():
     a = np.array([-1.5, 2.7, -0.2, 3.0, -7.9])
     same(hx.fix(hx.tensor(a)), torch.fix(torch.tensor(a)))

@@ -62,7 +62,7 @@ def test_ks_rejects_a_wrong_distribution():
     assert ks(z + 0.05, normal_cdf(0.0, 1.0)) > KS_BOUND
 
 
-# -- normal, its four forms -----------------------------------------------------------------------
+# -- normal, its four forms ----------------------------------------------------------------
 def test_normal_of_a_tensor_mean_and_a_tensor_std_broadcasts_them():
     hx.manual_seed(1)
     mean = hx.tensor([[-3.0], [5.0]], dtype=hx.float64)
@@ -172,7 +172,7 @@ def test_normal_errors_are_pytorchs_too():
             call()
 
 
-# -- poisson ----------------------------------------------------------------------------------------
+# -- poisson -------------------------------------------------------------------------------
 def test_poisson_counts_follow_their_rates():
     hx.manual_seed(6)
     rates = hx.tensor([[0.0], [0.5], [3.0], [40.0]]).expand(4, N)
@@ -218,7 +218,7 @@ def test_poisson_refuses_bad_rates_and_gives_zero_gradients():
                                   hx.poisson(rates, generator=g2).numpy())
 
 
-# -- bernoulli --------------------------------------------------------------------------------------
+# -- bernoulli -----------------------------------------------------------------------------
 def test_bernoulli_draws_ones_with_each_elements_probability():
     hx.manual_seed(7)
     probs = hx.tensor([[0.0], [0.2], [0.7], [1.0]]).expand(4, N)
@@ -263,7 +263,7 @@ def test_bernoulli_refuses_bad_probabilities_and_gives_zero_gradients():
     np.testing.assert_array_equal(x.grad.numpy(), t.grad.numpy())
 
 
-# -- randint_like, rand_like, randn_like --------------------------------------------------------
+# -- randint_like, rand_like, randn_like ---------------------------------------------------
 def test_randint_like_draws_uniform_integers_in_the_inputs_shape_and_dtype():
     hx.manual_seed(9)
     x = hx.zeros(N, 2)
@@ -360,7 +360,7 @@ def test_the_like_samplers_have_pytorchs_parameters(name):
     assert _ours(getattr(hx, name)) == theirs
 
 
-# -- random_ ----------------------------------------------------------------------------------------
+# -- random_ -------------------------------------------------------------------------------
 @pytest.mark.parametrize("dtype,low,high", [
     ("int8", 0, 127), ("uint8", 0, 255), ("int16", 0, 32767), ("bool", 0, 1),
     ("float16", 0, 2 ** 11), ("bfloat16", 0, 2 ** 8)])
@@ -435,7 +435,7 @@ def test_random_warns_where_a_float_cannot_hold_every_integer():
         torch.zeros(3).random_(**{"from": 5})
 
 
-# -- the continuous in-place samplers ---------------------------------------------------------------
+# -- the continuous in-place samplers ------------------------------------------------------
 def _exp_cdf(lam):
     return lambda x: 1.0 - np.exp(-lam * np.maximum(x, 0.0))
 
@@ -530,7 +530,7 @@ def test_the_samplers_fill_16_bit_floats(dtype):
     assert abs(np.median(values(x))) < 0.05
 
 
-# -- bernoulli_ and geometric_ (any dtype) -------------------------------------------------------
+# -- bernoulli_ and geometric_ (any dtype) -------------------------------------------------
 def test_bernoulli_in_place_takes_a_number_or_a_broadcast_tensor():
     hx.manual_seed(18)
     x = hx.zeros(N, 3)
@@ -560,7 +560,7 @@ def test_geometric_counts_trials_to_the_first_success():
         torch.zeros(3, dtype=torch.bool).geometric_(0.5)
 
 
-# -- autograd's in-place rules, layouts, seeds, signatures -----------------------------------------
+# -- autograd's in-place rules, layouts, seeds, signatures ---------------------------------
 IN_PLACE = {
     "random_": lambda x: x.random_(0, 5), "uniform_": lambda x: x.uniform_(),
     "normal_": lambda x: x.normal_(), "bernoulli_": lambda x: x.bernoulli_(0.5),
@@ -662,7 +662,7 @@ def test_random_and_uniform_write_pytorchs_signature_line(name):
         getattr(torch.Tensor, name).__doc__.strip().split("\n", 1)[0]
 
 
-# -- the GPU: the same host draws, uploaded ---------------------------------------------------------
+# -- the GPU: the same host draws, uploaded ------------------------------------------------
 GPU_DRAWS = {
     **{name: draw for name, draw in IN_PLACE.items()},
     "normal": lambda x: hx.normal(x, 2.0),
