@@ -272,8 +272,18 @@ def eye(n, m=None, dtype=None, device=None, requires_grad=False) -> Tensor:
     return _finish(np.eye(n, m, dtype=_dtype(dtype).np), device, requires_grad)
 
 
-def rand(*size, generator=None, dtype=None, device=None, requires_grad=False) -> Tensor:
+def _float_dtype(op, dtype):
+    """``dtype`` (the default float when None), refused unless it is a float: PyTorch's
+    uniform and normal kernels exist for those only."""
     d = _dtype(dtype)
+    if not d.is_floating_point:
+        raise TypeError(f"{op}: draws floats, not {d.name} (as in PyTorch); pass a float "
+                        f"dtype, or use randint / randint_like for integers")
+    return d
+
+
+def rand(*size, generator=None, dtype=None, device=None, requires_grad=False) -> Tensor:
+    d = _float_dtype("rand", dtype)
     with _allocating("rand", _shape(size), d):
         arr = numpy_generator(generator).random(
             _shape(size), dtype=np.float64 if d is dt.float64 else np.float32)
@@ -281,7 +291,7 @@ def rand(*size, generator=None, dtype=None, device=None, requires_grad=False) ->
 
 
 def randn(*size, generator=None, dtype=None, device=None, requires_grad=False) -> Tensor:
-    d = _dtype(dtype)
+    d = _float_dtype("randn", dtype)
     with _allocating("randn", _shape(size), d):
         arr = numpy_generator(generator).standard_normal(
             _shape(size), dtype=np.float64 if d is dt.float64 else np.float32)
@@ -335,11 +345,42 @@ def empty_like(x, dtype=None, device=None, requires_grad=False) -> Tensor:
     return empty(x.shape, dtype=d, device=dev, requires_grad=requires_grad)
 
 
-def rand_like(x, dtype=None, device=None) -> Tensor:
-    d, dev = _like(x, dtype, device)
-    return rand(x.shape, dtype=d, device=dev)
+def check_layout(op, layout=None, memory_format=None) -> None:
+    """Accept PyTorch's ``layout`` and ``memory_format`` where they change nothing for a
+    fresh tensor: None, strided, and the dense formats (a new tensor is contiguous;
+    PyTorch's preserve_format gives one of its input's strides, with the same values)."""
+    if layout is not None and not str(layout).endswith("strided"):
+        raise OpError(f"{op}: layout={layout} is not supported; Haelixe's tensors are "
+                      f"strided (leave layout out)")
+    if memory_format is not None and not str(memory_format).endswith(
+            ("preserve_format", "contiguous_format")):
+        raise OpError(f"{op}: memory_format={memory_format} is not supported; a new "
+                      f"tensor is contiguous (leave memory_format out)")
 
 
-def randn_like(x, dtype=None, device=None) -> Tensor:
+def _random_like(op, draw, x, generator, dtype, layout, device, requires_grad,
+                 memory_format):
+    check_layout(op, layout, memory_format)
     d, dev = _like(x, dtype, device)
-    return randn(x.shape, dtype=d, device=dev)
+    return draw(x.shape, generator=generator, dtype=_float_dtype(op, d), device=dev,
+                requires_grad=requires_grad)
+
+
+def rand_like(input, *, generator=None, dtype=None, layout=None, device=None,  # noqa: A002
+              requires_grad=False, memory_format=None) -> Tensor:
+    """rand_like(input, *, generator=None, dtype=None, layout=None, device=None,
+    requires_grad=False, memory_format=None) -> Tensor
+
+    Uniform draws in [0, 1) of input's shape (and its dtype and device unless given)."""
+    return _random_like("rand_like", rand, input, generator, dtype, layout, device,
+                        requires_grad, memory_format)
+
+
+def randn_like(input, *, generator=None, dtype=None, layout=None, device=None,  # noqa: A002
+               requires_grad=False, memory_format=None) -> Tensor:
+    """randn_like(input, *, generator=None, dtype=None, layout=None, device=None,
+    requires_grad=False, memory_format=None) -> Tensor
+
+    Standard normal draws of input's shape (and its dtype and device unless given)."""
+    return _random_like("randn_like", randn, input, generator, dtype, layout, device,
+                        requires_grad, memory_format)

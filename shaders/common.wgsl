@@ -208,6 +208,38 @@ fn fmod_i32(a: i32, b: i32) -> i32 {
     return select(bitcast<i32>(select(r, 0u - r, a < 0)), 0, b == 0);
 }
 
+// The greatest common divisor, as PyTorch's: Euclid from |a| and |b| with C's remainder
+// (fmod_i32), so that an i32 min (its own |.|) gives what PyTorch gives (gcd(i32 min, 0)
+// is i32 min, gcd(i32 min, 6) is -2); and the least common multiple |a| / gcd * |b|,
+// wrapped at 32 bits and made non-negative, as PyTorch's abs() of the wrapped product.
+fn gcd_i32(a: i32, b: i32) -> i32 {
+    var x = abs(a);
+    var y = abs(b);
+    loop {
+        if (x == 0) { break; }
+        let c = x;
+        x = fmod_i32(y, x);
+        y = c;
+    }
+    return y;
+}
+fn lcm_i32(a: i32, b: i32) -> i32 {
+    let g = abs_u32(gcd_i32(a, b));
+    if (g == 0u) { return 0; }
+    return abs(bitcast<i32>((abs_u32(a) / g) * abs_u32(b)));
+}
+
+// a * 2^b without 2^b overflowing first: exact, as PyTorch's ldexp of an integer
+// exponent, wherever the result is representable. The exponent is applied in three
+// steps (past +-300 every nonzero f32 overflows or underflows anyway).
+fn ldexp_f32(a: f32, b: f32) -> f32 {
+    if (is_nan(b)) { return b; }
+    let e = clamp(b, -300.0, 300.0);
+    let t = trunc(e / 3.0);
+    let p = exp2(t);
+    return a * p * p * exp2(e - 2.0 * t);
+}
+
 // Shifts with PyTorch's results where WGSL's are undefined (a count past the width, or
 // negative): a left shift gives 0, a right shift the sign (as a shift by 31).
 fn shl_i32(a: i32, b: i32) -> i32 { return select(a << u32(b), 0, b < 0 || b >= 32); }

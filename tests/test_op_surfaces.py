@@ -48,6 +48,17 @@ TABLE = {
     ("function", "median"): "(input, dim=None, keepdim=False)",
     ("function", "nanmedian"): "(input, dim=None, keepdim=False)",
     ("function", "nansum"): "(input, dim=None, keepdim=False, *, dtype=None)",
+    # (the docstring's line is the tensor-and-tensor overload: std=1.0 and size=None with
+    # the options of the number-and-number one stand for the four)
+    ("function", "normal"): "(mean, std=1.0, size=None, *, generator=None, dtype=None, "
+                            "layout=None, device=None, pin_memory=False, requires_grad=False)",
+    # (Tensor.normal_ is not torch.normal's method form: its own defaults)
+    ("inplace", "normal"): "(self, mean=0, std=1, *, generator=None)",
+    # (the docstring's line is the overload without p; p=None stands for it)
+    ("function", "bernoulli"): "(input, p=None, *, generator=None)",
+    ("inplace", "bernoulli"): "(self, p=0.5, *, generator=None)",
+    # (its docstring names them dividend and divisor; it binds input= and other=)
+    ("function", "true_divide"): "(input, other)",
 }
 # (F.max_pool*d dispatch on return_indices: inspect sees *args, **kwargs; their docs'
 # signature)

@@ -38,8 +38,8 @@ class Kernel:
     layer calls it with Haelixe ops on tensors (a derivative that itself has a graph).
     The namespace offers: exp exp2 log log1p expm1 sqrt rsqrt sin cos tan tanh atan sinh
     cosh asin acos asinh acosh atanh sigmoid erf abs sign floor ceil trunc round where
-    maximum minimum pow floor_divide remainder fmod copysign left_shift right_shift isnan,
-    plus the arithmetic,
+    maximum minimum pow floor_divide remainder fmod copysign left_shift right_shift isnan
+    gcd lcm ldexp, plus the arithmetic,
     comparison and logical operators.
 
     ``cpu`` optionally names one numpy function that computes the whole kernel (a

@@ -83,6 +83,10 @@ class NumpyMath:
     floor, ceil, trunc = np.floor, np.ceil, np.trunc
     maximum, minimum, pow = np.maximum, np.minimum, np.power
     floor_divide, remainder, isnan = np.floor_divide, np.remainder, np.isnan
+    # (the plain forms: the gcd, lcm and ldexp entries name numpy functions of their own,
+    # with PyTorch's wrap-around and exactness, in ops/elementwise.py)
+    gcd, lcm = np.gcd, np.lcm
+    ldexp = staticmethod(lambda a, b: a * np.exp2(b))
     # (plain functions, not numpy's dispatchers, which would bind as methods)
     where = staticmethod(lambda c, a, b: np.where(c, a, b))
     round = staticmethod(lambda x: np.round(x))

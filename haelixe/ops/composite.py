@@ -1,7 +1,7 @@
 """Ops composed of other ops: stacking helpers, tensordot, kron, cross, trace,
-diag_embed, logit, nan_to_num and prelu (declared with its layer, nn.PReLU). Each
-records the ops it is made of, so autograd and every backend come with them; none needs
-a derivative of its own."""
+diag_embed, logit, nan_to_num, float_power and prelu (declared with its layer,
+nn.PReLU). Each records the ops it is made of, so autograd and every backend
+come with them; none needs a derivative of its own."""
 
 from __future__ import annotations
 
@@ -12,10 +12,11 @@ import numpy as np
 
 from .. import creation, layout
 from ..autograd.mode import no_grad
-from ..dtype import bool_, can_cast, default_float
+from ..dtype import bool_, can_cast, default_float, float64
 from ..errors import OpError, OpTypeError
 from ..tensor import Tensor
 from .convert import cast
+from .elementwise import POW
 from .indexing import cat, where
 from .inplace import _rebase, _records_graph, check_writable
 from .registry import Layer, declare, function, fused, tensor_method
@@ -397,9 +398,46 @@ def prelu(input, weight):  # noqa: A002 (PyTorch's names)
     return where(x > 0, x, w * x)
 
 
+# -- float_power: pow in float64 -------------------------------------------------------------
+def _in_float64(v):
+    if not isinstance(v, Tensor):
+        return v  # (a number: pow with a float64 tensor stays float64)
+    try:
+        return cast(v, float64)
+    except TypeError as e:
+        raise TypeError(f"float_power: computes in float64, which {v.device.type} tensors "
+                        f"cannot hold ({e}); move the operands to the CPU first") from None
+
+
+@tensor_method(function=True)
+def float_power(input, exponent):  # noqa: A002
+    """float_power(input, exponent) -> Tensor
+
+    input ** exponent computed in float64, whatever the operands' dtypes (the result is
+    float64, as PyTorch's); either may be a number. Gradients reach each input in its
+    own dtype."""
+    if not isinstance(input, Tensor) and not isinstance(exponent, Tensor):
+        raise TypeError(f"float_power: expected a tensor input or exponent, got "
+                        f"{type(input).__name__} and {type(exponent).__name__}")
+    return POW.apply(_in_float64(input), _in_float64(exponent))
+
+
+@tensor_method(name="float_power_")
+def float_power_(input, exponent):  # noqa: A002
+    """float_power_(exponent) -> Tensor
+
+    In-place float_power: the tensor must be float64 already, as PyTorch asks."""
+    if input.dtype is not float64:
+        raise OpTypeError(f"float_power_: the base has dtype {input.dtype.name} but the "
+                          f"result requires float64 (as in PyTorch); use "
+                          f"x.double().float_power_(...) or the out-of-place float_power")
+    return POW.inplace(input, _in_float64(exponent))
+
+
 for _name, _arity in (("hstack", 2), ("vstack", 2), ("row_stack", 2), ("dstack", 2),
                       ("column_stack", 2), ("atleast_1d", 1), ("atleast_2d", 1),
                       ("atleast_3d", 1), ("tensordot", 2), ("kron", 2), ("cross", 2),
-                      ("trace", 1), ("diag_embed", 1), ("nan_to_num", 1)):
+                      ("trace", 1), ("diag_embed", 1), ("nan_to_num", 1),
+                      ("float_power", 2)):
     declare(_name, arity=_arity, dtypes="any")
 declare("logit", dtypes="float")

@@ -45,6 +45,57 @@ def _sign_cpu(x):
     return x.copy() if x.dtype == np.bool_ else np.sign(x)
 
 
+def _gcd_cpu(a, b):
+    """np.gcd; where an operand is its dtype's most negative value (its own |.|, so numpy
+    and PyTorch part ways), PyTorch's Euclid from the wrapped |a| and |b| with C's
+    remainder, whose sign then shows (gcd(int32 min, 6) is -2 there)."""
+    out = np.gcd(a, b)
+    a, b = np.asarray(a), np.asarray(b)
+    if out.dtype.kind != "i":
+        return out
+    low = np.iinfo(out.dtype).min
+    hit = (a == low) | (b == low)
+    if not hit.any():
+        return out
+    out = np.array(out)
+    hit = np.broadcast_to(hit, out.shape)
+    x = np.abs(np.broadcast_to(a, out.shape)[hit]).astype(out.dtype)
+    y = np.abs(np.broadcast_to(b, out.shape)[hit]).astype(out.dtype)
+    with np.errstate(all="ignore"):
+        while (x != 0).any():
+            going = x != 0
+            step = x[going]
+            x[going] = np.fmod(y[going], step)
+            y[going] = step
+    out[hit] = y
+    return out
+
+
+def _lcm_cpu(a, b):
+    """np.lcm, whose |a| / gcd * |b| wraps at the dtype's width; PyTorch takes abs() of
+    that wrapped product in 32 and 64 bits (narrower dtypes compute it in C's int, then
+    wrap as numpy does)."""
+    out = np.lcm(a, b)
+    return np.abs(out) if out.dtype.kind == "i" and out.dtype.itemsize >= 4 else out
+
+
+def _ldexp_cpu(a, b):
+    """a * 2 ** b as PyTorch computes it: an integral exponent exactly (np.ldexp, so 2 ** b
+    does not overflow before a scales it, as its kernel for integer exponents), a
+    fractional one as a * 2 ** b with 2 ** b rounded to b's own dtype first (its pow)."""
+    a, b = np.asarray(a), np.asarray(b)
+    wide = np.dtype(np.float64 if np.float64 in (a.dtype, b.dtype) else np.float32)
+    x, e = a.astype(wide, copy=False), b.astype(wide, copy=False)
+    with np.errstate(over="ignore", invalid="ignore"):
+        integral = np.isfinite(e) & (e == np.trunc(e))
+        # (past +-2200 every finite nonzero value overflows or underflows already)
+        n = np.clip(np.where(integral, e, 0), -2200, 2200).astype(np.int32)
+        power = np.exp2(e)
+        if b.dtype.itemsize < wide.itemsize:
+            power = power.astype(b.dtype).astype(wide)
+        return np.where(integral, np.ldexp(x, n), x * power)
+
+
 # -- arithmetic ----------------------------------------------------------------------------
 ADD = elementwise("add", lambda m, a, b: a + b, grad=(lambda m, g: g, lambda m, g: g),
                   cpu=np.add, dunders=("__add__", "__radd__"), wraps_ints=True)
@@ -99,6 +150,12 @@ elementwise("fmod", lambda m, a, b: m.fmod(a, b),
             cpu=np.fmod, bool_ok=False, check=check_divisor, wraps_ints=True,
             doc="The remainder of input / other rounded toward zero (C's fmod: the sign "
                 "of input), elementwise; remainder's has the sign of other.")
+elementwise("ldexp", lambda m, a, b: m.ldexp(a, b),
+            grad=(lambda m, g, b: g * m.exp2(b), lambda m, g, y: g * y * math.log(2.0)),
+            dtypes="float", cpu=_ldexp_cpu,
+            doc="input * 2 ** other, elementwise (broadcast): exact for an integral "
+                "exponent wherever the result is representable. Integer inputs give the "
+                "default float.")
 elementwise("copysign", lambda m, a, b: m.copysign(a, b),
             grad=(lambda m, g, a, y: m.where(a == 0, 0.0, g * (y / a)), lambda m, g: g * 0.0),
             dtypes="float", cpu=np.copysign,
@@ -179,6 +236,14 @@ elementwise("bitwise_right_shift", lambda m, a, b: m.right_shift(a, b), dtypes="
                 "elementwise.")
 elementwise("bitwise_not", lambda m, x: ~x, dtypes="integral", cpu=np.invert,
             dunders=("__invert__",))
+elementwise("gcd", lambda m, a, b: m.gcd(a, b), dtypes="integral", cpu=_gcd_cpu,
+            bool_ok=False,
+            doc="The greatest common divisor of |input| and |other|, elementwise (gcd(0, 0) "
+                "is 0).")
+elementwise("lcm", lambda m, a, b: m.lcm(a, b), dtypes="integral", cpu=_lcm_cpu,
+            bool_ok=False,
+            doc="The least common multiple of |input| and |other|, elementwise (0 where "
+                "either is 0); one past the dtype's range wraps, as PyTorch's.")
 
 
 @tensor_method(function=True)
@@ -615,9 +680,46 @@ def div_(self, other, *, rounding_mode=None):
 
 
 for _alias, _target in (("subtract", "sub"), ("multiply", "mul"), ("divide", "div"),
-                        ("true_divide", "div"), ("negative", "neg"), ("absolute", "abs"),
+                        ("negative", "neg"), ("absolute", "abs"),
                         ("greater", "gt"), ("greater_equal", "ge"), ("less", "lt"),
                         ("less_equal", "le"), ("not_equal", "ne")):
     setattr(Tensor, _alias, getattr(Tensor, _target))
 
 Tensor.__pos__ = lambda self: self
+
+
+# -- PyTorch's other names for two ops, with signatures of their own -----------------------------
+@tensor_method(function=True)
+def true_divide(input, other):  # noqa: A002
+    """true_divide(input, other) -> Tensor
+
+    div's other name: input / other, true division (integers give the default float)."""
+    return DIV.apply(input, other)
+
+
+@tensor_method(name="true_divide_")
+def true_divide_(self, other):
+    """true_divide_(other) -> Tensor
+
+    In-place true_divide (see div_)."""
+    return DIV.inplace(self, other)
+
+
+@tensor_method(function=True)
+def fix(input):  # noqa: A002
+    """fix(input) -> Tensor
+
+    trunc's other name: rounds toward zero, elementwise."""
+    return ROUNDING["trunc"].apply(input)
+
+
+@tensor_method(name="fix_")
+def fix_(self):
+    """fix_() -> Tensor
+
+    In-place fix (see trunc_)."""
+    return ROUNDING["trunc"].inplace(self)
+
+
+declare("true_divide", arity=2, dtypes="any")
+declare("fix", dtypes="any")

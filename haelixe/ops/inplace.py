@@ -179,17 +179,6 @@ def copy_(x, src, through=None):
     return x
 
 
-def random_(x, kind, a, b, generator=None):
-    from ..random import generator as numpy_generator
-
-    gen = numpy_generator(generator)
-    if kind == "normal":
-        host = gen.standard_normal(x.shape) * b + a
-    else:
-        host = gen.uniform(a, b, x.shape)
-    return copy_(x, Tensor._wrap(x._be.from_numpy(host.astype(x.dtype.np))))
-
-
 @tensor_method
 def zero_(x):
     return fill_(x, 0)
@@ -197,16 +186,6 @@ def zero_(x):
 
 tensor_method(fill_, name="fill_")
 tensor_method(name="copy_")(lambda x, src: copy_(x, src))
-
-
-@tensor_method
-def normal_(x, mean=0.0, std=1.0, *, generator=None):
-    return random_(x, "normal", mean, std, generator)
-
-
-@tensor_method
-def uniform_(x, a=0.0, b=1.0, *, generator=None):
-    return random_(x, "uniform", a, b, generator)
 
 
 # x += y writes into x, as in PyTorch (every name holding x sees the change)

@@ -233,6 +233,10 @@ class WgslMath:
     right_shift = staticmethod(lambda a, b: _call2("shr", a, b))
     copysign = staticmethod(lambda a, b: Sym(f"copysign_f32({as_f32(a).code}, "
                                              f"{as_f32(b).code})", "f32"))
+    gcd = staticmethod(lambda a, b: _call2("gcd", a, b))
+    lcm = staticmethod(lambda a, b: _call2("lcm", a, b))
+    ldexp = staticmethod(lambda a, b: Sym(f"ldexp_f32({as_f32(a).code}, {as_f32(b).code})",
+                                          "f32"))
 
 
 MATH = WgslMath()

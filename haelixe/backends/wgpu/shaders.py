@@ -247,6 +247,23 @@ fn remainder_i64(a: i64, b: i64) -> i64 {
     let m = select(r, ub - r, (a < 0li) != (b < 0li) && r != 0lu);
     return select(bitcast<i64>(select(m, 0lu - m, b < 0li)), 0li, b == 0li);
 }
+fn gcd_i64(a: i64, b: i64) -> i64 {
+    var x = select(a, -a, a < 0li);
+    var y = select(b, -b, b < 0li);
+    loop {
+        if (x == 0li) { break; }
+        let c = x;
+        x = fmod_i64(y, x);
+        y = c;
+    }
+    return y;
+}
+fn lcm_i64(a: i64, b: i64) -> i64 {
+    let g = abs_u64(gcd_i64(a, b));
+    if (g == 0lu) { return 0li; }
+    let m = bitcast<i64>((abs_u64(a) / g) * abs_u64(b));
+    return select(m, -m, m < 0li);
+}
 fn shl_i64(a: i64, b: i64) -> i64 { return select(a << u32(b), 0li, b < 0li || b >= 64li); }
 fn shr_i64(a: i64, b: i64) -> i64 { return a >> select(u32(b), 63u, b < 0li || b >= 64li); }
 fn fmod_i64(a: i64, b: i64) -> i64 {
