@@ -23,6 +23,7 @@ from .linalg_host import (
     host,
     on_device,
     record,
+    stack,
 )
 from .linalg_results import QR, SVD, Eigh
 from .linalg_solve import _solve, inv
@@ -69,7 +70,7 @@ def _cholesky(op, A):
 def _not_positive_definite(op, a):
     found = first_failing(a, np.linalg.cholesky)
     i = found[0] if found is not None else 0
-    m = a.reshape((-1,) + a.shape[-2:])[i]
+    m = stack(a)[i]
     order = next((k for k in range(1, m.shape[0] + 1)
                   if first_failing(m[:k, :k], np.linalg.cholesky) is not None), m.shape[0])
     return LinAlgError(

@@ -10,6 +10,8 @@ ops, so they run where the tensors are and have graphs of their own.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ..autograd.function import Function
@@ -67,11 +69,15 @@ def batch_prefix(index, batch_shape) -> str:
     return f"(Batch element {index}): " if batch_shape else ""
 
 
+def stack(a) -> np.ndarray:
+    """The matrices of ``a`` (*, m, n) as one batch dim: (batch, m, n), a view."""
+    return a.reshape((math.prod(a.shape[:-2]),) + a.shape[-2:])
+
+
 def first_failing(matrices, attempt):
     """(flat index, exception) of the first matrix of a batch (shape (*, m, n)) that
     ``attempt`` raises numpy's LinAlgError for, or None."""
-    flat = matrices.reshape((-1,) + matrices.shape[-2:])
-    for i, m in enumerate(flat):
+    for i, m in enumerate(stack(matrices)):
         try:
             attempt(m)
         except np.linalg.LinAlgError as e:

@@ -134,13 +134,13 @@ def _extreme(op, t, dim, ord, largest, keepdim=False):  # noqa: A002
     return t.amax(dim, keepdim) if largest else t.amin(dim, keepdim)
 
 
-def norm(A, ord=None, dim=None, keepdim=False, *, dtype=None):  # noqa: A002
-    """linalg.norm(A, ord=None, dim=None, keepdim=False, *, dtype=None) -> Tensor
+def norm(input, ord=None, dim=None, keepdim=False, *, dtype=None):  # noqa: A002
+    """linalg.norm(input, ord=None, dim=None, keepdim=False, *, dtype=None) -> Tensor
 
     vector_norm where ``dim`` is an int or one dim, matrix_norm where it is two dims or
-    ``ord`` is a string; without dim, the 2-norm of all of A (ord=None), or ord's norm of
-    A as a vector (1-D) or a matrix (2-D)."""
-    op = "linalg.norm"
+    ``ord`` is a string; without dim, the 2-norm of all of input (ord=None), or ord's norm
+    of input as a vector (1-D) or a matrix (2-D)."""
+    op, A = "linalg.norm", input
     check_float(op, A, "input", low_precision=True)
     if isinstance(ord, str):
         return matrix_norm(A, ord, (-2, -1) if dim is None else dim, keepdim, dtype=dtype)

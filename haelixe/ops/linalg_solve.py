@@ -21,6 +21,7 @@ from .linalg_host import (
     host,
     on_device,
     record,
+    stack,
     zero_pivot,
 )
 from .linalg_results import SLogDet
@@ -54,7 +55,7 @@ def _cofactors(a):
     det(U) det(V) U diag(prod_{j != i} s_j) V^T, which stays exact there (PyTorch
     gives zeros for an exactly singular matrix)."""
     out = np.zeros_like(a)
-    flat, res = a.reshape((-1,) + a.shape[-2:]), out.reshape((-1,) + a.shape[-2:])
+    flat, res = stack(a), stack(out)
     if flat.shape[0] == 0 or a.shape[-1] == 0:
         return out
     d = np.linalg.det(flat)
@@ -125,7 +126,7 @@ def _singular(op, a, attempt, consequence):
     """The LinAlgError of a singular matrix: its batch element and LU's zero pivot."""
     found = first_failing(a, attempt)
     i = found[0] if found is not None else 0
-    pivot = zero_pivot(a.reshape((-1,) + a.shape[-2:])[i])
+    pivot = zero_pivot(stack(a)[i])
     where = f"The diagonal element {pivot} is zero, " if pivot is not None else \
         "The matrix is singular, "
     return LinAlgError(f"{op}: {batch_prefix(i, a.shape[:-2])}{where}{consequence} "
