@@ -126,7 +126,8 @@ def diagonal(A, *, offset=0, dim1=-2, dim2=-1):
     return A.diagonal(offset, dim1, dim2)
 
 
-def _power(op, A, n):
+def power(op, A, n):
+    """A^n for matrix_power and torch.matrix_power (their errors named ``op``)."""
     if not isinstance(A, Tensor):
         raise TypeError(f"{op}: expected a Tensor, got {type(A).__name__}")
     if isinstance(n, bool) or not isinstance(n, numbers.Integral):
@@ -160,7 +161,7 @@ def matrix_power(A, n):
 
     A^n for square A (*, m, m) and an int n: the identity for n = 0, inv(A)^-n for
     n < 0 (which needs a float A)."""
-    return _power("linalg.matrix_power", A, n)
+    return power("linalg.matrix_power", A, n)
 
 
 #: Taylor terms that keep the truncation below the dtype's rounding for ||X||_1 <= 1

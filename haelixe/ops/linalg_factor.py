@@ -17,6 +17,7 @@ from .indexing import cat
 from .linalg import matmul
 from .linalg_host import (
     LinAlgError,
+    batch_failure,
     batch_prefix,
     check_matrices,
     first_failing,
@@ -26,14 +27,7 @@ from .linalg_host import (
     stack,
 )
 from .linalg_results import QR, SVD, Eigh
-from .linalg_solve import _solve, inv
-
-
-def _failed(op, a, attempt, what):
-    """numpy's LinAlgError of a batch as PyTorch's, naming the first failing element."""
-    found = first_failing(a, attempt)
-    i = found[0] if found is not None else 0
-    return LinAlgError(f"{op}: {batch_prefix(i, a.shape[:-2])}{what} (shape {a.shape})")
+from .linalg_solve import inv, solve_matrices
 
 
 def _off_diagonal_reciprocals(values):
@@ -154,7 +148,7 @@ def _qr_tall_gradient(q, r, gq, gr):
     b = matmul(q, big_m.tril() + big_m.tril(-1).mT)
     if gq is not None:
         b = b + gq
-    return _solve("linalg.qr (backward: R must be invertible)", r, b.mT).mT
+    return solve_matrices("linalg.qr (backward: R must be invertible)", r, b.mT).mT
 
 
 # -- eigh, eigvalsh ------------------------------------------------------------------------
@@ -192,7 +186,7 @@ def _eigh(op, A, UPLO):  # noqa: N803
     try:
         arrays = tuple(attempt(a))
     except np.linalg.LinAlgError:
-        raise _failed(op, a, attempt, "The algorithm failed to converge because the input "
+        raise batch_failure(op, a, attempt, "The algorithm failed to converge because the input "
                       "matrix is ill-conditioned or has too many repeated eigenvalues") \
             from None
     return Eigh(*record("LinalgEigh", arrays, (A,), _eigh_gradient,
@@ -250,7 +244,7 @@ def _check_driver(op, driver):
 
 
 def _svd_failed(op, a):
-    return _failed(op, a, np.linalg.svd, "The algorithm failed to converge because the "
+    return batch_failure(op, a, np.linalg.svd, "The algorithm failed to converge because the "
                    "input matrix is ill-conditioned or has too many repeated singular "
                    "values")
 

@@ -85,6 +85,14 @@ def first_failing(matrices, attempt):
     return None
 
 
+def batch_failure(op, a, attempt, what) -> LinAlgError:
+    """numpy's LinAlgError for the batch ``a`` as PyTorch's: ``what`` failed, at the first
+    matrix that ``attempt`` fails for."""
+    found = first_failing(a, attempt)
+    i = found[0] if found is not None else 0
+    return LinAlgError(f"{op}: {batch_prefix(i, a.shape[:-2])}{what} (shape {a.shape})")
+
+
 def zero_pivot(matrix):
     """The 1-based position of the first exact zero on the diagonal of U in the LU
     factorization with partial pivoting (LAPACK's getrf info), or None."""

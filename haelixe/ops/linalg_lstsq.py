@@ -12,8 +12,7 @@ from ..dtype import int64
 from ..errors import OpError, OpTypeError
 from ..tensor import Tensor
 from .linalg import matmul
-from .linalg_factor import _failed
-from .linalg_host import check_matrices, host, on_device, record
+from .linalg_host import batch_failure, check_matrices, host, on_device, record
 from .linalg_results import Lstsq
 
 
@@ -29,7 +28,7 @@ def _spectrum(op, a, hermitian):
         return s, (u, s, vh)
     except np.linalg.LinAlgError:
         attempt = np.linalg.eigh if hermitian else np.linalg.svd
-        raise _failed(op, a, attempt, "The algorithm failed to converge") from None
+        raise batch_failure(op, a, attempt, "The algorithm failed to converge") from None
 
 
 def _tolerance(op, A, sv, atol, rtol):

@@ -167,17 +167,17 @@ def solve(A, B, *, left=True):
             raise OpError(f"{op}: Incompatible shapes of A and B for the equation XA = B "
                           f"({n}x{n} and {k}x{B.shape[-1]}): B's last dim must be A's "
                           f"size {n}")
-        return _solve(op, A.mT, B.mT).mT
+        return solve_matrices(op, A.mT, B.mT).mT
     b = B.unsqueeze(-1) if vector else B
     if b.shape[-2] != n:
         raise OpError(f"{op}: Incompatible shapes of A and B for the equation AX = B "
                       f"({n}x{n} and {b.shape[-2]}x{b.shape[-1]}): B's "
                       f"{'size' if vector else 'second-to-last dim'} must be A's size {n}")
-    x = _solve(op, A, b)
+    x = solve_matrices(op, A, b)
     return x.squeeze(-1) if vector else x
 
 
-def _solve(op, A, B):
+def solve_matrices(op, A, B):
     """A X = B for A (*, n, n) and B (*, n, k), their batch dims broadcast."""
     batch = layout.broadcast_shapes(A.shape[:-2], B.shape[:-2], op=f"{op} (batch dims)")
     A, B = A.expand(*batch, *A.shape[-2:]), B.expand(*batch, *B.shape[-2:])
@@ -189,10 +189,10 @@ def _solve(op, A, B):
                         "is singular; hx.linalg.lstsq gives a least-squares solution") \
             from None
     return record("LinalgSolve", (x,), (A, B), _solve_gradient,
-                  lambda m, r: (_solve(op, m, r),))[0]
+                  lambda m, r: (solve_matrices(op, m, r),))[0]
 
 
 def _solve_gradient(inputs, outputs, grads):
     (A, _), (x,), (g,) = inputs, outputs, grads
-    gb = _solve("linalg.solve", A.mT, g)
+    gb = solve_matrices("linalg.solve", A.mT, g)
     return -matmul(gb, x.mT), gb

@@ -8,7 +8,7 @@ from __future__ import annotations
 import warnings
 
 from ..creation import zeros
-from .linalg_compose import _power, matrix_exp
+from .linalg_compose import matrix_exp, power
 from .linalg_factor import cholesky as _cholesky
 from .linalg_factor import qr as _qr
 from .linalg_factor import svd as _svd
@@ -106,7 +106,7 @@ def matrix_power(input, n):  # noqa: A002
     """matrix_power(input, n) -> Tensor
 
     input^n for square matrices and an int n (linalg.matrix_power)."""
-    return _power("matrix_power", input, n)
+    return power("matrix_power", input, n)
 
 
 tensor_method(matrix_exp, function=True)
