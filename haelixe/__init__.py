@@ -6,7 +6,10 @@
 """
 
 # The op modules attach the Tensor methods and list the function forms as they load.
-from . import autograd  # noqa: E402  (Tensor.backward, hooks)
+from . import (
+    autograd,  # noqa: E402  (Tensor.backward, hooks)
+    linalg,  # noqa: E402  (hx.linalg: torch.linalg)
+)
 from . import dtype as _dtype_module
 from .autograd.mode import enable_grad, inference_mode, is_grad_enabled, no_grad, set_grad_enabled
 from .backends.threads import get_num_threads, set_num_threads
@@ -72,7 +75,7 @@ from .ops import (  # noqa: E402,F401
     fused,
     indexing,
     inplace,
-    linalg,
+    linalg_toplevel,
     ordering,
     pooling,
     reduce,
@@ -81,6 +84,7 @@ from .ops import (  # noqa: E402,F401
     statistics,
     views,
 )
+from .ops import linalg as _matmul_module  # noqa: F401  (matmul, bmm, mm, outer)
 from .ops.convert import EXPORTED_LEGACY as _EXPORTED_LEGACY
 from .ops.convert import LEGACY_NAMES as _LEGACY_NAMES
 from .ops.convert import LEGACY_TYPES as _LEGACY_TYPES

@@ -57,6 +57,7 @@ MODULES = {
     "torch.distributions.constraints": "haelixe.distributions.constraints",
     "torch.distributions.utils": "haelixe.distributions.utils",
     "torch.distributions.kl": "haelixe.distributions.kl",
+    "torch.linalg": "haelixe.linalg",
 }
 
 #: packages whose submodules (PyTorch's files, lower-case names) are all one namespace
@@ -88,7 +89,6 @@ MISSING_MODULES = {
     "torch.ao": "bfloat16 (hx.autocast) for lower precision",
     "torch.sparse": "dense tensors",
     "torch.fft": "nothing yet: Haelixe has no Fourier transforms",
-    "torch.linalg": "hx.matmul, x.norm(); there is no linear-algebra package",
     "torch.special": "the elementwise functions on hx (hx.erf, hx.sigmoid, ...)",
     "torch.testing": "numpy.testing.assert_allclose on x.numpy()",
     "torch.export": "nothing: programs run eagerly or captured (hx.capture)",

@@ -10,6 +10,7 @@ layouts with a fixed seed; HAELIXE_OPINFO_EXAMPLES raises the example count loca
 from __future__ import annotations
 
 import os
+import warnings
 
 import numpy as np
 import pytest
@@ -712,6 +713,48 @@ OTHER.update({
     "combinations": (lambda x: hx.combinations(x[0], 3, with_replacement=True),
                      lambda x: torch.combinations(x[0], 3, with_replacement=True)),
     "vander": (lambda x: hx.vander(x[0], 4), lambda x: torch.vander(x[0], 4)),
+})
+
+
+def _deprecated(f):
+    """``f`` without the deprecation warning PyTorch's (and Haelixe's) torch.cholesky and
+    torch.qr give."""
+    def quiet(x):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)
+            return f(x)
+    return quiet
+
+
+def _matrix_exp_ref(x):
+    """PyTorch's matrix_exp; for bfloat16 and float16, where its CPU kernel overflows to
+    inf even for a small matrix, its float32 result rounded to the dtype (what Haelixe
+    computes)."""
+    a = x[:, :4] * 0.25
+    if a.dtype in (torch.bfloat16, torch.float16):
+        return torch.matrix_exp(a.float()).to(a.dtype)
+    return torch.matrix_exp(a)
+
+
+# (square blocks of x, or x x^T where the op needs a positive-definite matrix; qr and svd
+# through products their signs cancel from, Q's columns times R's diagonal, U^2 and V^2)
+OTHER.update({
+    "det": (lambda x: hx.det(x[:, :4]), lambda x: torch.det(x[:, :4])),
+    "slogdet": (lambda x: hx.slogdet(x[:, 1:5]).logabsdet,
+                lambda x: torch.slogdet(x[:, 1:5]).logabsdet),
+    "logdet": (lambda x: hx.logdet(x @ x.mT), lambda x: torch.logdet(x @ x.mT)),
+    "inverse": (lambda x: x[:, 2:].inverse(), lambda x: x[:, 2:].inverse()),
+    "cholesky": (_deprecated(lambda x: hx.cholesky(x @ x.mT)),
+                 _deprecated(lambda x: torch.cholesky(x @ x.mT))),
+    "qr": (_deprecated(lambda x: (lambda q, r: q * r.diagonal())(*hx.qr(x.mT))),
+           _deprecated(lambda x: (lambda q, r: q * r.diagonal())(*torch.qr(x.mT)))),
+    "svd": (lambda x: (lambda u, s, v: hx.cat([u.square() * s, v.square() * s]))(*hx.svd(x)),
+            lambda x: (lambda u, s, v: torch.cat([u.square() * s, v.square() * s]))(
+                *torch.svd(x))),
+    "pinverse": (lambda x: hx.pinverse(x), lambda x: torch.pinverse(x)),
+    "matrix_power": (lambda x: hx.matrix_power(x[:, :4], 2),
+                     lambda x: torch.matrix_power(x[:, :4], 2)),
+    "matrix_exp": (lambda x: hx.matrix_exp(x[:, :4] * 0.25), _matrix_exp_ref),
 })
 
 

@@ -48,6 +48,10 @@ NAMESPACES = {
                     "labs train on.",
                     [("haelixe.data", "data."), ("haelixe.data.memmap", "data.memmap."),
                      ("haelixe.data.sine", "data.sine."), ("haelixe.data.text", "data.text.")]),
+    "api/linalg.md": ("linalg", "`hx.linalg`, as `torch.linalg`: norms, determinants, "
+                      "inverses and solves, the factorizations, the pseudo-inverse and "
+                      "least squares, batched over leading dims and differentiable.",
+                      [("haelixe.linalg", "linalg.")]),
     "api/autograd.md": ("autograd", "Reverse-mode automatic differentiation: custom "
                         "Functions, `grad`, `gradcheck`, grad modes, anomaly detection and "
                         "graph introspection.", [("haelixe.autograd", "autograd.")]),

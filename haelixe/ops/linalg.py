@@ -75,6 +75,10 @@ def _promote_pair(op, a, b):
 
 
 def matmul(input, other):
+    """matmul(input, other) -> Tensor
+
+    The matrix product, with numpy's rules: 1-D operands are a row (first) or a column
+    (second) vector, removed from the result; the batch dims broadcast."""
     a, b = input, other  # (short names: the checks below read both often)
     if not isinstance(a, Tensor):
         raise TypeError(f"matmul: expected a Tensor, got {type(a).__name__}")
