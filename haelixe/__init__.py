@@ -59,6 +59,7 @@ from .dtype import (
     uint64,
 )
 from .ops import (  # noqa: E402,F401
+    binning,
     composite,
     conv,
     convert,
