@@ -14,6 +14,8 @@ import pytest
 import haelixe as hx
 
 torch = pytest.importorskip("torch")
+# (PyTorch's note that it copies a non-contiguous sequence: the views are the point here)
+pytestmark = pytest.mark.filterwarnings("ignore:torch.searchsorted.*non-contiguous")
 
 DTYPES = ["float32", "float64", "bfloat16", "float16", "int32", "int64", "bool", "uint8",
           "int8", "int16"]
