@@ -66,6 +66,7 @@ from .dtype import (
 )
 from .ops import (  # noqa: E402,F401
     arranging,
+    binning,
     composite,
     conv,
     convert,

@@ -89,7 +89,8 @@ MISSING_MODULES = {
     "torch.ao": "bfloat16 (hx.autocast) for lower precision",
     "torch.sparse": "dense tensors",
     "torch.fft": "nothing yet: Haelixe has no Fourier transforms",
-    "torch.special": "the elementwise functions on hx (hx.erf, hx.sigmoid, ...)",
+    "torch.special": "the elementwise functions on hx (hx.erf, hx.erfinv, hx.lgamma, "
+                     "hx.digamma, hx.polygamma, hx.mvlgamma, hx.sigmoid, ...)",
     "torch.testing": "numpy.testing.assert_allclose on x.numpy()",
     "torch.export": "nothing: programs run eagerly or captured (hx.capture)",
     "torch.mps": "torch.cuda / torch.accelerator, which answer for Haelixe's GPU",

@@ -128,14 +128,17 @@ fn nan_min(a: f32, b: f32) -> f32 {
     return min(a, b);
 }
 
-// erf with fractional error < 1.2e-7 (Numerical Recipes erfc), below float32 resolution.
-fn erf_f32(x: f32) -> f32 {
-    let z = abs(x);
+// erfc for z >= 0 with fractional error < 1.2e-7 (Numerical Recipes), below float32
+// resolution, and erf from it.
+fn erfc_pos_f32(z: f32) -> f32 {
     let t = 1.0 / (1.0 + 0.5 * z);
     let poly = -z * z - 1.26551223 + t * (1.00002368 + t * (0.37409196 + t * (0.09678418
         + t * (-0.18628806 + t * (0.27886807 + t * (-1.13520398 + t * (1.48851587
         + t * (-0.82215223 + t * 0.17087277))))))));
-    let erfc = t * exp(poly);
+    return t * exp(poly);
+}
+fn erf_f32(x: f32) -> f32 {
+    let erfc = erfc_pos_f32(abs(x));
     return select(erfc - 1.0, 1.0 - erfc, x >= 0.0);
 }
 

@@ -44,6 +44,9 @@ TABLE = {
         "enable_gqa=False)",
     # (self is the input, the second argument: where(condition, self, other))
     ("method", "where"): "(self, condition, other)",
+    # (n comes first in the function, polygamma(n, input); the methods take n alone)
+    ("method", "polygamma"): "(self, n)",
+    ("inplace", "polygamma"): "(self, n)",
     # (the docstring's first line is the overload without dim; dim=None stands for it)
     ("function", "median"): "(input, dim=None, keepdim=False)",
     ("function", "nanmedian"): "(input, dim=None, keepdim=False)",

@@ -73,7 +73,7 @@ def run_workload() -> None:
              F.softmax(x, -1), F.log_softmax(x, 0), F.gelu(x), F.gelu(x, "tanh"),
              F.silu(x), F.relu(x), F.sigmoid(x), F.tanh(x), F.softplus(x),
              x.exp(), x.abs().sqrt(), x.clamp(-0.5, 0.5), x * 2.0 + 1.0, x.T.T,
-             x.flip(0)]
+             x.flip(0), x.lgamma(), x.digamma(), hx.polygamma(2, x), x.tanh().erfinv()]
     sum(p.sum() for p in parts).backward()
     for dtype in (np.float32, np.float16, np.int32, np.int64):
         a = hx.tensor(rng.standard_normal((3, 5)).astype(dtype), device="gpu")
@@ -186,6 +186,11 @@ def _cases(hx, F, rng):
         ("conv2d, windows read in the matmul", lambda t: F.conv2d(t(img), t(w), padding=1)),
         ("causal attention", lambda t: F.scaled_dot_product_attention(
             t(q), t(k), t(v), is_causal=True)),
+        # (the special functions' helpers: loops, reflection below 0, Halley steps)
+        ("lgamma", lambda t: t(x).lgamma()),
+        ("digamma", lambda t: t(x).digamma()),
+        ("polygamma(1, x)", lambda t: hx.polygamma(1, t(x))),
+        ("erfinv", lambda t: t(np.tanh(x)).erfinv()),
     ]
 
 

@@ -15,7 +15,7 @@ from .. import layout
 from ..device import CPU
 from ..dtype import LOW_FLOATS_NP, from_numpy
 from ..storage import Storage, StorageAlias
-from . import cpu_jit, threads, tuning
+from . import cpu_jit, special_math, threads, tuning
 from .base import K_ADD, Backend, Kernel
 from .cpu_graph import CpuGraph, recording_here
 
@@ -92,6 +92,8 @@ class NumpyMath:
     round = staticmethod(lambda x: np.round(x))
     sigmoid = staticmethod(_sigmoid)
     erf = staticmethod(erf)
+    lgamma, digamma = staticmethod(special_math.lgamma), staticmethod(special_math.digamma)
+    polygamma, erfinv = staticmethod(special_math.polygamma), staticmethod(special_math.erfinv)
 
     @staticmethod
     def rsqrt(x):

@@ -1,7 +1,7 @@
 """Ops composed of other ops: stacking helpers, tensordot, kron, cross, trace,
-diag_embed, logit, nan_to_num, float_power and prelu (declared with its layer,
-nn.PReLU). Each records the ops it is made of, so autograd and every backend
-come with them; none needs a derivative of its own."""
+diag_embed, logit, nan_to_num, float_power, mvlgamma and prelu (declared with its
+layer, nn.PReLU). Each records the ops it is made of, so autograd and every
+backend come with them; none needs a derivative of its own."""
 
 from __future__ import annotations
 
@@ -434,6 +434,39 @@ def float_power_(input, exponent):  # noqa: A002
     return POW.inplace(input, _in_float64(exponent))
 
 
+def _mvlgamma(x, p, op):
+    if isinstance(p, bool) or not isinstance(p, (int, np.integer)):
+        raise TypeError(f"{op}: p must be an int, got {type(p).__name__}")
+    if p < 1:
+        raise OpError(f"{op}: p has to be greater than or equal to 1, got {p}")
+    if x.dtype is bool_:
+        raise OpError(f"{op}: the input may not be a bool tensor (as in PyTorch); convert "
+                      f"it with .float()")
+    x = _as_float(x)
+    # log Gamma_p(x) = p (p - 1) / 4 log(pi) + sum over j < p of lgamma(x - j / 2)
+    offsets = Tensor._wrap(x._be.from_numpy(
+        np.arange(-0.5 * (p - 1), 0.25, 0.5).astype(x.dtype.np)))
+    return (x.unsqueeze(-1) + offsets).lgamma().sum(-1) + 0.25 * p * (p - 1) * math.log(math.pi)
+
+
+@tensor_method(function=True)
+def mvlgamma(input, p):  # noqa: A002
+    """mvlgamma(input, p) -> Tensor
+
+    The multivariate log-gamma function of dimension ``p``, elementwise:
+    p (p - 1) / 4 log(pi) + sum over j < p of lgamma(input - j / 2), defined for input
+    > (p - 1) / 2 (PyTorch computes the formula elsewhere too, and so does this)."""
+    return _mvlgamma(input, p, "mvlgamma")
+
+
+@tensor_method(name="mvlgamma_")
+def mvlgamma_(input, p):  # noqa: A002
+    """mvlgamma_(p) -> Tensor
+
+    In-place mvlgamma: writes the result into this tensor's memory."""
+    return _in_place(input, "mvlgamma", lambda x: _mvlgamma(x, p, "mvlgamma_"))
+
+
 for _name, _arity in (("hstack", 2), ("vstack", 2), ("row_stack", 2), ("dstack", 2),
                       ("column_stack", 2), ("atleast_1d", 1), ("atleast_2d", 1),
                       ("atleast_3d", 1), ("tensordot", 2), ("kron", 2), ("cross", 2),
@@ -441,3 +474,4 @@ for _name, _arity in (("hstack", 2), ("vstack", 2), ("row_stack", 2), ("dstack",
                       ("float_power", 2)):
     declare(_name, arity=_arity, dtypes="any")
 declare("logit", dtypes="float")
+declare("mvlgamma", dtypes="float")

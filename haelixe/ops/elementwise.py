@@ -17,6 +17,7 @@ from ..backends.base import Activation, Kernel
 from ..dtype import result_type
 from ..errors import OpError
 from ..tensor import Tensor
+from .inplace import apply_elementwise
 from .integer_division import check_divisor
 from .registry import FUNCTIONS, REQUIRED, declare, elementwise, function, tensor_method
 
@@ -24,6 +25,7 @@ _SQRT_HALF = 1.0 / math.sqrt(2.0)
 _INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
 _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 _TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
+_SQRT_PI_OVER_2 = math.sqrt(math.pi) / 2.0
 #: 1/6 as PyTorch's hardsigmoid backward holds it (a float32 constant, in every dtype)
 _ONE_SIXTH_F32 = float(np.float32(1.0 / 6.0))
 #: SELU's constants (Klambauer et al.), as PyTorch writes them
@@ -357,42 +359,71 @@ elementwise("sigmoid", lambda m, x: m.sigmoid(x), grad=lambda m, g, y: g * y * (
             doc="1 / (1 + exp(-input)), elementwise.")
 elementwise("erf", lambda m, x: m.erf(x),
             grad=lambda m, g, x: g * _TWO_OVER_SQRT_PI * m.exp(-x * x), dtypes="float")
-#: Giles's single-precision erfinv ("Approximating the erfinv function", 2010): a
-#: polynomial in w = -log(1 - x^2) for the centre (w < 5) and in sqrt(w) for the tails,
-#: highest power first; relative error below 4e-7
-_ERFINV_CENTRE = (2.81022636e-08, 3.43273939e-07, -3.5233877e-06, -4.39150654e-06,
-                  0.00021858087, -0.00125372503, -0.00417768164, 0.246640727, 1.50140941)
-_ERFINV_TAIL = (-0.000200214257, 0.000100950558, 0.00134934322, -0.00367342844,
-                0.00573950773, -0.0076224613, 0.00943887047, 1.00167406, 2.83297682)
-_HALF_SQRT_PI = math.sqrt(math.pi) / 2.0
+# -- special functions (backends/special_math.py; wgpu/special.py on the GPU) ------------------
+elementwise("lgamma", lambda m, x: m.lgamma(x), grad=lambda m, g, x: g * m.digamma(x),
+            dtypes="float",
+            doc="log |Gamma(input)|, elementwise: +inf at 0 and the negative integers.")
+elementwise("digamma", lambda m, x: m.digamma(x), grad=lambda m, g, x: g * m.polygamma(1, x),
+            dtypes="float",
+            doc="The derivative of lgamma, elementwise: -inf at 0 (+inf at -0.0), NaN at the "
+                "negative integers, as PyTorch.")
+elementwise("erfinv", lambda m, x: m.erfinv(x),
+            grad=lambda m, g, y: g * _SQRT_PI_OVER_2 * m.exp(y * y), dtypes="float",
+            doc="The inverse of erf, elementwise: +-inf at +-1, NaN outside [-1, 1].")
+# (the kernel of polygamma, whose surfaces are below: PyTorch's function takes n first,
+# polygamma(n, input), and its methods x.polygamma(n), x.polygamma_(n), which one entry's
+# surfaces cannot be; n=1 is for the registry's tests, which call it with the input alone)
+POLYGAMMA = elementwise("polygamma_n", lambda m, x, n: m.polygamma(n, x),
+                        grad=lambda m, g, x, n: g * m.polygamma(n + 1, x), dtypes="float",
+                        params={"n": 1}, method=False, function=False, inplace=False,
+                        label="Polygamma")
 
 
-def _horner(coefficients, w):
-    p = coefficients[0]
-    for c in coefficients[1:]:
-        p = p * w + c
-    return p
+def _order(n, op):
+    """polygamma's n: an int >= 0 (PyTorch refuses a float, and a negative n)."""
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)):
+        raise TypeError(f"{op}: n must be an int, got {type(n).__name__}")
+    if n < 0:
+        raise OpError(f"{op}: n must be >= 0 (the n-th derivative of digamma), got {n}")
+    return int(n)
 
 
-def _erfinv(m, x):
-    w = -m.log((1.0 - x) * (1.0 + x))
-    y = x * m.where(w < 5.0, _horner(_ERFINV_CENTRE, w - 2.5),
-                    _horner(_ERFINV_TAIL, m.sqrt(w) - 3.0))
-    # Newton steps on erf(y) = x carry float64 to full precision. A step larger than
-    # the approximation's own error is erf's rounding where erf is flat (a float32
-    # tail) and is not taken; beyond w = 17, which only float64 reaches, the polynomial
-    # is extrapolated and every step is taken (there erf's rounding of 1e-16, divided
-    # by its slope, limits float64 to about 1e-9 relative within 1e-9 of +-1)
-    for _ in range(3):
-        step = (m.erf(y) - x) * _HALF_SQRT_PI * m.exp(y * y)
-        y = m.where((m.abs(step) <= 2e-6 * m.abs(y)) | (w > 17.0), y - step, y)
-    return m.where(m.abs(x) == 1.0, x * math.inf, y)
+@function
+def polygamma(n, input):  # noqa: A002 (PyTorch's names)
+    """polygamma(n, input) -> Tensor
+
+    The n-th derivative of digamma, elementwise (n = 0 is digamma itself): +inf at 0
+    and the negative integers for odd n, -inf for even n. Its gradient is
+    polygamma(n + 1, input)."""
+    if not isinstance(input, Tensor):
+        raise TypeError(f"polygamma: input must be a Tensor, got {type(input).__name__}")
+    return POLYGAMMA.apply(input, _order(n, "polygamma"))
 
 
-elementwise("erfinv", _erfinv,
-            grad=lambda m, g, y: g * _HALF_SQRT_PI * m.exp(y * y), dtypes="float",
-            doc="The inverse of erf, elementwise: +-inf at +-1, NaN outside [-1, 1]. Within "
-                "1e-9 of +-1 float64 keeps about 9 digits (erf is flat there).")
+def _polygamma_method(self, n):
+    """polygamma(n) -> Tensor
+
+    See hx.polygamma(n, input)."""
+    return POLYGAMMA.apply(self, _order(n, "polygamma"))
+
+
+def _polygamma_inplace(self, n):
+    """polygamma_(n) -> Tensor
+
+    In-place polygamma: writes polygamma(n, self) into this tensor's memory."""
+    n = _order(n, "polygamma_")
+    if not self.dtype.is_floating_point:
+        raise OpError(f"polygamma_: result type float can't be cast to the desired output "
+                      f"type {self.dtype.name} (shape {self.shape}); use the out-of-place "
+                      f"polygamma and convert explicitly")
+    return apply_elementwise(POLYGAMMA, self, (n,))
+
+
+_polygamma_method.__name__ = "polygamma"
+_polygamma_inplace.__name__ = "polygamma_"
+Tensor.polygamma, Tensor.polygamma_ = _polygamma_method, _polygamma_inplace
+declare("polygamma", dtypes="float")
+
 ROUNDING = {
     _name: elementwise(_name, (lambda f: lambda m, x: getattr(m, f)(x))(_name),
                        grad=lambda m, g: g * 0.0, cpu=_ufunc, bool_ok=False)

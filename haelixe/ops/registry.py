@@ -40,6 +40,7 @@ import numpy as np
 from .. import layout
 from ..autograd.function import SINK, Function, record, wrap_grads
 from ..autograd.mode import STATE
+from ..backends import special_math
 from ..backends.base import Kernel
 from ..dtype import (
     ALL,
@@ -396,7 +397,7 @@ _SCALAR_MATH = {
     "remainder": lambda a, b: a % b, "isnan": math.isnan, "fmod": math.fmod,
     "copysign": math.copysign,
     "asin": math.asin, "acos": math.acos, "asinh": math.asinh, "acosh": math.acosh,
-    "atanh": math.atanh,
+    "atanh": math.atanh, **special_math.SCALAR,
 }
 
 

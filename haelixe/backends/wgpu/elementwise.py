@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import dtypes as gd
-from . import pairs
+from . import pairs, special
 from .expr import trace
 from .geometry import (
     N_SCALARS,
@@ -198,21 +198,22 @@ def _map_spec(mode, out_kind, update, sources, layout, expr, lib, typed):
 
 
 # -- traced kernels ----------------------------------------------------------------------
-def _expression(kernel, types, out_kind: str) -> str:
-    """WGSL of ``kernel`` for inputs of these symbol types, stored as ``out_kind``
-    (cached on the kernel: one trace per combination)."""
+def _expression(kernel, types, out_kind: str) -> tuple:
+    """(WGSL of ``kernel`` for inputs of these symbol types, stored as ``out_kind``; the
+    helper functions it calls: the kernel's own and the special functions'), cached on
+    the kernel: one trace per combination."""
     cache = kernel.compiled.setdefault("wgpu", {})
     key = (types, out_kind)
-    expr = cache.get(key)
-    if expr is None:
+    found = cache.get(key)
+    if found is None:
         try:
             traced = trace(kernel, types, _SYM_TYPE[out_kind])
         except TypeError as e:
             raise TypeError(f"{kernel.name}: not available on the GPU for these operand "
                             f"types ({', '.join(types)}): {e}") from None
         expr = f"select(0u, 1u, {traced})" if out_kind == "bool" else traced
-        cache[key] = expr
-    return expr
+        found = cache[key] = (expr, kernel.wgsl_lib + special.library(expr))
+    return found
 
 
 def _sym_types(arrays) -> tuple:
@@ -226,8 +227,8 @@ def map_kernel(be, kernel, inputs, dtype):
     dt = gd.storage_dtype(np.dtype(dtype), kernel.name)
     shape = broadcast_shapes(*(x.shape for x in inputs if not is_scalar(x)))
     out = be.empty(shape, dt)
-    expr = _expression(kernel, _sym_types(inputs), gd.kind(dt))
-    run_map(be, out, inputs, expr, lib=kernel.wgsl_lib, typed=True)
+    expr, lib = _expression(kernel, _sym_types(inputs), gd.kind(dt))
+    run_map(be, out, inputs, expr, lib=lib, typed=True)
     return out
 
 
@@ -248,8 +249,8 @@ def map_into(be, kernel, dst, inputs) -> None:
     if any(not is_scalar(x) and x.storage is dst.storage for x in inputs):
         copy_into(be, dst, map_kernel(be, kernel, [dst, *inputs], dst.dtype))
         return
-    expr = _expression(kernel, _sym_types([dst, *inputs]), gd.kind(dst.dtype))
-    run_map(be, dst, inputs, expr, update=True, lib=kernel.wgsl_lib, typed=True)
+    expr, lib = _expression(kernel, _sym_types([dst, *inputs]), gd.kind(dst.dtype))
+    run_map(be, dst, inputs, expr, update=True, lib=lib, typed=True)
 
 
 def cast(be, x, dtype):

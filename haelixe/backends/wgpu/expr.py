@@ -189,6 +189,11 @@ class WgslMath:
     asin, acos = _float_fn("asin_f32"), _float_fn("acos_f32")
     asinh, acosh, atanh = _float_fn("asinh_f32"), _float_fn("acosh_f32"), _float_fn("atanh_f32")
     sigmoid, erf = _float_fn("sigmoid_f32"), _float_fn("erf_f32")
+    # (special.py's helpers, which elementwise.py adds to a module that calls them)
+    lgamma, digamma = _float_fn("lgamma_f32"), _float_fn("digamma_f32")
+    erfinv = _float_fn("erfinv_f32")
+    polygamma = staticmethod(lambda n, x: Sym(f"polygamma_f32({as_f32(n).code}, "
+                                              f"{as_f32(x).code})", "f32"))
     floor, ceil, trunc = _float_fn("floor"), _float_fn("ceil"), _float_fn("trunc")
     round = _float_fn("round")  # WGSL rounds half to even, as numpy and PyTorch
     rsqrt = _float_fn("inverseSqrt")
