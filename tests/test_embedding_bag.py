@@ -210,7 +210,6 @@ REFUSED = [
     lambda m: (m.tensor([0, -1]), m.ones(7, 3), m.tensor([0]), {}),
     lambda m: (m.tensor([0, 1]), m.ones(7, 3), m.tensor([0]), {"padding_idx": 7}),
     lambda m: (m.tensor([0, 1]), m.ones(7, 3), m.tensor([0]), {"padding_idx": -8}),
-    lambda m: (m.tensor([0, 1]), m.ones(7, 3), m.tensor([0, 2, 1]), {}),
     lambda m: (m.tensor([0, 1]), m.ones(7, 3), m.tensor([], dtype=m.int64),
                {"include_last_offset": True}),
     lambda m: (m.tensor([[0, 1]]), m.ones(7, 3), m.tensor([0]), {}),
@@ -252,9 +251,11 @@ def test_embedding_bag_refuses_what_pytorchs_kernels_disagree_on_and_sparse_grad
     with pytest.raises(RuntimeError, match="the last offset is where the last bag ends, "
                                            "the input's length 4; got 2"):
         F.embedding_bag(idx, w, hx.tensor([0, 1, 2]), include_last_offset=True)
-    # (its max takes decreasing offsets; its sum and mean refuse them)
-    with pytest.raises(RuntimeError, match=r"offsets must not decrease .* got \[0, 3, 1\]"):
-        F.embedding_bag(idx, w, hx.tensor([0, 3, 1]), mode="max")
+    # (its max takes decreasing offsets; its sum and mean refuse them only where the
+    # memory read past the shorter bag happens to fail its index check: not every run)
+    for mode in ("sum", "mean", "max"):
+        with pytest.raises(RuntimeError, match=r"offsets must not decrease .* got \[0, 3, 1\]"):
+            F.embedding_bag(idx, w, hx.tensor([0, 3, 1]), mode=mode)
     with pytest.raises(NotImplementedError, match="Haelixe has no sparse tensors; pass "
                                                   "sparse=False"):
         F.embedding_bag(idx, w, hx.tensor([0]), sparse=True)
