@@ -4,38 +4,14 @@ through its inverse cdf."""
 from __future__ import annotations
 
 from .. import creation
-from . import constraints
-from .distribution import Distribution
-from .utils import _is_number, broadcast_all, finfo
+from .location_scale import LocationScale
+from .utils import finfo
 
 __all__ = ["Laplace"]
 
 
-class Laplace(Distribution):
+class Laplace(LocationScale):
     """Laplace(loc, scale, validate_args=None): mean ``loc``, variance 2 scale**2."""
-
-    arg_constraints = {"loc": constraints.real, "scale": constraints.positive}
-    support = constraints.real
-    has_rsample = True
-
-    def __init__(self, loc, scale, validate_args=None):
-        self.loc, self.scale = broadcast_all(loc, scale)
-        batch = () if _is_number(loc) and _is_number(scale) else self.loc.shape
-        super().__init__(batch, validate_args=validate_args)
-
-    def expand(self, batch_shape, _instance=None):
-        new = self._get_checked_instance(Laplace, _instance)
-        batch_shape = tuple(batch_shape)
-        new.loc, new.scale = self.loc.expand(batch_shape), self.scale.expand(batch_shape)
-        return self._expanded(new, batch_shape)
-
-    @property
-    def mean(self):
-        return self.loc
-
-    @property
-    def mode(self):
-        return self.loc
 
     @property
     def variance(self):

@@ -5,9 +5,8 @@ from __future__ import annotations
 import math
 
 from .. import creation
-from . import constraints
-from .distribution import Distribution
-from .utils import HALF_LOG_2PI, _is_number, broadcast_all
+from .location_scale import LocationScale
+from .utils import HALF_LOG_2PI
 
 __all__ = ["Normal"]
 
@@ -18,32 +17,9 @@ def standard_normal(shape, like):
     return creation.randn(shape, dtype=like.dtype, device=like.device)
 
 
-class Normal(Distribution):
+class Normal(LocationScale):
     """Normal(loc, scale, validate_args=None): mean ``loc``, standard deviation
     ``scale`` (numbers or tensors, broadcast together)."""
-
-    arg_constraints = {"loc": constraints.real, "scale": constraints.positive}
-    support = constraints.real
-    has_rsample = True
-
-    def __init__(self, loc, scale, validate_args=None):
-        self.loc, self.scale = broadcast_all(loc, scale)
-        batch = () if _is_number(loc) and _is_number(scale) else self.loc.shape
-        super().__init__(batch, validate_args=validate_args)
-
-    def expand(self, batch_shape, _instance=None):
-        new = self._get_checked_instance(Normal, _instance)
-        batch_shape = tuple(batch_shape)
-        new.loc, new.scale = self.loc.expand(batch_shape), self.scale.expand(batch_shape)
-        return self._expanded(new, batch_shape)
-
-    @property
-    def mean(self):
-        return self.loc
-
-    @property
-    def mode(self):
-        return self.loc
 
     @property
     def stddev(self):
