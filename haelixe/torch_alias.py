@@ -58,6 +58,7 @@ MODULES = {
     "torch.distributions.utils": "haelixe.distributions.utils",
     "torch.distributions.kl": "haelixe.distributions.kl",
     "torch.linalg": "haelixe.linalg",
+    "torch.special": "haelixe.special",
 }
 
 #: packages whose submodules (PyTorch's files, lower-case names) are all one namespace
@@ -89,8 +90,6 @@ MISSING_MODULES = {
     "torch.ao": "bfloat16 (hx.autocast) for lower precision",
     "torch.sparse": "dense tensors",
     "torch.fft": "nothing yet: Haelixe has no Fourier transforms",
-    "torch.special": "the elementwise functions on hx (hx.erf, hx.erfinv, hx.lgamma, "
-                     "hx.digamma, hx.polygamma, hx.mvlgamma, hx.sigmoid, ...)",
     "torch.testing": "numpy.testing.assert_allclose on x.numpy()",
     "torch.export": "nothing: programs run eagerly or captured (hx.capture)",
     "torch.mps": "torch.cuda / torch.accelerator, which answer for Haelixe's GPU",

@@ -58,6 +58,7 @@ def test_torch_and_its_submodules_are_haelixes_modules(tmp_path):
         import torch.distributions as D
         from torch.distributions.normal import Normal
         from torch.distributions import constraints, kl_divergence
+        import torch.linalg, torch.special
         checks = [
             torch.Tensor is hx.Tensor, nn.Module is hx.nn.Module, F.relu is hx.nn.functional.relu,
             Linear is hx.nn.Linear, AdamW is hx.optim.AdamW,
@@ -74,6 +75,7 @@ def test_torch_and_its_submodules_are_haelixes_modules(tmp_path):
             D.Categorical is hx.distributions.Categorical, Normal is hx.distributions.Normal,
             constraints.positive is hx.distributions.constraints.positive,
             kl_divergence is torch.distributions.kl.kl_divergence,
+            torch.linalg.det is hx.linalg.det, torch.special.gammaln is hx.lgamma,
             # the Haelixe modules are left as they were
             hx.backends.__name__ == "haelixe.backends", not hasattr(hx.nn, "modules"),
         ]
@@ -89,7 +91,7 @@ def test_torch_and_its_submodules_are_haelixes_modules(tmp_path):
         print(f"{loss:.3f}" != "")
     """)
     assert r.returncode == 0, r.stderr
-    assert r.stdout.split("\n")[0] == str([True] * 21)
+    assert r.stdout.split("\n")[0] == str([True] * 23)
 
 
 def test_names_haelixe_lacks_fail_with_its_own_message(tmp_path):
