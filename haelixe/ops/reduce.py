@@ -401,7 +401,8 @@ def _softmax(op, x, dim, dtype):
     return op.apply(x, d)
 
 
-def logsumexp(x, dim, keepdim=False):
+def logsumexp(input, dim, keepdim=False):  # noqa: A002 (PyTorch's name)
+    x = input
     dims = _dims(x, dim, "logsumexp")
     if not x.dtype.is_floating_point:
         x = x.to(float32)
