@@ -64,6 +64,7 @@ from .dtype import (
     uint32,
     uint64,
 )
+from .layout import Size  # noqa: E402,F401  (torch.Size)
 from .ops import (  # noqa: E402,F401
     arranging,
     binning,

@@ -440,3 +440,31 @@ def bitcast(shape: Shape, strides: Strides, offset: int, old_size: int, new_size
         return (*shape[:-1], shape[-1] // k), (*(s // k for s in strides[:-1]), 1), offset // k
     k = old_size // new_size
     return (*shape[:-1], shape[-1] * k), (*(s * k for s in strides[:-1]), 1), offset * k
+
+
+class Size(tuple):
+    """torch.Size: a shape as a tuple of ints. Haelixe's ``.shape`` and ``.size()`` are
+    plain tuples (equal to a Size of the same ints); Size is here for programs that make
+    one, as ``dist.sample(torch.Size([n]))`` does."""
+
+    def __new__(cls, sizes=()):
+        sizes = tuple(sizes)
+        for s in sizes:
+            if not hasattr(s, "__index__"):
+                raise TypeError(f"Size: expected a sequence of ints, got an element of type "
+                                f"{type(s).__name__} in {sizes!r}")
+        return super().__new__(cls, (operator.index(s) for s in sizes))
+
+    def __getitem__(self, item):
+        got = super().__getitem__(item)
+        return Size(got) if isinstance(item, slice) else got
+
+    def __add__(self, other):
+        return Size(tuple(self) + tuple(other))
+
+    def numel(self) -> int:
+        """The number of elements a tensor of this shape holds."""
+        return math.prod(self)
+
+    def __repr__(self) -> str:
+        return f"Size({list(self)})"
