@@ -274,20 +274,27 @@ def _has_cholesky(m) -> bool:
     return bool(np.isfinite(m).all())
 
 
-class _Cat(Constraint):
-    """Constraints applied to consecutive slices of one dim (``lengths`` each)."""
+class _Parts(Constraint):
+    """Constraints each on a part of ``dim`` (cat's slices, stack's indices)."""
 
-    def __init__(self, cseq, dim=0, lengths=None):
+    def __init__(self, cseq, dim=0):
         self.cseq = list(cseq)
-        self.lengths = list(lengths) if lengths is not None else [1] * len(self.cseq)
-        if len(self.lengths) != len(self.cseq):
-            raise ValueError(f"cat: {len(self.lengths)} lengths for {len(self.cseq)} "
-                             f"constraints; give one length each")
         self.dim = dim
 
     @property
     def is_discrete(self):
         return any(c.is_discrete for c in self.cseq)
+
+
+class _Cat(_Parts):
+    """Constraints applied to consecutive slices of one dim (``lengths`` each)."""
+
+    def __init__(self, cseq, dim=0, lengths=None):
+        super().__init__(cseq, dim)
+        self.lengths = list(lengths) if lengths is not None else [1] * len(self.cseq)
+        if len(self.lengths) != len(self.cseq):
+            raise ValueError(f"cat: {len(self.lengths)} lengths for {len(self.cseq)} "
+                             f"constraints; give one length each")
 
     @property
     def event_dim(self):
@@ -301,16 +308,8 @@ class _Cat(Constraint):
         return cat_tensors(checks, self.dim)
 
 
-class _Stack(Constraint):
+class _Stack(_Parts):
     """One constraint per index along ``dim``."""
-
-    def __init__(self, cseq, dim=0):
-        self.cseq = list(cseq)
-        self.dim = dim
-
-    @property
-    def is_discrete(self):
-        return any(c.is_discrete for c in self.cseq)
 
     @property
     def event_dim(self):
