@@ -44,6 +44,7 @@ MODULES = {
     "torch.utils": "haelixe.utils",
     "torch.utils.data": "haelixe.utils.data",
     "torch.utils.tensorboard": "haelixe.utils.tensorboard",
+    "torch.utils.checkpoint": "haelixe.utils.checkpoint",
     "torch.autograd": "haelixe.autograd",
     "torch.random": "haelixe.random",
     "torch.serialization": "haelixe.pickled",
@@ -83,7 +84,6 @@ MISSING_MODULES = {
     "torch.fx": "hx.viz.GraphView to look at the autograd graph; there is no graph "
                 "rewriting",
     "torch.hub": "loading weights with torch.load / hx.load from a local file",
-    "torch.utils.checkpoint": "smaller batches; there is no activation checkpointing",
     "torch.profiler": "hx.profile() (each kernel of a step with its time, a Chrome trace) "
                       "and hx.memory_snapshot() for memory",
     "torch.quantization": "bfloat16 (hx.autocast) for lower precision",

@@ -63,11 +63,13 @@ def run_backward(roots, grads, retain_graph=False, create_graph=False, capture=N
     # whether a node needs the slow path's checks at all
     watched = bool(_observers) or capture is not None or STATE.anomaly
     prev_mode, prev_node = STATE.grad_enabled, STATE.backward_node
+    prev_accumulates = STATE.backward_accumulates
     try:
         # (set inside the try: a KeyboardInterrupt at the loop's backward jump is taken
         # at the loop's head, which must not be where the try begins, or the finally
         # that restores the mode is skipped; CPython 3.11)
         STATE.grad_enabled = create_graph
+        STATE.backward_accumulates = accumulate and capture is None
         while heap:
             node = STATE.backward_node = heappop(heap)[1]
             g = pending.pop(node)
@@ -136,6 +138,7 @@ def run_backward(roots, grads, retain_graph=False, create_graph=False, capture=N
                     pending[nxt] = gi if prev is None else _sum(prev, gi, owned)
     finally:
         STATE.grad_enabled, STATE.backward_node = prev_mode, prev_node
+        STATE.backward_accumulates = prev_accumulates
     return capture
 
 

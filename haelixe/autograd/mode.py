@@ -18,6 +18,9 @@ class _State(threading.local):
         # the node whose backward the engine runs now (None outside backward): hx.profile
         # reads it to name each kernel's node without walking the stack
         self.backward_node = None
+        # whether the running backward writes leaves' .grad (False inside autograd.grad
+        # and backward(inputs=)): a checkpoint's recomputation reads it
+        self.backward_accumulates = True
 
 
 STATE = _State()
