@@ -316,3 +316,16 @@ def test_the_gpu_equals_the_cpu(be, reduction):
         out.append((loss.detach().cpu().numpy(), x.grad.cpu().numpy()))
     for c, g in zip(*out):
         np.testing.assert_allclose(g, c, rtol=1e-5, atol=1e-6)
+
+
+def test_under_autocast_a_bfloat16_input_is_computed_in_float32():
+    a = _log_probs(15).astype(np.float32)
+    x = hx.tensor(a, dtype="bfloat16")
+    with pytest.raises(OpTypeError, match="float32 or float64"):
+        HF.ctc_loss(x, hx.tensor(TARGETS), *LENGTHS["full"])
+    with hx.autocast(dtype=hx.bfloat16):
+        loss = HF.ctc_loss(x, hx.tensor(TARGETS), *LENGTHS["full"])
+    want = F.ctc_loss(torch.tensor(a).bfloat16().float(), torch.tensor(TARGETS),
+                      *LENGTHS["full"])
+    assert loss.dtype is hx.float32
+    np.testing.assert_allclose(loss.item(), want.item(), rtol=1e-6)

@@ -89,6 +89,9 @@ def _check_kinds(log_probs, targets, input_lengths, target_lengths, blank, reduc
                         f"{type(target_lengths).__name__}")
     if isinstance(blank, bool) or not isinstance(blank, (int, np.integer)):
         raise TypeError(f"{_OP}: blank must be an int (the blank's class), got {blank!r}")
+
+
+def _check_log_probs(log_probs):
     if log_probs.dtype.name not in ("float32", "float64"):
         raise OpTypeError(f"{_OP}: log_probs must be float32 or float64 (as PyTorch's CPU "
                           f"kernel), got {log_probs.dtype.name}; convert with .float()")
@@ -155,7 +158,8 @@ def ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=0, reducti
     minus the alignments' posterior of each class, which is the exact gradient of
     logits through log_softmax."""
     _check_kinds(log_probs, targets, input_lengths, target_lengths, blank, reduction)
-    (log_probs,) = cast_inputs("loss", log_probs)
+    (log_probs,) = cast_inputs("loss", log_probs)  # (under autocast: float32)
+    _check_log_probs(log_probs)
     batched = log_probs.ndim == 3
     lp = log_probs if batched else log_probs.unsqueeze(1)
     steps, n, classes = lp.shape

@@ -106,7 +106,9 @@ def gradient(lp, e, a, x: Extended, il, tl, nll):
     exp(lp) - exp(log sum over the positions of class c of alpha * beta, + nll - lp) for
     the steps within each input, 0 after. It assumes nothing of lp's normalisation
     (through log_softmax it is the exact gradient of the logits); an infeasible
-    target's (nll = inf) is NaN, as PyTorch's."""
+    target's (nll = inf) is NaN, as PyTorch's. (Where a target's last label is the
+    blank's class, PyTorch's backward keeps one of the two alignments ending at the last
+    step; this sums both, as its forward does, so it is the gradient of the loss.)"""
     b = beta(e, x, il, tl)
     ab = a + b
     top = ab.max(axis=2, keepdims=True)
