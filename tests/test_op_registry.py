@@ -614,7 +614,18 @@ def _bags(functional, x, index):
                for mode, pad in (("sum", None), ("mean", 1), ("max", None)))
 
 
+def _ctc(lib, x):
+    """ctc_loss of x as (T, N, C) = (4, 2, 3), padded targets (a repeated label) and a
+    shorter input, plus x's first columns as an unbatched (4, 4) input."""
+    functional = lib.nn.functional
+    on = {"device": x.device} if lib is hx else {}
+    return functional.ctc_loss(x.reshape(4, 2, 3), lib.tensor([[1, 2], [1, 1]], **on),
+                               [4, 3], [2, 2], reduction="sum") + \
+        functional.ctc_loss(x[:, :4], lib.tensor([3, 1], **on), [4], [2])
+
+
 OTHER.update({
+    "ctc_loss": (lambda x: _ctc(hx, x), lambda x: _ctc(torch, x)),
     "embedding_bag": (lambda x: _bags(hx.nn.functional, x, _idx),
                       lambda x: _bags(F, x, lambda _, v: torch.tensor(v))),
     "glu": (lambda x: hx.nn.functional.glu(x, 0), lambda x: F.glu(x, 0)),

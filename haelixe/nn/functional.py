@@ -50,6 +50,7 @@ from ..ops.registry import OPS, Layer, functional_form, fused
 from ..ops.resample import interpolate
 from ..ops.views import pixel_shuffle, pixel_unshuffle
 from ..tensor import Tensor
+from .ctc import ctc_loss
 from .embedding_bag import embedding_bag
 from .losses import (
     binary_cross_entropy,
@@ -592,7 +593,7 @@ for _name, _fn in DECLARED.items():
 
 __all__ = [*DECLARED, "threshold_", "linear", "rms_norm", "layer_norm", "gelu", "glu",
            "prelu", "logsigmoid", "softmax",
-           "log_softmax", "softmin", "dropout", "embedding", "embedding_bag",
+           "log_softmax", "softmin", "dropout", "embedding", "embedding_bag", "ctc_loss",
            "one_hot", "normalize", "pad", "rope_tables", "apply_rope",
            "scaled_dot_product_attention", "mse_loss", "l1_loss", "smooth_l1_loss",
            "huber_loss", "nll_loss", "cross_entropy", "binary_cross_entropy",
