@@ -9,6 +9,7 @@ from .. import dtype as dtypes
 from ..autograd.mode import STATE, no_grad
 from ..device import Device, as_device
 from ..tensor import Tensor
+from .module_hooks import HookHandle, ModuleHooks, call_with_hooks
 
 
 class Parameter(Tensor):
@@ -144,14 +145,59 @@ class Module:
 
     register_module = add_module
 
+    #: the module's hooks (a ModuleHooks) once one is registered
+    _hooks = None
+
     def __call__(self, *args, **kwargs):
         # the graph's nodes remember which module made them (graph pictures group them)
         stack = STATE.modules
         stack.append(self)
         try:
+            if self._hooks is not None:
+                return call_with_hooks(self, self._hooks, args, kwargs)
             return self.forward(*args, **kwargs)
         finally:
             stack.pop()
+
+    # -- hooks (see module_hooks) ----------------------------------------------------------
+    def _hook_table(self) -> ModuleHooks:
+        if self._hooks is None:
+            object.__setattr__(self, "_hooks", ModuleHooks())
+        return self._hooks
+
+    def register_forward_pre_hook(self, hook, *, prepend: bool = False,
+                                  with_kwargs: bool = False) -> HookHandle:
+        """``hook(module, args)`` before each forward (``hook(module, args, kwargs)``
+        with ``with_kwargs``); what it returns, unless None, replaces the arguments."""
+        table = self._hook_table()
+        flags = (table.with_kwargs,) if with_kwargs else ()
+        return table.add(table.forward_pre, hook, prepend, *flags)
+
+    def register_forward_hook(self, hook, *, prepend: bool = False, with_kwargs: bool = False,
+                              always_call: bool = False) -> HookHandle:
+        """``hook(module, args, output)`` after each forward; what it returns, unless
+        None, replaces the output. ``always_call``: also when forward raises."""
+        table = self._hook_table()
+        flags = ((table.with_kwargs,) if with_kwargs else ()) + \
+            ((table.always_call,) if always_call else ())
+        return table.add(table.forward, hook, prepend, *flags)
+
+    def register_full_backward_pre_hook(self, hook, prepend: bool = False) -> HookHandle:
+        """``hook(module, grad_output)`` when the backward reaches the module's output;
+        what it returns, unless None, replaces the gradient."""
+        table = self._hook_table()
+        return table.add(table.backward_pre, hook, prepend)
+
+    def register_full_backward_hook(self, hook, prepend: bool = False) -> HookHandle:
+        """``hook(module, grad_input, grad_output)`` once the gradient of the module's
+        input is known; what it returns, unless None, replaces grad_input."""
+        table = self._hook_table()
+        return table.add(table.backward, hook, prepend)
+
+    def register_backward_hook(self, hook):
+        raise NotImplementedError(
+            f"{type(self).__name__}.register_backward_hook: PyTorch deprecates it (it sees "
+            f"the gradients of the module's last op only); use register_full_backward_hook")
 
     def forward(self, *args, **kwargs):
         raise NotImplementedError(f"{type(self).__name__} does not define forward()")
