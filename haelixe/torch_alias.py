@@ -36,6 +36,8 @@ MODULES = {
     "torch.nn.utils": "haelixe.nn.utils",
     "torch.nn.utils.clip_grad": "haelixe.nn.utils",
     "torch.nn.utils.rnn": "haelixe.nn.rnn_utils",
+    "torch.nn.utils.parametrize": "haelixe.nn.parametrize",
+    "torch.nn.utils.parametrizations": "haelixe.nn.parametrizations",
     "torch.nn.modules": "haelixe.nn",
     "torch.nn.parameter": "haelixe.nn",
     "torch.optim": "haelixe.optim",

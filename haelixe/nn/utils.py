@@ -9,7 +9,9 @@ from .. import creation
 from ..autograd.mode import no_grad
 from ..ops.indexing import cat, stack
 from ..tensor import Tensor
+from . import parametrizations, parametrize  # (torch.nn.utils.parametrize...)  # noqa: F401
 from . import rnn_utils as rnn  # (torch.nn.utils.rnn)  # noqa: F401
+from .weight_norm import remove_weight_norm, weight_norm
 
 
 def _grads(parameters) -> list:
@@ -138,5 +140,5 @@ def vector_to_parameters(vec, parameters) -> None:
         at += n
 
 
-__all__ = ["clip_grad_norm_", "clip_grad_value_", "parameters_to_vector",
-           "vector_to_parameters", "rnn"]
+__all__ = ["clip_grad_norm_", "clip_grad_value_", "parameters_to_vector", "parametrizations",
+           "parametrize", "remove_weight_norm", "rnn", "vector_to_parameters", "weight_norm"]
