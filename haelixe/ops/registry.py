@@ -40,7 +40,7 @@ import numpy as np
 from .. import layout
 from ..autograd.function import SINK, Function, record, wrap_grads
 from ..autograd.mode import STATE
-from ..backends import special_math
+from ..backends import bessel_math, error_math, special_math
 from ..backends.base import Kernel
 from ..dtype import (
     ALL,
@@ -66,6 +66,9 @@ REQUIRED = inspect.Parameter.empty
 OPS: dict = {}
 #: the function forms: name -> callable, exported as ``haelixe.<name>``
 FUNCTIONS: dict = {}
+#: the function forms PyTorch has only in torch.special (ndtr, i0e...): name ->
+#: callable, exported as ``haelixe.special.<name>``
+SPECIAL: dict = {}
 
 
 def tensor_method(fn=None, *, name: str | None = None, function: bool = False):
@@ -230,6 +233,11 @@ def _compute_dtype(rule: str, dt, op: str):
         return int64 if dt is bool_ else dt
     if rule == "float":
         return dt if dt.is_floating_point else default_float
+    if rule == "float_wide":  # (PyTorch's kernels of erfcx, zeta...: no 16-bit forms)
+        if dt in (float16, bfloat16):
+            raise OpTypeError(f"{op}: not implemented for {dt.name} tensors (as in "
+                              f"PyTorch); convert with .float() first")
+        return dt if dt.is_floating_point else default_float
     if rule == "float_only":
         if dt.is_floating_point:
             return dt
@@ -259,7 +267,7 @@ class Elementwise:
                  params=None, bool_ok=True, method=True, function=True, inplace=True,
                  dunders=(), label=None, dtype_from=0, bool_operands=True,
                  wraps_ints=False, names=None, functional=None, module=None, doc=None,
-                 check=None, one_dtype=False):
+                 check=None, one_dtype=False, special=False):
         self.name = name
         # the tensor operands must share one dtype, which numbers never change (lerp)
         self.one_dtype = one_dtype
@@ -307,7 +315,7 @@ class Elementwise:
         if method:
             setattr(Tensor, name, public)  # x.op(...) is hx.op(x, ...): self is the input
         if function:
-            FUNCTIONS[name] = public
+            (SPECIAL if special else FUNCTIONS)[name] = public
         self.inplace = _make_inplace(self) if inplace and self.dtypes != "compare" else None
         if self.inplace is not None:
             setattr(Tensor, name + "_", self.inplace)
@@ -397,7 +405,8 @@ _SCALAR_MATH = {
     "remainder": lambda a, b: a % b, "isnan": math.isnan, "fmod": math.fmod,
     "copysign": math.copysign,
     "asin": math.asin, "acos": math.acos, "asinh": math.asinh, "acosh": math.acosh,
-    "atanh": math.atanh, **special_math.SCALAR,
+    "atanh": math.atanh, **special_math.SCALAR, **error_math.SCALAR,
+    **bessel_math.SCALAR,
 }
 
 
@@ -406,7 +415,7 @@ class TensorMath:
     (and plain math where every argument is a Python number)."""
 
     def __getattr__(self, name):
-        fn = FUNCTIONS.get(name)
+        fn = FUNCTIONS.get(name) or SPECIAL.get(name)
         if fn is None:
             raise AttributeError(f"no Haelixe op {name!r} for a derivative to call")
         scalar = _SCALAR_MATH[name]

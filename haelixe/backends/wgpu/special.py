@@ -14,6 +14,7 @@ import math
 
 import numpy as np
 
+from . import special_more
 from ..special_math import (
     DIGAMMA_COEFFICIENTS,
     EM_COEFFICIENTS,
@@ -215,5 +216,8 @@ fn erfinv_f32(y: f32) -> f32 {{
 
 
 def library(expr: str) -> str:
-    """The helpers ``expr`` needs: all of them where it calls one, else nothing."""
+    """The helpers ``expr`` needs: these where it calls one, with special_more's where
+    it calls one of those (which call these), else nothing."""
+    if any(name in expr for name in special_more.NAMES):
+        return SOURCE + special_more.SOURCE
     return SOURCE if any(name in expr for name in NAMES) else ""
