@@ -72,10 +72,10 @@ def _bessel_i(x, n, scaled):
         else:
             out[big] = np.where(b == np.inf, np.nan, np.exp(b) * s)
             if dtype == np.float32:  # (as PyTorch's float32: where exp(|x|) overflows)
-                out[big] = np.where(b > _F32_EXP_MAX, np.inf, out[big])
+                out[big] = np.where((b > _F32_EXP_MAX) & (b < np.inf), np.inf, out[big])
         out[np.isnan(a)] = np.nan
-        if n:
-            out = np.copysign(out, v)
+        if n:  # (odd; +0.0 at -0.0, as PyTorch's)
+            out = np.where(v == 0, 0.0, np.copysign(out, v))
     return _back(out, dtype, shape)
 
 
@@ -136,8 +136,8 @@ def _bessel_j(x, n):
         # chi = x - pi/4 (n = 0) or x - 3 pi/4 (n = 1), by the angle-difference formulas
         cos_chi, sin_chi = ((c + s), (s - c)) if n == 0 else ((s - c), -(s + c))
         out[big] = math.sqrt(1.0 / math.pi) / np.sqrt(b) * (p * cos_chi - q * sin_chi)
-    if n:
-        out = np.where(v < 0, -out, out)
+    if n:  # (odd, -0.0 at -0.0 as PyTorch's)
+        out = np.where(np.signbit(v), -out, out)
     return _back(out, dtype, shape)
 
 

@@ -52,8 +52,8 @@ def _exp_square(x):
     """exp(x^2) without the rounding of x^2 (its error times exp's slope 1)."""
     hi, lo = _square_parts(x)
     with np.errstate(all="ignore"):
-        lo = np.where(np.isfinite(lo), lo, 0.0)  # (past 1e154 x^2 overflows: exp is inf)
-        return np.exp(hi) * (1.0 + lo)
+        # (past |x| = 27 exp(x^2) overflows, and the split itself past 1e154)
+        return np.where(np.abs(x) > 27.0, np.inf, np.exp(hi) * (1.0 + lo))
 
 
 def _erfcx64(v):
@@ -89,8 +89,29 @@ def erfcx(x):
     return _back(_erfcx64(v), dtype, shape)
 
 
+#: 1 / sqrt(2) beyond its float64 rounding
+_SQRT_HALF_LO = 6.268583589525109e-17
+
+
+def _erfc_scaled(v, sign):
+    """erfc(sign * v / sqrt(2)) with the argument's rounding error (Dekker's product, and
+    1/sqrt(2)'s own) corrected by erfc's slope: in the tails that error would be
+    multiplied by about v^2."""
+    t = sign * v * _SQRT_HALF
+    c = _SPLIT * v
+    vh = c - (c - v)
+    vl = v - vh
+    ch = _SPLIT * _SQRT_HALF
+    ch = ch - (ch - _SQRT_HALF)
+    cl = _SQRT_HALF - ch
+    with np.errstate(all="ignore"):
+        err = ((vh * ch - sign * t) + vh * cl + vl * ch) + vl * cl + v * _SQRT_HALF_LO
+        err = np.where(np.isfinite(err), sign * err, 0.0)
+        return _erfc64(t) - err * (2.0 / math.sqrt(math.pi)) * np.exp(-t * t)
+
+
 def _ndtr64(v):
-    return 0.5 * _erfc64(-v * _SQRT_HALF)
+    return 0.5 * _erfc_scaled(v, -1.0)
 
 
 def ndtr(x):
@@ -106,7 +127,7 @@ def _log_ndtr64(v):
         low = v < -1.0
         w = t[low]
         out[low] = np.log(_erfcx64(-w)) - _LN2 - w * w
-        out[~low] = np.log1p(-0.5 * _erfc64(t[~low]))
+        out[~low] = np.log1p(-0.5 * _erfc_scaled(v[~low], 1.0))
     return out
 
 

@@ -9,7 +9,8 @@ What differs from the CPU: erfcx(x) for x >= 0 is common.wgsl's erfc polynomial 
 Recipes' t exp(-z^2 + P(t)), within 1.2e-7) without its -z^2, so it needs no exp(x^2);
 cos and sin in J0 and J1 are the polynomials of special.py on a Cody-Waite reduction by
 pi / 2 in three parts (WGSL lets its own cos and sin be 2^-11 off), exact up to |x| of
-about 3e4.
+about 3e4 (beyond, WGSL's own cos and sin: the phase of an f32 x is that far uncertain
+anyway).
 """
 
 from __future__ import annotations
@@ -107,6 +108,7 @@ fn bessel_i_f32(x: f32, n: f32, scaled: bool) -> f32 {{
 // (cos x, sin x): x - k pi / 2 in three parts (exact while k is below 2^15), then the
 // polynomials of sin(pi r) and cos(pi r)
 fn sp_cos_sin(x: f32) -> vec2<f32> {{
+    if (abs(x) > 65536.0) {{ return vec2<f32>(cos(x), sin(x)); }}
     let k = round(x * {repr(2.0 / math.pi)});
     let r = ((x - k * 1.5703125) - k * 0.00048351287841796875) - k * 3.1391647326017846e-07;
     let u = r * {_INV_PI};
