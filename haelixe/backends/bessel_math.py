@@ -37,7 +37,7 @@ _F32_EXP_MAX = float(np.float32(88.72283))
 def _series(y, n):
     """sum over k of (y / 4)^k / (k! (k + n)!) (y = x^2), n = 0 or 1."""
     q = 0.25 * y
-    term = np.full_like(y, 1.0 if n == 0 else 1.0)
+    term = np.ones_like(y)  # (the k = 0 term: 1 / (0! n!) = 1 for n = 0, 1)
     total = term.copy()
     for k in range(1, _SERIES_TERMS):
         term = term * q / (k * (k + n))
@@ -152,4 +152,5 @@ def bessel_j1(x):
 
 
 #: the functions on plain numbers (ops/registry.py's _SCALAR_MATH)
-SCALAR = {name: _scalar(globals()[name]) for name in ("i0", "i0e", "i1", "i1e", "bessel_j0", "bessel_j1")}
+SCALAR = {name: _scalar(globals()[name])
+          for name in ("i0", "i0e", "i1", "i1e", "bessel_j0", "bessel_j1")}

@@ -14,7 +14,6 @@ import math
 
 import numpy as np
 
-from . import special_more
 from ..special_math import (
     DIGAMMA_COEFFICIENTS,
     EM_COEFFICIENTS,
@@ -22,6 +21,7 @@ from ..special_math import (
     LGAMMA_SERIES,
     STIRLING_COEFFICIENTS,
 )
+from . import special_more
 
 #: the helpers an expression may call (WgslMath's names for them)
 NAMES = ("lgamma_f32(", "digamma_f32(", "polygamma_f32(", "erfinv_f32(")
