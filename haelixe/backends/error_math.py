@@ -8,9 +8,11 @@ Each works in float64 and rounds once to the input's float dtype, as special_mat
   error (so exp's argument is exact), and from 25 on the asymptotic series
   1 / (x sqrt(pi)) * sum of (-1)^k (2k - 1)!! / (2 x^2)^k, whose eighth term is below an
   ulp there; below 0, 2 exp(x^2) - erfcx(-x);
-- ndtr(x) = erfc(-x / sqrt(2)) / 2 (PyTorch's formula, so values agree to the ulp);
-- log_ndtr: log1p(-erfc(t) / 2) from -1 on, log(erfcx(-t) / 2) - t^2 below (t = x /
-  sqrt(2)), finite as far down as t^2 is;
+- ndtr(x) = erfc(-x / sqrt(2)) / 2, the rounding error of x / sqrt(2) corrected by
+  erfc's slope (in the tails erfc multiplies it by about x^2); exact in the lower tail,
+  where PyTorch's (1 + erf(x / sqrt(2))) / 2 is not;
+- log_ndtr: log1p(-erfc(t) / 2) from -1 on (the same correction), log(erfcx(-t) / 2) -
+  t^2 below (t = x / sqrt(2)), finite as far down as t^2 is;
 - ndtri: sqrt(2) erfinv(2p - 1) on [1/4, 3/4], where 2p - 1 is exact; below, Newton's
   steps on log_ndtr(x) = log(p) from Abramowitz and Stegun's 26.2.23 first guess (within
   5e-4), exact down to the subnormals; above, -ndtri(1 - p) (1 - p exact there).
