@@ -18,6 +18,8 @@ forward and the in-place form. The direct path
 (operands of one dtype, float32 or float64) runs no forward, hence no check: a check is for
 inputs of other dtypes (integer division by zero). ``one_dtype=True`` refuses tensor
 operands of different dtypes instead of promoting them (PyTorch's lerp).
+``special=True`` files the function form under SPECIAL (``hx.special.<op>``) instead of
+FUNCTIONS, for the functions PyTorch has in torch.special alone (ndtr, zeta...).
 
 The gradient is written once over ``m`` too: a first-order backward runs it as one fused
 kernel on raw arrays (every op gets a one-kernel backward), while ``create_graph=True``
@@ -225,8 +227,9 @@ def _compute_dtype(rule: str, dt, op: str):
     """The dtype an op of ``rule`` computes in for inputs of ``dt`` (or a TypeError).
 
     promote: as the inputs are (bool allowed only where ``bool_ok``); float: ints and
-    bools become the default float (exp, true division); float_only: floats only (gelu,
-    as PyTorch); integral: ints and bools only (bitwise ops)."""
+    bools become the default float (exp, true division); float_wide: as float, but no
+    float16 or bfloat16 (PyTorch's CPU has no such kernel of erfcx, zeta...); float_only:
+    floats only (gelu, as PyTorch); integral: ints and bools only (bitwise ops)."""
     if rule in ("promote", "compare"):
         return dt
     if rule == "bool_to_int":  # x * x of a bool is an int, as PyTorch's square
