@@ -2,8 +2,10 @@
 Haelixe's torch alias). Its functions are Haelixe's own elementwise ops and reductions,
 under torch.special's names: ``expit`` is ``hx.sigmoid``, ``gammaln`` is ``hx.lgamma``,
 ``psi`` is ``hx.digamma``, ``multigammaln`` is ``hx.mvlgamma``; the rest share their
-names with ``hx``'s. Each is the same function, so values, gradients and devices are
-those of the op.
+names with ``hx``'s, or (erfcx, ndtr, log_ndtr, ndtri, i0e, i1, i1e, entr, xlog1py, zeta,
+bessel_j0, bessel_j1: PyTorch has them in torch.special alone) are elementwise ops
+declared with ``special=True``. Each is the same function, so values, gradients and
+devices are those of the op.
 
     import haelixe as hx
     hx.special.gammaln(hx.tensor([0.5, 3.0]))   # log |Gamma(x)|
@@ -15,9 +17,13 @@ from .closest import missing_attribute
 from .ops.composite import logit, mvlgamma
 from .ops.reduce import log_softmax, logsumexp, softmax
 from .ops.registry import FUNCTIONS as _FUNCTIONS
+from .ops.registry import SPECIAL as _SPECIAL
 
 digamma = _FUNCTIONS["digamma"]
 erf = _FUNCTIONS["erf"]
+erfc = _FUNCTIONS["erfc"]
+i0 = _FUNCTIONS["i0"]
+sinc = _FUNCTIONS["sinc"]
 erfinv = _FUNCTIONS["erfinv"]
 exp2 = _FUNCTIONS["exp2"]
 expm1 = _FUNCTIONS["expm1"]
@@ -29,20 +35,21 @@ expit = _FUNCTIONS["sigmoid"]
 gammaln = _FUNCTIONS["lgamma"]
 psi = digamma
 multigammaln = mvlgamma
+erfcx, ndtr, log_ndtr, ndtri = (_SPECIAL[n] for n in ("erfcx", "ndtr", "log_ndtr", "ndtri"))
+i0e, i1, i1e = _SPECIAL["i0e"], _SPECIAL["i1"], _SPECIAL["i1e"]
+bessel_j0, bessel_j1 = _SPECIAL["bessel_j0"], _SPECIAL["bessel_j1"]
+entr, xlog1py, zeta = _SPECIAL["entr"], _SPECIAL["xlog1py"], _SPECIAL["zeta"]
 
-__all__ = ["digamma", "erf", "erfinv", "exp2", "expit", "expm1", "gammaln", "log1p",
-           "log_softmax", "logit", "logsumexp", "multigammaln", "polygamma", "psi", "round",
-           "softmax", "xlogy"]
+__all__ = ["bessel_j0", "bessel_j1", "digamma", "entr", "erf", "erfc", "erfcx", "erfinv",
+           "exp2", "expit", "expm1", "gammaln", "i0", "i0e", "i1", "i1e", "log1p",
+           "log_ndtr", "log_softmax", "logit", "logsumexp", "multigammaln", "ndtr", "ndtri",
+           "polygamma", "psi", "round", "sinc", "softmax", "xlog1py", "xlogy", "zeta"]
 
 #: torch.special's functions Haelixe does not have, with what to write instead
 _HINTS = {
-    "erfc": "1 - hx.special.erf(x) (which loses digits where erf is near 1)",
-    "ndtr": "0.5 * (1 + hx.special.erf(x / 2 ** 0.5)) (which loses digits in the lower "
-            "tail)",
-    "ndtri": "2 ** 0.5 * hx.special.erfinv(2 * p - 1)",
-    "sinc": "hx.where(x == 0, 1.0, hx.sin(pi * x) / (pi * x))",
-    "entr": "-hx.special.xlogy(x, x) for x >= 0",
-    "xlog1py": "hx.special.xlogy(x, 1 + y) (which loses digits for small y)",
+    "spherical_bessel_j0": "hx.special.sinc(x / math.pi) (sin(x) / x, 1 at 0)",
+    "modified_bessel_i0": "hx.special.i0(x) (the same values)",
+    "modified_bessel_i1": "hx.special.i1(x) (the same values)",
 }
 
 

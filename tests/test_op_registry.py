@@ -41,11 +41,15 @@ TORCH_NAME = {
 #: inputs that keep the op in its domain (positive for logs and roots, nonzero divisors
 #: for the integer divisions PyTorch refuses by zero)
 POSITIVE = {"log", "log2", "log10", "log1p", "sqrt", "rsqrt", "pow", "floor_divide",
-            "remainder", "fmod", "xlogy"}
+            "remainder", "fmod", "xlogy", "entr", "xlog1py", "zeta"}
 #: float inputs inside (-1, 1) for the inverse sine, cosine, tanh and erf, above 1 for acosh
 #: (outside, both sides give NaN: the forward checks compare those too, the gradients
 #: would compare nothing)
 UNIT, ABOVE_ONE = {"asin", "acos", "atanh", "erfinv"}, {"acosh"}
+#: float inputs inside (0, 1) (ndtri, a quantile), above 1 for the first (zeta's exponent)
+PROBABILITY, FIRST_ABOVE_ONE = {"ndtri"}, {"zeta"}
+#: the inputs PyTorch has no derivative for (its backward raises): held without grad
+NO_GRAD_INPUTS = {"zeta": {0}}
 ELEMENTWISE = {n: d for n, d in OPS.items() if isinstance(d, Elementwise)}
 DTYPES = ["float32", "float64", "bfloat16", "float16", "int32", "int64", "bool", "uint8",
           "int8", "int16"]
@@ -63,7 +67,9 @@ def _with_params(fn, name):
 
 
 def torch_fn(name):
-    return _with_params(TORCH_NAME.get(name) or getattr(torch, name), name)
+    # (torch.special's functions that have no torch.<name>: ndtr, zeta...)
+    fn = TORCH_NAME.get(name) or getattr(torch, name, None) or getattr(torch.special, name)
+    return _with_params(fn, name)
 
 
 def hx_fn(name):
@@ -124,6 +130,8 @@ def in_domain(name, a):
         return a
     if name in UNIT:
         a = np.tanh(a) * 0.95
+    elif name in PROBABILITY:
+        a = 0.5 + np.tanh(a) * 0.45
     elif name in ABOVE_ONE:
         a = np.abs(a) + 1.1
     return a.astype(np.float32).astype(np.float64)
@@ -134,8 +142,11 @@ def inputs(name, dtype, shapes, seed=0):
     if name == "where":
         return [values(shapes[0], "bool", seed)] + [
             values(s, dtype, seed + i + 1) for i, s in enumerate(shapes[1:])]
-    return [in_domain(name, values(s, dtype, seed + i, positive))
-            for i, s in enumerate(shapes)]
+    arrays = [in_domain(name, values(s, dtype, seed + i, positive))
+              for i, s in enumerate(shapes)]
+    if name in FIRST_ABOVE_ONE and arrays[0].dtype.kind == "f":
+        arrays[0] = np.abs(arrays[0]) + 1.25
+    return arrays
 
 
 def dtypes_of(name, dtype, n):
@@ -239,8 +250,11 @@ def test_float64_gradients_match_pytorch(name):
     shapes = [(3, 4)] + [(4,)] * (decl.arity - 1)  # broadcast: gradients sum back
     arrays = inputs(name, "float64", shapes, seed=3)
     dts = dtypes_of(name, "float64", len(arrays))
-    tt = [to_torch(a, d).requires_grad_(d != "bool") for a, d in zip(arrays, dts)]
-    ht = [to_hx(a, d).requires_grad_(d != "bool") for a, d in zip(arrays, dts)]
+    frozen = NO_GRAD_INPUTS.get(name, ())
+    tt = [to_torch(a, d).requires_grad_(d != "bool" and i not in frozen)
+          for i, (a, d) in enumerate(zip(arrays, dts))]
+    ht = [to_hx(a, d).requires_grad_(d != "bool" and i not in frozen)
+          for i, (a, d) in enumerate(zip(arrays, dts))]
     gy = np.random.default_rng(9).standard_normal((3, 4))
     torch_fn(name)(*tt).backward(torch.tensor(gy))
     hx_fn(name)(*ht).backward(hx.tensor(gy))
@@ -257,7 +271,8 @@ def test_gradcheck_and_second_derivatives(name):
     arrays = inputs(name, "float64", [(2, 3)] * decl.arity, seed=5)
     dts = dtypes_of(name, "float64", len(arrays))
     xs = [to_hx(a, d) for a, d in zip(arrays, dts)]
-    fixed = {i: x for i, x in enumerate(xs) if dts[i] == "bool"}
+    fixed = {i: x for i, x in enumerate(xs)
+             if dts[i] == "bool" or i in NO_GRAD_INPUTS.get(name, ())}
     free = [x.requires_grad_() for i, x in enumerate(xs) if i not in fixed]
 
     def f(*args):  # the bool inputs (where's condition) held fixed
@@ -309,8 +324,11 @@ def test_gpu_equals_cpu(be, name):
                                cpu.numpy().astype(np.float64), rtol=3e-6, atol=3e-6,
                                err_msg=name)
     if decl.differentiable:
-        xs_c = [to_hx(a, d).requires_grad_(d != "bool") for a, d in zip(arrays, dts)]
-        xs_g = [to_hx(a, d, "gpu").requires_grad_(d != "bool") for a, d in zip(arrays, dts)]
+        frozen = NO_GRAD_INPUTS.get(name, ())
+        xs_c = [to_hx(a, d).requires_grad_(d != "bool" and i not in frozen)
+                for i, (a, d) in enumerate(zip(arrays, dts))]
+        xs_g = [to_hx(a, d, "gpu").requires_grad_(d != "bool" and i not in frozen)
+                for i, (a, d) in enumerate(zip(arrays, dts))]
         hx_fn(name)(*xs_c).sum().backward()
         hx_fn(name)(*xs_g).sum().backward()
         for c, g in zip(xs_c, xs_g):

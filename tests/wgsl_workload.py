@@ -73,7 +73,12 @@ def run_workload() -> None:
              F.softmax(x, -1), F.log_softmax(x, 0), F.gelu(x), F.gelu(x, "tanh"),
              F.silu(x), F.relu(x), F.sigmoid(x), F.tanh(x), F.softplus(x),
              x.exp(), x.abs().sqrt(), x.clamp(-0.5, 0.5), x * 2.0 + 1.0, x.T.T,
-             x.flip(0), x.lgamma(), x.digamma(), hx.polygamma(2, x), x.tanh().erfinv()]
+             x.flip(0), x.lgamma(), x.digamma(), hx.polygamma(2, x), x.tanh().erfinv(),
+             x.erfc(), x.i0(), x.sinc(), hx.special.erfcx(x), hx.special.ndtr(x),
+             hx.special.log_ndtr(x), hx.special.ndtri(x.sigmoid()), hx.special.i0e(x),
+             hx.special.i1(x), hx.special.i1e(x), hx.special.entr(x.abs()),
+             hx.special.xlog1py(x, x.abs()), hx.special.zeta(x.detach().abs() + 1.5, x.abs() + 0.5),
+             hx.special.bessel_j0(x.detach()), hx.special.bessel_j1(x.detach())]
     sum(p.sum() for p in parts).backward()
     for dtype in (np.float32, np.float16, np.int32, np.int64):
         a = hx.tensor(rng.standard_normal((3, 5)).astype(dtype), device="gpu")
@@ -191,6 +196,11 @@ def _cases(hx, F, rng):
         ("digamma", lambda t: t(x).digamma()),
         ("polygamma(1, x)", lambda t: hx.polygamma(1, t(x))),
         ("erfinv", lambda t: t(np.tanh(x)).erfinv()),
+        ("log_ndtr", lambda t: hx.special.log_ndtr(t(x * 4))),
+        ("ndtri", lambda t: hx.special.ndtri(t(0.5 + 0.49 * np.tanh(x)))),
+        ("i1e", lambda t: hx.special.i1e(t(x * 8))),
+        ("bessel_j0", lambda t: hx.special.bessel_j0(t(x * 20))),
+        ("zeta", lambda t: hx.special.zeta(t(np.abs(x) + 1.5), t(np.abs(y) + 0.25))),
     ]
 
 

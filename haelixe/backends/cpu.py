@@ -15,7 +15,7 @@ from .. import layout
 from ..device import CPU
 from ..dtype import LOW_FLOATS_NP, from_numpy
 from ..storage import Storage, StorageAlias
-from . import cpu_jit, special_math, threads, tuning
+from . import bessel_math, cpu_jit, error_math, special_math, threads, tuning
 from .base import K_ADD, Backend, Kernel
 from .cpu_graph import CpuGraph, recording_here
 
@@ -94,6 +94,13 @@ class NumpyMath:
     erf = staticmethod(erf)
     lgamma, digamma = staticmethod(special_math.lgamma), staticmethod(special_math.digamma)
     polygamma, erfinv = staticmethod(special_math.polygamma), staticmethod(special_math.erfinv)
+    zeta = staticmethod(special_math.zeta)
+    erfc, erfcx = staticmethod(error_math.erfc), staticmethod(error_math.erfcx)
+    ndtr, log_ndtr = staticmethod(error_math.ndtr), staticmethod(error_math.log_ndtr)
+    ndtri = staticmethod(error_math.ndtri)
+    i0, i0e = staticmethod(bessel_math.i0), staticmethod(bessel_math.i0e)
+    i1, i1e = staticmethod(bessel_math.i1), staticmethod(bessel_math.i1e)
+    bessel_j0, bessel_j1 = staticmethod(bessel_math.bessel_j0), staticmethod(bessel_math.bessel_j1)
 
     @staticmethod
     def rsqrt(x):

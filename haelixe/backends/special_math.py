@@ -45,14 +45,19 @@ STIRLING_COEFFICIENTS = tuple(n / (d * 2 * j * (2 * j - 1))
 DIGAMMA_COEFFICIENTS = tuple(n / (d * 2 * j) for j, (n, d) in enumerate(BERNOULLI[:9], start=1))
 
 
-def hurwitz_zeta(s: float, q: np.ndarray, terms: int = 10, start: float = 12.0) -> np.ndarray:
-    """zeta(s, q) = sum over k >= 0 of (q + k)^-s, for s > 1 and every q > 0 (float64).
+def hurwitz_zeta(s, q: np.ndarray, terms: int = 10, start: float = 12.0) -> np.ndarray:
+    """zeta(s, q) = sum over k >= 0 of (q + k)^-s, for s > 1 (a number, or an array that
+    broadcasts with q) and every q > 0 (float64).
 
     The terms below ``a = max(start, 2 s)`` are summed directly (smallest first), the
     rest by Euler-Maclaurin at a, whose corrections fall by about ((s + 2j) / (2 pi a))^2
-    each: ``terms`` of them leave less than an ulp."""
+    each: ``terms`` of them leave less than an ulp. Past MAX_DIRECT terms (s above 64)
+    the rest is dropped: it is below (1 - 64 / s)^s ~ exp(-64) of the first term."""
     q = np.asarray(q, np.float64)
-    shift = np.maximum(np.ceil(max(start, 2.0 * s) - q), 0.0)  # terms summed directly
+    s = np.asarray(s, np.float64)
+    shift = np.maximum(np.ceil(np.maximum(start, 2.0 * s) - q), 0.0)  # summed directly
+    capped = shift > MAX_DIRECT
+    shift = np.minimum(shift, MAX_DIRECT)
     a = q + shift
     with np.errstate(all="ignore"):
         inv = 1.0 / a
@@ -62,9 +67,14 @@ def hurwitz_zeta(s: float, q: np.ndarray, terms: int = 10, start: float = 12.0) 
         for j, c in enumerate(EM_COEFFICIENTS[:terms], start=1):
             total = total + c * t
             t = t * ((s + 2 * j - 1) * (s + 2 * j)) * (inv * inv)
+        total = np.where(capped, 0.0, total)
         for k in range(int(shift.max(initial=0.0)) - 1, -1, -1):
             total = total + np.where(k < shift, (q + k) ** -s, 0.0)
     return total
+
+
+#: the most terms hurwitz_zeta sums directly
+MAX_DIRECT = 128
 
 
 def _zeta_minus_one(kmax: int) -> list:
@@ -237,6 +247,38 @@ def polygamma(n, x):
     return _back(out, dtype, shape)
 
 
+def zeta(x, q):
+    """The Hurwitz zeta function zeta(x, q) = sum over k >= 0 of (q + k)^-x, elementwise,
+    with PyTorch's values off its domain: +inf at x = 1 and where q is 0 or a negative
+    integer, NaN for x < 1, for q = +inf, and for q < 0 with x not an integer (an
+    integer x sums the terms of negative base, as _hurwitz_any). At x = +inf: 1 at q = 1,
+    +inf for 0 < q < 1, NaN beyond."""
+    xa, qa = np.asarray(x), np.asarray(q)
+    dtype = np.result_type(xa, qa)
+    dtype = dtype if dtype.kind == "f" else np.dtype(np.float64)
+    xv, qv = (np.atleast_1d(a.astype(np.float64)) for a in np.broadcast_arrays(xa, qa))
+    shape = np.broadcast_shapes(xa.shape, qa.shape)
+    out = np.full(xv.shape, np.nan)
+    with np.errstate(all="ignore"):
+        domain = (xv > 1.0) & (xv < np.inf)
+        pos = domain & (qv > 0) & (qv < np.inf)
+        out[pos] = hurwitz_zeta(xv[pos], qv[pos])
+        pole = (xv > 1.0) & (qv <= 0) & (qv == np.floor(qv))
+        out[pole] = np.inf
+        neg = domain & (qv < 0) & (qv != np.floor(qv)) & (xv == np.floor(xv))
+        s, w = xv[neg], qv[neg]
+        m = np.ceil(-w)
+        rest = -(w + (m - 1.0))  # 1 - r, r = w + m (exact: see _hurwitz_any)
+        parity = np.where(np.fmod(s, 2.0) == 1.0, -1.0, 1.0)
+        out[neg] = hurwitz_zeta(s, w + m) + parity * (
+            hurwitz_zeta(s, rest) - hurwitz_zeta(s, m + rest))
+        top = xv == np.inf
+        out[top & (qv == 1.0)] = 1.0
+        out[top & (qv > 0) & (qv < 1.0)] = np.inf
+        out[xv == 1.0] = np.inf
+    return out.reshape(shape).astype(dtype, copy=False)
+
+
 _erf = np.frompyfunc(math.erf, 1, 1)
 _erfc = np.frompyfunc(math.erfc, 1, 1)
 _TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
@@ -280,4 +322,5 @@ def _scalar(f):
 
 #: the functions on plain numbers (ops/registry.py's _SCALAR_MATH)
 SCALAR = {"lgamma": _scalar(lgamma), "digamma": _scalar(digamma),
-          "polygamma": _scalar(polygamma), "erfinv": _scalar(erfinv)}
+          "polygamma": _scalar(polygamma), "erfinv": _scalar(erfinv),
+          "zeta": lambda x, q: float(zeta(np.float64(x), np.float64(q)))}

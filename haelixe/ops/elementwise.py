@@ -15,7 +15,7 @@ import numpy as np
 
 from ..backends.base import Activation, Kernel
 from ..dtype import result_type
-from ..errors import OpError
+from ..errors import OpError, OpNotImplementedError
 from ..tensor import Tensor
 from .inplace import apply_elementwise
 from .integer_division import check_divisor
@@ -26,6 +26,7 @@ _INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
 _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 _TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
 _SQRT_PI_OVER_2 = math.sqrt(math.pi) / 2.0
+_SQRT_2PI = math.sqrt(2.0 * math.pi)
 #: 1/6 as PyTorch's hardsigmoid backward holds it (a float32 constant, in every dtype)
 _ONE_SIXTH_F32 = float(np.float32(1.0 / 6.0))
 #: SELU's constants (Klambauer et al.), as PyTorch writes them
@@ -370,6 +371,94 @@ elementwise("digamma", lambda m, x: m.digamma(x), grad=lambda m, g, x: g * m.pol
 elementwise("erfinv", lambda m, x: m.erfinv(x),
             grad=lambda m, g, y: g * _SQRT_PI_OVER_2 * m.exp(y * y), dtypes="float",
             doc="The inverse of erf, elementwise: +-inf at +-1, NaN outside [-1, 1].")
+# (erfc ... ndtri: backends/error_math.py; i0 ... bessel_j1: bessel_math.py; zeta:
+# special_math.py; the GPU's in wgpu/special_more.py). special=True: a torch.special
+# function with no torch.<name>, so hx.special.<name> alone
+elementwise("erfc", lambda m, x: m.erfc(x),
+            grad=lambda m, g, x: g * -_TWO_OVER_SQRT_PI * m.exp(-x * x), dtypes="float",
+            doc="1 - erf(input), elementwise, exact in the upper tail (where 1 - erf(input) "
+                "would round to 0).")
+elementwise("erfcx", lambda m, x: m.erfcx(x),
+            grad=lambda m, g, x, y: g * (2.0 * x * y - _TWO_OVER_SQRT_PI),
+            dtypes="float_wide", special=True, method=False, inplace=False,
+            doc="The scaled complementary error function exp(input**2) * erfc(input), "
+                "elementwise: about 1 / (input * sqrt(pi)) for large input.")
+elementwise("ndtr", lambda m, x: m.ndtr(x),
+            grad=lambda m, g, x: g * _INV_SQRT_2PI * m.exp(-0.5 * x * x), dtypes="float",
+            special=True, method=False, inplace=False,
+            doc="The standard normal distribution function (1 + erf(input / sqrt(2))) / 2, "
+                "elementwise, computed from erfc: exact in the lower tail too.")
+elementwise("log_ndtr", lambda m, x: m.log_ndtr(x),
+            grad=lambda m, g, x, y: g * _INV_SQRT_2PI * m.exp(-(y + 0.5 * x * x)),
+            dtypes="float_wide", special=True, method=False, inplace=False,
+            doc="log(ndtr(input)), elementwise, finite far into the lower tail (about "
+                "-input**2 / 2 there).")
+elementwise("ndtri", lambda m, x: m.ndtri(x),
+            grad=lambda m, g, y: g * _SQRT_2PI * m.exp(0.5 * y * y), dtypes="float_wide",
+            special=True, method=False, inplace=False,
+            doc="The inverse of ndtr (the standard normal quantile), elementwise: -inf at 0, "
+                "+inf at 1, NaN outside [0, 1].")
+elementwise("i0", lambda m, x: m.i0(x), grad=lambda m, g, x: g * m.i1(x), dtypes="float",
+            doc="The modified Bessel function of the first kind of order 0, elementwise.")
+elementwise("i0e", lambda m, x: m.i0e(x),
+            grad=lambda m, g, x, y: g * (m.i1e(x) - m.sign(x) * y), dtypes="float",
+            special=True, method=False, inplace=False,
+            doc="exp(-|input|) * i0(input), elementwise (no overflow).")
+# (i1's and i1e's slopes at 0 are 1/2, PyTorch's value there)
+elementwise("i1", lambda m, x: m.i1(x),
+            grad=lambda m, g, x, y: g * m.where(x == 0, 0.5, m.i0(x) - y / x),
+            dtypes="float", special=True, method=False, inplace=False,
+            doc="The modified Bessel function of the first kind of order 1, elementwise.")
+elementwise("i1e", lambda m, x: m.i1e(x),
+            grad=lambda m, g, x, y: g * m.where(x == 0, 0.5,
+                                                m.i0e(x) - y * (m.sign(x) + 1.0 / x)),
+            dtypes="float", special=True, method=False, inplace=False,
+            doc="exp(-|input|) * i1(input), elementwise (no overflow).")
+# (PyTorch's bessel_j0 and bessel_j1 have no derivatives: no grad, so no graph)
+elementwise("bessel_j0", lambda m, x: m.bessel_j0(x), dtypes="float_wide", special=True,
+            method=False, inplace=False,
+            doc="The Bessel function of the first kind of order 0, elementwise (NaN at "
+                "+-inf, as PyTorch's); not differentiable, as PyTorch's.")
+elementwise("bessel_j1", lambda m, x: m.bessel_j1(x), dtypes="float_wide", special=True,
+            method=False, inplace=False,
+            doc="The Bessel function of the first kind of order 1, elementwise (NaN at "
+                "+-inf, as PyTorch's); not differentiable, as PyTorch's.")
+# (sin(pi x) / (pi x) as PyTorch computes it, 1 at 0, where the slope is 0)
+elementwise("sinc", lambda m, x: m.where(x == 0, 1.0, m.sin(x * math.pi) / (x * math.pi)),
+            grad=lambda m, g, x: g * m.where(
+                x == 0, 0.0, (x * math.pi * m.cos(x * math.pi) - m.sin(x * math.pi))
+                / (x * x * math.pi)),
+            dtypes="float",
+            doc="The normalised sinc sin(pi * input) / (pi * input), elementwise, 1 at 0.")
+elementwise("entr",
+            lambda m, x: m.where(x > 0, -x * m.log(x),
+                                 m.where(x == 0, 0.0, m.where(x < 0, -math.inf, x))),
+            grad=lambda m, g, x: g * -(1.0 + m.log(x)), dtypes="float", special=True,
+            method=False, inplace=False,
+            doc="The entropy term -input * log(input), elementwise: 0 at 0, -inf below 0.")
+# (as xlogy: 0 where input is 0 unless other is NaN; the gradients are PyTorch's)
+elementwise("xlog1py",
+            lambda m, a, b: m.where(m.isnan(b), b, m.where(a == 0, 0.0, a * m.log1p(b))),
+            grad=(lambda m, g, a, b: m.where(((a == 0) & (b <= -1)) | ((g == 0) & (b == b)),
+                                             0.0, g * m.log1p(b)),
+                  lambda m, g, a, b: g * (a / (b + 1.0))),
+            dtypes="float", special=True, method=False, inplace=False,
+            doc="input * log1p(other), elementwise (broadcast), 0 where input is 0 (unless "
+                "other is NaN): exact for small other.")
+
+
+def _no_x_derivative(m, g, x):
+    raise OpNotImplementedError(
+        "zeta: the derivative with respect to input (the exponent x) is not implemented "
+        "(as in PyTorch); pass input.detach() to differentiate with respect to other (q) "
+        "alone")
+
+
+elementwise("zeta", lambda m, x, q: m.zeta(x, q),
+            grad=(_no_x_derivative, lambda m, g, x, q: -g * x * m.zeta(x + 1.0, q)),
+            dtypes="float_wide", special=True, method=False, inplace=False,
+            doc="The Hurwitz zeta function, the sum over k >= 0 of (other + k) ** -input, "
+                "elementwise (broadcast); differentiable in other only, as PyTorch's.")
 # (the kernel of polygamma, whose surfaces are below: PyTorch's function takes n first,
 # polygamma(n, input), and its methods x.polygamma(n), x.polygamma_(n), which one entry's
 # surfaces cannot be; n=1 is for the registry's tests, which call it with the input alone)

@@ -18,6 +18,8 @@ forward and the in-place form. The direct path
 (operands of one dtype, float32 or float64) runs no forward, hence no check: a check is for
 inputs of other dtypes (integer division by zero). ``one_dtype=True`` refuses tensor
 operands of different dtypes instead of promoting them (PyTorch's lerp).
+``special=True`` files the function form under SPECIAL (``hx.special.<op>``) instead of
+FUNCTIONS, for the functions PyTorch has in torch.special alone (ndtr, zeta...).
 
 The gradient is written once over ``m`` too: a first-order backward runs it as one fused
 kernel on raw arrays (every op gets a one-kernel backward), while ``create_graph=True``
@@ -40,7 +42,7 @@ import numpy as np
 from .. import layout
 from ..autograd.function import SINK, Function, record, wrap_grads
 from ..autograd.mode import STATE
-from ..backends import special_math
+from ..backends import bessel_math, error_math, special_math
 from ..backends.base import Kernel
 from ..dtype import (
     ALL,
@@ -66,6 +68,9 @@ REQUIRED = inspect.Parameter.empty
 OPS: dict = {}
 #: the function forms: name -> callable, exported as ``haelixe.<name>``
 FUNCTIONS: dict = {}
+#: the function forms PyTorch has only in torch.special (ndtr, i0e...): name ->
+#: callable, exported as ``haelixe.special.<name>``
+SPECIAL: dict = {}
 
 
 def tensor_method(fn=None, *, name: str | None = None, function: bool = False):
@@ -222,13 +227,19 @@ def _compute_dtype(rule: str, dt, op: str):
     """The dtype an op of ``rule`` computes in for inputs of ``dt`` (or a TypeError).
 
     promote: as the inputs are (bool allowed only where ``bool_ok``); float: ints and
-    bools become the default float (exp, true division); float_only: floats only (gelu,
-    as PyTorch); integral: ints and bools only (bitwise ops)."""
+    bools become the default float (exp, true division); float_wide: as float, but no
+    float16 or bfloat16 (PyTorch's CPU has no such kernel of erfcx, zeta...); float_only:
+    floats only (gelu, as PyTorch); integral: ints and bools only (bitwise ops)."""
     if rule in ("promote", "compare"):
         return dt
     if rule == "bool_to_int":  # x * x of a bool is an int, as PyTorch's square
         return int64 if dt is bool_ else dt
     if rule == "float":
+        return dt if dt.is_floating_point else default_float
+    if rule == "float_wide":  # (PyTorch's kernels of erfcx, zeta...: no 16-bit forms)
+        if dt in (float16, bfloat16):
+            raise OpTypeError(f"{op}: not implemented for {dt.name} tensors (as in "
+                              f"PyTorch); convert with .float() first")
         return dt if dt.is_floating_point else default_float
     if rule == "float_only":
         if dt.is_floating_point:
@@ -259,7 +270,7 @@ class Elementwise:
                  params=None, bool_ok=True, method=True, function=True, inplace=True,
                  dunders=(), label=None, dtype_from=0, bool_operands=True,
                  wraps_ints=False, names=None, functional=None, module=None, doc=None,
-                 check=None, one_dtype=False):
+                 check=None, one_dtype=False, special=False):
         self.name = name
         # the tensor operands must share one dtype, which numbers never change (lerp)
         self.one_dtype = one_dtype
@@ -307,7 +318,7 @@ class Elementwise:
         if method:
             setattr(Tensor, name, public)  # x.op(...) is hx.op(x, ...): self is the input
         if function:
-            FUNCTIONS[name] = public
+            (SPECIAL if special else FUNCTIONS)[name] = public
         self.inplace = _make_inplace(self) if inplace and self.dtypes != "compare" else None
         if self.inplace is not None:
             setattr(Tensor, name + "_", self.inplace)
@@ -397,7 +408,8 @@ _SCALAR_MATH = {
     "remainder": lambda a, b: a % b, "isnan": math.isnan, "fmod": math.fmod,
     "copysign": math.copysign,
     "asin": math.asin, "acos": math.acos, "asinh": math.asinh, "acosh": math.acosh,
-    "atanh": math.atanh, **special_math.SCALAR,
+    "atanh": math.atanh, **special_math.SCALAR, **error_math.SCALAR,
+    **bessel_math.SCALAR,
 }
 
 
@@ -406,7 +418,7 @@ class TensorMath:
     (and plain math where every argument is a Python number)."""
 
     def __getattr__(self, name):
-        fn = FUNCTIONS.get(name)
+        fn = FUNCTIONS.get(name) or SPECIAL.get(name)
         if fn is None:
             raise AttributeError(f"no Haelixe op {name!r} for a derivative to call")
         scalar = _SCALAR_MATH[name]

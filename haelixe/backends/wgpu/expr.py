@@ -192,6 +192,16 @@ class WgslMath:
     # (special.py's helpers, which elementwise.py adds to a module that calls them)
     lgamma, digamma = _float_fn("lgamma_f32"), _float_fn("digamma_f32")
     erfinv = _float_fn("erfinv_f32")
+    # (special_more.py's, added the same way)
+    erfc, erfcx, ndtr = _float_fn("erfc_f32"), _float_fn("erfcx_f32"), _float_fn("ndtr_f32")
+    log_ndtr, ndtri = _float_fn("log_ndtr_f32"), _float_fn("ndtri_f32")
+    bessel_j0, bessel_j1 = _float_fn("bessel_j0_f32"), _float_fn("bessel_j1_f32")
+    i0 = staticmethod(lambda x: Sym(f"bessel_i_f32({as_f32(x).code}, 0.0, false)", "f32"))
+    i0e = staticmethod(lambda x: Sym(f"bessel_i_f32({as_f32(x).code}, 0.0, true)", "f32"))
+    i1 = staticmethod(lambda x: Sym(f"bessel_i_f32({as_f32(x).code}, 1.0, false)", "f32"))
+    i1e = staticmethod(lambda x: Sym(f"bessel_i_f32({as_f32(x).code}, 1.0, true)", "f32"))
+    zeta = staticmethod(lambda x, q: Sym(f"zeta_f32({as_f32(x).code}, {as_f32(q).code})",
+                                         "f32"))
     polygamma = staticmethod(lambda n, x: Sym(f"polygamma_f32({as_f32(n).code}, "
                                               f"{as_f32(x).code})", "f32"))
     floor, ceil, trunc = _float_fn("floor"), _float_fn("ceil"), _float_fn("trunc")

@@ -21,6 +21,7 @@ from ..special_math import (
     LGAMMA_SERIES,
     STIRLING_COEFFICIENTS,
 )
+from . import special_more
 
 #: the helpers an expression may call (WgslMath's names for them)
 NAMES = ("lgamma_f32(", "digamma_f32(", "polygamma_f32(", "erfinv_f32(")
@@ -215,5 +216,8 @@ fn erfinv_f32(y: f32) -> f32 {{
 
 
 def library(expr: str) -> str:
-    """The helpers ``expr`` needs: all of them where it calls one, else nothing."""
+    """The helpers ``expr`` needs: these where it calls one, with special_more's where
+    it calls one of those (which call these), else nothing."""
+    if any(name in expr for name in special_more.NAMES):
+        return SOURCE + special_more.SOURCE
     return SOURCE if any(name in expr for name in NAMES) else ""
