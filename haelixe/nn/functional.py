@@ -52,6 +52,7 @@ from ..ops.views import pixel_shuffle, pixel_unshuffle
 from ..tensor import Tensor
 from .ctc import ctc_loss
 from .embedding_bag import embedding_bag
+from .grid_sampling import affine_grid, grid_sample
 from .losses import (
     binary_cross_entropy,
     binary_cross_entropy_with_logits,
@@ -605,7 +606,8 @@ __all__ = [*DECLARED, "threshold_", "linear", "rms_norm", "layer_norm", "gelu", 
            "adaptive_max_pool2d", "adaptive_max_pool3d", "batch_norm", "group_norm",
            "instance_norm", "dropout2d", "interpolate", "kl_div", "poisson_nll_loss",
            "gaussian_nll_loss", "margin_ranking_loss",
-           "triplet_margin_loss", "cosine_similarity", "pairwise_distance",
+           "triplet_margin_loss", "cosine_similarity", "pairwise_distance", "affine_grid",
+           "grid_sample",
            "pixel_shuffle", "pixel_unshuffle"]
 
 _MISSING = {
