@@ -15,19 +15,23 @@ from __future__ import annotations
 from . import constraints, utils
 from .bernoulli import Bernoulli
 from .categorical import Categorical, OneHotCategorical, OneHotCategoricalStraightThrough
+from .dirichlet import Beta, Dirichlet
 from .distribution import Distribution
 from .exponential import Exponential
+from .gamma import Chi2, Gamma
 from .independent import Independent
 from .kl import kl_divergence, register_kl
 from .laplace import Laplace
 from .multivariate_normal import MultivariateNormal
 from .normal import Normal
+from .studentt import StudentT
 from .uniform import Uniform
 
 __all__ = [
-    "Bernoulli", "Categorical", "Distribution", "Exponential", "Independent", "Laplace",
-    "MultivariateNormal", "Normal", "OneHotCategorical", "OneHotCategoricalStraightThrough",
-    "Uniform", "constraints", "kl_divergence", "register_kl", "utils",
+    "Bernoulli", "Beta", "Categorical", "Chi2", "Dirichlet", "Distribution", "Exponential",
+    "Gamma", "Independent", "Laplace", "MultivariateNormal", "Normal", "OneHotCategorical",
+    "OneHotCategoricalStraightThrough", "StudentT", "Uniform", "constraints",
+    "kl_divergence", "register_kl", "utils",
 ]
 
 #: PyTorch distributions Haelixe lacks that one here stands in for
