@@ -21,7 +21,7 @@ from ..layout import broadcast_shapes
 from ..random import generator as numpy_generator
 from ..tensor import Tensor
 from .gamma_math import gamma_quantile_grad, regularized_lower_gamma, standard_gamma_draws
-from .registry import function
+from .registry import declare, function
 
 
 def _host(t) -> np.ndarray:
@@ -127,3 +127,7 @@ def regularized_lower_gamma_of(a: Tensor, x: Tensor) -> Tensor:
     """P(a, x) over broadcast float tensors (its backward refuses a's gradient)."""
     shape = broadcast_shapes(a.shape, x.shape, op="igamma")
     return RegularizedLowerGamma.apply(a.expand(shape), x.expand(shape))
+
+
+declare("_standard_gamma")
+declare("_standard_gamma_grad", arity=2, differentiable=False)
