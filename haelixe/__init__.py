@@ -75,6 +75,7 @@ from .ops import (  # noqa: E402,F401
     elementwise,
     frexp,
     fused,
+    gamma_sampling,
     indexing,
     inplace,
     linalg_toplevel,

@@ -591,11 +591,12 @@ def test_reprs_read_as_pytorchs():
 
 
 def test_a_name_haelixe_lacks_says_what_it_has():
-    with pytest.raises(AttributeError, match="hx.distributions has no Gamma; it has: "
-                                             "Bernoulli, Categorical"):
-        D.Gamma  # noqa: B018
-    with pytest.raises(AttributeError, match="the closest is hx.distributions.Normal"):
-        D.LogNormal  # noqa: B018
+    with pytest.raises(AttributeError, match="hx.distributions has no VonMises; it has: "
+                                             "Bernoulli, Beta, Binomial, Categorical"):
+        D.VonMises  # noqa: B018
+    with pytest.raises(AttributeError,
+                       match="the closest is hx.distributions.MultivariateNormal"):
+        D.LowRankMultivariateNormal  # noqa: B018
 
 
 # -- a policy-gradient step -----------------------------------------------------------------

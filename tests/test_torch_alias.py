@@ -110,7 +110,7 @@ def test_names_haelixe_lacks_fail_with_its_own_message(tmp_path):
         print(error("from torch.fft import rfft"))
         print(error("torch.onnx.export(None, None, 'm.onnx')"))
         print(hasattr(torch, "no_such_name"))
-        print(error("from torch.distributions import Gamma"))
+        print(error("from torch.distributions import LogisticNormal"))
     """)
     assert r.returncode == 0, r.stderr
     lines = r.stdout.strip().split("\n")
@@ -122,7 +122,7 @@ def test_names_haelixe_lacks_fail_with_its_own_message(tmp_path):
     assert lines[4].startswith("MissingModuleError: torch.fft is not part")
     assert lines[5].startswith("ExportError: torch.onnx.export")
     assert lines[6] == "False"
-    assert lines[7].startswith("ImportError: cannot import name 'Gamma' from "
+    assert lines[7].startswith("ImportError: cannot import name 'LogisticNormal' from "
                                "'torch.distributions'") and "Normal" in lines[7]
 
 

@@ -15,27 +15,32 @@ from __future__ import annotations
 from . import constraints, utils
 from .bernoulli import Bernoulli
 from .categorical import Categorical, OneHotCategorical, OneHotCategoricalStraightThrough
+from .cauchy import Cauchy, Gumbel
+from .counts import Binomial, Geometric, Poisson
+from .dirichlet import Beta, Dirichlet
 from .distribution import Distribution
 from .exponential import Exponential
+from .gamma import Chi2, Gamma
 from .independent import Independent
 from .kl import kl_divergence, register_kl
 from .laplace import Laplace
+from .log_normal import HalfNormal, LogNormal
 from .multivariate_normal import MultivariateNormal
 from .normal import Normal
+from .studentt import StudentT
 from .uniform import Uniform
 
 __all__ = [
-    "Bernoulli", "Categorical", "Distribution", "Exponential", "Independent", "Laplace",
-    "MultivariateNormal", "Normal", "OneHotCategorical", "OneHotCategoricalStraightThrough",
-    "Uniform", "constraints", "kl_divergence", "register_kl", "utils",
+    "Bernoulli", "Beta", "Binomial", "Categorical", "Cauchy", "Chi2", "Dirichlet",
+    "Distribution", "Exponential", "Gamma", "Geometric", "Gumbel", "HalfNormal",
+    "Independent", "Laplace", "LogNormal", "MultivariateNormal", "Normal",
+    "OneHotCategorical", "OneHotCategoricalStraightThrough", "Poisson", "StudentT",
+    "Uniform", "constraints",
+    "kl_divergence", "register_kl", "utils",
 ]
 
 #: PyTorch distributions Haelixe lacks that one here stands in for
-_HINTS = {
-    "LogNormal": "hx.distributions.Normal (exponentiate its samples; the log density "
-                 "of x is Normal's log_prob(log x) - log x)",
-    "HalfNormal": "hx.distributions.Normal (the absolute value of its samples)",
-}
+_HINTS: dict = {}
 
 
 def __getattr__(name):
