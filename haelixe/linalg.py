@@ -20,26 +20,23 @@ from .ops.linalg_compose import cross, diagonal, matrix_exp, matrix_power, multi
 from .ops.linalg_factor import cholesky, eigh, eigvalsh, qr, svd, svdvals
 from .ops.linalg_host import LinAlgError
 from .ops.linalg_lstsq import lstsq, matrix_rank, pinv
+from .ops.linalg_lu import lu, lu_factor, lu_factor_ex, lu_solve
 from .ops.linalg_norms import matrix_norm, norm, vector_norm
 from .ops.linalg_solve import det, inv, slogdet, solve
+from .ops.linalg_triangular import solve_triangular
 
 __all__ = ["LinAlgError", "cholesky", "cross", "det", "diagonal", "eigh", "eigvalsh", "inv",
-           "lstsq", "matmul", "matrix_exp", "matrix_norm", "matrix_power", "matrix_rank",
-           "multi_dot", "norm", "pinv", "qr", "slogdet", "solve", "svd", "svdvals",
+           "lstsq", "lu", "lu_factor", "lu_factor_ex", "lu_solve", "matmul", "matrix_exp", "matrix_norm", "matrix_power", "matrix_rank",
+           "multi_dot", "norm", "pinv", "qr", "slogdet", "solve", "solve_triangular", "svd", "svdvals",
            "vecdot", "vector_norm"]
 
 #: torch.linalg names Haelixe does not have, with what to use instead
 _MISSING = {
     "eig": "hx.linalg.eigh for a symmetric matrix (Haelixe has no complex dtypes)",
     "eigvals": "hx.linalg.eigvalsh for a symmetric matrix (Haelixe has no complex dtypes)",
-    "lu": "hx.linalg.solve, hx.linalg.det or hx.linalg.inv (no LU factors are returned)",
-    "lu_factor": "hx.linalg.solve (no LU factors are returned)",
-    "lu_factor_ex": "hx.linalg.solve (no LU factors are returned)",
-    "lu_solve": "hx.linalg.solve",
     "ldl_factor": "hx.linalg.cholesky, or hx.linalg.eigh for an indefinite matrix",
     "ldl_factor_ex": "hx.linalg.cholesky, or hx.linalg.eigh for an indefinite matrix",
     "ldl_solve": "hx.linalg.solve",
-    "solve_triangular": "hx.linalg.solve(A.triu(), B) (or A.tril() for a lower one)",
     "solve_ex": "hx.linalg.solve, which raises LinAlgError where solve_ex reports info",
     "inv_ex": "hx.linalg.inv, which raises LinAlgError where inv_ex reports info",
     "cholesky_ex": "hx.linalg.cholesky, which raises LinAlgError where cholesky_ex "
