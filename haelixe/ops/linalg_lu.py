@@ -94,7 +94,7 @@ def lu_factor(A, *, pivot=True):
     (LU, pivots): A = P L U packed as LAPACK's (L unit lower below the diagonal, U on and
     above it), pivots (*, min(m, n)) 1-based int32, for A (*, m, n); raises LinAlgError
     where U has a zero on its diagonal (lu_factor_ex reports it instead)."""
-    LU_, pivots, _ = _factor_ex("linalg.lu_factor", A, pivot, True)
+    LU_, pivots, _ = factor_ex("linalg.lu_factor", A, pivot, True)
     return LUFactor(LU_, pivots)
 
 
@@ -104,10 +104,10 @@ def lu_factor_ex(A, *, pivot=True, check_errors=False):
     (LU, pivots, info): lu_factor's results and info (*) int32, for each matrix the
     1-based column of U's first zero diagonal entry, or 0; ``check_errors`` raises
     LinAlgError where one is nonzero."""
-    return LUFactorEx(*_factor_ex("linalg.lu_factor_ex", A, pivot, check_errors))
+    return LUFactorEx(*factor_ex("linalg.lu_factor_ex", A, pivot, check_errors))
 
 
-def _factor_ex(op, A, pivot, check_errors):
+def factor_ex(op, A, pivot, check_errors):
     _check_pivot(op, pivot)
     check_matrices(op, A, square=False)
     lu, pivots, info = getrf(host(A))
@@ -123,7 +123,7 @@ def _factor_ex(op, A, pivot, check_errors):
 
     perm = permutation(pivots, m)
     out = record("LinalgLuFactor", (lu,), (A,), gradient,
-                 lambda a: (_factor_ex(op, a, True, False)[0],))[0]
+                 lambda a: (factor_ex(op, a, True, False)[0],))[0]
     return out, on_device(pivots, A), on_device(info, A)
 
 

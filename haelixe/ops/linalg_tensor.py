@@ -1,0 +1,89 @@
+"""torch.linalg's tensor forms and Vandermonde matrices: tensorinv and tensorsolve (inv
+and solve of the tensor read as a matrix), vander (the powers x^0 .. x^(N-1) as running
+products, exact for integers). All compositions, so their gradients come with them."""
+
+from __future__ import annotations
+
+import math
+import numbers
+
+from .. import layout
+from ..dtype import bool_
+from ..errors import OpError, OpTypeError
+from ..tensor import Tensor
+from .indexing import cat
+from .linalg_solve import invert, solve_matrices, solve_with
+
+
+def _tensor(op, t, name):
+    if not isinstance(t, Tensor):
+        raise TypeError(f"{op}: expected a Tensor for {name}, got {type(t).__name__}")
+
+
+def tensorinv(A, ind=2):
+    """linalg.tensorinv(A, ind=2) -> Tensor
+
+    The inverse X of A in tensordot's sense, tensordot(X, A, ind) the identity: A's
+    first ``ind`` dims read as the rows of a square matrix, the others as its columns;
+    X has shape A.shape[ind:] + A.shape[:ind]."""
+    op = "linalg.tensorinv"
+    _tensor(op, A, "A")
+    if isinstance(ind, bool) or not isinstance(ind, numbers.Integral):
+        raise TypeError(f"{op}: argument 'ind' must be int, not {type(ind).__name__}")
+    if ind <= 0:
+        raise OpError(f"{op}: Expected a strictly positive integer for 'ind', but got {ind}")
+    rows, cols = A.shape[:ind], A.shape[ind:]
+    if math.prod(cols) != math.prod(rows):
+        raise OpError(f"{op}: Expected self to satisfy the requirement prod(self.shape[ind:]) "
+                      f"== prod(self.shape[:ind]), but got {math.prod(cols)} != "
+                      f"{math.prod(rows)} (shape {A.shape}, ind={ind})")
+    n = math.prod(rows)
+    return invert(op, A.reshape(n, n)).reshape(*cols, *rows)
+
+
+def tensorsolve(A, B, dims=None):
+    """linalg.tensorsolve(A, B, dims=None) -> Tensor
+
+    X with tensordot(A, X, X.ndim) = B: A's first B.ndim dims read as the rows of a
+    square matrix, the others as its columns (``dims``: dims of A moved to the end
+    first); X has shape A.shape[B.ndim:]."""
+    op = "linalg.tensorsolve"
+    _tensor(op, A, "A")
+    _tensor(op, B, "B")
+    if dims is not None:
+        dims = [dims] if isinstance(dims, numbers.Integral) else list(dims)
+        moved = [layout.normalize_dim(d, A.ndim, op) for d in dims]
+        A = A.movedim(moved, list(range(A.ndim - len(moved), A.ndim)))
+    rows, cols = A.shape[:B.ndim], A.shape[B.ndim:]
+    if math.prod(cols) != math.prod(rows):
+        raise OpError(f"{op}: Expected self to satisfy the requirement "
+                      f"prod(self.shape[other.ndim:]) == prod(self.shape[:other.ndim]), but "
+                      f"got {math.prod(cols)} != {math.prod(rows)} (A {A.shape}, B "
+                      f"{B.shape})")
+    n = math.prod(rows)
+    if B.numel() != n:
+        raise OpError(f"{op}: B has {B.numel()} elements but A's first {B.ndim} dims "
+                      f"{rows} hold {n} (A {A.shape}, B {B.shape})")
+    return solve_with(op, A.reshape(n, n), B.reshape(n), True, solve_matrices).reshape(*cols)
+
+
+def vander(x, N=None):  # noqa: N803 (PyTorch's name)
+    """linalg.vander(x, N=None) -> Tensor
+
+    The Vandermonde matrices of the vectors of x (*, n): (*, n, N), column j holding
+    x ** j (increasing powers, unlike torch.vander); N defaults to n and must be above
+    1. Integers keep their dtype's promotion to int64, as cumprod's."""
+    op = "linalg.vander"
+    _tensor(op, x, "x")
+    if x.dtype is bool_:
+        raise OpTypeError(f"{op} supports floating point, complex, and integer tensors, but "
+                          f"got bool; convert with .long() or .float()")
+    if x.ndim == 0:
+        raise OpError(f"{op}: x must have at least one dimension, got a 0-d tensor")
+    n = x.shape[-1] if N is None else N
+    if isinstance(n, bool) or not isinstance(n, numbers.Integral):
+        raise TypeError(f"{op}: N must be an int, got {type(n).__name__}")
+    if n <= 1:
+        raise OpError(f"{op}: N must be greater than 1, got N={n} (x of shape {x.shape})")
+    powers = x.unsqueeze(-1).expand(*x.shape, n - 1).cumprod(-1)
+    return cat([x.new_ones((*x.shape, 1)).to(powers.dtype), powers], -1)
