@@ -139,7 +139,7 @@ def cond(A, p=None):
                       f"inf, -inf, 1 or -1")
     batch = A.shape[:-2]
     if p in (None, 2, -2):
-        if min(A.shape[-2:]) == 0:
+        if A.numel() == 0:
             return zeros(*batch, dtype=A.dtype, device=A.device)
         s = svdvals(A)
         largest, smallest = s[..., 0], s[..., -1]

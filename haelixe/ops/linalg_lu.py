@@ -61,7 +61,7 @@ def getrf(a):
 
 def permutation(pivots, m):
     """The row order of P^T A for LAPACK's pivots (*, k): (P^T A)[i] = A[order[i]]."""
-    flat = pivots.reshape((-1, pivots.shape[-1])).astype(np.int64) - 1
+    flat = pivots.reshape((math.prod(pivots.shape[:-1]), pivots.shape[-1])).astype(np.int64) - 1
     order = np.broadcast_to(np.arange(m), (flat.shape[0], m)).copy()
     which = np.arange(flat.shape[0])
     for j in range(flat.shape[1]):

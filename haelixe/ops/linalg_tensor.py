@@ -55,15 +55,15 @@ def tensorsolve(A, B, dims=None):
         moved = [layout.normalize_dim(d, A.ndim, op) for d in dims]
         A = A.movedim(moved, list(range(A.ndim - len(moved), A.ndim)))
     rows, cols = A.shape[:B.ndim], A.shape[B.ndim:]
-    if math.prod(cols) != math.prod(rows):
+    n = math.prod(cols)
+    if n != B.numel():
         raise OpError(f"{op}: Expected self to satisfy the requirement "
                       f"prod(self.shape[other.ndim:]) == prod(self.shape[:other.ndim]), but "
-                      f"got {math.prod(cols)} != {math.prod(rows)} (A {A.shape}, B "
-                      f"{B.shape})")
-    n = math.prod(rows)
-    if B.numel() != n:
-        raise OpError(f"{op}: B has {B.numel()} elements but A's first {B.ndim} dims "
-                      f"{rows} hold {n} (A {A.shape}, B {B.shape})")
+                      f"got {n} != {B.numel()} (A {A.shape}, B {B.shape}: B's elements must "
+                      f"number those of X, A.shape[B.ndim:])")
+    if math.prod(rows) != n:
+        raise OpError(f"{op}: A's first {B.ndim} dims {rows} hold {math.prod(rows)} "
+                      f"elements, B {n} (A {A.shape}, B {B.shape})")
     return solve_with(op, A.reshape(n, n), B.reshape(n), True, solve_matrices).reshape(*cols)
 
 
