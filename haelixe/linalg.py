@@ -26,15 +26,15 @@ from .ops.linalg_lstsq import lstsq, matrix_rank, pinv
 from .ops.linalg_lu import lu, lu_factor, lu_factor_ex, lu_solve
 from .ops.linalg_norms import matrix_norm, norm, vector_norm
 from .ops.linalg_solve import det, inv, slogdet, solve
-from .ops.linalg_tensor import tensorinv, tensorsolve, vander
+from .ops.linalg_tensor import householder_product, tensorinv, tensorsolve, vander
 from .ops.linalg_triangular import solve_triangular
 
 __all__ = ["LinAlgError", "cholesky", "cholesky_ex", "cond", "cross", "det", "diagonal",
-           "eigh", "eigvalsh", "inv", "inv_ex", "lstsq", "lu", "lu_factor", "lu_factor_ex",
-           "lu_solve", "matmul", "matrix_exp", "matrix_norm", "matrix_power", "matrix_rank",
-           "multi_dot", "norm", "pinv", "qr", "slogdet", "solve", "solve_ex",
-           "solve_triangular", "svd", "svdvals", "tensorinv", "tensorsolve", "vander",
-           "vecdot", "vector_norm"]
+           "eigh", "eigvalsh", "householder_product", "inv", "inv_ex", "lstsq", "lu",
+           "lu_factor", "lu_factor_ex", "lu_solve", "matmul", "matrix_exp", "matrix_norm",
+           "matrix_power", "matrix_rank", "multi_dot", "norm", "pinv", "qr", "slogdet",
+           "solve", "solve_ex", "solve_triangular", "svd", "svdvals", "tensorinv",
+           "tensorsolve", "vander", "vecdot", "vector_norm"]
 
 #: torch.linalg names Haelixe does not have, with what to use instead
 _MISSING = {
@@ -43,7 +43,6 @@ _MISSING = {
     "ldl_factor": "hx.linalg.lu_factor (hx.linalg.cholesky where positive-definite)",
     "ldl_factor_ex": "hx.linalg.lu_factor (hx.linalg.cholesky where positive-definite)",
     "ldl_solve": "hx.linalg.lu_factor and hx.linalg.lu_solve",
-    "householder_product": "hx.linalg.qr",
 }
 
 

@@ -1,7 +1,8 @@
-"""hx.linalg's LU family, solve_triangular, the _ex forms, cond, tensorinv, tensorsolve and
-vander against torch.linalg: values (LU's pivots exactly), float32 and float64, strided
-layouts, batched and 0-size batches; float64 gradients against PyTorch's on the same
-inputs; info tensors and check_errors; errors naming the op; the GPU on tiny sizes."""
+"""hx.linalg's LU family, solve_triangular, the _ex forms, cond, tensorinv, tensorsolve,
+vander and householder_product against torch.linalg: values (LU's pivots exactly),
+float32 and float64, strided layouts, batched and 0-size batches; float64 gradients
+against PyTorch's on the same inputs; info tensors and check_errors; errors naming the
+op; the GPU on tiny sizes."""
 
 from __future__ import annotations
 
@@ -102,6 +103,9 @@ CASES = {
     "tensorsolve_dims": (lambda m, a, b: m.linalg.tensorsolve(a.reshape(3, 2, 3, 2),
                                                               b.reshape(2, 3), dims=(0,)),
                          [[((6, 6), 3), ((6,), 0)]]),
+    "householder_product": (lambda m, a, tau: m.linalg.householder_product(a, tau),
+                            [[((5, 3), 0), ((2,), 0)], [((4, 4), 0), ((4,), 0)],
+                             [((2, 4, 3), 0), ((2, 3), 0)], [((0, 3, 2), 0), ((0, 2), 0)]]),
     "vander": (lambda m, x: m.linalg.vander(x), [[((4,), 0)], [((2, 3), 0)], [((0, 3), 0)]]),
     "vander_n": (lambda m, x: m.linalg.vander(x, N=5), [[((2, 3), 0)], [((0,), 0)]]),
 }
@@ -406,6 +410,18 @@ ERRORS = [
     ("tensorsolve's dtypes", lambda m: m.linalg.tensorsolve(m.ones(2, 3, 6),
                                                             m.ones(2, 3, dtype=m.float64)),
      TypeError, "same dtype"),
+    ("householder_product of a vector", lambda m: m.linalg.householder_product(
+        m.ones(4), m.ones(2)), RuntimeError, "input must have at least 2 dimensions"),
+    ("householder_product wide", lambda m: m.linalg.householder_product(
+        m.ones(3, 4), m.ones(2)), RuntimeError, r"input.shape\[-2\] must be greater"),
+    ("householder_product's tau", lambda m: m.linalg.householder_product(
+        m.ones(4, 3), m.ones(4)), RuntimeError, r"input.shape\[-1\] must be greater"),
+    ("householder_product's tau dims", lambda m: m.linalg.householder_product(
+        m.ones(4, 3), m.ones(2, 2)), RuntimeError, "one dimension less than input"),
+    ("householder_product's batch", lambda m: m.linalg.householder_product(
+        m.ones(2, 4, 3), m.ones(3, 2)), RuntimeError, "batch dimensions of tau"),
+    ("householder_product's dtypes", lambda m: m.linalg.householder_product(
+        m.ones(4, 3), m.ones(2, dtype=m.float64)), TypeError, "does not match input dtype"),
     ("vander's N", lambda m: m.linalg.vander(m.ones(2), N=1), RuntimeError,
      "N must be greater than 1"),
     ("vander of one", lambda m: m.linalg.vander(m.ones(2, 1)), RuntimeError,

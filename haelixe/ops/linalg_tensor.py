@@ -1,17 +1,23 @@
-"""torch.linalg's tensor forms and Vandermonde matrices: tensorinv and tensorsolve (inv
-and solve of the tensor read as a matrix), vander (the powers x^0 .. x^(N-1) as running
-products, exact for integers). All compositions, so their gradients come with them."""
+"""torch.linalg's tensor forms, Vandermonde matrices and Householder products: tensorinv
+and tensorsolve (inv and solve of the tensor read as a matrix), vander (the powers x^0 ..
+x^(N-1) as running products, exact for integers), householder_product (the reflectors
+applied to the identity). All compositions, so their gradients come with them."""
 
 from __future__ import annotations
 
 import math
 import numbers
 
+import numpy as np
+
 from .. import layout
+from ..creation import eye
 from ..dtype import bool_
 from ..errors import OpError, OpTypeError
 from ..tensor import Tensor
 from .indexing import cat
+from .linalg import matmul
+from .linalg_host import check_float, on_device
 from .linalg_solve import invert, solve_matrices, solve_with
 
 
@@ -87,3 +93,44 @@ def vander(x, N=None):  # noqa: N803 (PyTorch's name)
         raise OpError(f"{op}: N must be greater than 1, got N={n} (x of shape {x.shape})")
     powers = x.unsqueeze(-1).expand(*x.shape, n - 1).cumprod(-1)
     return cat([x.new_ones((*x.shape, 1)).to(powers.dtype), powers], -1)
+
+
+def householder_product(A, tau):
+    """householder_product(A, tau) -> Tensor
+
+    The first n columns of H_1 H_2 ... H_k for A (*, m, n) and tau (*, k), m >= n >= k:
+    H_i = I - tau_i v_i v_i^T, v_i A's column i below the diagonal with a 1 on it (as
+    geqrf leaves them; LAPACK's orgqr). Composed of products, applied to the identity
+    from the last reflector on, so its gradients come with them."""
+    op = "torch.linalg.householder_product"
+    check_float(op, A, "input")
+    check_float(op, tau, "tau")
+    if A.ndim < 2:
+        raise OpError(f"{op}: input must have at least 2 dimensions, got shape {A.shape}")
+    m, n = A.shape[-2:]
+    if m < n:
+        raise OpError(f"{op}: input.shape[-2] must be greater than or equal to "
+                      f"input.shape[-1], got shape {A.shape}")
+    if tau.ndim != A.ndim - 1:
+        raise OpError(f"{op}: Expected tau to have one dimension less than input, but got "
+                      f"tau.ndim equal to {tau.ndim} and input.ndim is equal to {A.ndim}")
+    k = tau.shape[-1]
+    if n < k:
+        raise OpError(f"{op}: input.shape[-1] must be greater than or equal to "
+                      f"tau.shape[-1], got {n} and {k}")
+    if tuple(tau.shape[:-1]) != tuple(A.shape[:-2]):
+        raise OpError(f"{op}: Expected batch dimensions of tau to be equal to "
+                      f"input.shape[:-2], but got {list(tau.shape[:-1])} (input "
+                      f"{list(A.shape)})")
+    if tau.dtype is not A.dtype:
+        raise OpTypeError(f"{op}: tau dtype {tau.dtype.name} does not match input dtype "
+                          f"{A.dtype.name}; convert one with .to(...)")
+    q = eye(m, n, dtype=A.dtype, device=A.device).expand(*A.shape).clone()
+    rows = np.arange(m)
+    for i in range(k - 1, -1, -1):
+        below = on_device((rows > i).astype(A.dtype.np), A)
+        unit = on_device((rows == i).astype(A.dtype.np), A)
+        v = A[..., :, i] * below + unit
+        w = matmul(v.unsqueeze(-2), q)  # (*, 1, n): v^T Q
+        q = q - tau[..., i].unsqueeze(-1).unsqueeze(-1) * (v.unsqueeze(-1) * w)
+    return q
