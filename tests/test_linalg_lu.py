@@ -7,6 +7,7 @@ op; the GPU on tiny sizes."""
 from __future__ import annotations
 
 import math
+import warnings
 
 import numpy as np
 import pytest
@@ -473,3 +474,34 @@ def test_gpu_lu_results_and_info_stay_on_the_gpu(be):
     np.testing.assert_array_equal(info.cpu().numpy(), [0, 3])
     assert pivots.dtype is hx.int32
     assert hx.linalg.cholesky_ex(x).info.device.type == "gpu"
+
+
+# -- torch.triangular_solve --------------------------------------------------------------------
+@pytest.mark.parametrize("upper", [True, False])
+@pytest.mark.parametrize("transpose", [False, True])
+@pytest.mark.parametrize("unit", [False, True])
+def test_triangular_solve_is_solve_triangular_in_torchs_older_order(upper, transpose, unit):
+    a, b = general((3, 3), 1, 3.0), general((2, 3, 2), 2)
+    ha, hb = hx.tensor(a, requires_grad=True), hx.tensor(b, requires_grad=True)
+    ta, tb = torch.tensor(a, requires_grad=True), torch.tensor(b, requires_grad=True)
+    kw = {"upper": upper, "transpose": transpose, "unitriangular": unit}
+    with pytest.warns(UserWarning, match="deprecated"):
+        ours = hx.triangular_solve(hb, ha, **kw)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        theirs = torch.triangular_solve(tb, ta, **kw)
+    assert ours._fields == ("solution", "cloned_coefficient")
+    close(ours.solution, theirs.solution)
+    close(ours.cloned_coefficient, theirs.cloned_coefficient)
+    ours.solution.sin().sum().backward()
+    theirs.solution.sin().sum().backward()
+    for h, t in ((ha, ta), (hb, tb)):
+        np.testing.assert_allclose(h.grad.numpy(), t.grad.numpy(), rtol=1e-8, atol=1e-10)
+    with pytest.warns(UserWarning):
+        method = hb.detach().triangular_solve(ha.detach(), **kw).solution
+    close(method, theirs.solution)
+    with pytest.raises(RuntimeError, match="Expected b to have at least 2 dimensions"), \
+            pytest.warns(UserWarning):
+        hx.triangular_solve(hx.ones(3, dtype=hx.float64), ha)
+    with pytest.raises(TypeError, match="same dtype"), pytest.warns(UserWarning):
+        hx.triangular_solve(hx.ones(3, 1), ha)

@@ -19,3 +19,5 @@ LU = namedtuple("LU", ["P", "L", "U"])
 SolveEx = namedtuple("SolveEx", ["result", "info"])
 InvEx = namedtuple("InvEx", ["inverse", "info"])
 CholeskyEx = namedtuple("CholeskyEx", ["L", "info"])
+#: torch.triangular_solve's result
+TriangularSolve = namedtuple("TriangularSolve", ["solution", "cloned_coefficient"])
