@@ -226,13 +226,26 @@ def test_ex_forms_report_info_and_raise_with_check_errors():
     batch = np.stack([general((3, 3), 1, 3.0), SINGULAR])
     x, t = hx.tensor(batch), torch.tensor(batch)
     rhs = np.ones(3)
-    for ours, theirs in ((hx.linalg.solve_ex(x, hx.tensor(rhs)), TL.solve_ex(t, torch.tensor(rhs))),
-                         (hx.linalg.inv_ex(x), TL.inv_ex(t))):
-        assert ours._fields == tuple(theirs._fields) if hasattr(theirs, "_fields") else True
+    for ours, theirs, fields in (
+            (hx.linalg.solve_ex(x, hx.tensor(rhs)), TL.solve_ex(t, torch.tensor(rhs)),
+             ("result", "info")),
+            (hx.linalg.solve_ex(x, hx.ones(2, 2, 3, dtype=hx.float64), left=False),
+             TL.solve_ex(t, torch.ones(2, 2, 3, dtype=torch.float64), left=False),
+             ("result", "info")),
+            (hx.linalg.inv_ex(x), TL.inv_ex(t), ("inverse", "info"))):
+        assert ours._fields == fields
+        for f in fields:
+            getattr(theirs, f)  # (PyTorch's structseq has each field)
         close(ours.info, theirs.info, "int32")
         np.testing.assert_array_equal(ours.info.numpy(), [0, 3])
         close(ours[0][0], theirs[0][0])  # (the regular matrix's value)
+        # (the singular one's: LAPACK's inf / NaN, which the LU written over numpy repeats)
+        np.testing.assert_array_equal(ours[0][1].numpy(), theirs[0][1].numpy())
         assert not np.isfinite(ours[0][1].numpy()).all()
+    for m in (SINGULAR, SINGULAR.T):  # (left=False: the info of A's own LU, as PyTorch)
+        got = hx.linalg.solve_ex(hx.tensor(m), hx.ones(2, 3, dtype=hx.float64), left=False)
+        want = TL.solve_ex(torch.tensor(m), torch.ones(2, 3, dtype=torch.float64), left=False)
+        close(got.info, want.info, "int32")
     with pytest.raises(LinAlgError, match=r"^linalg.solve_ex: \(Batch element 1\): The solver "
                                           r"failed because the input matrix is singular"):
         hx.linalg.solve_ex(x, hx.tensor(rhs), check_errors=True)

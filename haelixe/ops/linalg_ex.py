@@ -8,6 +8,7 @@ and of its inverse, inf where A is singular."""
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -29,10 +30,11 @@ def _first(info):
     return i, int(info.reshape(-1)[i])
 
 
-def _lu_solver(op, A, B):  # noqa: N803
-    """A X = B through the LU, which goes on past a zero pivot (to inf / NaN)."""
-    LU, pivots, _ = factor_ex(op, A, True, False)
-    return lu_solve(LU, pivots, B)
+def _lu_solver(op, A, B, adjoint=False):  # noqa: N803
+    """A X = B through the LU, which goes on past a zero pivot (to inf / NaN); adjoint:
+    through the LU of A^T (solve_with's A for left=False, the matrix PyTorch factors)."""
+    LU, pivots, _ = factor_ex(op, A.mT if adjoint else A, True, False)
+    return lu_solve(LU, pivots, B, adjoint=adjoint)
 
 
 def solve_ex(A, B, *, left=True, check_errors=False):
@@ -43,12 +45,12 @@ def solve_ex(A, B, *, left=True, check_errors=False):
     there). ``check_errors`` raises LinAlgError for a singular A instead."""
     op = "linalg.solve_ex"
     check_matrices(op, A)
-    _, _, info = getrf(host(A if left else A.mT))
+    _, _, info = getrf(host(A))  # (A itself for left=False too, as PyTorch)
     if check_errors and info.any():
         i, _ = _first(info)
         raise LinAlgError(f"{op}: {batch_prefix(i, A.shape[:-2])}The solver failed because "
                           f"the input matrix is singular (shape {A.shape})")
-    solver = _lu_solver if info.any() else solve_matrices
+    solver = functools.partial(_lu_solver, adjoint=not left) if info.any() else solve_matrices
     return SolveEx(solve_with(op, A, B, left, solver), on_device(info, A))
 
 
