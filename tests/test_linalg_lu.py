@@ -120,7 +120,7 @@ PARAMS = [(name, i) for name, (_, sets) in CASES.items() for i in range(len(sets
 IDS = [f"{n}-{i}" for n, i in PARAMS]
 
 
-@pytest.mark.parametrize("layout", ["contiguous", "transposed", "flipped"])
+@pytest.mark.parametrize("layout", ["contiguous", "transposed", "sliced", "flipped"])
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
 @pytest.mark.parametrize("name,which", PARAMS, ids=IDS)
 def test_values_match_pytorch(name, which, dtype, layout):
