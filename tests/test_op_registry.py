@@ -814,6 +814,9 @@ OTHER.update({
     "matrix_power": (lambda x: hx.matrix_power(x[:, :4], 2),
                      lambda x: torch.matrix_power(x[:, :4], 2)),
     "matrix_exp": (lambda x: hx.matrix_exp(x[:, :4] * 0.25), _matrix_exp_ref),
+    "triangular_solve": tuple(_deprecated(lambda x, m=m: m.triangular_solve(
+        x, x[:, 1:5], upper=False, transpose=True, unitriangular=True).solution)
+        for m in (hx, torch)),
 })
 
 

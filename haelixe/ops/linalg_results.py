@@ -12,3 +12,12 @@ SVD = namedtuple("SVD", ["U", "S", "Vh"])
 Lstsq = namedtuple("Lstsq", ["solution", "residuals", "rank", "singular_values"])
 #: torch.svd's result: V itself, not its transpose
 SVDWithV = namedtuple("SVDWithV", ["U", "S", "V"])
+LUFactor = namedtuple("LUFactor", ["LU", "pivots"])
+LUFactorEx = namedtuple("LUFactorEx", ["LU", "pivots", "info"])
+LU = namedtuple("LU", ["P", "L", "U"])
+#: the _ex forms' results: the value and LAPACK's info per matrix
+SolveEx = namedtuple("SolveEx", ["result", "info"])
+InvEx = namedtuple("InvEx", ["inverse", "info"])
+CholeskyEx = namedtuple("CholeskyEx", ["L", "info"])
+#: torch.triangular_solve's result
+TriangularSolve = namedtuple("TriangularSolve", ["solution", "cloned_coefficient"])

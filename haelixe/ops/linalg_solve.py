@@ -105,7 +105,11 @@ def inv(A):
 
     The inverse of each square matrix of A (*, n, n); raises LinAlgError, naming the batch
     element, for a singular one."""
-    op = "linalg.inv"
+    return invert("linalg.inv", A)
+
+
+def invert(op, A):
+    """inv, its errors naming ``op``."""
     check_matrices(op, A)
     a = host(A)
     try:
@@ -114,7 +118,7 @@ def inv(A):
         raise _singular(op, a, np.linalg.inv, "the inversion could not be completed "
                         "because the input matrix is singular; hx.linalg.pinv gives a "
                         "pseudo-inverse") from None
-    return record("LinalgInv", (x,), (A,), _inv_gradient, lambda m: (inv(m),))[0]
+    return record("LinalgInv", (x,), (A,), _inv_gradient, lambda m: (invert(op, m),))[0]
 
 
 def _inv_gradient(inputs, outputs, grads):
@@ -145,7 +149,12 @@ def solve(A, B, *, left=True):
 
     X with A X = B (left=False: X A = B) for square invertible A (*, n, n) and B
     (*, n, k), or B (*, n), a batch of vectors; the batch dims broadcast."""
-    op = "linalg.solve"
+    return solve_with("linalg.solve", A, B, left, solve_matrices)
+
+
+def solve_with(op, A, B, left, solver):
+    """solve's checks and B's forms, its errors naming ``op``; ``solver(op, A, B)`` solves
+    A X = B for matrices B."""
     check_matrices(op, A)
     if not isinstance(B, Tensor):
         raise TypeError(f"{op}: expected a Tensor for B, got {type(B).__name__}")
@@ -167,13 +176,13 @@ def solve(A, B, *, left=True):
             raise OpError(f"{op}: Incompatible shapes of A and B for the equation XA = B "
                           f"({n}x{n} and {k}x{B.shape[-1]}): B's last dim must be A's "
                           f"size {n}")
-        return solve_matrices(op, A.mT, B.mT).mT
+        return solver(op, A.mT, B.mT).mT
     b = B.unsqueeze(-1) if vector else B
     if b.shape[-2] != n:
         raise OpError(f"{op}: Incompatible shapes of A and B for the equation AX = B "
                       f"({n}x{n} and {b.shape[-2]}x{b.shape[-1]}): B's "
                       f"{'size' if vector else 'second-to-last dim'} must be A's size {n}")
-    x = solve_matrices(op, A, b)
+    x = solver(op, A, b)
     return x.squeeze(-1) if vector else x
 
 

@@ -1,5 +1,6 @@
 """PyTorch's top-level linear-algebra names and their Tensor methods: torch.det,
-logdet, slogdet, inverse, cholesky, qr, svd, pinverse, matrix_power and matrix_exp.
+logdet, slogdet, inverse, cholesky, qr, svd, pinverse, matrix_power, matrix_exp and
+triangular_solve.
 Each is its torch.linalg counterpart under torch's older signature (torch.svd's V is
 the transpose of linalg.svd's Vh; torch.qr's some= picks the mode)."""
 
@@ -8,16 +9,18 @@ from __future__ import annotations
 import warnings
 
 from ..creation import zeros
+from ..errors import OpError, OpTypeError
 from .linalg_compose import matrix_exp, power
 from .linalg_factor import cholesky as _cholesky
 from .linalg_factor import qr as _qr
 from .linalg_factor import svd as _svd
 from .linalg_factor import svdvals
 from .linalg_lstsq import pinv
-from .linalg_results import SVDWithV
+from .linalg_results import SVDWithV, TriangularSolve
 from .linalg_solve import det as _det
 from .linalg_solve import inv
 from .linalg_solve import slogdet as _slogdet
+from .linalg_triangular import solve_triangular
 from .registry import declare, tensor_method
 
 
@@ -109,8 +112,32 @@ def matrix_power(input, n):  # noqa: A002
     return power("matrix_power", input, n)
 
 
+@tensor_method(function=True)
+def triangular_solve(b, A, upper=True, transpose=False, unitriangular=False):  # noqa: N803
+    """triangular_solve(b, A, upper=True, transpose=False, unitriangular=False) -> (Tensor, Tensor)
+
+    (solution, cloned_coefficient): X with A X = b (A^T X = b where ``transpose``) for
+    triangular A, linalg.solve_triangular under torch's older argument order (PyTorch
+    warns that it is deprecated), and a copy of A broadcast to the batch."""
+    warnings.warn("torch.triangular_solve is deprecated in favor of "
+                  "torch.linalg.solve_triangular, which takes (A, B) and returns no copy "
+                  "of A: X = torch.linalg.solve_triangular(A, B, upper=...)", UserWarning,
+                  stacklevel=2)
+    op = "triangular_solve"
+    if getattr(b, "ndim", 2) < 2:
+        raise OpError(f"{op}: Expected b to have at least 2 dimensions, but it has {b.ndim} "
+                      f"dimensions instead (shape {b.shape}); a vector is b.unsqueeze(-1)")
+    if getattr(A, "dtype", None) is not getattr(b, "dtype", None):
+        raise OpTypeError(f"{op}: Expected b and A to have the same dtype, but found b of "
+                          f"type {b.dtype.name} and A of type {A.dtype.name} instead")
+    x = solve_triangular(A.mT if transpose else A, b, upper=upper != bool(transpose),
+                         unitriangular=unitriangular)
+    return TriangularSolve(x, A.expand(*x.shape[:-2], *A.shape[-2:]).clone())
+
+
 tensor_method(matrix_exp, function=True)
 
 for _name in ("det", "slogdet", "logdet", "inverse", "cholesky", "qr", "svd", "pinverse",
               "matrix_power", "matrix_exp"):
     declare(_name)
+declare("triangular_solve", arity=2)
