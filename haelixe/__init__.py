@@ -67,6 +67,7 @@ from .dtype import (
 from .layout import Size  # noqa: E402,F401  (torch.Size)
 from .ops import (  # noqa: E402,F401
     arranging,
+    bilinear,
     binning,
     composite,
     conv,

@@ -642,7 +642,34 @@ def _ctc(lib, x):
         functional.ctc_loss(x[:, :4], lib.tensor([3, 1], **on), [4], [2])
 
 
+def _bilinear(lib, x):
+    """bilinear of x and its flip through two (6, 6) forms made from x, with a bias."""
+    form = x.mT @ x
+    return lib.nn.functional.bilinear(x, x.flip(0), lib.stack([form, form.flip(0)]), x[0, :2])
+
+
+def _lp_pools(functional, x):
+    """x's windows' 2-norms in one, two and three dims, joined."""
+    parts = [functional.lp_pool1d(x[None], 2, 2), functional.lp_pool1d(x[None], 2, 4, 1),
+             functional.lp_pool2d(x[None], 2, 2, 1)]
+    return sum(p.sum() for p in parts)
+
+
+def _lp_pool3d_ref(x):
+    """PyTorch's lp_pool3d; for bfloat16 and float16 in float32, rounded to the dtype (as
+    _avg_pool3d_ref: its CPU kernel refuses them)."""
+    half = x.dtype in (torch.bfloat16, torch.float16)
+    y = F.lp_pool3d((x.float() if half else x)[None, None, None], 2, (1, 2, 2))
+    return y.to(x.dtype) if half else y
+
+
 OTHER.update({
+    "bilinear": (lambda x: _bilinear(hx, x), lambda x: _bilinear(torch, x)),
+    "lp_pool1d": (lambda x: _lp_pools(hx.nn.functional, x), lambda x: _lp_pools(F, x)),
+    "lp_pool2d": (lambda x: hx.nn.functional.lp_pool2d(x[None], 2, (2, 3)),
+                  lambda x: F.lp_pool2d(x[None], 2, (2, 3))),
+    "lp_pool3d": (lambda x: hx.nn.functional.lp_pool3d(x[None, None, None], 2, (1, 2, 2)),
+                  _lp_pool3d_ref),
     "ctc_loss": (lambda x: _ctc(hx, x), lambda x: _ctc(torch, x)),
     "embedding_bag": (lambda x: _bags(hx.nn.functional, x, _idx),
                       lambda x: _bags(F, x, lambda _, v: torch.tensor(v))),

@@ -11,6 +11,7 @@ from ..autograd.mode import no_grad
 from ..dtype import float32, float64, int32, int64
 from ..errors import OpError
 from ..layout import normalize_dim
+from ..ops.bilinear import bilinear
 from ..ops.composite import prelu
 from ..ops.conv import (
     conv1d,
@@ -68,6 +69,7 @@ from .losses import (
     smooth_l1_loss,
     triplet_margin_loss,
 )
+from .lp_pooling import lp_pool1d, lp_pool2d, lp_pool3d
 from .normalization import batch_norm, group_norm, instance_norm
 from .padding import pad
 
@@ -607,7 +609,7 @@ __all__ = [*DECLARED, "threshold_", "linear", "rms_norm", "layer_norm", "gelu", 
            "instance_norm", "dropout2d", "interpolate", "kl_div", "poisson_nll_loss",
            "gaussian_nll_loss", "margin_ranking_loss",
            "triplet_margin_loss", "cosine_similarity", "pairwise_distance", "affine_grid",
-           "grid_sample",
+           "grid_sample", "bilinear", "lp_pool1d", "lp_pool2d", "lp_pool3d",
            "pixel_shuffle", "pixel_unshuffle"]
 
 _MISSING = {
