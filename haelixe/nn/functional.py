@@ -67,6 +67,13 @@ from .losses import (
     smooth_l1_loss,
     triplet_margin_loss,
 )
+from .margin_losses import (
+    hinge_embedding_loss,
+    multi_margin_loss,
+    multilabel_margin_loss,
+    multilabel_soft_margin_loss,
+    triplet_margin_with_distance_loss,
+)
 from .normalization import batch_norm, group_norm, instance_norm
 from .padding import pad
 
@@ -605,7 +612,9 @@ __all__ = [*DECLARED, "threshold_", "linear", "rms_norm", "layer_norm", "gelu", 
            "adaptive_max_pool2d", "adaptive_max_pool3d", "batch_norm", "group_norm",
            "instance_norm", "dropout2d", "interpolate", "kl_div", "poisson_nll_loss",
            "gaussian_nll_loss", "margin_ranking_loss",
-           "triplet_margin_loss", "cosine_similarity", "pairwise_distance",
+           "triplet_margin_loss", "multi_margin_loss", "multilabel_margin_loss",
+           "multilabel_soft_margin_loss", "hinge_embedding_loss",
+           "triplet_margin_with_distance_loss", "cosine_similarity", "pairwise_distance",
            "pixel_shuffle", "pixel_unshuffle"]
 
 _MISSING = {
