@@ -348,6 +348,13 @@ OTHER = {
     # random: tests/test_nn.py, test_normalization.py and test_op_surfaces.py check them
     "dropout": (None, None),
     "dropout2d": (None, None),
+    "dropout1d": (None, None),
+    "dropout3d": (None, None),
+    "alpha_dropout": (None, None),
+    "feature_alpha_dropout": (None, None),  # (these four: tests/test_random_layers.py)
+    # (eval mode: the mean slope; training's random slopes: tests/test_random_layers.py)
+    "rrelu": (lambda x: hx.nn.functional.rrelu(x, 0.1, 0.6),
+              lambda x: F.rrelu(x, 0.1, 0.6)),
     "logsumexp": (lambda x: x.logsumexp(1), lambda x: x.logsumexp(1)),
     "norm": (lambda x: x.norm(dim=1), lambda x: x.norm(dim=1)),
     "cumsum": (lambda x: x.cumsum(1), lambda x: x.cumsum(1)),
@@ -689,6 +696,8 @@ OTHER.update({
                       lambda x: F.pixel_shuffle(x.reshape(4, 2, 3), 2)),
     "pixel_unshuffle": (lambda x: hx.nn.functional.pixel_unshuffle(x.reshape(1, 4, 6), 2),
                         lambda x: F.pixel_unshuffle(x.reshape(1, 4, 6), 2)),
+    "channel_shuffle": (lambda x: hx.nn.functional.channel_shuffle(x.reshape(2, 6, 2), 3),
+                        lambda x: F.channel_shuffle(x.reshape(2, 6, 2), 3)),
 })
 
 
