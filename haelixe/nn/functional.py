@@ -437,7 +437,7 @@ def dropout2d(input, p=0.5, training=True, inplace=False):  # noqa: A002 (PyTorc
     return input.mul_(keep) if inplace else input * keep
 
 
-def _channel_dropout(op, input, p, training, inplace, spatial):
+def _channel_dropout(input, p, training, inplace, spatial):
     """dropout of whole channels: one draw per (sample, channel) of an input with
     ``spatial`` dims after them, per channel where the batch dim is left out."""
     batched = input.ndim == spatial + 2
@@ -457,7 +457,7 @@ def dropout1d(input, p=0.5, training=True, inplace=False):  # noqa: A002 (PyTorc
         raise OpError(f"dropout1d: expected a 2-D (unbatched) or 3-D input, got shape "
                       f"{tuple(input.shape)}; it drops channels of inputs with one spatial "
                       f"dim (use dropout for others)")
-    return _channel_dropout("dropout1d", input, p, training, inplace, 1)
+    return _channel_dropout(input, p, training, inplace, 1)
 
 
 @fused(None, arity=1, layer=_dropout_layer_of("Dropout3d"))
@@ -471,7 +471,7 @@ def dropout3d(input, p=0.5, training=True, inplace=False):  # noqa: A002 (PyTorc
         warnings.warn(f"dropout3d: received a {input.ndim}-D input; it drops channels of "
                       f"4-D (unbatched) or 5-D inputs (use dropout for others)",
                       UserWarning, stacklevel=2)
-    return _channel_dropout("dropout3d", input, p, training, inplace, 3)
+    return _channel_dropout(input, p, training, inplace, 3)
 
 
 #: SELU's scale * alpha: the value a dropped SELU activation takes
