@@ -366,6 +366,13 @@ OTHER = {
     # random: tests/test_nn.py, test_normalization.py and test_op_surfaces.py check them
     "dropout": (None, None),
     "dropout2d": (None, None),
+    "dropout1d": (None, None),
+    "dropout3d": (None, None),
+    "alpha_dropout": (None, None),
+    "feature_alpha_dropout": (None, None),  # (these four: tests/test_random_layers.py)
+    # (eval mode: the mean slope; training's random slopes: tests/test_random_layers.py)
+    "rrelu": (lambda x: hx.nn.functional.rrelu(x, 0.1, 0.6),
+              lambda x: F.rrelu(x, 0.1, 0.6)),
     "logsumexp": (lambda x: x.logsumexp(1), lambda x: x.logsumexp(1)),
     "norm": (lambda x: x.norm(dim=1), lambda x: x.norm(dim=1)),
     "cumsum": (lambda x: x.cumsum(1), lambda x: x.cumsum(1)),
@@ -688,11 +695,54 @@ OTHER.update({
         lambda x: F.gaussian_nll_loss(x, x.flip(0), x.flip(1) * x.flip(1), full=True)
         + F.gaussian_nll_loss(x, x.flip(1), (x * x).sum(1), reduction="sum")),
 })
+def _in_float32_where_refused(op):
+    """PyTorch's ``op``; where its CPU kernel refuses a 16-bit float ("... not
+    implemented for 'BFloat16'") and Haelixe computes, ``op`` in float32, rounded back."""
+    def ref(x):
+        try:
+            return op(x)
+        except NotImplementedError:
+            if x.dtype not in (torch.bfloat16, torch.float16):
+                raise
+            return op(x.float()).to(x.dtype)
+    return ref
+
+
+def _margin_specs(lib, x):
+    """The margin losses of x as (4, 6) class scores, by name: labels, label lists ended
+    by -1, yes/no targets, +-1 pair labels."""
+    functional = lib.nn.functional
+    on = {"device": x.device} if lib is hx else {}
+    labels = lib.tensor([0, 2, 5, 1], **on)
+    lists = lib.tensor([[3, 0, -1, 1, 2, 2], [5, 4, 3, 2, 1, 0], [-1, 0, 0, 0, 0, 0],
+                        [1, 1, 4, -1, 0, 0]], **on)
+    signs = lib.tensor([[1, -1, 1, 1, -1, -1]] * 4, **on)
+    return {
+        "multi_margin_loss": lambda: functional.multi_margin_loss(
+            x, labels, 2, 0.5, reduction="sum") + functional.multi_margin_loss(x[1], labels[1]),
+        "multilabel_margin_loss": lambda: functional.multilabel_margin_loss(x, lists),
+        "multilabel_soft_margin_loss": lambda: functional.multilabel_soft_margin_loss(
+            x, x.flip(0).sigmoid(), reduction="none"),
+        "hinge_embedding_loss": lambda: functional.hinge_embedding_loss(x, signs, 0.5,
+                                                                        reduction="none"),
+        "triplet_margin_with_distance_loss": lambda: functional.
+        triplet_margin_with_distance_loss(x, x.flip(0), x.flip(1), swap=True,
+                                          distance_function=lambda a, b: (a - b).abs().sum(-1)),
+    }
+
+
+OTHER.update({
+    name: (lambda x, name=name: _margin_specs(hx, x)[name](),
+           _in_float32_where_refused(lambda x, name=name: _margin_specs(torch, x)[name]()))
+    for name in ("multi_margin_loss", "multilabel_margin_loss", "multilabel_soft_margin_loss",
+                 "hinge_embedding_loss", "triplet_margin_with_distance_loss")})
 OTHER.update({
     "pixel_shuffle": (lambda x: hx.nn.functional.pixel_shuffle(x.reshape(4, 2, 3), 2),
                       lambda x: F.pixel_shuffle(x.reshape(4, 2, 3), 2)),
     "pixel_unshuffle": (lambda x: hx.nn.functional.pixel_unshuffle(x.reshape(1, 4, 6), 2),
                         lambda x: F.pixel_unshuffle(x.reshape(1, 4, 6), 2)),
+    "channel_shuffle": (lambda x: hx.nn.functional.channel_shuffle(x.reshape(2, 6, 2), 3),
+                        lambda x: F.channel_shuffle(x.reshape(2, 6, 2), 3)),
 })
 
 

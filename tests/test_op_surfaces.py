@@ -325,8 +325,10 @@ FUSED = sorted(n for n, d in OPS.items() if isinstance(d, Fused))
 
 #: fused ops whose PyTorch layers are not named after them: nn.Upsample's forward is
 #: F.interpolate (F.upsample is its deprecated alias); F.pad's are the layers of
-#: torch.nn.modules.padding, as PyTorch lists them
-LAYER_OF = {"interpolate": ("Upsample",), "pad": tuple(torch.nn.modules.padding.__all__)}
+#: torch.nn.modules.padding, as PyTorch lists them; nn.Softmax2d is F.softmax over the
+#: channels
+LAYER_OF = {"interpolate": ("Upsample",), "softmax": ("Softmax", "Softmax2d"),
+            "pad": tuple(torch.nn.modules.padding.__all__)}
 
 
 def _pytorch_layers_of(name) -> tuple:

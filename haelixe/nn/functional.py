@@ -4,6 +4,7 @@ torch.nn.functional names and signatures)."""
 from __future__ import annotations
 
 import math
+import warnings
 
 from .. import creation
 from ..amp import autocast_dtype, cast_inputs
@@ -49,7 +50,7 @@ from ..ops.reduce import Softmax as SoftmaxFn
 from ..ops.reduce import cosine_similarity, pairwise_distance
 from ..ops.registry import OPS, Layer, functional_form, fused
 from ..ops.resample import interpolate
-from ..ops.views import pixel_shuffle, pixel_unshuffle
+from ..ops.views import channel_shuffle, pixel_shuffle, pixel_unshuffle
 from ..tensor import Tensor
 from .ctc import ctc_loss
 from .embedding_bag import embedding_bag
@@ -70,6 +71,13 @@ from .losses import (
     triplet_margin_loss,
 )
 from .lp_pooling import lp_pool1d, lp_pool2d, lp_pool3d
+from .margin_losses import (
+    hinge_embedding_loss,
+    multi_margin_loss,
+    multilabel_margin_loss,
+    multilabel_soft_margin_loss,
+    triplet_margin_with_distance_loss,
+)
 from .normalization import batch_norm, group_norm, instance_norm
 from .padding import pad
 
@@ -331,7 +339,25 @@ def _dim_layer_of(name) -> Layer:
     return Layer(name, _dim_layer, shown="dim={dim}", forward=_over_its_dim)
 
 
-@fused(SoftmaxFn, arity=1, layer=_dim_layer_of("Softmax"))
+def _softmax2d_layer(*args, **kwargs):
+    """No options (PyTorch's constructor is Module's, which takes none)."""
+    if args or kwargs:
+        raise TypeError("Softmax2d() takes no arguments")
+    return {}
+
+
+def _over_channels(form):
+    """Softmax2d's forward: ``form`` over the channels of (C, H, W) or (N, C, H, W)."""
+    def forward(self, input):  # noqa: A002 (PyTorch's name)
+        if input.ndim not in (3, 4):
+            raise ValueError(f"Softmax2d: expected a 3-D (C, H, W) or 4-D (N, C, H, W) "
+                             f"input, got shape {tuple(input.shape)}")
+        return form(input, -3)
+    return forward
+
+
+@fused(SoftmaxFn, arity=1, layer=(_dim_layer_of("Softmax"),
+                                  Layer("Softmax2d", _softmax2d_layer, forward=_over_channels)))
 def softmax(input, dim=-1, dtype=None):  # noqa: A002 (PyTorch's name)
     """exp(input) / sum(exp(input)) over ``dim`` (the last by default), in ``dtype``
     where one is given (the input converted first)."""
@@ -412,6 +438,122 @@ def dropout2d(input, p=0.5, training=True, inplace=False):  # noqa: A002 (PyTorc
     if not training or p == 0.0:
         return input
     return input.mul_(keep) if inplace else input * keep
+
+
+def _channel_dropout(input, p, training, inplace, spatial):
+    """dropout of whole channels: one draw per (sample, channel) of an input with
+    ``spatial`` dims after them, per channel where the batch dim is left out."""
+    batched = input.ndim == spatial + 2
+    shape = input.shape[:2 if batched else 1] + (1,) * (input.ndim - (2 if batched else 1))
+    keep = dropout(creation.ones(*shape, dtype=input.dtype, device=input.device), p,
+                   training)
+    if not training or p == 0.0:
+        return input
+    return input.mul_(keep) if inplace else input * keep
+
+
+@fused(None, arity=1, layer=_dropout_layer_of("Dropout1d"))
+def dropout1d(input, p=0.5, training=True, inplace=False):  # noqa: A002 (PyTorch's name)
+    """Zero whole channels with probability ``p`` (scaling the rest by 1 / (1 - p)):
+    one draw per (sample, channel) of (N, C, L), per channel of an unbatched (C, L)."""
+    if input.ndim not in (2, 3):
+        raise OpError(f"dropout1d: expected a 2-D (unbatched) or 3-D input, got shape "
+                      f"{tuple(input.shape)}; it drops channels of inputs with one spatial "
+                      f"dim (use dropout for others)")
+    return _channel_dropout(input, p, training, inplace, 1)
+
+
+@fused(None, arity=1, layer=_dropout_layer_of("Dropout3d"))
+def dropout3d(input, p=0.5, training=True, inplace=False):  # noqa: A002 (PyTorch's name)
+    """Zero whole channels with probability ``p`` (scaling the rest by 1 / (1 - p)):
+    one draw per (sample, channel) of (N, C, D, H, W), per channel of an unbatched
+    (C, D, H, W). Another rank warns, as PyTorch's, and drops along its first dim."""
+    if input.ndim not in (4, 5):
+        if input.ndim == 0:
+            raise OpError("dropout3d: a 0-d input has no channels to drop; use dropout")
+        warnings.warn(f"dropout3d: received a {input.ndim}-D input; it drops channels of "
+                      f"4-D (unbatched) or 5-D inputs (use dropout for others)",
+                      UserWarning, stacklevel=2)
+    return _channel_dropout(input, p, training, inplace, 3)
+
+
+#: SELU's scale * alpha: the value a dropped SELU activation takes
+_SELU_FLOOR = 1.7580993408473766
+
+
+def _alpha_dropout(op, input, p, training, inplace, feature):
+    """Alpha dropout: dropped elements (whole channels where ``feature``) set to SELU's
+    floor, then an affine map a x + b that keeps a zero mean and unit variance input's
+    mean and variance."""
+    if not 0.0 <= p <= 1.0:
+        raise ValueError(f"{op}: p must be in [0, 1], got {p}")
+    if not training or p == 0.0 or input.numel() == 0:
+        return input
+    if not input.dtype.is_floating_point:
+        raise TypeError(f"{op}: cannot drop out {input.dtype.name} tensors in training (as "
+                        f"in PyTorch); convert with .float() first")
+    if p == 1.0:
+        return input.mul_(0.0) if inplace else input * 0.0
+    if feature and input.ndim < 2:
+        raise OpError(f"{op}: needs at least 2 dims (N, C, ...) to drop channels, got "
+                      f"shape {tuple(input.shape)}")
+    shape = input.shape[:2] + (1,) * (input.ndim - 2) if feature else input.shape
+    keep = (creation.rand(*shape, device=input.device) >= p).to(input.dtype)
+    a = 1.0 / math.sqrt((_SELU_FLOOR ** 2 * p + 1.0) * (1.0 - p))
+    shift = (keep - 1.0) * (_SELU_FLOOR * a) + _SELU_FLOOR * a * p
+    scale = keep * a
+    return input.mul_(scale).add_(shift) if inplace else input * scale + shift
+
+
+@fused(None, arity=1, layer=_dropout_layer_of("AlphaDropout"))
+def alpha_dropout(input, p=0.5, training=False, inplace=False):  # noqa: A002
+    """Dropout for SELU networks: each element dropped with probability ``p`` to SELU's
+    negative floor, then all scaled and shifted so that the input's zero mean and unit
+    variance are kept; the identity outside training."""
+    return _alpha_dropout("alpha_dropout", input, p, training, inplace, False)
+
+
+@fused(None, arity=1, layer=_dropout_layer_of("FeatureAlphaDropout"))
+def feature_alpha_dropout(input, p=0.5, training=False, inplace=False):  # noqa: A002
+    """alpha_dropout of whole channels: one draw per (sample, channel) of (N, C, ...)."""
+    return _alpha_dropout("feature_alpha_dropout", input, p, training, inplace, True)
+
+
+def _rrelu_layer(lower=1.0 / 8, upper=1.0 / 3, inplace=False):
+    return {"lower": lower, "upper": upper, "inplace": inplace}
+
+
+def _rrelu_shown(layer) -> str:
+    return f"lower={layer.lower}, upper={layer.upper}" + \
+        (", inplace=True" if layer.inplace else "")
+
+
+def _rrelu_forward(form):
+    def forward(self, input):  # noqa: A002 (PyTorch's name)
+        return form(input, self.lower, self.upper, self.training, self.inplace)
+    return forward
+
+
+@fused(None, arity=1, layer=Layer("RReLU", _rrelu_layer, shown=_rrelu_shown,
+                                  forward=_rrelu_forward))
+def rrelu(input, lower=1.0 / 8, upper=1.0 / 3, training=False, inplace=False):  # noqa: A002
+    """The randomized leaky ReLU: x where x > 0, else x times a slope drawn uniformly
+    from [lower, upper] per element while training, their mean (lower + upper) / 2
+    otherwise; the gradient is the slope each element took."""
+    if lower > upper:
+        raise ValueError(f"rrelu: lower ({lower}) must be <= upper ({upper})")
+    if not input.dtype.is_floating_point:
+        raise TypeError(f"rrelu: not defined for {input.dtype.name} tensors (as in "
+                        f"PyTorch); convert with .float() first")
+    if not training and not inplace:  # (the slope a number: one rounding, as PyTorch's)
+        return where(input > 0, input, input * ((lower + upper) / 2))
+    on = {"dtype": input.dtype, "device": input.device}
+    if training:
+        slope = creation.rand(*input.shape, **on) * (upper - lower) + lower
+    else:
+        slope = creation.ones(*input.shape, **on) * ((lower + upper) / 2)
+    factor = where(input > 0, 1.0, slope)
+    return input.mul_(factor) if inplace else input * factor
 
 
 #: index dtypes an embedding looks up directly (others take indexing's own rules)
@@ -606,11 +748,14 @@ __all__ = [*DECLARED, "threshold_", "linear", "rms_norm", "layer_norm", "gelu", 
            "max_unpool1d", "max_unpool2d", "max_unpool3d", "avg_pool1d", "avg_pool2d",
            "avg_pool3d", "adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_max_pool1d",
            "adaptive_max_pool2d", "adaptive_max_pool3d", "batch_norm", "group_norm",
-           "instance_norm", "dropout2d", "interpolate", "kl_div", "poisson_nll_loss",
+           "instance_norm", "dropout2d", "dropout1d", "dropout3d", "alpha_dropout",
+           "feature_alpha_dropout", "rrelu", "interpolate", "kl_div", "poisson_nll_loss",
            "gaussian_nll_loss", "margin_ranking_loss",
-           "triplet_margin_loss", "cosine_similarity", "pairwise_distance", "affine_grid",
-           "grid_sample", "bilinear", "lp_pool1d", "lp_pool2d", "lp_pool3d",
-           "pixel_shuffle", "pixel_unshuffle"]
+           "triplet_margin_loss", "multi_margin_loss", "multilabel_margin_loss",
+           "multilabel_soft_margin_loss", "hinge_embedding_loss",
+           "triplet_margin_with_distance_loss", "cosine_similarity", "pairwise_distance",
+           "affine_grid", "grid_sample", "bilinear", "lp_pool1d", "lp_pool2d", "lp_pool3d",
+           "pixel_shuffle", "pixel_unshuffle", "channel_shuffle"]
 
 _MISSING = {
     "multi_head_attention_forward": "hx.nn.MultiHeadAttention or "

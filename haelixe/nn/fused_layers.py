@@ -25,7 +25,7 @@ def _layer(decl, spec) -> type:
     # forward's arguments of the functional form, after its inputs: the layer's attributes
     # (read with one attrgetter: a layer's forward is on every step's path)
     params = list(decl.signature.parameters.values())[spec.inputs:]
-    if any(p.kind is not p.POSITIONAL_OR_KEYWORD for p in params):
+    if spec.forward is None and any(p.kind is not p.POSITIONAL_OR_KEYWORD for p in params):
         raise ValueError(f"{spec.name}: its forward passes F.{decl.name}'s arguments by "
                          f"position; {decl.name}{decl.signature} has others")
     names = tuple(p.name for p in params)

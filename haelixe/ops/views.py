@@ -751,3 +751,26 @@ def pixel_unshuffle(input, downscale_factor):  # noqa: A002
     x = input.reshape(*lead, c, h // r, r, w // r, r)
     x = x.permute(*range(n), n, n + 2, n + 4, n + 1, n + 3)
     return x.reshape(*lead, c * r * r, h // r, w // r)
+
+
+def _channel_shuffle_layer(groups):
+    return {"groups": groups}
+
+
+@function
+@fused(None, arity=1, dtypes="any",
+       layer=Layer("ChannelShuffle", _channel_shuffle_layer, shown="groups={groups}"))
+def channel_shuffle(input, groups):  # noqa: A002
+    """(N, C, *) with its C channels split into ``groups`` groups and interleaved: the
+    channels read as (groups, C / groups), transposed (ShuffleNet)."""
+    if input.ndim < 3:
+        raise OpError(f"channel_shuffle: expects an input of 3 or more dims (N, C, *), got "
+                      f"shape {tuple(input.shape)}")
+    if not isinstance(groups, int) or groups <= 0:
+        raise OpError(f"channel_shuffle: groups must be a positive int, got {groups!r}")
+    n, c, rest = input.shape[0], input.shape[1], tuple(input.shape[2:])
+    if c % groups:
+        raise OpError(f"channel_shuffle: the {c} channels of input {tuple(input.shape)} "
+                      f"are not divisible by groups = {groups}")
+    x = input.reshape(n, groups, c // groups, *rest).transpose(1, 2)
+    return x.reshape(n, c, *rest)
