@@ -516,6 +516,9 @@ OTHER.update({
     "adaptive_avg_pool2d": (
         lambda x: hx.nn.functional.adaptive_avg_pool2d(x[None, None], (3, 4)),
         lambda x: F.adaptive_avg_pool2d(x[None, None], (3, 4))),
+    "adaptive_avg_pool3d": (
+        lambda x: hx.nn.functional.adaptive_avg_pool3d(x[None, None, None], (1, 3, 4)),
+        lambda x: F.adaptive_avg_pool3d(x[None, None, None], (1, 3, 4))),
     "adaptive_max_pool1d": (lambda x: hx.nn.functional.adaptive_max_pool1d(x[None], 4),
                             lambda x: F.adaptive_max_pool1d(x[None], 4)),
     "adaptive_max_pool2d": (

@@ -536,6 +536,13 @@ def adaptive_avg_pool2d(input, output_size):
     return adaptive_avg_pool("adaptive_avg_pool2d", 2, input, output_size)
 
 
+@fused(None, arity=1, layer=Layer("AdaptiveAvgPool3d", _adaptive_avg_pool_layer,
+                                  shown=_ADAPTIVE_SHOWN))
+def adaptive_avg_pool3d(input, output_size):
+    """adaptive_avg_pool2d over three dims, (N, C, D, H, W) or (C, D, H, W)."""
+    return adaptive_avg_pool("adaptive_avg_pool3d", 3, input, output_size)
+
+
 @fused(None, arity=1, layer=Layer("AdaptiveMaxPool1d", _adaptive_max_pool_layer,
                                   shown=_ADAPTIVE_SHOWN))
 def adaptive_max_pool1d(input, output_size, return_indices=False):
