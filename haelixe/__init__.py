@@ -68,6 +68,7 @@ from .layout import Size  # noqa: E402,F401  (torch.Size)
 from .ops import (  # noqa: E402,F401
     arranging,
     binning,
+    calculus,
     composite,
     conv,
     convert,
