@@ -69,6 +69,7 @@ from .ops import (  # noqa: E402,F401
     arranging,
     bilinear,
     binning,
+    calculus,
     composite,
     conv,
     convert,

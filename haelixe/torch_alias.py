@@ -48,6 +48,7 @@ MODULES = {
     "torch.utils.tensorboard": "haelixe.utils.tensorboard",
     "torch.utils.checkpoint": "haelixe.utils.checkpoint",
     "torch.autograd": "haelixe.autograd",
+    "torch.autograd.functional": "haelixe.autograd.functional",
     "torch.random": "haelixe.random",
     "torch.serialization": "haelixe.pickled",
     "torch.cuda": "haelixe.cuda",

@@ -1,6 +1,6 @@
-"""RMSprop, Adagrad, Adadelta, Adamax, NAdam and RAdam step for step against PyTorch:
-hyperparameter settings, groups, parameters without a gradient, state dicts (their own
-round trip and PyTorch's), argument errors, BF16 parameters and the GPU."""
+"""RMSprop, Adagrad, Adadelta, Adamax, NAdam, RAdam, Rprop and ASGD step for step against
+PyTorch: hyperparameter settings, groups, parameters without a gradient, state dicts (their
+own round trip and PyTorch's), argument errors, BF16 parameters and the GPU."""
 
 from __future__ import annotations
 
@@ -36,8 +36,15 @@ CASES = {
     "radam_l2": ("RAdam", dict(lr=0.02, betas=(0.8, 0.9), weight_decay=0.1)),
     "radam_decoupled_max": ("RAdam", dict(lr=0.02, weight_decay=0.1,
                                           decoupled_weight_decay=True, maximize=True)),
+    "rprop": ("Rprop", dict()),
+    "rprop_etas_max": ("Rprop", dict(lr=0.05, etas=(0.3, 1.5), step_sizes=(1e-3, 0.2),
+                                     maximize=True)),
+    # (t0=8: the averaging starts within the 20 steps)
+    "asgd": ("ASGD", dict(lr=0.05)),
+    "asgd_wd_t0_max": ("ASGD", dict(lr=0.05, lambd=0.01, alpha=0.6, t0=8, weight_decay=0.1,
+                                    maximize=True)),
 }
-NAMES = ("RMSprop", "Adagrad", "Adadelta", "Adamax", "NAdam", "RAdam")
+NAMES = ("RMSprop", "Adagrad", "Adadelta", "Adamax", "NAdam", "RAdam", "Rprop", "ASGD")
 SHAPES = {"w": (3, 4), "b": (4,), "frozen": (2,)}
 RNG = np.random.default_rng(0)
 INIT = {k: RNG.standard_normal(s) for k, s in SHAPES.items()}
@@ -134,7 +141,8 @@ def _numpy(x):
 
 @pytest.mark.parametrize("case", ["rmsprop_wd_momentum", "rmsprop_centered_max",
                                   "adagrad_decay_wd", "adadelta", "adamax", "nadam_l2",
-                                  "radam_decoupled_max"])
+                                  "radam_decoupled_max", "rprop_etas_max",
+                                  "asgd_wd_t0_max"])
 def test_state_dict_has_pytorch_layout_and_round_trips(case):
     name, kwargs = CASES[case]
     ours, ref, whole = (Run("hx", name, kwargs), Run("torch", name, kwargs),
@@ -203,6 +211,13 @@ def test_load_state_dict_checks_before_changing_anything():
     ("NAdam", dict(momentum_decay=-1.0), "NAdam: Invalid momentum_decay value"),
     ("RAdam", dict(lr=-0.1), "RAdam: Invalid learning rate"),
     ("RAdam", dict(betas=(0.9,)), "RAdam: betas must be a pair"),
+    ("Rprop", dict(lr=-1.0), "Rprop: Invalid learning rate"),
+    ("Rprop", dict(etas=(1.5, 2.0)), "Rprop: Invalid eta values: 1.5, 2.0"),
+    ("Rprop", dict(etas=(0.5, 0.9)), "Rprop: Invalid eta values: 0.5, 0.9"),
+    ("Rprop", dict(capturable=True), "Rprop: capturable=True is not supported"),
+    ("ASGD", dict(lr=-1.0), "ASGD: Invalid learning rate"),
+    ("ASGD", dict(weight_decay=-1.0), "ASGD: Invalid weight_decay value"),
+    ("ASGD", dict(differentiable=True), "ASGD: differentiable=True is not supported"),
 ])
 def test_bad_arguments_name_the_optimizer(name, kwargs, message):
     with pytest.raises(ValueError, match=message):
@@ -267,3 +282,13 @@ def test_nadam_parameters_of_equal_count_with_their_own_mu_product():
         run.opt.load_state_dict(sd)
     for _ in range(5):
         _compare(ours.step(), fresh.step(), rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("name", ["Rprop", "ASGD"])
+def test_constructor_signature_is_pytorchs(name):
+    import inspect
+
+    ours = inspect.signature(getattr(hx.optim, name).__init__).parameters
+    theirs = inspect.signature(getattr(torch.optim, name).__init__).parameters
+    assert [(p.name, p.kind, p.default) for p in ours.values()] == \
+        [(p.name, p.kind, p.default) for p in theirs.values()]

@@ -750,6 +750,19 @@ OTHER.update({
 
 
 OTHER.update({
+    # (the samples' own values as coordinates: any x is a valid one)
+    "trapezoid": (lambda x: hx.trapezoid(x) + hx.trapezoid(x, x.flip(0), dim=0).sum(),
+                  lambda x: torch.trapezoid(x) + torch.trapezoid(x, x.flip(0), dim=0).sum()),
+    "cumulative_trapezoid": (
+        lambda x: hx.cumulative_trapezoid(x, dx=0.5) + hx.cumulative_trapezoid(x, x[1]),
+        lambda x: torch.cumulative_trapezoid(x, dx=0.5) + torch.cumulative_trapezoid(x, x[1])),
+    "gradient": (lambda x: hx.gradient(x, spacing=2.0, edge_order=2)[0] + hx.gradient(x)[1],
+                 lambda x: torch.gradient(x, spacing=2.0, edge_order=2)[0]
+                 + torch.gradient(x)[1]),
+})
+
+
+OTHER.update({
     "hstack": (lambda x: hx.hstack([x, x[:, :2]]), lambda x: torch.hstack([x, x[:, :2]])),
     "vstack": (lambda x: hx.vstack([x, x[0]]), lambda x: torch.vstack([x, x[0]])),
     "row_stack": (lambda x: hx.row_stack([x[1], x]), lambda x: torch.row_stack([x[1], x])),
@@ -783,6 +796,10 @@ OTHER.update({
                  lambda x: torch.bincount((x * x).long().flatten(), x.flatten(),
                                           minlength=30)),
     "histc": (lambda x: x.histc(7), lambda x: x.histc(7)),
+    "histogram": (lambda x: x.histogram(5).hist + hx.histogram(x, x[0].sort().values,
+                                                             density=True).hist.sum(),
+                  lambda x: x.histogram(5).hist + torch.histogram(x, x[0].sort().values,
+                                                                  density=True).hist.sum()),
     # (PyTorch's isin views its operands flat, and raises on expanded ones: its reference
     # reads contiguous copies, the same values)
     "isin": (lambda x: hx.isin(x, x[1:3, ::2]),
@@ -952,7 +969,8 @@ def test_other_ops_on_strided_layouts(name, layout, seed):
 DIFF_OTHER = [n for n in SPEC_OPS
               if n not in ("argmax", "argmin", "all", "any", "argsort", "to", "nonzero",
                            "unique", "isclose", "count_nonzero", "argwhere", "vander",
-                           "searchsorted", "bucketize", "bincount", "histc", "isin")]
+                           "searchsorted", "bucketize", "bincount", "histc", "histogram",
+                           "isin")]
 
 
 @pytest.mark.parametrize("name", DIFF_OTHER)

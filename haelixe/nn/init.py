@@ -161,16 +161,93 @@ def kaiming_normal_(tensor, a: float = 0.0, mode: str = "fan_in",
     return normal_(tensor, 0.0, _kaiming_std(tensor, a, mode, nonlinearity), generator)
 
 
+def orthogonal_(tensor, gain: float = 1.0, generator=None):
+    """A (semi-)orthogonal matrix scaled by ``gain`` (Saxe et al.): the Q of a QR
+    decomposition of a standard normal draw, its columns' signs fixed by R's diagonal so
+    that Q is uniformly distributed. Dims after the first are flattened into columns."""
+    _check(tensor, "orthogonal_")
+    if tensor.ndim < 2:
+        raise ValueError(f"nn.init.orthogonal_: only tensors with 2 or more dimensions are "
+                         f"supported, got shape {tensor.shape}")
+    if tensor.numel() == 0:
+        return tensor
+    from ..creation import empty
+    from ..linalg import qr
+
+    rows = tensor.shape[0]
+    cols = tensor.numel() // rows
+    # the decomposition runs in float32 / float64 (LAPACK's types)
+    work = tensor.dtype if tensor.dtype.name in ("float32", "float64") else None
+    with no_grad():
+        draw = empty(rows, cols, dtype=work, device=tensor.device).normal_(
+            0.0, 1.0, generator=generator)
+        if rows < cols:
+            draw = draw.t()
+        q, r = qr(draw)
+        q = q * r.diagonal().sign()
+        if rows < cols:
+            q = q.t()
+        tensor.copy_((q * gain).reshape(tensor.shape))
+    return tensor
+
+
+def eye_(tensor):
+    """The identity matrix (ones on the diagonal of a 2-d tensor, any shape)."""
+    _check(tensor, "eye_")
+    if tensor.ndim != 2:
+        raise ValueError(f"nn.init.eye_: only tensors with 2 dimensions are supported, got "
+                         f"shape {tensor.shape}")
+    return _fill(tensor, np.eye(*tensor.shape))
+
+
+def dirac_(tensor, groups: int = 1):
+    """A convolution weight (3, 4 or 5 dims) that passes its input through: in each of
+    ``groups`` groups, output channel d takes input channel d at the kernel's centre."""
+    _check(tensor, "dirac_")
+    if tensor.ndim not in (3, 4, 5):
+        raise ValueError(f"nn.init.dirac_: only tensors with 3, 4, or 5 dimensions are "
+                         f"supported, got shape {tensor.shape}")
+    out_channels = tensor.shape[0]
+    if groups < 1 or out_channels % groups:
+        raise ValueError(f"nn.init.dirac_: dim 0 must be divisible by groups, got "
+                         f"{out_channels} output channels and groups={groups}")
+    per_group = out_channels // groups
+    host = np.zeros(tensor.shape)
+    centre = tuple(n // 2 for n in tensor.shape[2:])
+    for g in range(groups):
+        for d in range(min(per_group, tensor.shape[1])):
+            host[(g * per_group + d, d) + centre] = 1
+    return _fill(tensor, host)
+
+
+def sparse_(tensor, sparsity, std: float = 0.01, generator=None):
+    """A 2-d matrix drawn from N(0, std^2) with ceil(sparsity * rows) entries of each
+    column, chosen at random, set to zero (Martens)."""
+    _check(tensor, "sparse_")
+    if tensor.ndim != 2:
+        raise ValueError(f"nn.init.sparse_: only tensors with 2 dimensions are supported, "
+                         f"got shape {tensor.shape}")
+    from ..random import generator as default_generator
+
+    rows, cols = tensor.shape
+    zeros = int(math.ceil(sparsity * rows))
+    normal_(tensor, 0.0, std, generator)
+    gen = default_generator(generator)
+    drop = np.zeros((rows, cols), dtype=bool)
+    for col in range(cols):
+        drop[gen.permutation(rows)[:zeros], col] = True
+    with no_grad():
+        tensor.masked_fill_(Tensor._wrap(tensor._be.from_numpy(drop)), 0.0)
+    return tensor
+
+
 _MISSING = {
-    "orthogonal_": "xavier_normal_ or kaiming_normal_ (no orthogonal init: it needs a QR "
-                   "decomposition)",
-    "eye_": "hx.eye(n) copied in: with hx.no_grad(): w.copy_(hx.eye(*w.shape))",
-    "dirac_": "zeros_ then setting the centre taps; there are no convolutions",
-    "sparse_": "normal_ followed by masked_fill",
     "uniform": "uniform_ (the in-place name)",
     "normal": "normal_ (the in-place name)",
     "xavier_uniform": "xavier_uniform_ (the in-place name)",
     "kaiming_uniform": "kaiming_uniform_ (the in-place name)",
+    "orthogonal": "orthogonal_ (the in-place name)",
+    "sparse": "sparse_ (the in-place name)",
 }
 
 

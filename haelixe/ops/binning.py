@@ -10,6 +10,7 @@ the sequence counts as below everything).
 from __future__ import annotations
 
 import numbers
+from collections import namedtuple
 
 import numpy as np
 
@@ -271,6 +272,91 @@ def _bins_of(host, lo, hi, bins, dtype):
     return np.minimum(pos, bins - 1)
 
 
+# -- histogram --------------------------------------------------------------------------------
+#: torch.return_types.histogram
+HistogramResult = namedtuple("histogram", ["hist", "bin_edges"])
+
+
+def _histogram_edges(op, input, host, bins, range):  # noqa: A002 (PyTorch's name)
+    """The bin edges: ``bins`` (a 1-d increasing tensor) as given, or ``bins`` + 1 equal
+    steps over ``range`` (the data's least and greatest element when None; widened by
+    0.5 each way when they are equal, [0, 1] for no data)."""
+    from ..creation import linspace
+
+    if isinstance(bins, Tensor):
+        if bins.ndim != 1 or bins.shape[0] < 1:
+            raise OpError(f"{op}: bins must be an int or a 1-d tensor of edges, got shape "
+                          f"{bins.shape}")
+        if bins.dtype is not input.dtype:
+            raise OpTypeError(f"{op}: input and bins must have the same dtype, got "
+                              f"{input.dtype.name} and {bins.dtype.name}")
+        if range is not None:
+            raise OpError(f"{op}: range applies to an int bins only; the tensor bins gives "
+                          f"the edges")
+        edges = bins.detach().cpu().numpy()
+        if np.any(np.diff(edges) < 0):
+            raise OpError(f"{op}: bin edges must be increasing, got {edges.tolist()}")
+        return bins.detach().clone(), edges
+    bins = _int_argument(op, "bins", bins)
+    if bins <= 0:
+        raise OpError(f"{op}: bins must be > 0, got {bins}")
+    if range is not None:
+        lo, hi = (float(v) for v in range)
+    elif host.size:
+        lo, hi = float(host.min()), float(host.max())
+    else:
+        lo, hi = 0.0, 1.0
+    if not (np.isfinite(lo) and np.isfinite(hi)):
+        raise OpError(f"{op}: range of [{lo}, {hi}] is not finite; pass a finite range= (or "
+                      f"drop the NaN and infinite elements)")
+    if lo > hi:
+        raise OpError(f"{op}: max must be larger than min, got range=({lo}, {hi})")
+    if lo == hi:
+        lo, hi = lo - 0.5, hi + 0.5
+    edges = linspace(lo, hi, bins + 1, dtype=input.dtype, device=input.device)
+    return edges, edges.cpu().numpy()
+
+
+@tensor_method(function=True)
+def histogram(input, bins, *, range=None, weight=None, density=False):  # noqa: A001, A002
+    """histogram(input, bins, *, range=None, weight=None, density=False) -> (Tensor, Tensor)
+
+    A histogram of ``input``'s elements (any shape): ``bins`` equal bins over ``range``
+    (the data's span when None), or the bins between the edges of a 1-d tensor
+    ``bins``; each bin holds [left, right), the last [left, right]. Elements outside,
+    and NaNs, are not counted. ``weight`` (input's shape) adds its elements instead of
+    ones; ``density`` divides by the total and the bin widths. Returns the named tuple
+    (hist, bin_edges), in input's dtype, on its device. Floating dtypes. No gradient."""
+    op = "histogram"
+    if not isinstance(input, Tensor):
+        raise TypeError(f"{op}: input must be a Tensor, got {type(input).__name__}")
+    if input.dtype not in (float32, float64):
+        raise OpNotImplementedError(f"{op}: not implemented for {input.dtype.name} tensors "
+                                    f"(as in PyTorch's CPU kernel); convert with .float()")
+    host = input.detach().cpu().numpy().reshape(-1).astype(np.float64)
+    edges_t, edges = _histogram_edges(op, input, host, bins, range)
+    if weight is not None:
+        if not isinstance(weight, Tensor) or weight.shape != input.shape:
+            raise OpError(f"{op}: weight must be a tensor of input's shape {input.shape}, "
+                          f"got {getattr(weight, 'shape', type(weight).__name__)}")
+        if weight.dtype is not input.dtype:
+            raise OpTypeError(f"{op}: input and weight must have the same dtype, got "
+                              f"{input.dtype.name} and {weight.dtype.name}")
+        w = weight.detach().cpu().numpy().reshape(-1).astype(np.float64)
+    else:
+        w = np.ones_like(host)
+    e = edges.astype(np.float64)
+    n = e.size - 1
+    inside = (host >= e[0]) & (host <= e[-1])  # (NaN fails both)
+    where = np.minimum(np.searchsorted(e, host[inside], side="right") - 1, n - 1)
+    hist = np.bincount(where, weights=w[inside], minlength=n)[:n] if n else np.zeros(0)
+    if density:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            hist = hist / (hist.sum() * np.diff(e))
+    hist_t = _back(input, hist.astype(input.dtype.np))
+    return HistogramResult(hist_t, edges_t.to(input.device))
+
+
 # -- isin ------------------------------------------------------------------------------------------
 @function
 def isin(elements, test_elements, *, assume_unique=False, invert=False):
@@ -306,6 +392,6 @@ def isin(elements, test_elements, *, assume_unique=False, invert=False):
 
 
 for _name, _arity in (("searchsorted", 2), ("bucketize", 2), ("bincount", 1), ("histc", 1),
-                      ("isin", 2)):
+                      ("histogram", 1), ("isin", 2)):
     declare(_name, arity=_arity, differentiable=False, dtypes="any")
 del _name, _arity

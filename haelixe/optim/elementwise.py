@@ -78,7 +78,7 @@ class ElementwiseOptimizer(Optimizer):
         pw, gw = working_copies(fg, p, g)
         if group["maximize"]:
             gw = -gw
-        wd = group["weight_decay"]
+        wd = group.get("weight_decay", 0)  # (Rprop has none)
         if wd:
             if group.get("decoupled_weight_decay"):
                 pw.mul_(1.0 - group["lr"] * wd)
