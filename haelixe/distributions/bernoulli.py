@@ -7,13 +7,13 @@ import math
 from .. import creation
 from ..autograd.mode import no_grad
 from . import constraints
-from .distribution import Distribution
-from .utils import _is_number, broadcast_all, lazy_property, logits_to_probs, probs_to_logits
+from .probs_or_logits import ProbsOrLogits
+from .utils import _is_number, broadcast_all
 
 __all__ = ["Bernoulli"]
 
 
-class Bernoulli(Distribution):
+class Bernoulli(ProbsOrLogits):
     """Bernoulli(probs=None, logits=None, validate_args=None): exactly one of the
     probability of a 1 or its log odds; the other is computed when first read."""
 
@@ -22,37 +22,16 @@ class Bernoulli(Distribution):
     has_enumerate_support = True
 
     def __init__(self, probs=None, logits=None, validate_args=None):
-        if (probs is None) == (logits is None):
-            raise ValueError("Either `probs` or `logits` must be specified, but not both.")
-        if probs is not None:
-            (self.probs,) = broadcast_all(probs)
-        else:
-            (self.logits,) = broadcast_all(logits)
+        self._set_probs_or_logits(probs, logits)
         given = probs if probs is not None else logits
-        self._param = self.probs if probs is not None else self.logits
         super().__init__(() if _is_number(given) else self._param.shape,
                          validate_args=validate_args)
 
     def expand(self, batch_shape, _instance=None):
         new = self._get_checked_instance(Bernoulli, _instance)
         batch_shape = tuple(batch_shape)
-        for name in ("probs", "logits"):
-            if name in self.__dict__:
-                setattr(new, name, self.__dict__[name].expand(batch_shape))
-                new._param = new.__dict__[name]
+        self._expand_param(new, batch_shape)
         return self._expanded(new, batch_shape)
-
-    @lazy_property
-    def logits(self):
-        return probs_to_logits(self.probs, is_binary=True)
-
-    @lazy_property
-    def probs(self):
-        return logits_to_probs(self.logits, is_binary=True)
-
-    @property
-    def param_shape(self) -> tuple:
-        return self._param.shape
 
     @property
     def mean(self):

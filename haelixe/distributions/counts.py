@@ -13,13 +13,11 @@ from ..ops.sampling import poisson
 from ..random import generator as numpy_generator
 from . import constraints
 from .distribution import Distribution
+from .probs_or_logits import ProbsOrLogits
 from .utils import (
     _is_number,
     broadcast_all,
     finfo,
-    lazy_property,
-    logits_to_probs,
-    probs_to_logits,
 )
 
 __all__ = ["Binomial", "Geometric", "Poisson"]
@@ -65,39 +63,7 @@ class Poisson(Distribution):
         return value.xlogy(rate) - rate - (value + 1).lgamma()
 
 
-class _ProbsOrLogits(Distribution):
-    """A success probability given as ``probs`` or as ``logits``, the other computed
-    when first read."""
-
-    def _set_probs_or_logits(self, probs, logits):
-        if (probs is None) == (logits is None):
-            raise ValueError("Either `probs` or `logits` must be specified, but not both.")
-        if probs is not None:
-            (self.probs,) = broadcast_all(probs)
-        else:
-            (self.logits,) = broadcast_all(logits)
-        self._param = self.probs if probs is not None else self.logits
-
-    def _expand_param(self, new, batch_shape):
-        for name in ("probs", "logits"):
-            if name in self.__dict__:
-                setattr(new, name, self.__dict__[name].expand(batch_shape))
-                new._param = new.__dict__[name]
-
-    @lazy_property
-    def logits(self):
-        return probs_to_logits(self.probs, is_binary=True)
-
-    @lazy_property
-    def probs(self):
-        return logits_to_probs(self.logits, is_binary=True)
-
-    @property
-    def param_shape(self) -> tuple:
-        return self._param.shape
-
-
-class Geometric(_ProbsOrLogits):
+class Geometric(ProbsOrLogits):
     """Geometric(probs=None, logits=None, validate_args=None): the number of failures
     before the first success of Bernoulli(probs) trials (0, 1, ...)."""
 
@@ -158,7 +124,7 @@ def _clamp_by_zero(x):
     return (x.clamp(min=0) + x - x.clamp(max=0)) / 2
 
 
-class Binomial(_ProbsOrLogits):
+class Binomial(ProbsOrLogits):
     """Binomial(total_count=1, probs=None, logits=None, validate_args=None): successes
     in ``total_count`` Bernoulli(probs) trials."""
 
