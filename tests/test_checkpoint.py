@@ -166,3 +166,15 @@ def test_on_the_gpu_as_on_the_cpu():
         grads.append((xh.grad.cpu().numpy(), lin.weight.grad.cpu().numpy()))
     for a, b in zip(*grads):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
+def test_none_and_number_arguments_pass_through():
+    def part(a, mask, b, scale):
+        assert mask is None
+        return a * b * scale
+
+    a = hx.tensor([1.0, 2.0], requires_grad=True)
+    b = hx.tensor([3.0, 4.0], requires_grad=True)
+    checkpoint(part, a, None, b, 2.0, use_reentrant=False).sum().backward()
+    np.testing.assert_array_equal(a.grad.numpy(), [6.0, 8.0])
+    np.testing.assert_array_equal(b.grad.numpy(), [2.0, 4.0])

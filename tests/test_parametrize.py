@@ -194,3 +194,14 @@ def test_import_torch_finds_them(tmp_path):
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == ("['bias', 'parametrizations.weight.original0', "
                                 "'parametrizations.weight.original1'] True")
+
+
+def test_assignment_needs_every_right_inverse():
+    class Double(nn.Module):
+        def forward(self, X):
+            return X * 2
+
+    m = nn.Linear(2, 2)
+    parametrize.register_parametrization(m, "weight", Double())
+    with pytest.raises(RuntimeError, match="Double does not implement right_inverse"):
+        m.weight = hx.ones(2, 2)

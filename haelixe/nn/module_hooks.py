@@ -71,9 +71,6 @@ class ModuleHooks:
             flag.add(handle.id)
         return handle
 
-    def any(self) -> bool:
-        return bool(self.forward_pre or self.forward or self.backward_pre or self.backward)
-
 
 def call_with_hooks(module, hooks: ModuleHooks, args: tuple, kwargs: dict):
     """``module(*args, **kwargs)`` with its hooks around the forward."""

@@ -94,11 +94,10 @@ class ParametrizationList(ModuleList):
         """Set the originals so that the parametrized tensor reads ``value``."""
         with no_grad():
             for module in reversed(list(self)):
-                if hasattr(module, "right_inverse"):
-                    value = module.right_inverse(value)
-                elif module is not list(self)[0]:
+                if not hasattr(module, "right_inverse"):
                     raise RuntimeError(f"parametrization {type(module).__name__} does not "
-                                       f"implement right_inverse")
+                                       f"implement right_inverse.")
+                value = module.right_inverse(value)
             values = (value,) if self.is_tensor else tuple(value)
             for original, v in zip(self.originals(), values):
                 if original.shape != v.shape or original.dtype is not v.dtype:

@@ -29,6 +29,8 @@ from ..tensor import Tensor
 
 __all__ = ["checkpoint", "checkpoint_sequential"]
 
+_SAVED = object()  # where a tensor argument was: it is among the node's saved tensors
+
 
 def _joined(outputs):
     """The part's output(s) as (one tensor, how to split it again or None)."""
@@ -81,7 +83,7 @@ class Checkpoint(Function):
     def forward(ctx, function, preserve_rng_state, kwargs, *args):
         ctx.function, ctx.kwargs = function, kwargs
         ctx.rng_state = get_rng_state() if preserve_rng_state else None
-        ctx.inputs = [None if isinstance(a, Tensor) else a for a in args]  # non-tensors
+        ctx.inputs = [_SAVED if isinstance(a, Tensor) else a for a in args]
         ctx.save_for_backward(*(a for a in args if isinstance(a, Tensor)))
         with no_grad():
             flat, ctx.shapes = _joined(function(*args, **kwargs))
@@ -100,7 +102,7 @@ class Checkpoint(Function):
         detached = []
         args = []
         for a in ctx.inputs:
-            if a is None:
+            if a is _SAVED:
                 t = next(saved)
                 d = t.detach()
                 if t.requires_grad:
@@ -122,7 +124,7 @@ class Checkpoint(Function):
         if flat.requires_grad:
             run_backward([flat], [grad])
         grads = iter([d.grad if needs else None for d, needs in detached])
-        return (None, None, None, *(next(grads) if a is None else None
+        return (None, None, None, *(next(grads) if a is _SAVED else None
                                     for a in ctx.inputs))
 
 
