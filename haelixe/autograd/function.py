@@ -255,12 +255,23 @@ class Function(Node):
             return raw if raw.__class__ is Tensor else Tensor._wrap(raw)
         ctx = _new(cls)
         raw = cls.forward(ctx, *args)
-        # Views return a Tensor over their input's storage; other ops a raw array.
+        # Views return a Tensor over their input's storage; other ops a raw array, or a
+        # tensor they made, which may be a view of their own intermediate (a convolution's
+        # rows laid out as channels): that output is a base tensor of its own, as the
+        # user sees it, so in-place ops on it (nn.ReLU(inplace=True)) record as on any
         out = raw if raw.__class__ is Tensor else Tensor._wrap(raw)
+        if out._base is not None and not _views_an_input(out, args):
+            out._base = None
         if state.anomaly:
             _check_finite(out, f"forward of {ctx.name}", inf_ok=True)
             ctx.trace = traceback.format_stack()[:-1]
         return record(ctx, out, args, state) if requires else out
+
+
+def _views_an_input(out, args) -> bool:
+    """Whether ``out`` shares the memory of one of ``args`` (a view op's output)."""
+    storage = out._storage
+    return any(isinstance(a, Tensor) and a._storage is storage for a in args)
 
 
 def record(ctx, out, inputs, state):
