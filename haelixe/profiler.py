@@ -52,11 +52,12 @@ _APPLY = Function.__dict__["apply"]  # (the classmethod: put back when a profile
 def _made_node(key, outer_of: dict, made: dict):
     """(id, name) of the node a forward kernel's op made: the innermost Function.apply
     around it (``key``) that made one (an apply with nothing to record passes it to the
-    one around it), or (None, None)."""
+    one around it), or (None, None). ``made`` maps an apply's number to its node's id
+    and, at the number's negative, the node's name."""
     while key is not None:
-        node = made.get(key)
-        if node is not None:
-            return node
+        node_id = made.get(key)
+        if node_id is not None:
+            return node_id, made[-key]
         key = outer_of.get(key)
     return None, None
 
@@ -67,7 +68,7 @@ def _profiled_apply(prof):
     recorded (its output's ``grad_fn``, of this class, not an input's) in
     ``prof._made``, and the apply around it in ``prof._outer_of``; so each forward
     kernel knows its node with no walk up the stack, no node kept alive, and numbers
-    only in its record (which the garbage collector then stops looking at)."""
+    only in its record."""
     apply = _APPLY.__func__
     state = _STATE
     keys, outer_of, made = itertools.count(1), prof._outer_of, prof._made
@@ -88,7 +89,8 @@ def _profiled_apply(prof):
                 if node is getattr(a, "grad_fn", None):  # (an input's node, passed on)
                     break
             else:
-                made[key] = (id(node), node.name)
+                # (numbers and a string, no tuple: see _record)
+                made[key], made[-key] = id(node), node.name
         return out
 
     return classmethod(profiled_apply)
@@ -169,6 +171,16 @@ class _State:
 
 
 _STATE = _State()
+
+# A record: one kernel, as these fields appended one after the other to the profile's
+# flat list ``_raw`` (one ``list.extend`` of a tuple that is dropped at once). A tuple
+# kept per kernel would be one more object for the garbage collector to count, and a
+# step's few hundred of them would start a collection every step or two (about 5% of an
+# eager CPU step); its numbers and strings are not counted, nor its shapes, which are
+# interned (``Profile._interned``: a step repeats them).
+(_R_NAME, _R_DEVICE, _R_KIND, _R_ARRAYS, _R_START, _R_DURATION, _R_MOVED, _R_THREAD,
+ _R_CLOCK, _R_PARENT, _R_EXTRA, _R_NODE_ID, _R_PHASE, _R_NODE_NAME, _R_SLOT) = range(15)
+_FIELDS = 15
 _WRAPPERS: dict = {}  # (name, fn) -> its wrapper: one object per method, so a capture
 # recorded over two profiled calls sees the same function both times
 
@@ -246,10 +258,12 @@ def _profiled(device, name, fn):
         # (the outputs' shapes and dtypes, for the bytes moved)
         outs = (out.shape, out.dtype) if out.__class__ in raw_types else \
             tuple(_arrays((out,), raw_types, []))
-        # (kept raw, and of tuples, numbers and strings only, which the garbage
-        # collector stops looking at: events are made when read)
-        prof._raw.append((name, device, "op", tuple(arrays), t0 - prof._t0, t1 - t0, outs,
-                          _get_ident(), "host", None, None, call[3], call[1], call[2]))
+        intern = prof._interned.setdefault
+        arrays = tuple(arrays)
+        # (kept raw: events are made when read)
+        prof._raw.extend((name, device, "op", intern(arrays, arrays), t0 - prof._t0,
+                          t1 - t0, intern(outs, outs), _get_ident(), "host", None, None,
+                          call[3], call[1], call[2], None))
         return out
 
     profiled.__name__ = name
@@ -259,12 +273,11 @@ def _profiled(device, name, fn):
 _NO_CALL = (None, None, None, None)  # (op, phase, node, node id) outside a profiled call
 
 
-def _dispatch_extra(packed) -> dict:
-    """A dispatch's extra from its record's (grid, device slot); a dict already where
-    its device time was put in."""
-    if packed.__class__ is dict:
-        return packed
-    grid, slot = packed
+def _dispatch_extra(grid, slot) -> dict:
+    """A dispatch's extra from its record's grid and device slot; its record's extra as
+    it is where it is a dict already (its device time put in)."""
+    if grid.__class__ is dict:
+        return grid
     extra = {"grid": list(grid) if grid.__class__ is tuple else grid}
     if slot is not None:
         extra["device_slot"] = slot
@@ -288,11 +301,12 @@ def _profiled_dispatch(fn):
             prof._specs.setdefault(name, spec)  # (its WGSL, made when asked for)
             prof._names_kept.append(spec)
         op, phase, node, node_id = state.local.__dict__.get("call") or _NO_CALL
-        # (its extra as (grid, device slot): made a dict when read, see _dispatch_extra)
-        prof._raw.append((name, "gpu", "dispatch", (), t0 - prof._t0, t1 - t0, 0,
-                          _get_ident(), "host", op,
-                          (grid if grid.__class__ is not list else tuple(grid), slot),
-                          node_id, phase or "forward", node))
+        # (its extra as its grid and device slot: made a dict when read, see
+        # _dispatch_extra)
+        grid = grid if grid.__class__ is not list else tuple(grid)
+        prof._raw.extend((name, "gpu", "dispatch", (), t0 - prof._t0, t1 - t0, 0,
+                          _get_ident(), "host", op, prof._interned.setdefault(grid, grid),
+                          node_id, phase or "forward", node, slot))
         return slot
 
     return dispatch
@@ -310,11 +324,11 @@ def _profiled_replay(dispatcher, fn):
         if prof is None:
             return
         # a captured step's dispatches, encoded and submitted at once (one event)
-        prof._raw.append(("replay", "gpu", "replay", (), t0 - prof._t0, t1 - t0, 0,
+        prof._raw.extend(("replay", "gpu", "replay", (), t0 - prof._t0, t1 - t0, 0,
                           _get_ident(), "host",
                           (state.local.__dict__.get("call") or _NO_CALL)[0],
                           {"dispatches": dispatcher.counters["dispatches"] - before}, None,
-                          "replay", None))
+                          "replay", None, None))
 
     return replay
 
@@ -325,8 +339,11 @@ class Profile:
 
     def __init__(self, device_times: bool = True):
         self.device_times = device_times  # time GPU dispatches on the device's clock
-        self._raw: list = []  # one tuple per kernel (list.append is atomic: no lock)
-        self._made: dict = {}  # a Function.apply's number -> (id, name) of its node
+        self._raw: list = []  # the kernels' records, flat (see _FIELDS; list.extend of
+        # a tuple is atomic: no lock)
+        self._interned: dict = {}  # each shape signature and grid recorded -> itself
+        self._made: dict = {}  # a Function.apply's number -> its node's id (and its
+        # negative -> the node's name)
         self._outer_of: dict = {}  # ... -> the number of the apply around it
         self._events: list[KernelEvent] = []
         self._raw_types: frozenset = frozenset()
@@ -353,14 +370,15 @@ class Profile:
     def events(self) -> list[KernelEvent]:
         """The kernels recorded so far, in the order they ended."""
         raw, events = self._raw, self._events
-        for r in raw[len(events):len(raw)]:
+        end = len(raw) // _FIELDS * _FIELDS  # (another thread may be adding one)
+        for i in range(len(events) * _FIELDS, end, _FIELDS):
             (name, device, kind, arrays, start, dur, moved, tid, clock, parent, extra,
-             node_id, phase, node_name) = r
+             node_id, phase, node_name, slot) = raw[i:i + _FIELDS]
             backward = phase == "backward"
             if phase == "forward":  # (its apply's number: the node its op made)
                 node_id, node_name = _made_node(node_id, self._outer_of, self._made)
             if kind == "dispatch":
-                extra = _dispatch_extra(extra)
+                extra = _dispatch_extra(extra, slot)
             elif kind == "op":  # (its outputs' shapes and dtypes: the bytes are counted now)
                 moved = _bytes(arrays) + _bytes(moved)
             events.append(KernelEvent(name, device, kind, [tuple(s) for s in arrays[::2]],
@@ -446,20 +464,19 @@ class Profile:
         device's clock, aligned to the host's at the first timed dispatch."""
         raw = self._raw
         align = None
-        for i, r in enumerate(raw):
-            if r[2] != "dispatch":
-                continue
-            extra = _dispatch_extra(r[10])
-            slot = extra.get("device_slot")
-            if slot is None or slot >= len(readings) or readings[slot] is None:
+        for i in range(0, len(raw) // _FIELDS * _FIELDS, _FIELDS):
+            slot = raw[i + _R_SLOT]
+            if raw[i + _R_KIND] != "dispatch" or slot is None or slot >= len(readings) \
+                    or readings[slot] is None:
                 continue
             begin, duration = readings[slot]
+            host_start = raw[i + _R_START]
             if align is None:
-                align = r[4] - begin
-            extra = {k: v for k, v in extra.items() if k != "device_slot"}
-            extra["host_start_ns"], extra["host_encode_ns"] = r[4], r[5]
-            raw[i] = (*r[:4], begin + align, duration, r[6], r[7], "device", r[9], extra,
-                      *r[11:])
+                align = host_start - begin
+            extra = _dispatch_extra(raw[i + _R_EXTRA], None)
+            extra["host_start_ns"], extra["host_encode_ns"] = host_start, raw[i + _R_DURATION]
+            raw[i + _R_START], raw[i + _R_DURATION] = begin + align, duration
+            raw[i + _R_CLOCK], raw[i + _R_EXTRA], raw[i + _R_SLOT] = "device", extra, None
 
     # -- reading -------------------------------------------------------------------------
     def kernels(self, device: str | None = None) -> list[KernelEvent]:
