@@ -127,7 +127,7 @@ def __getattr__(name):
     import importlib
 
     if name in ("nn", "optim", "data", "viz", "memory", "amp", "denoise", "cuda",
-                "accelerator", "onnx", "pickled", "distributions", "special"):
+                "accelerator", "onnx", "pickled", "distributions", "special", "func"):
         return importlib.import_module(f".{name}", __name__)
     if name == "compile":
         return importlib.import_module(".compiling", __name__).compile
