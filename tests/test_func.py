@@ -128,12 +128,47 @@ def test_grad_keeps_the_callers_graph_where_the_input_requires_grad():
     assert not hf.grad(f_sin)(H(x)).requires_grad
 
 
-def test_grad_through_a_fused_kernel_gives_the_values_without_history():
+def test_grad_through_a_first_order_kernel_gives_the_values_without_history():
     x, w = arr(2, 3), arr(4, 3)
     hx_x, t_x = H(x), T(x)
-    h = hf.grad(lambda w: HF.linear(hx_x, w).pow(2).sum())(H(w, True))
-    t = tf.grad(lambda w: torch.nn.functional.linear(t_x, w).pow(2).sum())(T(w, True))
-    close(h, t)
+
+    def loss(lib, F, x):
+        return lambda w: (F.layer_norm(F.linear(x, w), (4,)) ** 3).sum()
+
+    h = hf.grad(loss(hx, HF, hx_x))(H(w, True))
+    close(h, tf.grad(loss(torch, torch.nn.functional, t_x))(T(w, True)))
+    assert not h.requires_grad
+    close(hf.jvp(loss(hx, HF, hx_x), (H(w, True),), (H(w),)),
+          tf.jvp(loss(torch, torch.nn.functional, t_x), (T(w),), (T(w),)))
+    with pytest.raises(RuntimeError, match="LayerNorm is a fused kernel with a first "
+                                           "derivative only"):
+        hf.hessian(loss(hx, HF, hx_x))(H(w))
+
+
+def test_second_derivatives_through_linear():
+    m = hnn.Sequential(hnn.Linear(3, 4), hnn.Tanh(), hnn.Linear(4, 1)).double()
+    tm = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.Tanh(),
+                             torch.nn.Linear(4, 1)).double()
+    _copy_weights(m, tm)
+    x = arr(3)
+    close(hf.hessian(lambda a: m(a).sum())(H(x)), tf.hessian(lambda a: tm(a).sum())(T(x)))
+    params = {k: v.detach() for k, v in m.named_parameters()}
+    tparams = {k: v.detach() for k, v in tm.named_parameters()}
+    xs = arr(2, 3)
+    hxs, txs = H(xs), T(xs)
+    close(hf.hessian(lambda p: hf.functional_call(m, p, hxs).pow(2).sum())(params),
+          tf.hessian(lambda p: tf.functional_call(tm, p, txs).pow(2).sum())(tparams))
+    w, b = H(arr(2, 3), True), H(arr(2), True)
+    tw, tb = T(N(w), True), T(N(b), True)
+    for a, ta in ((H(x), T(x)), (H(xs), T(xs))):
+        g = hx.autograd.grad(HF.linear(a, w, b).pow(3).sum(), (w, b), create_graph=True)
+        tg = torch.autograd.grad(torch.nn.functional.linear(ta, tw, tb).pow(3).sum(), (tw, tb),
+                                 create_graph=True)
+        close(hx.autograd.grad((g[0] * g[0]).sum() + g[1].sum(), (w, b)),
+              torch.autograd.grad((tg[0] * tg[0]).sum() + tg[1].sum(), (tw, tb)))
+    with pytest.raises(RuntimeError, match="first derivative only"):
+        g = hx.autograd.grad(HF.linear(H(x), w, b, activation="gelu").sum(), w,
+                             create_graph=True)
 
 
 def test_grad_errors_as_pytorchs():
@@ -178,6 +213,20 @@ def test_vjp_values_structures_and_repeated_calls():
     close((out, fn(H(v)), aux), (tout, tfn2(T(v)), taux))
 
 
+def test_a_vjp_function_differentiated_by_an_outer_transform():
+    x, v = arr(3), arr(3)
+
+    def f(a):
+        return a.sin() * a
+
+    _, hfn = hf.vjp(f, H(x))
+    _, tfn = tf.vjp(f, T(x))
+    close(hf.grad(lambda c: (hfn(c)[0] ** 2).sum())(H(v)),
+          tf.grad(lambda c: (tfn(c)[0] ** 2).sum())(T(v)))
+    close(hf.grad(lambda a: hf.vjp(f, a)[1](H(v))[0].sum())(H(x)),
+          tf.grad(lambda a: tf.vjp(f, a)[1](T(v))[0].sum())(T(x)))
+
+
 def test_vjp_errors():
     x = H(arr(2, 3))
     _, fn = hf.vjp(lambda a: (a, a), x)
@@ -210,6 +259,27 @@ def test_jvp_values_match_pytorch():
                  ({"a": H(u), "b": H(v)},)),
           tf.jvp(lambda p: p["a"] * p["b"], ({"a": T(x), "b": T(y)},),
                  ({"a": T(u), "b": T(v)},)))
+
+
+JVP_CASES = {
+    "softmax": lambda lib, a: (a.softmax(-1) * a).sum(0),
+    "matmul_relu": lambda lib, a: (a @ a.T).relu(),
+    "cumsum_logsumexp": lambda lib, a: a.cumsum(1).logsumexp(0),
+    "index_where": lambda lib, a: lib.where(a > 0, a[:, [2, 0, 1]], a * a),
+    "views": lambda lib, a: a.T.reshape(3, 2).permute(1, 0)[:, 1:] / (a.abs() + 1).sum(),
+    "norm_max": lambda lib, a: a.norm(dim=1) * a.amax(1) + a.sigmoid().prod(),
+}
+
+
+@pytest.mark.parametrize("name", sorted(JVP_CASES))
+def test_jvp_and_jacfwd_through_common_ops(name):
+    x, u = arr(2, 3), arr(2, 3)
+    f = JVP_CASES[name]
+    close(hf.jvp(lambda a: f(hx, a), (H(x),), (H(u),)),
+          tf.jvp(lambda a: f(torch, a), (T(x),), (T(u),)))
+    close(hf.jacfwd(lambda a: f(hx, a))(H(x)), tf.jacfwd(lambda a: f(torch, a))(T(x)))
+    close(hf.hessian(lambda a: f(hx, a).sum())(H(x)),
+          tf.hessian(lambda a: f(torch, a).sum())(T(x)))
 
 
 def test_jvp_through_a_fused_kernel_and_of_a_constant_output():
@@ -281,7 +351,7 @@ def test_jacobian_errors_and_randomness():
     with pytest.raises(ValueError, match="`chunk_size` should be greater than 0"):
         hf.jacrev(f_sin, chunk_size=0)
     with pytest.raises(RuntimeError, match="Only allowed values for randomness"):
-        hf.jacfwd(f_sin, randomness="often")
+        hf.jacfwd(f_sin, randomness="often")(H(arr(2)))
     with pytest.raises(RuntimeError, match="called random operation while in randomness "
                                            "error mode"):
         hf.jacfwd(lambda a: a * hx.rand(3, dtype=hx.float64))(H(arr(3)))
@@ -581,6 +651,10 @@ def test_stateless_signature_is_pytorchs():
     theirs = inspect.signature(ts.functional_call)
     assert [(p.name, p.kind, p.default) for p in mine.parameters.values()] == \
         [(p.name, p.kind, p.default) for p in theirs.parameters.values()]
+
+
+def test_top_level_vmap_is_the_func_one():
+    assert hx.vmap is hf.vmap
 
 
 def test_torch_func_through_the_alias_and_a_missing_name():

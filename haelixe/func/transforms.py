@@ -8,7 +8,7 @@ something around them will differentiate them: another transform (``grad(grad(f)
 ``hessian``), or the caller's own graph, when an argument requires grad. Otherwise they
 are plain tensors, as PyTorch's are.
 
-A fused kernel (nn.Linear's, the losses') has a first derivative only. Where a result
+A fused kernel (the norms', F.linear with a GELU) has a first derivative only. Where a result
 keeps its history only for the caller's graph, a pass through one is taken without it
 (the values are the same; the result then carries no history); inside another
 transform, which needs the second derivative, it raises. jvp and jacfwd are computed
@@ -133,23 +133,25 @@ class _Recorded:
                                    f"got unsupported type {type(o)}")
         return flat, spec
 
-    def gradients(self, outputs, cotangents=None, create_graph=None, retain_graph=None):
-        """d(outputs . cotangents)/d(inputs), zeros where no path leads; the pass keeps a
-        graph when the results keep their history (``create_graph``, by default)."""
-        if create_graph is None:
-            create_graph = self.keep
-        for attempt in (create_graph, False) if create_graph else (False,):
-            try:
-                with enable_grad():
-                    grads = passes._grad(tuple(outputs), self.inputs, cotangents,
-                                         create_graph=attempt,
-                                         retain_graph=True if retain_graph is None
-                                         else retain_graph)
-                break
-            except NotTwiceDifferentiableError:
-                if _depth() > 0 or not attempt:
-                    raise
+    def gradients(self, outputs, cotangents=None, create_graph=None, retain_graph=True,
+                  explicit=False):
+        """d(outputs . cotangents)/d(inputs), zeros where no path leads. The pass keeps a
+        graph where the results keep their history (``create_graph``; by default where
+        this call's do); where the caller asked for it ``explicit``ly, a kernel with a
+        first derivative only raises."""
+        create_graph = self.keep if create_graph is None else create_graph
+        try:
+            grads = self._pass(outputs, cotangents, create_graph, retain_graph)
+        except NotTwiceDifferentiableError:
+            if explicit or _depth() > 0:
+                raise
+            grads = self._pass(outputs, cotangents, False, retain_graph)
         return tuple(zeros_like(x) if g is None else g for g, x in zip(grads, self.inputs))
+
+    def _pass(self, outputs, cotangents, create_graph, retain_graph):
+        with enable_grad():
+            return passes._grad(tuple(outputs), self.inputs, cotangents,
+                                create_graph=create_graph, retain_graph=retain_graph)
 
     def released(self, tree):
         return _release(tree, self.keep)
@@ -229,9 +231,11 @@ def vjp(func, *primals, has_aux=False):
             if tuple(c.shape) != tuple(o.shape):
                 raise RuntimeError(f"Mismatch in shape: grad_output[{i}] has a shape of "
                                    f"{c.shape} and output[{i}] has a shape of {o.shape}.")
-        if create_graph is None:
-            create_graph = is_grad_enabled() and (rec.keep or _depth() > 0)
-        grads = rec.gradients(flat_out, tuple(flat_c), create_graph, retain_graph)
+        explicit = create_graph is not None
+        if not explicit:  # PyTorch's default: a graph while grad mode is on
+            create_graph = is_grad_enabled() and (
+                rec.keep or _depth() > 0 or any(c.requires_grad for c in flat_c))
+        grads = rec.gradients(flat_out, tuple(flat_c), create_graph, retain_graph, explicit)
         return pytree.unflatten(grads, rec.spec)
 
     out = rec.released(rec.output)
@@ -264,7 +268,7 @@ def _forward_products(rec, flat_out, tangents):
             fwd = passes._grad(tuple(b for b, _ in pairs), u, tuple(t for _, t in pairs),
                                create_graph=rec.keep) if pairs else (None,) * len(u)
     except NotTwiceDifferentiableError:
-        if rec.keep:
+        if _depth() > 0:  # an enclosing transform needs the second derivative
             raise
         fwd = _products_from_rows(diff, rec.inputs, tangents)
     by_output = dict(zip(map(id, diff), fwd))
@@ -333,14 +337,14 @@ def _jacobian(func, args, argnums, has_aux):
     rec = _Recorded(func, args, {}, argnums, has_aux, "vjp(f, *primals)")
     flat_out, out_spec = rec.outputs("vjp(f, *primals)")
     _check_float_outputs(flat_out)
-    for attempt in (rec.keep, False) if rec.keep else (False,):
-        try:
-            with enable_grad():
-                rows = passes._jacobian_rows(tuple(flat_out), rec.inputs, attempt, False)
-            break
-        except NotTwiceDifferentiableError:
-            if _depth() > 0 or not attempt:
-                raise
+    try:
+        with enable_grad():
+            rows = passes._jacobian_rows(tuple(flat_out), rec.inputs, rec.keep, False)
+    except NotTwiceDifferentiableError:
+        if _depth() > 0:
+            raise
+        with enable_grad():
+            rows = passes._jacobian_rows(tuple(flat_out), rec.inputs, False, False)
     jac = pytree.unflatten([pytree.unflatten(list(r), rec.spec) for r in rows], out_spec)
     return (jac, rec.released(rec.aux)) if has_aux else jac
 
@@ -369,10 +373,9 @@ def jacfwd(func, argnums=0, has_aux=False, *, randomness="error"):
     values are forward mode's). ``randomness`` as vmap's: 'error' refuses a random draw
     in ``func``; 'same' and 'different' allow it (func runs once, so its draws are one
     set for every column of the Jacobian)."""
-    _randomness.check(randomness)
-
     @functools.wraps(func)
     def wrapper(*args):
+        _randomness.check(randomness)  # (when called, as PyTorch's vmap inside checks it)
         with _randomness.mode(randomness):
             return _jacobian(func, args, argnums, has_aux)
     return wrapper
