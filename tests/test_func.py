@@ -604,6 +604,29 @@ def test_functional_call_writes_a_reassigned_buffer_back_and_updates_in_place():
     np.testing.assert_array_equal(N(bn.running_mean), np.zeros(3))
 
 
+def test_functional_call_through_a_parametrization_original():
+    def symmetric(lib_nn):
+        class Symmetric(lib_nn.Module):
+            def forward(self, X):
+                return X.triu() + X.triu(1).mT
+        return Symmetric()
+
+    m, tm = hnn.Linear(3, 3).double(), torch.nn.Linear(3, 3).double()
+    hnn.utils.parametrize.register_parametrization(m, "weight", symmetric(hnn))
+    torch.nn.utils.parametrize.register_parametrization(tm, "weight", symmetric(torch.nn))
+    w, b, x = arr(3, 3), arr(3), arr(2, 3)
+    before = N(m.parametrizations.weight.original).copy()
+    hw = H(w, True)
+    out = hf.functional_call(m, {"parametrizations.weight.original": hw, "bias": H(b)}, H(x))
+    tw = T(w, True)
+    tout = tf.functional_call(tm, {"parametrizations.weight.original": tw, "bias": T(b)}, T(x))
+    close(out, tout)
+    out.pow(2).sum().backward()
+    tout.pow(2).sum().backward()
+    close(hw.grad, tw.grad)
+    np.testing.assert_array_equal(N(m.parametrizations.weight.original), before)
+
+
 def test_stateless_functional_call_warns_as_pytorchs():
     m = hnn.Linear(2, 1).double()
     w, x = arr(1, 2), arr(2)
@@ -692,7 +715,12 @@ def test_vmap_of_grad_on_the_gpu_equals_the_cpu(be):
         assert per.device.type == dev
         val = hf.vmap(hf.jacrev(lambda a: a.sin() * w[0]))(hx_x)
         val.sum().backward()
-        outs.append((N(per), N(val), N(hx_x.grad)))
+        lin = hnn.Linear(4, 2).to(dev)
+        with hx.no_grad():
+            lin.weight.copy_(hx.tensor(np.outer([1.0, -0.5], w).astype(np.float32), device=dev))
+            lin.bias.fill_(0.25)
+        hess = hf.hessian(lambda a: lin(a).tanh().sum())(hx.tensor(x[0], device=dev))
+        outs.append((N(per), N(val), N(hx_x.grad), N(hess)))
     for a, b in zip(*outs):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
 
