@@ -405,7 +405,12 @@ def test_nested_vmap_and_an_unmapped_output():
     out = hf.vmap(lambda a: (a * 2, c, 7), out_dims=(0, None, None))(H(x))
     assert out[1] is c and out[2] == 7 and out[0].shape == (2, 3)
     assert hf.vmap(lambda a: a.sum() * 0 + 1.0, out_dims=None)(H(x)).shape == ()
-    close(hf.vmap(lambda a: c)(H(x)), tf.vmap(lambda a: T(N(c)))(T(x)))
+    tc = T(N(c))
+    close(hf.vmap(lambda a: c)(H(x)), tf.vmap(lambda a: tc)(T(x)))
+    close(hf.grad(lambda a: hf.vmap(f_sin)(a).pow(2).sum())(H(x)),
+          tf.grad(lambda a: tf.vmap(f_sin)(a).pow(2).sum())(T(x)))
+    close(hf.jacrev(hf.vmap(lambda a: a.sin() * a[0]))(H(x)),
+          tf.jacrev(tf.vmap(lambda a: a.sin() * a[0]))(T(x)))
 
 
 def test_vmap_over_an_empty_dim_and_a_strided_input():
@@ -719,7 +724,7 @@ def test_vmap_of_grad_on_the_gpu_equals_the_cpu(be):
         with hx.no_grad():
             lin.weight.copy_(hx.tensor(np.outer([1.0, -0.5], w).astype(np.float32), device=dev))
             lin.bias.fill_(0.25)
-        hess = hf.hessian(lambda a: lin(a).tanh().sum())(hx.tensor(x[0], device=dev))
+        hess = hf.hessian(lambda a, lin=lin: lin(a).tanh().sum())(hx.tensor(x[0], device=dev))
         outs.append((N(per), N(val), N(hx_x.grad), N(hess)))
     for a, b in zip(*outs):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
