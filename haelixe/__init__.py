@@ -127,8 +127,10 @@ def __getattr__(name):
     import importlib
 
     if name in ("nn", "optim", "data", "viz", "memory", "amp", "denoise", "cuda",
-                "accelerator", "onnx", "pickled", "distributions", "special"):
+                "accelerator", "onnx", "pickled", "distributions", "special", "func"):
         return importlib.import_module(f".{name}", __name__)
+    if name == "vmap":  # (torch.vmap is torch.func.vmap)
+        return importlib.import_module(".func", __name__).vmap
     if name == "compile":
         return importlib.import_module(".compiling", __name__).compile
     if name in ("install_as_torch", "uninstall_as_torch"):

@@ -101,9 +101,15 @@ def set_rng_state(new_state) -> None:
     default_generator.set_state(new_state)
 
 
+#: called before every draw while set (vmap's randomness="error" refuses draws)
+draw_guard = None
+
+
 def generator(gen=None) -> np.random.Generator:
     """The numpy generator to draw from: ``gen``'s (a Generator, or a numpy Generator
     as it is) or the default one's."""
+    if draw_guard is not None:
+        draw_guard()
     if gen is None:
         return default_generator.np
     if isinstance(gen, Generator):

@@ -23,7 +23,7 @@ LAYERS = [
     ("ops", ["ops"]),
     ("library", ["nn", "optim", "data", "utils", "serialization", "capture_replay", "pickled",
                  "compiling", "cuda", "accelerator", "backend_flags", "onnx", "profiler",
-                 "memory_history", "distributions", "linalg", "special"]),
+                 "memory_history", "distributions", "linalg", "special", "func"]),
     ("widgets", ["viz"]),
     ("apps", ["denoise", "charlm", "progress", "exercises", "__main__", "torch_alias",
               "run"]),

@@ -30,6 +30,11 @@ from .mode import STATE
 _observers: list = []
 
 
+class NotTwiceDifferentiableError(RuntimeError):
+    """create_graph=True through a node whose backward has no graph of its own (a fused
+    kernel's); a RuntimeError, as before, that torch.func's transforms can tell apart."""
+
+
 def add_backward_observer(fn):
     """Call ``fn(event, node, grad_norms)`` for every node of every backward pass.
     Returns a function that removes it."""
@@ -99,7 +104,7 @@ def run_backward(roots, grads, retain_graph=False, create_graph=False, capture=N
                 if node.saved is None:
                     raise freed_graph_error(node.name)
                 if create_graph and not node.twice_differentiable:
-                    raise RuntimeError(
+                    raise NotTwiceDifferentiableError(
                         f"{node.name} is a fused kernel with a first derivative only; "
                         f"create_graph=True through it is not supported. Compose the op "
                         f"from elementary ops to take higher derivatives.")

@@ -1,5 +1,5 @@
-"""torch.nn.utils: gradient clipping, parameters as one vector and back, and ``rnn``
-(pad_sequence)."""
+"""torch.nn.utils: gradient clipping, parameters as one vector and back, ``rnn``
+(pad_sequence) and ``stateless`` (functional_call)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from .. import creation
 from ..autograd.mode import no_grad
 from ..ops.indexing import cat, stack
 from ..tensor import Tensor
-from . import parametrizations, parametrize  # (torch.nn.utils.parametrize...)  # noqa: F401
+from . import parametrizations, parametrize, stateless  # (torch.nn.utils.*)  # noqa: F401
 from . import rnn_utils as rnn  # (torch.nn.utils.rnn)  # noqa: F401
 from .weight_norm import remove_weight_norm, weight_norm
 
@@ -141,4 +141,5 @@ def vector_to_parameters(vec, parameters) -> None:
 
 
 __all__ = ["clip_grad_norm_", "clip_grad_value_", "parameters_to_vector", "parametrizations",
-           "parametrize", "remove_weight_norm", "rnn", "vector_to_parameters", "weight_norm"]
+           "parametrize", "remove_weight_norm", "rnn", "stateless", "vector_to_parameters",
+           "weight_norm"]

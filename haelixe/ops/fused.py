@@ -30,6 +30,11 @@ class LinearFn(Function):
         ctx.pre = pre
         ctx.activation = activation
         ctx.has_bias = b is not None
+        ctx.bias_shape = None if b is None else b.shape
+        # without an activation the backward is two products and a sum, written with ops
+        # under create_graph (hessian, torch.func's nested transforms); the activation's
+        # derivative lives in the kernel alone
+        ctx.twice_differentiable = activation is None and x.dtype is w.dtype
         if activation is not None or x.dtype is not w.dtype:
             # (a float32 input read rounded to a 16-bit weight's dtype, under autocast: a
             # precision change the graph shows here, as a Cast node would)
@@ -50,7 +55,15 @@ class LinearFn(Function):
 
     @staticmethod
     def backward(ctx, g):
-        return wrap_grads(LinearFn.raw_backward(ctx, g._data))
+        if not STATE.grad_enabled:
+            return wrap_grads(LinearFn.raw_backward(ctx, g._data))
+        x, w = ctx.saved_tensors
+        nx, nw, nb, _ = ctx.next
+        rows = g.reshape(-1, w.shape[0])
+        dx = g.matmul(w) if nx is not None else None
+        dw = rows.mT.matmul(x.reshape(-1, w.shape[1])) if nw is not None else None
+        db = rows.sum(0).sum_to(ctx.bias_shape) if ctx.has_bias and nb is not None else None
+        return dx, dw, db, None
 
 
 class BatchNormFn(Function):
