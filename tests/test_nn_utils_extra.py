@@ -98,7 +98,7 @@ def test_l1_unstructured_reparametrizes_as_pytorch():
 def test_ties_are_broken_as_pytorch_breaks_them():
     rng = np.random.default_rng(3)
     for shape, amount in [((10, 20), 0.3), ((70, 100), 0.01), ((70, 100), 0.5),
-                          ((8, 9), 7), ((8, 9), 0.99)]:
+                          ((8, 9), 7), ((8, 9), 0.99), ((1, 5), 0.5), ((1, 7), 0.5)]:
         values = rng.integers(-2, 3, shape).astype(np.float32)
         ours, theirs = _linear_pair(shape[1], shape[0], values)
         prune.l1_unstructured(ours, "weight", amount)
@@ -309,6 +309,27 @@ def test_training_a_pruned_model_keeps_the_pruned_entries_at_zero():
                                    atol=1e-12)
     ours(hx.tensor(x))
     assert (_np(ours[0].weight)[_np(ours[0].weight_mask) == 0] == 0).all()
+
+
+def test_pruning_a_recurrent_weight():
+    torch.manual_seed(23)
+    theirs = torch.nn.LSTM(3, 4, num_layers=2).double()
+    ours = nn.LSTM(3, 4, num_layers=2).double()
+    _copy_into(ours, theirs)
+    for model, lib in ((ours, prune), (theirs, t_prune)):
+        lib.l1_unstructured(model, "weight_hh_l0", 0.5)
+        lib.ln_structured(model, "weight_ih_l1", 0.25, 2, 0)
+    _same_masks(ours, theirs, "weight_hh_l0")
+    _same_masks(ours, theirs, "weight_ih_l1")
+    assert list(ours.state_dict()) == list(theirs.state_dict())
+    x = np.random.default_rng(24).standard_normal((5, 2, 3))
+    out, _ = ours(hx.tensor(x))
+    tout, _ = theirs(torch.tensor(x))
+    np.testing.assert_allclose(_np(out), _np(tout), rtol=1e-10, atol=1e-12)
+    out.sum().backward()
+    tout.sum().backward()
+    np.testing.assert_allclose(_np(ours.weight_hh_l0_orig.grad),
+                               _np(theirs.weight_hh_l0_orig.grad), rtol=1e-9, atol=1e-12)
 
 
 def test_a_pruned_model_loads_pytorch_state_and_copies():
@@ -767,3 +788,28 @@ def test_on_the_gpu(be):
     avg.update_parameters(ours)
     avg.update_parameters(ours)
     assert int(avg.n_averaged.item()) == 2
+    assert avg.module.weight_mask.device.type == "gpu"
+    np.testing.assert_allclose(_np(avg(hx.tensor(x, device="gpu"))), _np(out), rtol=1e-5,
+                               atol=1e-6)
+
+
+@pytest.mark.gpu
+def test_spectral_norm_and_orthogonal_on_the_gpu(be):
+    torch.manual_seed(25)
+    theirs = torch.nn.Linear(4, 3)
+    ours = nn.Linear(4, 3)
+    _copy_into(ours, theirs)
+    torch.nn.utils.spectral_norm(theirs)
+    nn.utils.spectral_norm(ours)
+    _copy_into(ours, theirs)
+    ours.to("gpu")
+    x = np.linspace(-1, 1, 8, dtype=np.float32).reshape(2, 4)
+    out = ours(hx.tensor(x, device="gpu"))
+    np.testing.assert_allclose(_np(out), _np(theirs(torch.tensor(x))), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(_np(ours.weight_u), _np(theirs.weight_u), rtol=1e-4, atol=1e-5)
+    square, tsquare = nn.Linear(3, 3), torch.nn.Linear(3, 3)
+    _copy_into(square, tsquare)
+    parametrizations.orthogonal(square.to("gpu"))
+    t_parametrizations.orthogonal(tsquare)
+    np.testing.assert_allclose(_np(square.weight), _np(tsquare.weight), rtol=1e-4, atol=1e-5)
+    assert square.weight.device.type == "gpu"

@@ -259,7 +259,7 @@ class Identity(BasePruningMethod):
 
 
 def _check_amount(amount) -> None:
-    if isinstance(amount, bool) or not isinstance(amount, numbers.Real):
+    if not isinstance(amount, numbers.Real):
         raise TypeError(f"Invalid type for amount: {amount}. Must be int or float.")
     if (isinstance(amount, numbers.Integral) and amount < 0) or \
             (not isinstance(amount, numbers.Integral) and not 0.0 <= float(amount) <= 1.0):
@@ -274,7 +274,7 @@ def _count_to_prune(amount, size: int) -> int:
             raise ValueError(f"amount={amount} should be smaller than the number of "
                              f"parameters to prune={size}")
         return int(amount)
-    return round(amount * size)
+    return int(round(float(amount) * size))
 
 
 def _check_structured(t, dim: int) -> None:

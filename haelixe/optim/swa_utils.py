@@ -225,8 +225,7 @@ class SWALR(LRScheduler):
             raise ValueError(f"anneal_strategy must be one of 'cos' or 'linear', instead got "
                              f"{anneal_strategy}")
         self._set_anneal_func(anneal_strategy)
-        if not isinstance(anneal_epochs, int) or isinstance(anneal_epochs, bool) or \
-                anneal_epochs < 0:
+        if not isinstance(anneal_epochs, int) or anneal_epochs < 0:
             raise ValueError(f"anneal_epochs must be equal or greater than 0, got "
                              f"{anneal_epochs}")
         self.anneal_epochs = anneal_epochs
