@@ -569,6 +569,42 @@ def test_orthogonal_without_trivialization(shape):
     np.testing.assert_allclose(_np(ours.weight), _np(theirs.weight), rtol=1e-10, atol=1e-12)
 
 
+@pytest.mark.parametrize("shape", [(2, 3, 3), (2, 4, 3), (3, 2, 4)])
+@pytest.mark.parametrize("orth_map, trivial", [("matrix_exp", True), ("cayley", True),
+                                               ("householder", True),
+                                               ("householder", False)])
+def test_orthogonal_batch_of_matrices(shape, orth_map, trivial):
+    class Holder(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = nn.Parameter(hx.zeros(*shape, dtype=hx.float64))
+
+    class THolder(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = torch.nn.Parameter(torch.zeros(*shape, dtype=torch.float64))
+
+    rng = np.random.default_rng(26)
+    ours, theirs = Holder(), THolder()
+    start = rng.standard_normal(shape)
+    with hx.no_grad(), torch.no_grad():
+        ours.w.copy_(hx.tensor(start))
+        theirs.w.copy_(torch.tensor(start))
+    parametrizations.orthogonal(ours, "w", orth_map, use_trivialization=trivial)
+    t_parametrizations.orthogonal(theirs, "w", orth_map, use_trivialization=trivial)
+    _copy_into(ours, theirs)  # (a random base where the matrices are not square)
+    moved = _np(theirs.parametrizations.w.original) + 0.3 * rng.standard_normal(shape)
+    with hx.no_grad(), torch.no_grad():
+        ours.parametrizations.w.original.copy_(hx.tensor(moved))
+        theirs.parametrizations.w.original.copy_(torch.tensor(moved))
+    np.testing.assert_allclose(_np(ours.w), _np(theirs.w), rtol=1e-10, atol=1e-12)
+    (ours.w ** 3).sum().backward()
+    (theirs.w ** 3).sum().backward()
+    np.testing.assert_allclose(_np(ours.parametrizations.w.original.grad),
+                               _np(theirs.parametrizations.w.original.grad), rtol=1e-9,
+                               atol=1e-12)
+
+
 def test_orthogonal_assignment_and_errors():
     ours, theirs = _orth_pair(3, 3, seed=18)
     parametrizations.orthogonal(ours)

@@ -547,3 +547,9 @@ def is_pruned(module) -> bool:
     return any(isinstance(hook, BasePruningMethod)
                for m in module.modules() for hook in _pre_hooks(m).values())
 
+
+
+def __getattr__(name):
+    from ..closest import missing_attribute
+
+    raise missing_attribute(__name__, name, globals())

@@ -271,3 +271,9 @@ class SWALR(LRScheduler):
     def load_state_dict(self, state_dict: dict) -> None:
         self.__dict__.update(state_dict)
         self._set_anneal_func(self._anneal_strategy)
+
+
+def __getattr__(name):
+    from ..closest import missing_attribute
+
+    raise missing_attribute(__name__, name, globals())
