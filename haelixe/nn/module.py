@@ -165,6 +165,12 @@ class Module:
             object.__setattr__(self, "_hooks", ModuleHooks())
         return self._hooks
 
+    @property
+    def _forward_pre_hooks(self) -> OrderedDict:
+        """The forward pre-hooks by handle id (PyTorch's attribute, which programs read
+        to find a pruning method or a spectral norm on a module)."""
+        return self._hooks.forward_pre if self._hooks is not None else OrderedDict()
+
     def register_forward_pre_hook(self, hook, *, prepend: bool = False,
                                   with_kwargs: bool = False) -> HookHandle:
         """``hook(module, args)`` before each forward (``hook(module, args, kwargs)``

@@ -58,7 +58,10 @@ class ParametrizationList(ModuleList):
             new = original
             for module in reversed(list(self)):
                 if hasattr(module, "right_inverse"):
-                    new = module.right_inverse(new)
+                    try:
+                        new = module.right_inverse(new)
+                    except NotImplementedError:  # (taken as the identity, as PyTorch)
+                        pass
         self.is_tensor = isinstance(new, Tensor)
         if self.is_tensor:
             self._set_original("original", new, original)

@@ -268,7 +268,10 @@ class RNNBase(Module):
                 yield f"_l{layer}_reverse"
 
     def _weights(self, sfx):
-        get = self._parameters.get
+        # by attribute: a pruned or normalized weight is a tensor recomputed by a hook
+        def get(name):
+            return getattr(self, name, None)
+
         return (get("weight_ih" + sfx), get("weight_hh" + sfx), get("bias_ih" + sfx),
                 get("bias_hh" + sfx), get("weight_hr" + sfx))
 

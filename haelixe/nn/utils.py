@@ -1,16 +1,25 @@
 """torch.nn.utils: gradient clipping, parameters as one vector and back, ``rnn``
-(pad_sequence) and ``stateless`` (functional_call)."""
+(pad_sequence), ``stateless`` (functional_call), ``prune``, weight and spectral
+normalization, ``skip_init``."""
 
 from __future__ import annotations
 
+import inspect
 import math
 
 from .. import creation
 from ..autograd.mode import no_grad
 from ..ops.indexing import cat, stack
 from ..tensor import Tensor
-from . import parametrizations, parametrize, stateless  # (torch.nn.utils.*)  # noqa: F401
+from . import (  # (torch.nn.utils.parametrize...)  # noqa: F401
+    parametrizations,
+    parametrize,
+    prune,
+    stateless,
+)
 from . import rnn_utils as rnn  # (torch.nn.utils.rnn)  # noqa: F401
+from .module import Module
+from .spectral_norm import remove_spectral_norm, spectral_norm
 from .weight_norm import remove_weight_norm, weight_norm
 
 
@@ -140,6 +149,19 @@ def vector_to_parameters(vec, parameters) -> None:
         at += n
 
 
+def skip_init(module_cls, *args, **kwargs):
+    """``module_cls(*args, **kwargs)`` whose parameters the caller initializes itself.
+    PyTorch leaves them as uninitialized memory; Haelixe has no memory-less device to
+    build on, so they hold the class's own initial values (any values are allowed)."""
+    if not (isinstance(module_cls, type) and issubclass(module_cls, Module)):
+        raise RuntimeError(f"Expected a Module; got {module_cls}")
+    if "device" not in inspect.signature(module_cls).parameters:
+        raise RuntimeError("Module must support a 'device' arg to skip initialization")
+    device = kwargs.pop("device", None)
+    module = module_cls(*args, **kwargs)
+    return module if device is None else module.to(device)
+
+
 __all__ = ["clip_grad_norm_", "clip_grad_value_", "parameters_to_vector", "parametrizations",
-           "parametrize", "remove_weight_norm", "rnn", "stateless", "vector_to_parameters",
-           "weight_norm"]
+           "parametrize", "prune", "remove_spectral_norm", "remove_weight_norm", "rnn",
+           "skip_init", "spectral_norm", "stateless", "vector_to_parameters", "weight_norm"]

@@ -1,7 +1,7 @@
 """Optimizers (flat parameter buffers, one pass per step) and learning-rate schedules."""
 
 from ..nn.utils import clip_grad_norm_, clip_grad_value_
-from . import lr_scheduler
+from . import lr_scheduler, swa_utils
 from .adadelta import Adadelta
 from .adagrad import Adagrad
 from .adam import Adam, AdamW
@@ -18,6 +18,7 @@ from .sgd import SGD
 
 __all__ = ["Optimizer", "SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "Adadelta", "Adamax",
            "NAdam", "RAdam", "Rprop", "ASGD", "LBFGS", "CosineAnnealing", "lr_scheduler",
+           "swa_utils",
            "clip_grad_norm_", "clip_grad_value_"]
 
 _MISSING = {
