@@ -410,6 +410,9 @@ OTHER = {
                                    include_self=False),
         lambda x: x.scatter_reduce(1, torch.tensor([[0, 0, 2]] * 4), x[:, 1:4] * 2, "amax",
                                    include_self=False)),
+    "index_reduce": (
+        lambda x: x.index_reduce(1, _idx(x, [0, 5, 0]), x[:, 1:4] * 2, "prod"),
+        lambda x: x.index_reduce(1, torch.tensor([0, 5, 0]), x[:, 1:4] * 2, "prod")),
     "index_select": (lambda x: x.index_select(0, _idx(x, [3, 1])),
                      lambda x: x.index_select(0, torch.tensor([3, 1]))),
     "index_add": (lambda x: x.index_add(1, _idx(x, [0, 0, 5]), x[:, :3]),
