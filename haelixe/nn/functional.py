@@ -24,8 +24,9 @@ from ..ops.conv import (
     fold,
     unfold,
 )
-from ..ops.elementwise import gelu as _gelu
 from ..ops.elementwise import INPLACE_ACTIVATIONS, threshold_
+from ..ops.elementwise import gelu as _gelu
+from ..ops.fractional_pooling import fractional_max_pool2d, fractional_max_pool3d
 from ..ops.fused import AttentionFn, LayerNormFn, LinearFn, RMSNormFn, RoPEFn
 from ..ops.indexing import take_rows, where
 from ..ops.linalg import matmul
@@ -755,7 +756,8 @@ __all__ = [*DECLARED, *INPLACE_ACTIVATIONS, "threshold_", "rrelu_", "linear", "r
            "binary_cross_entropy_with_logits",
            "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d",
            "conv_transpose3d", "unfold", "fold", "max_pool1d", "max_pool2d", "max_pool3d",
-           "max_unpool1d", "max_unpool2d", "max_unpool3d", "avg_pool1d", "avg_pool2d",
+           "max_unpool1d", "max_unpool2d", "max_unpool3d", "fractional_max_pool2d",
+           "fractional_max_pool3d", "avg_pool1d", "avg_pool2d",
            "avg_pool3d", "adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_avg_pool3d",
            "adaptive_max_pool1d",
            "adaptive_max_pool2d", "adaptive_max_pool3d", "batch_norm", "group_norm",

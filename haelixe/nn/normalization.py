@@ -227,6 +227,15 @@ class BatchNorm2d(_BatchNorm):
             raise _dims_error("BatchNorm2d", "4D", x)
 
 
+class BatchNorm3d(_BatchNorm):
+    """Batch norm over (N, C, D, H, W): each channel normalised over the batch and the
+    volume."""
+
+    def _check_input_dim(self, x):
+        if x.ndim != 5:
+            raise _dims_error("BatchNorm3d", "5D", x)
+
+
 class _InstanceNorm(_NormBase):
     dims = 2
 
@@ -255,6 +264,12 @@ class InstanceNorm2d(_InstanceNorm):
     """Each (sample, channel) image normalised over its own pixels."""
 
     dims = 2
+
+
+class InstanceNorm3d(_InstanceNorm):
+    """Each (sample, channel) volume normalised over its own cells."""
+
+    dims = 3
 
 
 #: layers made from the declarations here that pickled models name as this module's

@@ -11,6 +11,7 @@ from ..autograd.function import Function
 from ..dtype import bool_, int32, int64
 from ..errors import OpError, OpIndexError, OpNotImplementedError, OpTypeError
 from ..tensor import Tensor
+from .composite import _in_place
 from .indexing import (
     ScatterAdd,
     _check_index,
@@ -19,7 +20,6 @@ from .indexing import (
     _zero_d,
     where,
 )
-from .composite import _in_place
 from .registry import declare, tensor_method
 
 REDUCTIONS = ("sum", "prod", "mean", "amax", "amin")
