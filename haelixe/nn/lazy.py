@@ -98,15 +98,20 @@ class LazyLinear(LazyModuleMixin, Linear):
         _placeholders(self, ("weight", "bias"), device, dtype)
 
     def initialize_parameters(self, input, *args, **kwargs):  # noqa: A002
-        if not self.has_uninitialized_params():
-            return
         w = self.weight
-        self.in_features = input.shape[-1]
-        fresh = Linear(self.in_features, self.out_features, self.bias is not None,
-                       device=w.device, dtype=w.dtype)
-        _fill(w, fresh.weight)
-        if self.bias is not None:
-            _fill(self.bias, fresh.bias)
+        if self.has_uninitialized_params():
+            self.in_features = input.shape[-1]
+            fresh = Linear(self.in_features, self.out_features, self.bias is not None,
+                           device=w.device, dtype=w.dtype)
+            _fill(w, fresh.weight)
+            if self.bias is not None:
+                _fill(self.bias, fresh.bias)
+        if self.in_features == 0:  # (a loaded state: its size, as PyTorch's reads it)
+            if input.shape[-1] != w.shape[-1]:
+                raise RuntimeError(f"The in_features inferred from input: "
+                                   f"{input.shape[-1]} is not equal to in_features from "
+                                   f"self.weight: {w.shape[-1]}")
+            self.in_features = input.shape[-1]
 
 
 class _LazyConv(LazyModuleMixin):

@@ -250,7 +250,8 @@ class _InstanceNorm(_NormBase):
             raise _dims_error(name, f"{d + 1}D (unbatched) or {d + 2}D", input)
         unbatched = input.ndim == d + 1
         x = input.unsqueeze(0) if unbatched else input
-        factor = self._momentum()
+        # (as PyTorch's: instance norm counts no batches; momentum=None moves nothing)
+        factor = 0.0 if self.momentum is None else self.momentum
         y = instance_norm(x, self.running_mean, self.running_var, self.weight, self.bias,
                           self.training or not self.track_running_stats, factor, self.eps)
         return y.squeeze(0) if unbatched else y

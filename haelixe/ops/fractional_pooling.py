@@ -111,8 +111,9 @@ def fractional_max_pool(op, d, input, kernel_size, output_size, output_ratio,  #
         cells = start + np.arange(k).reshape(at)
         flat = flat * n + cells
     table = np.ascontiguousarray(np.broadcast_to(flat, (nb, c) + out + kernel))
-    index = creation.tensor(table.reshape(nb, c, -1), dtype="int64", device=x.device)
-    picked_cells = x.reshape(nb, c, -1).gather(2, index)
+    index = creation.tensor(table.reshape(nb, c, math.prod(out + kernel)), dtype="int64",
+                            device=x.device)
+    picked_cells = x.reshape(nb, c, math.prod(spatial)).gather(2, index)
     cells = picked_cells.reshape((nb, c) + out + (math.prod(kernel),))
     y, picked = _pick_max(cells, unbatched)
     if not return_indices:
