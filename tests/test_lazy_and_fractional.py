@@ -332,6 +332,17 @@ def test_fractional_max_pool_by_ratio_unbatched_and_strided_inputs():
     assert got[0].shape == (2, 4, 5)
     for g, w in zip(got, want):
         np.testing.assert_array_equal(g.numpy(), w.numpy())
+    # NaN: PyTorch's kernel keeps the last NaN of a window
+    nan = np.arange(32.0).reshape(2, 1, 4, 4)
+    nan[0, 0, 0, 1] = nan[0, 0, 1, 0] = nan[1, 0, 3, 3] = np.nan
+    un = torch.tensor([[[0.3, 0.6]], [[0.9, 0.1]]], dtype=torch.float64)
+    want = TF.fractional_max_pool2d(torch.tensor(nan), 2, 2, return_indices=True,
+                                    _random_samples=un)
+    got = F.fractional_max_pool2d(hx.tensor(nan), 2, 2, return_indices=True,
+                                  _random_samples=hx.tensor(un.numpy()))
+    np.testing.assert_array_equal(got[1].numpy(), want[1].numpy())
+    np.testing.assert_array_equal(got[0].numpy(), want[0].numpy())
+    assert got[1].numpy()[0, 0, 0, 0] == 4
     # an empty batch, an empty output
     assert F.fractional_max_pool2d(hx.ones(0, 2, 5, 5), 2, 3).shape == (0, 2, 3, 3)
     assert F.fractional_max_pool3d(hx.ones(1, 1, 4, 4, 4), 2, (0, 2, 2)).shape == \

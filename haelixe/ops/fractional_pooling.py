@@ -7,7 +7,8 @@ floor((i + u) a) - floor(u a), with a = (n - k) / (o - 1), and the last window a
 the arithmetic is done in the input's dtype, as PyTorch's kernel does it, so given
 samples give PyTorch's windows exactly. The windows' cells are gathered from the input
 through an index table made on the host and the largest picked (the first of equal
-ones), so the gradient goes back through gather to the cell each window picked.
+ones, the last NaN where there is one, as PyTorch's), so the gradient goes back through
+gather to the cell each window picked.
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ from .. import creation
 from ..errors import OpError
 from ..tensor import Tensor
 from .conv import ntuple
-from .pooling import _input, _pick_max
+from .indexing import where
+from .pooling import _input
 from .registry import Layer, fused
 
 #: the dims' names in PyTorch's errors, and which column of a plane's samples each reads
@@ -85,6 +87,17 @@ def _starts(u, n, o, k):
     return starts
 
 
+def _picked(cells):
+    """Where each window's largest cell is along the last dim: the first of equal ones;
+    in a window holding NaN, its last NaN (PyTorch's kernel takes every NaN it meets)."""
+    picked = cells.argmax(-1, keepdim=True)
+    nan = cells.isnan()
+    if bool(nan.any()):
+        last = (cells.shape[-1] - 1) - nan.flip(-1).long().argmax(-1, keepdim=True)
+        picked = where(nan.any(-1, keepdim=True), last, picked)
+    return picked
+
+
 def fractional_max_pool(op, d, input, kernel_size, output_size, output_ratio,  # noqa: A002
                         return_indices, samples):
     x, unbatched = _input(op, d, input)
@@ -115,7 +128,9 @@ def fractional_max_pool(op, d, input, kernel_size, output_size, output_ratio,  #
                             device=x.device)
     picked_cells = x.reshape(nb, c, math.prod(spatial)).gather(2, index)
     cells = picked_cells.reshape((nb, c) + out + (math.prod(kernel),))
-    y, picked = _pick_max(cells, unbatched)
+    picked = _picked(cells)
+    y = cells.gather(-1, picked).squeeze(-1)
+    y = y.squeeze(0) if unbatched else y
     if not return_indices:
         return y
     where = index.reshape(cells.shape).gather(-1, picked).squeeze(-1)
