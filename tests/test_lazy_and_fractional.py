@@ -459,3 +459,22 @@ def test_fractional_max_pool_on_the_gpu_equals_the_cpu(be, d):
         results.append((y.detach().cpu().numpy(), i.cpu().numpy(), x.grad.cpu().numpy()))
     for c, g in zip(*results):
         np.testing.assert_allclose(g, c, rtol=1e-6)
+
+
+def test_lazy_layers_keep_their_options_through_the_first_forward():
+    a = np.random.default_rng(11).standard_normal((2, 3, 9))
+    cases = [(hx.nn.LazyLinear(4, bias=False), torch.nn.LazyLinear(4, bias=False)),
+             (hx.nn.LazyConv1d(2, 3, padding="same", padding_mode="reflect", bias=False),
+              torch.nn.LazyConv1d(2, 3, padding="same", padding_mode="reflect", bias=False)),
+             (hx.nn.LazyConvTranspose1d(2, 3, 2, 1, 1, dilation=2),
+              torch.nn.LazyConvTranspose1d(2, 3, 2, 1, 1, dilation=2))]
+    for ours, theirs in cases:
+        ours.double()
+        theirs.double()
+        ours(hx.tensor(a))
+        theirs(torch.tensor(a))
+        assert repr(ours) == repr(theirs)
+        assert list(ours.state_dict()) == list(theirs.state_dict())
+        _to_torch(ours, theirs)
+        np.testing.assert_allclose(ours(hx.tensor(a)).detach().numpy(),
+                                   theirs(torch.tensor(a)).detach().numpy(), rtol=1e-10)
