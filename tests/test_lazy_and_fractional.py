@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import copy
 import inspect
+import pickle
 
 import numpy as np
 import pytest
@@ -170,6 +171,10 @@ def test_uninitialized_parameters_and_buffers_say_what_to_do():
     assert twin.weight is not m.weight and hx.nn.is_lazy(twin.weight)
     twin(hx.ones(1, 7))
     assert type(twin) is hx.nn.Linear and hx.nn.is_lazy(m.weight)
+    pickled = pickle.loads(pickle.dumps(hx.nn.LazyLinear(2).double()))
+    assert hx.nn.is_lazy(pickled.weight) and pickled.weight.dtype is hx.float64
+    pickled(hx.ones(1, 3, dtype=hx.float64))
+    assert type(pickled) is hx.nn.Linear and pickled.weight.shape == (2, 3)
 
 
 def test_a_lazy_layer_loads_an_initialized_state_and_keeps_it():

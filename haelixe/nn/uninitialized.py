@@ -81,6 +81,10 @@ class UninitializedTensorMixin:
             memo[id(self)] = type(self)(self.requires_grad, self.device, self.dtype)
         return memo[id(self)]
 
+    def __reduce_ex__(self, protocol):
+        # (a placeholder holds no values: pickled as what makes it again)
+        return type(self), (self.requires_grad, self.device.type, self.dtype.name)
+
     def __repr__(self) -> str:
         return f"<{type(self).__name__}>"
 
