@@ -410,6 +410,9 @@ OTHER = {
                                    include_self=False),
         lambda x: x.scatter_reduce(1, torch.tensor([[0, 0, 2]] * 4), x[:, 1:4] * 2, "amax",
                                    include_self=False)),
+    "index_reduce": (
+        lambda x: x.index_reduce(1, _idx(x, [0, 5, 0]), x[:, 1:4] * 2, "prod"),
+        lambda x: x.index_reduce(1, torch.tensor([0, 5, 0]), x[:, 1:4] * 2, "prod")),
     "index_select": (lambda x: x.index_select(0, _idx(x, [3, 1])),
                      lambda x: x.index_select(0, torch.tensor([3, 1]))),
     "index_add": (lambda x: x.index_add(1, _idx(x, [0, 0, 5]), x[:, :3]),
@@ -483,6 +486,12 @@ def _avg_pool3d_ref(x):
     return y.to(x.dtype) if half else y
 
 
+def _fraction_samples(lib, x, d):
+    """fractional_max_pool's samples of one plane, in x's dtype and on its device."""
+    where = {"device": x.device} if lib is hx else {}
+    return lib.tensor([[[0.3, 0.8, 0.55][:d]]], dtype=x.dtype, **where)
+
+
 def _unpooled(functional, x, d):
     """max_unpool{d}d of x's max pool (windows of 2 along the last two dims): each
     window's largest cell keeps its value, the others are zeros."""
@@ -529,6 +538,19 @@ OTHER.update({
         lambda x: F.adaptive_max_pool3d(x[None, None, None], (1, 3, 4))),
     **{f"max_unpool{d}d": (lambda x, d=d: _unpooled(hx.nn.functional, x, d),
                            lambda x, d=d: _unpooled(F, x, d)) for d in (1, 2, 3)},
+    # (fixed samples: the windows are PyTorch's; overlapping ones, 6 -> 4 with kernel 3)
+    "fractional_max_pool2d": (
+        lambda x: hx.nn.functional.fractional_max_pool2d(
+            x[None, None], (2, 3), (3, 4), _random_samples=_fraction_samples(hx, x, 2)),
+        lambda x: F.fractional_max_pool2d(
+            x[None, None], (2, 3), (3, 4), _random_samples=_fraction_samples(torch, x, 2))),
+    "fractional_max_pool3d": (
+        lambda x: hx.nn.functional.fractional_max_pool3d(
+            x.reshape(1, 1, 2, 2, 6), (1, 1, 2), (1, 1, 4),
+            _random_samples=_fraction_samples(hx, x, 3)),
+        lambda x: F.fractional_max_pool3d(
+            x.reshape(1, 1, 2, 2, 6), (1, 1, 2), (1, 1, 4),
+            _random_samples=_fraction_samples(torch, x, 3))),
 })
 
 OTHER.update({

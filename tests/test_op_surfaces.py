@@ -69,6 +69,9 @@ TABLE.update({("functional", f"max_pool{d}d"): "(input, kernel_size, stride=None
               "dilation=1, ceil_mode=False, return_indices=False)" for d in (1, 2, 3)})
 TABLE.update({("functional", f"adaptive_max_pool{d}d"): "(input, output_size, "
               "return_indices=False)" for d in (1, 2, 3)})  # (the same dispatch)
+TABLE.update({("functional", f"fractional_max_pool{d}d"): "(input, kernel_size, "
+              "output_size=None, output_ratio=None, return_indices=False, "
+              "_random_samples=None)" for d in (2, 3)})  # (the same dispatch)
 
 #: op -> the surfaces whose hand-written signature still differs from PyTorch's (most:
 #: the first argument named x or self where PyTorch says input; some: a keyword-only

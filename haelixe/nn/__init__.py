@@ -12,18 +12,42 @@ from .encoder_decoder import (
 )
 from .fused_layers import LAYERS as _FUSED_LAYERS
 from .layers import Embedding, Flatten, Identity, NonDynamicallyQuantizableLinear
+from .lazy import (
+    LazyBatchNorm1d,
+    LazyBatchNorm2d,
+    LazyBatchNorm3d,
+    LazyConv1d,
+    LazyConv2d,
+    LazyConv3d,
+    LazyConvTranspose1d,
+    LazyConvTranspose2d,
+    LazyConvTranspose3d,
+    LazyInstanceNorm1d,
+    LazyInstanceNorm2d,
+    LazyInstanceNorm3d,
+    LazyLinear,
+    LazyModuleMixin,
+)
 from .loss_layers import BCELoss, BCEWithLogitsLoss
 from .module import Module, ModuleList, Parameter, Sequential
 from .multihead import MultiheadAttention
 from .normalization import (
     BatchNorm1d,
     BatchNorm2d,
+    BatchNorm3d,
     InstanceNorm1d,
     InstanceNorm2d,
+    InstanceNorm3d,
 )
 from .rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNBase, RNNCell, RNNCellBase
 from .spatial import Unflatten, Unfold
 from .transformer import MLP, MultiHeadAttention, RoPE, TransformerBlock
+from .uninitialized import (
+    UninitializedBuffer,
+    UninitializedParameter,
+    UninitializedTensorMixin,
+    is_lazy,
+)
 
 globals().update(_ACTIVATIONS)  # (nn.ReLU, nn.LeakyReLU...: made from the op registry)
 globals().update(_FUSED_LAYERS)  # (nn.Linear, nn.RMSNorm, nn.MSELoss...: from their declarations)

@@ -24,8 +24,9 @@ from ..ops.conv import (
     fold,
     unfold,
 )
+from ..ops.elementwise import INPLACE_ACTIVATIONS, threshold_
 from ..ops.elementwise import gelu as _gelu
-from ..ops.elementwise import threshold_
+from ..ops.fractional_pooling import fractional_max_pool2d, fractional_max_pool3d
 from ..ops.fused import AttentionFn, LayerNormFn, LinearFn, RMSNormFn, RoPEFn
 from ..ops.indexing import take_rows, where
 from ..ops.linalg import matmul
@@ -557,6 +558,13 @@ def rrelu(input, lower=1.0 / 8, upper=1.0 / 3, training=False, inplace=False):  
     return input.mul_(factor) if inplace else input * factor
 
 
+def rrelu_(input, lower=1.0 / 8, upper=1.0 / 3, training=False):  # noqa: A002
+    """rrelu_(input, lower=1.0 / 8, upper=1.0 / 3, training=False) -> Tensor
+
+    In-place rrelu: writes the result into input's memory and returns input."""
+    return rrelu(input, lower, upper, training, True)
+
+
 #: index dtypes an embedding looks up directly (others take indexing's own rules)
 _ROW_INDEX = (int64, int32)
 
@@ -731,13 +739,15 @@ def _attention_mask(mask, q, k):
 DECLARED = {decl.name: functional_form(decl) for decl in OPS.values()
             if getattr(decl, "functional", None)}
 globals().update(DECLARED)
+globals().update(INPLACE_ACTIVATIONS)  # (F.relu_, F.elu_...: the in-place methods)
 for _name, _fn in DECLARED.items():
     # pickle finds a function by module and name: a module holding F.relu (a layer's
     # activation) saves with torch.save(model) and loads back as this same function
     if _fn.__module__ != __name__ and getattr(_fn, "__qualname__", _name) == _name:
         _fn.__module__ = __name__
 
-__all__ = [*DECLARED, "threshold_", "linear", "rms_norm", "layer_norm", "gelu", "glu",
+__all__ = [*DECLARED, *INPLACE_ACTIVATIONS, "threshold_", "rrelu_", "linear", "rms_norm",
+           "layer_norm", "gelu", "glu",
            "prelu", "logsigmoid", "softmax",
            "log_softmax", "softmin", "dropout", "embedding", "embedding_bag", "ctc_loss",
            "one_hot", "normalize", "pad", "rope_tables", "apply_rope",
@@ -746,7 +756,8 @@ __all__ = [*DECLARED, "threshold_", "linear", "rms_norm", "layer_norm", "gelu", 
            "binary_cross_entropy_with_logits",
            "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d",
            "conv_transpose3d", "unfold", "fold", "max_pool1d", "max_pool2d", "max_pool3d",
-           "max_unpool1d", "max_unpool2d", "max_unpool3d", "avg_pool1d", "avg_pool2d",
+           "max_unpool1d", "max_unpool2d", "max_unpool3d", "fractional_max_pool2d",
+           "fractional_max_pool3d", "avg_pool1d", "avg_pool2d",
            "avg_pool3d", "adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_avg_pool3d",
            "adaptive_max_pool1d",
            "adaptive_max_pool2d", "adaptive_max_pool3d", "batch_norm", "group_norm",

@@ -294,6 +294,11 @@ class Module:
         if assign:
             raise NotImplementedError("load_state_dict(assign=True) is not supported: "
                                       "values are always copied into the existing tensors")
+        for prefix, m in self.named_modules():
+            # (a lazy module gives its placeholders the shapes the state dict holds)
+            before = getattr(type(m), "_before_load", None)
+            if before is not None:
+                before(m, state_dict, f"{prefix}." if prefix else "")
         own = dict(self._state_items())
         missing = [k for k in own if k not in state_dict]
         unexpected = [k for k in state_dict if k not in own]
@@ -311,6 +316,8 @@ class Module:
                 continue
             src = state_dict[k]
             src = src if isinstance(src, Tensor) else to_tensor(src)
+            if getattr(type(t), "_uninitialized", False):
+                continue  # (a placeholder into a placeholder: nothing to copy)
             if tuple(src.shape) != t.shape:
                 errors.append(f"size mismatch for {k}: copying a param with shape "
                               f"{tuple(src.shape)} from checkpoint, the shape in current "
@@ -367,6 +374,9 @@ class Module:
                 if t is None or id(t) in done:
                     continue
                 done.add(id(t))
+                if getattr(type(t), "_uninitialized", False):  # (a lazy module's)
+                    t._retarget(device, dtype)
+                    continue
                 new = _converted(t.detach(), device, dtype)
                 if new is not None:
                     t._set_data(new)

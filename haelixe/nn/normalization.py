@@ -227,6 +227,15 @@ class BatchNorm2d(_BatchNorm):
             raise _dims_error("BatchNorm2d", "4D", x)
 
 
+class BatchNorm3d(_BatchNorm):
+    """Batch norm over (N, C, D, H, W): each channel normalised over the batch and the
+    volume."""
+
+    def _check_input_dim(self, x):
+        if x.ndim != 5:
+            raise _dims_error("BatchNorm3d", "5D", x)
+
+
 class _InstanceNorm(_NormBase):
     dims = 2
 
@@ -241,7 +250,8 @@ class _InstanceNorm(_NormBase):
             raise _dims_error(name, f"{d + 1}D (unbatched) or {d + 2}D", input)
         unbatched = input.ndim == d + 1
         x = input.unsqueeze(0) if unbatched else input
-        factor = self._momentum()
+        # (as PyTorch's: instance norm counts no batches; momentum=None moves nothing)
+        factor = 0.0 if self.momentum is None else self.momentum
         y = instance_norm(x, self.running_mean, self.running_var, self.weight, self.bias,
                           self.training or not self.track_running_stats, factor, self.eps)
         return y.squeeze(0) if unbatched else y
@@ -255,6 +265,12 @@ class InstanceNorm2d(_InstanceNorm):
     """Each (sample, channel) image normalised over its own pixels."""
 
     dims = 2
+
+
+class InstanceNorm3d(_InstanceNorm):
+    """Each (sample, channel) volume normalised over its own cells."""
+
+    dims = 3
 
 
 #: layers made from the declarations here that pickled models name as this module's

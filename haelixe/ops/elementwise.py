@@ -19,7 +19,16 @@ from ..errors import OpError, OpNotImplementedError
 from ..tensor import Tensor
 from .inplace import apply_elementwise
 from .integer_division import check_divisor
-from .registry import FUNCTIONS, REQUIRED, declare, elementwise, function, tensor_method
+from .registry import (
+    FUNCTIONS,
+    OPS,
+    REQUIRED,
+    declare,
+    elementwise,
+    function,
+    inplace_function,
+    tensor_method,
+)
 
 _SQRT_HALF = 1.0 / math.sqrt(2.0)
 _INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
@@ -843,3 +852,11 @@ def fix_(self):
 
 declare("true_divide", arity=2, dtypes="any")
 declare("fix", dtypes="any")
+
+
+# -- the in-place activations as functions of their input: F.relu_, F.elu_... (torch.relu_,
+# torch.celu_ and torch.selu_ too, as PyTorch has those at the top level) -----------------
+INPLACE_ACTIVATIONS = {f"{n}_": inplace_function(OPS[n]) for n in
+                       ("relu", "elu", "leaky_relu", "hardtanh", "celu", "selu")}
+for _name in ("relu_", "celu_", "selu_"):
+    function(INPLACE_ACTIVATIONS[_name])

@@ -222,6 +222,26 @@ def functional_form(decl):
     return functional
 
 
+def inplace_function(decl):
+    """``torch.<op>_`` / ``F.<op>_`` of an elementwise declaration: its in-place form as
+    a function of the input (PyTorch's signature: the op's parameters, no flag), recorded
+    on autograd as ``x.<op>_()`` is, since it is that method."""
+    name = decl.name + "_"
+    arguments = Arguments(name, decl.names + tuple(decl.params), dict(decl.params))
+    in_place, n = decl.inplace, len(arguments.names)
+
+    def inplace(*args, **kwargs):
+        if kwargs or len(args) != n:
+            args = arguments.bind(args, kwargs)
+        return in_place(*args)
+
+    inplace.__name__ = inplace.__qualname__ = name
+    inplace.__signature__ = arguments.signature
+    inplace.__doc__ = f"{arguments} -> Tensor\n\nIn-place {decl.name}: writes the result " \
+                      f"into input's memory and returns input."
+    return inplace
+
+
 # -- dtype rules -----------------------------------------------------------------------------
 def _compute_dtype(rule: str, dt, op: str):
     """The dtype an op of ``rule`` computes in for inputs of ``dt`` (or a TypeError).

@@ -1,14 +1,17 @@
 """torch.scatter_reduce: ``src`` reduced into a copy of the input at ``index`` along a
 dim by 'sum', 'prod', 'mean', 'amax' or 'amin', the input's own value included or not;
-the gradients are PyTorch's."""
+the gradients are PyTorch's. index_reduce, its form over whole slices (one index per
+slice of the source), is a scatter_reduce with the index spread over the slices, so its
+gradients are those too."""
 
 from __future__ import annotations
 
 from .. import layout
 from ..autograd.function import Function
-from ..dtype import bool_
-from ..errors import OpError
+from ..dtype import bool_, int32, int64
+from ..errors import OpError, OpIndexError, OpNotImplementedError, OpTypeError
 from ..tensor import Tensor
+from .composite import _in_place
 from .indexing import (
     ScatterAdd,
     _check_index,
@@ -126,3 +129,72 @@ def scatter_reduce_(x, dim, index, src, reduce, *, include_self=True):
 
 
 declare("scatter_reduce", arity=2, dtypes="any")
+
+
+INDEX_REDUCTIONS = ("prod", "mean", "amax", "amin")
+
+
+def _index_reduce(input, dim, index, source, reduce, include_self, op):  # noqa: A002
+    if reduce not in INDEX_REDUCTIONS:
+        raise OpError(f"{op}: reduce must be one of {', '.join(INDEX_REDUCTIONS)}, got "
+                      f"{reduce!r}")
+    for name, t in (("input", input), ("source", source), ("index", index)):
+        if not isinstance(t, Tensor):
+            raise TypeError(f"{op}: {name} must be a tensor, got {type(t).__name__}")
+    if index.dtype not in (int64, int32):
+        raise OpTypeError(f"{op}: index must be int64 or int32, got {index.dtype.name}; "
+                          f"convert with .long()")
+    if index.ndim > 1:
+        raise OpIndexError(f"{op}: index must be 0-D or 1-D (one entry per slice of "
+                           f"source), got shape {index.shape}")
+    if input.dtype is bool_:
+        raise OpNotImplementedError(f"{op}: not implemented for bool tensors (as in "
+                                    f"PyTorch); convert with .int() first")
+    _same_dtype(op, input, source)
+    # (PyTorch's 0-d forms: a 0-d input is one slice of one element, a 0-d source one)
+    x = input.reshape(1) if input.ndim == 0 else input
+    src = source.reshape(1) if source.ndim == 0 and input.ndim == 0 else source
+    d = layout.normalize_dim(dim, x.ndim, op)
+    if src.ndim != x.ndim or any(a != b for i, (a, b) in enumerate(zip(x.shape, src.shape))
+                                 if i != d):
+        raise OpError(f"{op}: source of shape {source.shape} must match the input's shape "
+                      f"{input.shape} outside dim {dim}")
+    if src.shape[d] != index.numel():
+        raise OpError(f"{op}: {index.numel()} indices for source's dim {d} of size "
+                      f"{src.shape[d]}; give one index per slice of source")
+    for t, name in ((source, "source"), (index, "index")):
+        if t.device is not input.device:
+            raise RuntimeError(f"{op}: {name} on {t.device.type}, input on "
+                               f"{input.device.type}; move it with .to(...)")
+    _check_index(op, x, d, index)
+    # index i names the slice source[..., i, ...] along d: spread over that slice
+    shape = [1] * x.ndim
+    shape[d] = index.numel()
+    spread = index.reshape(shape).to(int64).expand(*src.shape)
+    out = scatter_reduce(x, d, spread, src, reduce, include_self=include_self)
+    return out.reshape(()) if input.ndim == 0 else out
+
+
+@tensor_method(function=True)
+def index_reduce(input, dim, index, source, reduce, *, include_self=True):  # noqa: A002
+    """index_reduce(input, dim, index, source, reduce, *, include_self=True) -> Tensor
+
+    A copy of input with slice i of ``source`` along ``dim`` reduced into the slice at
+    position index[i] by ``reduce``: 'prod', 'mean' (an integer mean rounds down),
+    'amax' or 'amin'; ``include_self=False`` leaves input's own values out of the
+    slices an index names."""
+    return _index_reduce(input, dim, index, source, reduce, include_self, "index_reduce")
+
+
+@tensor_method(name="index_reduce_")
+def index_reduce_(input, dim, index, source, reduce, *, include_self=True):  # noqa: A002
+    """index_reduce_(dim, index, source, reduce, *, include_self=True) -> Tensor
+
+    In-place index_reduce: writes the result into this tensor's memory."""
+    return _in_place(input, "index_reduce",
+                     lambda x: _index_reduce(x, dim, index, source, reduce, include_self,
+                                             "index_reduce_"),
+                     other=source)
+
+
+declare("index_reduce", arity=2, dtypes="any")

@@ -49,6 +49,11 @@ class Optimizer:
             if not isinstance(p, Tensor):
                 raise TypeError(f"{name} can only optimize tensors, got "
                                 f"{type(p).__name__}")
+            if getattr(type(p), "_uninitialized", False):
+                raise ValueError(f"{name}: got an uninitialized parameter (a lazy module's, "
+                                 f"before its first forward); Haelixe's optimizers pack "
+                                 f"the parameters into flat buffers when built, so run one "
+                                 f"forward with a dummy batch first, then build {name}")
             if not p.is_leaf:
                 raise ValueError(f"{name}: can't optimize a non-leaf tensor (shape {p.shape}"
                                  f", made by {p.grad_fn.name}); optimize the leaf it was "
