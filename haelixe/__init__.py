@@ -66,6 +66,7 @@ from .dtype import (
 )
 from .layout import Size  # noqa: E402,F401  (torch.Size)
 from .ops import (  # noqa: E402,F401
+    aliases,
     arranging,
     bilinear,
     binning,
@@ -75,17 +76,21 @@ from .ops import (  # noqa: E402,F401
     convert,
     einstein,
     elementwise,
+    factories,
     frexp,
     fused,
     gamma_sampling,
     indexing,
     inplace,
+    inplace_functions,
     linalg_toplevel,
     ordering,
     pooling,
+    predicates,
     reduce,
     sampling,
     scatter_reduce,
+    shape_helpers,
     statistics,
     views,
 )

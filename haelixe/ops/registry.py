@@ -419,7 +419,7 @@ class _Marker:
 _SCALAR_MATH = {
     "exp": math.exp, "log": math.log, "log1p": math.log1p, "expm1": math.expm1,
     "sqrt": math.sqrt, "rsqrt": lambda x: 1.0 / math.sqrt(x), "sin": math.sin,
-    "cos": math.cos, "tanh": math.tanh, "atan": math.atan, "tan": math.tan,
+    "cos": math.cos, "tanh": math.tanh, "atan": math.atan, "atan2": math.atan2, "tan": math.tan,
     "sinh": math.sinh, "cosh": math.cosh, "exp2": lambda x: 2.0 ** x, "erf": math.erf, "abs": abs,
     "sigmoid": lambda x: 1.0 / (1.0 + math.exp(-x)), "sign": lambda x: float(np.sign(x)),
     "floor": math.floor, "ceil": math.ceil, "trunc": math.trunc, "round": round,
