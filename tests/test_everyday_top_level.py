@@ -5,6 +5,7 @@ device, print options, determinism and the other switches), each against PyTorch
 from __future__ import annotations
 
 import inspect
+import re
 
 import numpy as np
 import pytest
@@ -498,3 +499,287 @@ def test_fill_is_a_new_tensor_as_pytorch():
     _close(v.grad, tv.grad)
     with pytest.raises(RuntimeError, match="fill: only supports a 0-dimension"):
         hx.fill(hx.zeros(3), hx.ones(3))
+
+
+# -- defaults: dtype and device ------------------------------------------------------------------
+@pytest.fixture
+def restore_defaults():
+    """Every setting a test here changes, put back, on both sides."""
+    yield
+    hx.set_default_dtype(hx.float32)
+    torch.set_default_dtype(torch.float32)
+    hx.set_default_device(None)
+    hx.set_printoptions(profile="default")
+    torch.set_printoptions(profile="default")
+
+
+FACTORIES = {
+    "zeros": lambda m: m.zeros(2), "ones": lambda m: m.ones(2, 1), "empty": lambda m: m.empty(3),
+    "full_float": lambda m: m.full((2,), 1.5), "full_int": lambda m: m.full((2,), 2),
+    "full_bool": lambda m: m.full((2,), True), "rand": lambda m: m.rand(2),
+    "randn": lambda m: m.randn(2), "arange_float": lambda m: m.arange(0.0, 2),
+    "arange_int": lambda m: m.arange(3), "linspace": lambda m: m.linspace(0, 1, 3),
+    "logspace": lambda m: m.logspace(0, 1, 3), "eye": lambda m: m.eye(2),
+    "tensor_floats": lambda m: m.tensor([1.5, 2.0]), "tensor_float": lambda m: m.tensor(2.0),
+    "tensor_ints": lambda m: m.tensor([1, 2]), "as_tensor": lambda m: m.as_tensor([0.5]),
+    "asarray": lambda m: m.asarray([0.5]), "scalar_tensor": lambda m: m.scalar_tensor(1),
+    "int_true_divide": lambda m: m.tensor([1, 2]) / 2, "int_exp": lambda m: m.tensor([1]).exp(),
+    "int_times_float": lambda m: m.tensor([1, 2]) * 1.5,
+    "int_mean_of_float": lambda m: m.tensor([1, 2]).float().mean(),
+    "numpy_float64": lambda m: m.tensor(np.ones(2)), "numpy_float32": lambda m:
+        m.from_numpy(np.ones(2, np.float32)),
+    "linear": lambda m: m.nn.Linear(2, 3).weight, "conv_bias": lambda m: m.nn.Conv1d(1, 1, 1).bias,
+    "layer_norm": lambda m: m.nn.LayerNorm(2).weight,
+    "embedding": lambda m: m.nn.Embedding(3, 2).weight,
+    "empty_strided": lambda m: m.empty_strided((2,), (1,)),
+}
+
+
+@pytest.mark.parametrize("default", ["float64", "float16", "bfloat16", "float32"])
+@pytest.mark.parametrize("name", sorted(FACTORIES))
+def test_factories_follow_the_default_dtype_as_pytorch(restore_defaults, name, default):
+    hx.set_default_dtype(getattr(hx, default))
+    torch.set_default_dtype(getattr(torch, default))
+    assert hx.get_default_dtype() is getattr(hx, default)
+    got, want = FACTORIES[name](hx), FACTORIES[name](torch)
+    assert got.dtype.name == str(want.dtype).removeprefix("torch."), (name, default)
+
+
+def test_default_dtype_reaches_values_and_round_trips(restore_defaults):
+    hx.set_default_dtype(hx.float64)
+    torch.set_default_dtype(torch.float64)
+    x = hx.tensor([0.1])
+    assert x.dtype is hx.float64 and x.item() == 0.1  # (no float32 rounding on the way)
+    assert (hx.tensor([1, 2]) / 3).tolist() == (torch.tensor([1, 2]) / 3).tolist()
+    hx.set_default_dtype("float32")
+    assert hx.get_default_dtype() is hx.float32 and hx.tensor(0.1).dtype is hx.float32
+
+
+@pytest.mark.parametrize("bad", ["int64", "int32", "bool", "complex64"])
+def test_set_default_dtype_refuses_what_pytorch_refuses(restore_defaults, bad):
+    if hasattr(torch, bad):
+        with pytest.raises(TypeError, match="floating-point"):
+            torch.set_default_dtype(getattr(torch, bad))
+    with pytest.raises(TypeError, match="set_default_dtype: only floating-point"):
+        hx.set_default_dtype(getattr(hx, bad, bad))
+    assert hx.get_default_dtype() is hx.float32
+    if bad == "complex64":
+        with pytest.raises(TypeError, match="no complex dtypes"):
+            hx.set_default_dtype("complex64")
+
+
+def test_default_device_round_trip_on_the_cpu(restore_defaults):
+    assert hx.get_default_device() == hx.device("cpu") == torch.get_default_device().type
+    hx.set_default_device("cpu")
+    assert hx.get_default_device() is hx.device("cpu") and hx.zeros(2).device.type == "cpu"
+    hx.set_default_device(None)
+    assert hx.get_default_device() is hx.device("cpu")
+    with pytest.raises(ValueError, match="unknown device"):
+        hx.set_default_device("tpu")
+
+
+@pytest.mark.gpu
+def test_factories_follow_the_default_device(be, restore_defaults):
+    hx.set_default_device("gpu")
+    assert hx.get_default_device() is hx.device("gpu")
+    for make in (lambda: hx.zeros(2), lambda: hx.ones(2), lambda: hx.empty(2),
+                 lambda: hx.full((2,), 1.0), lambda: hx.tensor([1.0]), lambda: hx.arange(3),
+                 lambda: hx.rand(2), lambda: hx.randn(2), lambda: hx.linspace(0, 1, 2),
+                 lambda: hx.eye(2), lambda: hx.asarray([1.0]),
+                 lambda: hx.nn.Linear(2, 2).weight):
+        assert make().device.type == "gpu"
+    cpu = hx.zeros(2, device="cpu")
+    assert cpu.device.type == "cpu" and hx.zeros_like(cpu).device.type == "cpu"
+    assert hx.from_numpy(np.ones(2)).device.type == "cpu"  # (from_numpy shares host memory)
+    assert repr(hx.ones(2)) == "tensor([1., 1.])" and "device='cpu'" in repr(cpu)
+    hx.set_default_device(None)
+    assert hx.zeros(1).device.type == "cpu"
+
+
+# -- print options --------------------------------------------------------------------------------
+REPR_CASES = {
+    "halves": np.array([0.5, 1.0]), "matrix": np.array([[1.0, 2.0], [3.0, 4.5]]),
+    "scalar": np.array(2.5), "integral": np.array(3.0), "small": np.array([1e-5, 1.0]),
+    "large": np.array([1e9, 1.0]), "nonfinite": np.array([np.nan, 1.5, -np.inf]),
+    "zeros": np.array([0.0, -0.0]), "big": np.arange(2000.0).reshape(40, 50),
+    "long_row": np.arange(30.0) * 1.25, "ints": np.array([1, 2, 300]),
+    "bools": np.array([True, False]), "empty_2d": np.zeros((0, 3)), "empty": np.zeros(0),
+    "cube": np.arange(24).reshape(2, 3, 4) * 1.5,
+    "random": np.random.default_rng(0).standard_normal((3, 30)),
+    "wide_range": np.array([123456.789, 0.001]), "many_ints": np.arange(1200).reshape(3, 400),
+}
+PRINT_OPTIONS = [{}, {"precision": 2}, {"sci_mode": True}, {"sci_mode": False},
+                 {"threshold": 5, "edgeitems": 1}, {"linewidth": 60}, {"profile": "short"},
+                 {"profile": "full"}, {"threshold": 10, "edgeitems": 0},
+                 {"precision": 6, "linewidth": 120}]
+
+
+@pytest.mark.parametrize("dtype", [None, "float64", "float16", "int32"])
+@pytest.mark.parametrize("options", PRINT_OPTIONS, ids=str)
+def test_repr_follows_the_print_options_as_pytorchs(restore_defaults, options, dtype):
+    hx.set_printoptions(**options)
+    torch.set_printoptions(**options)
+    for name, a in REPR_CASES.items():
+        if dtype and a.dtype.kind == "b":
+            continue
+        t, h = torch.tensor(a), hx.tensor(a)
+        if dtype:
+            t, h = t.to(getattr(torch, dtype)), h.to(getattr(hx, dtype))
+        assert _unwrapped(repr(h)) == _unwrapped(repr(t).replace("torch.", "hx.")), \
+            (name, options, dtype)
+
+
+def _unwrapped(text):
+    # Haelixe names its dtypes hx.float64, shorter than torch.float64, so a suffix may
+    # fit on a line where PyTorch's moves to the next: the suffixes compared unwrapped
+    return re.sub(r",\n *(dtype=|size=|requires_grad=)", r", \1", text)
+
+
+def test_a_suffix_past_linewidth_moves_to_its_own_line(restore_defaults):
+    for width in (30, 46, 80):
+        hx.set_printoptions(linewidth=width)
+        torch.set_printoptions(linewidth=width)
+        h, t = hx.tensor([1, 2, 3], dtype=hx.int32), torch.tensor([1, 2, 3], dtype=torch.int32)
+        first = repr(h).split("\n")[0]
+        # (where PyTorch's longer dtype name fits, Haelixe's does too: the same text)
+        if "\n" not in repr(t):
+            assert repr(h) == repr(t).replace("torch.", "hx.")
+        assert len(first) <= width
+    hx.set_printoptions(linewidth=24)
+    assert repr(hx.tensor([1, 2, 3], dtype=hx.int32)) == "tensor([1, 2, 3],\n       dtype=hx.int32)"
+
+
+def test_repr_suffixes_and_the_default_dtype(restore_defaults):
+    x = hx.ones(2, requires_grad=True)
+    assert repr(x) == repr(torch.ones(2, requires_grad=True))
+    assert repr(x * 2).startswith("tensor([2., 2.], grad_fn=<")
+    assert repr(hx.tensor([], dtype=hx.int64)) == "tensor([], dtype=hx.int64)" == \
+        repr(torch.tensor([], dtype=torch.int64)).replace("torch.", "hx.")
+    hx.set_default_dtype(hx.float64)
+    torch.set_default_dtype(torch.float64)
+    for h, t in ((hx.tensor([1.5]), torch.tensor([1.5])),
+                 (hx.tensor([1.5], dtype=hx.float32), torch.tensor([1.5], dtype=torch.float32)),
+                 (hx.zeros(0, 2), torch.zeros(0, 2))):
+        assert repr(h) == repr(t).replace("torch.", "hx.")
+
+
+def test_printoptions_profiles_and_sci_mode_reset(restore_defaults):
+    hx.set_printoptions(precision=2, sci_mode=True)
+    assert hx.get_printoptions() == {"precision": 2, "threshold": 1000, "edgeitems": 3,
+                                     "linewidth": 80, "sci_mode": True}
+    hx.set_printoptions(linewidth=100)  # (sci_mode not given: None again, as PyTorch's)
+    torch.set_printoptions(precision=2, sci_mode=True)
+    torch.set_printoptions(linewidth=100)
+    assert hx.get_printoptions() == torch._tensor_str.get_printoptions()
+    hx.set_printoptions(profile="full")
+    assert hx.get_printoptions()["threshold"] == float("inf")
+    with pytest.raises(ValueError, match="profile"):
+        hx.set_printoptions(profile="long")
+
+
+# -- the other switches ----------------------------------------------------------------------------
+def test_deterministic_algorithms_are_kept_and_returned():
+    assert hx.are_deterministic_algorithms_enabled() is False
+    assert hx.is_deterministic_algorithms_warn_only_enabled() is False
+    try:
+        hx.use_deterministic_algorithms(True, warn_only=True)
+        assert hx.are_deterministic_algorithms_enabled() is True
+        assert hx.is_deterministic_algorithms_warn_only_enabled() is True
+        hx.use_deterministic_algorithms(True)
+        assert hx.is_deterministic_algorithms_warn_only_enabled() is False
+    finally:
+        hx.use_deterministic_algorithms(False)
+    assert not hx.are_deterministic_algorithms_enabled()
+    with pytest.raises(TypeError, match="use_deterministic_algorithms"):
+        hx.use_deterministic_algorithms(1)
+
+
+def test_float32_matmul_precision_is_kept_and_changes_no_result():
+    assert hx.get_float32_matmul_precision() == torch.get_float32_matmul_precision()
+    a = hx.randn(8, 8)
+    before = (a @ a).numpy().copy()
+    try:
+        for p in ("medium", "high", "highest"):
+            hx.set_float32_matmul_precision(p)
+            assert hx.get_float32_matmul_precision() == p
+            assert np.array_equal((a @ a).numpy(), before)
+    finally:
+        hx.set_float32_matmul_precision("highest")
+    with pytest.warns(UserWarning, match="low"):
+        torch.set_float32_matmul_precision("low")
+    with pytest.warns(UserWarning, match="'low' is not one of highest, high, medium"):
+        hx.set_float32_matmul_precision("low")
+    assert hx.get_float32_matmul_precision() == torch.get_float32_matmul_precision()
+    with pytest.raises(RuntimeError, match="expects a str"):
+        torch.set_float32_matmul_precision(3)
+    with pytest.raises(RuntimeError, match="set_float32_matmul_precision expects a str"):
+        hx.set_float32_matmul_precision(3)
+
+
+def test_interop_threads_are_kept():
+    n = hx.get_num_interop_threads()
+    assert isinstance(n, int) and n >= 1
+    try:
+        hx.set_num_interop_threads(2)
+        assert hx.get_num_interop_threads() == 2
+    finally:
+        hx.settings._STATE["interop_threads"] = None
+    with pytest.raises(RuntimeError, match="positive"):
+        hx.set_num_interop_threads(0)
+
+
+def test_inference_mode_is_reported_in_its_forms():
+    assert hx.is_inference_mode_enabled() is torch.is_inference_mode_enabled() is False
+    with hx.inference_mode():
+        assert hx.is_inference_mode_enabled() and not hx.is_grad_enabled()
+        with hx.inference_mode(False):
+            assert not hx.is_inference_mode_enabled()
+        assert hx.is_inference_mode_enabled()
+    assert not hx.is_inference_mode_enabled()
+
+    @hx.inference_mode()
+    def called():
+        return hx.is_inference_mode_enabled()
+
+    @hx.inference_mode
+    def bare():
+        return hx.is_inference_mode_enabled()
+
+    assert called() and bare() and not hx.is_inference_mode_enabled()
+
+
+def test_anomaly_mode_switches():
+    assert hx.is_anomaly_enabled() is torch.is_anomaly_enabled() is False
+    with hx.autograd.detect_anomaly():
+        assert hx.is_anomaly_enabled()
+    assert not hx.is_anomaly_enabled()
+    try:
+        hx.set_anomaly_enabled(True)
+        assert hx.is_anomaly_enabled()
+        x = hx.tensor([-1.0], requires_grad=True)
+        with pytest.raises(RuntimeError, match="(?i)nan"):
+            x.sqrt().sum().backward()
+        hx.set_anomaly_enabled(True, check_nan=False)
+        assert hx.is_anomaly_enabled()
+        x.sqrt().sum().backward()  # (on, without the NaN checks)
+    finally:
+        hx.set_anomaly_enabled(False)
+    assert not hx.is_anomaly_enabled()
+
+
+def test_autocast_switches():
+    assert hx.is_autocast_enabled() is torch.is_autocast_enabled("cpu") is False
+    with hx.autocast(dtype=hx.bfloat16):
+        assert hx.is_autocast_enabled() and hx.is_autocast_enabled("cpu")
+    assert not hx.is_autocast_enabled()
+    try:
+        hx.set_autocast_enabled("cpu", True)
+        assert hx.is_autocast_enabled()
+        w = hx.randn(3, 3)
+        assert (w @ w).dtype is hx.bfloat16
+        hx.set_autocast_enabled(False)
+        assert not hx.is_autocast_enabled() and (w @ w).dtype is hx.float32
+    finally:
+        hx.set_autocast_enabled("cpu", False)
+    with pytest.raises(TypeError, match="set_autocast_enabled"):
+        hx.set_autocast_enabled("cpu", 1)

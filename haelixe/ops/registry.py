@@ -39,6 +39,7 @@ import numbers
 
 import numpy as np
 
+from .. import dtype as _dtypes
 from .. import layout
 from ..autograd.function import SINK, Function, record, wrap_grads
 from ..autograd.mode import STATE
@@ -49,7 +50,6 @@ from ..dtype import (
     bfloat16,
     bool_,
     can_cast,
-    default_float,
     float16,
     float32,
     float64,
@@ -255,12 +255,12 @@ def _compute_dtype(rule: str, dt, op: str):
     if rule == "bool_to_int":  # x * x of a bool is an int, as PyTorch's square
         return int64 if dt is bool_ else dt
     if rule == "float":
-        return dt if dt.is_floating_point else default_float
+        return dt if dt.is_floating_point else _dtypes.default_float
     if rule == "float_wide":  # (PyTorch's kernels of erfcx, zeta...: no 16-bit forms)
         if dt in (float16, bfloat16):
             raise OpTypeError(f"{op}: not implemented for {dt.name} tensors (as in "
                               f"PyTorch); convert with .float() first")
-        return dt if dt.is_floating_point else default_float
+        return dt if dt.is_floating_point else _dtypes.default_float
     if rule == "float_only":
         if dt.is_floating_point:
             return dt
