@@ -94,6 +94,7 @@ from .ops import (  # noqa: E402,F401
     gamma_sampling,
     indexing,
     inplace,
+    inplace_compare,
     inplace_functions,
     linalg_toplevel,
     ordering,

@@ -265,11 +265,9 @@ def test_an_alias_is_its_ops_own_function_and_methods(alias):
     target = ALIASES[alias]
     assert getattr(hx, alias) is getattr(hx, target)
     for suffix in ("", "_"):
-        if hasattr(torch.Tensor, alias + suffix) and hasattr(hx.Tensor, target + suffix):
+        if hasattr(torch.Tensor, alias + suffix):
             assert getattr(hx.Tensor, alias + suffix) is getattr(hx.Tensor, target + suffix)
-        elif hasattr(torch.Tensor, alias + suffix):
-            assert suffix == "_" and target in ("gt", "ge", "lt", "le", "ne"), alias
-    assert hasattr(hx.Tensor, alias) == hasattr(torch.Tensor, alias)
+        assert hasattr(hx.Tensor, alias + suffix) == hasattr(torch.Tensor, alias + suffix)
 
 
 def _unit(a):
@@ -323,6 +321,46 @@ def test_comparison_aliases_as_pytorch(name):
     want = getattr(torch, name)(torch.tensor(a), torch.tensor(b))
     assert got.dtype is hx.bool and got.tolist() == want.tolist()
     assert getattr(hx.tensor(a), name)(1.5).tolist() == getattr(torch.tensor(a), name)(1.5).tolist()
+
+
+COMPARE_INPLACE = ["eq", "ne", "lt", "le", "gt", "ge", "greater", "greater_equal", "less",
+                   "less_equal", "not_equal", "logical_and", "logical_or", "logical_xor",
+                   "logical_not"]
+
+
+@pytest.mark.parametrize("name", COMPARE_INPLACE)
+def test_comparisons_in_place_write_ones_and_zeros_in_the_targets_dtype(name):
+    unary = name == "logical_not"
+    for dtype, other in (("float64", [2.0, 0.0, 2.0]), ("int32", 2), ("float32", 0.0),
+                         ("int64", [[1, 3, 0]])):
+        h = hx.tensor([[1, 2, 3], [3, 0, 1]], dtype=getattr(hx, dtype))
+        t = torch.tensor([[1, 2, 3], [3, 0, 1]], dtype=getattr(torch, dtype))
+        if name.startswith("logical") and not isinstance(other, list):
+            other = [other]  # (PyTorch's logical ops take a tensor only)
+        ho = hx.tensor(other) if isinstance(other, list) else other
+        to = torch.tensor(other) if isinstance(other, list) else other
+        got = getattr(h, name + "_")(*(() if unary else (ho,)))
+        want = getattr(t, name + "_")(*(() if unary else (to,)))
+        assert got is h and got.dtype.name == str(want.dtype).removeprefix("torch.")
+        assert got.tolist() == want.tolist(), (name, dtype)
+
+
+def test_comparison_in_place_under_autograd_and_its_errors():
+    a = hx.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    ta = torch.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    b, tb = a * 1.0, ta * 1.0
+    b.lt_(2.5)
+    tb.lt_(2.5)
+    assert b.tolist() == tb.tolist() and b.requires_grad and tb.requires_grad
+    b.sum().backward()
+    tb.sum().backward()
+    assert a.grad.tolist() == ta.grad.tolist() == [0.0, 0.0, 0.0]
+    with pytest.raises(RuntimeError, match="leaf"):
+        hx.ones(2, requires_grad=True).gt_(0)
+    with pytest.raises(RuntimeError):
+        torch.ones(2).gt_(torch.ones(2, 2))
+    with pytest.raises(RuntimeError, match="gt_: the result of shape .2, 2."):
+        hx.ones(2).gt_(hx.ones(2, 2))
 
 
 def test_atan2_over_quadrants_dtypes_and_broadcasting():

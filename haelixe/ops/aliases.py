@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from ..errors import OpTypeError
 from ..tensor import Tensor
-from . import elementwise, indexing  # noqa: F401  (the ops the aliases name)
+from . import elementwise, indexing, inplace_compare  # noqa: F401  (the ops they name)
 from .registry import FUNCTIONS, declare, tensor_method
 
 #: alias -> the op it names
@@ -27,7 +27,7 @@ for _alias, _target in ALIASES.items():
     if _alias in _FUNCTION_ONLY:
         continue
     setattr(Tensor, _alias, getattr(Tensor, _target))
-    if hasattr(Tensor, _target + "_"):  # (the comparisons have no in-place form here)
+    if hasattr(Tensor, _target + "_"):
         setattr(Tensor, _alias + "_", getattr(Tensor, _target + "_"))
 
 # (fix stays declared, as it was before it became trunc's alias: its surfaces are checked)
