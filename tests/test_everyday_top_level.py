@@ -431,8 +431,8 @@ def _torch_inplace_names():
 
 #: torch's top-level in-place functions Haelixe leaves out, with why: ops it lacks
 #: (addmv, conj_physical, deg2rad, frac, index_put, rad2deg, resize_as, the dropout and
-#: embedding_renorm forms) and as_strided_ (no Tensor.as_strided_ yet)
-NOT_COVERED = {"addmv_", "alpha_dropout_", "as_strided_", "conj_physical_", "deg2rad_",
+#: embedding_renorm forms)
+NOT_COVERED = {"addmv_", "alpha_dropout_", "conj_physical_", "deg2rad_",
                "dropout_", "embedding_renorm_", "feature_alpha_dropout_",
                "feature_dropout_", "frac_", "index_put_", "rad2deg_", "resize_as_",
                "resize_as_sparse_", "rrelu_"}
@@ -470,7 +470,8 @@ def _input_for(name, rng):
 #: PyTorch has no derivative for these in-place forms ("not implemented")
 _NO_TORCH_INPLACE_GRAD = {"acosh_", "arccosh_", "asinh_", "arcsinh_", "atanh_", "arctanh_"}
 FLOAT_INPLACE = sorted(n for n in _torch_inplace_names() if n not in NOT_COVERED
-                       and INPLACE_ARGS.get(n, ()) is not None and n != "detach_")
+                       and INPLACE_ARGS.get(n, ()) is not None
+                       and n not in ("detach_", "as_strided_"))
 
 
 @pytest.mark.parametrize("name", FLOAT_INPLACE)
@@ -520,6 +521,28 @@ def test_top_level_inplace_functions_on_int_tensors_and_their_signatures():
         inspect.Parameter.KEYWORD_ONLY
     with pytest.raises(RuntimeError, match="exp_"):
         hx.exp_(hx.tensor([1, 2]))  # (an int tensor cannot hold exp's float result)
+
+
+def test_as_strided_in_place_relays_the_tensor_as_pytorch():
+    h, t = hx.arange(6.0), torch.arange(6.0)
+    assert hx.as_strided_(h, (2, 2), (1, 2), 1) is h and t.as_strided_((2, 2), (1, 2), 1) is t
+    assert h.tolist() == t.tolist() and h.stride() == t.stride()
+    assert h.storage_offset() == t.storage_offset() == 1
+    hl = hx.arange(6.0, dtype=hx.float64).requires_grad_()
+    tl = torch.arange(6.0, dtype=torch.float64).requires_grad_()
+    for leaf in (lambda: hl.as_strided_((2,), (1,)), lambda: tl.as_strided_((2,), (1,))):
+        with pytest.raises(RuntimeError, match="leaf"):
+            leaf()
+    hb, tb = hl * 1.0, tl * 1.0
+    hb.as_strided_((2, 2), (2, 1))
+    tb.as_strided_((2, 2), (2, 1))
+    assert hb.grad_fn is not None and hb.tolist() == tb.tolist()
+    gy = np.array([[1.0, 2.0], [3.0, 4.0]])
+    hb.backward(hx.tensor(gy))
+    tb.backward(torch.tensor(gy))
+    _close(hl.grad, tl.grad)
+    with pytest.raises(RuntimeError):
+        hx.arange(4.0).as_strided_((3,), (2,))  # (past the storage's end)
 
 
 def test_fill_is_a_new_tensor_as_pytorch():

@@ -17,7 +17,7 @@ from .registry import FUNCTIONS, function
 #: the in-place methods PyTorch also has as ``torch.<name>`` (those whose op Haelixe has)
 NAMES = (
     "abs_", "acos_", "acosh_", "arccos_", "arccosh_", "arcsin_", "arcsinh_", "arctan_",
-    "arctanh_", "asin_", "asinh_", "atan_", "atanh_", "ceil_", "clamp_",
+    "arctanh_", "as_strided_", "asin_", "asinh_", "atan_", "atanh_", "ceil_", "clamp_",
     "clamp_max_", "clamp_min_", "clip_", "cos_", "cosh_", "erf_", "erfc_", "exp2_",
     "exp_", "expm1_", "fill_", "fix_", "floor_", "gcd_", "i0_", "lcm_", "ldexp_",
     "log10_", "log1p_", "log2_", "log_", "logit_", "nan_to_num_", "neg_", "negative_",
