@@ -192,6 +192,15 @@ def test_ravel_is_a_view_where_the_layout_allows():
     assert x.t().ravel().tolist() == [0.0, 3.0, 1.0, 4.0, 2.0, 5.0]
 
 
+def test_unflatten_refuses_sizes_that_do_not_fit_the_dim():
+    for sizes in ((4,), (2, -1, -1), ()):
+        with pytest.raises(RuntimeError):
+            torch.unflatten(torch.zeros(2, 6), 1, sizes)
+        with pytest.raises(RuntimeError, match="unflatten"):
+            hx.unflatten(hx.zeros(2, 6), 1, sizes)
+    assert hx.zeros(2, 6).unflatten(1, (-1, 3)).shape == (2, 2, 3)
+
+
 def test_t_refuses_more_than_two_dims_and_detach_functions():
     with pytest.raises(RuntimeError, match="t()"):
         hx.t(hx.zeros(2, 2, 2))

@@ -389,7 +389,13 @@ tensor_method(flatten, function=True)
 @tensor_method
 def unflatten(self, dim, sizes):
     dim = layout.normalize_dim(dim, self.ndim, "unflatten")
-    return reshape(self, self.shape[:dim] + tuple(sizes) + self.shape[dim + 1:])
+    sizes = tuple(sizes)
+    if not sizes:
+        raise OpError("unflatten: sizes must be non-empty")
+    # (-1 inferred from the dim's own size, as PyTorch's; the errors name unflatten)
+    sizes = layout.infer_shape(sizes, self.shape[dim], f"unflatten (dim {dim} of "
+                                                        f"{self.shape})")
+    return reshape(self, self.shape[:dim] + sizes + self.shape[dim + 1:])
 
 
 @tensor_method(name="permute", function=True)
