@@ -35,7 +35,7 @@ def is_tensor(obj):
 def is_storage(obj):
     """is_storage(obj) -> bool
 
-    True if obj is a tensor's storage (``x.storage``, ``x.untyped_storage()``)."""
+    True if obj is a tensor's storage (``x.storage``)."""
     return isinstance(obj, Storage)
 
 
