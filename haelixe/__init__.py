@@ -11,7 +11,17 @@ from . import (
     linalg,  # noqa: E402  (hx.linalg: torch.linalg)
 )
 from . import dtype as _dtype_module
-from .autograd.mode import enable_grad, inference_mode, is_grad_enabled, no_grad, set_grad_enabled
+from .amp import is_autocast_enabled, set_autocast_enabled
+from .autograd.mode import (
+    enable_grad,
+    inference_mode,
+    is_anomaly_enabled,
+    is_grad_enabled,
+    is_inference_mode_enabled,
+    no_grad,
+    set_anomaly_enabled,
+    set_grad_enabled,
+)
 from .backends.threads import get_num_threads, set_num_threads
 from .capture_replay import CaptureError, capture
 from .creation import (
@@ -39,7 +49,7 @@ from .creation import (
     zeros,
     zeros_like,
 )
-from .device import Device
+from .device import Device, get_default_device, set_default_device
 from .dtype import (
     BF16,
     BOOL,
@@ -54,11 +64,13 @@ from .dtype import (
     float16,
     float32,
     float64,
+    get_default_dtype,
     int8,
     int16,
     int32,
     int64,
     promote_types,
+    set_default_dtype,
     uint8,
     uint16,
     uint32,
@@ -66,6 +78,7 @@ from .dtype import (
 )
 from .layout import Size  # noqa: E402,F401  (torch.Size)
 from .ops import (  # noqa: E402,F401
+    aliases,
     arranging,
     bilinear,
     binning,
@@ -75,17 +88,22 @@ from .ops import (  # noqa: E402,F401
     convert,
     einstein,
     elementwise,
+    factories,
     frexp,
     fused,
     gamma_sampling,
     indexing,
     inplace,
+    inplace_compare,
+    inplace_functions,
     linalg_toplevel,
     ordering,
     pooling,
+    predicates,
     reduce,
     sampling,
     scatter_reduce,
+    shape_helpers,
     statistics,
     views,
 )
@@ -94,6 +112,7 @@ from .ops.convert import EXPORTED_LEGACY as _EXPORTED_LEGACY
 from .ops.convert import LEGACY_NAMES as _LEGACY_NAMES
 from .ops.convert import LEGACY_TYPES as _LEGACY_TYPES
 from .ops.registry import FUNCTIONS as _FUNCTIONS  # noqa: E402
+from .printing import get_printoptions, set_printoptions
 from .random import (
     Generator,
     default_generator,
@@ -102,6 +121,15 @@ from .random import (
     manual_seed,
     seed,
     set_rng_state,
+)
+from .settings import (
+    are_deterministic_algorithms_enabled,
+    get_float32_matmul_precision,
+    get_num_interop_threads,
+    is_deterministic_algorithms_warn_only_enabled,
+    set_float32_matmul_precision,
+    set_num_interop_threads,
+    use_deterministic_algorithms,
 )
 from .tensor import Tensor
 

@@ -71,6 +71,27 @@ def autocast_dtype():
     return STATE.autocast
 
 
+def is_autocast_enabled(device_type=None) -> bool:
+    """is_autocast_enabled(device_type=None) -> bool
+
+    True inside an enabled autocast region (Haelixe's autocast covers every device,
+    so device_type, "cpu" or "cuda", does not change the answer)."""
+    return STATE.autocast is not None
+
+
+def set_autocast_enabled(device_type, enabled=None) -> None:
+    """set_autocast_enabled(device_type, enabled)
+
+    Switches autocast on (in bfloat16, autocast's default) or off for good, in this
+    thread; ``set_autocast_enabled(enabled)``, PyTorch's older form, works too."""
+    if enabled is None:
+        device_type, enabled = None, device_type
+    if not isinstance(enabled, bool):
+        raise TypeError(f"set_autocast_enabled: enabled must be a bool, got "
+                        f"{type(enabled).__name__}")
+    STATE.autocast = (STATE.autocast or bfloat16) if enabled else None
+
+
 def cast_inputs(family: str, *tensors):
     """Cast floating inputs by the policy row of ``family`` (no-op outside autocast)."""
     low = STATE.autocast

@@ -10,7 +10,7 @@ import numpy as np
 
 from . import dtype as dt
 from .backends import backend_for
-from .device import CPU, as_device
+from .device import CPU, as_device, factory_device
 from .dtype import as_dtype, stored_number
 from .errors import OpError, OpNotImplementedError
 from .memory import OutOfMemoryError
@@ -19,7 +19,7 @@ from .tensor import Tensor
 
 
 def _finish(raw_host: np.ndarray, device, requires_grad) -> Tensor:
-    device = as_device(device)
+    device = factory_device(device)
     # (on the CPU the same array: through the backend all the same, so that a captured
     # step sees host data made inside it)
     raw = backend_for(device).from_numpy(raw_host)
@@ -107,7 +107,7 @@ def as_tensor(data, dtype=None, device=None) -> Tensor:
     if isinstance(data, Tensor) and (dtype is None or as_dtype(dtype) is data.dtype) and (
             device is None or as_device(device) is data.device):
         return data
-    if isinstance(data, np.ndarray) and device in (None, "cpu", CPU) and (
+    if isinstance(data, np.ndarray) and factory_device(device) is CPU and (
             dtype is None or as_dtype(dtype).np == data.dtype):
         return from_numpy(data)
     return tensor(data, dtype, device)
@@ -158,7 +158,7 @@ def full(size, fill_value, dtype=None, device=None, requires_grad=False) -> Tens
         dtype = dt.bool_ if isinstance(fill_value, bool) else (
             dt.int64 if isinstance(fill_value, numbers.Integral) else dt.default_float)
     dtype = as_dtype(dtype)
-    device = as_device(device)
+    device = factory_device(device)
     value = fill_value if isinstance(fill_value, bool) else \
         stored_number(dtype.np, fill_value, "full")
     with _allocating("full", size, dtype):
@@ -177,7 +177,7 @@ def ones(*size, dtype=None, device=None, requires_grad=False) -> Tensor:
 
 
 def empty(*size, dtype=None, device=None, requires_grad=False) -> Tensor:
-    device = as_device(device)
+    device = factory_device(device)
     with _allocating("empty", _shape(size), _dtype(dtype)):
         t = Tensor._wrap(backend_for(device).empty(_shape(size), _dtype(dtype).np))
     if requires_grad:

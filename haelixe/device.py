@@ -83,3 +83,28 @@ def as_device(x) -> Device:
     if isinstance(x, Device):
         return x
     return Device(x)
+
+
+#: the device factories use when given none (torch.set_default_device); ops, *_like
+#: factories and from_numpy do not read it, as PyTorch's do not
+_DEFAULT = [CPU]
+
+
+def set_default_device(device) -> None:
+    """set_default_device(device)
+
+    The device tensor factories (tensor, zeros, ones, empty, full, arange, linspace,
+    rand, randn, eye...) use when they are given none; None means the CPU again."""
+    _DEFAULT[0] = CPU if device is None else as_device(device)
+
+
+def get_default_device() -> Device:
+    """get_default_device() -> device
+
+    The device factories use when given none (set_default_device)."""
+    return _DEFAULT[0]
+
+
+def factory_device(x) -> Device:
+    """A factory's device argument: the default device where it is None."""
+    return _DEFAULT[0] if x is None else as_device(x)

@@ -99,7 +99,36 @@ _BY_NAME.update({"bool_": bool_, "bf16": bfloat16, "f16": float16, "f32": float3
                  "short": int16, "char": int8, "byte": uint8})
 
 _KIND_ORDER = {"bool": 0, "int": 1, "float": 2}
+#: the float dtype of Python floats and of integer inputs to float ops (PyTorch's default
+#: dtype); read as ``dtype.default_float`` at each use, so set_default_dtype reaches it
 default_float = float32
+
+
+def set_default_dtype(d) -> None:
+    """set_default_dtype(d)
+
+    The float dtype Python floats become and float factories (zeros, rand, arange of
+    floats...) make without a dtype: float32 (the start), float64, float16 or bfloat16,
+    as PyTorch allows. Haelixe has no complex dtypes, so there is no complex default."""
+    global default_float
+    try:
+        want = as_dtype(d)
+    except TypeError:
+        want = None
+    if want is None or not want.is_floating_point:
+        named = getattr(d, "name", d)
+        extra = " (Haelixe has no complex dtypes)" if "complex" in str(named) else ""
+        raise TypeError(f"set_default_dtype: only floating-point types are supported as "
+                        f"the default type, got {named!r}{extra}; use float32, float64, "
+                        f"float16 or bfloat16")
+    default_float = want
+
+
+def get_default_dtype() -> DType:
+    """get_default_dtype() -> dtype
+
+    The default float dtype (float32 unless set_default_dtype changed it)."""
+    return default_float
 
 
 def _resolve_deferred() -> None:

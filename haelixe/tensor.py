@@ -17,7 +17,9 @@ import math
 
 import numpy as np
 
-from . import layout
+from . import device as _device
+from . import dtype as _dtypes
+from . import layout, printing
 from .backends import backend_for, backend_of
 from .closest import missing_attribute
 from .device import CPU
@@ -245,21 +247,32 @@ class Tensor:
         return a.tolist()
 
     def __repr__(self) -> str:
+        # PyTorch's layout under the print options (haelixe/printing.py)
         a = self._be.to_numpy(self._data)
-        if a.dtype.kind == "V" or self.dtype.name == "bfloat16":
+        if a.dtype.kind == "V" or self.dtype.name in ("bfloat16", "float16"):
             a = a.astype(np.float32)
-        body = np.array2string(a, separator=", ", precision=4, threshold=200,
-                               prefix="tensor(")
-        extras = []
-        if self.dtype.name not in ("float32", "int64", "bool"):
-            extras.append(f"dtype={self.dtype!r}")
-        if self.device is not CPU:
-            extras.append(f"device='{self.device.type}'")
+        prefix = "tensor("
+        suffixes = []
+        if self.device is not _device.get_default_device():
+            suffixes.append(f"device='{self.device.type}'")
+        default = _dtypes.default_float
+        if a.size == 0:
+            if a.ndim != 1:
+                suffixes.append(f"size={self.shape}")
+            if self.dtype is not default:
+                suffixes.append(f"dtype={self.dtype!r}")
+            text = "[]"
+        else:
+            if not printing.OPTIONS.edgeitems:  # (no element shown at an end: the size is)
+                suffixes.append(f"size={self.shape}")
+            if self.dtype is not default and self.dtype.name not in ("int64", "bool"):
+                suffixes.append(f"dtype={self.dtype!r}")
+            text = printing.body(a, len(prefix))
         if self.grad_fn is not None:
-            extras.append(f"grad_fn=<{self.grad_fn.name}>")
+            suffixes.append(f"grad_fn=<{self.grad_fn.name}>")
         elif self._requires_grad:
-            extras.append("requires_grad=True")
-        return "tensor(" + body + "".join(", " + e for e in extras) + ")"
+            suffixes.append("requires_grad=True")
+        return printing.with_suffixes(prefix + text, suffixes, len(prefix))
 
     def __len__(self) -> int:
         if not self.shape:

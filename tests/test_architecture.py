@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parents[1] / "haelixe"
 #: lowest first; a module may import its own layer and the layers below it
 LAYERS = [
     ("foundations", ["errors", "dtype", "device", "layout", "storage", "atomic", "fileio",
-                     "memory", "closest"]),
+                     "memory", "closest", "printing"]),
     ("backends", ["backends"]),
     ("tensor", ["tensor"]),
     ("creation", ["creation", "random"]),  # random: Generator states are tensors
@@ -23,7 +23,7 @@ LAYERS = [
     ("ops", ["ops"]),
     ("library", ["nn", "optim", "data", "utils", "serialization", "capture_replay", "pickled",
                  "compiling", "cuda", "accelerator", "backend_flags", "onnx", "profiler",
-                 "memory_history", "distributions", "linalg", "special", "func"]),
+                 "memory_history", "distributions", "linalg", "special", "func", "settings"]),
     ("widgets", ["viz"]),
     ("apps", ["denoise", "charlm", "progress", "exercises", "__main__", "torch_alias",
               "run"]),

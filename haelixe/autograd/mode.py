@@ -10,7 +10,9 @@ import threading
 class _State(threading.local):
     def __init__(self):
         self.grad_enabled = True
-        self.anomaly = False
+        self.anomaly = False  # (checking for NaN: detect_anomaly's check_nan)
+        self.anomaly_mode = False  # (on at all: torch.is_anomaly_enabled)
+        self.inference = False  # inside inference_mode() (torch.is_inference_mode_enabled)
         self.autocast = None  # the low-precision DType while hx.autocast is active
         # the Modules whose forward is running, outermost first: each recorded node keeps
         # the innermost one, so a picture of the graph can group nodes by module
@@ -78,6 +80,38 @@ class inference_mode(_GradMode):
 
     def __init__(self, mode: bool = True):
         self.enabled = not mode
+        self.mode = bool(mode)
+
+    def __enter__(self):
+        self._prev_inference = STATE.inference
+        STATE.inference = getattr(self, "mode", True)
+        return super().__enter__()
+
+    def __exit__(self, *exc):
+        STATE.inference = self._prev_inference
+        return super().__exit__(*exc)
+
+    def __call__(self, fn):
+        inner = _with_mode(fn, self.enabled)
+        mode = getattr(self, "mode", True)  # (@inference_mode without a call: no __init__)
+
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            prev = STATE.inference
+            try:
+                STATE.inference = mode
+                return inner(*args, **kwargs)
+            finally:
+                STATE.inference = prev
+
+        return wrapper
+
+
+def is_inference_mode_enabled() -> bool:
+    """is_inference_mode_enabled() -> bool
+
+    True inside ``inference_mode()`` (in this thread)."""
+    return STATE.inference
 
 
 class enable_grad(_GradMode):
@@ -127,10 +161,26 @@ class detect_anomaly:
         self.check_nan = check_nan
 
     def __enter__(self):
-        self._prev = STATE.anomaly
-        STATE.anomaly = self.check_nan
+        self._prev = STATE.anomaly, STATE.anomaly_mode
+        STATE.anomaly, STATE.anomaly_mode = self.check_nan, True
         return self
 
     def __exit__(self, *exc):
-        STATE.anomaly = self._prev
+        STATE.anomaly, STATE.anomaly_mode = self._prev
         return False
+
+
+def set_anomaly_enabled(mode: bool, check_nan: bool = True) -> None:
+    """set_anomaly_enabled(mode, check_nan=True)
+
+    Switches anomaly mode (detect_anomaly's checks) on or off for good, in this thread;
+    with check_nan=False it is on without the NaN checks, as PyTorch's."""
+    STATE.anomaly_mode = bool(mode)
+    STATE.anomaly = bool(mode) and bool(check_nan)
+
+
+def is_anomaly_enabled() -> bool:
+    """is_anomaly_enabled() -> bool
+
+    True while anomaly mode is on (detect_anomaly, set_anomaly_enabled)."""
+    return STATE.anomaly_mode

@@ -36,8 +36,8 @@ class Kernel:
     Each backend compiles it its own way: the CPU calls ``fn`` with numpy's functions on
     arrays, the GPU calls it with symbols and gets a WGSL expression back, and the ops
     layer calls it with Haelixe ops on tensors (a derivative that itself has a graph).
-    The namespace offers: exp exp2 log log1p expm1 sqrt rsqrt sin cos tan tanh atan sinh
-    cosh asin acos asinh acosh atanh sigmoid erf erfinv lgamma digamma polygamma(n, x)
+    The namespace offers: exp exp2 log log1p expm1 sqrt rsqrt sin cos tan tanh atan atan2
+    sinh cosh asin acos asinh acosh atanh sigmoid erf erfinv lgamma digamma polygamma(n, x)
     zeta(x, q) erfc erfcx ndtr log_ndtr ndtri i0 i0e i1 i1e bessel_j0 bessel_j1 abs
     sign floor ceil trunc round where maximum minimum pow floor_divide remainder fmod
     copysign left_shift right_shift isnan gcd lcm ldexp, plus the arithmetic, comparison

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import numbers
 
+from .. import dtype as _dtypes
 from .. import layout
-from ..dtype import default_float
 from ..errors import OpError
 from ..tensor import Tensor
 from .convert import cast
@@ -151,7 +151,7 @@ def _spacings(op, f, spacing, dims, dim_given):
                 raise RuntimeError(f"torch.gradient expected each tensor to be on the same "
                                    f"device as the input ({f.device.type}), got "
                                    f"{s.device.type}")
-            coords = f.dtype if f.dtype.is_floating_point else default_float
+            coords = f.dtype if f.dtype.is_floating_point else _dtypes.default_float
             s = cast(s, coords).reshape(tuple(f.shape[d] if k == d else 1
                                               for k in range(f.ndim)))
         elif not isinstance(s, numbers.Number):

@@ -11,8 +11,9 @@ import warnings
 import numpy as np
 
 from .. import creation, layout
+from .. import dtype as _dtypes
 from ..autograd.mode import no_grad
-from ..dtype import bool_, can_cast, default_float, float64
+from ..dtype import bool_, can_cast, float64
 from ..errors import OpError, OpTypeError
 from ..tensor import Tensor
 from .convert import cast
@@ -275,7 +276,7 @@ def diag_embed(input, offset=0, dim1=-2, dim2=-1):  # noqa: A002
 
 # -- elementwise compositions, with in-place forms --------------------------------------
 def _as_float(x):
-    return x if x.dtype.is_floating_point else cast(x, default_float)
+    return x if x.dtype.is_floating_point else cast(x, _dtypes.default_float)
 
 
 def _in_place(x, op, compute, other=None):

@@ -335,6 +335,14 @@ elementwise("cos", lambda m, x: m.cos(x), grad=lambda m, g, x: -g * m.sin(x),
             dtypes="float", cpu=np.cos)
 elementwise("atan", lambda m, x: m.atan(x), grad=lambda m, g, x: g / (1.0 + x * x),
             dtypes="float", cpu=np.arctan, doc="The arctangent, elementwise (radians).")
+# (the derivatives' shared denominator is input**2 + other**2: 0/0, NaN, at the origin,
+# as PyTorch's)
+elementwise("atan2", lambda m, a, b: m.atan2(a, b),
+            grad=(lambda m, g, a, b: g * (b / (a * a + b * b)),
+                  lambda m, g, a, b: g * (-a / (a * a + b * b))),
+            dtypes="float", cpu=np.arctan2,
+            doc="The angle of the point (other, input) from the positive x axis, "
+                "elementwise (radians in [-pi, pi], the quadrant from both signs).")
 elementwise("tan", lambda m, x: m.tan(x), grad=lambda m, g, y: g * (1.0 + y * y),
             dtypes="float", cpu=np.tan, doc="The tangent, elementwise (radians).")
 elementwise("sinh", lambda m, x: m.sinh(x), grad=lambda m, g, x: g * m.cosh(x),
@@ -700,10 +708,6 @@ def clamp_(x, min=None, max=None):  # noqa: A002
     return x.clamp_min_(min).clamp_max_(max)
 
 
-Tensor.clip = Tensor.clamp
-Tensor.clip_ = Tensor.clamp_
-
-
 # -- PyTorch's keyword arguments beyond the declarations' ---------------------------------------
 @tensor_method(function=True)
 def add(input, other, *, alpha=1):  # noqa: A002 (PyTorch's names)
@@ -808,13 +812,7 @@ def div_(self, other, *, rounding_mode=None):
     return self.copy_(div(self, other, rounding_mode=rounding_mode))
 
 
-for _alias, _target in (("subtract", "sub"), ("multiply", "mul"), ("divide", "div"),
-                        ("negative", "neg"), ("absolute", "abs"),
-                        ("greater", "gt"), ("greater_equal", "ge"), ("less", "lt"),
-                        ("less_equal", "le"), ("not_equal", "ne")):
-    setattr(Tensor, _alias, getattr(Tensor, _target))
-
-Tensor.__pos__ = lambda self: self
+# (PyTorch's other names for ops, subtract, divide, clip..., are declared in aliases.py)
 
 
 # -- PyTorch's other names for two ops, with signatures of their own -----------------------------
@@ -834,24 +832,7 @@ def true_divide_(self, other):
     return DIV.inplace(self, other)
 
 
-@tensor_method(function=True)
-def fix(input):  # noqa: A002
-    """fix(input) -> Tensor
-
-    trunc's other name: rounds toward zero, elementwise."""
-    return ROUNDING["trunc"].apply(input)
-
-
-@tensor_method(name="fix_")
-def fix_(self):
-    """fix_() -> Tensor
-
-    In-place fix (see trunc_)."""
-    return ROUNDING["trunc"].inplace(self)
-
-
 declare("true_divide", arity=2, dtypes="any")
-declare("fix", dtypes="any")
 
 
 # -- the in-place activations as functions of their input: F.relu_, F.elu_... (torch.relu_,

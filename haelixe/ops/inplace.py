@@ -111,12 +111,17 @@ def apply_elementwise(decl, x, args):
 
 
 def fill_(x, value):
-    if _records_graph(x, value, "fill_"):
-        return _rebase(x, x.clone() * 0.0 + value, "fill_")
-    check_writable(x, "fill_")
+    return _fill(x, value, "fill_")
+
+
+def _fill(x, value, op):
+    # (op: the name the user called, fill_ or zero_, for the errors)
+    if _records_graph(x, value, op):
+        return _rebase(x, x.clone() * 0.0 + value, op)
+    check_writable(x, op)
     if isinstance(value, Tensor):
         return copy_(x, value)
-    x._be.copy_into(x._data, stored_number(x.dtype.np, value, "fill_"))  # one fill, no 0-d buffer
+    x._be.copy_into(x._data, stored_number(x.dtype.np, value, op))  # one fill, no 0-d buffer
     x._storage.version += 1
     return x
 
@@ -181,7 +186,7 @@ def copy_(x, src, through=None):
 
 @tensor_method
 def zero_(x):
-    return fill_(x, 0)
+    return _fill(x, 0, "zero_")
 
 
 tensor_method(fill_, name="fill_")

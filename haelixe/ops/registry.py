@@ -39,6 +39,7 @@ import numbers
 
 import numpy as np
 
+from .. import dtype as _dtypes
 from .. import layout
 from ..autograd.function import SINK, Function, record, wrap_grads
 from ..autograd.mode import STATE
@@ -49,7 +50,6 @@ from ..dtype import (
     bfloat16,
     bool_,
     can_cast,
-    default_float,
     float16,
     float32,
     float64,
@@ -255,12 +255,12 @@ def _compute_dtype(rule: str, dt, op: str):
     if rule == "bool_to_int":  # x * x of a bool is an int, as PyTorch's square
         return int64 if dt is bool_ else dt
     if rule == "float":
-        return dt if dt.is_floating_point else default_float
+        return dt if dt.is_floating_point else _dtypes.default_float
     if rule == "float_wide":  # (PyTorch's kernels of erfcx, zeta...: no 16-bit forms)
         if dt in (float16, bfloat16):
             raise OpTypeError(f"{op}: not implemented for {dt.name} tensors (as in "
                               f"PyTorch); convert with .float() first")
-        return dt if dt.is_floating_point else default_float
+        return dt if dt.is_floating_point else _dtypes.default_float
     if rule == "float_only":
         if dt.is_floating_point:
             return dt
@@ -419,7 +419,7 @@ class _Marker:
 _SCALAR_MATH = {
     "exp": math.exp, "log": math.log, "log1p": math.log1p, "expm1": math.expm1,
     "sqrt": math.sqrt, "rsqrt": lambda x: 1.0 / math.sqrt(x), "sin": math.sin,
-    "cos": math.cos, "tanh": math.tanh, "atan": math.atan, "tan": math.tan,
+    "cos": math.cos, "tanh": math.tanh, "atan": math.atan, "atan2": math.atan2, "tan": math.tan,
     "sinh": math.sinh, "cosh": math.cosh, "exp2": lambda x: 2.0 ** x, "erf": math.erf, "abs": abs,
     "sigmoid": lambda x: 1.0 / (1.0 + math.exp(-x)), "sign": lambda x: float(np.sign(x)),
     "floor": math.floor, "ceil": math.ceil, "trunc": math.trunc, "round": round,

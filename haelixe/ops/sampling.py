@@ -22,11 +22,12 @@ import warnings
 
 import numpy as np
 
+from .. import dtype as _dtypes
 from ..autograd.function import Function
 from ..backends import backend_for
 from ..creation import check_layout, full
 from ..device import as_device
-from ..dtype import as_dtype, bool_, default_float, uint16, uint32, uint64
+from ..dtype import as_dtype, bool_, uint16, uint32, uint64
 from ..errors import OpError
 from ..layout import broadcast_shapes
 from ..random import generator as numpy_generator
@@ -436,7 +437,7 @@ def _normal_of_numbers(mean, std, size, gen, dtype, layout, device, requires_gra
         raise TypeError("normal: with a number mean and std, pass size= (the shape to "
                         "draw), or pass a tensor mean or std")
     check_layout("normal", layout)
-    d = default_float if dtype is None else as_dtype(dtype)
+    d = _dtypes.default_float if dtype is None else as_dtype(dtype)
     _float_only("normal", d, "dtype")
     if not std >= 0.0:
         raise OpError(f"normal: normal expects std >= 0.0, but found std {std:g}")

@@ -389,7 +389,13 @@ tensor_method(flatten, function=True)
 @tensor_method
 def unflatten(self, dim, sizes):
     dim = layout.normalize_dim(dim, self.ndim, "unflatten")
-    return reshape(self, self.shape[:dim] + tuple(sizes) + self.shape[dim + 1:])
+    sizes = tuple(sizes)
+    if not sizes:
+        raise OpError("unflatten: sizes must be non-empty")
+    # (-1 inferred from the dim's own size, as PyTorch's; the errors name unflatten)
+    sizes = layout.infer_shape(sizes, self.shape[dim], f"unflatten (dim {dim} of "
+                                                        f"{self.shape})")
+    return reshape(self, self.shape[:dim] + sizes + self.shape[dim + 1:])
 
 
 @tensor_method(name="permute", function=True)
@@ -531,6 +537,23 @@ declare("diagonal", dtypes="any")
 @tensor_method(name="as_strided", function=True)
 def _as_strided_method(input, size, stride, storage_offset=None):
     return as_strided(input, tuple(size), tuple(stride), storage_offset)
+
+
+@tensor_method(name="as_strided_")
+def _as_strided_inplace(input, size, stride, storage_offset=None):  # noqa: A002
+    """as_strided_(size, stride, storage_offset=None) -> Tensor
+
+    In-place as_strided: input itself takes that layout over its storage (no element is
+    written); under autograd it takes the AsStrided node as its history."""
+    if STATE.grad_enabled and input._requires_grad and input.grad_fn is None:
+        raise RuntimeError(f"as_strided_: a leaf tensor that requires grad (shape "
+                           f"{input.shape}) is being used in an in-place operation; do it "
+                           f"inside `with hx.no_grad():` or use as_strided")
+    view = as_strided(input, tuple(size), tuple(stride), storage_offset)
+    input._data, input._layout, input.shape = view._data, view._layout, view.shape
+    if view.grad_fn is not None:
+        input.grad_fn = view.grad_fn
+    return input
 
 
 # -- roll: one node per rolled dim, whose gradient is a roll back ------------------------

@@ -244,6 +244,7 @@ class WgslMath:
     floor_divide = staticmethod(lambda a, b: _call2("floor_divide", a, b))
     remainder = staticmethod(lambda a, b: _call2("remainder", a, b))
     fmod = staticmethod(lambda a, b: _call2("fmod", a, b))
+    atan2 = staticmethod(lambda a, b: Sym(f"atan2({as_f32(a).code}, {as_f32(b).code})", "f32"))
     left_shift = staticmethod(lambda a, b: _call2("shl", a, b))
     right_shift = staticmethod(lambda a, b: _call2("shr", a, b))
     copysign = staticmethod(lambda a, b: Sym(f"copysign_f32({as_f32(a).code}, "
