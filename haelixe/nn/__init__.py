@@ -48,6 +48,7 @@ from .uninitialized import (
     UninitializedTensorMixin,
     is_lazy,
 )
+from .upsampling import UpsamplingBilinear2d, UpsamplingNearest2d
 
 globals().update(_ACTIVATIONS)  # (nn.ReLU, nn.LeakyReLU...: made from the op registry)
 globals().update(_FUSED_LAYERS)  # (nn.Linear, nn.RMSNorm, nn.MSELoss...: from their declarations)
