@@ -84,10 +84,13 @@ from .ops import (  # noqa: E402,F401
     linalg_toplevel,
     ordering,
     pooling,
+    real_conjugates,
     reduce,
     sampling,
     scatter_reduce,
     statistics,
+    tensor_legacy,
+    tensor_memory,
     views,
 )
 from .ops import linalg as _matmul_module  # noqa: F401  (matmul, bmm, mm, outer)
