@@ -29,7 +29,7 @@ from .lazy import (
     LazyModuleMixin,
 )
 from .loss_layers import BCELoss, BCEWithLogitsLoss
-from .module import Module, ModuleList, Parameter, Sequential
+from .module import Buffer, Module, ModuleList, Parameter, Sequential
 from .multihead import MultiheadAttention
 from .normalization import (
     BatchNorm1d,
@@ -41,6 +41,7 @@ from .normalization import (
 )
 from .rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNBase, RNNCell, RNNCellBase
 from .spatial import Unflatten, Unfold
+from .sync_batchnorm import SyncBatchNorm
 from .transformer import MLP, MultiHeadAttention, RoPE, TransformerBlock
 from .uninitialized import (
     UninitializedBuffer,
