@@ -2,6 +2,7 @@
 
 from . import functional, init, utils
 from .activations import LAYERS as _ACTIVATIONS
+from .adaptive_softmax import AdaptiveLogSoftmaxWithLoss
 from .containers import ModuleDict, ParameterDict, ParameterList
 from .encoder_decoder import (
     Transformer,
