@@ -29,6 +29,7 @@ from .lazy import (
     LazyLinear,
     LazyModuleMixin,
 )
+from .local_response import CrossMapLRN2d
 from .loss_layers import BCELoss, BCEWithLogitsLoss
 from .module import Buffer, Module, ModuleList, Parameter, Sequential
 from .multihead import MultiheadAttention

@@ -1,9 +1,11 @@
 """Local response normalization across channels: F.local_response_norm with its layer
-nn.LocalResponseNorm, and nn.CrossMapLRN2d (the 4-D form of the same normalization).
-Composed of squares, shifted channel slices and a power, so autograd and every backend
-come with it."""
+nn.LocalResponseNorm, and nn.CrossMapLRN2d (PyTorch's older 4-D form, whose windows
+differ). Composed of squares, channel sums and a power, so autograd and every backend
+come with them."""
 
 from __future__ import annotations
+
+import numpy as np
 
 from .. import creation
 from ..dtype import default_float, int64
@@ -11,6 +13,7 @@ from ..errors import OpError
 from ..ops.indexing import cat
 from ..ops.registry import Layer, fused
 from ..tensor import Tensor
+from .module import Module
 
 
 def _check_size(op, size):
@@ -68,4 +71,53 @@ def local_response_norm(input, size, alpha=1e-4, beta=0.75, k=1.0):  # noqa: A00
     return input / (mean * alpha + k) ** beta
 
 
-__all__ = ["local_response_norm"]
+def _cross_map_windows(size, c):
+    """Which channels' squares each channel's scale sums, as PyTorch's CrossMapLRN2d
+    forms them: a running window that starts with the first (size - 1) // 2 + 1
+    channels, takes in one channel ahead per step and drops one behind only after
+    that many steps (so the first channel stays in every window after the first few:
+    PyTorch's result, kept). A (c, c) 0/1 matrix."""
+    ahead = int((size - 1) / 2 + 1)
+    m = np.zeros((c, c))
+    m[0, :min(ahead, c)] = 1.0
+    for i in range(1, c):
+        m[i] = m[i - 1]
+        if i < c - ahead + 1:
+            m[i, i + ahead - 1] += 1.0
+        if i > ahead:
+            m[i, i - ahead] -= 1.0
+    return m
+
+
+class CrossMapLRN2d(Module):
+    """Local response normalization of (N, C, H, W) across channels: input * (k + alpha
+    / size * the window's sum of squares) ** -beta, the windows PyTorch's CrossMapLRN2d
+    forms (see _cross_map_windows). Its gradient is the derivative of that forward
+    (PyTorch's own backward for this layer is not)."""
+
+    def __init__(self, size, alpha=1e-4, beta=0.75, k=1):
+        super().__init__()
+        _check_size("CrossMapLRN2d", size)
+        self.size, self.alpha, self.beta, self.k = size, alpha, beta, k
+
+    def forward(self, input):  # noqa: A002 (PyTorch's name)
+        if not isinstance(input, Tensor):
+            raise TypeError(f"CrossMapLRN2d: input must be a tensor, got "
+                            f"{type(input).__name__}")
+        if input.ndim != 4:
+            raise ValueError(f"CrossMapLRN2d: expected a 4D input (N, C, H, W), got "
+                             f"{input.ndim}D of shape {tuple(input.shape)}")
+        if not input.dtype.is_floating_point:
+            raise TypeError(f"CrossMapLRN2d: not defined for {input.dtype.name} inputs; "
+                            f"convert with .float() first")
+        n, c, h, w = input.shape
+        windows = creation.tensor(_cross_map_windows(self.size, c), dtype=input.dtype,
+                                  device=input.device)
+        sums = (windows @ (input * input).reshape(n, c, h * w)).reshape(n, c, h, w)
+        return input * (sums * (self.alpha / self.size) + self.k) ** -self.beta
+
+    def extra_repr(self) -> str:
+        return f"{self.size}, alpha={self.alpha}, beta={self.beta}, k={self.k}"
+
+
+__all__ = ["local_response_norm", "CrossMapLRN2d"]
