@@ -10,7 +10,9 @@ import warnings
 
 from .errors import OpError
 
-#: ATen's reduction enum (torch.kl_div(x, t, 2): a sum)
+#: ATen's reduction enum (torch.kl_div(x, t, 2): a sum). Its schemas give 1 (mean) as
+#: the default, but PyTorch's Python binding reads that default as 0: torch.kl_div(x, t)
+#: is one loss per element there, and so it is here
 _REDUCTIONS = {0: "none", 1: "mean", 2: "sum"}
 
 
@@ -145,9 +147,9 @@ def embedding(weight, indices, padding_idx=-1, scale_grad_by_freq=False, sparse=
 
 
 # -- losses: reductions as ATen's ints ---------------------------------------------------------
-def kl_div(input, target, reduction=1, *, log_target=False):  # noqa: A002
+def kl_div(input, target, reduction=0, *, log_target=False):  # noqa: A002
     """F.kl_div; reduction 1 is the mean over every element (F's 'mean', without its
-    warning: ATen's form has no batchmean)."""
+    warning: ATen's form has no batchmean), 0 (the default) none."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
         return _F().kl_div(input, target, reduction=_reduction("kl_div", reduction),
@@ -155,26 +157,26 @@ def kl_div(input, target, reduction=1, *, log_target=False):  # noqa: A002
 
 
 def binary_cross_entropy_with_logits(input, target, weight=None, pos_weight=None,  # noqa: A002
-                                     reduction=1):
+                                     reduction=0):
     """F.binary_cross_entropy_with_logits, pos_weight before the reduction."""
     return _F().binary_cross_entropy_with_logits(
         input, target, weight, reduction=_reduction("binary_cross_entropy_with_logits",
                                                     reduction), pos_weight=pos_weight)
 
 
-def hinge_embedding_loss(input, target, margin=1.0, reduction=1):  # noqa: A002
+def hinge_embedding_loss(input, target, margin=1.0, reduction=0):  # noqa: A002
     """F.hinge_embedding_loss."""
     return _F().hinge_embedding_loss(input, target, margin,
                                      reduction=_reduction("hinge_embedding_loss", reduction))
 
 
-def margin_ranking_loss(input1, input2, target, margin=0.0, reduction=1):
+def margin_ranking_loss(input1, input2, target, margin=0.0, reduction=0):
     """F.margin_ranking_loss."""
     return _F().margin_ranking_loss(input1, input2, target, margin,
                                     reduction=_reduction("margin_ranking_loss", reduction))
 
 
-def cosine_embedding_loss(input1, input2, target, margin=0.0, reduction=1):
+def cosine_embedding_loss(input1, input2, target, margin=0.0, reduction=0):
     """F.cosine_embedding_loss."""
     return _F().cosine_embedding_loss(input1, input2, target, margin,
                                       reduction=_reduction("cosine_embedding_loss",
@@ -182,7 +184,7 @@ def cosine_embedding_loss(input1, input2, target, margin=0.0, reduction=1):
 
 
 def triplet_margin_loss(anchor, positive, negative, margin=1.0, p=2.0, eps=1e-06, swap=False,
-                        reduction=1):
+                        reduction=0):
     """F.triplet_margin_loss."""
     return _F().triplet_margin_loss(anchor, positive, negative, margin, p, eps, swap,
                                     reduction=_reduction("triplet_margin_loss", reduction))
@@ -194,7 +196,7 @@ def poisson_nll_loss(input, target, log_input, full, eps, reduction):  # noqa: A
                                  reduction=_reduction("poisson_nll_loss", reduction))
 
 
-def ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=0, reduction=1,
+def ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=0, reduction=0,
              zero_infinity=False):
     """F.ctc_loss."""
     return _F().ctc_loss(log_probs, targets, input_lengths, target_lengths, blank,
