@@ -281,6 +281,30 @@ def test_the_with_indices_pools_return_values_and_pytorchs_indices(d):
             [(p.name, p.default) for p in sig.parameters.values()]
 
 
+@pytest.mark.parametrize("d", [2, 3])
+def test_the_fractional_with_indices_pools_take_pytorchs_samples(d):
+    a, = _arrays((1, 2) + (7,) * d, seed=17)
+    samples = np.random.default_rng(3).random((1, 2, d))
+    ours = getattr(F, f"fractional_max_pool{d}d_with_indices")(
+        hx.tensor(a), 2, output_size=3, _random_samples=hx.tensor(samples))
+    theirs = getattr(TF, f"fractional_max_pool{d}d_with_indices")(
+        torch.tensor(a), 2, output_size=3, _random_samples=torch.tensor(samples))
+    for got, want in zip(ours, theirs):
+        np.testing.assert_array_equal(got.numpy(), want.numpy())
+    assert [p.name for p in inspect.signature(getattr(F, f"fractional_max_pool{d}d_with_indices"))
+            .parameters.values()] == list(inspect.signature(
+                getattr(TF, f"fractional_max_pool{d}d_with_indices")).parameters)
+
+
+def test_functional_conv_tbc_is_the_top_level_one():
+    assert F.conv_tbc is hx.conv_tbc and TF.conv_tbc is torch.conv_tbc
+    x, w, b = _arrays((5, 2, 3), (2, 3, 4), (4,), seed=18)
+    _against_torch(lambda *v: F.conv_tbc(*v, 1), lambda *v: TF.conv_tbc(*v, 1), [x, w, b],
+                   "cpu")
+    with pytest.raises(Exception, match="conv_tbc: input channels 3 and bias 4 must match"):
+        F.conv_tbc(hx.ones(5, 2, 3), hx.ones(2, 2, 4), hx.ones(4))
+
+
 # -- gumbel_softmax ---------------------------------------------------------------------------
 def test_gumbel_softmax_samples_rows_of_the_simplex_and_hard_one_hots():
     logits = hx.tensor(np.log([[0.7, 0.2, 0.1]] * 4000), requires_grad=True)

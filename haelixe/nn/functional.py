@@ -61,6 +61,9 @@ from .functional_aliases import (
     adaptive_max_pool1d_with_indices,
     adaptive_max_pool2d_with_indices,
     adaptive_max_pool3d_with_indices,
+    conv_tbc,
+    fractional_max_pool2d_with_indices,
+    fractional_max_pool3d_with_indices,
     gumbel_softmax,
     max_pool1d_with_indices,
     max_pool2d_with_indices,
@@ -812,7 +815,8 @@ __all__ = [*DECLARED, *INPLACE_ACTIVATIONS, "threshold_", "rrelu_", "linear", "r
            "upsample", "upsample_nearest", "upsample_bilinear", "max_pool1d_with_indices",
            "max_pool2d_with_indices", "max_pool3d_with_indices",
            "adaptive_max_pool1d_with_indices", "adaptive_max_pool2d_with_indices",
-           "adaptive_max_pool3d_with_indices"]
+           "adaptive_max_pool3d_with_indices", "fractional_max_pool2d_with_indices",
+           "fractional_max_pool3d_with_indices", "conv_tbc"]
 
 _MISSING = {
     "multi_head_attention_forward": "hx.nn.MultiHeadAttention or "

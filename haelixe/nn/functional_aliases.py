@@ -1,14 +1,16 @@
 """torch.nn.functional's other names for existing ops: the deprecated upsample forms of
 interpolate, the ``_with_indices`` forms of the max pools (the pooled values and their
-indices, always), and gumbel_softmax (a softmax of noisy logits)."""
+indices, always), conv_tbc (torch.conv_tbc's), and gumbel_softmax (a softmax of noisy logits)."""
 
 from __future__ import annotations
 
 import warnings
 
 from .. import creation
+from ..aten_forms import conv_tbc  # noqa: F401 (F.conv_tbc is torch.conv_tbc)
 from ..autograd.mode import no_grad
 from ..errors import OpError
+from ..ops.fractional_pooling import fractional_max_pool2d, fractional_max_pool3d
 from ..ops.pooling import (
     adaptive_max_pool1d,
     adaptive_max_pool2d,
@@ -80,12 +82,28 @@ def _adaptive_with_indices(pool):
     return with_indices
 
 
+def _fractional_with_indices(pool):
+    def with_indices(input, kernel_size, output_size=None, output_ratio=None,  # noqa: A002
+                     return_indices=False, _random_samples=None):
+        return pool(input, kernel_size, output_size, output_ratio, True, _random_samples)
+
+    name = f"{pool.__name__}_with_indices"
+    with_indices.__name__ = with_indices.__qualname__ = name
+    with_indices.__doc__ = (f"{name}(input, kernel_size, output_size=None, output_ratio=None, "
+                            f"return_indices=False, _random_samples=None) -> (Tensor, "
+                            f"Tensor)\n\nF.{pool.__name__} with return_indices=True: the "
+                            f"pooled values and their indices.")
+    return with_indices
+
+
 max_pool1d_with_indices = _with_indices(max_pool1d)
 max_pool2d_with_indices = _with_indices(max_pool2d)
 max_pool3d_with_indices = _with_indices(max_pool3d)
 adaptive_max_pool1d_with_indices = _adaptive_with_indices(adaptive_max_pool1d)
 adaptive_max_pool2d_with_indices = _adaptive_with_indices(adaptive_max_pool2d)
 adaptive_max_pool3d_with_indices = _adaptive_with_indices(adaptive_max_pool3d)
+fractional_max_pool2d_with_indices = _fractional_with_indices(fractional_max_pool2d)
+fractional_max_pool3d_with_indices = _fractional_with_indices(fractional_max_pool3d)
 
 
 def gumbel_softmax(logits, tau=1, hard=False, eps=1e-10, dim=-1):
@@ -122,4 +140,5 @@ def gumbel_softmax(logits, tau=1, hard=False, eps=1e-10, dim=-1):
 __all__ = ["upsample", "upsample_nearest", "upsample_bilinear", "max_pool1d_with_indices",
            "max_pool2d_with_indices", "max_pool3d_with_indices",
            "adaptive_max_pool1d_with_indices", "adaptive_max_pool2d_with_indices",
-           "adaptive_max_pool3d_with_indices", "gumbel_softmax"]
+           "adaptive_max_pool3d_with_indices", "fractional_max_pool2d_with_indices", "conv_tbc",
+           "fractional_max_pool3d_with_indices", "gumbel_softmax"]
