@@ -679,6 +679,25 @@ def test_resize_keeps_the_storage_when_it_is_large_enough_as_pytorchs():
         hx.ones(2, requires_grad=True).resize_(3)
 
 
+@pytest.mark.gpu
+def test_resize_new_and_hooks_on_the_gpu(be):
+    s = hx.arange(6.0, device="gpu")
+    v = s[2:]
+    v.resize_(2, 2)
+    assert v.storage_offset() == 2 and v.cpu().numpy().tolist() == [[2.0, 3.0], [4.0, 5.0]]
+    v.resize_(3, 3)  # (a larger storage, the old elements first)
+    assert v.device.type == "gpu" and v.flatten()[:4].cpu().numpy().tolist() == [2.0, 3.0,
+                                                                                  4.0, 5.0]
+    n = s.new_empty_strided((2, 3), (1, 2))
+    assert n.device.type == "gpu" and n.stride() == (1, 2)
+    assert s.new([1, 2]).device.type == "gpu"
+    p = hx.ones(2, device="gpu", requires_grad=True)
+    seen = []
+    p.register_post_accumulate_grad_hook(lambda t: seen.append(t.grad.cpu().numpy().tolist()))
+    (p * 3).sum().backward()
+    assert seen == [[3.0, 3.0]]
+
+
 def test_new_new_empty_strided_and_as_subclass_as_pytorchs():
     x, t = hx.randn(2), torch.randn(2)
     for ours, theirs in ((x.new(), t.new()), (x.new(2, 3), t.new(2, 3)),
