@@ -6,6 +6,7 @@
 """
 
 # The op modules attach the Tensor methods and list the function forms as they load.
+from . import aten_forms as _aten_forms
 from . import (
     autograd,  # noqa: E402  (Tensor.backward, hooks)
     linalg,  # noqa: E402  (hx.linalg: torch.linalg)
@@ -100,11 +101,14 @@ from .ops import (  # noqa: E402,F401
     ordering,
     pooling,
     predicates,
+    real_conjugates,
     reduce,
     sampling,
     scatter_reduce,
     shape_helpers,
     statistics,
+    tensor_legacy,
+    tensor_memory,
     views,
 )
 from .ops import linalg as _matmul_module  # noqa: F401  (matmul, bmm, mm, outer)
@@ -134,6 +138,8 @@ from .settings import (
 from .tensor import Tensor
 
 globals().update(_FUNCTIONS)  # hx.exp(x), hx.where(c, a, b), hx.cat([...]) ...
+# torch.layer_norm, torch.dropout, torch.max_pool2d...: F's ops under ATen's signatures
+globals().update({_n: getattr(_aten_forms, _n) for _n in _aten_forms.__all__})
 # PyTorch's legacy tensor types: hx.LongTensor([1, 2]), isinstance(x, hx.FloatTensor)
 globals().update({_LEGACY_NAMES[d]: t for d, t in _LEGACY_TYPES.items() if d in _EXPORTED_LEGACY})
 

@@ -343,5 +343,6 @@ def vars_of_tensor() -> dict:
 
 #: PyTorch names Haelixe spells otherwise
 _TENSOR_HINTS = {
-    "data_ptr": "hx.Tensor.storage and .offset (a tensor's place in its buffer)",
+    "pin_memory": "hx.Tensor.clone (Haelixe has no page-locked memory to pin; the tensor "
+                  "as it is serves)",
 }

@@ -433,9 +433,9 @@ def test_dropout_p_one_inplace_and_scale():
 
 def test_missing_functional_names_point_to_the_closest():
     with pytest.raises(AttributeError, match="hx.nn.functional has no "
-                                             "max_pool2d_with_indices; the closest is "
-                                             "hx.nn.functional.max_pool2d"):
-        F.max_pool2d_with_indices  # noqa: B018
+                                             "native_channel_shuffle; the closest is "
+                                             "hx.nn.functional.channel_shuffle"):
+        F.native_channel_shuffle  # noqa: B018
     with pytest.raises(AttributeError, match="closest is hx.nn.functional.cross_entropy"):
         F.crossentropy  # noqa: B018
 

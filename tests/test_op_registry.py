@@ -844,6 +844,27 @@ OTHER.update({
     "frexp": (lambda x: (lambda r: r.mantissa * r.exponent)(hx.frexp(x)),
               lambda x: (lambda r: r.mantissa * r.exponent)(torch.frexp(x))),
 })
+# (tests/test_nn_and_tensor_odds.py: their other values, errors and layers)
+OTHER.update({
+    "logsigmoid": (lambda x: hx.nn.functional.logsigmoid(x * 9), lambda x: F.logsigmoid(x * 9)),
+    "soft_margin_loss": (lambda x: hx.nn.functional.soft_margin_loss(x, x.flip(0).detach()),
+                         lambda x: F.soft_margin_loss(x, x.flip(0).detach())),
+    # (labels 1, -1, and 0, which counts for nothing; integer inputs compute in float32)
+    "cosine_embedding_loss": (
+        lambda x: hx.nn.functional.cosine_embedding_loss(
+            x, x.flip(0), _idx(x, [1, -1, 0, -1]), 0.1, reduction="none"),
+        lambda x: F.cosine_embedding_loss(x, x.flip(0), torch.tensor([1, -1, 0, -1]), 0.1,
+                                          reduction="none")),
+    # (PyTorch's int64 kernel truncates the windows' means; it refuses the other integers,
+    # which Haelixe reads as int64)
+    "local_response_norm": (
+        lambda x: hx.nn.functional.local_response_norm(x[None], 3, 0.5, 0.75, 2.0),
+        _beyond_pytorch(lambda x: F.local_response_norm(x[None], 3, 0.5, 0.75, 2.0),
+                        lambda x: F.local_response_norm(x[None].long(), 3, 0.5, 0.75, 2.0))),
+    "pdist": (lambda x: hx.pdist(x) + hx.pdist(x, 1.5).sum() + hx.pdist(x, float("inf")),
+              _in_float32_where_refused(lambda x: torch.pdist(x) + torch.pdist(x, 1.5).sum()
+                                        + torch.pdist(x, float("inf")))),
+})
 #: ops whose result is float64, which the GPU does not hold (it refuses, naming the op)
 FLOAT64_RESULTS = {"float_power"}
 

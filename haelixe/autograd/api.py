@@ -119,6 +119,23 @@ def register_hook(t, fn):
     return RemovableHandle(node.hooks, fn)
 
 
+def register_post_accumulate_grad_hook(t, hook):
+    """Call ``hook(t)`` after each backward has added a gradient into this leaf's .grad
+    (PyTorch's; an optimizer step per parameter hangs on it). Returns a handle whose
+    remove() takes the hook off."""
+    if not t._requires_grad:
+        raise RuntimeError("cannot register a hook on a tensor that doesn't require grad")
+    if t.grad_fn is not None:
+        raise RuntimeError(f"post accumulate grad hooks cannot be registered on non-leaf "
+                           f"tensors (this one was made by {t.grad_fn.name}); register it "
+                           f"on the leaf, or use register_hook")
+    node = edge_of(t)
+    if node.post_hooks is None:
+        node.post_hooks = []
+    node.post_hooks.append(hook)
+    return RemovableHandle(node.post_hooks, hook)
+
+
 def retain_grad(t) -> None:
     """Keep the gradient of a non-leaf tensor in its ``.grad`` after backward: the
     gradient after every hook of the tensor has run, as in PyTorch."""
@@ -157,4 +174,5 @@ def _backward_method(self, gradient=None, retain_graph=None, create_graph=False,
 Tensor.backward = _backward_method
 Tensor.register_hook = register_hook
 Tensor.retain_grad = retain_grad
+Tensor.register_post_accumulate_grad_hook = register_post_accumulate_grad_hook
 Tensor.retains_grad = property(lambda self: self._retains_grad)

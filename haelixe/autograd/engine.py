@@ -95,6 +95,9 @@ def run_backward(roots, grads, retain_graph=False, create_graph=False, capture=N
                     leaf = node._leaf()
                     if leaf is not None:
                         accumulate_into_leaf(leaf, g, create_graph)
+                        if node.post_hooks:  # (told of the leaf once .grad holds g)
+                            for hook in tuple(node.post_hooks):
+                                hook(leaf)
                 if watched and _observers:
                     _notify("finish", node, (g,))
                 continue

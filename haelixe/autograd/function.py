@@ -77,13 +77,15 @@ class AccumulateGrad(Node):
     can still be freed; its gradient is then dropped, as in PyTorch.
     """
 
-    __slots__ = ("_leaf", "hooks", "next", "_home", "seq", "watch", "__weakref__")
+    __slots__ = ("_leaf", "hooks", "post_hooks", "next", "_home", "seq", "watch",
+                 "__weakref__")
     is_accumulate = True
 
     def __init__(self, leaf):
         self._leaf = weakref.ref(leaf)
         self.seq = next_seq()
         self.hooks = None
+        self.post_hooks = None  # (register_post_accumulate_grad_hook's: leaf -> None)
         self.watch = False
         self.next = ()
         self._home = None

@@ -2,6 +2,7 @@
 
 from . import functional, init, utils
 from .activations import LAYERS as _ACTIVATIONS
+from .adaptive_softmax import AdaptiveLogSoftmaxWithLoss
 from .containers import ModuleDict, ParameterDict, ParameterList
 from .encoder_decoder import (
     Transformer,
@@ -28,8 +29,9 @@ from .lazy import (
     LazyLinear,
     LazyModuleMixin,
 )
+from .local_response import CrossMapLRN2d
 from .loss_layers import BCELoss, BCEWithLogitsLoss
-from .module import Module, ModuleList, Parameter, Sequential
+from .module import Buffer, Module, ModuleList, Parameter, Sequential
 from .multihead import MultiheadAttention
 from .normalization import (
     BatchNorm1d,
@@ -41,6 +43,7 @@ from .normalization import (
 )
 from .rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNBase, RNNCell, RNNCellBase
 from .spatial import Unflatten, Unfold
+from .sync_batchnorm import SyncBatchNorm
 from .transformer import MLP, MultiHeadAttention, RoPE, TransformerBlock
 from .uninitialized import (
     UninitializedBuffer,
@@ -48,6 +51,7 @@ from .uninitialized import (
     UninitializedTensorMixin,
     is_lazy,
 )
+from .upsampling import UpsamplingBilinear2d, UpsamplingNearest2d
 
 globals().update(_ACTIVATIONS)  # (nn.ReLU, nn.LeakyReLU...: made from the op registry)
 globals().update(_FUSED_LAYERS)  # (nn.Linear, nn.RMSNorm, nn.MSELoss...: from their declarations)

@@ -52,11 +52,28 @@ from ..ops.reduce import Softmax as SoftmaxFn
 from ..ops.reduce import cosine_similarity, pairwise_distance
 from ..ops.registry import OPS, Layer, functional_form, fused
 from ..ops.resample import interpolate
+from ..ops.statistics import pdist
 from ..ops.views import channel_shuffle, pixel_shuffle, pixel_unshuffle
 from ..tensor import Tensor
 from .ctc import ctc_loss
 from .embedding_bag import embedding_bag
+from .functional_aliases import (
+    adaptive_max_pool1d_with_indices,
+    adaptive_max_pool2d_with_indices,
+    adaptive_max_pool3d_with_indices,
+    conv_tbc,
+    fractional_max_pool2d_with_indices,
+    fractional_max_pool3d_with_indices,
+    gumbel_softmax,
+    max_pool1d_with_indices,
+    max_pool2d_with_indices,
+    max_pool3d_with_indices,
+    upsample,
+    upsample_bilinear,
+    upsample_nearest,
+)
 from .grid_sampling import affine_grid, grid_sample
+from .local_response import local_response_norm
 from .losses import (
     binary_cross_entropy,
     binary_cross_entropy_with_logits,
@@ -74,10 +91,13 @@ from .losses import (
 )
 from .lp_pooling import lp_pool1d, lp_pool2d, lp_pool3d
 from .margin_losses import (
+    _log_sigmoid,
+    cosine_embedding_loss,
     hinge_embedding_loss,
     multi_margin_loss,
     multilabel_margin_loss,
     multilabel_soft_margin_loss,
+    soft_margin_loss,
     triplet_margin_with_distance_loss,
 )
 from .normalization import batch_norm, group_norm, instance_norm
@@ -316,9 +336,31 @@ def glu(input, dim=-1):  # noqa: A002 (PyTorch's name)
     return input.narrow(d, 0, n // 2) * input.narrow(d, n // 2, n // 2).sigmoid()
 
 
-def logsigmoid(input):
-    """log(sigmoid(x)) = min(x, 0) - log(1 + exp(-|x|)), finite for every x."""
-    return input.clamp(max=0.0) - (-input.abs()).exp().add(1.0).log()
+def _logsigmoid_layer(*args, **kwargs):
+    """No options (PyTorch's constructor is Module's, which takes none)."""
+    if args or kwargs:
+        raise TypeError("LogSigmoid() takes no arguments")
+    return {}
+
+
+def _of_input(form):
+    """The forward of a layer without options: ``form`` of the input alone."""
+    def forward(self, input):  # noqa: A002 (PyTorch's name)
+        return form(input)
+    return forward
+
+
+# (no Function of its own: each side's stable form, picked with where)
+@fused(None, arity=1, layer=Layer("LogSigmoid", _logsigmoid_layer, forward=_of_input))
+def logsigmoid(input):  # noqa: A002 (PyTorch's name)
+    """log(sigmoid(x)), finite for every x: -log1p(exp(-x)) for x >= 0 and
+    x - log1p(exp(x)) below (its slope at 0 is 1/2, as PyTorch's)."""
+    if not isinstance(input, Tensor):
+        raise TypeError(f"logsigmoid: input must be a tensor, got {type(input).__name__}")
+    if not input.dtype.is_floating_point:
+        raise TypeError(f"logsigmoid: not defined for {input.dtype.name} tensors (as in "
+                        f"PyTorch); convert with .float() first")
+    return _log_sigmoid(input)
 
 
 def _dim_layer(dim=None):
@@ -768,7 +810,13 @@ __all__ = [*DECLARED, *INPLACE_ACTIVATIONS, "threshold_", "rrelu_", "linear", "r
            "multilabel_soft_margin_loss", "hinge_embedding_loss",
            "triplet_margin_with_distance_loss", "cosine_similarity", "pairwise_distance",
            "affine_grid", "grid_sample", "bilinear", "lp_pool1d", "lp_pool2d", "lp_pool3d",
-           "pixel_shuffle", "pixel_unshuffle", "channel_shuffle"]
+           "pixel_shuffle", "pixel_unshuffle", "channel_shuffle", "soft_margin_loss",
+           "cosine_embedding_loss", "local_response_norm", "pdist", "gumbel_softmax",
+           "upsample", "upsample_nearest", "upsample_bilinear", "max_pool1d_with_indices",
+           "max_pool2d_with_indices", "max_pool3d_with_indices",
+           "adaptive_max_pool1d_with_indices", "adaptive_max_pool2d_with_indices",
+           "adaptive_max_pool3d_with_indices", "fractional_max_pool2d_with_indices",
+           "fractional_max_pool3d_with_indices", "conv_tbc"]
 
 _MISSING = {
     "multi_head_attention_forward": "hx.nn.MultiHeadAttention or "

@@ -29,8 +29,14 @@ def _layer(decl, spec) -> type:
         raise ValueError(f"{spec.name}: its forward passes F.{decl.name}'s arguments by "
                          f"position; {decl.name}{decl.signature} has others")
     names = tuple(p.name for p in params)
-    read = operator.attrgetter(*names) if len(names) > 1 else \
-        (lambda self, get=operator.attrgetter(*names): (get(self),))
+    if len(names) > 1:
+        read = operator.attrgetter(*names)
+    elif names:
+        def read(self, get=operator.attrgetter(*names)):
+            return (get(self),)
+    else:  # (an op of its input alone: F.logsigmoid)
+        def read(self):
+            return ()
     state, parameters, buffers, shown = spec.state, spec.parameters, spec.buffers, spec.shown
 
     state_signature = inspect.signature(state)

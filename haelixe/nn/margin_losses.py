@@ -1,6 +1,7 @@
 """PyTorch's margin and embedding losses over class scores (multi_margin_loss,
-multilabel_margin_loss, multilabel_soft_margin_loss), pairs (hinge_embedding_loss) and
-triplets under any distance (triplet_margin_with_distance_loss), composed from gather,
+multilabel_margin_loss, multilabel_soft_margin_loss), +-1 labels (soft_margin_loss),
+pairs (hinge_embedding_loss, cosine_embedding_loss) and triplets under any distance
+(triplet_margin_with_distance_loss), composed from gather,
 where and clamp so that autograd gives their gradients on every device."""
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ import math
 from .. import creation
 from ..amp import cast_inputs
 from ..autograd.mode import is_grad_enabled
-from ..dtype import int64
+from ..dtype import default_float, int64
 from ..errors import OpError
 from ..ops.indexing import where
 from ..ops.registry import Layer, fused
@@ -176,6 +177,76 @@ def _log_sigmoid(x):
     return where(up, -(-xp).exp().log1p(), xn - xn.exp().log1p())
 
 
+def _soft_margin_loss_layer(size_average=None, reduce=None, reduction="mean"):
+    return {"reduction": _legacy_layer("SoftMarginLoss", size_average, reduce, reduction)}
+
+
+@fused(None, arity=2,
+       layer=Layer("SoftMarginLoss", _soft_margin_loss_layer, inputs=2, fixed=_LEGACY))
+def soft_margin_loss(input, target, size_average=None, reduce=None,  # noqa: A002
+                     reduction="mean"):
+    """The two-class logistic loss of +-1 labels, log(1 + exp(-target * input)),
+    elementwise with broadcasting (computed as -log sigmoid, finite for any input)."""
+    op = "soft_margin_loss"
+    reduction = _legacy_reduction(size_average, reduce, reduction, op)
+    _check_reduction(reduction, op)
+    _floating(op, input)
+    if not isinstance(target, Tensor):
+        raise TypeError(f"{op}: target must be a tensor, got {type(target).__name__}")
+    if target.requires_grad and is_grad_enabled():
+        raise OpError(f"{op}: not differentiable with respect to target (as in PyTorch); "
+                      f"pass target.detach()")
+    x, target = cast_inputs("loss", input, target)
+    # (the result keeps the input's dtype, as PyTorch's: the target is read in it)
+    return _reduce(-_log_sigmoid(x * target.to(x.dtype)), reduction, op)
+
+
+def _cosine_embedding_loss_layer(margin=0.0, size_average=None, reduce=None,
+                                 reduction="mean"):
+    return {"margin": margin, "reduction": _legacy_layer(
+        "CosineEmbeddingLoss", size_average, reduce, reduction)}
+
+
+#: added to each squared length before the root, as PyTorch's (a zero vector's cosine
+#: is then 0, with a zero gradient, not a nan)
+_COSINE_EPS = 1e-12
+
+
+@fused(None, arity=3, dtypes="any",
+       layer=Layer("CosineEmbeddingLoss", _cosine_embedding_loss_layer, inputs=3,
+                   fixed=_LEGACY))
+def cosine_embedding_loss(input1, input2, target, margin=0, size_average=None, reduce=None,
+                          reduction="mean"):
+    """For pairs of rows labelled similar (target 1) or not (-1): 1 - cos(x1, x2) where
+    the target is 1, max(0, cos(x1, x2) - margin) where it is -1, 0 for other labels;
+    (N, D) inputs with an (N,) target, or (D,) inputs with a 0-d one."""
+    op = "cosine_embedding_loss"
+    reduction = _legacy_reduction(size_average, reduce, reduction, op)
+    _check_reduction(reduction, op)
+    for name, t in (("input1", input1), ("input2", input2), ("target", target)):
+        if not isinstance(t, Tensor):
+            raise TypeError(f"{op}: {name} must be a tensor, got {type(t).__name__}")
+    if target.ndim > 1:
+        raise OpError(f"{op}: expected a 0-d or 1-D target, got shape {tuple(target.shape)} "
+                      f"(one label per pair; several targets are not supported)")
+    if input1.ndim != target.ndim + 1 or input2.ndim != target.ndim + 1:
+        raise OpError(f"{op}: a {target.ndim}-D target expects {target.ndim + 1}-D inputs, "
+                      f"got input1 {tuple(input1.shape)} and input2 {tuple(input2.shape)}")
+    if input1.shape != input2.shape:
+        raise OpError(f"{op}: input1 {tuple(input1.shape)} and input2 "
+                      f"{tuple(input2.shape)} must have one shape")
+    if target.ndim and target.shape[0] != input1.shape[0]:
+        raise OpError(f"{op}: a target of {target.shape[0]} labels for {input1.shape[0]} "
+                      f"pairs; give one label per row")
+    # (integer and bool inputs compute in the default float, as PyTorch's do)
+    a, b = (t if t.dtype.is_floating_point else t.to(default_float) for t in (input1, input2))
+    a, b = cast_inputs("loss", a, b)
+    cos = (a * b).sum(-1) / (((a * a).sum(-1) + _COSINE_EPS) *
+                             ((b * b).sum(-1) + _COSINE_EPS)).sqrt()
+    loss = where(target == 1, 1 - cos, 0) + where(target == -1, (cos - margin).clamp(min=0), 0)
+    return _reduce(loss, reduction, op)
+
+
 def _hinge_embedding_loss_layer(margin=1.0, size_average=None, reduce=None,
                                 reduction="mean"):
     return {"margin": margin, "reduction": _legacy_layer(
@@ -257,4 +328,5 @@ def triplet_margin_with_distance_loss(anchor, positive, negative, *, distance_fu
 
 
 __all__ = ["multi_margin_loss", "multilabel_margin_loss", "multilabel_soft_margin_loss",
-           "hinge_embedding_loss", "triplet_margin_with_distance_loss"]
+           "soft_margin_loss", "hinge_embedding_loss", "cosine_embedding_loss",
+           "triplet_margin_with_distance_loss"]

@@ -39,6 +39,28 @@ class Parameter(Tensor):
         return "Parameter containing:\n" + super().__repr__()
 
 
+class Buffer(Tensor):
+    """A tensor marked to become a buffer of the module it is assigned to
+    (``self.stats = nn.Buffer(t, persistent=False)`` is ``self.register_buffer("stats",
+    t, persistent=False)``): the module holds the plain tensor, as PyTorch's does."""
+
+    __slots__ = ("persistent",)
+
+    def __new__(cls, data=None, *, persistent=True):
+        if data is None:
+            from ..creation import empty
+            data = empty(0)
+        if not isinstance(data, Tensor):
+            raise TypeError(f"nn.Buffer: data must be a tensor, got {type(data).__name__}")
+        b = data.detach()._alias(cls)
+        b._requires_grad = data.requires_grad  # (kept, as PyTorch's Buffer keeps it)
+        b.persistent = bool(persistent)
+        return b
+
+    def __init__(self, data=None, *, persistent=True):
+        pass
+
+
 class IncompatibleKeys(NamedTuple):
     """What load_state_dict found: keys the model has that the state dict lacks, and
     keys the state dict has that the model lacks."""
@@ -62,6 +84,9 @@ class Module:
         if "_parameters" not in self.__dict__:
             raise AttributeError(f"{type(self).__name__}.__init__ must call "
                                  f"super().__init__() before assigning {name!r}")
+        if isinstance(value, Buffer):
+            self._assign_buffer(name, value)
+            return
         if name in self._buffers and (value is None or (isinstance(value, Tensor)
                                                         and not isinstance(value, Parameter))):
             self._buffers[name] = value  # a buffer stays a buffer when reassigned
@@ -86,6 +111,23 @@ class Module:
             self._modules[name] = value
         else:
             object.__setattr__(self, name, value)
+
+    def _assign_buffer(self, name, value):
+        """``self.name = nn.Buffer(t, persistent=...)``: t registered as a buffer."""
+        if name in self._parameters:
+            raise TypeError(f"cannot assign a Buffer as parameter {name!r} of "
+                            f"{type(self).__name__} (a Parameter or None is expected); "
+                            f"del the parameter first")
+        plain = value._alias()
+        plain._requires_grad = value._requires_grad
+        for store in (self._modules, self._buffers):
+            store.pop(name, None)
+        self.__dict__.pop(name, None)
+        self._buffers[name] = plain
+        if value.persistent:
+            self._non_persistent_buffers.discard(name)
+        else:
+            self._non_persistent_buffers.add(name)
 
     def __getattr__(self, name):
         d = self.__dict__

@@ -1,5 +1,5 @@
 """Statistics composed of reductions: nansum, nanmean, var_mean, aminmax, cov, corrcoef,
-and cdist (pairwise p-norm distances).
+cdist (pairwise p-norm distances) and pdist (cdist's pairs of one set of rows).
 
 All but cdist record the ops they are made of, so autograd and every backend come with
 them. cdist's gradient is PyTorch's subgradient, which composing the norms would not
@@ -332,8 +332,35 @@ def cdist(x1, x2, p=2.0, compute_mode="use_mm_for_euclid_dist_if_necessary"):
     return _CDist.apply(a, b, float(p))
 
 
+@function
+def pdist(input, p=2):  # noqa: A002 (PyTorch's name)
+    """pdist(input, p=2) -> Tensor
+
+    The p-norm distance between each pair of rows i < j of an (N, M) input, in the
+    order of the upper triangle, row by row: N (N - 1) / 2 values (cdist of the input
+    with itself, off its diagonal, with cdist's gradients)."""
+    if not isinstance(input, Tensor):
+        raise TypeError(f"pdist: input must be a tensor, got {type(input).__name__}")
+    if input.ndim != 2:
+        raise OpError(f"pdist: expected a 2-D input (rows, features), got shape "
+                      f"{tuple(input.shape)}")
+    if not input.dtype.is_floating_point:
+        raise OpTypeError(f"pdist: only floating point inputs (as in PyTorch), got "
+                          f"{input.dtype.name}; convert with .float() first")
+    if not isinstance(p, numbers.Real) or math.isnan(p) or p < 0:
+        raise OpError(f"pdist: p must be a non-negative number, got {p!r}")
+    from ..creation import triu_indices
+
+    n = input.shape[0]
+    rows, cols = triu_indices(n, n, 1, device=input.device)
+    if rows.shape[0] == 0 or input.shape[1] == 0:
+        # (no pairs, or no features: every distance is 0), in the input's graph
+        return input.new_zeros((rows.shape[0],)) + input.sum() * 0
+    return _CDist.apply(input, input, float(p))[rows, cols]
+
+
 for _name, _arity, _kind in (("nansum", 1, "any"), ("nanmean", 1, "float"),
                              ("var_mean", 1, "float"), ("aminmax", 1, "any"),
                              ("cov", 1, "any"), ("corrcoef", 1, "any"),
-                             ("cdist", 2, "float")):
+                             ("cdist", 2, "float"), ("pdist", 1, "float")):
     declare(_name, arity=_arity, dtypes=_kind)
