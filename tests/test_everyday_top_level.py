@@ -441,10 +441,8 @@ def _torch_inplace_names():
 #: torch's top-level in-place functions Haelixe leaves out, with why: ops it lacks
 #: (addmv, conj_physical, deg2rad, frac, index_put, rad2deg, resize_as, the dropout and
 #: embedding_renorm forms)
-NOT_COVERED = {"addmv_", "alpha_dropout_", "conj_physical_", "deg2rad_",
-               "dropout_", "embedding_renorm_", "feature_alpha_dropout_",
-               "feature_dropout_", "frac_", "index_put_", "rad2deg_", "resize_as_",
-               "resize_as_sparse_", "rrelu_"}
+NOT_COVERED = {"addmv_", "conj_physical_", "deg2rad_", "embedding_renorm_", "frac_",
+               "index_put_", "rad2deg_", "resize_as_", "resize_as_sparse_"}
 
 
 def test_every_top_level_inplace_function_of_pytorch_is_there_or_listed():
