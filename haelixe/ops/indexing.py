@@ -97,7 +97,7 @@ def _raw_key(x, key):
     shape first (numpy's own messages, or a GPU read out of bounds, never reach the
     user)."""
     be = x._be
-    out = []
+    out, shapes = [], []  # (shapes: what each index array adds to the broadcast)
     for k, d in zip(key, _key_dims(x.ndim, key)):
         if _is_basic(k):
             out.append(k)
@@ -111,6 +111,7 @@ def _raw_key(x, key):
                 be.check_range(k._data, -n, n, None, IndexError,
                                _out_of_bounds("indexing", d, n, x.shape))
                 out.append(k._data)
+                shapes.append(k.shape)
                 continue
             arr = k._be.to_numpy(k._data)
         else:
@@ -133,7 +134,24 @@ def _raw_key(x, key):
         # an index tensor's own array once checked (on the GPU: no second upload)
         out.append(k._data if isinstance(k, Tensor) and arr.dtype.kind in "iu"
                    else be.from_numpy(arr))
+        shapes.append(arr)
+    if len(shapes) > 1:
+        _check_broadcast(shapes, x.shape)
     return tuple(out)
+
+
+def _check_broadcast(shapes, x_shape) -> None:
+    """Index arrays pick elements together, so their shapes must broadcast (a mask
+    counts as its number of True values)."""
+    shapes = [(int(np.count_nonzero(s)),) if getattr(s, "dtype", None) == np.bool_
+              else tuple(s.shape) if hasattr(s, "shape") else s for s in shapes]
+    try:
+        np.broadcast_shapes(*shapes)
+    except ValueError:
+        listed = ", ".join(str(list(s)) for s in shapes)
+        raise IndexError(f"indexing: shape mismatch: the index tensors' shapes {listed} do "
+                         f"not broadcast together (tensor shape {x_shape}); give them one "
+                         f"shape, or shapes that broadcast") from None
 
 
 def _out_of_bounds(op, dim, n, shape, what="tensor") -> str:

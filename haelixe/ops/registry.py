@@ -60,7 +60,7 @@ from ..dtype import (
 )
 from ..errors import OpError, OpTypeError
 from ..tensor import Tensor
-from .arguments import Arguments
+from .arguments import Arguments, with_numpy_names
 
 #: an elementwise op's parameter without a default (PyTorch's threshold and value)
 REQUIRED = inspect.Parameter.empty
@@ -78,9 +78,10 @@ def tensor_method(fn=None, *, name: str | None = None, function: bool = False):
 
     def attach(f):
         n = name or f.__name__
-        setattr(Tensor, n, f)
+        public = with_numpy_names(f)
+        setattr(Tensor, n, public)
         if function:
-            FUNCTIONS[n] = f
+            FUNCTIONS[n] = public
         return f
 
     return attach(fn) if fn is not None else attach
@@ -90,7 +91,7 @@ def function(fn=None, *, name: str | None = None):
     """Register ``fn`` as the function form ``hx.<name>``."""
 
     def register(f):
-        FUNCTIONS[name or f.__name__] = f
+        FUNCTIONS[name or f.__name__] = with_numpy_names(f)
         return f
 
     return register(fn) if fn is not None else register

@@ -1,0 +1,157 @@
+"""Features that PyTorch course material leans on, each against PyTorch: numpy's keyword
+names on reductions (``sum(1, keepdims=True)``), the legacy ``torch.Tensor(...)``
+constructor, and a clear error for index tensors whose shapes do not broadcast."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import haelixe as hx
+
+torch = pytest.importorskip("torch")
+
+
+def _pair(shape=(3, 4), dtype=np.float64, seed=0):
+    a = np.random.default_rng(seed).standard_normal(shape).astype(dtype)
+    return hx.tensor(a), torch.tensor(a)
+
+
+# -- numpy's names: keepdims= for keepdim=, axis= for dim= -----------------------------------
+#: name -> a call with numpy's names, the same for both libraries
+NUMPY_NAMED = {
+    "sum keepdims": lambda m, x: x.sum(1, keepdims=True),
+    "function sum keepdims": lambda m, x: m.sum(x, 0, keepdims=True),
+    "mean axis keepdims": lambda m, x: x.mean(axis=1, keepdims=True),
+    "amax keepdims": lambda m, x: x.amax(1, keepdims=True),
+    "max values keepdims": lambda m, x: x.max(axis=0, keepdims=True).values,
+    "argmax axis": lambda m, x: x.argmax(axis=1),
+    "argmin axis keepdims": lambda m, x: m.argmin(x, axis=0, keepdims=True),
+    "logsumexp keepdims": lambda m, x: x.logsumexp(1, keepdims=True),
+    "prod keepdims": lambda m, x: x.prod(1, keepdims=True),
+    "var keepdims": lambda m, x: x.var(1, keepdims=True),
+    "std axis keepdims": lambda m, x: x.std(axis=0, keepdims=True),
+    "all keepdims": lambda m, x: (x > 0).all(1, keepdims=True),
+}
+
+
+@pytest.mark.parametrize("name", sorted(NUMPY_NAMED))
+@pytest.mark.parametrize("shape", [(3, 4), (1, 5)], ids=str)
+def test_numpy_keyword_names_bind_as_pytorchs(name, shape):
+    h, t = _pair(shape)
+    call = NUMPY_NAMED[name]
+    ours, want = call(hx, h), call(torch, t)
+    assert ours.shape == tuple(want.shape)
+    assert str(ours.dtype).split(".")[-1] == str(want.dtype).split(".")[-1]
+    np.testing.assert_allclose(ours.numpy(), want.numpy(), rtol=1e-12, atol=1e-12)
+
+
+def test_numpy_names_on_a_strided_input_and_in_the_gradient():
+    a = np.random.default_rng(1).standard_normal((4, 3))
+    h = hx.tensor(a).requires_grad_()
+    t = torch.tensor(a, requires_grad=True)
+    # (a transposed input: keepdims= goes through the same reduction as keepdim=)
+    oh = h.T.exp() / h.T.exp().sum(1, keepdims=True)
+    ot = t.T.exp() / t.T.exp().sum(1, keepdims=True)
+    np.testing.assert_allclose(oh.detach().numpy(), ot.detach().numpy(), rtol=1e-12)
+    w = np.random.default_rng(2).standard_normal(oh.shape)
+    (oh * hx.tensor(w)).sum().backward()
+    (ot * torch.tensor(w)).sum().backward()
+    np.testing.assert_allclose(h.grad.numpy(), t.grad.numpy(), rtol=1e-10, atol=1e-12)
+
+
+def test_numpy_name_and_pytorch_name_together_is_an_error():
+    h, _ = _pair()
+    with pytest.raises(TypeError, match="keepdim"):
+        h.sum(1, keepdim=True, keepdims=True)
+    with pytest.raises(TypeError, match="dim"):
+        h.argmax(dim=0, axis=0)
+
+
+def test_numpy_names_leave_the_published_signature_alone():
+    import inspect
+
+    assert "keepdims" not in inspect.signature(hx.Tensor.argmax).parameters
+    assert list(inspect.signature(hx.argmax).parameters) == ["input", "dim", "keepdim"]
+
+
+# -- torch.Tensor(...), the legacy constructor ------------------------------------------------
+@pytest.mark.parametrize("args", [([2.0],), ([[1, 2], [3, 4]],), ((2, 3),), ([],),
+                                  (np.arange(3),), (np.ones((2, 2), np.float64),)],
+                         ids=["float list", "nested int list", "tuple is data", "empty list",
+                              "int array", "float64 array"])
+def test_legacy_constructor_from_data_is_default_float(args):
+    ours, want = hx.Tensor(*args), torch.Tensor(*args)
+    assert ours.dtype is hx.float32 and want.dtype is torch.float32
+    assert ours.shape == tuple(want.shape)
+    np.testing.assert_array_equal(ours.numpy(), want.numpy())
+    assert not ours.requires_grad
+
+
+@pytest.mark.parametrize("args", [(2, 3), (hx.Size([4]),), (0,), ()],
+                         ids=["sizes", "a Size", "zero", "nothing"])
+def test_legacy_constructor_with_sizes_is_uninitialised_of_that_shape(args):
+    targs = tuple(torch.Size(a) if isinstance(a, hx.Size) else a for a in args)
+    ours, want = hx.Tensor(*args), torch.Tensor(*targs)
+    assert ours.shape == tuple(want.shape)
+    assert ours.dtype is hx.float32
+
+
+def test_legacy_constructor_of_a_tensor_is_an_alias_in_the_graph():
+    x = hx.ones(3, requires_grad=True)
+    y = hx.Tensor(x)
+    assert y is not x and y.requires_grad and y.grad_fn is not None
+    (y * hx.tensor([1.0, 2.0, 3.0])).sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), [1.0, 2.0, 3.0])
+    i = hx.tensor([1, 2])
+    assert hx.Tensor(i).dtype is hx.int64  # (PyTorch's too: the tensor's own dtype)
+
+
+def test_legacy_constructor_as_the_micrograd_lecture_uses_it():
+    ours = hx.Tensor([2.0]).double()
+    ours.requires_grad = True
+    want = torch.Tensor([2.0]).double()
+    want.requires_grad = True
+    (ours * 3.0).tanh().backward()
+    (want * 3.0).tanh().backward()
+    assert ours.dtype is hx.float64
+    np.testing.assert_allclose(ours.grad.numpy(), want.grad.numpy(), rtol=1e-12)
+
+
+def test_legacy_constructor_refuses_what_pytorchs_refuses():
+    with pytest.raises(TypeError, match="sequence"):
+        hx.Tensor(2.5)
+    with pytest.raises(TypeError):
+        torch.Tensor(2.5)
+    with pytest.raises(ValueError, match="sizes"):
+        hx.Tensor(-1)
+
+
+def test_subclass_of_tensor_builds_through_the_legacy_constructor():
+    class Tagged(hx.Tensor):
+        pass
+
+    t = Tagged([1.0, 2.0])
+    assert type(t) is Tagged
+    np.testing.assert_array_equal(t.numpy(), [1.0, 2.0])
+    p = hx.nn.Parameter(hx.ones(2))  # (its own __new__ still runs)
+    assert isinstance(p, hx.nn.Parameter) and p.requires_grad
+
+
+# -- index tensors whose shapes do not broadcast ----------------------------------------------
+def test_index_tensors_that_do_not_broadcast_raise_a_clear_index_error():
+    x = hx.zeros(5, 4)
+    with pytest.raises(IndexError, match=r"shape mismatch.*\[3\], \[4\]"):
+        x[hx.arange(3), hx.arange(4)]
+    with pytest.raises(IndexError, match="shape mismatch"):
+        torch.zeros(5, 4)[torch.arange(3), torch.arange(4)]
+    with pytest.raises(IndexError, match=r"shape mismatch.*\[2\], \[3\]"):
+        x[hx.tensor([True, False, True, False, False]), hx.arange(3)] = 1.0
+
+
+def test_index_tensors_that_broadcast_pick_as_pytorchs():
+    h, t = _pair((5, 4))
+    for key in [([[0], [3]], [0, 1, 2]), ([True, False, True, False, True], [1, 2, 3])]:
+        ours = h[hx.tensor(key[0]), hx.tensor(key[1])]
+        want = t[torch.tensor(key[0]), torch.tensor(key[1])]
+        np.testing.assert_array_equal(ours.numpy(), want.numpy())
