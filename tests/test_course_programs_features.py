@@ -155,3 +155,120 @@ def test_index_tensors_that_broadcast_pick_as_pytorchs():
         ours = h[hx.tensor(key[0]), hx.tensor(key[1])]
         want = t[torch.tensor(key[0]), torch.tensor(key[1])]
         np.testing.assert_array_equal(ours.numpy(), want.numpy())
+
+
+# -- torch.histogram's default bins ------------------------------------------------------------
+@pytest.mark.parametrize("values", [np.random.default_rng(3).standard_normal(500), np.ones(3),
+                                    np.zeros(0)], ids=["normal", "constant", "empty"])
+@pytest.mark.parametrize("density", [False, True])
+def test_histogram_without_bins_takes_pytorchs_hundred(values, density):
+    ours = hx.histogram(hx.tensor(values), density=density)
+    want = torch.histogram(torch.tensor(values), density=density)
+    assert ours.hist.shape == (100,) and ours.bin_edges.shape == (101,)
+    np.testing.assert_allclose(ours.bin_edges.numpy(), want.bin_edges.numpy(), rtol=1e-12)
+    np.testing.assert_allclose(ours.hist.numpy(), want.hist.numpy(), rtol=1e-12, equal_nan=True)
+    hist, edges = hx.tensor(values).float().histogram(density=density)  # (the method too)
+    assert hist.dtype is hx.float32 and edges.shape == (101,)
+
+
+# -- writes into part of a tensor while autograd records -------------------------------------
+def _writes(m, a, w):
+    """setitem and in-place ops on views, in the patterns the backprop exercises use."""
+    A = m.tensor(a, requires_grad=True)
+    W = m.tensor(w, requires_grad=True)
+    x = A * 2 + 1
+    x[m.arange(3), m.tensor([0, 2, 1])] -= 1  # (advanced setitem of a non-leaf)
+    x /= 3
+    d = m.zeros(4, 5, dtype=m.float64)
+    for k, i in enumerate([1, 3, 1]):  # (a 0-d index tensor selects a view: += into it)
+        d[m.tensor(i)] += W[k]
+    e = A * 3.0
+    v = e[:, 1:3]  # (a strided view, written twice, then read)
+    v *= W[0, :2]
+    v += 1
+    f = A * 1.0
+    f[1] = W[2, :4] * 3  # (basic setitem of a value that requires grad)
+    f[:, 0] = 7.0
+    g = (A * 1.0).t()
+    g[1:3, 0] = W[1, :2]  # (into a view of a transposed base)
+    out = (x * A).sum() + (d ** 2).sum() + (e * A).sum() + (v ** 2).sum() + (f ** 3).sum() \
+        + (g ** 2).sum()
+    return out, (x, d, e, v, f, g), (A, W)
+
+
+def test_writes_into_part_of_a_tensor_record_pytorchs_gradients():
+    rng = np.random.default_rng(4)
+    a, w = rng.standard_normal((3, 4)), rng.standard_normal((3, 5))
+    results = []
+    for m in (hx, torch):
+        out, values, leaves = _writes(m, a, w)
+        out.backward()
+        results.append([t.detach().numpy() for t in (out, *values)] +
+                       [t.grad.numpy() for t in leaves])
+    for ours, want in zip(*results):
+        np.testing.assert_allclose(ours, want, rtol=1e-10, atol=1e-12)
+
+
+def test_writes_into_part_of_a_tensor_pass_gradcheck_and_gradgradcheck():
+    from haelixe.autograd import gradcheck, gradgradcheck
+
+    rng = np.random.default_rng(5)
+    a = hx.tensor(rng.standard_normal((3, 4)), requires_grad=True)
+    w = hx.tensor(rng.standard_normal(4), requires_grad=True)
+
+    def fn(a, w):
+        y = a * a
+        y[0] = w.sin()
+        y[[1, 2], [3, 0]] += w[:2] * w[2:]
+        z = y.t()
+        z[1] *= w[1]
+        return y
+
+    assert gradcheck(fn, (a, w))
+    assert gradgradcheck(fn, (a, w))
+
+
+def test_a_write_into_a_view_of_a_leaf_that_requires_grad_is_refused():
+    leaf = hx.zeros(3, requires_grad=True)
+    with pytest.raises(RuntimeError, match="leaf tensor that requires grad"):
+        leaf[1:] += hx.ones(2)
+    with pytest.raises(RuntimeError, match="leaf tensor that requires grad"):
+        leaf[[0]] = 1.0
+
+
+def test_a_view_taken_before_another_write_is_refused_at_backward():
+    w = hx.randn(4, dtype=hx.float64, requires_grad=True)
+    b = hx.zeros(4, dtype=hx.float64)
+    first, second = b[0:2], b[1:3]  # (overlapping views: the first is stale after)
+    first += w[:2]
+    second += w[2:]
+    with pytest.raises(RuntimeError, match="view was taken before an in-place op"):
+        (first * first).sum().backward()
+
+
+def test_a_written_softmax_output_is_refused_at_backward_as_pytorchs():
+    x = hx.randn(2, 3, requires_grad=True)
+    y = x.softmax(1)
+    y[hx.arange(2), hx.tensor([0, 2])] -= 1  # (its values are fine: the backprop exercise)
+    np.testing.assert_allclose(y.detach().sum(1).numpy(), [0.0, 0.0], atol=1e-6)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        y.sum().backward()
+
+
+@pytest.mark.gpu
+def test_writes_into_part_of_a_tensor_on_the_gpu_equal_the_cpu(be):
+    rng = np.random.default_rng(6)
+    a, w = rng.standard_normal((3, 4)), rng.standard_normal(4)
+    grads = []
+    for device in ("cpu", "gpu"):
+        A = hx.tensor(a.astype(np.float32), device=device, requires_grad=True)
+        W = hx.tensor(w.astype(np.float32), device=device, requires_grad=True)
+        y = A * 2.0
+        y[hx.tensor([0, 2], device=device), hx.tensor([1, 3], device=device)] = W[:2]
+        v = y[1]
+        v += W
+        (y * y).sum().backward()
+        assert y.device.type == device
+        grads.append((y.detach().cpu().numpy(), A.grad.cpu().numpy(), W.grad.cpu().numpy()))
+    for ours, want in zip(*grads):
+        np.testing.assert_allclose(ours, want, rtol=1e-5, atol=1e-6)

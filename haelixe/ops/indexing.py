@@ -236,7 +236,8 @@ def _split_key(key):
 
 
 def setitem(x, key, value):
-    from .inplace import _SETITEM_RECORDING, _records_graph, copy_
+    from .inplace import _records_graph, _same_elements, copy_
+    from .overwrite import write_region
 
     key = _normalize_key(key)
     for k in key:  # (a plain loop, as getitem's: all() over a generator costs more)
@@ -244,10 +245,20 @@ def setitem(x, key, value):
             break
     else:
         target = x._view(*layout.index(x.shape, x.strides, x.offset, key))
+        if _records_graph(x, value, "setitem"):
+            # (x[i] += v ends by writing x[i] into itself: nothing left to record)
+            if not (isinstance(value, Tensor) and _same_elements(target, value)):
+                if not isinstance(value, Tensor):
+                    value = as_tensor_like(value, x, x.dtype)
+                write_region(x, key, value, "setitem")
+            return
         copy_(target, value, through=x)
         return
-    if _records_graph(x, value, "setitem"):  # as the basic-index path refuses it
-        raise RuntimeError(_SETITEM_RECORDING)
+    if _records_graph(x, value, "setitem"):
+        if not isinstance(value, Tensor):
+            value = as_tensor_like(value, x, x.dtype)
+        write_region(x, key, value, "setitem")
+        return
     x._storage.check_writable("setitem")
     target = x
     if any(k.__class__ is int for k in key):  # PyTorch's placement, as getitem's
