@@ -3,12 +3,12 @@ them (``to``, ``float()``, ``cpu()``, ``new_zeros``...)."""
 
 from __future__ import annotations
 
+from .. import dtype as _dtypes
 from ..autograd.function import Function
 from ..autograd.mode import no_grad
 from ..backends import backend_for
 from ..creation import tensor
 from ..device import CPU, GPU, Device, as_device
-from .. import dtype as _dtypes
 from ..dtype import as_dtype
 from ..dtype import result_type as _result_type
 from ..layout import Size
