@@ -228,6 +228,23 @@ def test_writes_into_part_of_a_tensor_pass_gradcheck_and_gradgradcheck():
     assert gradgradcheck(fn, (a, w))
 
 
+def test_a_written_value_drops_its_leading_ones_as_pytorchs():
+    results = []
+    for m in (hx, torch):
+        w = m.tensor(np.arange(6.0).reshape(2, 3), requires_grad=True)
+        out = m.zeros(4, 3, dtype=m.float64)
+        for i in range(2):
+            out[i] = w[i:i + 1] * (i + 1)  # (a (1, 3) row into a (3,) region)
+        out[2:] = w[None, :1] * 5.0  # (a (1, 1, 3) value into a (2, 3) region)
+        (out * out).sum().backward()
+        results.append((out.detach().numpy(), w.grad.numpy()))
+    for ours, want in zip(*results):
+        np.testing.assert_allclose(ours, want, rtol=1e-12)
+    with pytest.raises(RuntimeError, match=r"setitem: shapes \(2,\) and \(2, 3\) cannot be"):
+        hx.zeros(3, dtype=hx.float64)[hx.tensor([0, 1])] = hx.ones(
+            2, 3, dtype=hx.float64, requires_grad=True)
+
+
 def test_a_write_into_a_view_of_a_leaf_that_requires_grad_is_refused():
     leaf = hx.zeros(3, requires_grad=True)
     with pytest.raises(RuntimeError, match="leaf tensor that requires grad"):

@@ -84,6 +84,8 @@ def write_region(x, key, value, op) -> None:
     if key is not None:
         pos = pos[key]
     value = to_device(cast(value, base.dtype), base.device)
+    while value.ndim > pos.ndim and value.shape[0] == 1:  # (leading 1s drop, as PyTorch's)
+        value = value.squeeze(0)
     shape = layout.broadcast_shapes(pos.shape, value.shape, op=op)
     if shape != pos.shape:
         raise RuntimeError(f"{op}: a value of shape {value.shape} does not broadcast to the "
