@@ -263,6 +263,34 @@ def test_a_view_taken_before_another_write_is_refused_at_backward():
         (first * first).sum().backward()
 
 
+def test_views_read_before_a_write_elsewhere_keep_pytorchs_gradients():
+    rng = np.random.default_rng(7)
+    x0, w0 = rng.standard_normal((4, 3)), rng.standard_normal(3)
+    results = []
+    for m in (hx, torch):
+        w = m.tensor(w0, requires_grad=True)
+        x = m.tensor(x0, requires_grad=True)
+        h = x * 1.0
+        for t in range(1, 4):  # (a recurrence into a preallocated tensor)
+            h[t] = m.tanh(h[t - 1] + x[t] * w)
+        first = h[1:3]
+        h[3:] *= 2.0  # (a row no live view covers: the views of rows 0..2 stay right)
+        h[3] = h[1] + 1.0
+        out = (h ** 2).sum() + first.sum()
+        out.backward()
+        results.append((out.item(), x.grad.numpy(), w.grad.numpy()))
+    for ours, want in zip(*results):
+        np.testing.assert_allclose(ours, want, rtol=1e-10)
+
+
+def test_a_view_read_before_a_write_over_it_is_refused_at_backward():
+    x = hx.randn(3, 2, dtype=hx.float64, requires_grad=True)
+    h = x * 1.0
+    h[1] = h[0] + h[1]  # (the view of row 1 was read, then row 1 written)
+    with pytest.raises(RuntimeError, match="view was taken before an in-place op"):
+        h.sum().backward()
+
+
 def test_a_written_softmax_output_is_refused_at_backward_as_pytorchs():
     x = hx.randn(2, 3, requires_grad=True)
     y = x.softmax(1)

@@ -10,6 +10,8 @@ of the new base.
 
 from __future__ import annotations
 
+import weakref
+
 import numpy as np
 
 from .. import layout
@@ -17,6 +19,31 @@ from ..autograd.function import Function
 from ..autograd.mode import no_grad
 from ..creation import tensor
 from ..tensor import Tensor
+
+#: root storage -> {its count of recorded writes before one: that write's node}, for the
+#: writes made here (a whole-tensor in-place op is not listed: it touches every element)
+_WRITES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _log_write(storage, count, node, cells) -> None:
+    node.cells = cells
+    log = _WRITES.setdefault(getattr(storage, "root", storage), {})
+    if len(log) >= 64:  # (drop the writes whose graphs are gone)
+        for k in [k for k, r in log.items() if r() is None]:
+            del log[k]
+    log[count] = weakref.ref(node)
+
+
+def untouched(storage, since, cells) -> bool:
+    """Whether every recorded write to ``storage`` after its ``since``-th left the storage
+    cells ``cells`` as they were (unknown: False)."""
+    log = _WRITES.get(getattr(storage, "root", storage), {})
+    for count in range(since, storage.history):
+        ref = log.get(count)
+        node = ref() if ref is not None else None
+        if node is None or np.intersect1d(node.cells, cells).size:
+            return False
+    return True
 
 
 class Overwrite(Function):
@@ -55,6 +82,14 @@ def _positions(x, base) -> np.ndarray:
     return inverse[spos]
 
 
+def _cells(base, pos) -> np.ndarray:
+    """The storage cells of ``base``'s elements at row-major indices ``pos``."""
+    p = pos.detach().cpu().numpy().reshape(-1)
+    if base._layout is None:
+        return p + base.offset
+    return _storage_positions(base).reshape(-1)[p]
+
+
 def _storage_positions(t) -> np.ndarray:
     from .views import storage_positions
 
@@ -91,7 +126,11 @@ def write_region(x, key, value, op) -> None:
         raise RuntimeError(f"{op}: a value of shape {value.shape} does not broadcast to the "
                            f"written region's shape {pos.shape}")
     before = x.grad_fn
-    _rebase(base, Overwrite.apply(base, value.expand(pos.shape), pos), op)
+    count = base._storage.history
+    result = Overwrite.apply(base, value.expand(pos.shape), pos)
+    _rebase(base, result, op)
+    if result.grad_fn is not None:
+        _log_write(base._storage, count, result.grad_fn, _cells(base, pos))
     if x is not base:
         _renew_view(x, base, before)
 
