@@ -317,3 +317,45 @@ def test_writes_into_part_of_a_tensor_on_the_gpu_equal_the_cpu(be):
         grads.append((y.detach().cpu().numpy(), A.grad.cpu().numpy(), W.grad.cpu().numpy()))
     for ours, want in zip(*grads):
         np.testing.assert_allclose(ours, want, rtol=1e-5, atol=1e-6)
+
+
+# -- a counts model and a one-hot network, as a bigram lecture builds them ----------------
+def _bigram_nll(m, pairs, n_chars):
+    counts = m.zeros((n_chars, n_chars), dtype=m.int32)
+    for a, b in pairs:  # (int32 counts, one 0-d-indexed += at a time)
+        counts[a, b] += 1
+    probs = (counts + 1).float()
+    probs /= probs.sum(1, keepdims=True)
+    total = 0.0
+    for a, b in pairs:
+        total += m.log(probs[a, b])
+    return counts, probs, -total / len(pairs)
+
+
+def test_a_counts_model_gives_pytorchs_numbers_exactly():
+    rng = np.random.default_rng(8)
+    pairs = [tuple(int(v) for v in p) for p in rng.integers(0, 6, (200, 2))]
+    ours, want = _bigram_nll(hx, pairs, 6), _bigram_nll(torch, pairs, 6)
+    assert ours[0].dtype is hx.int32 and ours[1].dtype is hx.float32
+    np.testing.assert_array_equal(ours[0].numpy(), want[0].numpy())
+    np.testing.assert_allclose(ours[1].numpy(), want[1].numpy(), rtol=1e-7)
+    assert abs(ours[2].item() - want[2].item()) <= 1e-6 * abs(want[2].item())
+
+
+def test_a_one_hot_network_step_gives_pytorchs_loss_and_gradient():
+    rng = np.random.default_rng(9)
+    xs, ys = rng.integers(0, 7, 40), rng.integers(0, 7, 40)
+    w0 = rng.standard_normal((7, 7)).astype(np.float32)
+    results = []
+    for m in (hx, torch):
+        x, y = m.tensor(xs), m.tensor(ys)
+        w = m.tensor(w0, requires_grad=True)
+        enc = m.nn.functional.one_hot(x, num_classes=7).float()
+        counts = (enc @ w).exp()
+        probs = counts / counts.sum(1, keepdims=True)
+        loss = -probs[m.arange(len(xs)), y].log().mean() + 0.01 * (w ** 2).mean()
+        loss.backward()
+        w.data += -50 * w.grad
+        results.append((loss.item(), w.grad.numpy().copy(), w.detach().numpy().copy()))
+    for ours, want in zip(*results):
+        np.testing.assert_allclose(ours, want, rtol=2e-5, atol=1e-6)
