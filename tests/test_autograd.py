@@ -401,11 +401,21 @@ def test_editing_a_saved_tensor_makes_backward_name_the_op(op, name):
 def test_editing_a_saved_leaf_under_no_grad_is_caught():
     w = randn(3)
     x = hx.from_numpy(rng(1).standard_normal(3))
-    y = (w * x).sum()
+    y = (w * x).sum()  # (w's gradient reads x: x is kept)
     with hx.no_grad():
-        w.mul_(0.5)
+        x.mul_(0.5)
     with pytest.raises(SavedTensorError, match="Mul"):
         y.backward()
+
+
+def test_an_operand_no_gradient_reads_is_not_kept_as_pytorchs():
+    w = randn(3)
+    x = hx.from_numpy(rng(1).standard_normal(3))
+    y = (w * x).sum()  # (x needs no gradient, so w, which only x's reads, is not kept)
+    with hx.no_grad():
+        w.mul_(0.5)
+    y.backward()
+    assert_close(w.grad, x.detach().numpy())
 
 
 @pytest.mark.parametrize("op, expected", [

@@ -283,6 +283,21 @@ def test_views_read_before_a_write_elsewhere_keep_pytorchs_gradients():
         np.testing.assert_allclose(ours, want, rtol=1e-10)
 
 
+def test_a_product_keeps_only_the_operands_a_computed_gradient_reads():
+    a = np.random.default_rng(10).standard_normal((4, 3))
+    results = []
+    for m in (hx, torch):
+        x = m.tensor(a, requires_grad=True)
+        h = x * 1.0
+        h[0] = h[1] * 2.0  # (h[1] is not kept: a number needs no gradient)
+        z = x * 1.0
+        y = z * m.tensor(a)  # (z is not kept: the constant needs no gradient)
+        z += 1.0
+        ((h ** 2).sum() + y.sum()).backward()
+        results.append(x.grad.numpy())
+    np.testing.assert_allclose(results[0], results[1], rtol=1e-12)
+
+
 def test_a_view_read_before_a_write_over_it_is_refused_at_backward():
     x = hx.randn(3, 2, dtype=hx.float64, requires_grad=True)
     h = x * 1.0
