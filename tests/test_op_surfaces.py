@@ -62,6 +62,10 @@ TABLE = {
     ("inplace", "bernoulli"): "(self, p=0.5, *, generator=None)",
     # (its docstring names them dividend and divisor; it binds input= and other=)
     ("function", "true_divide"): "(input, other)",
+    # (the docstring writes bins as required; PyTorch's schema has bins=100, and
+    # torch.histogram(x, density=True) runs)
+    ("function", "histogram"): "(input, bins=100, *, range=None, weight=None, "
+                               "density=False)",
 }
 # (F.max_pool*d dispatch on return_indices: inspect sees *args, **kwargs; their docs'
 # signature)

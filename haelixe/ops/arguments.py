@@ -8,6 +8,7 @@ keyword), and its errors read as Python's own for a function of that signature.
 
 from __future__ import annotations
 
+import functools
 import inspect
 
 _POS = inspect.Parameter.POSITIONAL_OR_KEYWORD
@@ -60,3 +61,34 @@ class Arguments:
 
     def __str__(self) -> str:
         return f"{self.op}{self.signature}"
+
+
+#: numpy's keyword names that PyTorch's argument parser binds to its own, on every op
+#: (``x.sum(1, keepdims=True)``, ``x.argmax(axis=0)``)
+NUMPY_NAMES = {"keepdims": "keepdim", "axis": "dim"}
+
+
+def with_numpy_names(f):
+    """``f``, or where it has PyTorch's ``keepdim``/``dim`` and not numpy's name for it,
+    a wrapper that binds numpy's name too (what ``inspect.signature`` shows is ``f``'s)."""
+    try:
+        params = inspect.signature(f).parameters
+    except (TypeError, ValueError):  # (a property, a builtin)
+        return f
+    aliases = tuple((alias, name) for alias, name in NUMPY_NAMES.items()
+                    if name in params and alias not in params)
+    if not aliases:
+        return f
+
+    @functools.wraps(f)
+    def call(*args, **kwargs):
+        if kwargs:
+            for alias, name in aliases:
+                if alias in kwargs:
+                    if name in kwargs:
+                        raise TypeError(f"{f.__name__}() got both {name!r} and numpy's "
+                                        f"name for it, {alias!r}: pass one")
+                    kwargs[name] = kwargs.pop(alias)
+        return f(*args, **kwargs)
+
+    return call

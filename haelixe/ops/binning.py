@@ -318,10 +318,11 @@ def _histogram_edges(op, input, host, bins, range):  # noqa: A002 (PyTorch's nam
 
 
 @tensor_method(function=True)
-def histogram(input, bins, *, range=None, weight=None, density=False):  # noqa: A001, A002
-    """histogram(input, bins, *, range=None, weight=None, density=False) -> (Tensor, Tensor)
+def histogram(input, bins=100, *, range=None, weight=None, density=False):  # noqa: A001, A002
+    """histogram(input, bins=100, *, range=None, weight=None, density=False) -> (Tensor, Tensor)
 
-    A histogram of ``input``'s elements (any shape): ``bins`` equal bins over ``range``
+    A histogram of ``input``'s elements (any shape): ``bins`` equal bins (100 where not
+    given: PyTorch's default, though its docstring writes bins as required) over ``range``
     (the data's span when None), or the bins between the edges of a 1-d tensor
     ``bins``; each bin holds [left, right), the last [left, right]. Elements outside,
     and NaNs, are not counted. ``weight`` (input's shape) adds its elements instead of

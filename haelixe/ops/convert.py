@@ -3,6 +3,7 @@ them (``to``, ``float()``, ``cpu()``, ``new_zeros``...)."""
 
 from __future__ import annotations
 
+from .. import dtype as _dtypes
 from ..autograd.function import Function
 from ..autograd.mode import no_grad
 from ..backends import backend_for
@@ -10,6 +11,7 @@ from ..creation import tensor
 from ..device import CPU, GPU, Device, as_device
 from ..dtype import as_dtype
 from ..dtype import result_type as _result_type
+from ..layout import Size
 from ..tensor import Tensor
 from .registry import declare, function, tensor_method
 
@@ -262,6 +264,31 @@ def _legacy(dtype_name: str, device: Device) -> type:
 LEGACY_TYPES = {d: _legacy(d, CPU) for d in LEGACY_NAMES}
 LEGACY_GPU_TYPES = {d: _legacy(d, GPU) for d in LEGACY_NAMES}
 _BY_TYPE_NAME = {t.type_name: t for t in (*LEGACY_TYPES.values(), *LEGACY_GPU_TYPES.values())}
+
+
+def _legacy_new(cls, *args, device=None):
+    """``torch.Tensor(...)``, PyTorch's legacy constructor: from data (a list, an array)
+    of the default float dtype; of a tensor, an alias of it (its dtype, its graph); with
+    sizes (``Tensor(2, 3)``, ``Tensor(torch.Size([2]))``) or none, uninitialised."""
+    if len(args) == 1 and isinstance(args[0], Tensor):
+        out = args[0].view_as(args[0])
+    elif len(args) == 1 and not isinstance(args[0], (int, Size)):
+        data = args[0]
+        if not hasattr(data, "__len__") and not hasattr(data, "__array__"):
+            raise TypeError(f"Tensor({data!r}): data must be a sequence, an array or a "
+                            f"tensor (got {type(data).__name__}); torch.tensor({data!r}) "
+                            f"makes a 0-d tensor")
+        out = tensor(data, dtype=_dtypes.default_float, device=device)
+    else:
+        size = _new_size(args) if args else (0,)
+        if not all(isinstance(n, int) for n in size) or any(n < 0 for n in size):
+            raise ValueError(f"Tensor{tuple(args)!r}: sizes must be ints >= 0")
+        out = Tensor._wrap(backend_for(as_device(device) if device is not None else CPU)
+                           .full(size, 0, _dtypes.default_float.np))
+    return out if cls is Tensor else out._alias(cls)  # (a subclass of Tensor)
+
+
+Tensor.__new__ = staticmethod(_legacy_new)
 
 
 @tensor_method(name="type")

@@ -97,7 +97,7 @@ def _raw_key(x, key):
     shape first (numpy's own messages, or a GPU read out of bounds, never reach the
     user)."""
     be = x._be
-    out = []
+    out, shapes = [], []  # (shapes: what each index array adds to the broadcast)
     for k, d in zip(key, _key_dims(x.ndim, key)):
         if _is_basic(k):
             out.append(k)
@@ -111,6 +111,7 @@ def _raw_key(x, key):
                 be.check_range(k._data, -n, n, None, IndexError,
                                _out_of_bounds("indexing", d, n, x.shape))
                 out.append(k._data)
+                shapes.append(k.shape)
                 continue
             arr = k._be.to_numpy(k._data)
         else:
@@ -133,7 +134,24 @@ def _raw_key(x, key):
         # an index tensor's own array once checked (on the GPU: no second upload)
         out.append(k._data if isinstance(k, Tensor) and arr.dtype.kind in "iu"
                    else be.from_numpy(arr))
+        shapes.append(arr)
+    if len(shapes) > 1:
+        _check_broadcast(shapes, x.shape)
     return tuple(out)
+
+
+def _check_broadcast(shapes, x_shape) -> None:
+    """Index arrays pick elements together, so their shapes must broadcast (a mask
+    counts as its number of True values)."""
+    shapes = [(int(np.count_nonzero(s)),) if getattr(s, "dtype", None) == np.bool_
+              else tuple(s.shape) if hasattr(s, "shape") else s for s in shapes]
+    try:
+        np.broadcast_shapes(*shapes)
+    except ValueError:
+        listed = ", ".join(str(list(s)) for s in shapes)
+        raise IndexError(f"indexing: shape mismatch: the index tensors' shapes {listed} do "
+                         f"not broadcast together (tensor shape {x_shape}); give them one "
+                         f"shape, or shapes that broadcast") from None
 
 
 def _out_of_bounds(op, dim, n, shape, what="tensor") -> str:
@@ -218,7 +236,8 @@ def _split_key(key):
 
 
 def setitem(x, key, value):
-    from .inplace import _SETITEM_RECORDING, _records_graph, copy_
+    from .inplace import _records_graph, _same_elements, copy_
+    from .overwrite import write_region
 
     key = _normalize_key(key)
     for k in key:  # (a plain loop, as getitem's: all() over a generator costs more)
@@ -226,10 +245,20 @@ def setitem(x, key, value):
             break
     else:
         target = x._view(*layout.index(x.shape, x.strides, x.offset, key))
+        if _records_graph(x, value, "setitem"):
+            # (x[i] += v ends by writing x[i] into itself: nothing left to record)
+            if not (isinstance(value, Tensor) and _same_elements(target, value)):
+                if not isinstance(value, Tensor):
+                    value = as_tensor_like(value, x, x.dtype)
+                write_region(x, key, value, "setitem")
+            return
         copy_(target, value, through=x)
         return
-    if _records_graph(x, value, "setitem"):  # as the basic-index path refuses it
-        raise RuntimeError(_SETITEM_RECORDING)
+    if _records_graph(x, value, "setitem"):
+        if not isinstance(value, Tensor):
+            value = as_tensor_like(value, x, x.dtype)
+        write_region(x, key, value, "setitem")
+        return
     x._storage.check_writable("setitem")
     target = x
     if any(k.__class__ is int for k in key):  # PyTorch's placement, as getitem's

@@ -16,6 +16,7 @@ from ..dtype import number_as, stored_number
 from ..tensor import Tensor
 from . import registry
 from .convert import as_tensor_like, cast, to_device
+from .overwrite import refresh_view, write_region
 from .registry import tensor_method
 
 
@@ -29,23 +30,19 @@ def _records_graph(x, other, op):
             f"in-place operation. Do it inside `with hx.no_grad():` (as optimizers do) or "
             f"use the out-of-place op.")
     if x._base is not None:
-        raise RuntimeError(
-            f"{op}: in-place change of a view (shape {x.shape}) while autograd records; "
-            f"use the out-of-place op, or clone() the view first")
+        refresh_view(x, op)
     return True
 
 
-_SETITEM_RECORDING = (
-    "setitem (x[...] = v) while autograd records, with x or v requiring grad, is not "
-    "supported; build the result with cat / where / masked_fill, or assign inside "
-    "`with hx.no_grad():`")
-
-
 def _rebase(x, result, op):
-    """Write ``result`` into x's buffer and make it x's history."""
+    """Write ``result`` into x's buffer and make it x's history (a view's: its base's,
+    see overwrite.py)."""
     if result.shape != x.shape:
         raise RuntimeError(f"{op}: the result of shape {result.shape} does not fit the "
                            f"in-place target of shape {x.shape}")
+    if x._base is not None:
+        write_region(x, None, result, op)
+        return x
     x._storage.check_writable(op)
     x._be.copy_into(x._data, cast(result, x.dtype)._data)
     x._storage.version += 1
@@ -172,8 +169,8 @@ def copy_(x, src, through=None):
             return x
         src = as_tensor_like(src, x)
     if _records_graph(holder, src, "copy_"):
-        if through is not None:
-            raise RuntimeError(_SETITEM_RECORDING)
+        if _same_elements(x, src):  # x[i] += v ends by writing x[i] into itself
+            return x
         return _rebase(x, to_device(cast(src, x.dtype), x.device).expand(x.shape) + 0.0,
                        "copy_")
     check_writable(x, "copy_")
@@ -182,6 +179,11 @@ def copy_(x, src, through=None):
     x._be.copy_into(x._data, s._data)
     x._storage.version += 1
     return x
+
+
+def _same_elements(x, src) -> bool:
+    return src._storage is x._storage and src.dtype is x.dtype and src.shape == x.shape \
+        and src.strides == x.strides and src.offset == x.offset
 
 
 @tensor_method

@@ -60,7 +60,7 @@ from ..dtype import (
 )
 from ..errors import OpError, OpTypeError
 from ..tensor import Tensor
-from .arguments import Arguments
+from .arguments import Arguments, with_numpy_names
 
 #: an elementwise op's parameter without a default (PyTorch's threshold and value)
 REQUIRED = inspect.Parameter.empty
@@ -78,9 +78,10 @@ def tensor_method(fn=None, *, name: str | None = None, function: bool = False):
 
     def attach(f):
         n = name or f.__name__
-        setattr(Tensor, n, f)
+        public = with_numpy_names(f)
+        setattr(Tensor, n, public)
         if function:
-            FUNCTIONS[n] = f
+            FUNCTIONS[n] = public
         return f
 
     return attach(fn) if fn is not None else attach
@@ -90,7 +91,7 @@ def function(fn=None, *, name: str | None = None):
     """Register ``fn`` as the function form ``hx.<name>``."""
 
     def register(f):
-        FUNCTIONS[name or f.__name__] = f
+        FUNCTIONS[name or f.__name__] = with_numpy_names(f)
         return f
 
     return register(fn) if fn is not None else register
@@ -592,6 +593,12 @@ def _saved_names(decl):
     return names + (["y"] if decl.saves_output else [])
 
 
+def _reads(decl, i, name) -> bool:
+    """Whether input i's gradient reads the value named ``name``."""
+    g = decl.grads[i] if i < len(decl.grads) else None
+    return g is not None and name in g.needs
+
+
 def _make_keep(decl, save_index):
     """``keep(ctx, *args)``: what a recorded node of the op keeps for its backward.
     Numbers and parameters by value (``ctx.args``); of tensors only those the gradient
@@ -601,6 +608,11 @@ def _make_keep(decl, save_index):
     arity = decl.arity
     if arity == 2 and not decl.params:
         save_a, save_b = 0 in save_index, 1 in save_index
+        # which inputs' gradients read each operand: an operand is kept only where one
+        # of those will be computed (PyTorch's rule: x * 2.0 keeps nothing), so a later
+        # write into it does not fail a backward that never reads it
+        a_for_a, a_for_b = (_reads(decl, i, decl.inputs[0]) for i in (0, 1))
+        b_for_a, b_for_b = (_reads(decl, i, decl.inputs[1]) for i in (0, 1))
 
         def keep(ctx, a, b):  # (x + y, the commonest node: no list built, no call made)
             ta, tb = isinstance(a, Tensor), isinstance(b, Tensor)
@@ -609,17 +621,20 @@ def _make_keep(decl, save_index):
                     ctx.in_shapes = (a.shape, b.shape)
             else:
                 ctx.args = (None if ta else a, None if tb else b)
+            ga, gb = ta and a._requires_grad, tb and b._requires_grad
+            ka = ta and ((a_for_a and ga) or (a_for_b and gb))
+            kb = tb and ((b_for_a and ga) or (b_for_b and gb))
             # (as save_for_backward: the saved tensors and their versions)
             if save_a and save_b:
-                ctx.saved = (a if ta else None, b if tb else None)
-                ctx._versions = (a._storage.version if ta else None,
-                                 b._storage.version if tb else None)
+                ctx.saved = (a if ka else None, b if kb else None)
+                ctx._versions = (a._storage.version if ka else None,
+                                 b._storage.version if kb else None)
             elif save_a:
-                ctx.saved = (a if ta else None,)
-                ctx._versions = (a._storage.version if ta else None,)
+                ctx.saved = (a if ka else None,)
+                ctx._versions = (a._storage.version if ka else None,)
             elif save_b:
-                ctx.saved = (b if tb else None,)
-                ctx._versions = (b._storage.version if tb else None,)
+                ctx.saved = (b if kb else None,)
+                ctx._versions = (b._storage.version if kb else None,)
     elif arity == 1 and not decl.params:
         save_x = bool(save_index)
 

@@ -20,19 +20,30 @@ def _view_of(ctx, x, shape, strides, offset, raw=None):
     """x._view(...) for a view op, remembering how many recorded in-place ops had
     written x's storage when the view was taken (see _check_history)."""
     storage = x._storage
-    ctx.history = (weakref.ref(storage), storage.history)
+    ctx.history = (weakref.ref(storage), storage.history, shape, strides, offset)
     return x._view(shape, strides, offset, raw)
 
 
 def _check_history(ctx):
-    ref, seen = ctx.history
+    ref, seen = ctx.history[:2]
     storage = ref()
-    if storage is not None and storage.history != seen:
+    if storage is not None and storage.history != seen and \
+            not _untouched(storage, seen, *ctx.history[2:]):
         raise SavedTensorError(
             f"{ctx.name}: this view was taken before an in-place op that autograd "
             f"recorded on the tensor it views (add_, mul_, ... on a non-leaf); its "
             f"values changed but its gradient would still flow to the old history. "
             f"Take the view after the in-place op, or clone() before changing it.")
+
+
+def _untouched(storage, seen, shape=None, strides=None, offset=None) -> bool:
+    """Whether the writes recorded on ``storage`` since it counted ``seen`` of them left
+    this view's elements alone (then its values, and its history, are still right)."""
+    if shape is None:
+        return False
+    from .overwrite import untouched
+
+    return untouched(storage, seen, storage_positions(shape, strides, offset).reshape(-1))
 
 
 class View(Function):
