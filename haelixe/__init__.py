@@ -68,6 +68,7 @@ from .layout import Size  # noqa: E402,F401  (torch.Size)
 from .ops import (  # noqa: E402,F401
     arranging,
     bilinear,
+    blas,
     binning,
     calculus,
     composite,

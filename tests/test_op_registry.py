@@ -844,6 +844,38 @@ OTHER.update({
     "frexp": (lambda x: (lambda r: r.mantissa * r.exponent)(hx.frexp(x)),
               lambda x: (lambda r: r.mantissa * r.exponent)(torch.frexp(x))),
 })
+# (ops/blas.py: products composed of matmul; integers truncate beta and alpha, bool
+# refused but by addr, as PyTorch's)
+OTHER.update({
+    "addmm": (lambda x: hx.addmm(x[0, :4], x, x.mT, beta=2, alpha=3),
+              lambda x: torch.addmm(x[0, :4], x, x.mT, beta=2, alpha=3)),
+    "addmv": (lambda x: hx.addmv(x[:, 0], x, x[1], alpha=2),
+              lambda x: torch.addmv(x[:, 0], x, x[1], alpha=2)),
+    "addr": (lambda x: hx.addr(x.mT, x[0], x[:, 1], beta=2),
+             lambda x: torch.addr(x.mT, x[0], x[:, 1], beta=2)),
+    "baddbmm": (lambda x: hx.baddbmm(x[0, :2], x.reshape(2, 2, 6), x.flip(0).reshape(2, 6, 2),
+                                     alpha=-1),
+                lambda x: torch.baddbmm(x[0, :2], x.reshape(2, 2, 6),
+                                        x.flip(0).reshape(2, 6, 2), alpha=-1)),
+    "addbmm": (lambda x: hx.addbmm(x[:2, :2], x.reshape(2, 2, 6), x.flip(0).reshape(2, 6, 2),
+                                   beta=3),
+               lambda x: torch.addbmm(x[:2, :2], x.reshape(2, 2, 6),
+                                      x.flip(0).reshape(2, 6, 2), beta=3)),
+    "addcmul": (lambda x: hx.addcmul(x, x.flip(0), x[0], value=2),
+                lambda x: torch.addcmul(x, x.flip(0), x[0], value=2)),
+    "addcdiv": (lambda x: hx.addcdiv(x, x.flip(0), x[0] * x[0] + 1, value=-2),
+                lambda x: torch.addcdiv(x, x.flip(0), x[0] * x[0] + 1, value=-2)),
+    "dot": (lambda x: hx.dot(x[0], x[1]), lambda x: torch.dot(x[0], x[1])),
+    "vdot": (lambda x: hx.vdot(x[:, 0], x[:, 2]), lambda x: torch.vdot(x[:, 0], x[:, 2])),
+    "mv": (lambda x: hx.mv(x, x[1]), lambda x: torch.mv(x, x[1])),
+    "inner": (lambda x: hx.inner(x, x[:3]), lambda x: torch.inner(x, x[:3])),
+    "ger": (lambda x: hx.ger(x[0], x[:, 1]), lambda x: torch.ger(x[0], x[:, 1])),
+    "dist": (lambda x: hx.dist(x, x[0], 3) + hx.dist(x, x.flip(0)),
+             lambda x: torch.dist(x, x[0], 3) + torch.dist(x, x.flip(0))),
+    "renorm": (lambda x: hx.renorm(x, 2, 0, 1.5) + hx.renorm(x, 1, 1, 2.0),
+               lambda x: torch.renorm(x, 2, 0, 1.5) + torch.renorm(x, 1, 1, 2.0)),
+    "sgn": (lambda x: hx.sgn(x) * x + x.sgn(), lambda x: torch.sgn(x) * x + x.sgn()),
+})
 #: ops whose result is float64, which the GPU does not hold (it refuses, naming the op)
 FLOAT64_RESULTS = {"float_power"}
 
@@ -937,6 +969,10 @@ OTHER.update({
         x, x[:, 1:5], upper=False, transpose=True, unitriangular=True).solution)
         for m in (hx, torch)),
 })
+
+
+OTHER["chain_matmul"] = (_deprecated(lambda x: hx.chain_matmul(x, x.mT, x)),
+                        _deprecated(lambda x: torch.chain_matmul(x, x.mT, x)))
 
 
 def _idx(x, values):

@@ -78,7 +78,7 @@ class NumpyMath:
     sin, cos, tanh, abs, sign = np.sin, np.cos, np.tanh, np.abs, np.sign
     atan, tan, sinh, cosh, exp2 = np.arctan, np.tan, np.sinh, np.cosh, np.exp2
     asin, acos, asinh, acosh, atanh = np.arcsin, np.arccos, np.arcsinh, np.arccosh, np.arctanh
-    fmod, copysign = np.fmod, np.copysign
+    fmod, copysign, nextafter = np.fmod, np.copysign, np.nextafter
     left_shift, right_shift = np.left_shift, np.right_shift
     floor, ceil, trunc = np.floor, np.ceil, np.trunc
     maximum, minimum, pow = np.maximum, np.minimum, np.power

@@ -186,6 +186,39 @@ elementwise("logaddexp",
                                     m.maximum(a, b) + m.log1p(m.exp(-m.abs(a - b)))),
             grad=(lambda m, g, a, y: g * m.exp(a - y), lambda m, g, b, y: g * m.exp(b - y)),
             dtypes="float_only")
+# fmax/fmin: NaN only where both are NaN; a tie's gradient goes to input, as PyTorch's
+elementwise("fmax", lambda m, a, b: m.where(m.isnan(b), a, m.where(m.isnan(a), b,
+                                                                    m.maximum(a, b))),
+            grad=(lambda m, g, a, b: m.where((a >= b) | m.isnan(b), g, 0.0),
+                  lambda m, g, a, b: m.where((a >= b) | m.isnan(b), 0.0, g)),
+            cpu=np.fmax, inplace=False,
+            doc="The elementwise maximum, NaN where both are NaN (else the number).")
+elementwise("fmin", lambda m, a, b: m.where(m.isnan(b), a, m.where(m.isnan(a), b,
+                                                                    m.minimum(a, b))),
+            grad=(lambda m, g, a, b: m.where((a <= b) | m.isnan(b), g, 0.0),
+                  lambda m, g, a, b: m.where((a <= b) | m.isnan(b), 0.0, g)),
+            cpu=np.fmin, inplace=False,
+            doc="The elementwise minimum, NaN where both are NaN (else the number).")
+elementwise("logaddexp2",
+            lambda m, a, b: m.where(a == b, a + 1.0,
+                                    m.maximum(a, b) + m.log1p(m.exp2(-m.abs(a - b)))
+                                    * (1.0 / math.log(2.0))),
+            grad=(lambda m, g, a, y: g * m.exp2(a - y), lambda m, g, b, y: g * m.exp2(b - y)),
+            dtypes="float_only", cpu=np.logaddexp2, inplace=False,
+            doc="log2(2**input + 2**other), elementwise, without overflow.")
+_NEXTAFTER_WGSL = """
+fn nextafter_f32(a: f32, b: f32) -> f32 {
+    if (a != a || b != b) { return a + b; }
+    if (a == b) { return b; }
+    if (a == 0.0) { return select(-bitcast<f32>(1u), bitcast<f32>(1u), b > 0.0); }
+    let bits = bitcast<u32>(a);
+    return bitcast<f32>(select(bits - 1u, bits + 1u, (b > a) == (a > 0.0)));
+}
+"""
+elementwise("nextafter", lambda m, a, b: m.nextafter(a, b), dtypes="float_only",
+            cpu=np.nextafter, wgsl_lib=_NEXTAFTER_WGSL,
+            doc="The next floating-point value after input toward other, elementwise "
+                "(in input's dtype); no gradient, as PyTorch's.")
 elementwise("hypot", lambda m, a, b: m.sqrt(a * a + b * b),
             grad=(lambda m, g, a, y: g * (a / y), lambda m, g, b, y: g * (b / y)),
             dtypes="float_only", cpu=np.hypot,
@@ -308,6 +341,15 @@ elementwise("neg", lambda m, x: -x, grad=lambda m, g: -g, cpu=np.negative, bool_
 elementwise("abs", lambda m, x: m.abs(x), grad=lambda m, g, x: g * m.sign(x), cpu=np.abs,
             bool_ok=False, dunders=("__abs__",))
 elementwise("sign", lambda m, x: m.sign(x), grad=lambda m, g: g * 0.0, cpu=_sign_cpu)
+elementwise("frac", lambda m, x: x - m.trunc(x), grad=lambda m, g: g, dtypes="float_only",
+            doc="The fractional part, input - trunc(input) (the sign of input), "
+                "elementwise.")
+elementwise("deg2rad", lambda m, x: x * (math.pi / 180.0),
+            grad=lambda m, g: g * (math.pi / 180.0), dtypes="float",
+            doc="Degrees to radians, elementwise (integers give the default float).")
+elementwise("rad2deg", lambda m, x: x * (180.0 / math.pi),
+            grad=lambda m, g: g * (180.0 / math.pi), dtypes="float",
+            doc="Radians to degrees, elementwise (integers give the default float).")
 elementwise("square", lambda m, x: x * x, grad=lambda m, g, x: g * 2.0 * x, cpu=np.square,
             dtypes="bool_to_int")
 elementwise("reciprocal", lambda m, x: 1.0 / x, grad=lambda m, g, y: -g * y * y,
@@ -850,7 +892,26 @@ def fix_(self):
     return ROUNDING["trunc"].inplace(self)
 
 
+@tensor_method(function=True)
+def sgn(input, *, out=None):  # noqa: A002
+    """sgn(input) -> Tensor
+
+    sign extended to complex numbers; of a real tensor, its sign."""
+    if out is not None:
+        raise OpError("sgn: out= is not supported; assign the result instead")
+    return OPS["sign"].apply(input)
+
+
+@tensor_method(name="sgn_")
+def sgn_(self):
+    """sgn_() -> Tensor
+
+    In-place sgn (see sign_)."""
+    return OPS["sign"].inplace(self)
+
+
 declare("true_divide", arity=2, dtypes="any")
+declare("sgn", dtypes="any")
 declare("fix", dtypes="any")
 
 

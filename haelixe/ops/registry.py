@@ -426,7 +426,7 @@ _SCALAR_MATH = {
     "where": lambda c, a, b: a if c else b, "maximum": max, "minimum": min,
     "pow": lambda a, b: a ** b, "floor_divide": lambda a, b: a // b,
     "remainder": lambda a, b: a % b, "isnan": math.isnan, "fmod": math.fmod,
-    "copysign": math.copysign,
+    "copysign": math.copysign, "nextafter": math.nextafter,
     "asin": math.asin, "acos": math.acos, "asinh": math.asinh, "acosh": math.acosh,
     "atanh": math.atanh, **special_math.SCALAR, **error_math.SCALAR,
     **bessel_math.SCALAR,

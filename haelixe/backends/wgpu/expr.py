@@ -246,6 +246,9 @@ class WgslMath:
     fmod = staticmethod(lambda a, b: _call2("fmod", a, b))
     left_shift = staticmethod(lambda a, b: _call2("shl", a, b))
     right_shift = staticmethod(lambda a, b: _call2("shr", a, b))
+    # (nextafter_f32: the entry's own wgsl_lib)
+    nextafter = staticmethod(lambda a, b: Sym(f"nextafter_f32({as_f32(a).code}, "
+                                              f"{as_f32(b).code})", "f32"))
     copysign = staticmethod(lambda a, b: Sym(f"copysign_f32({as_f32(a).code}, "
                                              f"{as_f32(b).code})", "f32"))
     gcd = staticmethod(lambda a, b: _call2("gcd", a, b))
