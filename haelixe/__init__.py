@@ -87,6 +87,8 @@ from .ops import (  # noqa: E402,F401
     reduce,
     sampling,
     scatter_reduce,
+    scatter_views,
+    shape_compose,
     statistics,
     views,
 )

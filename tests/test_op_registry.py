@@ -876,6 +876,43 @@ OTHER.update({
                lambda x: torch.renorm(x, 2, 0, 1.5) + torch.renorm(x, 1, 1, 2.0)),
     "sgn": (lambda x: hx.sgn(x) * x + x.sgn(), lambda x: torch.sgn(x) * x + x.sgn()),
 })
+# (ops/scatter_views.py and ops/shape_compose.py: host positions, then index_copy or
+# index_add; unique_consecutive's runs on the host)
+OTHER.update({
+    "take": (lambda x: hx.take(x, _idx(x, [[0, -1, 7], [23, 5, 5]])),
+             lambda x: torch.take(x, torch.tensor([[0, -1, 7], [23, 5, 5]]))),
+    "put": (lambda x: x.put(_idx(x, [1, -1, 1]), x[0, :3], accumulate=True)
+            + hx.put(x, _idx(x, [4, 0]), x[1, 2:4]),
+            lambda x: x.put(torch.tensor([1, -1, 1]), x[0, :3], accumulate=True)
+            + torch.put(x, torch.tensor([4, 0]), x[1, 2:4])),
+    "index_put": (lambda x: hx.index_put(x, (_idx(x, [0, 3, 0]), _idx(x, [1])), x[1, :3],
+                                         accumulate=True)
+                  + x.index_put((_idx(x, [2, 1]),), x[0]),
+                  lambda x: torch.index_put(x, (torch.tensor([0, 3, 0]), torch.tensor([1])),
+                                            x[1, :3], accumulate=True)
+                  + x.index_put((torch.tensor([2, 1]),), x[0])),
+    "masked_scatter": (lambda x: hx.masked_scatter(x, x[0] > 0, x.flip(1)),
+                       lambda x: torch.masked_scatter(x, x[0] > 0, x.flip(1))),
+    "slice_scatter": (lambda x: hx.slice_scatter(x, x[:, :2].flip(0), 1, 1, None, 3),
+                      lambda x: torch.slice_scatter(x, x[:, :2].flip(0), 1, 1, None, 3)),
+    "select_scatter": (lambda x: hx.select_scatter(x, x[0] * 2, 0, -1),
+                       lambda x: torch.select_scatter(x, x[0] * 2, 0, -1)),
+    "diagonal_scatter": (lambda x: hx.diagonal_scatter(x, x[0, :4], 1),
+                         lambda x: torch.diagonal_scatter(x, x[0, :4], 1)),
+    "fliplr": (lambda x: hx.fliplr(x), lambda x: torch.fliplr(x)),
+    "flipud": (lambda x: x.flipud(), lambda x: x.flipud()),
+    "diagflat": (lambda x: hx.diagflat(x[:2], -1), lambda x: torch.diagflat(x[:2], -1)),
+    "split_with_sizes": (lambda x: x.split_with_sizes([1, 0, 5], 1)[2],
+                         lambda x: x.split_with_sizes([1, 0, 5], 1)[2]),
+    "sum_to_size": (lambda x: x.sum_to_size(1, 6) + x[:1].sum_to_size(6),
+                    lambda x: x.sum_to_size(1, 6) + x[:1].sum_to_size(6)),
+    "unique_consecutive": (lambda x: hx.cat([
+        hx.unique_consecutive((x > 0).int(), return_counts=True)[1],
+        hx.unique_consecutive((x > 0).int(), return_inverse=True, dim=1)[1]]),
+        lambda x: torch.cat([
+            torch.unique_consecutive((x > 0).int(), return_counts=True)[1],
+            torch.unique_consecutive((x > 0).int(), return_inverse=True, dim=1)[1]])),
+})
 #: ops whose result is float64, which the GPU does not hold (it refuses, naming the op)
 FLOAT64_RESULTS = {"float_power"}
 
@@ -1028,7 +1065,7 @@ DIFF_OTHER = [n for n in SPEC_OPS
               if n not in ("argmax", "argmin", "all", "any", "argsort", "to", "nonzero",
                            "unique", "isclose", "count_nonzero", "argwhere", "vander",
                            "searchsorted", "bucketize", "bincount", "histc", "histogram",
-                           "isin")]
+                           "isin", "unique_consecutive")]
 
 
 @pytest.mark.parametrize("name", DIFF_OTHER)

@@ -62,6 +62,13 @@ TABLE = {
     ("inplace", "bernoulli"): "(self, p=0.5, *, generator=None)",
     # (its docstring names them dividend and divisor; it binds input= and other=)
     ("function", "true_divide"): "(input, other)",
+    # (torch.unique_consecutive is (*args, **kwargs); Tensor.unique_consecutive's own)
+    ("function", "unique_consecutive"): "(input, return_inverse=False, return_counts=False, "
+                                        "dim=None)",
+    # (Tensor.put's docstring names input too, Tensor.masked_scatter's source "tensor";
+    # both bind these keywords)
+    ("method", "put"): "(self, index, source, accumulate=False)",
+    ("method", "masked_scatter"): "(self, mask, source)",
 }
 # (F.max_pool*d dispatch on return_indices: inspect sees *args, **kwargs; their docs'
 # signature)
