@@ -81,6 +81,7 @@ from .ops import (  # noqa: E402,F401
     gamma_sampling,
     indexing,
     inplace,
+    inplace_forms,
     linalg_toplevel,
     ordering,
     pooling,

@@ -89,8 +89,6 @@ HAND_WRITTEN_DIFFERENCES = {
     "argmax": {'function', 'method'},
     "as_strided": {'inplace'},
     "clone": {'function', 'method'},
-    "cumprod": {'inplace'},
-    "cumsum": {'inplace'},
     "einsum": {'function'},
     "flip": {'function', 'method'},
     "log_softmax": {'functional'},
@@ -107,11 +105,7 @@ HAND_WRITTEN_DIFFERENCES = {
     "std": {'function', 'method'},
     "sum": {'function', 'method'},
     "to": {'method'},
-    "transpose": {'inplace'},
-    "tril": {'inplace'},
-    "triu": {'inplace'},
     "unique": {'function', 'method'},
-    "unsqueeze": {'inplace'},
     "var": {'function', 'method'},
 }
 

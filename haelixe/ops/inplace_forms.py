@@ -1,0 +1,115 @@
+"""The in-place forms PyTorch's Tensor has of ops declared elsewhere: the view ops
+(unsqueeze_, squeeze_, t_, transpose_: the tensor itself takes the view's layout), the
+scans and triangles (cumsum_, cumprod_, tril_, triu_) and the comparisons and logical
+ops (eq_ ... logical_not_: the bool result written in the tensor's own dtype)."""
+
+from __future__ import annotations
+
+from ..tensor import Tensor
+from .arranging import view_in_place
+from .composite import _in_place
+from .registry import OPS, tensor_method
+
+
+# -- view ops: the tensor takes the view's layout ----------------------------------------------
+@tensor_method(name="unsqueeze_")
+def unsqueeze_(input, dim):  # noqa: A002 (PyTorch's names)
+    """unsqueeze_(dim) -> Tensor
+
+    In place: this tensor gains a dim of size 1 at ``dim`` (its memory untouched)."""
+    return view_in_place(input, lambda t: t.unsqueeze(dim), "unsqueeze_")
+
+
+@tensor_method(name="squeeze_")
+def squeeze_(input, dim=None):  # noqa: A002
+    """squeeze_(dim=None) -> Tensor
+
+    In place: this tensor loses its dims of size 1 (those of ``dim``, an int or a tuple,
+    where given)."""
+    return view_in_place(input, lambda t: t.squeeze() if dim is None else t.squeeze(dim),
+                         "squeeze_")
+
+
+@tensor_method(name="transpose_")
+def transpose_(input, dim0, dim1):  # noqa: A002
+    """transpose_(dim0, dim1) -> Tensor
+
+    In place: this tensor becomes its view with dims dim0 and dim1 swapped."""
+    return view_in_place(input, lambda t: t.transpose(dim0, dim1), "transpose_")
+
+
+@tensor_method(name="t_")
+def t_(input):  # noqa: A002
+    """t_() -> Tensor
+
+    In place: this tensor (at most 2-D) becomes its transpose."""
+    return view_in_place(input, lambda t: t.t(), "t_")
+
+
+# -- scans and triangles: the result written into the tensor's memory --------------------------
+@tensor_method(name="cumsum_")
+def cumsum_(input, dim, *, dtype=None):  # noqa: A002
+    """cumsum_(dim, *, dtype=None) -> Tensor
+
+    In-place cumsum (an integer tensor keeps its dtype; dtype= must be its own)."""
+    _own_dtype("cumsum_", input, dtype)
+    return _in_place(input, "cumsum", lambda x: x.cumsum(dim))
+
+
+@tensor_method(name="cumprod_")
+def cumprod_(input, dim, *, dtype=None):  # noqa: A002
+    """cumprod_(dim, *, dtype=None) -> Tensor
+
+    In-place cumprod (an integer tensor keeps its dtype; dtype= must be its own)."""
+    _own_dtype("cumprod_", input, dtype)
+    return _in_place(input, "cumprod", lambda x: x.cumprod(dim))
+
+
+def _own_dtype(op, x, dtype):
+    if dtype is not None and dtype is not x.dtype:
+        raise RuntimeError(f"{op}: bad in-place call: the tensor's dtype {x.dtype.name} and "
+                           f"the output dtype {getattr(dtype, 'name', dtype)} should match; "
+                           f"use the out-of-place {op[:-1]}(dtype=...)")
+
+
+@tensor_method(name="tril_")
+def tril_(input, diagonal=0):  # noqa: A002
+    """tril_(diagonal=0) -> Tensor
+
+    In-place tril: the elements above the ``diagonal``-th diagonal set to 0."""
+    return _in_place(input, "tril", lambda x: x.tril(diagonal))
+
+
+@tensor_method(name="triu_")
+def triu_(input, diagonal=0):  # noqa: A002
+    """triu_(diagonal=0) -> Tensor
+
+    In-place triu: the elements below the ``diagonal``-th diagonal set to 0."""
+    return _in_place(input, "triu", lambda x: x.triu(diagonal))
+
+
+# -- comparisons and logical ops: True and False written as 1 and 0 of the tensor's dtype -------
+def _comparison_in_place(name):
+    decl = OPS[name]
+
+    def method(self, other):
+        operand = other if isinstance(other, Tensor) else None
+        return _in_place(self, name, lambda x: decl.apply(x, other), operand)
+
+    method.__name__ = method.__qualname__ = name + "_"
+    method.__doc__ = (f"{name}_(other) -> Tensor\n\nIn-place {name}: the result (True or "
+                      f"False) written into this tensor as its dtype's 1 or 0.")
+    return method
+
+
+for _name in ("eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or",
+              "logical_xor"):
+    setattr(Tensor, _name + "_", _comparison_in_place(_name))
+
+
+@tensor_method(name="logical_not_")
+def logical_not_(input):  # noqa: A002
+    """logical_not_() -> Tensor
+
+    In-place logical_not: 1 where this tensor is 0, else 0, in its own dtype."""
+    return _in_place(input, "logical_not", lambda x: OPS["logical_not"].apply(x))
