@@ -68,8 +68,8 @@ from .layout import Size  # noqa: E402,F401  (torch.Size)
 from .ops import (  # noqa: E402,F401
     arranging,
     bilinear,
-    blas,
     binning,
+    blas,
     calculus,
     composite,
     conv,
@@ -82,6 +82,7 @@ from .ops import (  # noqa: E402,F401
     indexing,
     inplace,
     inplace_forms,
+    linalg_legacy,
     linalg_toplevel,
     ordering,
     pooling,
@@ -92,6 +93,7 @@ from .ops import (  # noqa: E402,F401
     shape_compose,
     statistics,
     views,
+    window_functions,
 )
 from .ops import linalg as _matmul_module  # noqa: F401  (matmul, bmm, mm, outer)
 from .ops.convert import EXPORTED_LEGACY as _EXPORTED_LEGACY

@@ -1008,6 +1008,16 @@ OTHER.update({
 })
 
 
+# (the factor of x x^T + 4 I, lower or upper; torch's solve of it as the reference)
+OTHER.update({
+    "cholesky_solve": tuple(lambda x, m=m: m.cholesky_solve(
+        x[:, :3], m.linalg.cholesky(x @ x.mT + 4 * m.eye(4, dtype=x.dtype, device=x.device)))
+        + m.cholesky_solve(x[:, 3:], m.linalg.cholesky(
+            x @ x.mT + 4 * m.eye(4, dtype=x.dtype, device=x.device), upper=True), True)
+        for m in (hx, torch)),
+    "cholesky_inverse": tuple(lambda x, m=m: m.cholesky_inverse(m.linalg.cholesky(
+        x @ x.mT + 4 * m.eye(4, dtype=x.dtype, device=x.device))) for m in (hx, torch)),
+})
 OTHER["chain_matmul"] = (_deprecated(lambda x: hx.chain_matmul(x, x.mT, x)),
                         _deprecated(lambda x: torch.chain_matmul(x, x.mT, x)))
 
