@@ -215,10 +215,13 @@ fn nextafter_f32(a: f32, b: f32) -> f32 {
     return bitcast<f32>(select(bits - 1u, bits + 1u, (b > a) == (a > 0.0)));
 }
 """
-elementwise("nextafter", lambda m, a, b: m.nextafter(a, b), dtypes="float_only",
+# (PyTorch's derivative: the step is taken as flat, so input's gradient passes through
+# and other's is zero)
+elementwise("nextafter", lambda m, a, b: m.nextafter(a, b),
+            grad=(lambda m, g: g, lambda m, g: g * 0.0), dtypes="float_only",
             cpu=np.nextafter, wgsl_lib=_NEXTAFTER_WGSL,
             doc="The next floating-point value after input toward other, elementwise "
-                "(in input's dtype); no gradient, as PyTorch's.")
+                "(in input's dtype); the gradient passes to input, as PyTorch's.")
 elementwise("hypot", lambda m, a, b: m.sqrt(a * a + b * b),
             grad=(lambda m, g, a, y: g * (a / y), lambda m, g, b, y: g * (b / y)),
             dtypes="float_only", cpu=np.hypot,

@@ -97,7 +97,12 @@ def unique_consecutive(input, return_inverse=False, return_counts=False, dim=Non
         change = rows[1:] != rows[:-1]
     else:
         d = layout.normalize_dim(dim, input.ndim, "unique_consecutive")
-        rows = np.moveaxis(host, d, 0).reshape(host.shape[d], -1)
+        rest = int(np.prod([s for i, s in enumerate(host.shape) if i != d]))
+        if rest == 0 and input.ndim > 1:  # (no slice to compare: PyTorch refuses)
+            raise OpError(f"unique_consecutive: shape {input.shape} has 0-sized dims other "
+                          f"than dim {d}, so there are no slices to compare; select the "
+                          f"0-sized dim or drop it first")
+        rows = np.moveaxis(host, d, 0).reshape(host.shape[d], rest)
         change = (rows[1:] != rows[:-1]).any(axis=1)
     n = rows.shape[0]
     starts = np.flatnonzero(np.concatenate([[True], change])) if n else \
