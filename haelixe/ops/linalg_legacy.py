@@ -1,5 +1,6 @@
 """torch's older linear-algebra names beside linalg_toplevel's: cholesky_solve and
-cholesky_inverse (two triangular solves, so their gradients are the solves'),
+cholesky_inverse (a solve and an inverse of L L^T, its factor's triangle read as LAPACK
+reads it, with PyTorch's gradients),
 frobenius_norm and nuclear_norm (deprecated: linalg's norms), trapz (trapezoid's older
 name) and matrix_rank, which PyTorch keeps only to say where it went."""
 
@@ -7,12 +8,11 @@ from __future__ import annotations
 
 import warnings
 
-from .. import creation
 from ..errors import OpError
 from ..tensor import Tensor
 from .calculus import trapezoid
 from .linalg_norms import matrix_norm, vector_norm
-from .linalg_triangular import solve_triangular
+from .linalg_solve import inv, solve
 from .registry import declare, function, tensor_method
 
 
@@ -35,10 +35,17 @@ def _cholesky_solve(B, L, upper, op):
     if B.dtype is not L.dtype:
         raise OpError(f"{op}: B ({B.dtype.name}) and the factor ({L.dtype.name}) must have "
                       f"the same dtype; convert one with .to(...)")
-    # A = L L^T (or U^T U): solve with the lower factor, then with its transpose
-    lower = L.mT if upper else L
-    y = solve_triangular(lower, B, upper=False)
-    return solve_triangular(lower.mT, y, upper=True)
+    return solve(_spd_of(L, upper), B)
+
+
+def _spd_of(L, upper):
+    """A = L L^T (or U^T U) from the factor's triangle alone, as LAPACK reads it, while
+    the gradient reaches every entry of the factor: PyTorch's derivative is that of
+    (L L^T)^-1 for the full matrix L (the other triangle's part added with value 0)."""
+    half = L.triu() if upper else L.tril()
+    other = L - L.detach()
+    full = half + (other.tril(-1) if upper else other.triu(1))
+    return full.mT @ full if upper else full @ full.mT
 
 
 @tensor_method(function=True)
@@ -60,8 +67,7 @@ def cholesky_inverse(L, upper=False, *, out=None):  # noqa: N803
     if out is not None:
         raise OpError("cholesky_inverse: out= is not supported; assign the result instead")
     _factor("cholesky_inverse", L)
-    eye = creation.eye(L.shape[-1], dtype=L.dtype, device=L.device)
-    return _cholesky_solve(eye.expand(L.shape), L, upper, "cholesky_inverse")
+    return inv(_spd_of(L, upper))
 
 
 @function

@@ -47,7 +47,7 @@ def _cosines(*coefficients):
 @function
 def hann_window(window_length, periodic=True, *, dtype=None, layout=None, device=None,
                 requires_grad=False):
-    """hann_window(window_length, periodic=True, *, dtype=None, layout=torch.strided, device=None, requires_grad=False) -> Tensor
+    """hann_window(window_length, periodic=True, ...) -> Tensor
 
     0.5 - 0.5 cos(2 pi n / (N - 1)) for n < window_length."""
     return _window("hann_window", window_length, periodic, dtype, device, requires_grad,
@@ -57,7 +57,7 @@ def hann_window(window_length, periodic=True, *, dtype=None, layout=None, device
 @function
 def hamming_window(window_length, periodic=True, alpha=0.54, beta=0.46, *, dtype=None,
                    layout=None, device=None, pin_memory=False, requires_grad=False):
-    """hamming_window(window_length, periodic=True, alpha=0.54, beta=0.46, *, dtype=None, layout=None, device=None, pin_memory=False, requires_grad=False) -> Tensor
+    """hamming_window(window_length, periodic=True, ...) -> Tensor
 
     alpha - beta cos(2 pi n / (N - 1)) for n < window_length."""
     return _window("hamming_window", window_length, periodic, dtype, device, requires_grad,
@@ -67,7 +67,7 @@ def hamming_window(window_length, periodic=True, alpha=0.54, beta=0.46, *, dtype
 @function
 def blackman_window(window_length, periodic=True, *, dtype=None, layout=None, device=None,
                     requires_grad=False):
-    """blackman_window(window_length, periodic=True, *, dtype=None, layout=torch.strided, device=None, requires_grad=False) -> Tensor
+    """blackman_window(window_length, periodic=True, ...) -> Tensor
 
     0.42 - 0.5 cos(2 pi n / (N - 1)) + 0.08 cos(4 pi n / (N - 1))."""
     return _window("blackman_window", window_length, periodic, dtype, device,
@@ -77,7 +77,7 @@ def blackman_window(window_length, periodic=True, *, dtype=None, layout=None, de
 @function
 def bartlett_window(window_length, periodic=True, *, dtype=None, layout=None, device=None,
                     requires_grad=False):
-    """bartlett_window(window_length, periodic=True, *, dtype=None, layout=torch.strided, device=None, requires_grad=False) -> Tensor
+    """bartlett_window(window_length, periodic=True, ...) -> Tensor
 
     The triangle 1 - |2 n / (N - 1) - 1| for n < window_length."""
     return _window("bartlett_window", window_length, periodic, dtype, device,
@@ -87,7 +87,7 @@ def bartlett_window(window_length, periodic=True, *, dtype=None, layout=None, de
 @function
 def kaiser_window(window_length, periodic=True, beta=12.0, *, dtype=None, layout=None,
                   device=None, requires_grad=False):
-    """kaiser_window(window_length, periodic=True, beta=12.0, *, dtype=None, layout=torch.strided, device=None, requires_grad=False) -> Tensor
+    """kaiser_window(window_length, periodic=True, ...) -> Tensor
 
     I0(beta sqrt(1 - (2 n / (N - 1) - 1)^2)) / I0(beta), I0 the modified Bessel function
     of order 0."""
