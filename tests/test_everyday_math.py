@@ -529,6 +529,40 @@ def test_deprecated_norms_trapz_and_removed_matrix_rank():
         hx.matrix_rank(h[0])
 
 
+def _same_histograms(got, want):
+    tol = 1e-6 if got.hist.dtype is hx.float32 else 1e-12  # (float32 edges: one ulp)
+    same(got.hist, want.hist, tol)
+    assert len(got.bin_edges) == len(want.bin_edges)
+    for g, w in zip(got.bin_edges, want.bin_edges):
+        same(g, w, tol)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_histogramdd_matches_pytorch(dtype):
+    x = arr(30, 2)
+    x[0] = [np.nan, 0.0]  # (not counted)
+    h, t = both(x, dtype)
+    hw, tw = both(RNG.random(30), dtype)
+    edges = [np.array([-1.0, 0.0, 2.0]), np.array([-3.0, 0.5, 1.0, 3.0])]
+    cases = [((h[1:], [3, 4]), (t[1:], [3, 4]), {}),
+             ((h, 3), (t, 3), {"range": [0.0, 1.0, -1.0, 1.0], "density": True}),
+             ((h, [2, 5]), (t, [2, 5]), {"range": [-1.0, 1.0, -2.0, 2.0], "weight": None}),
+             ((h, [hx.tensor(e, dtype=dtype) for e in edges]),
+              (t, [torch.tensor(e, dtype=getattr(torch, dtype)) for e in edges]), {})]
+    for hargs, targs, kw in cases:
+        _same_histograms(hx.histogramdd(*hargs, **kw), torch.histogramdd(*targs, **kw))
+    _same_histograms(hx.histogramdd(h[1:], [2, 5], weight=hw[1:]),
+                     torch.histogramdd(t[1:], [2, 5], weight=tw[1:]))
+    x3 = arr(2, 5, 3)
+    h3, t3 = both(x3, dtype)
+    _same_histograms(hx.histogramdd(h3.mT.mT, 2), torch.histogramdd(t3, 2))
+    _same_histograms(hx.histogramdd(h3[:, :0], 2), torch.histogramdd(t3[:, :0], 2))
+    with pytest.raises(RuntimeError, match="at least 2"):
+        hx.histogramdd(h[:, 0], 3)
+    with pytest.raises(RuntimeError, match="expected 2"):
+        hx.histogramdd(h, [2, 2, 2])
+
+
 # -- signal windows ------------------------------------------------------------------------------
 WINDOWS = ["hann_window", "hamming_window", "blackman_window", "bartlett_window",
            "kaiser_window"]

@@ -822,6 +822,12 @@ OTHER.update({
                                                              density=True).hist.sum(),
                   lambda x: x.histogram(5).hist + torch.histogram(x, x[0].sort().values,
                                                                   density=True).hist.sum()),
+    "histogramdd": (lambda x: hx.histogramdd(x.reshape(8, 3), [3, 2, 4]).hist
+                    + hx.histogramdd(x.reshape(12, 2), 2, weight=x[0, :1].expand(12),
+                                     density=True).hist.sum(),
+                    lambda x: torch.histogramdd(x.reshape(8, 3), [3, 2, 4]).hist
+                    + torch.histogramdd(x.reshape(12, 2), 2, weight=x[0, :1].expand(12),
+                                        density=True).hist.sum()),
     # (PyTorch's isin views its operands flat, and raises on expanded ones: its reference
     # reads contiguous copies, the same values)
     "isin": (lambda x: hx.isin(x, x[1:3, ::2]),
@@ -1075,7 +1081,7 @@ DIFF_OTHER = [n for n in SPEC_OPS
               if n not in ("argmax", "argmin", "all", "any", "argsort", "to", "nonzero",
                            "unique", "isclose", "count_nonzero", "argwhere", "vander",
                            "searchsorted", "bucketize", "bincount", "histc", "histogram",
-                           "isin", "unique_consecutive")]
+                           "isin", "unique_consecutive", "histogramdd")]
 
 
 @pytest.mark.parametrize("name", DIFF_OTHER)
