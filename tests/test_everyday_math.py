@@ -717,3 +717,36 @@ def test_compositions_on_the_gpu_equal_the_cpu(be):
         gpu = call(hx.tensor(x, device="gpu"))
         assert gpu.device.type == "gpu"
         np.testing.assert_allclose(gpu.cpu().numpy(), cpu.numpy(), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("shape,wrap", [((5, 3), True), ((5, 3), False), ((3, 5), True),
+                                        ((3, 3, 3), False), ((1, 1), False), ((0, 0), False)])
+def test_fill_diagonal_in_place(shape, wrap):
+    x = arr(*shape)
+    h, t = both(x)
+    assert h.fill_diagonal_(2.5, wrap=wrap) is h
+    same(h, t.fill_diagonal_(2.5, wrap=wrap))
+    hi, ti = both(np.zeros(shape), "int32")
+    same(hi.fill_diagonal_(2.7, wrap), ti.fill_diagonal_(2.7, wrap))
+    grads_match(lambda v: (v * 2).fill_diagonal_(0.5, wrap=wrap),
+                lambda v: (v * 2).fill_diagonal_(0.5, wrap=wrap), x)
+
+
+def test_fill_diagonal_refuses_what_pytorch_refuses():
+    with pytest.raises(RuntimeError, match="equal length"):
+        hx.zeros(2, 3, 3).fill_diagonal_(1.0)
+    with pytest.raises(RuntimeError, match="larger than 1"):
+        hx.zeros(3).fill_diagonal_(1.0)
+    with pytest.raises(RuntimeError, match="leaf"):
+        hx.zeros(2, 2, requires_grad=True).fill_diagonal_(1.0)
+
+
+def test_as_strided_in_place_takes_the_new_layout():
+    h, t = both(np.arange(12.0).reshape(3, 4))
+    h, t = h * 1, t * 1
+    h.as_strided_((2, 2), (1, 4), 1)
+    t.as_strided_((2, 2), (1, 4), 1)
+    same(h, t)
+    assert tuple(h.stride()) == tuple(t.stride()) == (1, 4)
+    grads_match(lambda v: (v * 3).as_strided_((2, 3), (1, 2)) * 2,
+                lambda v: (v * 3).as_strided_((2, 3), (1, 2)) * 2, arr(2, 3))

@@ -87,7 +87,6 @@ HAND_WRITTEN_DIFFERENCES = {
     "all": {'function', 'method'},
     "any": {'function', 'method'},
     "argmax": {'function', 'method'},
-    "as_strided": {'inplace'},
     "clone": {'function', 'method'},
     "einsum": {'function'},
     "flip": {'function', 'method'},

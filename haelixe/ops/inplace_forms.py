@@ -1,13 +1,20 @@
 """The in-place forms PyTorch's Tensor has of ops declared elsewhere: the view ops
-(unsqueeze_, squeeze_, t_, transpose_: the tensor itself takes the view's layout), the
-scans and triangles (cumsum_, cumprod_, tril_, triu_) and the comparisons and logical
-ops (eq_ ... logical_not_: the bool result written in the tensor's own dtype)."""
+(unsqueeze_, squeeze_, t_, transpose_, as_strided_: the tensor itself takes the view's
+layout), the scans and triangles (cumsum_, cumprod_, tril_, triu_), fill_diagonal_, and
+the comparisons and logical ops (eq_ ... logical_not_: the bool result written in the
+tensor's own dtype)."""
 
 from __future__ import annotations
 
+import numpy as np
+
+from ..dtype import bool_
+from ..errors import OpError
 from ..tensor import Tensor
 from .arranging import view_in_place
 from .composite import _in_place
+from .convert import as_tensor_like
+from .indexing import where
 from .registry import OPS, tensor_method
 
 
@@ -113,3 +120,40 @@ def logical_not_(input):  # noqa: A002
 
     In-place logical_not: 1 where this tensor is 0, else 0, in its own dtype."""
     return _in_place(input, "logical_not", lambda x: OPS["logical_not"].apply(x))
+
+
+@tensor_method(name="as_strided_")
+def as_strided_(input, size, stride, storage_offset=None):  # noqa: A002
+    """as_strided_(size, stride, storage_offset=None) -> Tensor
+
+    In place: this tensor becomes the view of its storage with that size, stride and
+    offset (its own offset when None)."""
+    return view_in_place(input, lambda t: t.as_strided(size, stride, storage_offset),
+                         "as_strided_")
+
+
+@tensor_method(name="fill_diagonal_")
+def fill_diagonal_(input, fill_value, wrap=False):  # noqa: A002
+    """fill_diagonal_(fill_value, wrap=False) -> Tensor
+
+    In place: the main diagonal (every dim's index equal) set to ``fill_value``; a tall
+    matrix with wrap=True starts again N + 1 rows further down, as numpy's."""
+    x = input
+    if x.ndim < 2:
+        raise OpError(f"fill_diagonal_: dimensions must be larger than 1, got shape "
+                      f"{x.shape}")
+    if x.ndim > 2 and len(set(x.shape)) != 1:
+        raise OpError(f"fill_diagonal_: all dimensions of input must be of equal length, "
+                      f"got shape {x.shape}")
+    mask = np.zeros(x.shape, bool)
+    np.fill_diagonal(mask, True, wrap=wrap)
+    where_mask = as_tensor_like(mask, x)
+    return _in_place(x, "fill_diagonal",
+                     lambda t: where(where_mask, _as_number(fill_value, x.dtype), t))
+
+
+def _as_number(value, dtype):
+    """fill_value as the tensor's dtype holds it (an int tensor truncates a float)."""
+    if isinstance(value, Tensor):
+        value = value.item()
+    return value if dtype.is_floating_point or dtype is bool_ else int(value)
