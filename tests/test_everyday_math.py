@@ -306,6 +306,40 @@ def test_unary_entries_gradients_and_in_place(name):
     same(getattr(hx, name)(z[0]), getattr(torch, name)(z[1]))
 
 
+@pytest.mark.parametrize("name", ["igamma", "igammac"])
+def test_incomplete_gamma_matches_pytorch(name):
+    a = np.concatenate([np.abs(arr(200)) * 4 + 1e-3, [0.5, 60.0, 700.0, 3.0, 0.01, 1.0]])
+    x = np.concatenate([np.abs(arr(200)) * 6, [1e-6, 55.0, 720.0, 40.0, 30.0, 1.0]])
+    (ha, ta), (hx_, tx) = both(a), both(x)
+    same(getattr(hx, name)(ha, hx_), getattr(torch, name)(ta, tx), 1e-9)
+    edges_a = np.array([0.0, 0.0, 1.0, -1.0, 2.0, np.inf, np.inf, 2.0, np.nan, 1.0])
+    edges_x = np.array([0.0, 1.0, 0.0, 1.0, -1.0, 1.0, np.inf, np.inf, 1.0, np.nan])
+    (ea, tea), (ex, tex) = both(edges_a), both(edges_x)
+    same(getattr(hx, name)(ea, ex), getattr(torch, name)(tea, tex))
+    for dtype in ("float32", "float16", "bfloat16"):
+        (la, lta), (lx, ltx) = both(a[:20], dtype), both(x[:20], dtype)
+        same(getattr(hx, name)(la, lx), getattr(torch, name)(lta, ltx),
+             {"float32": 2e-6, "float16": 2e-3, "bfloat16": 1e-2}[dtype])
+    with pytest.raises(TypeError):
+        getattr(hx, name)(hx.ones(2, dtype="int32"), hx.ones(2, dtype="int32"))
+
+
+@pytest.mark.parametrize("name", ["igamma", "igammac"])
+def test_incomplete_gamma_gradient_is_in_other_alone(name):
+    a = np.abs(arr(3, 4)) + 0.3
+    grads_match(lambda x: getattr(hx, name)(hx.tensor(a), x),
+                lambda x: getattr(torch, name)(torch.tensor(a), x), np.abs(arr(3, 4)) + 0.1)
+    shape = hx.tensor(a, requires_grad=True)
+    with pytest.raises(NotImplementedError, match="not implemented"):
+        getattr(hx, name)(shape, hx.ones(3, 4, dtype="float64")).sum().backward()
+    special = {"igamma": hx.special.gammainc, "igammac": hx.special.gammaincc}[name]
+    assert special is getattr(hx, name)
+    h, t = both(a)
+    getattr(h, name + "_")(h * 2)
+    getattr(t, name + "_")(t * 2)
+    same(h, t)
+
+
 # -- writes into copies ----------------------------------------------------------------------
 def test_take_reads_the_flat_input_with_negative_indices():
     x = arr(3, 4)
@@ -706,6 +740,8 @@ def test_compositions_on_the_gpu_equal_the_cpu(be):
         lambda m: hx.renorm(m, 2, 0, 1.0),
         lambda m: hx.fmax(m, m.flip(1)) + hx.logaddexp2(m, m.flip(0)) + hx.frac(m * 3),
         lambda m: hx.nextafter(m, m.flip(0)) - m,
+        lambda m: hx.igamma(m.abs() + 0.5, m.flip(0).abs() * 3)
+        + hx.igammac(m.abs() * 4 + 0.5, m.flip(1).abs() + 0.25),
         lambda m: hx.index_put(m, (hx.tensor([0, 2], device=m.device),), m[1],
                                accumulate=True),
         lambda m: hx.diagonal_scatter(m, m[0, :3], 1) + hx.take(m, hx.tensor(

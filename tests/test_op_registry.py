@@ -41,7 +41,7 @@ TORCH_NAME = {
 #: inputs that keep the op in its domain (positive for logs and roots, nonzero divisors
 #: for the integer divisions PyTorch refuses by zero)
 POSITIVE = {"log", "log2", "log10", "log1p", "sqrt", "rsqrt", "pow", "floor_divide",
-            "remainder", "fmod", "xlogy", "entr", "xlog1py", "zeta"}
+            "remainder", "fmod", "xlogy", "entr", "xlog1py", "zeta", "igamma", "igammac"}
 #: float inputs inside (-1, 1) for the inverse sine, cosine, tanh and erf, above 1 for acosh
 #: (outside, both sides give NaN: the forward checks compare those too, the gradients
 #: would compare nothing)
@@ -49,7 +49,7 @@ UNIT, ABOVE_ONE = {"asin", "acos", "atanh", "erfinv"}, {"acosh"}
 #: float inputs inside (0, 1) (ndtri, a quantile), above 1 for the first (zeta's exponent)
 PROBABILITY, FIRST_ABOVE_ONE = {"ndtri"}, {"zeta"}
 #: the inputs PyTorch has no derivative for (its backward raises): held without grad
-NO_GRAD_INPUTS = {"zeta": {0}}
+NO_GRAD_INPUTS = {"zeta": {0}, "igamma": {0}, "igammac": {0}}
 ELEMENTWISE = {n: d for n, d in OPS.items() if isinstance(d, Elementwise)}
 DTYPES = ["float32", "float64", "bfloat16", "float16", "int32", "int64", "bool", "uint8",
           "int8", "int16"]

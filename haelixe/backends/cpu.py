@@ -15,7 +15,7 @@ from .. import layout
 from ..device import CPU
 from ..dtype import LOW_FLOATS_NP, from_numpy
 from ..storage import Storage, StorageAlias
-from . import bessel_math, cpu_jit, error_math, special_math, threads, tuning
+from . import bessel_math, cpu_jit, error_math, gamma_incomplete, special_math, threads, tuning
 from .base import K_ADD, Backend, Kernel
 from .cpu_graph import CpuGraph, recording_here
 
@@ -95,6 +95,8 @@ class NumpyMath:
     lgamma, digamma = staticmethod(special_math.lgamma), staticmethod(special_math.digamma)
     polygamma, erfinv = staticmethod(special_math.polygamma), staticmethod(special_math.erfinv)
     zeta = staticmethod(special_math.zeta)
+    gammainc = staticmethod(gamma_incomplete.gammainc)
+    gammaincc = staticmethod(gamma_incomplete.gammaincc)
     erfc, erfcx = staticmethod(error_math.erfc), staticmethod(error_math.erfcx)
     ndtr, log_ndtr = staticmethod(error_math.ndtr), staticmethod(error_math.log_ndtr)
     ndtri = staticmethod(error_math.ndtri)

@@ -23,6 +23,7 @@ from .registry import (
     FUNCTIONS,
     OPS,
     REQUIRED,
+    SPECIAL,
     declare,
     elementwise,
     function,
@@ -513,6 +514,78 @@ elementwise("zeta", lambda m, x, q: m.zeta(x, q),
             dtypes="float_wide", special=True, method=False, inplace=False,
             doc="The Hurwitz zeta function, the sum over k >= 0 of (other + k) ** -input, "
                 "elementwise (broadcast); differentiable in other only, as PyTorch's.")
+
+
+def _no_a_derivative(op):
+    def refuse(m, g, a):
+        raise OpNotImplementedError(
+            f"{op}: the derivative with respect to input (the shape a) is not implemented "
+            f"(as in PyTorch); pass input.detach() to differentiate with respect to other "
+            f"(x) alone")
+    return refuse
+
+
+_IGAMMA_WGSL = """
+fn igamma_f32(a: f32, x: f32, lg: f32, upper: bool) -> f32 {
+    let nan = bitcast<f32>(0x7fc00000u);
+    let one = select(1.0, 0.0, upper);
+    if (a != a || x != x || a < 0.0 || x < 0.0) { return nan; }
+    if (a == 0.0) { return select(nan, one, x > 0.0); }
+    if (x == 0.0) { return 1.0 - one; }
+    if (x - x != 0.0) { return select(one, nan, a - a != 0.0); }
+    if (a - a != 0.0) { return 1.0 - one; }
+    let pre = exp(a * log(x) - x - lg);
+    if (x < a + 1.0) {
+        var term = 1.0 / a;
+        var total = term;
+        for (var n = 1; n < 1000; n++) {
+            term = term * x / (a + f32(n));
+            total = total + term;
+            if (abs(term) <= abs(total) * 1e-8) { break; }
+        }
+        let p = total * pre;
+        return select(p, 1.0 - p, upper);
+    }
+    var b = x + 1.0 - a;
+    var c = 1e30;
+    var d = 1.0 / b;
+    var h = d;
+    for (var i = 1; i < 1000; i++) {
+        let an = -f32(i) * (f32(i) - a);
+        b = b + 2.0;
+        d = an * d + b;
+        if (abs(d) < 1e-30) { d = 1e-30; }
+        c = b + an / c;
+        if (abs(c) < 1e-30) { c = 1e-30; }
+        d = 1.0 / d;
+        let delta = d * c;
+        h = h * delta;
+        if (abs(delta - 1.0) <= 1e-7) { break; }
+    }
+    let q = h * pre;
+    return select(1.0 - q, q, upper);
+}
+"""
+
+
+def _igamma_density(m, a, x):
+    """x^(a-1) e^-x / Gamma(a): P's derivative in x."""
+    return m.exp((a - 1.0) * m.log(x) - x - m.lgamma(a))
+
+
+# P(a, x) and Q(a, x) = 1 - P: torch.igamma / igammac, torch.special.gammainc / gammaincc
+for _name, _sign in (("igamma", 1.0), ("igammac", -1.0)):
+    elementwise(_name, (lambda f: lambda m, a, x: getattr(m, f)(a, x))(
+                    "gammainc" if _sign > 0 else "gammaincc"),
+                grad=(_no_a_derivative(_name),
+                      (lambda s: lambda m, g, a, x: g * s * _igamma_density(m, a, x))(_sign)),
+                dtypes="float_only", wgsl_lib=_IGAMMA_WGSL,
+                doc=("The regularized lower incomplete gamma function P(input, other), "
+                     "elementwise; differentiable in other only, as PyTorch's."
+                     if _sign > 0 else
+                     "The regularized upper incomplete gamma function Q(input, other) = "
+                     "1 - P, elementwise; differentiable in other only, as PyTorch's."))
+SPECIAL["gammainc"], SPECIAL["gammaincc"] = FUNCTIONS["igamma"], FUNCTIONS["igammac"]
 # (the kernel of polygamma, whose surfaces are below: PyTorch's function takes n first,
 # polygamma(n, input), and its methods x.polygamma(n), x.polygamma_(n), which one entry's
 # surfaces cannot be; n=1 is for the registry's tests, which call it with the input alone)

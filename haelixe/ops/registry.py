@@ -42,7 +42,7 @@ import numpy as np
 from .. import layout
 from ..autograd.function import SINK, Function, record, wrap_grads
 from ..autograd.mode import STATE
-from ..backends import bessel_math, error_math, special_math
+from ..backends import bessel_math, error_math, gamma_incomplete, special_math
 from ..backends.base import Kernel
 from ..dtype import (
     ALL,
@@ -429,7 +429,7 @@ _SCALAR_MATH = {
     "copysign": math.copysign, "nextafter": math.nextafter,
     "asin": math.asin, "acos": math.acos, "asinh": math.asinh, "acosh": math.acosh,
     "atanh": math.atanh, **special_math.SCALAR, **error_math.SCALAR,
-    **bessel_math.SCALAR,
+    **bessel_math.SCALAR, **gamma_incomplete.SCALAR,
 }
 
 
