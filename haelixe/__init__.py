@@ -83,6 +83,7 @@ from .ops import (  # noqa: E402,F401
     arranging,
     bilinear,
     binning,
+    blas,
     calculus,
     composite,
     conv,
@@ -96,7 +97,9 @@ from .ops import (  # noqa: E402,F401
     indexing,
     inplace,
     inplace_compare,
+    inplace_forms,
     inplace_functions,
+    linalg_legacy,
     linalg_toplevel,
     ordering,
     pooling,
@@ -105,11 +108,14 @@ from .ops import (  # noqa: E402,F401
     reduce,
     sampling,
     scatter_reduce,
+    scatter_views,
+    shape_compose,
     shape_helpers,
     statistics,
     tensor_legacy,
     tensor_memory,
     views,
+    window_functions,
 )
 from .ops import linalg as _matmul_module  # noqa: F401  (matmul, bmm, mm, outer)
 from .ops.convert import EXPORTED_LEGACY as _EXPORTED_LEGACY

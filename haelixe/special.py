@@ -1,10 +1,11 @@
 """hx.special: PyTorch's torch.special (``import torch.special`` resolves here under
 Haelixe's torch alias). Its functions are Haelixe's own elementwise ops and reductions,
 under torch.special's names: ``expit`` is ``hx.sigmoid``, ``gammaln`` is ``hx.lgamma``,
-``psi`` is ``hx.digamma``, ``multigammaln`` is ``hx.mvlgamma``; the rest share their
-names with ``hx``'s, or (erfcx, ndtr, log_ndtr, ndtri, i0e, i1, i1e, entr, xlog1py, zeta,
-bessel_j0, bessel_j1: PyTorch has them in torch.special alone) are elementwise ops
-declared with ``special=True``. Each is the same function, so values, gradients and
+``psi`` is ``hx.digamma``, ``multigammaln`` is ``hx.mvlgamma``, ``gammainc`` and
+``gammaincc`` are ``hx.igamma`` and ``hx.igammac``; the rest share their names with
+``hx``'s, or (erfcx, ndtr, log_ndtr, ndtri, i0e, i1, i1e, entr, xlog1py, zeta, bessel_j0,
+bessel_j1: PyTorch has them in torch.special alone) are elementwise ops declared with
+``special=True``. Each is the same function, so values, gradients and
 devices are those of the op.
 
     import haelixe as hx
@@ -39,10 +40,12 @@ erfcx, ndtr, log_ndtr, ndtri = (_SPECIAL[n] for n in ("erfcx", "ndtr", "log_ndtr
 i0e, i1, i1e = _SPECIAL["i0e"], _SPECIAL["i1"], _SPECIAL["i1e"]
 bessel_j0, bessel_j1 = _SPECIAL["bessel_j0"], _SPECIAL["bessel_j1"]
 entr, xlog1py, zeta = _SPECIAL["entr"], _SPECIAL["xlog1py"], _SPECIAL["zeta"]
+gammainc, gammaincc = _SPECIAL["gammainc"], _SPECIAL["gammaincc"]  # (igamma, igammac)
 
 __all__ = ["bessel_j0", "bessel_j1", "digamma", "entr", "erf", "erfc", "erfcx", "erfinv",
-           "exp2", "expit", "expm1", "gammaln", "i0", "i0e", "i1", "i1e", "log1p",
-           "log_ndtr", "log_softmax", "logit", "logsumexp", "multigammaln", "ndtr", "ndtri",
+           "exp2", "expit", "expm1", "gammainc", "gammaincc", "gammaln", "i0", "i0e", "i1",
+           "i1e", "log1p", "log_ndtr", "log_softmax", "logit", "logsumexp", "multigammaln",
+           "ndtr", "ndtri",
            "polygamma", "psi", "round", "sinc", "softmax", "xlog1py", "xlogy", "zeta"]
 
 #: torch.special's functions Haelixe does not have, with what to write instead

@@ -41,7 +41,7 @@ TORCH_NAME = {
 #: inputs that keep the op in its domain (positive for logs and roots, nonzero divisors
 #: for the integer divisions PyTorch refuses by zero)
 POSITIVE = {"log", "log2", "log10", "log1p", "sqrt", "rsqrt", "pow", "floor_divide",
-            "remainder", "fmod", "xlogy", "entr", "xlog1py", "zeta"}
+            "remainder", "fmod", "xlogy", "entr", "xlog1py", "zeta", "igamma", "igammac"}
 #: float inputs inside (-1, 1) for the inverse sine, cosine, tanh and erf, above 1 for acosh
 #: (outside, both sides give NaN: the forward checks compare those too, the gradients
 #: would compare nothing)
@@ -49,7 +49,7 @@ UNIT, ABOVE_ONE = {"asin", "acos", "atanh", "erfinv"}, {"acosh"}
 #: float inputs inside (0, 1) (ndtri, a quantile), above 1 for the first (zeta's exponent)
 PROBABILITY, FIRST_ABOVE_ONE = {"ndtri"}, {"zeta"}
 #: the inputs PyTorch has no derivative for (its backward raises): held without grad
-NO_GRAD_INPUTS = {"zeta": {0}}
+NO_GRAD_INPUTS = {"zeta": {0}, "igamma": {0}, "igammac": {0}}
 ELEMENTWISE = {n: d for n, d in OPS.items() if isinstance(d, Elementwise)}
 DTYPES = ["float32", "float64", "bfloat16", "float16", "int32", "int64", "bool", "uint8",
           "int8", "int16"]
@@ -822,6 +822,12 @@ OTHER.update({
                                                              density=True).hist.sum(),
                   lambda x: x.histogram(5).hist + torch.histogram(x, x[0].sort().values,
                                                                   density=True).hist.sum()),
+    "histogramdd": (lambda x: hx.histogramdd(x.reshape(8, 3), [3, 2, 4]).hist
+                    + hx.histogramdd(x.reshape(12, 2), 2, weight=x[0, :1].expand(12),
+                                     density=True).hist.sum(),
+                    lambda x: torch.histogramdd(x.reshape(8, 3), [3, 2, 4]).hist
+                    + torch.histogramdd(x.reshape(12, 2), 2, weight=x[0, :1].expand(12),
+                                        density=True).hist.sum()),
     # (PyTorch's isin views its operands flat, and raises on expanded ones: its reference
     # reads contiguous copies, the same values)
     "isin": (lambda x: hx.isin(x, x[1:3, ::2]),
@@ -864,6 +870,75 @@ OTHER.update({
     "pdist": (lambda x: hx.pdist(x) + hx.pdist(x, 1.5).sum() + hx.pdist(x, float("inf")),
               _in_float32_where_refused(lambda x: torch.pdist(x) + torch.pdist(x, 1.5).sum()
                                         + torch.pdist(x, float("inf")))),
+})
+# (ops/blas.py: products composed of matmul; integers truncate beta and alpha, bool
+# refused but by addr, as PyTorch's)
+OTHER.update({
+    "addmm": (lambda x: hx.addmm(x[0, :4], x, x.mT, beta=2, alpha=3),
+              lambda x: torch.addmm(x[0, :4], x, x.mT, beta=2, alpha=3)),
+    "addmv": (lambda x: hx.addmv(x[:, 0], x, x[1], alpha=2),
+              lambda x: torch.addmv(x[:, 0], x, x[1], alpha=2)),
+    "addr": (lambda x: hx.addr(x.mT, x[0], x[:, 1], beta=2),
+             lambda x: torch.addr(x.mT, x[0], x[:, 1], beta=2)),
+    "baddbmm": (lambda x: hx.baddbmm(x[0, :2], x.reshape(2, 2, 6), x.flip(0).reshape(2, 6, 2),
+                                     alpha=-1),
+                lambda x: torch.baddbmm(x[0, :2], x.reshape(2, 2, 6),
+                                        x.flip(0).reshape(2, 6, 2), alpha=-1)),
+    "addbmm": (lambda x: hx.addbmm(x[:2, :2], x.reshape(2, 2, 6), x.flip(0).reshape(2, 6, 2),
+                                   beta=3),
+               lambda x: torch.addbmm(x[:2, :2], x.reshape(2, 2, 6),
+                                      x.flip(0).reshape(2, 6, 2), beta=3)),
+    "addcmul": (lambda x: hx.addcmul(x, x.flip(0), x[0], value=2),
+                lambda x: torch.addcmul(x, x.flip(0), x[0], value=2)),
+    "addcdiv": (lambda x: hx.addcdiv(x, x.flip(0), x[0] * x[0] + 1, value=-2),
+                lambda x: torch.addcdiv(x, x.flip(0), x[0] * x[0] + 1, value=-2)),
+    "dot": (lambda x: hx.dot(x[0], x[1]), lambda x: torch.dot(x[0], x[1])),
+    "vdot": (lambda x: hx.vdot(x[:, 0], x[:, 2]), lambda x: torch.vdot(x[:, 0], x[:, 2])),
+    "mv": (lambda x: hx.mv(x, x[1]), lambda x: torch.mv(x, x[1])),
+    "inner": (lambda x: hx.inner(x, x[:3]), lambda x: torch.inner(x, x[:3])),
+    "ger": (lambda x: hx.ger(x[0], x[:, 1]), lambda x: torch.ger(x[0], x[:, 1])),
+    "dist": (lambda x: hx.dist(x, x[0], 3) + hx.dist(x, x.flip(0)),
+             lambda x: torch.dist(x, x[0], 3) + torch.dist(x, x.flip(0))),
+    "renorm": (lambda x: hx.renorm(x, 2, 0, 1.5) + hx.renorm(x, 1, 1, 2.0),
+               lambda x: torch.renorm(x, 2, 0, 1.5) + torch.renorm(x, 1, 1, 2.0)),
+    "sgn": (lambda x: hx.sgn(x) * x + x.sgn(), lambda x: torch.sgn(x) * x + x.sgn()),
+})
+# (ops/scatter_views.py and ops/shape_compose.py: host positions, then index_copy or
+# index_add; unique_consecutive's runs on the host)
+OTHER.update({
+    "take": (lambda x: hx.take(x, _idx(x, [[0, -1, 7], [23, 5, 5]])),
+             lambda x: torch.take(x, torch.tensor([[0, -1, 7], [23, 5, 5]]))),
+    "put": (lambda x: x.put(_idx(x, [1, -1, 1]), x[0, :3], accumulate=True)
+            + hx.put(x, _idx(x, [4, 0]), x[1, 2:4]),
+            lambda x: x.put(torch.tensor([1, -1, 1]), x[0, :3], accumulate=True)
+            + torch.put(x, torch.tensor([4, 0]), x[1, 2:4])),
+    "index_put": (lambda x: hx.index_put(x, (_idx(x, [0, 3, 0]), _idx(x, [1])), x[1, :3],
+                                         accumulate=True)
+                  + x.index_put((_idx(x, [2, 1]),), x[0]),
+                  lambda x: torch.index_put(x, (torch.tensor([0, 3, 0]), torch.tensor([1])),
+                                            x[1, :3], accumulate=True)
+                  + x.index_put((torch.tensor([2, 1]),), x[0])),
+    "masked_scatter": (lambda x: hx.masked_scatter(x, x[0] > 0, x.flip(1)),
+                       lambda x: torch.masked_scatter(x, x[0] > 0, x.flip(1))),
+    "slice_scatter": (lambda x: hx.slice_scatter(x, x[:, :2].flip(0), 1, 1, None, 3),
+                      lambda x: torch.slice_scatter(x, x[:, :2].flip(0), 1, 1, None, 3)),
+    "select_scatter": (lambda x: hx.select_scatter(x, x[0] * 2, 0, -1),
+                       lambda x: torch.select_scatter(x, x[0] * 2, 0, -1)),
+    "diagonal_scatter": (lambda x: hx.diagonal_scatter(x, x[0, :4], 1),
+                         lambda x: torch.diagonal_scatter(x, x[0, :4], 1)),
+    "fliplr": (lambda x: hx.fliplr(x), lambda x: torch.fliplr(x)),
+    "flipud": (lambda x: x.flipud(), lambda x: x.flipud()),
+    "diagflat": (lambda x: hx.diagflat(x[:2], -1), lambda x: torch.diagflat(x[:2], -1)),
+    "split_with_sizes": (lambda x: x.split_with_sizes([1, 0, 5], 1)[2],
+                         lambda x: x.split_with_sizes([1, 0, 5], 1)[2]),
+    "sum_to_size": (lambda x: x.sum_to_size(1, 6) + x[:1].sum_to_size(6),
+                    lambda x: x.sum_to_size(1, 6) + x[:1].sum_to_size(6)),
+    "unique_consecutive": (lambda x: hx.cat([
+        hx.unique_consecutive((x > 0).int(), return_counts=True)[1],
+        hx.unique_consecutive((x > 0).int(), return_inverse=True, dim=1)[1]]),
+        lambda x: torch.cat([
+            torch.unique_consecutive((x > 0).int(), return_counts=True)[1],
+            torch.unique_consecutive((x > 0).int(), return_inverse=True, dim=1)[1]])),
 })
 #: ops whose result is float64, which the GPU does not hold (it refuses, naming the op)
 FLOAT64_RESULTS = {"float_power"}
@@ -960,6 +1035,20 @@ OTHER.update({
 })
 
 
+# (the factor of x x^T + 4 I, lower or upper; torch's solve of it as the reference)
+OTHER.update({
+    "cholesky_solve": tuple(lambda x, m=m: m.cholesky_solve(
+        x[:, :3], m.linalg.cholesky(x @ x.mT + 4 * m.eye(4, dtype=x.dtype, device=x.device)))
+        + m.cholesky_solve(x[:, 3:], m.linalg.cholesky(
+            x @ x.mT + 4 * m.eye(4, dtype=x.dtype, device=x.device), upper=True), True)
+        for m in (hx, torch)),
+    "cholesky_inverse": tuple(lambda x, m=m: m.cholesky_inverse(m.linalg.cholesky(
+        x @ x.mT + 4 * m.eye(4, dtype=x.dtype, device=x.device))) for m in (hx, torch)),
+})
+OTHER["chain_matmul"] = (_deprecated(lambda x: hx.chain_matmul(x, x.mT, x)),
+                        _deprecated(lambda x: torch.chain_matmul(x, x.mT, x)))
+
+
 def _idx(x, values):
     return hx.tensor(values, device=x.device)
 
@@ -1013,7 +1102,7 @@ DIFF_OTHER = [n for n in SPEC_OPS
               if n not in ("argmax", "argmin", "all", "any", "argsort", "to", "nonzero",
                            "unique", "isclose", "count_nonzero", "argwhere", "vander",
                            "searchsorted", "bucketize", "bincount", "histc", "histogram",
-                           "isin")]
+                           "isin", "unique_consecutive", "histogramdd")]
 
 
 @pytest.mark.parametrize("name", DIFF_OTHER)

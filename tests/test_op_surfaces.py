@@ -66,6 +66,13 @@ TABLE = {
     # torch.histogram(x, density=True) runs)
     ("function", "histogram"): "(input, bins=100, *, range=None, weight=None, "
                                "density=False)",
+    # (torch.unique_consecutive is (*args, **kwargs); Tensor.unique_consecutive's own)
+    ("function", "unique_consecutive"): "(input, return_inverse=False, return_counts=False, "
+                                        "dim=None)",
+    # (Tensor.put's docstring names input too, Tensor.masked_scatter's source "tensor";
+    # both bind these keywords)
+    ("method", "put"): "(self, index, source, accumulate=False)",
+    ("method", "masked_scatter"): "(self, mask, source)",
 }
 # (F.max_pool*d dispatch on return_indices: inspect sees *args, **kwargs; their docs'
 # signature)
@@ -85,8 +92,6 @@ HAND_WRITTEN_DIFFERENCES = {
     "any": {'function', 'method'},
     "argmax": {'function', 'method'},
     "clone": {'function', 'method'},
-    "cumprod": {'inplace'},
-    "cumsum": {'inplace'},
     "einsum": {'function'},
     "flip": {'function', 'method'},
     "log_softmax": {'functional'},
@@ -103,11 +108,7 @@ HAND_WRITTEN_DIFFERENCES = {
     "std": {'function', 'method'},
     "sum": {'function', 'method'},
     "to": {'method'},
-    "transpose": {'inplace'},
-    "tril": {'inplace'},
-    "triu": {'inplace'},
     "unique": {'function', 'method'},
-    "unsqueeze": {'inplace'},
     "var": {'function', 'method'},
 }
 

@@ -40,8 +40,8 @@ class Kernel:
     sinh cosh asin acos asinh acosh atanh sigmoid erf erfinv lgamma digamma polygamma(n, x)
     zeta(x, q) erfc erfcx ndtr log_ndtr ndtri i0 i0e i1 i1e bessel_j0 bessel_j1 abs
     sign floor ceil trunc round where maximum minimum pow floor_divide remainder fmod
-    copysign left_shift right_shift isnan gcd lcm ldexp, plus the arithmetic, comparison
-    and logical operators.
+    copysign left_shift right_shift isnan gcd lcm ldexp nextafter gammainc(a, x)
+    gammaincc(a, x), plus the arithmetic, comparison and logical operators.
 
     ``cpu`` optionally names one numpy function that computes the whole kernel (a
     ufunc), which the CPU then calls directly; ``wgsl_lib`` holds WGSL helper functions

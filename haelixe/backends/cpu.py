@@ -15,7 +15,7 @@ from .. import layout
 from ..device import CPU
 from ..dtype import LOW_FLOATS_NP, from_numpy
 from ..storage import Storage, StorageAlias
-from . import bessel_math, cpu_jit, error_math, special_math, threads, tuning
+from . import bessel_math, cpu_jit, error_math, gamma_incomplete, special_math, threads, tuning
 from .base import K_ADD, Backend, Kernel
 from .cpu_graph import CpuGraph, recording_here
 
@@ -78,7 +78,7 @@ class NumpyMath:
     sin, cos, tanh, abs, sign = np.sin, np.cos, np.tanh, np.abs, np.sign
     atan, tan, sinh, cosh, exp2 = np.arctan, np.tan, np.sinh, np.cosh, np.exp2
     asin, acos, asinh, acosh, atanh = np.arcsin, np.arccos, np.arcsinh, np.arccosh, np.arctanh
-    fmod, copysign, atan2 = np.fmod, np.copysign, np.arctan2
+    fmod, copysign, atan2, nextafter = np.fmod, np.copysign, np.arctan2, np.nextafter
     left_shift, right_shift = np.left_shift, np.right_shift
     floor, ceil, trunc = np.floor, np.ceil, np.trunc
     maximum, minimum, pow = np.maximum, np.minimum, np.power
@@ -95,6 +95,8 @@ class NumpyMath:
     lgamma, digamma = staticmethod(special_math.lgamma), staticmethod(special_math.digamma)
     polygamma, erfinv = staticmethod(special_math.polygamma), staticmethod(special_math.erfinv)
     zeta = staticmethod(special_math.zeta)
+    gammainc = staticmethod(gamma_incomplete.gammainc)
+    gammaincc = staticmethod(gamma_incomplete.gammaincc)
     erfc, erfcx = staticmethod(error_math.erfc), staticmethod(error_math.erfcx)
     ndtr, log_ndtr = staticmethod(error_math.ndtr), staticmethod(error_math.log_ndtr)
     ndtri = staticmethod(error_math.ndtri)

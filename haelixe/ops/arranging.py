@@ -335,11 +335,17 @@ def dsplit(input, indices_or_sections):  # noqa: A002
 def _transpose_in_place(x, d0, d1, op):
     """x itself seen with dims d0 and d1 swapped (its memory untouched), recorded as the
     transpose it is."""
+    return view_in_place(x, lambda t: transpose(t, d0, d1), op)
+
+
+def view_in_place(x, view, op):
+    """x itself becomes ``view(x)``, a view of its memory (untouched), recorded as the
+    view op it is (unsqueeze_, squeeze_, t_, transpose_...)."""
     if x._requires_grad and x.grad_fn is None and STATE.grad_enabled:
         raise RuntimeError(f"{op}: a leaf tensor that requires grad (shape {x.shape}) "
                            f"cannot change its layout in place; use the out-of-place "
                            f"{op[:-1]}, or do it inside `with hx.no_grad():`")
-    y = transpose(x, d0, d1)
+    y = view(x)
     base = x._base
     x._set_data(y)
     x._base = base

@@ -9,6 +9,8 @@ the sequence counts as below everything).
 
 from __future__ import annotations
 
+import builtins
+import math
 import numbers
 from collections import namedtuple
 
@@ -358,6 +360,85 @@ def histogram(input, bins=100, *, range=None, weight=None, density=False):  # no
     return HistogramResult(hist_t, edges_t.to(input.device))
 
 
+HistogramddResult = namedtuple("histogramdd", ["hist", "bin_edges"])
+
+
+@function
+def histogramdd(input, bins, *, range=None, weight=None, density=False):  # noqa: A001, A002
+    """histogramdd(input, bins, *, range=None, weight=None, density=False) -> (Tensor, Tensor[])
+
+    A histogram of N-dimensional points: input's last dim (of size N) holds each point's
+    coordinates, its other dims are flattened. ``bins``: N 1-d tensors of edges, N ints
+    or one int (equal bins over ``range``, a flat sequence of N (min, max) pairs, or the
+    data's span per dim). Each bin holds [left, right), the last along a dim [left,
+    right]; points outside any bin are not counted. ``weight`` (input's shape less the
+    last dim) adds its elements instead of ones; ``density`` divides by the total and
+    the bins' volumes. Returns the named tuple (hist, bin_edges). No gradient."""
+    op = "histogramdd"
+    if not isinstance(input, Tensor):
+        raise TypeError(f"{op}: input must be a Tensor, got {type(input).__name__}")
+    if input.dtype not in (float32, float64):
+        raise OpNotImplementedError(f"{op}: not implemented for {input.dtype.name} tensors "
+                                    f"(as in PyTorch's CPU kernel); convert with .float()")
+    if input.ndim < 2:
+        raise OpError(f"{op}: input must have at least 2 dimensions, got shape {input.shape}")
+    dims = input.shape[-1]
+    points = input.detach().cpu().numpy().reshape(-1, dims).astype(np.float64)
+    if isinstance(bins, (int, np.integer)) and not isinstance(bins, bool):
+        bins = [int(bins)] * dims
+    bins = list(bins)
+    if len(bins) != dims:
+        raise OpError(f"{op}: expected {dims} sequences of bin edges or bin counts (input's "
+                      f"last dim), got {len(bins)}")
+    if range is not None:
+        range = [float(v) for v in range]  # noqa: A001
+        if len(range) != 2 * dims:
+            raise OpError(f"{op}: range must hold {2 * dims} numbers (a min and a max per "
+                          f"dim), got {len(range)}")
+    edges_t, edges = [], []
+    for d in builtins.range(dims):
+        pair = None if range is None else range[2 * d:2 * d + 2]
+        e_t, e = _histogram_edges(op, input, points[:, d], bins[d], pair)
+        edges_t.append(e_t)
+        edges.append(e.astype(np.float64))
+    if weight is not None:
+        if not isinstance(weight, Tensor) or weight.shape != input.shape[:-1]:
+            raise OpError(f"{op}: weight must be a tensor of shape {input.shape[:-1]} (input's "
+                          f"less the last dim), got "
+                          f"{getattr(weight, 'shape', type(weight).__name__)}")
+        if weight.dtype is not input.dtype:
+            raise OpTypeError(f"{op}: input and weight must have the same dtype, got "
+                              f"{input.dtype.name} and {weight.dtype.name}")
+        w = weight.detach().cpu().numpy().reshape(-1).astype(np.float64)
+    else:
+        w = np.ones(points.shape[0])
+    sizes = [e.size - 1 for e in edges]
+    inside = np.ones(points.shape[0], bool)
+    cells = []
+    for d, e in enumerate(edges):
+        col = points[:, d]
+        inside &= (col >= e[0]) & (col <= e[-1])  # (NaN fails both)
+        cells.append(np.clip(np.searchsorted(e, col, side="right") - 1, 0,
+                             max(sizes[d] - 1, 0)))
+    total = math.prod(sizes)
+    if total and inside.any():
+        flat = np.ravel_multi_index(tuple(c[inside] for c in cells), sizes)
+        hist = np.bincount(flat, weights=w[inside], minlength=total)[:total]
+    else:
+        hist = np.zeros(total)
+    hist = hist.reshape(sizes)
+    if density:
+        volume = np.ones(sizes)
+        for d, e in enumerate(edges):
+            shape = [1] * dims
+            shape[d] = sizes[d]
+            volume = volume * np.diff(e).reshape(shape)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            hist = hist / (hist.sum() * volume)
+    hist_t = _back(input, hist.astype(input.dtype.np))
+    return HistogramddResult(hist_t, tuple(e.to(input.device) for e in edges_t))
+
+
 # -- isin ------------------------------------------------------------------------------------------
 @function
 def isin(elements, test_elements, *, assume_unique=False, invert=False):
@@ -393,6 +474,6 @@ def isin(elements, test_elements, *, assume_unique=False, invert=False):
 
 
 for _name, _arity in (("searchsorted", 2), ("bucketize", 2), ("bincount", 1), ("histc", 1),
-                      ("histogram", 1), ("isin", 2)):
+                      ("histogram", 1), ("histogramdd", 1), ("isin", 2)):
     declare(_name, arity=_arity, differentiable=False, dtypes="any")
 del _name, _arity

@@ -23,6 +23,7 @@ from .registry import (
     FUNCTIONS,
     OPS,
     REQUIRED,
+    SPECIAL,
     declare,
     elementwise,
     function,
@@ -186,6 +187,42 @@ elementwise("logaddexp",
                                     m.maximum(a, b) + m.log1p(m.exp(-m.abs(a - b)))),
             grad=(lambda m, g, a, y: g * m.exp(a - y), lambda m, g, b, y: g * m.exp(b - y)),
             dtypes="float_only")
+# fmax/fmin: NaN only where both are NaN; a tie's gradient goes to input, as PyTorch's
+elementwise("fmax", lambda m, a, b: m.where(m.isnan(b), a, m.where(m.isnan(a), b,
+                                                                    m.maximum(a, b))),
+            grad=(lambda m, g, a, b: m.where((a >= b) | m.isnan(b), g, 0.0),
+                  lambda m, g, a, b: m.where((a >= b) | m.isnan(b), 0.0, g)),
+            cpu=np.fmax, inplace=False,
+            doc="The elementwise maximum, NaN where both are NaN (else the number).")
+elementwise("fmin", lambda m, a, b: m.where(m.isnan(b), a, m.where(m.isnan(a), b,
+                                                                    m.minimum(a, b))),
+            grad=(lambda m, g, a, b: m.where((a <= b) | m.isnan(b), g, 0.0),
+                  lambda m, g, a, b: m.where((a <= b) | m.isnan(b), 0.0, g)),
+            cpu=np.fmin, inplace=False,
+            doc="The elementwise minimum, NaN where both are NaN (else the number).")
+elementwise("logaddexp2",
+            lambda m, a, b: m.where(a == b, a + 1.0,
+                                    m.maximum(a, b) + m.log1p(m.exp2(-m.abs(a - b)))
+                                    * (1.0 / math.log(2.0))),
+            grad=(lambda m, g, a, y: g * m.exp2(a - y), lambda m, g, b, y: g * m.exp2(b - y)),
+            dtypes="float_only", cpu=np.logaddexp2, inplace=False,
+            doc="log2(2**input + 2**other), elementwise, without overflow.")
+_NEXTAFTER_WGSL = """
+fn nextafter_f32(a: f32, b: f32) -> f32 {
+    if (a != a || b != b) { return a + b; }
+    if (a == b) { return b; }
+    if (a == 0.0) { return select(-bitcast<f32>(1u), bitcast<f32>(1u), b > 0.0); }
+    let bits = bitcast<u32>(a);
+    return bitcast<f32>(select(bits - 1u, bits + 1u, (b > a) == (a > 0.0)));
+}
+"""
+# (PyTorch's derivative: the step is taken as flat, so input's gradient passes through
+# and other's is zero)
+elementwise("nextafter", lambda m, a, b: m.nextafter(a, b),
+            grad=(lambda m, g: g, lambda m, g: g * 0.0), dtypes="float_only",
+            cpu=np.nextafter, wgsl_lib=_NEXTAFTER_WGSL,
+            doc="The next floating-point value after input toward other, elementwise "
+                "(in input's dtype); the gradient passes to input, as PyTorch's.")
 elementwise("hypot", lambda m, a, b: m.sqrt(a * a + b * b),
             grad=(lambda m, g, a, y: g * (a / y), lambda m, g, b, y: g * (b / y)),
             dtypes="float_only", cpu=np.hypot,
@@ -308,6 +345,15 @@ elementwise("neg", lambda m, x: -x, grad=lambda m, g: -g, cpu=np.negative, bool_
 elementwise("abs", lambda m, x: m.abs(x), grad=lambda m, g, x: g * m.sign(x), cpu=np.abs,
             bool_ok=False, dunders=("__abs__",))
 elementwise("sign", lambda m, x: m.sign(x), grad=lambda m, g: g * 0.0, cpu=_sign_cpu)
+elementwise("frac", lambda m, x: x - m.trunc(x), grad=lambda m, g: g, dtypes="float_only",
+            doc="The fractional part, input - trunc(input) (the sign of input), "
+                "elementwise.")
+elementwise("deg2rad", lambda m, x: x * (math.pi / 180.0),
+            grad=lambda m, g: g * (math.pi / 180.0), dtypes="float",
+            doc="Degrees to radians, elementwise (integers give the default float).")
+elementwise("rad2deg", lambda m, x: x * (180.0 / math.pi),
+            grad=lambda m, g: g * (180.0 / math.pi), dtypes="float",
+            doc="Radians to degrees, elementwise (integers give the default float).")
 elementwise("square", lambda m, x: x * x, grad=lambda m, g, x: g * 2.0 * x, cpu=np.square,
             dtypes="bool_to_int")
 elementwise("reciprocal", lambda m, x: 1.0 / x, grad=lambda m, g, y: -g * y * y,
@@ -476,6 +522,78 @@ elementwise("zeta", lambda m, x, q: m.zeta(x, q),
             dtypes="float_wide", special=True, method=False, inplace=False,
             doc="The Hurwitz zeta function, the sum over k >= 0 of (other + k) ** -input, "
                 "elementwise (broadcast); differentiable in other only, as PyTorch's.")
+
+
+def _no_a_derivative(op):
+    def refuse(m, g, a):
+        raise OpNotImplementedError(
+            f"{op}: the derivative with respect to input (the shape a) is not implemented "
+            f"(as in PyTorch); pass input.detach() to differentiate with respect to other "
+            f"(x) alone")
+    return refuse
+
+
+_IGAMMA_WGSL = """
+fn igamma_f32(a: f32, x: f32, lg: f32, upper: bool) -> f32 {
+    let nan = bitcast<f32>(0x7fc00000u);
+    let one = select(1.0, 0.0, upper);
+    if (a != a || x != x || a < 0.0 || x < 0.0) { return nan; }
+    if (a == 0.0) { return select(nan, one, x > 0.0); }
+    if (x == 0.0) { return 1.0 - one; }
+    if (x - x != 0.0) { return select(one, nan, a - a != 0.0); }
+    if (a - a != 0.0) { return 1.0 - one; }
+    let pre = exp(a * log(x) - x - lg);
+    if (x < a + 1.0) {
+        var term = 1.0 / a;
+        var total = term;
+        for (var n = 1; n < 1000; n++) {
+            term = term * x / (a + f32(n));
+            total = total + term;
+            if (abs(term) <= abs(total) * 1e-8) { break; }
+        }
+        let p = total * pre;
+        return select(p, 1.0 - p, upper);
+    }
+    var b = x + 1.0 - a;
+    var c = 1e30;
+    var d = 1.0 / b;
+    var h = d;
+    for (var i = 1; i < 1000; i++) {
+        let an = -f32(i) * (f32(i) - a);
+        b = b + 2.0;
+        d = an * d + b;
+        if (abs(d) < 1e-30) { d = 1e-30; }
+        c = b + an / c;
+        if (abs(c) < 1e-30) { c = 1e-30; }
+        d = 1.0 / d;
+        let delta = d * c;
+        h = h * delta;
+        if (abs(delta - 1.0) <= 1e-7) { break; }
+    }
+    let q = h * pre;
+    return select(1.0 - q, q, upper);
+}
+"""
+
+
+def _igamma_density(m, a, x):
+    """x^(a-1) e^-x / Gamma(a): P's derivative in x."""
+    return m.exp((a - 1.0) * m.log(x) - x - m.lgamma(a))
+
+
+# P(a, x) and Q(a, x) = 1 - P: torch.igamma / igammac, torch.special.gammainc / gammaincc
+for _name, _sign in (("igamma", 1.0), ("igammac", -1.0)):
+    elementwise(_name, (lambda f: lambda m, a, x: getattr(m, f)(a, x))(
+                    "gammainc" if _sign > 0 else "gammaincc"),
+                grad=(_no_a_derivative(_name),
+                      (lambda s: lambda m, g, a, x: g * s * _igamma_density(m, a, x))(_sign)),
+                dtypes="float_only", wgsl_lib=_IGAMMA_WGSL,
+                doc=("The regularized lower incomplete gamma function P(input, other), "
+                     "elementwise; differentiable in other only, as PyTorch's."
+                     if _sign > 0 else
+                     "The regularized upper incomplete gamma function Q(input, other) = "
+                     "1 - P, elementwise; differentiable in other only, as PyTorch's."))
+SPECIAL["gammainc"], SPECIAL["gammaincc"] = FUNCTIONS["igamma"], FUNCTIONS["igammac"]
 # (the kernel of polygamma, whose surfaces are below: PyTorch's function takes n first,
 # polygamma(n, input), and its methods x.polygamma(n), x.polygamma_(n), which one entry's
 # surfaces cannot be; n=1 is for the registry's tests, which call it with the input alone)
@@ -832,7 +950,43 @@ def true_divide_(self, other):
     return DIV.inplace(self, other)
 
 
+@tensor_method(function=True)
+def fix(input):  # noqa: A002
+    """fix(input) -> Tensor
+
+    trunc's other name: rounds toward zero, elementwise."""
+    return ROUNDING["trunc"].apply(input)
+
+
+@tensor_method(name="fix_")
+def fix_(self):
+    """fix_() -> Tensor
+
+    In-place fix (see trunc_)."""
+    return ROUNDING["trunc"].inplace(self)
+
+
+@tensor_method(function=True)
+def sgn(input, *, out=None):  # noqa: A002
+    """sgn(input) -> Tensor
+
+    sign extended to complex numbers; of a real tensor, its sign."""
+    if out is not None:
+        raise OpError("sgn: out= is not supported; assign the result instead")
+    return OPS["sign"].apply(input)
+
+
+@tensor_method(name="sgn_")
+def sgn_(self):
+    """sgn_() -> Tensor
+
+    In-place sgn (see sign_)."""
+    return OPS["sign"].inplace(self)
+
+
 declare("true_divide", arity=2, dtypes="any")
+declare("sgn", dtypes="any")
+declare("fix", dtypes="any")
 
 
 # -- the in-place activations as functions of their input: F.relu_, F.elu_... (torch.relu_,

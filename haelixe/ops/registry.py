@@ -43,7 +43,7 @@ from .. import dtype as _dtypes
 from .. import layout
 from ..autograd.function import SINK, Function, record, wrap_grads
 from ..autograd.mode import STATE
-from ..backends import bessel_math, error_math, special_math
+from ..backends import bessel_math, error_math, gamma_incomplete, special_math
 from ..backends.base import Kernel
 from ..dtype import (
     ALL,
@@ -427,10 +427,10 @@ _SCALAR_MATH = {
     "where": lambda c, a, b: a if c else b, "maximum": max, "minimum": min,
     "pow": lambda a, b: a ** b, "floor_divide": lambda a, b: a // b,
     "remainder": lambda a, b: a % b, "isnan": math.isnan, "fmod": math.fmod,
-    "copysign": math.copysign,
+    "copysign": math.copysign, "nextafter": math.nextafter,
     "asin": math.asin, "acos": math.acos, "asinh": math.asinh, "acosh": math.acosh,
     "atanh": math.atanh, **special_math.SCALAR, **error_math.SCALAR,
-    **bessel_math.SCALAR,
+    **bessel_math.SCALAR, **gamma_incomplete.SCALAR,
 }
 
 

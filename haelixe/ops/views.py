@@ -550,23 +550,6 @@ def _as_strided_method(input, size, stride, storage_offset=None):
     return as_strided(input, tuple(size), tuple(stride), storage_offset)
 
 
-@tensor_method(name="as_strided_")
-def _as_strided_inplace(input, size, stride, storage_offset=None):  # noqa: A002
-    """as_strided_(size, stride, storage_offset=None) -> Tensor
-
-    In-place as_strided: input itself takes that layout over its storage (no element is
-    written); under autograd it takes the AsStrided node as its history."""
-    if STATE.grad_enabled and input._requires_grad and input.grad_fn is None:
-        raise RuntimeError(f"as_strided_: a leaf tensor that requires grad (shape "
-                           f"{input.shape}) is being used in an in-place operation; do it "
-                           f"inside `with hx.no_grad():` or use as_strided")
-    view = as_strided(input, tuple(size), tuple(stride), storage_offset)
-    input._data, input._layout, input.shape = view._data, view._layout, view.shape
-    if view.grad_fn is not None:
-        input.grad_fn = view.grad_fn
-    return input
-
-
 # -- roll: one node per rolled dim, whose gradient is a roll back ------------------------
 class Roll(Function):
     """``x`` shifted by ``shift`` (0 < shift < n) along ``dim`` of size n, wrapping

@@ -174,6 +174,11 @@ def _extremum(float_fn, int_fn, bool_op, a, b):
     return Sym(f"{float_fn if a.type == 'f32' else int_fn}({a.code}, {b.code})", a.type)
 
 
+def _igamma(a, x, upper):
+    a, x = as_f32(a), as_f32(x)
+    return Sym(f"igamma_f32({a.code}, {x.code}, lgamma_f32({a.code}), {upper})", "f32")
+
+
 def _float_fn(name):
     return staticmethod(lambda x: Sym(f"{name}({as_f32(x).code})", "f32"))
 
@@ -202,6 +207,10 @@ class WgslMath:
     i1e = staticmethod(lambda x: Sym(f"bessel_i_f32({as_f32(x).code}, 1.0, true)", "f32"))
     zeta = staticmethod(lambda x, q: Sym(f"zeta_f32({as_f32(x).code}, {as_f32(q).code})",
                                          "f32"))
+    # (igamma_f32: the entries' own wgsl_lib; the lgamma it needs is passed in, so that
+    # the expression names lgamma_f32 and its library comes along)
+    gammainc = staticmethod(lambda a, x: _igamma(a, x, "false"))
+    gammaincc = staticmethod(lambda a, x: _igamma(a, x, "true"))
     polygamma = staticmethod(lambda n, x: Sym(f"polygamma_f32({as_f32(n).code}, "
                                               f"{as_f32(x).code})", "f32"))
     floor, ceil, trunc = _float_fn("floor"), _float_fn("ceil"), _float_fn("trunc")
@@ -247,6 +256,9 @@ class WgslMath:
     atan2 = staticmethod(lambda a, b: Sym(f"atan2({as_f32(a).code}, {as_f32(b).code})", "f32"))
     left_shift = staticmethod(lambda a, b: _call2("shl", a, b))
     right_shift = staticmethod(lambda a, b: _call2("shr", a, b))
+    # (nextafter_f32: the entry's own wgsl_lib)
+    nextafter = staticmethod(lambda a, b: Sym(f"nextafter_f32({as_f32(a).code}, "
+                                              f"{as_f32(b).code})", "f32"))
     copysign = staticmethod(lambda a, b: Sym(f"copysign_f32({as_f32(a).code}, "
                                              f"{as_f32(b).code})", "f32"))
     gcd = staticmethod(lambda a, b: _call2("gcd", a, b))
