@@ -176,11 +176,13 @@ _STATE = _State()
 # flat list ``_raw`` (one ``list.extend`` of a tuple that is dropped at once). A tuple
 # kept per kernel would be one more object for the garbage collector to count, and a
 # step's few hundred of them would start a collection every step or two (about 5% of an
-# eager CPU step); its numbers and strings are not counted, nor its shapes, which are
-# interned (``Profile._interned``: a step repeats them).
-(_R_NAME, _R_DEVICE, _R_KIND, _R_ARRAYS, _R_START, _R_DURATION, _R_MOVED, _R_THREAD,
- _R_CLOCK, _R_PARENT, _R_EXTRA, _R_NODE_ID, _R_PHASE, _R_NODE_NAME, _R_SLOT) = range(15)
-_FIELDS = 15
+# eager CPU step); its numbers and strings are not counted. What repeats is shared: the
+# site (name, device, kind, clock: one tuple per wrapped method or WGSL entry) and the
+# signature (a kernel's input and output shapes and dtypes, a dispatch's grid), interned
+# in ``Profile._interned`` (a step repeats them). A phase of None is the forward's.
+(_R_SITE, _R_SIG, _R_START, _R_DURATION, _R_PARENT, _R_PHASE, _R_NODE_NAME, _R_NODE_ID,
+ _R_THREAD, _R_SLOT) = range(10)
+_FIELDS = 10
 _WRAPPERS: dict = {}  # (name, fn) -> its wrapper: one object per method, so a capture
 # recorded over two profiled calls sees the same function both times
 
@@ -228,7 +230,8 @@ def _wrap_for(device: str):
 
 
 def _profiled(device, name, fn):
-    state = _STATE
+    state, mode = _STATE, _MODE
+    site = (name, device, "op", "host")
 
     def profiled(*args, **kwargs):
         prof = state.profile
@@ -237,13 +240,13 @@ def _profiled(device, name, fn):
             return fn(*args, **kwargs)
         # (the node: in the backward the engine's, known now; in the forward the cell
         # its Function.apply fills in when it returns, read when events are made)
-        node = _MODE.backward_node
+        node = mode.backward_node
         if node is not None:
             call = (name, "backward", node.name, id(node))
         elif local.get("steps"):
             call = (name, "optimizer", None, None)
         else:
-            call = (name, "forward", None, local.get("made"))
+            call = (name, None, None, local.get("made"))
         local["call"] = call  # (read by a GPU dispatch)
         t0 = _clock()
         try:
@@ -252,18 +255,20 @@ def _profiled(device, name, fn):
             t1 = _clock()
             local["call"] = None
         raw_types = prof._raw_types
-        arrays = _arrays(args, raw_types, [])
+        arrays = []
+        for v in args:  # (the top level here: most arguments are arrays)
+            cls = v.__class__
+            if cls in raw_types:
+                arrays += (v.shape, v.dtype)
+            elif cls is tuple or cls is list:
+                _arrays(v, raw_types, arrays)
         if kwargs:
             _arrays(kwargs.values(), raw_types, arrays)
-        # (the outputs' shapes and dtypes, for the bytes moved)
-        outs = (out.shape, out.dtype) if out.__class__ in raw_types else \
-            tuple(_arrays((out,), raw_types, []))
-        intern = prof._interned.setdefault
-        arrays = tuple(arrays)
-        # (kept raw: events are made when read)
-        prof._raw.extend((name, device, "op", intern(arrays, arrays), t0 - prof._t0,
-                          t1 - t0, intern(outs, outs), _get_ident(), "host", None, None,
-                          call[3], call[1], call[2], None))
+        # (with the outputs' shapes and dtypes, for the bytes moved; counted when read)
+        sig = (tuple(arrays), (out.shape, out.dtype) if out.__class__ in raw_types else
+               tuple(_arrays((out,), raw_types, [])))
+        prof._raw.extend((site, prof._interned.setdefault(sig, sig), t0 - prof._t0, t1 - t0,
+                          None, call[1], call[2], call[3], _get_ident(), None))
         return out
 
     profiled.__name__ = name
@@ -271,6 +276,7 @@ def _profiled(device, name, fn):
 
 
 _NO_CALL = (None, None, None, None)  # (op, phase, node, node id) outside a profiled call
+_REPLAY_SITE = ("replay", "gpu", "replay", "host")
 
 
 def _dispatch_extra(grid, slot) -> dict:
@@ -295,18 +301,18 @@ def _profiled_dispatch(fn):
         if prof is None:
             return slot
         # (a buffer is an allocator block, larger than the array: bytes are the op's)
-        name = prof._names.get(id(spec))
-        if name is None:  # (the spec is kept, so its id stays its own)
-            name = prof._names[id(spec)] = f"{spec.file}:{spec.entry}"
+        site = prof._names.get(id(spec))
+        if site is None:  # (the spec is kept, so its id stays its own)
+            name = f"{spec.file}:{spec.entry}"
+            site = prof._names[id(spec)] = (name, "gpu", "dispatch", "host")
             prof._specs.setdefault(name, spec)  # (its WGSL, made when asked for)
             prof._names_kept.append(spec)
         op, phase, node, node_id = state.local.__dict__.get("call") or _NO_CALL
         # (its extra as its grid and device slot: made a dict when read, see
         # _dispatch_extra)
         grid = grid if grid.__class__ is not list else tuple(grid)
-        prof._raw.extend((name, "gpu", "dispatch", (), t0 - prof._t0, t1 - t0, 0,
-                          _get_ident(), "host", op, prof._interned.setdefault(grid, grid),
-                          node_id, phase or "forward", node, slot))
+        prof._raw.extend((site, prof._interned.setdefault(grid, grid), t0 - prof._t0,
+                          t1 - t0, op, phase, node, node_id, _get_ident(), slot))
         return slot
 
     return dispatch
@@ -324,11 +330,10 @@ def _profiled_replay(dispatcher, fn):
         if prof is None:
             return
         # a captured step's dispatches, encoded and submitted at once (one event)
-        prof._raw.extend(("replay", "gpu", "replay", (), t0 - prof._t0, t1 - t0, 0,
-                          _get_ident(), "host",
-                          (state.local.__dict__.get("call") or _NO_CALL)[0],
-                          {"dispatches": dispatcher.counters["dispatches"] - before}, None,
-                          "replay", None, None))
+        prof._raw.extend((_REPLAY_SITE, {"dispatches": dispatcher.counters["dispatches"]
+                                         - before}, t0 - prof._t0, t1 - t0,
+                          (state.local.__dict__.get("call") or _NO_CALL)[0], "replay",
+                          None, None, _get_ident(), None))
 
     return replay
 
@@ -351,7 +356,7 @@ class Profile:
         self._saved: list = []  # (backend, saved names, dispatcher) to undo
         self._gpu_clock_note = ""
         self._specs: dict = {}  # a GPU dispatch's "file:entry" -> its KernelSpec
-        self._names: dict = {}  # id of a KernelSpec dispatched -> its "file:entry"
+        self._names: dict = {}  # id of a KernelSpec dispatched -> its site ("file:entry", ...)
         self._names_kept: list = []  # ... and the specs themselves (their ids stay theirs)
         self._kernel_types: dict = {}  # "cpu"/"gpu" -> the backend's class
         self._timers: list = []  # the GPU's device timers, running while active
@@ -372,15 +377,19 @@ class Profile:
         raw, events = self._raw, self._events
         end = len(raw) // _FIELDS * _FIELDS  # (another thread may be adding one)
         for i in range(len(events) * _FIELDS, end, _FIELDS):
-            (name, device, kind, arrays, start, dur, moved, tid, clock, parent, extra,
-             node_id, phase, node_name, slot) = raw[i:i + _FIELDS]
+            (site, sig, start, dur, parent, phase, node_name, node_id, tid,
+             slot) = raw[i:i + _FIELDS]
+            name, device, kind, clock = site
+            phase = phase or "forward"
             backward = phase == "backward"
             if phase == "forward":  # (its apply's number: the node its op made)
                 node_id, node_name = _made_node(node_id, self._outer_of, self._made)
+            arrays, moved, extra = (), 0, sig
             if kind == "dispatch":
-                extra = _dispatch_extra(extra, slot)
+                extra = _dispatch_extra(sig, slot)
             elif kind == "op":  # (its outputs' shapes and dtypes: the bytes are counted now)
-                moved = _bytes(arrays) + _bytes(moved)
+                arrays, outs = sig
+                moved, extra = _bytes(arrays) + _bytes(outs), None
             events.append(KernelEvent(name, device, kind, [tuple(s) for s in arrays[::2]],
                                       [str(d) for d in arrays[1::2]], start, dur, moved, tid,
                                       clock, parent, extra or {},
@@ -465,18 +474,19 @@ class Profile:
         raw = self._raw
         align = None
         for i in range(0, len(raw) // _FIELDS * _FIELDS, _FIELDS):
-            slot = raw[i + _R_SLOT]
-            if raw[i + _R_KIND] != "dispatch" or slot is None or slot >= len(readings) \
+            slot, site = raw[i + _R_SLOT], raw[i + _R_SITE]
+            if site[2] != "dispatch" or slot is None or slot >= len(readings) \
                     or readings[slot] is None:
                 continue
             begin, duration = readings[slot]
             host_start = raw[i + _R_START]
             if align is None:
                 align = host_start - begin
-            extra = _dispatch_extra(raw[i + _R_EXTRA], None)
+            extra = _dispatch_extra(raw[i + _R_SIG], None)
             extra["host_start_ns"], extra["host_encode_ns"] = host_start, raw[i + _R_DURATION]
             raw[i + _R_START], raw[i + _R_DURATION] = begin + align, duration
-            raw[i + _R_CLOCK], raw[i + _R_EXTRA], raw[i + _R_SLOT] = "device", extra, None
+            raw[i + _R_SITE] = (*site[:3], "device")
+            raw[i + _R_SIG], raw[i + _R_SLOT] = extra, None
 
     # -- reading -------------------------------------------------------------------------
     def kernels(self, device: str | None = None) -> list[KernelEvent]:
