@@ -331,11 +331,7 @@ def histogram(input, bins=100, *, range=None, weight=None, density=False):  # no
     ones; ``density`` divides by the total and the bin widths. Returns the named tuple
     (hist, bin_edges), in input's dtype, on its device. Floating dtypes. No gradient."""
     op = "histogram"
-    if not isinstance(input, Tensor):
-        raise TypeError(f"{op}: input must be a Tensor, got {type(input).__name__}")
-    if input.dtype not in (float32, float64):
-        raise OpNotImplementedError(f"{op}: not implemented for {input.dtype.name} tensors "
-                                    f"(as in PyTorch's CPU kernel); convert with .float()")
+    _floating_input(op, input)
     host = input.detach().cpu().numpy().reshape(-1).astype(np.float64)
     edges_t, edges = _histogram_edges(op, input, host, bins, range)
     if weight is not None:
@@ -360,6 +356,14 @@ def histogram(input, bins=100, *, range=None, weight=None, density=False):  # no
     return HistogramResult(hist_t, edges_t.to(input.device))
 
 
+def _floating_input(op, input):  # noqa: A002
+    if not isinstance(input, Tensor):
+        raise TypeError(f"{op}: input must be a Tensor, got {type(input).__name__}")
+    if input.dtype not in (float32, float64):
+        raise OpNotImplementedError(f"{op}: not implemented for {input.dtype.name} tensors "
+                                    f"(as in PyTorch's CPU kernel); convert with .float()")
+
+
 HistogramddResult = namedtuple("histogramdd", ["hist", "bin_edges"])
 
 
@@ -375,11 +379,7 @@ def histogramdd(input, bins, *, range=None, weight=None, density=False):  # noqa
     last dim) adds its elements instead of ones; ``density`` divides by the total and
     the bins' volumes. Returns the named tuple (hist, bin_edges). No gradient."""
     op = "histogramdd"
-    if not isinstance(input, Tensor):
-        raise TypeError(f"{op}: input must be a Tensor, got {type(input).__name__}")
-    if input.dtype not in (float32, float64):
-        raise OpNotImplementedError(f"{op}: not implemented for {input.dtype.name} tensors "
-                                    f"(as in PyTorch's CPU kernel); convert with .float()")
+    _floating_input(op, input)
     if input.ndim < 2:
         raise OpError(f"{op}: input must have at least 2 dimensions, got shape {input.shape}")
     dims = input.shape[-1]

@@ -5,6 +5,7 @@ every backend come with them; none needs a derivative of its own."""
 
 from __future__ import annotations
 
+import inspect
 import numbers
 import warnings
 
@@ -220,73 +221,27 @@ def _grad_source(*tensors):
     return next((t for t in tensors if isinstance(t, Tensor) and t._requires_grad), None)
 
 
-def _in_place_product(op, compute, input, *operands):
-    return _in_place(input, op, compute, _grad_source(*operands))
+def _in_place_product(fn):
+    """Tensor.<fn>_: ``fn(self, first, second, **keywords)`` written into self's memory
+    (of self's shape), with fn's signature less ``out=``."""
+    op = fn.__name__
+    sig = inspect.signature(fn)
+    sig = sig.replace(parameters=[p for p in sig.parameters.values() if p.name != "out"])
+
+    def method(input, first, second, **keywords):  # noqa: A002
+        sig.bind(input, first, second, **keywords)  # (an unknown keyword: fn's TypeError)
+        return _in_place(input, op, lambda x: fn(x, first, second, **keywords),
+                         _grad_source(first, second))
+
+    method.__name__ = method.__qualname__ = op + "_"
+    method.__signature__ = sig
+    method.__doc__ = f"{op}_{str(sig).replace('input, ', '', 1)} -> Tensor\n\nIn-place " \
+                     f"{op}: the result (of this tensor's shape) written into its memory."
+    return method
 
 
-@tensor_method(name="addmm_")
-def addmm_(input, mat1, mat2, *, beta=1, alpha=1):  # noqa: A002
-    """addmm_(mat1, mat2, *, beta=1, alpha=1) -> Tensor
-
-    In-place addmm: the result (of this tensor's shape) written into its memory."""
-    return _in_place_product("addmm", lambda x: addmm(x, mat1, mat2, beta=beta, alpha=alpha),
-                             input, mat1, mat2)
-
-
-@tensor_method(name="addmv_")
-def addmv_(input, mat, vec, *, beta=1, alpha=1):  # noqa: A002
-    """addmv_(mat, vec, *, beta=1, alpha=1) -> Tensor
-
-    In-place addmv."""
-    return _in_place_product("addmv", lambda x: addmv(x, mat, vec, beta=beta, alpha=alpha),
-                             input, mat, vec)
-
-
-@tensor_method(name="addr_")
-def addr_(input, vec1, vec2, *, beta=1, alpha=1):  # noqa: A002
-    """addr_(vec1, vec2, *, beta=1, alpha=1) -> Tensor
-
-    In-place addr."""
-    return _in_place_product("addr", lambda x: addr(x, vec1, vec2, beta=beta, alpha=alpha),
-                             input, vec1, vec2)
-
-
-@tensor_method(name="baddbmm_")
-def baddbmm_(input, batch1, batch2, *, beta=1, alpha=1):  # noqa: A002
-    """baddbmm_(batch1, batch2, *, beta=1, alpha=1) -> Tensor
-
-    In-place baddbmm."""
-    return _in_place_product(
-        "baddbmm", lambda x: baddbmm(x, batch1, batch2, beta=beta, alpha=alpha),
-        input, batch1, batch2)
-
-
-@tensor_method(name="addbmm_")
-def addbmm_(input, batch1, batch2, *, beta=1, alpha=1):  # noqa: A002
-    """addbmm_(batch1, batch2, *, beta=1, alpha=1) -> Tensor
-
-    In-place addbmm."""
-    return _in_place_product(
-        "addbmm", lambda x: addbmm(x, batch1, batch2, beta=beta, alpha=alpha),
-        input, batch1, batch2)
-
-
-@tensor_method(name="addcmul_")
-def addcmul_(input, tensor1, tensor2, *, value=1):  # noqa: A002
-    """addcmul_(tensor1, tensor2, *, value=1) -> Tensor
-
-    In-place addcmul."""
-    return _in_place_product("addcmul", lambda x: addcmul(x, tensor1, tensor2, value=value),
-                             input, tensor1, tensor2)
-
-
-@tensor_method(name="addcdiv_")
-def addcdiv_(input, tensor1, tensor2, *, value=1):  # noqa: A002
-    """addcdiv_(tensor1, tensor2, *, value=1) -> Tensor
-
-    In-place addcdiv."""
-    return _in_place_product("addcdiv", lambda x: addcdiv(x, tensor1, tensor2, value=value),
-                             input, tensor1, tensor2)
+for _product in (addmm, addmv, addr, baddbmm, addbmm, addcmul, addcdiv):
+    tensor_method(name=_product.__name__ + "_")(_in_place_product(_product))
 
 
 # -- vector products -------------------------------------------------------------------
