@@ -334,16 +334,7 @@ def histogram(input, bins=100, *, range=None, weight=None, density=False):  # no
     _floating_input(op, input)
     host = input.detach().cpu().numpy().reshape(-1).astype(np.float64)
     edges_t, edges = _histogram_edges(op, input, host, bins, range)
-    if weight is not None:
-        if not isinstance(weight, Tensor) or weight.shape != input.shape:
-            raise OpError(f"{op}: weight must be a tensor of input's shape {input.shape}, "
-                          f"got {getattr(weight, 'shape', type(weight).__name__)}")
-        if weight.dtype is not input.dtype:
-            raise OpTypeError(f"{op}: input and weight must have the same dtype, got "
-                              f"{input.dtype.name} and {weight.dtype.name}")
-        w = weight.detach().cpu().numpy().reshape(-1).astype(np.float64)
-    else:
-        w = np.ones_like(host)
+    w = _weights(op, weight, input, input.shape, "input's shape", host.size)
     e = edges.astype(np.float64)
     n = e.size - 1
     inside = (host >= e[0]) & (host <= e[-1])  # (NaN fails both)
@@ -362,6 +353,19 @@ def _floating_input(op, input):  # noqa: A002
     if input.dtype not in (float32, float64):
         raise OpNotImplementedError(f"{op}: not implemented for {input.dtype.name} tensors "
                                     f"(as in PyTorch's CPU kernel); convert with .float()")
+
+
+def _weights(op, weight, input, shape, described, count):  # noqa: A002
+    """The weight of each counted element as float64 on the host (ones when None)."""
+    if weight is None:
+        return np.ones(count)
+    if not isinstance(weight, Tensor) or weight.shape != shape:
+        raise OpError(f"{op}: weight must be a tensor of {described} {shape}, got "
+                      f"{getattr(weight, 'shape', type(weight).__name__)}")
+    if weight.dtype is not input.dtype:
+        raise OpTypeError(f"{op}: input and weight must have the same dtype, got "
+                          f"{input.dtype.name} and {weight.dtype.name}")
+    return weight.detach().cpu().numpy().reshape(-1).astype(np.float64)
 
 
 HistogramddResult = namedtuple("histogramdd", ["hist", "bin_edges"])
@@ -401,17 +405,8 @@ def histogramdd(input, bins, *, range=None, weight=None, density=False):  # noqa
         e_t, e = _histogram_edges(op, input, points[:, d], bins[d], pair)
         edges_t.append(e_t)
         edges.append(e.astype(np.float64))
-    if weight is not None:
-        if not isinstance(weight, Tensor) or weight.shape != input.shape[:-1]:
-            raise OpError(f"{op}: weight must be a tensor of shape {input.shape[:-1]} (input's "
-                          f"less the last dim), got "
-                          f"{getattr(weight, 'shape', type(weight).__name__)}")
-        if weight.dtype is not input.dtype:
-            raise OpTypeError(f"{op}: input and weight must have the same dtype, got "
-                              f"{input.dtype.name} and {weight.dtype.name}")
-        w = weight.detach().cpu().numpy().reshape(-1).astype(np.float64)
-    else:
-        w = np.ones(points.shape[0])
+    w = _weights(op, weight, input, input.shape[:-1], "input's shape less the last dim",
+                 points.shape[0])
     sizes = [e.size - 1 for e in edges]
     inside = np.ones(points.shape[0], bool)
     cells = []
