@@ -295,8 +295,9 @@ def _channel_mask(t: Tensor, dim: int, keep: np.ndarray, default_mask) -> Tensor
     return _like(mask * _host(default_mask).astype(mask.dtype), t)
 
 
-class RandomUnstructured(BasePruningMethod):
-    """Zeroes ``amount`` (a count, or a fraction) of the entries chosen at random."""
+class _Unstructured(BasePruningMethod):
+    """Zeroes ``amount`` (a count, or a fraction) of the entries, those ``_positions``
+    picks (flat positions into the tensor)."""
 
     PRUNING_TYPE = "unstructured"
 
@@ -308,31 +309,30 @@ class RandomUnstructured(BasePruningMethod):
         k = _count_to_prune(self.amount, t.numel())
         mask = _host(default_mask).copy()
         if k:
-            draws = _host(creation.rand_like(t)).reshape(-1)
-            mask.reshape(-1)[np.argsort(-draws, kind="stable")[:k]] = 0
+            mask.reshape(-1)[self._positions(t, k)] = 0
         return _like(mask, default_mask)
+
+
+class RandomUnstructured(_Unstructured):
+    """Zeroes ``amount`` (a count, or a fraction) of the entries chosen at random."""
+
+    @staticmethod
+    def _positions(t, k):
+        draws = _host(creation.rand_like(t)).reshape(-1)
+        return np.argsort(-draws, kind="stable")[:k]
 
     @classmethod
     def apply(cls, module, name, amount):
         return super().apply(module, name, amount=amount)
 
 
-class L1Unstructured(BasePruningMethod):
+class L1Unstructured(_Unstructured):
     """Zeroes the ``amount`` (a count, or a fraction) entries of smallest absolute
     value."""
 
-    PRUNING_TYPE = "unstructured"
-
-    def __init__(self, amount) -> None:
-        _check_amount(amount)
-        self.amount = amount
-
-    def compute_mask(self, t, default_mask):
-        k = _count_to_prune(self.amount, t.numel())
-        mask = _host(default_mask).copy()
-        if k:
-            mask.reshape(-1)[topk_positions(np.abs(_host(t)), k, largest=False)] = 0
-        return _like(mask, default_mask)
+    @staticmethod
+    def _positions(t, k):
+        return topk_positions(np.abs(_host(t)), k, largest=False)
 
     @classmethod
     def apply(cls, module, name, amount, importance_scores=None):
