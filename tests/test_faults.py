@@ -305,6 +305,11 @@ def test_interrupts_inside_optimizer_step_leave_grad_mode_as_it_was(mode):
     opt = hx.optim.AdamW(p, lr=0.1)
     for q in p:
         q.grad = hx.ones(64)
+    # (a first step loads the compiled kernels: an interrupt inside numba's loading would
+    # leave numba's own registries half-filled, which is numba's state, not the step's)
+    opt.step()
+    from haelixe.backends import cpu_jit
+    cpu_jit.wait()
 
     def interrupt(sig, frame):
         raise KeyboardInterrupt

@@ -92,19 +92,8 @@ class inference_mode(_GradMode):
         return super().__exit__(*exc)
 
     def __call__(self, fn):
-        inner = _with_mode(fn, self.enabled)
         mode = getattr(self, "mode", True)  # (@inference_mode without a call: no __init__)
-
-        @functools.wraps(fn)
-        def wrapper(*args, **kwargs):
-            prev = STATE.inference
-            try:
-                STATE.inference = mode
-                return inner(*args, **kwargs)
-            finally:
-                STATE.inference = prev
-
-        return wrapper
+        return _with_setting(_with_mode(fn, self.enabled), "inference", mode)
 
 
 def is_inference_mode_enabled() -> bool:
@@ -137,17 +126,22 @@ class set_grad_enabled(_GradMode):
 
 
 def _with_mode(fn, enabled: bool):
-    """``fn`` run with grad mode ``enabled``, restored by a finally: a with statement's
-    __exit__ is a Python call, and a KeyboardInterrupt landing as it is entered would
-    leave the mode changed for good."""
+    """``fn`` run with grad mode ``enabled``."""
+    return _with_setting(fn, "grad_enabled", enabled)
+
+
+def _with_setting(fn, name: str, value):
+    """``fn`` run with the grad-mode state's field ``name`` set to ``value``, restored by a
+    finally: a with statement's __exit__ is a Python call, and a KeyboardInterrupt
+    landing as it is entered would leave the setting changed for good."""
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
-        prev = STATE.grad_enabled
+        prev = getattr(STATE, name)
         try:
-            STATE.grad_enabled = enabled
+            setattr(STATE, name, value)
             return fn(*args, **kwargs)
         finally:
-            STATE.grad_enabled = prev
+            setattr(STATE, name, prev)
 
     return wrapper
 
