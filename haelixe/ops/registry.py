@@ -36,6 +36,7 @@ from __future__ import annotations
 import inspect
 import math
 import numbers
+from types import MappingProxyType
 
 import numpy as np
 
@@ -552,6 +553,10 @@ def _make_backward(decl, plans):
         dtype = ctx.out_dtype  # the inputs' dtype too, unless in_dtypes says otherwise
         np_dt = dtype.np
         plain = ctx.in_shapes is None and ctx.in_dtypes is None  # (no sum_to, no cast)
+        be = ctx.out_device._be
+        # the backend's own callable of a kernel (Backend.direct: the front's direct
+        # path) for float32/float64 gradients
+        direct = be.direct if dtype in _DIRECT_DTYPES else _NO_DIRECT
         nexts = ctx.next
         out = [None] * len(nexts)
         gd = g._data
@@ -568,8 +573,14 @@ def _make_backward(decl, plans):
                 else:  # a saved tensor, or (None there: an input) the number it was
                     t = saved[j]
                     raws.append(t._data if t is not None else np_dt.type(ctx.args[k]))
-            # (map gives the output's dtype: only a mixed node's inputs need a cast)
-            gi = wrap(ctx.out_device._be.map(kernel, raws, np_dt))
+            f = direct.get(kernel)
+            if f is None:  # (map gives the output's dtype: only a mixed node's inputs
+                gi = be.map(kernel, raws, np_dt)  # need a cast)
+            else:  # map's path for such a kernel, its checks hoisted
+                gi = f(*raws)
+                if gi.dtype is not np_dt and gi.dtype != np_dt:  # (an integer operand)
+                    gi = gi.astype(np_dt)
+            gi = wrap(gi)
             out[i] = gi if plain else fit(gi, i, ctx, dtype)
         return tuple(out)
 
@@ -855,6 +866,7 @@ def _make_front(decl):
 
 #: dtypes whose operands take an elementwise op's direct path (Backend.direct)
 _DIRECT_DTYPES = frozenset((float32, float64))
+_NO_DIRECT = MappingProxyType({})
 
 
 #: a Python number's magnitude below which it converts to float32 or float64 without
