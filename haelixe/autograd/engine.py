@@ -65,16 +65,19 @@ def run_backward(roots, grads, retain_graph=False, create_graph=False, capture=N
     # hooks, retain_grad, capture, observers and anomaly mode are rare: one flag says
     # whether a node needs the slow path's checks at all
     watched = bool(_observers) or capture is not None or STATE.anomaly
-    prev_mode, prev_node = STATE.grad_enabled, STATE.backward_node
-    prev_accumulates = STATE.backward_accumulates
+    # this thread's modes as their dict: one lookup of the thread's state here, where
+    # each attribute of STATE is one (a tenth of a microsecond, on every node)
+    state = STATE.__dict__
+    prev_mode, prev_node = state["grad_enabled"], state["backward_node"]
+    prev_accumulates = state["backward_accumulates"]
     try:
         # (set inside the try: a KeyboardInterrupt at the loop's backward jump is taken
         # at the loop's head, which must not be where the try begins, or the finally
         # that restores the mode is skipped; CPython 3.11)
-        STATE.grad_enabled = create_graph
-        STATE.backward_accumulates = accumulate and capture is None
+        state["grad_enabled"] = create_graph
+        state["backward_accumulates"] = accumulate and capture is None
         while heap:
-            node = STATE.backward_node = heappop(heap)[1]
+            node = state["backward_node"] = heappop(heap)[1]
             g = pending.pop(node)
             if owned:  # handed on now: no longer the engine's to add into in place
                 owned.pop(id(g), None)
@@ -133,8 +136,8 @@ def run_backward(roots, grads, retain_graph=False, create_graph=False, capture=N
                 elif gi is not None:
                     pending[nxt] = gi if prev is None else _sum(prev, gi, owned)
     finally:
-        STATE.grad_enabled, STATE.backward_node = prev_mode, prev_node
-        STATE.backward_accumulates = prev_accumulates
+        state["grad_enabled"], state["backward_node"] = prev_mode, prev_node
+        state["backward_accumulates"] = prev_accumulates
     return capture
 
 
