@@ -927,9 +927,10 @@ def test_a_graph_built_by_backward_runs_through_the_given_gradients():
 
 @pytest.mark.parametrize("stacked", [False, True])
 def test_cat_and_stack_gradients_reach_every_kind_of_consumer(stacked):
-    """A first-order cat/stack backward hands each input its part of the gradient: to a
-    leaf, to nodes taking raw gradients (an elementwise op, a Linear, an embedding's
-    lookup) and to one taking tensors (a transpose); values as PyTorch's."""
+    """A first-order cat/stack backward hands each input its part of the gradient, a
+    strided view: to a leaf, to nodes whose first-order formula runs on raw arrays (an
+    elementwise op, a Linear, an embedding's lookup) and to one made of views (a
+    transpose); values as PyTorch's."""
     torch = pytest.importorskip("torch")
     r = np.random.default_rng(8)
     a, b, w = r.standard_normal((4, 3)), r.standard_normal((3, 4)), r.standard_normal((3, 3))

@@ -19,6 +19,15 @@ keeps the ctx as the output's ``grad_fn``: a node whose ``next`` edges point at 
 nodes that made the inputs (or at the AccumulateGrad node of a leaf). Backward is
 written with Haelixe ops, so running it under grad mode (create_graph=True) builds the
 graph of the gradient itself.
+
+``backward(ctx, g)`` is the one protocol between a node and the engine: ``g`` is a
+Tensor, the gradient of the output (a PartialGrad that waited is made whole first), and
+backward returns per forward argument a Tensor, a PartialGrad or None. The engine runs
+it with grad mode off for a first-order pass and on under create_graph, so an op whose
+first derivative is faster on the backend's raw arrays (the elementwise table, matmul,
+softmax, the fused kernels) branches on ``STATE.grad_enabled``: off, it calls the
+kernels on the raw arrays and wraps what they return (``Tensor._wrap``, ``wrap_grads``);
+on, it runs the same derivative with ops.
 """
 
 from __future__ import annotations
@@ -225,6 +234,9 @@ class Function(Node):
 
     @staticmethod
     def backward(ctx, grad):
+        """The gradients of the forward's arguments, given ``grad`` (a Tensor, the
+        output's): per argument a Tensor of its shape, a PartialGrad or None (see the
+        module's docstring)."""
         raise NotImplementedError
 
     @classmethod
