@@ -797,22 +797,23 @@ def test_the_sum_of_an_empty_tensor_has_a_gradient(device):
     assert_close(y.grad.cpu(), np.zeros((4, 5)))
 
 
-# -- raw first-order gradients (Function.raw_backward) ---------------------------------------
+# -- first-order gradients of every kind (the array formulas' tensors, views, partial) ------
 
-def _raw_graph(lib, xs):
-    """A graph where raw gradients meet every other kind: summed with each other and with
-    a slice's partial gradient, into a node without raw_backward (Sum's view), shared
-    by two leaves (an add), into leaves, through matmul and softmax."""
+def _mixed_graph(lib, xs):
+    """A graph where first-order gradients of every kind meet: kernels' fresh tensors
+    summed with each other and with a slice's partial gradient, a zero-stride view
+    (Sum's), one gradient shared by two leaves (an add), into leaves, through matmul and
+    softmax."""
     x, w, u, v = xs
     y = x.exp()
-    a = y * 2.0 + y / 3.0           # two raw gradients for y
+    a = y * 2.0 + y / 3.0           # two kernels' gradients for y
     b = y[:, 1:] * y[:, 1:]         # slices: partial gradients for y
     c = (y @ w).softmax(-1)         # matmul and softmax
     d = u + v                       # one gradient for two leaves
     return a.sum() + b.sum() + (c * c).sum() + (d * y[:, :2].sum()).sum()
 
 
-def test_raw_gradients_give_pytorchs_gradients_and_own_buffers():
+def test_first_order_gradients_give_pytorchs_gradients_and_own_buffers():
     torch = pytest.importorskip("torch")
     g = rng(3)
     arrays = [g.standard_normal((3, 4)), g.standard_normal((4, 5)),
@@ -820,17 +821,17 @@ def test_raw_gradients_give_pytorchs_gradients_and_own_buffers():
     ours = [hx.tensor(a).requires_grad_() for a in arrays]
     theirs = [torch.tensor(a, requires_grad=True) for a in arrays]
     for _ in range(2):  # the second backward accumulates in place
-        _raw_graph(hx, ours).backward()
-        _raw_graph(torch, theirs).backward()
+        _mixed_graph(hx, ours).backward()
+        _mixed_graph(torch, theirs).backward()
     for t, r in zip(ours, theirs):
         assert_close(t.grad, r.grad.numpy(), rtol=1e-12, atol=1e-12)
-    # u and v got one raw gradient: each .grad is a buffer of its own
+    # u and v got one gradient tensor: each .grad is a buffer of its own
     u, v = ours[2], ours[3]
     u.grad.mul_(0.0)
     assert np.abs(v.grad.numpy()).sum() > 0
 
 
-def test_raw_gradients_reach_hooks_retain_grad_and_observers_as_tensors():
+def test_first_order_gradients_reach_hooks_retain_grad_and_observers_as_tensors():
     x = randn(3, 4)
     w = randn(4, 5, seed=1)
     h = x * 2.0
@@ -853,14 +854,14 @@ def test_raw_gradients_reach_hooks_retain_grad_and_observers_as_tensors():
     finally:
         remove()
     # one norm per edge that carried a gradient: Sum 1, Softmax 1, MatMul 2, Mul 1, and
-    # the two leaves (a raw gradient reaching an observer would have no norm)
+    # the two leaves (a gradient that is not a tensor would have no norm)
     assert sum(isinstance(n, float) for n in norms) == 7
     (gx,) = hx.autograd.grad((x * 3.0).exp().sum(), [x])  # autograd.grad's capture
     assert isinstance(gx, hx.Tensor)
     assert_close(gx, 3 * np.exp(3 * x.detach().numpy()), rtol=1e-12)
 
 
-def test_a_subclass_with_its_own_backward_is_not_run_by_its_parents_raw_one():
+def test_a_subclass_with_its_own_backward_runs_it_at_first_order():
     from haelixe.ops.linalg import MatMul
 
     class HalfGradMatMul(MatMul):
@@ -869,7 +870,6 @@ def test_a_subclass_with_its_own_backward_is_not_run_by_its_parents_raw_one():
             ga, gb = MatMul.backward(ctx, g)
             return ga * 0.5, gb * 0.5
 
-    assert MatMul.raw_backward is not None and HalfGradMatMul.raw_backward is None
     a, b = randn(2, 3), randn(3, 4, seed=1)
     HalfGradMatMul.apply(a, b).sum().backward()
     assert_close(a.grad, 0.5 * np.ones((2, 4)) @ b.detach().numpy().T, rtol=1e-12)
@@ -927,9 +927,10 @@ def test_a_graph_built_by_backward_runs_through_the_given_gradients():
 
 @pytest.mark.parametrize("stacked", [False, True])
 def test_cat_and_stack_gradients_reach_every_kind_of_consumer(stacked):
-    """A first-order cat/stack backward hands each input its part of the gradient: to a
-    leaf, to nodes taking raw gradients (an elementwise op, a Linear, an embedding's
-    lookup) and to one taking tensors (a transpose); values as PyTorch's."""
+    """A first-order cat/stack backward hands each input its part of the gradient, a
+    strided view: to a leaf, to nodes whose first-order formula runs on raw arrays (an
+    elementwise op, a Linear, an embedding's lookup) and to one made of views (a
+    transpose); values as PyTorch's."""
     torch = pytest.importorskip("torch")
     r = np.random.default_rng(8)
     a, b, w = r.standard_normal((4, 3)), r.standard_normal((3, 4)), r.standard_normal((3, 3))

@@ -94,6 +94,44 @@ def test_every_op_records_through_that_function(monkeypatch):
     assert {"Mul", "Add", "Exp"} <= set(seen), seen
 
 
+def test_backward_is_the_one_protocol_between_a_node_and_the_engine():
+    """No Function gives a second form of its backward (a ``raw_backward`` on raw
+    arrays, say) and nothing asks a node for one: an op's fast first-order form is a
+    branch of its backward."""
+    found = [f"{rel}:{node.lineno}" for rel, tree in _modules() for node in ast.walk(tree)
+             if (isinstance(node, ast.FunctionDef) and node.name == "raw_backward")
+             or (isinstance(node, ast.Attribute) and node.attr == "raw_backward")
+             or (isinstance(node, ast.Constant) and node.value == "raw_backward")]
+    assert not found, found
+
+
+def test_a_gradient_between_nodes_is_a_tensor():
+    """What the ops' first-order forms hand on (a kernel's result, a sum's zero-stride
+    view, cat's views, a slice's partial gradient made whole, matmul's and softmax's)
+    reaches the next node as a Tensor."""
+    from haelixe.autograd.function import Function
+
+    seen = []
+
+    class Probe(Function):  # a node of its own before each consumer
+        @staticmethod
+        def forward(ctx, x):
+            return x._be.copy(x._data)
+
+        @staticmethod
+        def backward(ctx, g):
+            seen.append(type(g))
+            return g
+
+    x = hx.randn(3, 4, requires_grad=True)
+    w = hx.randn(4, 2)
+    p = [Probe.apply(x) for _ in range(6)]
+    loss = ((p[0] * 2.0).sum() + p[1].sum() + hx.cat([p[2], p[2]]).exp().sum()
+            + p[3][:, 1:].sum() + (p[4] @ w).sum() + p[5].softmax(-1)[:, 0].sum())
+    loss.backward()
+    assert seen == [hx.Tensor] * 6, seen
+
+
 def _count_calls(fn) -> list:
     calls = []
 

@@ -1,6 +1,6 @@
-"""Backend.unreduce, a sum's first-order gradient on raw arrays: the CPU's and the GPU's
-views (stride 0 along the summed dims) equal the contract's composed default, which
-copies the gradient out; and sums' gradients through it equal PyTorch's."""
+"""Unreduce, a sum's gradient: at first order (Sum's backward, no node) a view of the
+gradient over the input's shape, stride 0 along the summed dims, on the CPU and the GPU,
+equal to numpy's broadcast of it; sums' gradients through it equal PyTorch's."""
 
 from __future__ import annotations
 
@@ -9,45 +9,53 @@ import pytest
 import torch
 
 import haelixe as hx
-from haelixe.backends.base import Backend
-from haelixe.backends.cpu import CPU_BACKEND
+from haelixe import layout
+from haelixe.ops.reduce import Unreduce
 
 # (input shape, summed dims, the gradient's shape: keepdim or not)
 CASES = [((3, 4), (0, 1), ()), ((3, 4), (0,), (4,)), ((3, 4), (1,), (3, 1)),
          ((2, 3, 4), (0, 2), (3,)), ((), (), ()), ((0, 3), (0,), (3,)), ((2, 0), (1,), (2,))]
 
 
+def _broadcast(g, shape, dims):
+    return np.broadcast_to(g.reshape(layout.keep_shape(shape, dims)), shape)
+
+
+def _first_order(g, shape, dims):
+    """Sum's first-order gradient of ``g``: Unreduce run with no node recorded."""
+    with hx.no_grad():
+        return Unreduce.apply(g, shape, dims)
+
+
 @pytest.mark.parametrize("shape,dims,gshape", CASES)
-def test_cpu_view_equals_the_composed_default(shape, dims, gshape):
+def test_cpu_view_equals_the_broadcast(shape, dims, gshape):
     g = np.arange(1, 1 + int(np.prod(gshape)), dtype=np.float32).reshape(gshape)
-    got = CPU_BACKEND.unreduce(g, shape, dims)
-    want = Backend.unreduce(CPU_BACKEND, g, shape, dims)
-    assert got.shape == want.shape == shape and got.dtype == np.float32
-    np.testing.assert_array_equal(got, want)
-    if g.size and got.size:
-        assert np.shares_memory(got, g)  # a view, no copy
-    if g.ndim:  # a strided gradient (every other element of a wider array)
-        gs = np.repeat(g, 2, axis=-1)[..., ::2]
-        np.testing.assert_array_equal(CPU_BACKEND.unreduce(gs, shape, dims), want)
+    want = _broadcast(g, shape, dims)
+    t = hx.from_numpy(g)
+    got = _first_order(t, shape, dims)
+    assert got.shape == shape and got.dtype is hx.float32 and got.grad_fn is None
+    np.testing.assert_array_equal(got.numpy(), want)
+    assert got._storage is t._storage  # a view, no copy
+    if g.ndim:  # a strided gradient (every other element of a wider array, at an offset)
+        wide = hx.from_numpy(np.repeat(g, 2, axis=-1).copy())
+        strided = wide[..., 1::2]
+        np.testing.assert_array_equal(_first_order(strided, shape, dims).numpy(), want)
 
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("shape,dims,gshape", CASES)
-def test_gpu_view_equals_the_composed_default(shape, dims, gshape):
-    from haelixe.backends.wgpu.backend import get_backend
-
-    be = get_backend()
-    full = np.arange(2 * int(np.prod(gshape)) or 1, dtype=np.float32)
-    g = be.narrow(be.from_numpy(full), 0, 1, int(np.prod(gshape)))  # (an offset view)
-    g = be.reshape(g, gshape)
-    got = be.to_numpy(be.unreduce(g, shape, dims))
-    want = be.to_numpy(Backend.unreduce(be, g, shape, dims))
-    assert got.shape == want.shape == shape
-    np.testing.assert_array_equal(got, want)
+def test_gpu_view_equals_the_broadcast(shape, dims, gshape):
+    n = int(np.prod(gshape))
+    full = np.arange(2 * n or 1, dtype=np.float32)
+    g = hx.from_numpy(full).to("gpu")[1:1 + n].reshape(gshape)  # (an offset view)
+    got = _first_order(g, shape, dims)
+    assert got.shape == shape and got._storage is g._storage
+    np.testing.assert_array_equal(got.cpu().numpy(), _broadcast(full[1:1 + n].reshape(gshape),
+                                                                shape, dims))
 
 
 @pytest.mark.parametrize("device", ["cpu", pytest.param("gpu", marks=pytest.mark.gpu)])
-def test_sum_gradients_through_the_raw_view_equal_pytorch(device):
+def test_sum_gradients_through_the_view_equal_pytorch(device):
     rng = np.random.default_rng(0)
     a0, b0 = (rng.standard_normal((3, 4)).astype(np.float32) for _ in range(2))
 
@@ -68,11 +76,11 @@ def test_sum_gradients_through_the_raw_view_equal_pytorch(device):
     np.testing.assert_array_equal(a.grad.cpu().numpy(), np.full((3, 4), 2.0, np.float32))
 
 
-def test_a_full_sums_gradient_made_a_tensor_is_its_one_element_seen_everywhere():
-    """A node that takes tensors after a full sum gets the unreduced seed as a tensor:
-    one element, every stride 0, its views and gradients right."""
+def test_one_element_seen_everywhere_made_a_tensor_is_that_element_with_stride_0():
+    """A raw array that shows one element over a shape (every stride 0 over a one-element
+    buffer: a broadcast scalar) made a tensor: its views and gradients right."""
     seed = np.full((), 3.0, np.float32)
-    t = hx.Tensor._wrap(CPU_BACKEND.unreduce(seed, (2, 3), (0, 1)))
+    t = hx.Tensor._wrap(np.ndarray((2, 3), np.float32, seed, 0, (0, 0)))
     assert t.shape == (2, 3) and t.strides == (0, 0) and t.offset == 0
     assert np.shares_memory(t._storage.data, seed)
     np.testing.assert_array_equal(t.numpy(), np.full((2, 3), 3.0, np.float32))

@@ -162,9 +162,9 @@ def _backward_method(self, gradient=None, retain_graph=None, create_graph=False,
                      inputs=None):
     if gradient is None and inputs is None and not create_graph and self._requires_grad \
             and self.grad_fn is not None and self._data.size == 1:
-        # loss.backward(), every step: straight to the engine, the seed a raw array
-        # (the engine's first-order form; the node wraps it if it takes a tensor)
-        run_backward((self.grad_fn,), (self._be.full(self.shape, 1, self.dtype.np),),
+        # loss.backward(), every step: straight to the engine with _seed's gradient
+        run_backward((self.grad_fn,), (Tensor._wrap(self._be.full(self.shape, 1,
+                                                                   self.dtype.np)),),
                      retain_graph=bool(retain_graph))
         return
     backward([self], None if gradient is None else [gradient], retain_graph, create_graph,

@@ -19,6 +19,15 @@ keeps the ctx as the output's ``grad_fn``: a node whose ``next`` edges point at 
 nodes that made the inputs (or at the AccumulateGrad node of a leaf). Backward is
 written with Haelixe ops, so running it under grad mode (create_graph=True) builds the
 graph of the gradient itself.
+
+``backward(ctx, g)`` is the one protocol between a node and the engine: ``g`` is a
+Tensor, the gradient of the output (a PartialGrad that waited is made whole first), and
+backward returns per forward argument a Tensor, a PartialGrad or None. The engine runs
+it with grad mode off for a first-order pass and on under create_graph, so an op whose
+first derivative is faster on the backend's raw arrays (the elementwise table, matmul,
+softmax, the fused kernels) branches on ``STATE.grad_enabled``: off, it calls the
+kernels on the raw arrays and wraps what they return (``Tensor._wrap``, ``wrap_grads``);
+on, it runs the same derivative with ops.
 """
 
 from __future__ import annotations
@@ -127,16 +136,6 @@ class Function(Node):
     #: True where forward keeps nothing sizeable but its saved tensors (shapes, numbers,
     #: dims): release then drops the saved tensors alone and leaves the small fields
     small_state = False
-    #: A first-order backward on raw arrays, where the op has one: ``raw_backward(ctx,
-    #: gd)`` takes the gradient's raw array (the output's shape and dtype) and returns,
-    #: per input, a raw array, a Tensor, a PartialGrad or None. The engine passes raw
-    #: gradients from node to node with it: no tensor is made for a gradient that only
-    #: goes on to another such node or into a leaf's ``.grad``. backward's first-order
-    #: branch is then ``wrap_grads(raw_backward(...))``: one formula. Only the ops of a
-    #: training step's small graphs have one (the elementwise table, Sum, matmul,
-    #: softmax): a tensor per gradient there costs more than the kernels. An op whose
-    #: first-order steps take tensors anyway (conv, cat) writes backward alone.
-    raw_backward = None
     #: whether the engine checks the shapes of the gradients backward returns: for the
     #: Functions a user writes (set per subclass below); Haelixe's own ops are tested
     #: against PyTorch's gradients instead, and skip the check on every node
@@ -146,9 +145,6 @@ class Function(Node):
         super().__init_subclass__(**kwargs)
         if "checks_gradients" not in cls.__dict__:
             cls.checks_gradients = not cls.__module__.startswith("haelixe.")
-        if "backward" in cls.__dict__ and "raw_backward" not in cls.__dict__:
-            # a subclass that writes its own backward is not run by its parent's raw one
-            cls.raw_backward = None
 
     # Per-node state starts as these class-level defaults, so making a node runs no
     # __init__ (every op makes one, recorded or not); assignments land in the instance.
@@ -238,6 +234,9 @@ class Function(Node):
 
     @staticmethod
     def backward(ctx, grad):
+        """The gradients of the forward's arguments, given ``grad`` (a Tensor, the
+        output's): per argument a Tensor of its shape, a PartialGrad or None (see the
+        module's docstring)."""
         raise NotImplementedError
 
     @classmethod
@@ -326,9 +325,15 @@ def accumulator_of(leaf) -> AccumulateGrad:
 
 
 def wrap_grads(grads) -> tuple:
-    """A raw_backward's results as backward returns them: raw arrays made tensors."""
-    return tuple(gi if gi is None or gi.__class__ is Tensor or isinstance(gi, PartialGrad)
-                 else Tensor._wrap(gi) for gi in grads)
+    """The gradients an array formula gave (per input a raw array, a Tensor, a
+    PartialGrad or None) as backward returns them: each raw array made a tensor."""
+    out = []
+    for gi in grads:  # (a loop: a comprehension is one more call, on every node)
+        if gi is not None and gi.__class__ is not Tensor and \
+                not isinstance(gi, (Tensor, PartialGrad)):
+            gi = Tensor._wrap(gi)
+        out.append(gi)
+    return tuple(out)
 
 
 class PartialGrad:

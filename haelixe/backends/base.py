@@ -27,8 +27,6 @@ from types import MappingProxyType
 
 import numpy as np
 
-from .. import layout
-
 
 class Kernel:
     """An elementwise function written once, as ``fn(m, *xs)`` over a math namespace ``m``.
@@ -263,14 +261,6 @@ class Backend:
         picked (``picked``, window_max's offsets); True if done. The default, False,
         leaves it to a scatter and SumWindows."""
         return False
-
-    def unreduce(self, x, shape, dims):
-        """``x``, a sum over ``dims`` of an array of ``shape`` (the dims kept or not),
-        over ``shape``: a sum's gradient. A backend with strided views gives a view with
-        stride 0 along ``dims``; this default copies it out into a new array."""
-        out = self.empty(tuple(shape), x.dtype)
-        self.copy_into(out, self.reshape(x, layout.keep_shape(shape, dims)))
-        return out
 
     def max(self, x, axes, keepdim):
         raise NotImplementedError

@@ -11,7 +11,6 @@ import warnings
 
 import numpy as np
 
-from .. import layout
 from ..device import CPU
 from ..dtype import LOW_FLOATS_NP, from_numpy
 from ..storage import Storage, StorageAlias
@@ -426,13 +425,6 @@ class CPUBackend(Backend):
         return out if out.flags.c_contiguous else np.ascontiguousarray(out)
 
     # -- reductions ----------------------------------------------------------------------
-    def unreduce(self, x, shape, dims):
-        if x.__class__ is np.ndarray and x.flags.c_contiguous:  # a sum's fresh result
-            # (positional, as make_view; numpy's broadcast_to costs several times more)
-            return np.ndarray(shape, x.dtype, x, 0,
-                              layout.unreduced_strides(x.shape, x.strides, shape, dims))
-        return np.broadcast_to(np.reshape(x, layout.keep_shape(shape, dims)), shape)
-
     def sum(self, x, axes, keepdim):
         if (_DOT_SUMS and len(axes) == x.ndim and x.dtype in _DOT_SUM
                 and x.size <= _DOT_SUM_MAX and x.flags.c_contiguous):
@@ -646,9 +638,8 @@ def storage_for(array: np.ndarray, device, dtype) -> tuple[Storage, tuple, int]:
     isz = array.itemsize
     base = array.base
     if base.__class__ is np.ndarray and base.size == 1 and base.dtype == array.dtype:
-        # one element seen over a shape (a full sum's gradient, unreduced over its input:
-        # the implicit seed of loss.backward() as the next node's tensor): it starts at
-        # that element, every stride 0, found without reading data addresses
+        # one element seen over a shape (a broadcast scalar): it starts at that element,
+        # every stride 0, found without reading data addresses
         flat = base.reshape(-1)
         return Storage(flat, device, dtype, flat.nbytes), \
             tuple(s // isz for s in array.strides), 0

@@ -126,12 +126,9 @@ class _RecurrentSequence(Function):
         return be.join(outs, 0, True)
 
     @staticmethod
-    def backward(ctx, g):
-        return wrap_grads(_RecurrentSequence.raw_backward(ctx, g._data))
-
-    @staticmethod
-    def raw_backward(ctx, gd):  # (always first order: raw arrays in and out)
+    def backward(ctx, g):  # (first order only: the backend's kernels on raw arrays)
         (w,) = ctx.saved_tensors
+        gd = g._data
         be, wd, mode = w._be, w._data, ctx.mode
         outs, acts, prev = ctx.outs, ctx.acts, ctx.prev
         # per step the gradient of its product h @ W_hh^T + b_hh, and of its xp
@@ -161,7 +158,7 @@ class _RecurrentSequence(Function):
         dw = be.matmul(be.mT(rows), h_prev)
         db = be.sum(rows, (0,), False) if ctx.has_bias else None
         d_xp = be.join(dxp, 0, True) if mode == "GRU" else every
-        return d_xp, dh, dc, dw, db, None, None, None
+        return wrap_grads((d_xp, dh, dc, dw, db, None, None, None))
 
 
 # -- one time step, given pre = x @ W_ih^T + b_ih + h @ W_hh^T + b_hh (GRU: the two

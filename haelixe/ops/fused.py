@@ -43,22 +43,15 @@ class LinearFn(Function):
         return y
 
     @staticmethod
-    def raw_backward(ctx, gd):
-        # (always first order: the engine hands the gradient on as raw arrays, no tensor
-        # made for it, as for matmul's)
-        x, w = ctx.saved_tensors
-        nx, nw, nb, _ = ctx.next
-        act = None if ctx.activation is None else ACTIVATIONS[ctx.activation]
-        dx, dw, db = x._be.linear_backward(x._data, w._data, ctx.pre, gd, act,
-                                           ctx.has_bias and nb is not None, nx is not None)
-        return dx, (dw if nw is not None else None), db, None
-
-    @staticmethod
     def backward(ctx, g):
-        if not STATE.grad_enabled:
-            return wrap_grads(LinearFn.raw_backward(ctx, g._data))
         x, w = ctx.saved_tensors
         nx, nw, nb, _ = ctx.next
+        if not STATE.grad_enabled:  # first order: the backend's one kernel
+            act = None if ctx.activation is None else ACTIVATIONS[ctx.activation]
+            dx, dw, db = x._be.linear_backward(x._data, w._data, ctx.pre, g._data, act,
+                                               ctx.has_bias and nb is not None,
+                                               nx is not None)
+            return wrap_grads((dx, dw if nw is not None else None, db, None))
         rows = g.reshape(-1, w.shape[0])
         dx = g.matmul(w) if nx is not None else None
         dw = rows.mT.matmul(x.reshape(-1, w.shape[1])) if nw is not None else None
@@ -174,18 +167,14 @@ class LayerNormFn(Function):
         return y
 
     @staticmethod
-    def raw_backward(ctx, gd):  # (first order only: raw arrays, as LinearFn's)
+    def backward(ctx, g):  # (first order only: the backend's one kernel)
         x, w = ctx.saved_tensors
         mean, rstd = ctx.stats
         dx, dw, db = x._be.layernorm_backward(x._data, None if w is None else w._data,
-                                              mean, rstd, gd)
+                                              mean, rstd, g._data)
         if ctx.bias_dtype is not None and ctx.bias_dtype is not x.dtype:
             db = Tensor._wrap(db).to(ctx.bias_dtype)
-        return dx, dw, None if ctx.bias_dtype is None else db, None
-
-    @staticmethod
-    def backward(ctx, g):
-        return wrap_grads(LayerNormFn.raw_backward(ctx, g._data))
+        return wrap_grads((dx, dw, None if ctx.bias_dtype is None else db, None))
 
 
 class RoPEFn(Function):
@@ -343,14 +332,9 @@ class CrossEntropyFn(Function):
                     smoothing / logp.shape[1])
             scale = scale.reshape(m, 1) if scale.ndim else scale
             return ((x.softmax(1) * q.sum(1, keepdim=True) - q) * scale,) + none
-        return wrap_grads(CrossEntropyFn.raw_backward(ctx, g._data))
-
-    @staticmethod
-    def raw_backward(ctx, gd):  # first order: the backend's kernel on raw arrays
-        (x,) = ctx.saved_tensors
-        be = x._be
-        gd = be.reshape(gd, (x.shape[0],)) if gd.ndim else gd
-        return (be.cross_entropy_backward(ctx.state, gd),) + (None,) * 6
+        # first order: the backend's kernel
+        gd = be.reshape(g._data, (m,)) if g.ndim else g._data
+        return (Tensor._wrap(be.cross_entropy_backward(saved, gd)),) + none
 
 
 class SoftCrossEntropyFn(Function):

@@ -9,9 +9,8 @@ import warnings
 import numpy as np
 
 from .. import layout
-from ..autograd.function import Function, wrap_grads
+from ..autograd.function import Function
 from ..autograd.mode import STATE
-from ..backends import backend_of
 from ..backends.base import Backend
 from ..dtype import bool_, int32, int64, number_as, promote_types, result_type, uint8
 from ..errors import OpError, OpIndexError
@@ -173,15 +172,10 @@ class Take(Function):
         return x._be.take(x._data, key)
 
     @staticmethod
-    def raw_backward(ctx, gd):  # first order: the scatter-add on raw arrays, no node
-        _ = ctx.saved_tensors  # the version check of the key tensors
-        return backend_of(gd).index_add(ctx.in_shape, ctx.key, gd), None, None
-
-    @staticmethod
     def backward(ctx, g):
-        if not STATE.grad_enabled:
-            return wrap_grads(Take.raw_backward(ctx, g._data))
-        _ = ctx.saved_tensors
+        _ = ctx.saved_tensors  # the version check of the key tensors
+        if not STATE.grad_enabled:  # first order: IndexAdd's scatter-add with no node
+            return Tensor._wrap(g._be.index_add(ctx.in_shape, ctx.key, g._data)), None, None
         return IndexAdd.apply(g, ctx.in_shape, ctx.key), None, None
 
 
@@ -677,47 +671,34 @@ class Cat(Function):
     def forward(ctx, dim, stacked, *tensors):
         first = tensors[0]
         ctx.sizes = [1] * len(tensors) if stacked else [t.shape[dim] for t in tensors]
-        ctx.dim, ctx.stacked, ctx.part_shape = dim, stacked, first.shape
-        ctx.be = be = first._be
-        return be.join([t._data for t in tensors], dim, stacked)
-
-    @staticmethod
-    def raw_backward(ctx, gd):
-        # first order: each input's part of g as a view with no node, the entry's dim
-        # dropped for stack: of the raw array for a node that takes raw gradients (or a
-        # leaf), else of g as a tensor (wrapping a strided raw view reads its memory's
-        # layout back: several times the view's own cost)
-        dim, be, stacked = ctx.dim, ctx.be, ctx.stacked
-        grads, start, g = [None, None], 0, None
-        for n, nxt in zip(ctx.sizes, ctx.next[2:]):
-            if nxt is None:
-                grads.append(None)
-            elif nxt.is_accumulate or getattr(nxt, "raw_backward", None) is not None:
-                piece = be.narrow(gd, dim, start, n)
-                grads.append(be.reshape(piece, ctx.part_shape) if stacked else piece)
-            else:
-                if g is None:
-                    g = Tensor._wrap(gd)
-                    shape, strides, offset = g.shape, g.strides, g.offset
-                s, st, off = layout.narrow(shape, strides, offset, dim, start, n)
-                if stacked:
-                    s, st = s[:dim] + s[dim + 1:], st[:dim] + st[dim + 1:]
-                grads.append(g._view(s, st, off))
-            start += n
-        return tuple(grads)
+        ctx.dim, ctx.stacked = dim, stacked
+        return first._be.join([t._data for t in tensors], dim, stacked)
 
     @staticmethod
     def backward(ctx, g):
-        if not STATE.grad_enabled:
-            return wrap_grads(Cat.raw_backward(ctx, g._data))
-        # under create_graph: narrow and squeeze recorded
+        dim, stacked = ctx.dim, ctx.stacked
         grads, start = [None, None], 0
+        if not STATE.grad_enabled:
+            # first order: each input's part of g as a view with no node, the entry's
+            # dim dropped for stack
+            shape, strides, offset = g.shape, g.strides, g.offset
+            for n, nxt in zip(ctx.sizes, ctx.next[2:]):
+                if nxt is None:
+                    grads.append(None)
+                else:
+                    s, st, off = layout.narrow(shape, strides, offset, dim, start, n)
+                    if stacked:
+                        s, st = s[:dim] + s[dim + 1:], st[:dim] + st[dim + 1:]
+                    grads.append(g._view(s, st, off))
+                start += n
+            return tuple(grads)
+        # under create_graph: narrow and squeeze recorded
         for n, nxt in zip(ctx.sizes, ctx.next[2:]):
             if nxt is None:
                 grads.append(None)
             else:
-                piece = g.narrow(ctx.dim, start, n)
-                grads.append(piece.squeeze(ctx.dim) if ctx.stacked else piece)
+                piece = g.narrow(dim, start, n)
+                grads.append(piece.squeeze(dim) if stacked else piece)
             start += n
         return tuple(grads)
 

@@ -27,7 +27,17 @@ class MatMul(Function):
         return a._be.matmul(a._data, b._data)
 
     @staticmethod
-    def raw_backward(ctx, gd):
+    def backward(ctx, g):
+        if not STATE.grad_enabled:
+            return wrap_grads(MatMul._array_backward(ctx, g._data))
+        a, b = ctx.saved_tensors
+        na, nb = ctx.next
+        ga = matmul(g, b.mT).sum_to(a.shape) if na is not None else None
+        gb = matmul(a.mT, g).sum_to(b.shape) if nb is not None else None
+        return ga, gb
+
+    @staticmethod
+    def _array_backward(ctx, gd):
         # first order (the gradient needs no graph of its own): the backend's kernel on
         # the raw arrays, as the registry's elementwise gradients run; the checks and
         # promotions of matmul() were done by the forward
@@ -48,16 +58,6 @@ class MatMul(Function):
             return ga, be.matmul(be.mT(be.reshape(a._data, (rows, k))),
                                  be.reshape(gd, (rows, n)))
         return ga, Tensor._wrap(be.matmul(be.mT(a._data), gd)).sum_to(b.shape)
-
-    @staticmethod
-    def backward(ctx, g):
-        if not STATE.grad_enabled:
-            return wrap_grads(MatMul.raw_backward(ctx, g._data))
-        a, b = ctx.saved_tensors
-        na, nb = ctx.next
-        ga = matmul(g, b.mT).sum_to(a.shape) if na is not None else None
-        gb = matmul(a.mT, g).sum_to(b.shape) if nb is not None else None
-        return ga, gb
 
 
 def _promote_pair(op, a, b):

@@ -13,7 +13,7 @@ from collections import namedtuple
 
 from .. import layout
 from ..amp import cast_inputs
-from ..autograd.function import SINK, Function, wrap_grads
+from ..autograd.function import SINK, Function
 from ..autograd.mode import STATE
 from ..backends.base import Kernel
 from ..dtype import bool_, float32, int64, promote_types, uint8
@@ -43,14 +43,10 @@ def _dims(x, dim, op):
 _ALL_DIMS = tuple(tuple(range(n)) for n in range(8))  # (a full reduction's dims, made once)
 
 
-def _unreduce(g, in_shape, dims):
-    """A reduction's gradient broadcast back over the reduced dims: one zero-stride view."""
-    return Unreduce.apply(g, tuple(in_shape), dims)
-
-
 class Unreduce(Function):
     """The adjoint of a sum over ``dims``: ``g`` seen over ``shape`` with stride 0 along
-    the reduced dims (whether or not they were kept). Its own backward sums again."""
+    the reduced dims (whether or not they were kept), a view with no copy. Sum's backward
+    at every order; its own backward sums again."""
 
     label = "Expand"
     small_state = True
@@ -59,7 +55,12 @@ class Unreduce(Function):
     def forward(ctx, g, shape, dims):
         if ctx is not SINK:  # (a first-order backward records nothing: skip the writes)
             ctx.dims, ctx.kept = dims, g.ndim == len(shape)
-        return g._view(shape, layout.unreduced_strides(g.shape, g.strides, shape, dims), g.offset)
+        # (unreduced_strides' first case, a full sum's 0-d gradient, loss.sum()'s, with
+        # every stride 0, and the offset read here: no call for either on every step)
+        strides = (0,) * len(shape) if not g.shape else \
+            layout.unreduced_strides(g.shape, g.strides, shape, dims)
+        lay = g._layout
+        return g._view(shape, strides, 0 if lay is None else lay[1])
 
     @staticmethod
     def backward(ctx, gg):
@@ -78,17 +79,11 @@ class Sum(Function):
 
     @staticmethod
     def backward(ctx, g):
-        if not STATE.grad_enabled:  # first order: the zero-stride view itself, no node
-            shape = ctx.in_shape
-            strides = layout.unreduced_strides(g.shape, g.strides, shape, ctx.dims)
-            return g._view(shape, strides, g.offset), None, None
-        return _unreduce(g, ctx.in_shape, ctx.dims), None, None
-
-    @staticmethod
-    def raw_backward(ctx, gd):
-        # first order, on the raw gradient: the backend's view of it over the input's
-        # shape (stride 0 along the summed dims), no tensor made for it
-        return ctx.out_device._be.unreduce(gd, ctx.in_shape, ctx.dims), None, None
+        if STATE.grad_enabled:  # create_graph: the view recorded, its backward a sum
+            return Unreduce.apply(g, ctx.in_shape, ctx.dims), None, None
+        # first order: Unreduce's view with no node (what apply runs when it records
+        # nothing, its checks hoisted)
+        return Unreduce.forward(SINK, g, ctx.in_shape, ctx.dims), None, None
 
 
 def sum(input, dim=None, keepdim=False, dtype=None, *, axis=None):  # noqa: A001 (PyTorch's name)
@@ -341,15 +336,11 @@ class Softmax(Function):
         return (x._be.log_softmax if cls.log else x._be.softmax)(x._data, dim)
 
     @staticmethod
-    def raw_backward(ctx, gd):  # first order: the backend's one kernel on raw arrays
-        (y,) = ctx.saved_tensors
-        return y._be.softmax_backward(y._data, gd, ctx.dim, ctx.log), None
-
-    @staticmethod
     def backward(ctx, g):
-        if not STATE.grad_enabled:
-            return wrap_grads(Softmax.raw_backward(ctx, g._data))
         (y,) = ctx.saved_tensors
+        if not STATE.grad_enabled:  # first order: the backend's one kernel
+            return Tensor._wrap(y._be.softmax_backward(y._data, g._data, ctx.dim,
+                                                       ctx.log)), None
         # create_graph: the output with its history (this node), so the gradient has a
         # graph of its own
         y = y._alias()

@@ -36,12 +36,13 @@ from __future__ import annotations
 import inspect
 import math
 import numbers
+from types import MappingProxyType
 
 import numpy as np
 
 from .. import dtype as _dtypes
 from .. import layout
-from ..autograd.function import SINK, Function, record, wrap_grads
+from ..autograd.function import SINK, Function, record
 from ..autograd.mode import STATE
 from ..backends import bessel_math, error_math, gamma_incomplete, special_math
 from ..backends.base import Kernel
@@ -471,13 +472,7 @@ class ElementwiseFunction(Function):
     small_state = True  # (besides the saved tensors: shapes, dtypes and numbers)
 
     forward = None  # made per op by _make_forward
-    raw_backward = None  # made per op by _make_raw_backward
-
-    @staticmethod
-    def backward(ctx, g):
-        if STATE.grad_enabled:
-            return ctx._backward_with_graph(ctx, g, ctx.saved_tensors, ctx.args)
-        return wrap_grads(ctx.raw_backward(ctx, g._data))
+    backward = None  # made per op by _make_backward
 
     @classmethod
     def _backward_with_graph(cls, ctx, g, saved, args):
@@ -542,26 +537,34 @@ def _plans(decl, names):
     return tuple(plans)
 
 
-def _make_raw_backward(decl, plans):
-    """The op's first-order backward on raw arrays: each input's gradient kernel run once
-    over the incoming gradient ``gd`` and what the kernel reads. It returns raw arrays,
-    or tensors where a gradient is summed back over broadcast dims or cast (see
-    Function.raw_backward)."""
+def _make_backward(decl, plans):
+    """The op's backward. First order (what training runs): each input's gradient kernel
+    run once on the raw arrays of the incoming gradient and of what the kernel reads,
+    its result wrapped as a tensor (summed back over broadcast dims and cast where the
+    node says so); a gradient that is g itself is g. Under create_graph the gradient
+    functions run as Haelixe ops on tensors instead (_backward_with_graph)."""
     reads_saved = any(sources for _, _, sources in plans)
     wrap, fit = Tensor._wrap, _fit_gradient
 
-    def raw_backward(ctx, gd):
+    def backward(ctx, g):
+        if STATE.grad_enabled:
+            return ctx._backward_with_graph(ctx, g, ctx.saved_tensors, ctx.args)
         saved = ctx.saved_tensors if reads_saved else ()
         dtype = ctx.out_dtype  # the inputs' dtype too, unless in_dtypes says otherwise
         np_dt = dtype.np
         plain = ctx.in_shapes is None and ctx.in_dtypes is None  # (no sum_to, no cast)
+        be = ctx.out_device._be
+        # the backend's own callable of a kernel (Backend.direct: the front's direct
+        # path) for float32/float64 gradients
+        direct = be.direct if dtype in _DIRECT_DTYPES else _NO_DIRECT
         nexts = ctx.next
         out = [None] * len(nexts)
+        gd = g._data
         for i, kernel, sources in plans:
             if nexts[i] is None:
                 continue
             if kernel is None:  # g itself, in whatever dtype it came
-                out[i] = gd if plain and gd.dtype == np_dt else fit(wrap(gd), i, ctx, dtype)
+                out[i] = g if plain and g.dtype is dtype else fit(g, i, ctx, dtype)
                 continue
             raws = [gd]
             for kind, j, k in sources:  # (kind 0: _PARAM; else _OUTPUT or _INPUT)
@@ -570,12 +573,18 @@ def _make_raw_backward(decl, plans):
                 else:  # a saved tensor, or (None there: an input) the number it was
                     t = saved[j]
                     raws.append(t._data if t is not None else np_dt.type(ctx.args[k]))
-            # (map gives the output's dtype: only a mixed node's inputs need a cast)
-            gi = ctx.out_device._be.map(kernel, raws, np_dt)
-            out[i] = gi if plain else fit(wrap(gi), i, ctx, dtype)
+            f = direct.get(kernel)
+            if f is None:  # (map gives the output's dtype: only a mixed node's inputs
+                gi = be.map(kernel, raws, np_dt)  # need a cast)
+            else:  # map's path for such a kernel, its checks hoisted
+                gi = f(*raws)
+                if gi.dtype is not np_dt and gi.dtype != np_dt:  # (an integer operand)
+                    gi = gi.astype(np_dt)
+            gi = wrap(gi)
+            out[i] = gi if plain else fit(gi, i, ctx, dtype)
         return tuple(out)
 
-    return _named(raw_backward, decl, "raw_backward")
+    return _named(backward, decl, "backward")
 
 
 def _fit_gradient(gi, i, ctx, dtype):
@@ -738,7 +747,7 @@ def _make_function(decl, mixed: bool = False) -> type:
         "args": (None,) * (decl.arity + len(decl.params)),  # a node's unless it sets its own
         "saves_output": "y" in names, "differentiable": decl.differentiable,
         "save_index": save_index,
-        "plans": plans, "raw_backward": _make_raw_backward(decl, plans)})
+        "plans": plans, "backward": _make_backward(decl, plans)})
 
 
 # -- fronts: promotion, broadcasting, then the Function -------------------------------------
@@ -857,6 +866,7 @@ def _make_front(decl):
 
 #: dtypes whose operands take an elementwise op's direct path (Backend.direct)
 _DIRECT_DTYPES = frozenset((float32, float64))
+_NO_DIRECT = MappingProxyType({})
 
 
 #: a Python number's magnitude below which it converts to float32 or float64 without

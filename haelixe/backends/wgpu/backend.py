@@ -12,7 +12,6 @@ import threading
 
 import numpy as np
 
-from ... import layout
 from ...device import GPU
 from ...storage import Storage, StorageAlias
 from ..base import Backend
@@ -162,10 +161,6 @@ class WGPU(Backend):
     map_into = ew.map_into
 
     # -- reductions ----------------------------------------------------------------------
-    def unreduce(self, x, shape, dims):
-        strides = layout.unreduced_strides(x.shape, x.strides, shape, dims)
-        return x.view(tuple(shape), strides, x.offset)
-
     def sum(self, x, axes, keepdim=False):
         """Sum in the dtype of x (float accumulation in f32; int32 stays int32)."""
         return rd.reduce(self, "sum", x, axes, keepdim)
