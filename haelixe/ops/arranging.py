@@ -195,13 +195,7 @@ def _index_copy(x, dim, index, source, op):
     if any(a != b for i, (a, b) in enumerate(zip(xs.shape, src.shape)) if i != d):
         raise OpError(f"{op}: source of shape {source.shape} and the input of shape "
                       f"{x.shape} must match outside dim {d}")
-    if src.dtype is not x.dtype:
-        raise OpTypeError(f"{op}: source has dtype {src.dtype.name} and the input "
-                          f"{x.dtype.name}; they must match: convert with "
-                          f"source.to({x.dtype!r})")
-    if src.device is not x.device:
-        raise RuntimeError(f"{op}: source on {src.device.type}, input on "
-                           f"{x.device.type}; move it with .to(...)")
+    same_dtype_and_device(op, x, src, "source")
     # the slice of source each position takes: the last that names it (0 where none)
     sources = np.zeros(n, np.int64)
     sources[picked] = np.arange(picked.size)
@@ -536,3 +530,15 @@ for _name, _arity in (("argwhere", 1), ("take_along_dim", 1), ("index_fill", 1),
                       ("rot90", 1), ("block_diag", 2), ("cartesian_prod", 2),
                       ("combinations", 1), ("vander", 1)):
     declare(_name, arity=_arity, differentiable=_name != "argwhere", dtypes="any")
+
+
+def same_dtype_and_device(op, x, src, what):
+    """Refuse ``src`` (named ``what``) of another dtype or device than the input ``x``:
+    the ops writing one into the other do not promote or move (as PyTorch's)."""
+    if src.dtype is not x.dtype:
+        raise OpTypeError(f"{op}: {what} has dtype {src.dtype.name} and the input "
+                          f"{x.dtype.name}; they must match (as in PyTorch): convert with "
+                          f"{what}.to({x.dtype!r})")
+    if src.device is not x.device:
+        raise RuntimeError(f"{op}: {what} on {src.device.type}, input on {x.device.type}; "
+                           f"move it with .to(...)")

@@ -15,7 +15,7 @@ from .. import layout
 from ..dtype import bool_, int64
 from ..errors import OpError, OpIndexError, OpTypeError
 from ..tensor import Tensor
-from .arranging import index_copy
+from .arranging import index_copy, same_dtype_and_device
 from .composite import _in_place
 from .convert import as_tensor_like
 from .indexing import index_add, index_select
@@ -25,16 +25,6 @@ from .registry import declare, tensor_method
 def _check_tensor(op, name, t):
     if not isinstance(t, Tensor):
         raise TypeError(f"{op}: {name} must be a Tensor, got {type(t).__name__}")
-
-
-def _same_dtype(op, x, src, what):
-    if src.dtype is not x.dtype:
-        raise OpTypeError(f"{op}: {what} has dtype {src.dtype.name} and the input "
-                          f"{x.dtype.name}; they must match (as in PyTorch): convert with "
-                          f"{what}.to({x.dtype!r})")
-    if src.device is not x.device:
-        raise RuntimeError(f"{op}: {what} on {src.device.type}, input on {x.device.type}; "
-                           f"move it with .to(...)")
 
 
 def _write_flat(x, positions, values, accumulate):
@@ -79,7 +69,7 @@ def _put(x, index, source, accumulate, op):
     if source.numel() != positions.size:
         raise OpIndexError(f"{op}: source has {source.numel()} elements and index "
                            f"{positions.size}; give one source element per index")
-    _same_dtype(op, x, source, "source")
+    same_dtype_and_device(op, x, source, "source")
     if x.ndim == 0:
         return _write_flat(x.reshape(1), positions, source, accumulate).reshape(())
     return _write_flat(x, positions, source, accumulate)
@@ -142,7 +132,7 @@ def _index_positions(op, x, indices):
 def _index_put(x, indices, values, accumulate, op):
     _check_tensor(op, "values", values)
     positions = _index_positions(op, x, indices)
-    _same_dtype(op, x, values, "values")
+    same_dtype_and_device(op, x, values, "values")
     try:
         spread = values.expand(positions.shape) if values.shape != positions.shape \
             else values
@@ -185,7 +175,7 @@ def _masked_scatter(x, mask, source, op, in_place):
     if in_place and layout.broadcast_shapes(x.shape, mask.shape, op=op) != x.shape:
         raise OpError(f"{op}: the mask of shape {mask.shape} does not broadcast to the "
                       f"input's shape {x.shape}")
-    _same_dtype(op, x, source, "source")
+    same_dtype_and_device(op, x, source, "source")
     m = np.broadcast_to(mask.cpu().numpy(), shape)
     positions = np.flatnonzero(m)
     if positions.size > source.numel():
