@@ -7,12 +7,24 @@
 
 # The op modules attach the Tensor methods and list the function forms as they load.
 from . import aten_forms as _aten_forms
+from . import aten_native as _aten_native
 from . import (
     autograd,  # noqa: E402  (Tensor.backward, hooks)
     linalg,  # noqa: E402  (hx.linalg: torch.linalg)
 )
 from . import dtype as _dtype_module
-from .amp import is_autocast_enabled, set_autocast_enabled
+from .amp import (
+    get_autocast_cpu_dtype,
+    get_autocast_dtype,
+    get_autocast_gpu_dtype,
+    is_autocast_cpu_enabled,
+    is_autocast_enabled,
+    set_autocast_cpu_dtype,
+    set_autocast_cpu_enabled,
+    set_autocast_dtype,
+    set_autocast_enabled,
+    set_autocast_gpu_dtype,
+)
 from .autograd.mode import (
     enable_grad,
     inference_mode,
@@ -77,6 +89,7 @@ from .dtype import (
     uint32,
     uint64,
 )
+from .dtype_info import finfo, iinfo
 from .layout import Size  # noqa: E402,F401  (torch.Size)
 from .ops import (  # noqa: E402,F401
     aliases,
@@ -100,6 +113,7 @@ from .ops import (  # noqa: E402,F401
     inplace_forms,
     inplace_functions,
     linalg_legacy,
+    linalg_lu_legacy,
     linalg_toplevel,
     ordering,
     pooling,
@@ -114,6 +128,7 @@ from .ops import (  # noqa: E402,F401
     statistics,
     tensor_legacy,
     tensor_memory,
+    view_copies,
     views,
     window_functions,
 )
@@ -134,11 +149,17 @@ from .random import (
 )
 from .settings import (
     are_deterministic_algorithms_enabled,
+    get_deterministic_debug_mode,
     get_float32_matmul_precision,
     get_num_interop_threads,
+    init_num_threads,
     is_deterministic_algorithms_warn_only_enabled,
+    is_warn_always_enabled,
+    set_deterministic_debug_mode,
     set_float32_matmul_precision,
+    set_flush_denormal,
     set_num_interop_threads,
+    set_warn_always,
     use_deterministic_algorithms,
 )
 from .tensor import Tensor
@@ -146,6 +167,8 @@ from .tensor import Tensor
 globals().update(_FUNCTIONS)  # hx.exp(x), hx.where(c, a, b), hx.cat([...]) ...
 # torch.layer_norm, torch.dropout, torch.max_pool2d...: F's ops under ATen's signatures
 globals().update({_n: getattr(_aten_forms, _n) for _n in _aten_forms.__all__})
+# torch.native_layer_norm, torch.lstm_cell, torch.embedding_bag...: ATen's native forms
+globals().update({_n: getattr(_aten_native, _n) for _n in _aten_native.__all__})
 # PyTorch's legacy tensor types: hx.LongTensor([1, 2]), isinstance(x, hx.FloatTensor)
 globals().update({_LEGACY_NAMES[d]: t for d, t in _LEGACY_TYPES.items() if d in _EXPORTED_LEGACY})
 

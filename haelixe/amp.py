@@ -31,10 +31,13 @@ parameter receives a BF16 gradient; ``AdamW(master_weights=True)`` keeps the F32
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 
 from .autograd.mode import STATE
-from .dtype import as_dtype, bfloat16, float32
+from .device import Device
+from .dtype import DType, as_dtype, bfloat16, float32
 from .tensor import Tensor
 
 #: the table above, as data: op family -> dtype its inputs are cast to
@@ -56,12 +59,13 @@ class autocast:
         self.enabled = enabled
 
     def __enter__(self):
-        self._prev = STATE.autocast
+        self._prev = STATE.autocast, STATE.autocast_dtype
         STATE.autocast = self.dtype if self.enabled else None
+        STATE.autocast_dtype = self.dtype  # (get_autocast_dtype inside, as PyTorch's)
         return self
 
     def __exit__(self, *exc):
-        STATE.autocast = self._prev
+        STATE.autocast, STATE.autocast_dtype = self._prev
         return False
 
 
@@ -82,14 +86,112 @@ def is_autocast_enabled(device_type=None) -> bool:
 def set_autocast_enabled(device_type, enabled=None) -> None:
     """set_autocast_enabled(device_type, enabled)
 
-    Switches autocast on (in bfloat16, autocast's default) or off for good, in this
-    thread; ``set_autocast_enabled(enabled)``, PyTorch's older form, works too."""
+    Switches autocast on (in get_autocast_dtype's dtype, bfloat16 unless
+    set_autocast_dtype changed it) or off for good, in this thread;
+    ``set_autocast_enabled(enabled)``, PyTorch's older form, works too."""
     if enabled is None:
         device_type, enabled = None, device_type
     if not isinstance(enabled, bool):
         raise TypeError(f"set_autocast_enabled: enabled must be a bool, got "
                         f"{type(enabled).__name__}")
-    STATE.autocast = (STATE.autocast or bfloat16) if enabled else None
+    STATE.autocast = (STATE.autocast or STATE.autocast_dtype) if enabled else None
+
+
+# -- the autocast dtype: one for every device (Haelixe's autocast covers them all) --------
+def _device_type(op, device_type):
+    if not isinstance(device_type, str):
+        raise TypeError(f"{op}: device_type must be a str ('cpu' or 'cuda'), got "
+                        f"{type(device_type).__name__}")
+    try:
+        Device(device_type)
+    except ValueError:
+        raise RuntimeError(f"{op}: unknown device type {device_type!r}; expected 'cpu', "
+                           f"'cuda' or 'gpu'") from None
+
+
+def get_autocast_dtype(device_type):
+    """get_autocast_dtype(device_type) -> dtype
+
+    The dtype autocast computes in: the region's inside hx.autocast, else what
+    set_autocast_dtype last set (bfloat16 at the start). Haelixe's autocast covers every
+    device with one dtype, so it is the same for "cpu" and "cuda" (PyTorch starts CUDA's
+    at float16)."""
+    _device_type("get_autocast_dtype", device_type)
+    return STATE.autocast_dtype
+
+
+def set_autocast_dtype(device_type, dtype) -> None:
+    """set_autocast_dtype(device_type, dtype)
+
+    The dtype autocast computes in (bfloat16 or float16), for every device: inside an
+    autocast region until it ends, outside it for set_autocast_enabled(True) (per
+    thread, as PyTorch's)."""
+    _device_type("set_autocast_dtype", device_type)
+    want = _low_dtype("set_autocast_dtype", dtype)
+    STATE.autocast_dtype = want
+    if STATE.autocast is not None:
+        STATE.autocast = want
+
+
+def _low_dtype(op, dtype):
+    if not isinstance(dtype, DType) or dtype.name not in ("bfloat16", "float16"):
+        raise ValueError(f"{op}: Haelixe's autocast computes in bfloat16 or float16, got "
+                         f"{dtype!r}")
+    return dtype
+
+
+def _deprecated(old, new):
+    warnings.warn(f"torch.{old} is deprecated. Please use torch.{new} instead.",
+                  DeprecationWarning, stacklevel=3)
+
+
+def get_autocast_cpu_dtype():
+    """get_autocast_cpu_dtype() -> dtype
+
+    Deprecated, as in PyTorch: get_autocast_dtype("cpu")."""
+    _deprecated("get_autocast_cpu_dtype()", "get_autocast_dtype('cpu')")
+    return STATE.autocast_dtype
+
+
+def get_autocast_gpu_dtype():
+    """get_autocast_gpu_dtype() -> dtype
+
+    Deprecated, as in PyTorch: get_autocast_dtype("cuda") (the same dtype as the CPU's
+    here)."""
+    _deprecated("get_autocast_gpu_dtype()", "get_autocast_dtype('cuda')")
+    return STATE.autocast_dtype
+
+
+def set_autocast_cpu_dtype(dtype) -> None:
+    """set_autocast_cpu_dtype(dtype)
+
+    Deprecated, as in PyTorch: set_autocast_dtype("cpu", dtype)."""
+    _deprecated("set_autocast_cpu_dtype(dtype)", "set_autocast_dtype('cpu', dtype)")
+    set_autocast_dtype("cpu", dtype)
+
+
+def set_autocast_gpu_dtype(dtype) -> None:
+    """set_autocast_gpu_dtype(dtype)
+
+    Deprecated, as in PyTorch: set_autocast_dtype("cuda", dtype)."""
+    _deprecated("set_autocast_gpu_dtype(dtype)", "set_autocast_dtype('cuda', dtype)")
+    set_autocast_dtype("cuda", dtype)
+
+
+def is_autocast_cpu_enabled() -> bool:
+    """is_autocast_cpu_enabled() -> bool
+
+    Deprecated, as in PyTorch: is_autocast_enabled("cpu")."""
+    _deprecated("is_autocast_cpu_enabled()", "is_autocast_enabled('cpu')")
+    return STATE.autocast is not None
+
+
+def set_autocast_cpu_enabled(enabled) -> None:
+    """set_autocast_cpu_enabled(enabled)
+
+    Deprecated, as in PyTorch: set_autocast_enabled("cpu", enabled)."""
+    _deprecated("set_autocast_cpu_enabled(enabled)", "set_autocast_enabled('cpu', enabled)")
+    set_autocast_enabled("cpu", enabled)
 
 
 def cast_inputs(family: str, *tensors):

@@ -42,6 +42,7 @@ MODULES = {
     "torch.nn.utils.prune": "haelixe.nn.prune",
     "torch.nn.modules": "haelixe.nn",
     "torch.nn.parameter": "haelixe.nn",
+    "torch.nn.parallel": "haelixe.nn.parallel",
     "torch.optim": "haelixe.optim",
     "torch.optim.lr_scheduler": "haelixe.optim.lr_scheduler",
     "torch.optim.swa_utils": "haelixe.optim.swa_utils",

@@ -13,8 +13,8 @@ ROOT = Path(__file__).resolve().parents[1] / "haelixe"
 
 #: lowest first; a module may import its own layer and the layers below it
 LAYERS = [
-    ("foundations", ["errors", "dtype", "device", "layout", "storage", "atomic", "fileio",
-                     "memory", "closest", "printing"]),
+    ("foundations", ["errors", "dtype", "dtype_info", "device", "layout", "storage", "atomic",
+                     "fileio", "memory", "closest", "printing"]),
     ("backends", ["backends"]),
     ("tensor", ["tensor"]),
     ("creation", ["creation", "random"]),  # random: Generator states are tensors
@@ -24,7 +24,7 @@ LAYERS = [
     ("library", ["nn", "optim", "data", "utils", "serialization", "capture_replay", "pickled",
                  "compiling", "cuda", "accelerator", "backend_flags", "onnx", "profiler",
                  "memory_history", "distributions", "linalg", "special", "func", "settings",
-                 "aten_forms"]),
+                 "aten_forms", "aten_native"]),
     ("widgets", ["viz"]),
     ("apps", ["denoise", "charlm", "progress", "exercises", "__main__", "torch_alias",
               "run"]),

@@ -393,7 +393,7 @@ def test_item13_rope_table_views_on_gpu(be):
 
 # -- errors that name the closest thing ---------------------------------------------------------
 @pytest.mark.parametrize("module,name,closest", [
-    (nn, "NLLLoss2d", "hx.nn.NLLLoss"),
+    (nn, "LinearCrossEntropyLoss", "hx.nn.CrossEntropyLoss"),
     (nn, "CrossEntropyloss", "hx.nn.CrossEntropyLoss"),
     (nn, "KlDivLoss", "hx.nn.KLDivLoss"),
     (nn.init, "orthogonal", "orthogonal_"),

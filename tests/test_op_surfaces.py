@@ -73,6 +73,10 @@ TABLE = {
     # both bind these keywords)
     ("method", "put"): "(self, index, source, accumulate=False)",
     ("method", "masked_scatter"): "(self, mask, source)",
+    # (its docstring writes split's names; it binds input= and split_size=, an int)
+    ("function", "unsafe_split"): "(input, split_size, dim=0)",
+    # (torch.lu dispatches on get_infos: inspect sees *args, **kwargs)
+    ("function", "lu"): "(A, pivot=True, get_infos=False)",
 }
 # (F.max_pool*d dispatch on return_indices: inspect sees *args, **kwargs; their docs'
 # signature)

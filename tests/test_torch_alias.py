@@ -103,8 +103,8 @@ def test_names_haelixe_lacks_fail_with_its_own_message(tmp_path):
             except Exception as e:
                 return f"{type(e).__name__}: {e}"
             return "no error"
-        print(error("torch.nn.NLLLoss2d"))
-        print(error("from torch.nn import NLLLoss2d"))
+        print(error("torch.nn.LinearCrossEntropyLoss"))
+        print(error("from torch.nn import LinearCrossEntropyLoss"))
         print(error("import torch.distributed"))
         print(error("from torch import distributed"))
         print(error("from torch.fft import rfft"))
@@ -114,11 +114,11 @@ def test_names_haelixe_lacks_fail_with_its_own_message(tmp_path):
     """)
     assert r.returncode == 0, r.stderr
     lines = r.stdout.strip().split("\n")
-    assert lines[0].startswith("AttributeError: torch.nn.NLLLoss2d") and \
-        "the closest is hx.nn.NLLLoss" in lines[0]
-    assert lines[1].startswith("ImportError: cannot import name 'NLLLoss2d' from "
-                               "'torch.nn'")
-    assert "the closest is hx.nn.NLLLoss" in lines[1]
+    assert lines[0].startswith("AttributeError: torch.nn.LinearCrossEntropyLoss") and \
+        "the closest is hx.nn.CrossEntropyLoss" in lines[0]
+    assert lines[1].startswith("ImportError: cannot import name 'LinearCrossEntropyLoss' "
+                               "from 'torch.nn'")
+    assert "the closest is hx.nn.CrossEntropyLoss" in lines[1]
     for line in lines[2:4]:
         assert line.startswith("MissingModuleError: torch.distributed is not part of Haelixe")
     assert lines[4].startswith("MissingModuleError: torch.fft is not part")

@@ -6,6 +6,8 @@ from __future__ import annotations
 import functools
 import threading
 
+from ..dtype import bfloat16
+
 
 class _State(threading.local):
     def __init__(self):
@@ -14,6 +16,8 @@ class _State(threading.local):
         self.anomaly_mode = False  # (on at all: torch.is_anomaly_enabled)
         self.inference = False  # inside inference_mode() (torch.is_inference_mode_enabled)
         self.autocast = None  # the low-precision DType while hx.autocast is active
+        # the dtype autocast runs in where none is given (torch.get_autocast_dtype)
+        self.autocast_dtype = bfloat16
         # the Modules whose forward is running, outermost first: each recorded node keeps
         # the innermost one, so a picture of the graph can group nodes by module
         self.modules = []

@@ -30,7 +30,7 @@ from .lazy import (
     LazyModuleMixin,
 )
 from .local_response import CrossMapLRN2d
-from .loss_layers import BCELoss, BCEWithLogitsLoss
+from .loss_layers import BCELoss, BCEWithLogitsLoss, NLLLoss2d
 from .module import Buffer, Module, ModuleList, Parameter, Sequential
 from .multihead import MultiheadAttention
 from .normalization import (
@@ -41,6 +41,7 @@ from .normalization import (
     InstanceNorm2d,
     InstanceNorm3d,
 )
+from .parallel import DataParallel
 from .rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNBase, RNNCell, RNNCellBase
 from .spatial import Unflatten, Unfold
 from .sync_batchnorm import SyncBatchNorm

@@ -1,8 +1,11 @@
 """The loss modules of losses declared without a layer (BCELoss, BCEWithLogitsLoss): the
 functional losses with their options held as attributes (class weights as buffers, so
-they follow .to() and appear in the state dict, as in PyTorch)."""
+they follow .to() and appear in the state dict, as in PyTorch); and NLLLoss2d,
+NLLLoss's deprecated name."""
 
 from __future__ import annotations
+
+import warnings
 
 from ..tensor import Tensor
 from . import losses
@@ -60,3 +63,14 @@ class BCEWithLogitsLoss(_Loss):
 
     def __init__(self, weight=None, reduction: str = "mean", pos_weight=None):
         super().__init__(reduction, weight=weight, pos_weight=pos_weight)
+
+
+class NLLLoss2d(NLLLoss):
+    """NLLLoss by its deprecated name, which PyTorch keeps: the same loss over (N, C, d1,
+    ...) inputs, with a FutureWarning when one is made."""
+
+    def __init__(self, weight=None, size_average=None, ignore_index=-100, reduce=None,
+                 reduction="mean"):
+        warnings.warn("`NLLLoss2d` has been deprecated. Please use `NLLLoss` instead as a "
+                      "drop-in replacement", FutureWarning, stacklevel=2)
+        super().__init__(weight, size_average, ignore_index, reduce, reduction)

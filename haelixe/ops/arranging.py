@@ -1,6 +1,6 @@
-"""Ops that rearrange, pick or fill elements: argwhere, take_along_dim, index_fill,
-index_copy, tensor_split and hsplit/vsplit/dsplit, swapaxes/swapdims, msort, rot90,
-block_diag, cartesian_prod, combinations and vander.
+"""Ops that rearrange, pick or fill elements: argwhere, nonzero_static, take_along_dim,
+index_fill, index_copy, tensor_split and hsplit/vsplit/dsplit, swapaxes/swapdims, msort,
+rot90, block_diag, cartesian_prod, combinations and vander.
 
 Each is composed of existing views, gathers and joins (positions worked out on the host
 where they depend on an index's values), so autograd and both devices come with them.
@@ -38,6 +38,23 @@ def argwhere(input):  # noqa: A002 (PyTorch's name)
     The indices of the non-zero elements, one row each: nonzero(input), shape
     (count, input.ndim), int64."""
     return nonzero(input)
+
+
+@tensor_method(function=True)
+def nonzero_static(input, *, size, fill_value=-1):  # noqa: A002
+    """nonzero_static(input, *, size, fill_value=-1) -> Tensor
+
+    nonzero(input) with exactly ``size`` rows, shape (size, input.ndim) int64: the first
+    ``size`` indices when there are more, padded with rows of ``fill_value`` when there
+    are fewer."""
+    if isinstance(size, bool) or not isinstance(size, int) or size < 0:
+        raise OpError(f"nonzero_static: 'size' must be a non-negative integer, got "
+                      f"{size!r}")
+    found = nonzero(input)
+    if found.shape[0] >= size:
+        return found[:size].clone()
+    pad = found.new_full((size - found.shape[0], found.shape[1]), fill_value)
+    return cat([found, pad])
 
 
 def _long_index(op, index, error=OpTypeError, dtypes=(int64,)):
@@ -530,6 +547,7 @@ for _name, _arity in (("argwhere", 1), ("take_along_dim", 1), ("index_fill", 1),
                       ("rot90", 1), ("block_diag", 2), ("cartesian_prod", 2),
                       ("combinations", 1), ("vander", 1)):
     declare(_name, arity=_arity, differentiable=_name != "argwhere", dtypes="any")
+declare("nonzero_static", differentiable=False, dtypes="any")
 
 
 def same_dtype_and_device(op, x, src, what):
@@ -542,3 +560,4 @@ def same_dtype_and_device(op, x, src, what):
     if src.device is not x.device:
         raise RuntimeError(f"{op}: {what} on {src.device.type}, input on {x.device.type}; "
                            f"move it with .to(...)")
+

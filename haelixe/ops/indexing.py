@@ -12,7 +12,16 @@ from .. import layout
 from ..autograd.function import Function
 from ..autograd.mode import STATE
 from ..backends.base import Backend
-from ..dtype import bool_, int32, int64, number_as, promote_types, result_type, uint8
+from ..dtype import (
+    bool_,
+    int32,
+    int64,
+    number_as,
+    promote_types,
+    result_type,
+    stored_number,
+    uint8,
+)
 from ..errors import OpError, OpIndexError
 from ..tensor import Tensor
 from .convert import as_tensor_like, cast
@@ -330,6 +339,10 @@ def masked_fill(x, mask, value):
                           f"shape {value.shape}")
         value = cast(value, x.dtype)
     else:
+        if isinstance(value, numbers.Real):
+            # (a number beyond the dtype's range is refused, as PyTorch's: the float32
+            # finfo(...).min into a float16 tensor)
+            stored_number(x.dtype.np, value, "masked_fill")
         value = as_tensor_like(value, x, x.dtype)
     return where(mask, value, x)
 

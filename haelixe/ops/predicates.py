@@ -1,6 +1,6 @@
 """PyTorch's small questions about tensors: is_tensor, numel, is_floating_point,
-is_nonzero, typename... as functions (``hx.<name>``) and, where PyTorch has them, Tensor
-methods and properties (is_signed, is_cpu, get_device, ndimension, itemsize). None of
+is_nonzero, is_signed, get_device, typename... as functions (``hx.<name>``) and, where
+PyTorch has them, Tensor methods and properties (is_cpu, ndimension, itemsize). None of
 them computes on the data except is_nonzero, which reads one element."""
 
 from __future__ import annotations
@@ -86,20 +86,21 @@ def is_same_size(input, other):  # noqa: A002
     return _tensor("is_same_size", input).shape == _tensor("is_same_size", other).shape
 
 
-@tensor_method
-def is_signed(self):
-    """is_signed() -> bool
+@tensor_method(function=True)
+def is_signed(input):  # noqa: A002
+    """is_signed(input) -> bool
 
     True unless the dtype is bool or an unsigned integer dtype."""
-    return self.dtype.name not in _UNSIGNED
+    return _tensor("is_signed", input).dtype.name not in _UNSIGNED
 
 
-@tensor_method
-def get_device(self):
-    """get_device() -> int
+@tensor_method(function=True)
+def get_device(input):  # noqa: A002
+    """get_device(input) -> int
 
-    The device's index: -1 on the CPU (as PyTorch's), 0 on the GPU (Haelixe has one)."""
-    return -1 if self.device is CPU else 0
+    The device's index: -1 on the CPU (as PyTorch's), 0 on the GPU (Haelixe has one, as
+    PyTorch's first CUDA device, "cuda:0")."""
+    return -1 if _tensor("get_device", input).device is CPU else 0
 
 
 @tensor_method

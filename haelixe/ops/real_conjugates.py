@@ -3,16 +3,17 @@
 Haelixe has no complex dtypes, so a tensor is never a lazily conjugated or negated view:
 conj, resolve_conj, resolve_neg and conj_physical return the tensor itself (as
 PyTorch's do for a real tensor), .real is the tensor and .imag raises as PyTorch's does;
-.H, .mH and adjoint() are the transposes. is_inference() is False: Haelixe's
-inference_mode is no_grad, and marks no tensor made inside it."""
+.H, .mH and adjoint() are the transposes; isreal is True everywhere. is_inference() is
+False: Haelixe's inference_mode is no_grad, and marks no tensor made inside it."""
 
 from __future__ import annotations
 
 import warnings
 
+from ..dtype import bool_
 from ..errors import OpError
 from ..tensor import Tensor
-from .registry import function, tensor_method
+from .registry import declare, function, tensor_method
 
 
 @tensor_method(function=True)
@@ -63,10 +64,30 @@ def is_neg(input):  # noqa: A002
     return False
 
 
-@tensor_method
-def is_inference(self):
-    """False: Haelixe's inference_mode is no_grad and makes no inference tensors."""
+@tensor_method(function=True)
+def is_inference(input):  # noqa: A002
+    """is_inference(input) -> bool
+
+    False: Haelixe's inference_mode is no_grad and makes no inference tensors."""
+    if not isinstance(input, Tensor):
+        raise TypeError(f"is_inference(): argument 'input' must be a Tensor, not "
+                        f"{type(input).__name__}")
     return False
+
+
+@tensor_method(function=True)
+def isreal(input):  # noqa: A002
+    """isreal(input) -> Tensor
+
+    A bool tensor of input's shape, True where an element is real: everywhere (a real
+    dtype holds real values only; Haelixe has no complex dtypes)."""
+    if not isinstance(input, Tensor):
+        raise TypeError(f"isreal(): argument 'input' must be a Tensor, not "
+                        f"{type(input).__name__}")
+    return Tensor._wrap(input._be.full(input.shape, True, bool_.np))
+
+
+declare("isreal", differentiable=False, dtypes="any")
 
 
 def _real(self):

@@ -1,6 +1,6 @@
-"""Random sampling: normal (its four forms), poisson, bernoulli, randint_like, and the
-in-place samplers random_, uniform_, normal_, bernoulli_, exponential_, geometric_,
-log_normal_ and cauchy_.
+"""Random sampling: normal (its four forms), poisson, binomial, bernoulli, randint_like,
+and the in-place samplers random_, uniform_, normal_, bernoulli_, exponential_,
+geometric_, log_normal_ and cauchy_.
 
 Every draw is made on the host from ``generator=`` (an hx.Generator) or the default
 generator, so hx.manual_seed repeats it on every device; the values are numpy's (PCG64),
@@ -28,7 +28,7 @@ from ..backends import backend_for
 from ..creation import check_layout, full
 from ..device import as_device
 from ..dtype import as_dtype, bool_, uint16, uint32, uint64
-from ..errors import OpError
+from ..errors import OpError, OpNotImplementedError
 from ..layout import broadcast_shapes
 from ..random import generator as numpy_generator
 from ..tensor import Tensor
@@ -464,6 +464,51 @@ def poisson(input, generator=None):  # noqa: A002 (PyTorch's name)
     return Drawn.apply(_raw(draw, input.dtype, input.device), input)
 
 
+#: the largest count numpy's binomial sampler takes (its counts are int64)
+_BINOMIAL_MAX = float(2 ** 62)
+
+
+@function
+def binomial(count, prob, generator=None):
+    """binomial(count, prob, generator=None) -> Tensor
+
+    Binomial draws: the number of successes in ``count`` trials of probability ``prob``
+    each (count and prob tensors of one float dtype, broadcast), in their dtype. As
+    PyTorch's: a count below 0 draws 0, a prob outside [0, 1] is clamped into it, a NaN
+    prob gives NaN and an infinite count inf (a NaN count, where PyTorch's sampler never
+    returns, gives NaN); a fractional count is truncated. No gradient: the result is a
+    sample, not recorded (PyTorch's backward raises "not implemented")."""
+    for name, t in (("count", count), ("prob", prob)):
+        if not isinstance(t, Tensor):
+            raise TypeError(f"binomial(): argument '{name}' must be a Tensor, not "
+                            f"{type(t).__name__}")
+    if not count.dtype.is_floating_point:
+        raise ValueError(f"binomial only supports floating-point dtypes for count, got "
+                         f"{count.dtype.name}; convert with .float()")
+    if prob.dtype is not count.dtype:
+        raise OpError(f"binomial: prob has dtype {prob.dtype.name} but count "
+                      f"{count.dtype.name}; they must match (as in PyTorch)")
+    if count.dtype.itemsize == 2:
+        raise OpNotImplementedError(f"binomial: not implemented for {count.dtype.name} (as "
+                                    f"in PyTorch's CPU kernel); convert with .float()")
+    if prob.device is not count.device:
+        raise RuntimeError(f"binomial: count on {count.device.type}, prob on "
+                           f"{prob.device.type}; move one with .to(...)")
+    shape = broadcast_shapes(count.shape, prob.shape, op="binomial")
+    n = np.broadcast_to(_host(count), shape)
+    p = np.broadcast_to(_host(prob), shape)
+    finite = np.isfinite(n)
+    if finite.any() and not n[finite].max() <= _BINOMIAL_MAX:
+        raise OpError(f"binomial: a count of {n[finite].max():g} is too large to sample "
+                      f"(the largest is 2**62: the counts are int64)")
+    trials = np.where(finite, np.clip(np.trunc(np.nan_to_num(n)), 0, None), 0)
+    chance = np.clip(np.nan_to_num(p), 0.0, 1.0)
+    draw = np.asarray(numpy_generator(generator).binomial(trials.astype(np.int64), chance))
+    draw = np.where(np.isnan(p) | np.isnan(n), np.nan,
+                    np.where(n == np.inf, np.inf, draw.astype(np.float64)))
+    return Tensor._wrap(_raw(draw, count.dtype, count.device))
+
+
 @tensor_method(function=True)
 def bernoulli(input, p=None, *, generator=None):  # noqa: A002
     """bernoulli(input, p=None, *, generator=None) -> Tensor
@@ -486,4 +531,5 @@ def bernoulli(input, p=None, *, generator=None):  # noqa: A002
 
 declare("normal", differentiable=False)
 declare("poisson", differentiable=False)
+declare("binomial", arity=2, differentiable=False)
 declare("bernoulli", differentiable=False, dtypes="any")

@@ -2,9 +2,12 @@
 dim by 'sum', 'prod', 'mean', 'amax' or 'amin', the input's own value included or not;
 the gradients are PyTorch's. index_reduce, its form over whole slices (one index per
 slice of the source), is a scatter_reduce with the index spread over the slices, so its
-gradients are those too."""
+gradients are those too; so is segment_reduce, consecutive runs along a dim each reduced
+(one index per run)."""
 
 from __future__ import annotations
+
+import numpy as np
 
 from .. import layout
 from ..autograd.function import Function
@@ -20,7 +23,7 @@ from .indexing import (
     _zero_d,
     where,
 )
-from .registry import declare, tensor_method
+from .registry import declare, function, tensor_method
 
 REDUCTIONS = ("sum", "prod", "mean", "amax", "amin")
 
@@ -198,3 +201,119 @@ def index_reduce_(input, dim, index, source, reduce, *, include_self=True):  # n
 
 
 declare("index_reduce", arity=2, dtypes="any")
+
+
+# -- segment_reduce: consecutive runs along a dim, each reduced ---------------------------------
+#: segment_reduce's names -> scatter_reduce's
+_SEGMENT_REDUCTIONS = {"sum": "sum", "prod": "prod", "mean": "mean", "max": "amax",
+                       "amax": "amax", "min": "amin", "amin": "amin"}
+#: what an empty segment holds without ``initial`` (mean's: NaN, 0 / 0)
+_EMPTY = {"sum": 0.0, "prod": 1.0, "amax": float("-inf"), "amin": float("inf")}
+
+
+def _segment_bounds(op, data, axis, lengths, offsets, unsafe):
+    """The segments' (start, end) positions along ``axis`` as host int64 arrays of shape
+    data.shape[:axis] + (segments,)."""
+    given = lengths if lengths is not None else offsets
+    name = "lengths" if lengths is not None else "offsets"
+    if not isinstance(given, Tensor):
+        raise TypeError(f"{op}: {name} must be a Tensor, got {type(given).__name__}")
+    if given.dtype not in (int32, int64):
+        raise OpNotImplementedError(f"{op}: {name} must be int32 or int64, got "
+                                    f"{given.dtype.name}")
+    if given.ndim == 0 or given.ndim > data.ndim:
+        raise OpError(f"{op}: {name} of shape {given.shape} for data of shape "
+                      f"{data.shape}: it needs 1 to data.dim() dims")
+    if axis != given.ndim - 1:
+        raise OpError(f"{op}: Expected axis to be the last dimension of {name} but got "
+                      f"{axis} ({name} has {given.ndim} dims)")
+    if tuple(given.shape[:-1]) != tuple(data.shape[:axis]):
+        raise OpError(f"{op}: {name} of shape {given.shape} must have data's leading dims "
+                      f"{data.shape[:axis]} before its last")
+    values = given.detach().cpu().numpy().astype(np.int64)
+    n = data.shape[axis]
+    if lengths is not None:
+        if (values < 0).any():
+            raise OpError(f"{op}: lengths contains negative value!")
+        if not unsafe and (values.sum(-1) != n).any():
+            raise OpError(f"{op}: Expected all rows of lengths along axis to sum to "
+                          f"data.size({axis}) = {n} when !unsafe, got sums "
+                          f"{values.sum(-1).tolist()}")
+        ends = np.cumsum(values, -1)
+        return ends - values, ends
+    if values.shape[-1] == 0:
+        raise OpError(f"{op}: offsets needs at least one entry (segments + 1)")
+    if (np.diff(values, axis=-1) < 0).any():
+        raise OpError(f"{op}: Expected segment_length >= 0: offsets must not decrease")
+    if (values < 0).any() or (values > n).any():
+        raise OpError(f"{op}: offsets must lie in [0, data.size({axis}) = {n}], got "
+                      f"{values.min()} to {values.max()}")
+    return values[..., :-1], values[..., 1:]
+
+
+@function
+def segment_reduce(data, reduce, *, lengths=None, indices=None, offsets=None, axis=0,
+                   unsafe=False, initial=None):
+    """segment_reduce(data, reduce, *, lengths=None, indices=None, offsets=None, axis=0,
+    unsafe=False, initial=None) -> Tensor
+
+    data cut along ``axis`` into consecutive segments, each reduced by ``reduce``
+    ('sum', 'prod', 'mean', 'max' or 'amax', 'min' or 'amin'): the segments given by
+    their ``lengths`` (which add up to the dim unless ``unsafe``) or by ``offsets``
+    (segments + 1 bounds). ``initial`` joins every segment's reduction; an empty segment
+    without it is 0, 1, -inf, inf or NaN (mean). ``axis`` is the last dim of lengths;
+    lengths' other dims are data's leading ones. Gradients are scatter_reduce's (max and
+    min share among ties)."""
+    op = "segment_reduce"
+    if not isinstance(data, Tensor):
+        raise TypeError(f"{op}: data must be a Tensor, got {type(data).__name__}")
+    if not data.dtype.is_floating_point:
+        raise OpNotImplementedError(f"{op}: not implemented for {data.dtype.name} data (as "
+                                    f"in PyTorch); convert with .float()")
+    if reduce not in _SEGMENT_REDUCTIONS:
+        raise OpError(f"{op}: reduce argument must be either sum, prod, mean, amax or amin, "
+                      f"got {reduce}")
+    if indices is not None:
+        raise OpError(f"{op}: indices based reduction is not supported yet (as in "
+                      f"PyTorch); pass lengths or offsets")
+    if lengths is None and offsets is None:
+        raise OpError(f"{op}: Either lengths or offsets must be defined.")
+    kind = _SEGMENT_REDUCTIONS[reduce]
+    axis = layout.normalize_dim(axis, data.ndim, op)
+    starts, ends = _segment_bounds(op, data, axis, lengths, offsets, unsafe)
+    lead, n, rest = data.shape[:axis], data.shape[axis], data.shape[axis + 1:]
+    segments = starts.shape[-1]
+    # (each position's segment; positions in none go to one more, dropped at the end)
+    where_at = np.arange(n)
+    ids = np.full(lead + (n,), segments, np.int64)
+    counts = (ends - starts).astype(np.float64)
+    for s in range(segments):
+        inside = (where_at >= starts[..., s, None]) & (where_at < ends[..., s, None])
+        ids[inside] = s
+    index = Tensor._wrap(data._be.from_numpy(np.ascontiguousarray(np.broadcast_to(
+        ids.reshape(ids.shape + (1,) * len(rest)), data.shape))))
+    total = "sum" if kind == "mean" else kind
+    base = data.new_full(lead + (segments + 1,) + rest, _EMPTY[total])
+    out = scatter_reduce(base, axis, index, data, total, include_self=False)
+    out = out.narrow(axis, 0, segments)
+    if kind == "mean":
+        shaped = counts.reshape(counts.shape + (1,) * len(rest))
+        if initial is not None:
+            out = out + initial
+        empty = Tensor._wrap(data._be.from_numpy(np.ascontiguousarray(
+            np.broadcast_to(shaped == 0, out.shape))))
+        size = Tensor._wrap(data._be.from_numpy(np.ascontiguousarray(
+            np.broadcast_to(np.maximum(shaped, 1), out.shape).astype(data.dtype.np))))
+        return where(empty, float("nan") if initial is None else initial, out / size)
+    if initial is None:
+        return out
+    if kind == "sum":
+        return out + initial
+    if kind == "prod":
+        return out * initial
+    # (initial joins the max only where it wins: the gradient stays with data's ties)
+    keep = out >= initial if kind == "amax" else out <= initial
+    return where(keep, out, initial)
+
+
+declare("segment_reduce", dtypes="float")

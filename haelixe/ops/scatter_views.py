@@ -1,5 +1,6 @@
 """Writing into positions of a copy: take, put, index_put, masked_scatter, and the
-scatters into a view (slice_scatter, select_scatter, diagonal_scatter).
+scatters into a view (slice_scatter, select_scatter, diagonal_scatter,
+as_strided_scatter).
 
 Each finds, on the host, the flat positions it writes (the view's elements over an
 arange of the input's size, or the linear index of a tuple of index tensors), then
@@ -20,6 +21,7 @@ from .composite import _in_place
 from .convert import as_tensor_like
 from .indexing import index_add, index_select
 from .registry import declare, tensor_method
+from .views import storage_positions
 
 
 def _check_tensor(op, name, t):
@@ -272,6 +274,45 @@ def diagonal_scatter(input, src, offset=0, dim1=0, dim2=1):  # noqa: A002
                          lambda a: np.diagonal(a, offset, d1, d2))
 
 
+@tensor_method(function=True)
+def as_strided_scatter(input, src, size, stride, storage_offset=None):  # noqa: A002
+    """as_strided_scatter(input, src, size, stride, storage_offset=None) -> Tensor
+
+    A copy of input with src written where input.as_strided(size, stride,
+    storage_offset) reads, as PyTorch's: the positions are in input's storage (offset
+    None: input's own), the copy is of that whole storage and the result reads it with
+    input's own layout (its strides too). An input whose elements share memory (an
+    expanded one) is made contiguous first."""
+    op = "as_strided_scatter"
+    _check_tensor(op, "input", input)
+    _check_tensor(op, "src", src)
+    size, stride = tuple(size), tuple(stride)
+    base = input if layout.is_non_overlapping(input.shape, input.strides) else \
+        input.contiguous()
+    cells = base.storage.size
+    offset = base.offset if storage_offset is None else storage_offset
+    try:
+        layout.check_as_strided(cells, size, stride, offset)
+    except OpError as e:
+        raise OpError(f"{op}: {str(e).removeprefix('as_strided: ')}") from None
+    if tuple(src.shape) != size:
+        raise OpError(f"{op}: expected src to have a size equal to the slice of self: src "
+                      f"size {tuple(src.shape)}, slice size {size}")
+    if not layout.is_non_overlapping(size, stride):
+        raise OpError(f"{op}: more than one element of the written-to slice (size {size}, "
+                      f"stride {stride}) refers to one memory location; give strides "
+                      f"that do not overlap")
+    if src.device is not input.device:
+        raise RuntimeError(f"{op}: src on {src.device.type}, input on "
+                           f"{input.device.type}; move it with .to(...)")
+    positions = storage_positions(size, stride, offset)
+    # (the whole storage as one vector, written, then read back with input's layout)
+    flat = base.as_strided((cells,), (1,), 0)
+    written = _write_flat(flat, positions, src.to(input.dtype), False)
+    return written.as_strided(base.shape, base.strides, base.offset)
+
+
 for _name, _arity in (("take", 1), ("put", 2), ("index_put", 2), ("masked_scatter", 2),
-                      ("slice_scatter", 2), ("select_scatter", 2), ("diagonal_scatter", 2)):
+                      ("slice_scatter", 2), ("select_scatter", 2), ("diagonal_scatter", 2),
+                      ("as_strided_scatter", 2)):
     declare(_name, arity=_arity, dtypes="any")
