@@ -125,6 +125,7 @@ from .ops import (  # noqa: E402,F401
     scatter_views,
     shape_compose,
     shape_helpers,
+    special_functions,
     statistics,
     tensor_legacy,
     tensor_memory,

@@ -36,10 +36,15 @@ class Kernel:
     layer calls it with Haelixe ops on tensors (a derivative that itself has a graph).
     The namespace offers: exp exp2 log log1p expm1 sqrt rsqrt sin cos tan tanh atan atan2
     sinh cosh asin acos asinh acosh atanh sigmoid erf erfinv lgamma digamma polygamma(n, x)
-    zeta(x, q) erfc erfcx ndtr log_ndtr ndtri i0 i0e i1 i1e bessel_j0 bessel_j1 abs
-    sign floor ceil trunc round where maximum minimum pow floor_divide remainder fmod
-    copysign left_shift right_shift isnan gcd lcm ldexp nextafter gammainc(a, x)
-    gammaincc(a, x), plus the arithmetic, comparison and logical operators.
+    zeta(x, q) erfc erfcx ndtr log_ndtr ndtri i0 i0e i1 i1e bessel_j0 bessel_j1
+    spherical_bessel_j0 bessel_y0 bessel_y1 modified_bessel_k0 modified_bessel_k1
+    scaled_modified_bessel_k0 scaled_modified_bessel_k1 airy_ai, the polynomials of
+    (x, n) chebyshev_polynomial_t/u/v/w shifted_chebyshev_polynomial_t/u/v/w
+    hermite_polynomial_h hermite_polynomial_he laguerre_polynomial_l
+    legendre_polynomial_p, abs sign floor ceil trunc round where maximum minimum pow
+    floor_divide remainder fmod copysign left_shift right_shift isnan gcd lcm ldexp
+    nextafter gammainc(a, x) gammaincc(a, x), plus the arithmetic, comparison and
+    logical operators.
 
     ``cpu`` optionally names one numpy function that computes the whole kernel (a
     ufunc), which the CPU then calls directly; ``wgsl_lib`` holds WGSL helper functions

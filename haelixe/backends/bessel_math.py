@@ -1,6 +1,7 @@
 """The Bessel functions of the elementwise ops on numpy arrays: i0, i0e, i1, i1e (the
-modified ones of the first kind, plain and scaled by exp(-|x|)), bessel_j0 and
-bessel_j1 (their GPU forms: backends/wgpu/bessel.py).
+modified ones of the first kind, plain and scaled by exp(-|x|)), bessel_j0, bessel_j1
+and spherical_bessel_j0 (their GPU forms: backends/wgpu/special_more.py and
+special_bessel.py). The second kind's are in bessel_second_kind.py.
 
 Each works in float64 and rounds once to the input's float dtype. The methods:
 
@@ -16,7 +17,9 @@ Each works in float64 and rounds once to the input's float dtype. The methods:
   J_80(x), below 1e-30 there); beyond, Hankel's asymptotic expansion
   sqrt(2 / (pi x)) (P cos(chi) - Q sin(chi)), chi = x - (2n + 1) pi / 4, whose cos(chi)
   and sin(chi) come from cos(x) and sin(x) (exactly reduced), not from a rounded x - chi.
-  Both are NaN at the infinities, as PyTorch's.
+  Both are NaN at the infinities, as PyTorch's;
+- spherical_bessel_j0: sin(x) / x (numpy's sin is within an ulp at any x), 1 at 0 and 0
+  at the infinities, as PyTorch's.
 """
 
 from __future__ import annotations
@@ -106,6 +109,29 @@ _NODES = (np.arange(20) + 0.5) * (math.pi / 40.0)
 _SIN_NODES = np.sin(_NODES)
 
 
+def hankel_parts(b, n):
+    """Hankel's expansion at b > 25 for order n = 0, 1: (P, Q, c, s) with c and s
+    sqrt(2) cos(chi) and sqrt(2) sin(chi), chi = b - (2n + 1) pi / 4, so that
+    J_n(b) = (P c - Q s) / sqrt(pi b) and Y_n(b) = (P s + Q c) / sqrt(pi b)."""
+    mu = 4.0 * n * n
+    p, q = np.ones_like(b), np.zeros_like(b)
+    term = np.ones_like(b)
+    for k in range(1, 40):
+        term = term * ((mu - (2 * k - 1) ** 2) / (8.0 * k * b))
+        if k % 4 == 1:
+            q = q + term
+        elif k % 4 == 2:
+            p = p - term
+        elif k % 4 == 3:
+            q = q - term
+        else:
+            p = p + term
+    c, s = np.cos(b), np.sin(b)
+    # (by the angle-difference formulas: cos(chi) and sin(chi) from cos(b) and sin(b))
+    cos_chi, sin_chi = ((c + s), (s - c)) if n == 0 else ((s - c), -(s + c))
+    return p, q, cos_chi, sin_chi
+
+
 def _bessel_j(x, n):
     v, dtype, shape = _as_float64(x)
     a = np.abs(v)
@@ -119,22 +145,7 @@ def _bessel_j(x, n):
             out[small] = (_SIN_NODES * np.sin(phase)).mean(axis=-1)
         big = ~small & np.isfinite(a)
         b = a[big]
-        mu = 4.0 * n * n
-        p, q = np.ones_like(b), np.zeros_like(b)
-        term = np.ones_like(b)
-        for k in range(1, 40):
-            term = term * ((mu - (2 * k - 1) ** 2) / (8.0 * k * b))
-            if k % 4 == 1:
-                q = q + term
-            elif k % 4 == 2:
-                p = p - term
-            elif k % 4 == 3:
-                q = q - term
-            else:
-                p = p + term
-        c, s = np.cos(b), np.sin(b)
-        # chi = x - pi/4 (n = 0) or x - 3 pi/4 (n = 1), by the angle-difference formulas
-        cos_chi, sin_chi = ((c + s), (s - c)) if n == 0 else ((s - c), -(s + c))
+        p, q, cos_chi, sin_chi = hankel_parts(b, n)
         out[big] = math.sqrt(1.0 / math.pi) / np.sqrt(b) * (p * cos_chi - q * sin_chi)
     if n:  # (odd, -0.0 at -0.0 as PyTorch's)
         out = np.where(np.signbit(v), -out, out)
@@ -151,6 +162,18 @@ def bessel_j1(x):
     return _bessel_j(x, 1)
 
 
+def spherical_bessel_j0(x):
+    """The spherical Bessel function of the first kind of order 0, sin(x) / x: 1 at 0, 0 at
+    the infinities (as PyTorch's)."""
+    v, dtype, shape = _as_float64(x)
+    with np.errstate(all="ignore"):
+        out = np.sin(v) / v
+    out[v == 0] = 1.0
+    out[np.isinf(v)] = 0.0
+    return _back(out, dtype, shape)
+
+
 #: the functions on plain numbers (ops/registry.py's _SCALAR_MATH)
 SCALAR = {name: _scalar(globals()[name])
-          for name in ("i0", "i0e", "i1", "i1e", "bessel_j0", "bessel_j1")}
+          for name in ("i0", "i0e", "i1", "i1e", "bessel_j0", "bessel_j1",
+                       "spherical_bessel_j0")}

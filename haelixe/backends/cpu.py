@@ -14,7 +14,18 @@ import numpy as np
 from ..device import CPU
 from ..dtype import LOW_FLOATS_NP, from_numpy
 from ..storage import Storage, StorageAlias
-from . import bessel_math, cpu_jit, error_math, gamma_incomplete, special_math, threads, tuning
+from . import (
+    airy_math,
+    bessel_math,
+    bessel_second_kind,
+    cpu_jit,
+    error_math,
+    gamma_incomplete,
+    orthogonal_polynomials,
+    special_math,
+    threads,
+    tuning,
+)
 from .base import K_ADD, Backend, Kernel
 from .cpu_graph import CpuGraph, recording_here
 
@@ -102,10 +113,19 @@ class NumpyMath:
     i0, i0e = staticmethod(bessel_math.i0), staticmethod(bessel_math.i0e)
     i1, i1e = staticmethod(bessel_math.i1), staticmethod(bessel_math.i1e)
     bessel_j0, bessel_j1 = staticmethod(bessel_math.bessel_j0), staticmethod(bessel_math.bessel_j1)
+    spherical_bessel_j0 = staticmethod(bessel_math.spherical_bessel_j0)
+    airy_ai = staticmethod(airy_math.airy_ai)
 
     @staticmethod
     def rsqrt(x):
         return 1.0 / np.sqrt(x)
+
+
+# (bessel_y0 ... scaled_modified_bessel_k1; chebyshev_polynomial_t ...
+# legendre_polynomial_p, each a function of (x, n))
+for _module in (bessel_second_kind, orthogonal_polynomials):
+    for _name in _module.NAMES:
+        setattr(NumpyMath, _name, staticmethod(getattr(_module, _name)))
 
 
 _MATH = NumpyMath

@@ -118,6 +118,14 @@ def _as_float64(x):
     return np.atleast_1d(a.astype(np.float64)), dtype, a.shape
 
 
+def in_blocks(fn, v, *args, size: int = 32768):
+    """fn(v, *args) over blocks of ``size`` elements of the 1-d ``v``, joined: a
+    quadrature's temporaries (its nodes times the elements) stay a few MB."""
+    if v.size <= size:
+        return fn(v, *args)
+    return np.concatenate([fn(v[i:i + size], *args) for i in range(0, v.size, size)])
+
+
 def _back(out, dtype, shape):
     return out.reshape(shape).astype(dtype, copy=False)
 

@@ -44,7 +44,15 @@ from .. import dtype as _dtypes
 from .. import layout
 from ..autograd.function import SINK, Function, record
 from ..autograd.mode import STATE
-from ..backends import bessel_math, error_math, gamma_incomplete, special_math
+from ..backends import (
+    airy_math,
+    bessel_math,
+    bessel_second_kind,
+    error_math,
+    gamma_incomplete,
+    orthogonal_polynomials,
+    special_math,
+)
 from ..backends.base import Kernel
 from ..dtype import (
     ALL,
@@ -431,7 +439,8 @@ _SCALAR_MATH = {
     "copysign": math.copysign, "nextafter": math.nextafter,
     "asin": math.asin, "acos": math.acos, "asinh": math.asinh, "acosh": math.acosh,
     "atanh": math.atanh, **special_math.SCALAR, **error_math.SCALAR,
-    **bessel_math.SCALAR, **gamma_incomplete.SCALAR,
+    **bessel_math.SCALAR, **gamma_incomplete.SCALAR, **bessel_second_kind.SCALAR,
+    **airy_math.SCALAR, **orthogonal_polynomials.SCALAR,
 }
 
 

@@ -12,6 +12,8 @@ from __future__ import annotations
 import math
 import numbers
 
+from ..orthogonal_polynomials import NAMES as POLYNOMIAL_NAMES
+
 
 class Sym:
     __slots__ = ("code", "type")
@@ -179,6 +181,17 @@ def _igamma(a, x, upper):
     return Sym(f"igamma_f32({a.code}, {x.code}, lgamma_f32({a.code}), {upper})", "f32")
 
 
+def _bessel_k(x, n, scaled):
+    return Sym(f"bessel_k_f32({as_f32(x).code}, {n}.0, {'true' if scaled else 'false'})",
+               "f32")
+
+
+def _polynomial(name):
+    """special_polynomials.py's <name>_f32(x, n)."""
+    return staticmethod(lambda x, n: Sym(f"{name}_f32({as_f32(x).code}, {as_f32(n).code})",
+                                         "f32"))
+
+
 def _float_fn(name):
     return staticmethod(lambda x: Sym(f"{name}({as_f32(x).code})", "f32"))
 
@@ -207,6 +220,14 @@ class WgslMath:
     i1e = staticmethod(lambda x: Sym(f"bessel_i_f32({as_f32(x).code}, 1.0, true)", "f32"))
     zeta = staticmethod(lambda x, q: Sym(f"zeta_f32({as_f32(x).code}, {as_f32(q).code})",
                                          "f32"))
+    # (special_bessel.py's, added the same way; the polynomials' are set below the class)
+    spherical_bessel_j0 = _float_fn("spherical_bessel_j0_f32")
+    bessel_y0, bessel_y1 = _float_fn("bessel_y0_f32"), _float_fn("bessel_y1_f32")
+    airy_ai = _float_fn("airy_ai_f32")
+    modified_bessel_k0 = staticmethod(lambda x: _bessel_k(x, 0, False))
+    modified_bessel_k1 = staticmethod(lambda x: _bessel_k(x, 1, False))
+    scaled_modified_bessel_k0 = staticmethod(lambda x: _bessel_k(x, 0, True))
+    scaled_modified_bessel_k1 = staticmethod(lambda x: _bessel_k(x, 1, True))
     # (igamma_f32: the entries' own wgsl_lib; the lgamma it needs is passed in, so that
     # the expression names lgamma_f32 and its library comes along)
     gammainc = staticmethod(lambda a, x: _igamma(a, x, "false"))
@@ -266,6 +287,9 @@ class WgslMath:
     ldexp = staticmethod(lambda a, b: Sym(f"ldexp_f32({as_f32(a).code}, {as_f32(b).code})",
                                           "f32"))
 
+
+for _name in POLYNOMIAL_NAMES:
+    setattr(WgslMath, _name, _polynomial(_name))
 
 MATH = WgslMath()
 

@@ -21,7 +21,7 @@ from ..special_math import (
     LGAMMA_SERIES,
     STIRLING_COEFFICIENTS,
 )
-from . import special_more
+from . import special_bessel, special_more, special_polynomials
 
 #: the helpers an expression may call (WgslMath's names for them)
 NAMES = ("lgamma_f32(", "digamma_f32(", "polygamma_f32(", "erfinv_f32(")
@@ -217,7 +217,10 @@ fn erfinv_f32(y: f32) -> f32 {{
 
 def library(expr: str) -> str:
     """The helpers ``expr`` needs: these where it calls one, with special_more's where
-    it calls one of those (which call these), else nothing."""
-    if any(name in expr for name in special_more.NAMES):
-        return SOURCE + special_more.SOURCE
+    it calls one of those (which call these), and special_bessel's and
+    special_polynomials' (which call both) where it calls one of theirs; else nothing."""
+    extra = "".join(module.SOURCE for module in (special_bessel, special_polynomials)
+                    if any(name in expr for name in module.NAMES))
+    if extra or any(name in expr for name in special_more.NAMES):
+        return SOURCE + special_more.SOURCE + extra
     return SOURCE if any(name in expr for name in NAMES) else ""
