@@ -13,30 +13,34 @@ what loads, exactly as in PyTorch), or pass ``weights_only=False`` for a file yo
 (plain pickle: it can run any code the file names, as PyTorch warns). A whole Module
 saved with ``torch.save(model, f)`` loads back that way.
 
-The file is Haelixe's own (a header line, then the pickle), not PyTorch's zip archive:
-files move between Haelixe programs; between Haelixe and PyTorch use safetensors
-(``hx.save`` / ``hx.load``). Tensors that were views of one another come back as
-separate tensors (one object saved twice is still one object).
+The file is PyTorch's own checkpoint archive (``haelixe.torch_archive``): PyTorch
+reads what Haelixe saves and Haelixe reads what PyTorch saves, tensors that were views
+of one storage coming back as views of one storage. Haelixe's GPU is PyTorch's ``cuda``
+in a file, both ways. Numpy arrays load under ``weights_only=True`` (PyTorch asks for
+``safe_globals`` first): rebuilding one runs no code. Files of the format Haelixe wrote
+before (a header line, then the pickle) still load.
 """
 
 from __future__ import annotations
 
+import _compat_pickle
 import builtins
 import collections
 import contextlib
 import io
 import os
 import pickle
+import struct
 
 import numpy as np
 
 from . import dtype as dt
+from . import torch_archive
 from .creation import from_numpy
 from .device import Device, as_device
 from .tensor import Tensor
 
 MAGIC = b"HAELIXE-PICKLE 1\n"
-_ZIP = b"PK\x03\x04"
 _NAMES = {d.name: d for d in dt.ALL}  # Haelixe's dtypes by name (bfloat16 has no numpy code)
 _user_safe: dict = {}  # (module, qualname) -> object, from add_safe_globals
 
@@ -70,57 +74,77 @@ SAFE = {(f.__module__, f.__qualname__): f for f in (
     builtins.bytearray)}
 
 
-class _Pickler(pickle.Pickler):
-    def reducer_override(self, obj):
-        if isinstance(obj, Tensor):
-            host = obj.detach().cpu().numpy()
-            return _rebuild_tensor, (np.array(host, order="C"), obj.requires_grad,
-                                     obj.device.type, bool(obj._is_param))
-        if isinstance(obj, np.ndarray):
-            if obj.dtype.hasobject:
-                raise pickle.PicklingError("torch.save: a numpy array of Python objects "
-                                           "cannot be saved safely; convert it to numbers")
-            try:  # (the lookup that also knows bfloat16 before its first use)
-                name = dt._BY_NP[obj.dtype].name
-            except KeyError:
-                name = obj.dtype.str
-            return _rebuild_array, (obj.tobytes(order="C"), name, obj.shape)
-        if isinstance(obj, dt.DType):
-            return dt.from_name, (obj.name,)
-        return NotImplemented
-
-
-def save(obj, f, pickle_module=None, pickle_protocol: int = 4,
+def save(obj, f, pickle_module=None, pickle_protocol: int = 2,
          _use_new_zipfile_serialization: bool = True) -> None:
-    """Write ``obj`` to ``f`` (a path or a binary file object)."""
+    """Write ``obj`` to ``f`` (a path or a binary file object) as PyTorch's archive."""
     if pickle_module not in (None, pickle):
         raise ValueError("torch.save: only the standard pickle module is supported")
-    buf = io.BytesIO()
-    buf.write(MAGIC)
-    _Pickler(buf, protocol=max(int(pickle_protocol), 2)).dump(obj)
+    if not _use_new_zipfile_serialization:
+        raise ValueError("torch.save: Haelixe writes PyTorch's zip archive only (PyTorch "
+                         "1.6 and later read it); drop _use_new_zipfile_serialization=False")
+    protocol = max(int(pickle_protocol), 2)
     if hasattr(f, "write"):
-        f.write(buf.getvalue())
+        torch_archive.write(obj, f, protocol)
         return
     from .atomic import AtomicFile
 
+    folder = os.path.splitext(os.path.basename(os.fspath(f)))[0] or "archive"
     with AtomicFile(f) as out, open(out.temp_path, "wb") as fh:
-        fh.write(buf.getvalue())
+        torch_archive.write(obj, fh, protocol, folder=folder)
+
+
+def _refusal(module: str, name: str) -> pickle.UnpicklingError:
+    return pickle.UnpicklingError(
+        f"Weights only load failed: the file names {module}.{name}, which "
+        f"weights_only=True does not load. If you trust it, allow it with "
+        f"torch.serialization.add_safe_globals([{name}]) (or `with "
+        f"torch.serialization.safe_globals([{name}]):`), or load with "
+        f"weights_only=False (which can run code the file names)")
 
 
 class _SafeUnpickler(pickle.Unpickler):
-    """Only the SAFE callables and classes, and those allowed by add_safe_globals."""
+    """A file of the format Haelixe wrote before: only the SAFE callables and classes,
+    and those allowed by add_safe_globals."""
 
     def find_class(self, module, name):
         key = (module, name)
         found = SAFE.get(key) or _user_safe.get(key)
         if found is None:
-            raise pickle.UnpicklingError(
-                f"Weights only load failed: the file names {module}.{name}, which "
-                f"weights_only=True does not load. If you trust it, allow it with "
-                f"torch.serialization.add_safe_globals([{name}]) (or `with "
-                f"torch.serialization.safe_globals([{name}]):`), or load with "
-                f"weights_only=False (which can run code the file names)")
+            raise _refusal(module, name)
         return found
+
+
+class _ArchiveUnpickler(pickle.Unpickler):
+    """PyTorch's archive: the names its files use (torch's rebuild functions, storage
+    classes, dtypes, devices), numpy's arrays, the SAFE ones and those allowed by
+    add_safe_globals; with ``safe`` off, anything else too (plain pickle)."""
+
+    def __init__(self, file, reader, safe: bool, **kwargs):
+        super().__init__(file, **kwargs)
+        self.reader, self.safe = reader, safe
+        self.known = {**torch_archive.names(reader), **torch_archive.NUMPY_NAMES, **SAFE}
+
+    def persistent_load(self, pid):
+        return self.reader.storage(pid)
+
+    def find_class(self, module, name):
+        # (protocol 2 writes Python 2's names, as __builtin__.set: read as Python 3's)
+        module, name = _compat_pickle.NAME_MAPPING.get((module, name), (module, name))
+        module = _compat_pickle.IMPORT_MAPPING.get(module, module)
+        key = (module, name)
+        found = self.known.get(key, _ABSENT)
+        if found is _ABSENT:
+            found = _user_safe.get(key, _ABSENT)
+        if found is not _ABSENT:
+            return found
+        if self.safe:
+            raise _refusal(module, name)
+        return super().find_class(module, name)
+
+
+_ABSENT = object()
+#: how a pickle of PyTorch's format before its archive starts (protocol 2, its magic number)
+_LEGACY = b"\x80\x02\x8a\x0a" + (0x1950A86A20F9469CFC6C).to_bytes(10, "little")
 
 
 def _map_location(map_location):
@@ -150,22 +174,46 @@ def load(f, map_location=None, pickle_module=None, *, weights_only: bool | None 
     else:
         with open(os.fspath(f), "rb") as fh:
             data = fh.read()
-    if data.startswith(_ZIP):
+    safe = weights_only is None or weights_only
+    if torch_archive.is_archive(data):
+        return _load_archive(data, map_location, safe, pickle_load_args)
+    if data.startswith(_LEGACY):
         raise pickle.UnpicklingError(
-            "torch.load: this file is PyTorch's zip checkpoint, which Haelixe does not "
-            "read; in PyTorch, save the state dict with safetensors "
-            "(safetensors.torch.save_file) and load it with hx.load")
+            "torch.load: this file is in PyTorch's format from before its zip archive "
+            "(PyTorch before 1.6, or _use_new_zipfile_serialization=False), which Haelixe "
+            "does not read; in PyTorch, load it and save it again with torch.save")
     if not data.startswith(MAGIC):
-        raise pickle.UnpicklingError(f"torch.load: not a file torch.save wrote here (it "
+        raise pickle.UnpicklingError(f"torch.load: not a file torch.save wrote (it "
                                      f"starts with {data[:16]!r})")
     stream = io.BytesIO(data[len(MAGIC):])
-    safe = weights_only is None or weights_only
     unpickler = (_SafeUnpickler if safe else pickle.Unpickler)(stream, **pickle_load_args)
     _MAP_LOCATION["map"] = _map_location(map_location)
     try:
         return unpickler.load()
     finally:
         _MAP_LOCATION.pop("map", None)
+
+
+def _load_archive(data: bytes, map_location, safe: bool, pickle_load_args):
+    place = _map_location(map_location) or as_device
+    with torch_archive.open_zip(data) as zf:
+        reader = torch_archive.Reader(zf, place)
+        stream = io.BytesIO(reader.pickle_bytes())
+        try:
+            return _ArchiveUnpickler(stream, reader, safe, **pickle_load_args).load()
+        except pickle.UnpicklingError:
+            raise
+        except Exception as e:
+            # a damaged pickle; with weights_only=False a class the file names may itself
+            # fail (not found, or its own error), which is the user's to see as it is
+            if not safe and not isinstance(e, _DAMAGED):
+                raise
+            raise torch_archive.ArchiveError(
+                f"torch.load: the archive's data.pkl cannot be read ({type(e).__name__}: "
+                f"{e}); the file is damaged") from None
+
+
+_DAMAGED = (EOFError, ValueError, KeyError, IndexError, struct.error, OverflowError)
 
 
 # -- widening what loads, as PyTorch's torch.serialization ---------------------------------

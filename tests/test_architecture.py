@@ -22,7 +22,7 @@ LAYERS = [
     ("amp", ["amp", "amp_scaler"]),
     ("ops", ["ops"]),
     ("library", ["nn", "optim", "data", "utils", "serialization", "capture_replay", "pickled",
-                 "compiling", "cuda", "accelerator", "backend_flags", "onnx", "profiler",
+                 "torch_archive", "compiling", "cuda", "accelerator", "backend_flags", "onnx", "profiler",
                  "memory_history", "distributions", "linalg", "special", "func", "settings",
                  "aten_forms", "aten_native"]),
     ("widgets", ["viz"]),

@@ -108,7 +108,7 @@ def test_map_location_moves_tensors_and_files_of_others_are_refused_clearly(tmp_
         assert round_trip(obj, map_location=where)["w"].device == "cpu"
     zip_file = tmp_path / "torch.pt"
     zip_file.write_bytes(b"PK\x03\x04rest")
-    with pytest.raises(pickle.UnpicklingError, match="PyTorch's zip checkpoint"):
+    with pytest.raises(pickle.UnpicklingError, match="truncated or damaged"):
         pickled.load(zip_file)
     (tmp_path / "junk.pt").write_bytes(b"not a checkpoint")
     with pytest.raises(pickle.UnpicklingError, match="not a file torch.save wrote"):
