@@ -29,6 +29,7 @@ import pickle
 import struct
 import sys
 import zipfile
+import zlib
 
 import numpy as np
 
@@ -188,6 +189,12 @@ def _padding(offset: int, name_len: int) -> bytes:
     return struct.pack("<HH", _PAD_FIELD, pad) + b"Z" * pad
 
 
+#: what Python's zipfile raises on a damaged archive (a flipped flag byte asks for a
+#: password, a compression method or a zip version it lacks)
+_ZIP_ERRORS = (zipfile.BadZipFile, OSError, EOFError, ValueError, NotImplementedError,
+               RuntimeError, struct.error, zlib.error)
+
+
 # -- reading ---------------------------------------------------------------------------------
 class ArchiveError(pickle.UnpicklingError):
     """A PyTorch archive that cannot be read: what is wrong, and where."""
@@ -220,7 +227,7 @@ class Reader:
                 return None
             raise ArchiveError(f"torch.load: the archive has no record {name!r}; the file "
                                f"is truncated or was not written by torch.save") from None
-        except (zipfile.BadZipFile, OSError, EOFError, ValueError) as e:
+        except _ZIP_ERRORS as e:
             raise ArchiveError(f"torch.load: the archive's record {name!r} cannot be read "
                                f"({e}); the file is damaged") from None
 
@@ -367,6 +374,6 @@ NUMPY_NAMES.update({("ml_dtypes", d.np.type.__name__): d.np.type for d in dt.ALL
 def open_zip(data) -> zipfile.ZipFile:
     try:
         return zipfile.ZipFile(data if hasattr(data, "read") else io.BytesIO(data))
-    except (zipfile.BadZipFile, OSError, EOFError, ValueError) as e:
+    except _ZIP_ERRORS as e:
         raise ArchiveError(f"torch.load: the file starts as a zip archive but is not one "
                            f"that can be read ({e}); it is truncated or damaged") from None

@@ -103,7 +103,8 @@ def train_run(model, opt, batches, captured: bool, device, on_call=None, warmup=
         losses.append(loss.item())
         if on_call is not None:
             on_call(i)
-    state = {k: t.numpy() for k, t in opt.state_dict()["state"].items()}
+    state = {(i, n): t.numpy() for i, entry in opt.state_dict()["state"].items()
+             for n, t in entry.items()}
     params = [p.detach().numpy() for p in model.parameters()]
     return losses, params, state, len(calls), step
 

@@ -108,7 +108,8 @@ def test_what_haelixe_saves_loads_in_pytorch_under_weights_only():
     x = np.random.default_rng(0).standard_normal((2, 3)).astype(np.float32)
     np.testing.assert_allclose(reference(torch.from_numpy(x)).detach().numpy(),
                                model(hx.from_numpy(x)).detach().numpy(), rtol=1e-6, atol=1e-6)
-    assert theirs["opt"]["step"] == 1 and theirs["opt"]["param_groups"][0]["lr"] == 1e-2
+    assert float(theirs["opt"]["state"][0]["step"]) == 1
+    assert theirs["opt"]["param_groups"][0]["lr"] == 1e-2
     assert theirs["epoch"] == 3 and theirs["dtype"] is torch.float16
     assert theirs["device"] == torch.device("cpu") and theirs["size"] == torch.Size([1, 2])
     assert theirs["u32"].dtype is torch.uint32 and theirs["u32"].tolist() == [1, 2**32 - 1]
@@ -213,7 +214,7 @@ _SAMPLE = torch_bytes({"w": torch.arange(6.0).reshape(2, 3), "n": [1, 2],
                        "p": torch.nn.Parameter(torch.ones(2))})
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(st.tuples(st.integers(0, len(_SAMPLE) - 1), st.integers(0, 255)),
                 min_size=1, max_size=4))
 def test_corrupted_archives_load_or_raise_an_unpickling_error(edits):

@@ -48,15 +48,36 @@ class Adam(Optimizer):
     def _init_state(self, group, fg):
         n, dt, dev = fg.data.numel(), state_dtype(fg), fg.device
         with tagged("optimizer_state"):
-            fg.state["m"] = creation.zeros(n, dtype=dt, device=dev)
-            fg.state["v"] = creation.zeros(n, dtype=dt, device=dev)
+            fg.state["exp_avg"] = creation.zeros(n, dtype=dt, device=dev)
+            fg.state["exp_avg_sq"] = creation.zeros(n, dtype=dt, device=dev)
             if self.master_weights and fg.dtype.name in LOW_PRECISION:
                 fg.state["master"] = fg.data.to("float32", copy=True)
             if group["amsgrad"]:
-                fg.state["vmax"] = creation.zeros(n, dtype=dt, device=dev)
+                fg.state["max_exp_avg_sq"] = creation.zeros(n, dtype=dt, device=dev)
 
     def _steps_matter(self, group) -> bool:
         return True
+
+    def _state_names(self, group) -> tuple:
+        return ("exp_avg", "exp_avg_sq") + (("max_exp_avg_sq",) if group["amsgrad"] else ())
+
+    # the F32 master weights are Haelixe's own: saved beside PyTorch's state, and taken
+    # from the parameter when a state dict (PyTorch's) has none
+    def _param_state(self, group, fg, i) -> dict:
+        entry = super()._param_state(group, fg, i)
+        master = fg.state.get("master")
+        if master is not None:
+            a, b = fg.bounds[i]
+            entry["master_weight"] = master[a:b].view(fg.params[i].shape).detach().clone()
+        return entry
+
+    def _load_param(self, group, fg, i, entry) -> None:
+        super()._load_param(group, fg, i, entry)
+        master = fg.state.get("master")
+        if master is not None:
+            a, b = fg.bounds[i]
+            kept = None if entry is None else entry.get("master_weight")
+            master[a:b].copy_(fg.data[a:b] if kept is None else kept.detach().reshape(-1))
 
     def _update(self, group, fg, start, stop, step):
         st = fg.state
@@ -64,7 +85,7 @@ class Adam(Optimizer):
         b1, b2 = group["betas"]
         decoupled = group["decoupled_weight_decay"]
         p, g = fg.part(fg.data, start, stop), fg.part(fg.grad, start, stop)
-        m, v = fg.part(st["m"], start, stop), fg.part(st["v"], start, stop)
+        m, v = fg.part(st["exp_avg"], start, stop), fg.part(st["exp_avg_sq"], start, stop)
         master = st.get("master")
         pw, gw = working_copies(fg, p, g,
                                 None if master is None else fg.part(master, start, stop))
@@ -85,10 +106,10 @@ class Adam(Optimizer):
             write_back(p, pw, self.stochastic_rounding)
             return
         # AMSGrad: the denominator uses the running maximum of v (no fused kernel)
-        if "vmax" not in st:  # amsgrad switched on after construction
-            st["vmax"] = creation.zeros(fg.data.numel(), dtype=state_dtype(fg),
+        if "max_exp_avg_sq" not in st:  # amsgrad switched on after construction
+            st["max_exp_avg_sq"] = creation.zeros(fg.data.numel(), dtype=state_dtype(fg),
                                         device=fg.device)
-        vmax = fg.part(st["vmax"], start, stop)
+        vmax = fg.part(st["max_exp_avg_sq"], start, stop)
         if wd and decoupled:
             pw.mul_(1.0 - lr * wd)
         m.mul_(b1).add_(gw * (1.0 - b1))

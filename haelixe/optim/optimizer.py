@@ -5,8 +5,12 @@ from __future__ import annotations
 
 import functools
 
+import numpy as np
+
 from .. import capture_replay as replay
+from .. import creation
 from ..autograd.mode import STATE, enable_grad, no_grad
+from ..memory import tagged
 from ..tensor import Tensor
 from .flat import FlatGroup, group_by_device_dtype
 
@@ -153,60 +157,156 @@ class Optimizer:
         gradient and (where it matters) the same step count ``step``."""
         raise NotImplementedError
 
-    # -- state dicts ---------------------------------------------------------------------
+    # -- state dicts: PyTorch's layout ------------------------------------------------------
+    # {"state": {index: {"step": tensor, name: tensor of the parameter's shape, ...}},
+    #  "param_groups": [{..., "params": [index, ...]}]}, indices counting parameters
+    # across the groups in order, so that a state dict moves between Haelixe's optimizer
+    # and PyTorch's of the same name. Subclasses name their flat state (PyTorch's names).
+    _host_names: tuple = ()  # per-parameter host scalars in ``fg.host_state``
+    _eager_state = False  # PyTorch builds every parameter's state at construction
+    _saves_step = True  # PyTorch's state holds the parameter's "step" (SGD's does not)
+
+    def _state_names(self, group: dict) -> tuple:
+        """The flat state tensors this group's update uses (PyTorch's names)."""
+        return ()
+
+    def _initial(self, group: dict, name: str) -> float:
+        """The value a fresh state entry starts at."""
+        return 0.0
+
+    def _buffer(self, group, fg, name):
+        """The flat state tensor ``name``, created (at its initial value) when missing:
+        an option that needs it may be switched on after construction."""
+        t = fg.state.get(name)
+        if t is None:
+            with tagged("optimizer_state"):
+                t = fg.state[name] = creation.full((fg.data.numel(),),
+                                                   self._initial(group, name),
+                                                   dtype=state_dtype(fg), device=fg.device)
+        return t
+
     def _state_tensors(self) -> dict:
-        """name -> tensor of the optimizer state (flat buffers)."""
+        """name -> flat state tensor of each flat group (what the optimizer's memory is)."""
         return {f"group{gi}.flat{fi}.{k}": t
                 for gi, fgs in enumerate(self.flat_groups)
                 for fi, fg in enumerate(fgs)
                 for k, t in fg.state.items() if t is not None}
 
-    def state_dict(self) -> dict:
-        groups = [{k: v for k, v in g.items() if k != "params"} for g in self.param_groups]
-        steps = [[list(fg.steps) for fg in fgs] for fgs in self.flat_groups]
-        return {"step": self.step_count, "param_groups": groups, "param_steps": steps,
-                "state": {k: t.detach().clone() for k, t in self._state_tensors().items()}}
+    def _locations(self):
+        """(group, saved index, flat group, position in it) for every parameter, in
+        PyTorch's order: group by group, each group's parameters as given."""
+        index = 0
+        for group, fgs in zip(self.param_groups, self.flat_groups):
+            where = {id(p): (fg, i) for fg in fgs for i, p in enumerate(fg.params)}
+            for p in group["params"]:
+                yield (group, index, *where[id(p)])
+                index += 1
 
-    def load_state_dict(self, state: dict) -> None:
+    def state_dict(self) -> dict:
+        state = {}
+        for group, index, fg, i in self._locations():
+            if fg.steps[i] or self._eager_state:  # PyTorch's state starts at a first step
+                entry = self._param_state(group, fg, i)
+                if entry:
+                    state[index] = entry
+        groups, index = [], 0
+        for group in self.param_groups:
+            n = len(group["params"])
+            groups.append({**{k: v for k, v in group.items() if k != "params"},
+                           "params": list(range(index, index + n))})
+            index += n
+        return {"state": state, "param_groups": groups}
+
+    def _param_state(self, group, fg, i) -> dict:
+        a, b = fg.bounds[i]
+        shape = fg.params[i].shape
+        entry = {}
+        if self._saves_step:
+            entry["step"] = creation.tensor(float(fg.steps[i]), dtype="float32")
+        for n in self._state_names(group):
+            entry[n] = self._buffer(group, fg, n)[a:b].view(shape).detach().clone()
+        for n in self._host_names:
+            entry[n] = creation.tensor(fg.host_state[n][i], dtype="float64")
+        return entry
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        """Load a state dict of ``state_dict()``'s layout (PyTorch's); a parameter with
+        no entry starts afresh (step 0), as one PyTorch never stepped."""
         name = type(self).__name__
-        saved_groups = state["param_groups"]
+        saved_groups, saved = state_dict["param_groups"], state_dict["state"]
         if len(saved_groups) != len(self.param_groups):
             raise ValueError(f"{name}.load_state_dict: the state dict has "
                              f"{len(saved_groups)} parameter groups, this optimizer "
                              f"{len(self.param_groups)}")
-        own = self._state_tensors()
-        missing = [k for k in own if k not in state["state"]]
-        if missing:
-            raise KeyError(f"{name}.load_state_dict: the state dict lacks {missing}")
-        for k, t in own.items():
-            src = state["state"][k]
-            if tuple(src.shape) != t.shape:
-                raise ValueError(f"{name}.load_state_dict: state {k} has shape "
-                                 f"{tuple(src.shape)} in the state dict, {t.shape} here")
-        steps = state.get("param_steps")  # absent from older checkpoints: one shared count
-        counts = []
-        for gi, fgs in enumerate(self.flat_groups):
-            for fi, fg in enumerate(fgs):
-                c = steps[gi][fi] if steps is not None else [int(state["step"])] * len(fg)
-                if len(c) != len(fg):
-                    raise ValueError(f"{name}.load_state_dict: group {gi} holds {len(c)} "
-                                     f"parameters in the state dict, {len(fg)} here")
-                counts.append((fg, [int(n) for n in c]))
+        for gi, (g, sg) in enumerate(zip(self.param_groups, saved_groups)):
+            if "params" not in sg:
+                raise ValueError(f"{name}.load_state_dict: group {gi} of the state dict "
+                                 f"has no 'params' list: it is not an optimizer's "
+                                 f"state_dict() (PyTorch's layout)")
+            if len(sg["params"]) != len(g["params"]):
+                raise ValueError(f"{name}.load_state_dict: group {gi} holds "
+                                 f"{len(sg['params'])} parameters in the state dict, "
+                                 f"{len(g['params'])} here")
+        # (saved index, saved hyperparameters) of every parameter, in _locations' order
+        saved_of = [(key, {k: v for k, v in sg.items() if k != "params"})
+                    for sg in saved_groups for key in sg["params"]]
+        plan = []
+        for (group, _, fg, i), (key, hyper) in zip(list(self._locations()), saved_of):
+            entry = saved.get(key)
+            if entry is not None:
+                self._check_entry(name, {**group, **hyper}, fg, i, key, entry)
+            plan.append((group, fg, i, entry))
         # everything checked: now change this optimizer
-        self.step_count = int(state["step"])
-        for g, saved in zip(self.param_groups, saved_groups):
-            g.update({k: v for k, v in saved.items() if k != "params"})
-        for fg, c in counts:
-            fg.steps = c
+        for g, sg in zip(self.param_groups, saved_groups):
+            g.update({k: v for k, v in sg.items() if k != "params"})
+        with no_grad():
+            for group, fg, i, entry in plan:
+                self._load_param(group, fg, i, entry)
+        self.step_count = max((n for fgs in self.flat_groups for fg in fgs
+                               for n in fg.steps), default=0)
         for g, fgs in zip(self.param_groups, self.flat_groups):
             for fg in fgs:
                 if g.get("capturable"):
                     fg.make_capturable(g["lr"])
                     fg.sync_device_steps()
                     fg.sync_lr(g["lr"])
-        with no_grad():
-            for k, t in own.items():
-                t.copy_(state["state"][k])
+
+    def _check_entry(self, name, group, fg, i, key, entry) -> None:
+        shape = fg.params[i].shape
+        needed = (("step",) if self._saves_step else ()) + self._state_names(group)
+        for n in needed + self._host_names:
+            if n not in entry:
+                raise KeyError(f"{name}.load_state_dict: the state of parameter {key} "
+                               f"lacks {n!r}")
+        for n in self._state_names(group):
+            got = tuple(entry[n].shape)
+            if got != tuple(shape):
+                raise ValueError(f"{name}.load_state_dict: state {n!r} of parameter "
+                                 f"{key} has shape {got} in the state dict, {shape} here")
+
+    def _load_param(self, group, fg, i, entry) -> None:
+        a, b = fg.bounds[i]
+        if entry is None:
+            fg.steps[i] = 0
+            for n in self._state_names(group):
+                self._buffer(group, fg, n)[a:b].fill_(self._initial(group, n))
+            for n in self._host_names:
+                fg.host_state[n][i] = self._initial(group, n)
+            return
+        # (SGD's state has no count: a parameter with state has stepped)
+        fg.steps[i] = int(float(entry["step"])) if self._saves_step else max(fg.steps[i], 1)
+        for n in self._state_names(group):
+            self._buffer(group, fg, n)[a:b].copy_(_flat(entry[n]))
+        for n in self._host_names:
+            fg.host_state[n][i] = float(entry[n])
+
+
+def _flat(x):
+    """A state tensor from a state dict (a Haelixe tensor, or an array such as a CPU torch
+    tensor) as a flat Haelixe tensor."""
+    if isinstance(x, Tensor):
+        return x.detach().reshape(-1)
+    return creation.tensor(np.asarray(x).reshape(-1))
 
 
 # -- shared by the optimizers' updates ----------------------------------------------------

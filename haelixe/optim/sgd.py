@@ -32,12 +32,17 @@ class SGD(Optimizer):
 
     @staticmethod
     def _momentum_buffer(fg):
-        buf = fg.state.get("momentum")
+        buf = fg.state.get("momentum_buffer")
         if buf is None:
             with tagged("optimizer_state"):
-                buf = fg.state["momentum"] = creation.zeros(
+                buf = fg.state["momentum_buffer"] = creation.zeros(
                     fg.data.numel(), dtype=state_dtype(fg), device=fg.device)
         return buf
+
+    _saves_step = False  # (PyTorch's SGD state holds its momentum buffer only)
+
+    def _state_names(self, group) -> tuple:
+        return ("momentum_buffer",) if group["momentum"] else ()
 
     def _steps_matter(self, group) -> bool:
         # with dampening the first step differs (the buffer starts as d, undamped)
