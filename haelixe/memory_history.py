@@ -42,7 +42,6 @@ import weakref
 import numpy as np
 
 from .atomic import AtomicFile
-from .autograd.mode import STATE as _mode
 from .memory import DEFAULT_TAG, Block, get_allocator
 from .memory import _tls as _tag_state
 from .storage import observe
@@ -73,23 +72,10 @@ def _user_frames(start: int = 2) -> tuple:
     and makes one tuple of code objects (which the garbage collector does not track) and
     numbers, which it stops looking at once it has seen it. The walk starts ``start``
     frames up from here (a caller that knows the frames below are Haelixe's skips
-    them).
-
-    In a backward, the frames above the engine stand still while a node's backward
-    runs, and Haelixe's own backward calls no user code: one walk serves all the
-    allocations of that node in that run (not of a node whose hooks, post-accumulate
-    hooks or own code are the user's, whose allocations each walk)."""
-    global _last_walk
-    mode = _mode.__dict__
-    node = mode["backward_node"]
-    if node is not None:
-        run, ref, frames = _last_walk
-        if run == mode["backward_run"] and ref() is node:
-            return frames
+    them)."""
     f = _getframe(start)
     ours, users = _OURS, _USERS
     inner = lasti = None
-    frames = ()
     while f is not None:
         code = f.f_code
         filename = code.co_filename
@@ -100,20 +86,10 @@ def _user_frames(start: int = 2) -> tuple:
                     continue
                 users.add(filename)
             if inner is not None:
-                frames = (inner, lasti, code, f.f_lasti)
-                break
+                return (inner, lasti, code, f.f_lasti)
             inner, lasti = code, f.f_lasti
         f = f.f_back
-    else:
-        if inner is not None:
-            frames = (inner, lasti)
-    if node is not None and not (node.checks_gradients or node.watch or node.runs_user_code
-                                 or node.is_accumulate and node.post_hooks):
-        _last_walk = (mode["backward_run"], _weakref(node), frames)
-    return frames
-
-
-_last_walk = (None, None, ())  # (backward run, weak ref to its node, the frames it found)
+    return () if inner is None else (inner, lasti)
 
 
 def _line_of(code, lasti: int) -> int | None:

@@ -76,7 +76,6 @@ def run_backward(roots, grads, retain_graph=False, create_graph=False, capture=N
         # that restores the mode is skipped; CPython 3.11)
         state["grad_enabled"] = create_graph
         state["backward_accumulates"] = accumulate and capture is None
-        state["backward_run"] += 1
         while heap:
             node = state["backward_node"] = heappop(heap)[1]
             g = pending.pop(node)

@@ -73,9 +73,6 @@ class Node:
     retain = None  # retain_grad's keeper (Functions only), run after the hooks
     #: a Function's output's shape, dtype and device (None for a leaf's accumulator)
     out_shape = out_dtype = out_device = None
-    #: True where backward calls the user's code (a checkpoint's recomputation): memory
-    #: history then places each allocation there by its own walk up the stack
-    runs_user_code = False
 
     @property
     def name(self) -> str:

@@ -24,9 +24,6 @@ class _State(threading.local):
         # the node whose backward the engine runs now (None outside backward): hx.profile
         # reads it to name each kernel's node without walking the stack
         self.backward_node = None
-        # the backward runs begun on this thread: with backward_node, it names one node's
-        # run (memory history walks the stack once for all that node's allocations)
-        self.backward_run = 0
         # whether the running backward writes leaves' .grad (False inside autograd.grad
         # and backward(inputs=)): a checkpoint's recomputation reads it
         self.backward_accumulates = True

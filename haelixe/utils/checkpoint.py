@@ -78,7 +78,6 @@ class Checkpoint(Function):
     label = "Checkpoint"
     # (its backward runs the part's own ops: a graph of the gradient is theirs to make)
     twice_differentiable = False
-    runs_user_code = True
 
     @staticmethod
     def forward(ctx, function, preserve_rng_state, kwargs, *args):
