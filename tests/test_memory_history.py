@@ -165,7 +165,7 @@ def test_cpu_tensors_are_counted_only_while_recorded():
 
 
 def test_each_backward_and_hook_places_its_allocations_on_its_own_line():
-    # (a backward's walk up the stack serves a node's allocations in that run only)
+    # (a second backward from another line, and a hook, are placed on their own lines)
     hx.manual_seed(0)
     x, w = hx.randn(4, 8, requires_grad=True), hx.randn(8, 8)
     hx.record_memory_history(device="cpu")
