@@ -164,6 +164,26 @@ def test_cpu_tensors_are_counted_only_while_recorded():
     assert hx.Tensor.__dict__["_wrap"].__func__ is wrap is _bound_wrap()
 
 
+def test_each_backward_and_hook_places_its_allocations_on_its_own_line():
+    # (a second backward from another line, and a hook, are placed on their own lines)
+    hx.manual_seed(0)
+    x, w = hx.randn(4, 8, requires_grad=True), hx.randn(8, 8)
+    hx.record_memory_history(device="cpu")
+    try:
+        h = (x @ w).tanh()
+        h.register_hook(lambda g: g * 2); hook_line = sys._getframe().f_lineno  # noqa: E702
+        y = (h * h).sum()
+        y.backward(retain_graph=True); first = sys._getframe().f_lineno  # noqa: E702
+        y.backward(); second = sys._getframe().f_lineno  # noqa: E702
+        snap = hx.memory_snapshot("cpu")
+    finally:
+        hx.record_memory_history(False, device="cpu")
+    lines = [b["frames"][0]["line"] for b in snap["timeline_blocks"]
+             if b["frames"] and b["frames"][0]["filename"] == __file__]
+    assert lines.count(first) >= 2 and lines.count(second) >= 2
+    assert lines.count(hook_line) == 2  # (one per backward: the hook's own product)
+
+
 def test_a_cpu_tensor_takes_the_tag_of_the_thread_that_made_it():
     """A tag set in one thread names the tensors made there, not those of another
     (the tag is per thread: memory.tagged)."""
