@@ -166,15 +166,28 @@ def _map_location(map_location):
 
 def load(f, map_location=None, pickle_module=None, *, weights_only: bool | None = None,
          mmap=None, **pickle_load_args):
-    """Read an object written by :func:`save` (see the module docstring)."""
+    """Read an object written by :func:`save` (see the module docstring). ``mmap=True``
+    maps each storage of the file instead of reading it (copy on write, as PyTorch's:
+    an in-place change of a tensor does not reach the file)."""
     if pickle_module not in (None, pickle):
         raise ValueError("torch.load: only the standard pickle module is supported")
+    safe = weights_only is None or weights_only
+    if mmap:
+        if hasattr(f, "read"):
+            raise ValueError("torch.load: mmap=True maps a file: f must be a file path, "
+                             "not a file object (as in PyTorch)")
+        path = os.fspath(f)
+        with open(path, "rb") as fh:
+            head = fh.read(4)
+        if not torch_archive.is_archive(head):
+            raise ValueError("torch.load: mmap=True needs PyTorch's zip archive (what "
+                             "torch.save writes); this file is not one")
+        return _load_archive(path, map_location, safe, pickle_load_args, mapped=path)
     if hasattr(f, "read"):
         data = f.read()
     else:
         with open(os.fspath(f), "rb") as fh:
             data = fh.read()
-    safe = weights_only is None or weights_only
     if torch_archive.is_archive(data):
         return _load_archive(data, map_location, safe, pickle_load_args)
     if data.startswith(_LEGACY):
@@ -194,10 +207,12 @@ def load(f, map_location=None, pickle_module=None, *, weights_only: bool | None 
         _MAP_LOCATION.pop("map", None)
 
 
-def _load_archive(data: bytes, map_location, safe: bool, pickle_load_args):
+def _load_archive(data, map_location, safe: bool, pickle_load_args, mapped=None):
+    """``data``: the file's bytes, or its path; ``mapped``: the path whose storage
+    records are mapped (copy on write) instead of read."""
     place = _map_location(map_location) or as_device
     with torch_archive.open_zip(data) as zf:
-        reader = torch_archive.Reader(zf, place)
+        reader = torch_archive.Reader(zf, place, mapped)
         stream = io.BytesIO(reader.pickle_bytes())
         try:
             return _ArchiveUnpickler(stream, reader, safe, **pickle_load_args).load()

@@ -25,6 +25,7 @@ from __future__ import annotations
 import collections
 import hashlib
 import io
+import os
 import pickle
 import struct
 import sys
@@ -203,18 +204,50 @@ class ArchiveError(pickle.UnpicklingError):
 class Reader:
     """The records of one archive, and the functions its pickle names, bound to them.
 
-    ``place(saved_location) -> Device`` says where each storage goes (map_location)."""
+    ``place(saved_location) -> Device`` says where each storage goes (map_location);
+    ``mapped``, the archive's path, maps each storage record instead of reading it."""
 
-    def __init__(self, zf: zipfile.ZipFile, place):
+    def __init__(self, zf: zipfile.ZipFile, place, mapped=None):
         names = [n for n in zf.namelist() if n.endswith("data.pkl")]
         if len(names) != 1:
             raise ArchiveError(f"torch.load: a PyTorch archive holds one data.pkl, this zip "
                                f"holds {len(names)}: it is not a checkpoint torch.save "
                                f"wrote")
         self.zf, self.prefix, self.place = zf, names[0][:-len("data.pkl")], place
+        self.mapped = mapped
         order = self._read("byteorder", missing_ok=True)
         self.swap = order not in (None, sys.byteorder.encode())
         self.flat: dict = {}  # (key, dtype) -> the storage as a flat tensor, on its device
+
+    def record(self, name: str) -> np.ndarray:
+        """Record ``name``'s bytes as a flat uint8 array: read, or mapped copy-on-write
+        where the archive is mapped and stores the record as it is."""
+        if self.mapped is not None:
+            start, size = self._stored_span(name)
+            if start is not None:
+                if size == 0:
+                    return np.zeros(0, np.uint8)
+                return np.memmap(self.mapped, np.uint8, "c", start, (size,))
+        return np.frombuffer(self._read(name), np.uint8).copy()
+
+    def _stored_span(self, name: str):
+        """(offset, size) in the file of a record stored uncompressed, else (None, 0)."""
+        try:
+            info = self.zf.getinfo(self.prefix + name)
+        except KeyError:
+            return None, 0
+        if info.compress_type != zipfile.ZIP_STORED:
+            return None, 0
+        with open(self.mapped, "rb") as fh:  # (the local header's own name and extra)
+            fh.seek(info.header_offset)
+            local = fh.read(30)
+        if len(local) != 30 or local[:4] != b"PK\x03\x04":
+            return None, 0
+        name_len, extra_len = struct.unpack("<HH", local[26:30])
+        start = info.header_offset + 30 + name_len + extra_len
+        if start + info.file_size > os.path.getsize(self.mapped):
+            return None, 0
+        return start, info.file_size
 
     def pickle_bytes(self) -> bytes:
         return self._read("data.pkl")
@@ -273,16 +306,16 @@ class _StorageRef:
         cached = reader.flat.get((self.key, dtype))
         if cached is not None:
             return cached
-        raw = reader._read(f"data/{self.key}")
+        raw = reader.record(f"data/{self.key}")
         itemsize = 1 if self.dtype is None else self.dtype.itemsize
-        if len(raw) != self.numel * itemsize:
-            raise ArchiveError(f"torch.load: storage {self.key} holds {len(raw)} bytes, its "
+        if raw.size != self.numel * itemsize:
+            raise ArchiveError(f"torch.load: storage {self.key} holds {raw.size} bytes, its "
                                f"entry says {self.numel} elements of {itemsize} bytes; the "
                                f"file is damaged")
-        if len(raw) % dtype.itemsize:
-            raise ArchiveError(f"torch.load: storage {self.key} of {len(raw)} bytes does not "
+        if raw.size % dtype.itemsize:
+            raise ArchiveError(f"torch.load: storage {self.key} of {raw.size} bytes does not "
                                f"hold whole {dtype.name} elements")
-        array = np.frombuffer(raw, dtype.np).copy()
+        array = raw.view(dtype.np)
         if reader.swap:
             array = array.byteswap()
         t = from_numpy(array)
@@ -372,8 +405,9 @@ NUMPY_NAMES.update({("ml_dtypes", d.np.type.__name__): d.np.type for d in dt.ALL
 
 
 def open_zip(data) -> zipfile.ZipFile:
+    """The archive of ``data``: the file's bytes, or its path."""
     try:
-        return zipfile.ZipFile(data if hasattr(data, "read") else io.BytesIO(data))
+        return zipfile.ZipFile(io.BytesIO(data) if isinstance(data, bytes) else data)
     except _ZIP_ERRORS as e:
         raise ArchiveError(f"torch.load: the file starts as a zip archive but is not one "
                            f"that can be read ({e}); it is truncated or damaged") from None

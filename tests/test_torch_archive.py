@@ -239,3 +239,24 @@ def test_gpu_tensors_are_pytorchs_cuda_in_the_file(be):
     assert back["x"].device == "gpu" and back["col"]._storage is back["x"]._storage
     assert back["col"].cpu().tolist() == [1.0, 4.0]
     assert hx_load(data, map_location="cpu")["col"].device == "cpu"
+
+
+def test_mmap_maps_each_storage_copy_on_write(tmp_path):
+    path = tmp_path / "big.pt"
+    torch.save({"w": torch.arange(1000.0).reshape(10, 100), "b": torch.ones(3)}, path)
+    before = path.read_bytes()
+    back = pickled.load(path, mmap=True)
+    raw = back["w"]._storage.data
+    while raw.base is not None and not isinstance(raw, np.memmap):
+        raw = raw.base
+    assert isinstance(raw, np.memmap)  # (the storage is the file's pages, not a copy)
+    np.testing.assert_array_equal(back["w"].numpy(), np.arange(1000.0).reshape(10, 100))
+    back["w"].add_(1)  # a write changes this tensor, not the file (as PyTorch's)
+    assert back["w"][0, 0].item() == 1.0 and path.read_bytes() == before
+    pickled.save({"x": hx.ones(2)}, tmp_path / "ours.pt")
+    assert pickled.load(tmp_path / "ours.pt", mmap=True)["x"].tolist() == [1.0, 1.0]
+    with pytest.raises(ValueError, match="must be a file path"):
+        pickled.load(io.BytesIO(before), mmap=True)
+    (tmp_path / "plain").write_bytes(b"not an archive")
+    with pytest.raises(ValueError, match="needs PyTorch's zip archive"):
+        pickled.load(tmp_path / "plain", mmap=True)
