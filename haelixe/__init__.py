@@ -11,6 +11,7 @@ from . import aten_native as _aten_native
 from . import (
     autograd,  # noqa: E402  (Tensor.backward, hooks)
     linalg,  # noqa: E402  (hx.linalg: torch.linalg)
+    sparse,  # noqa: E402  (hx.sparse: torch.sparse; Tensor.to_sparse)
 )
 from . import dtype as _dtype_module
 from .amp import (
@@ -163,6 +164,7 @@ from .settings import (
     set_warn_always,
     use_deterministic_algorithms,
 )
+from .sparse import sparse_coo_tensor, spmm
 from .tensor import Tensor
 
 globals().update(_FUNCTIONS)  # hx.exp(x), hx.where(c, a, b), hx.cat([...]) ...

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 import numbers
 
@@ -132,6 +133,23 @@ def _shape(size) -> tuple:
     return tuple(int(n) for n in size)
 
 
+def _size_keyword(factory):
+    """PyTorch's factories take their size as ``size=`` too (``torch.empty(size=(2, 3))``),
+    which a ``*size`` parameter cannot be named as: given that way, it is passed on as
+    the one positional size."""
+
+    @functools.wraps(factory)
+    def make(*size, **kwargs):
+        if "size" in kwargs:
+            if size:
+                raise TypeError(f"{factory.__name__}: the size given twice, as {size} and "
+                                f"as size={kwargs['size']!r}")
+            size = (kwargs.pop("size"),)
+        return factory(*size, **kwargs)
+
+    return make
+
+
 @contextlib.contextmanager
 def _allocating(op, size, dtype):
     """An allocation no memory holds: Haelixe's error naming the shape and the bytes
@@ -168,14 +186,17 @@ def full(size, fill_value, dtype=None, device=None, requires_grad=False) -> Tens
     return t
 
 
+@_size_keyword
 def zeros(*size, dtype=None, device=None, requires_grad=False) -> Tensor:
     return full(_shape(size), 0, _dtype(dtype), device, requires_grad)
 
 
+@_size_keyword
 def ones(*size, dtype=None, device=None, requires_grad=False) -> Tensor:
     return full(_shape(size), 1, _dtype(dtype), device, requires_grad)
 
 
+@_size_keyword
 def empty(*size, dtype=None, device=None, requires_grad=False) -> Tensor:
     device = factory_device(device)
     with _allocating("empty", _shape(size), _dtype(dtype)):
@@ -282,6 +303,7 @@ def _float_dtype(op, dtype):
     return d
 
 
+@_size_keyword
 def rand(*size, generator=None, dtype=None, device=None, requires_grad=False) -> Tensor:
     d = _float_dtype("rand", dtype)
     with _allocating("rand", _shape(size), d):
@@ -290,6 +312,7 @@ def rand(*size, generator=None, dtype=None, device=None, requires_grad=False) ->
     return _finish(arr.astype(d.np, copy=False), device, requires_grad)
 
 
+@_size_keyword
 def randn(*size, generator=None, dtype=None, device=None, requires_grad=False) -> Tensor:
     d = _float_dtype("randn", dtype)
     with _allocating("randn", _shape(size), d):

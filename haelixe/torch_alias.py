@@ -68,6 +68,7 @@ MODULES = {
     "torch.distributions.kl": "haelixe.distributions.kl",
     "torch.linalg": "haelixe.linalg",
     "torch.special": "haelixe.special",
+    "torch.sparse": "haelixe.sparse",
 }
 
 #: packages whose submodules (PyTorch's files, lower-case names) are all one namespace
@@ -96,7 +97,6 @@ MISSING_MODULES = {
                       "and hx.memory_snapshot() for memory",
     "torch.quantization": "bfloat16 (hx.autocast) for lower precision",
     "torch.ao": "bfloat16 (hx.autocast) for lower precision",
-    "torch.sparse": "dense tensors",
     "torch.fft": "nothing yet: Haelixe has no Fourier transforms",
     "torch.testing": "numpy.testing.assert_allclose on x.numpy()",
     "torch.export": "nothing: programs run eagerly or captured (hx.capture)",

@@ -24,7 +24,7 @@ LAYERS = [
     ("library", ["nn", "optim", "data", "utils", "serialization", "capture_replay", "pickled",
                  "torch_archive", "compiling", "cuda", "accelerator", "backend_flags", "onnx",
                  "profiler", "memory_history", "distributions", "linalg", "special", "func",
-                 "settings", "aten_forms", "aten_native"]),
+                 "settings", "aten_forms", "aten_native", "sparse"]),
     ("widgets", ["viz"]),
     ("apps", ["denoise", "charlm", "progress", "exercises", "__main__", "torch_alias",
               "run"]),

@@ -374,3 +374,13 @@ def test_a_one_hot_network_step_gives_pytorchs_loss_and_gradient():
         results.append((loss.item(), w.grad.numpy().copy(), w.detach().numpy().copy()))
     for ours, want in zip(*results):
         np.testing.assert_allclose(ours, want, rtol=2e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("name", ["zeros", "ones", "empty", "rand", "randn"])
+def test_factories_take_their_size_as_a_keyword_as_pytorchs(name):
+    for size in ((2, 3), [4], hx.Size([1, 2]), ()):
+        made = getattr(hx, name)(size=size, dtype=hx.float64)
+        theirs = getattr(torch, name)(size=tuple(size), dtype=torch.float64)
+        assert made.shape == tuple(theirs.shape) and made.dtype is hx.float64
+    with pytest.raises(TypeError, match="size given twice"):
+        getattr(hx, name)(2, size=(3,))

@@ -81,8 +81,12 @@ def matmul(input, other):
     (second) vector, removed from the result; the batch dims broadcast."""
     a, b = input, other  # (short names: the checks below read both often)
     if not isinstance(a, Tensor):
+        if getattr(a, "is_sparse", False):  # (haelixe.sparse: its own product)
+            return a.mm(b)
         raise TypeError(f"matmul: expected a Tensor, got {type(a).__name__}")
     if b.__class__ is not Tensor:
+        if getattr(b, "is_sparse", False):
+            return b.__rmatmul__(a)
         b = as_tensor_like(b, a, a.dtype)
     na, nb = len(a.shape), len(b.shape)  # (the ndim property, read once)
     if na == 0 or nb == 0:
@@ -138,6 +142,8 @@ def _two_of_rank(op, input, other, ndim: int, fix: str) -> None:
 @tensor_method(function=True)
 def mm(input, mat2):
     """The product of two matrices (2-D tensors); matmul for other ranks."""
+    if getattr(input, "is_sparse", False) or getattr(mat2, "is_sparse", False):
+        return matmul(input, mat2)  # (a sparse matrix's own product, haelixe.sparse)
     _two_of_rank("mm", input, mat2, 2, "use matmul (@) for other ranks")
     return matmul(input, mat2)
 

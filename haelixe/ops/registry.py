@@ -960,6 +960,8 @@ def _as_operand(name, x, ref):
         return x
     if isinstance(x, np.ndarray) and x.ndim == 0:
         return x.item()
+    if getattr(x, "is_sparse", False):  # a sparse tensor takes part as its dense form
+        return x.to_dense()
     if ref is None:
         raise TypeError(f"{name}: expected a Tensor, got {type(x).__name__}; build one with "
                         f"hx.tensor(...)")
