@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import functools
 import math
 import numbers
 
@@ -124,30 +123,24 @@ def from_numpy(array: np.ndarray) -> Tensor:
     return Tensor._wrap(backend_for(CPU).from_numpy(array))
 
 
-def _shape(size) -> tuple:
+def _shape(size, keyword=None, op=None) -> tuple:
+    """The size a factory was given: its positional ints (or one sequence of them), or
+    ``size=`` (PyTorch's factories take that too; ``keyword``: the factory's other
+    keyword arguments, which a ``*size`` parameter cannot name)."""
+    if keyword:
+        extra = [k for k in keyword if k != "size"]
+        if extra:
+            raise TypeError(f"{op}() got an unexpected keyword argument {extra[0]!r}")
+        if size:
+            raise TypeError(f"{op}: the size given twice, as {size} and as "
+                            f"size={keyword['size']!r}")
+        size = (keyword["size"],)
     if len(size) == 1 and isinstance(size[0], (tuple, list)):
         size = tuple(size[0])
     for n in size:
         if not isinstance(n, numbers.Integral) or n < 0:
             raise OpError(f"sizes must be non-negative ints, got {tuple(size)}")
     return tuple(int(n) for n in size)
-
-
-def _size_keyword(factory):
-    """PyTorch's factories take their size as ``size=`` too (``torch.empty(size=(2, 3))``),
-    which a ``*size`` parameter cannot be named as: given that way, it is passed on as
-    the one positional size."""
-
-    @functools.wraps(factory)
-    def make(*size, **kwargs):
-        if "size" in kwargs:
-            if size:
-                raise TypeError(f"{factory.__name__}: the size given twice, as {size} and "
-                                f"as size={kwargs['size']!r}")
-            size = (kwargs.pop("size"),)
-        return factory(*size, **kwargs)
-
-    return make
 
 
 @contextlib.contextmanager
@@ -186,21 +179,19 @@ def full(size, fill_value, dtype=None, device=None, requires_grad=False) -> Tens
     return t
 
 
-@_size_keyword
-def zeros(*size, dtype=None, device=None, requires_grad=False) -> Tensor:
-    return full(_shape(size), 0, _dtype(dtype), device, requires_grad)
+def zeros(*size, dtype=None, device=None, requires_grad=False, **size_keyword) -> Tensor:
+    return full(_shape(size, size_keyword, "zeros"), 0, _dtype(dtype), device, requires_grad)
 
 
-@_size_keyword
-def ones(*size, dtype=None, device=None, requires_grad=False) -> Tensor:
-    return full(_shape(size), 1, _dtype(dtype), device, requires_grad)
+def ones(*size, dtype=None, device=None, requires_grad=False, **size_keyword) -> Tensor:
+    return full(_shape(size, size_keyword, "ones"), 1, _dtype(dtype), device, requires_grad)
 
 
-@_size_keyword
-def empty(*size, dtype=None, device=None, requires_grad=False) -> Tensor:
+def empty(*size, dtype=None, device=None, requires_grad=False, **size_keyword) -> Tensor:
+    size = _shape(size, size_keyword, "empty")
     device = factory_device(device)
-    with _allocating("empty", _shape(size), _dtype(dtype)):
-        t = Tensor._wrap(backend_for(device).empty(_shape(size), _dtype(dtype).np))
+    with _allocating("empty", size, _dtype(dtype)):
+        t = Tensor._wrap(backend_for(device).empty(size, _dtype(dtype).np))
     if requires_grad:
         t.requires_grad_(True)
     return t
@@ -303,21 +294,23 @@ def _float_dtype(op, dtype):
     return d
 
 
-@_size_keyword
-def rand(*size, generator=None, dtype=None, device=None, requires_grad=False) -> Tensor:
+def rand(*size, generator=None, dtype=None, device=None, requires_grad=False,
+         **size_keyword) -> Tensor:
+    size = _shape(size, size_keyword, "rand")
     d = _float_dtype("rand", dtype)
-    with _allocating("rand", _shape(size), d):
+    with _allocating("rand", size, d):
         arr = numpy_generator(generator).random(
-            _shape(size), dtype=np.float64 if d is dt.float64 else np.float32)
+            size, dtype=np.float64 if d is dt.float64 else np.float32)
     return _finish(arr.astype(d.np, copy=False), device, requires_grad)
 
 
-@_size_keyword
-def randn(*size, generator=None, dtype=None, device=None, requires_grad=False) -> Tensor:
+def randn(*size, generator=None, dtype=None, device=None, requires_grad=False,
+          **size_keyword) -> Tensor:
+    size = _shape(size, size_keyword, "randn")
     d = _float_dtype("randn", dtype)
-    with _allocating("randn", _shape(size), d):
+    with _allocating("randn", size, d):
         arr = numpy_generator(generator).standard_normal(
-            _shape(size), dtype=np.float64 if d is dt.float64 else np.float32)
+            size, dtype=np.float64 if d is dt.float64 else np.float32)
     return _finish(arr.astype(d.np, copy=False), device, requires_grad)
 
 
