@@ -5,6 +5,8 @@ Linear layer (y = x W^T, dX = dY W, dW = dY^T X) over the shapes models use.
 
     python benchmarks/gpu_kernels.py                # full sizes (a real GPU)
     python benchmarks/gpu_kernels.py --small        # tiny sizes: a smoke test on lavapipe
+    python benchmarks/gpu_kernels.py --skip matmul attention --linear transformer
+                                                    # the Transformer's Linear GEMMs only
     python benchmarks/gpu_kernels.py --sweep --out sweep.json
                                                     # every kernel variant per shape
 
@@ -35,6 +37,9 @@ LINEAR_SHAPES = [(m, k, n) for m in (2048, 8192)
                  for k, n in ((64, 64), (512, 512), (512, 1536), (512, 2048), (2048, 512),
                               (1024, 4096), (4096, 1024), (4096, 4096))]
 SMALL_LINEAR_SHAPES = [(64, 32, 48), (96, 40, 8)]
+# gpu_transformer.py's Linears (dim 512, MLP 2048, batch x sequence 16 x 512)
+TRANSFORMER_LINEAR_SHAPES = [(8192, 512, 1536), (8192, 512, 512), (8192, 512, 2048),
+                             (8192, 2048, 512)]
 QUICK_LINEAR_SHAPES = [(4096, 4096, 4096), (8192, 512, 1536), (8192, 2048, 512),
                        (8192, 512, 512)]
 ATTENTION_SHAPES = [(8, 16, 4096, 64), (8, 16, 1024, 64), (4, 16, 4096, 128),
@@ -453,6 +458,8 @@ def main(argv=None) -> dict:
                     help="with --sweep: the chosen variants against a few others")
     ap.add_argument("--skip", nargs="*", default=(),
                     choices=("matmul", "attention", "linear"), help="sections to leave out")
+    ap.add_argument("--linear", choices=("all", "transformer"), default="all",
+                    help="the Linear table's shapes: all, or the Transformer's alone")
     ap.add_argument("--iters", type=int, default=None)
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--out", default=None, help="write the results as JSON here")
@@ -537,7 +544,8 @@ def main(argv=None) -> dict:
             b.warm_s = 0.05  # the GPU is warm by now
             if not small:
                 b.iters, b.repeats = 5, 3
-            report["linear"] = bench_linear(b, SMALL_LINEAR_SHAPES if small else LINEAR_SHAPES)
+            shapes = TRANSFORMER_LINEAR_SHAPES if args.linear == "transformer" else LINEAR_SHAPES
+            report["linear"] = bench_linear(b, SMALL_LINEAR_SHAPES if small else shapes)
             print_linear_table(report["linear"])
     report["dispatch_stats"] = be.stats()
     save()
