@@ -110,22 +110,8 @@ fn sp_bessel_y(x: f32, n: i32) -> f32 {{
         if (n == 0) {{ return {_TWO_OVER_PI} * (log_term * now - 2.0 * even) / norm; }}
         return {_TWO_OVER_PI} * (log_term * later - now / x + odd) / norm;
     }}
-    let mu = 4.0 * f32(n * n);
-    var p = 1.0;
-    var q = 0.0;
-    var term = 1.0;
-    for (var k = 1; k < 14; k++) {{
-        let c = f32(2 * k - 1);
-        term *= (mu - c * c) / (8.0 * f32(k) * x);
-        let r = k % 4;
-        if (r == 1) {{ q += term; }} else if (r == 2) {{ p -= term; }}
-        else if (r == 3) {{ q -= term; }} else {{ p += term; }}
-    }}
-    let cs = sp_cos_sin(x);
-    var cos_chi = cs.x + cs.y;
-    var sin_chi = cs.y - cs.x;
-    if (n == 1) {{ cos_chi = cs.y - cs.x; sin_chi = -(cs.x + cs.y); }}
-    return (p * sin_chi + q * cos_chi) / sqrt({_f32(math.pi)} * x);
+    let h = sp_hankel(x, n);  // (special_more's)
+    return (h.x * h.w + h.y * h.z) / sqrt({_f32(math.pi)} * x);
 }}
 
 fn bessel_y0_f32(x: f32) -> f32 {{ return sp_bessel_y(x, 0); }}

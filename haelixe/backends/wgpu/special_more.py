@@ -121,19 +121,9 @@ fn sp_cos_sin(x: f32) -> vec2<f32> {{
     return vec2<f32>(s, -c);
 }}
 
-// J_n(|x|): below 25 the 80-point trapezoidal rule on Bessel's integral (20 nodes of a
-// quarter period), beyond Hankel's expansion; NaN at the infinities, as PyTorch's
-fn sp_bessel_j(a: f32, n: i32) -> f32 {{
-    if (is_nan(a) || sp_is_inf(a)) {{ return nan_f32(); }}
-    if (a <= 25.0) {{
-        var total = 0.0;
-        for (var j = 0; j < 20; j++) {{
-            let st = sp_sinpi((f32(j) + 0.5) / 40.0);
-            let phase = sp_cos_sin(a * st);
-            total += select(phase.x, st * phase.y, n == 1);
-        }}
-        return total / 20.0;
-    }}
+// Hankel's expansion of order n (0 or 1) at a > 0, shared by J and Y: (P, Q, and the
+// cos and sin of the phase a - (2n + 1) pi / 4, times sqrt 2)
+fn sp_hankel(a: f32, n: i32) -> vec4<f32> {{
     let mu = 4.0 * f32(n * n);
     var p = 1.0;
     var q = 0.0;
@@ -149,7 +139,24 @@ fn sp_bessel_j(a: f32, n: i32) -> f32 {{
     var cos_chi = cs.x + cs.y;
     var sin_chi = cs.y - cs.x;
     if (n == 1) {{ cos_chi = cs.y - cs.x; sin_chi = -(cs.x + cs.y); }}
-    return {repr(math.sqrt(1.0 / math.pi))} / sqrt(a) * (p * cos_chi - q * sin_chi);
+    return vec4<f32>(p, q, cos_chi, sin_chi);
+}}
+
+// J_n(|x|): below 25 the 80-point trapezoidal rule on Bessel's integral (20 nodes of a
+// quarter period), beyond Hankel's expansion; NaN at the infinities, as PyTorch's
+fn sp_bessel_j(a: f32, n: i32) -> f32 {{
+    if (is_nan(a) || sp_is_inf(a)) {{ return nan_f32(); }}
+    if (a <= 25.0) {{
+        var total = 0.0;
+        for (var j = 0; j < 20; j++) {{
+            let st = sp_sinpi((f32(j) + 0.5) / 40.0);
+            let phase = sp_cos_sin(a * st);
+            total += select(phase.x, st * phase.y, n == 1);
+        }}
+        return total / 20.0;
+    }}
+    let h = sp_hankel(a, n);
+    return {repr(math.sqrt(1.0 / math.pi))} / sqrt(a) * (h.x * h.z - h.y * h.w);
 }}
 
 fn bessel_j0_f32(x: f32) -> f32 {{ return sp_bessel_j(abs(x), 0); }}
