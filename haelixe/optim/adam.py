@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import math
 
-from .. import creation
 from ..memory import tagged
-from .optimizer import LOW_PRECISION, Optimizer, state_dtype, working_copies, write_back
+from .optimizer import LOW_PRECISION, Optimizer, working_copies, write_back
 
 
 class Adam(Optimizer):
@@ -46,14 +45,13 @@ class Adam(Optimizer):
                                       capturable=capturable))
 
     def _init_state(self, group, fg):
-        n, dt, dev = fg.data.numel(), state_dtype(fg), fg.device
-        with tagged("optimizer_state"):
-            fg.state["exp_avg"] = creation.zeros(n, dtype=dt, device=dev)
-            fg.state["exp_avg_sq"] = creation.zeros(n, dtype=dt, device=dev)
-            if self.master_weights and fg.dtype.name in LOW_PRECISION:
+        self._buffer(group, fg, "exp_avg")
+        self._buffer(group, fg, "exp_avg_sq")
+        if self.master_weights and fg.dtype.name in LOW_PRECISION:
+            with tagged("optimizer_state"):
                 fg.state["master"] = fg.data.to("float32", copy=True)
-            if group["amsgrad"]:
-                fg.state["max_exp_avg_sq"] = creation.zeros(n, dtype=dt, device=dev)
+        if group["amsgrad"]:
+            self._buffer(group, fg, "max_exp_avg_sq")
 
     def _steps_matter(self, group) -> bool:
         return True
@@ -106,10 +104,8 @@ class Adam(Optimizer):
             write_back(p, pw, self.stochastic_rounding)
             return
         # AMSGrad: the denominator uses the running maximum of v (no fused kernel)
-        if "max_exp_avg_sq" not in st:  # amsgrad switched on after construction
-            st["max_exp_avg_sq"] = creation.zeros(fg.data.numel(), dtype=state_dtype(fg),
-                                        device=fg.device)
-        vmax = fg.part(st["max_exp_avg_sq"], start, stop)
+        # (made here when amsgrad was switched on after construction)
+        vmax = fg.part(self._buffer(group, fg, "max_exp_avg_sq"), start, stop)
         if wd and decoupled:
             pw.mul_(1.0 - lr * wd)
         m.mul_(b1).add_(gw * (1.0 - b1))

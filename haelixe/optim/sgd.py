@@ -3,9 +3,7 @@ defines it."""
 
 from __future__ import annotations
 
-from .. import creation
-from ..memory import tagged
-from .optimizer import Optimizer, state_dtype, working_copies, write_back
+from .optimizer import Optimizer, working_copies, write_back
 
 
 class SGD(Optimizer):
@@ -28,16 +26,7 @@ class SGD(Optimizer):
 
     def _init_state(self, group, fg):
         if group["momentum"]:
-            self._momentum_buffer(fg)
-
-    @staticmethod
-    def _momentum_buffer(fg):
-        buf = fg.state.get("momentum_buffer")
-        if buf is None:
-            with tagged("optimizer_state"):
-                buf = fg.state["momentum_buffer"] = creation.zeros(
-                    fg.data.numel(), dtype=state_dtype(fg), device=fg.device)
-        return buf
+            self._buffer(group, fg, "momentum_buffer")
 
     _saves_step = False  # (PyTorch's SGD state holds its momentum buffer only)
 
@@ -51,7 +40,8 @@ class SGD(Optimizer):
     def _update(self, group, fg, start, stop, step):
         lr, momentum, wd = group["lr"], group["momentum"], group["weight_decay"]
         p, g = fg.part(fg.data, start, stop), fg.part(fg.grad, start, stop)
-        buf = fg.part(self._momentum_buffer(fg), start, stop) if momentum else None
+        buf = fg.part(self._buffer(group, fg, "momentum_buffer"), start, stop) \
+            if momentum else None
         pw, gw = working_copies(fg, p, g)
         lr_t = fg.device_lr if group["capturable"] else None
         if group["dampening"] == 0 and not group["maximize"]:
