@@ -19,6 +19,7 @@ PyTorch calls a hybrid tensor).
 from __future__ import annotations
 
 from . import creation
+from .ops.indexing import cat, stack
 from .tensor import Tensor
 
 __all__ = ["SparseTensor", "sparse_coo_tensor", "spmm", "mm", "sum"]
@@ -173,8 +174,8 @@ class SparseTensor:
     def __add__(self, other):
         if isinstance(other, SparseTensor):
             _same_size("add", self, other)
-            return SparseTensor(_cat(self._indices_t, other._indices_t, 1),
-                                _cat(self._values_t, other._values_t, 0),
+            return SparseTensor(cat([self._indices_t, other._indices_t], 1),
+                                cat([self._values_t, other._values_t], 0),
                                 self.shape, False)
         return self.to_dense() + other
 
@@ -201,24 +202,14 @@ class SparseTensor:
                              f"call .to_dense() first")
 
 
-def _cat(a: Tensor, b: Tensor, dim: int) -> Tensor:
-    from .ops.indexing import cat
-
-    return cat([a, b], dim)
-
-
 def _unflatten(flat: Tensor, shape: tuple) -> Tensor:
     rows = []
     for n in reversed(shape):
         rows.append(flat % n)
         flat = flat // n
-    return _stack(rows[::-1])
-
-
-def _stack(rows) -> Tensor:
-    from .ops.indexing import stack
-
-    return stack(rows) if rows else creation.zeros(0, 0, dtype="int64")
+    if not rows:  # (a 0-d tensor's entries: no index rows)
+        return creation.zeros(0, flat.shape[0], dtype="int64", device=flat.device)
+    return stack(rows[::-1])
 
 
 def _same_size(op, a, b):
