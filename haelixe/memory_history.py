@@ -121,6 +121,7 @@ _KEY, _ADDRESS, _SIZE, _REQUESTED, _TAG, _FRAMES, _TIME_NS, _ALLOCATED = range(8
 # (_TAG: the CPU's; a Block's is read from it, as it may be retagged. _FRAMES: see
 # _user_frames. _ALLOCATED: the allocator's bytes after it: the entry is its trace's event)
 _FREE = "free"  # the first field of a free's event in the trace
+_BATCH = 2048  # CPU events waiting at most to be counted (see _CpuTracker._holder)
 
 
 class _Held(weakref.ref):
@@ -167,8 +168,10 @@ class _History:
         def allocated(block, allocated_bytes) -> None:
             address = id(block.handle)
             held = _Held(block)
+            # (the walk starts at the allocator's caller: this hook and the allocator's
+            # allocate are Haelixe's)
             held.entry = entry = (next(keys), address, block.size, block.requested, None,
-                                  _user_frames(), _clock() - t0, allocated_bytes)
+                                  _user_frames(3), _clock() - t0, allocated_bytes)
             held.saved = None
             live[address] = held
             trace.append(entry)
@@ -213,40 +216,74 @@ class _CpuTracker:
     def _holder(self):
         """``held(a, adopt=True)``: the _Held of ndarray ``a``'s memory if it is counted
         (counting it now if ``adopt``), else None (also for a GPU tensor's block); and
-        ``drain()``, which notes the frees of the buffers gone since it last ran. A
-        buffer's weak reference, as numpy's memory goes, only joins ``gone`` (its
-        callback is the deque's C append: no Python call for each tensor freed); the
-        frees are noted, in the order they came, before the next buffer is counted
-        (an id of a buffer gone may be the next one's), before the allocator's counters
-        are read or changed, and before a snapshot, so the trace keeps the order of
-        allocations and frees, and every total and the peak are as they were; a free's
-        time is when it was noted. One function each, with its state bound in."""
+        ``drain()``, which counts what came since it last ran.
+
+        A buffer counted pays at once only for what cannot wait: its line (the walk up
+        the stack), its time, its _Held, and one tuple in ``events``; as numpy's memory
+        goes, the weak reference's callback puts the _Held itself there (the deque's C
+        append: no Python call). So ``events`` holds every allocation and free in the
+        order they came, and ``drain`` counts them in that order, in one pass under the
+        counters' lock: each event's total, the trace, the peak. It runs before the
+        allocator's counters are read or changed, before a snapshot, once ``events``
+        holds ``_BATCH`` of them, and at every buffer while a subscriber (a MemoryView
+        of the CPU) wants each event as it comes. A free's time is the next
+        allocation's (or the drain's, where none came after it): when anything next ran
+        after the memory went. One function each, with its state bound in."""
         history, counts, alloc = self.history, self.counts, self.alloc
         live, trace, keys, t0 = history.live, history.trace, history.keys, history.t0
         lock, by_tag, freed_event = counts.lock, counts.by_tag, history.freed_event
-        gone = collections.deque()
-        went, pop = gone.append, gone.popleft
+        events = collections.deque()
+        came, pop = events.append, events.popleft
 
         def drain() -> None:
-            while gone:
-                try:
-                    held = pop()
-                except IndexError:  # (another thread took the last)
-                    return
-                entry = held.entry
-                key = entry[_ADDRESS]
-                if live.get(key) is not held:  # (no longer counted: history stopped)
-                    continue
-                del live[key]
-                n, tag = entry[_SIZE], entry[_TAG]
-                with lock:  # (the allocator's counters, see AdoptedCounts)
-                    delta = counts.delta = counts.delta - n
-                    counts.frees += 1
-                    by_tag[tag] -= n
-                    allocated = counts.base + delta
-                if counts.eager:
-                    alloc.emit_adopted("free", n, tag)
-                trace.append(freed_event(held, _clock() - t0, allocated, tag))
+            if not events:
+                return
+            emitted = []
+            with lock:  # (the allocator's counters, see AdoptedCounts)
+                batch = []
+                while events:
+                    try:
+                        batch.append(pop())
+                    except IndexError:  # (another thread took the last)
+                        break
+                # each free's time: the next allocation's (or now, where none came)
+                times, t = [], _clock()
+                for item in reversed(batch):
+                    if item.__class__ is tuple:
+                        t = item[5]
+                    times.append(t)
+                times.reverse()
+                delta, high, base = counts.delta, counts.high, counts.base
+                allocs = frees = 0
+                for item, t in zip(batch, times):
+                    if item.__class__ is tuple:  # an allocation: (its _Held, key, ...)
+                        held, key, n, tag, frames, _ = item
+                        delta += n
+                        if delta > high:
+                            high = delta
+                        allocs += 1
+                        by_tag[tag] += n
+                        held.entry = entry = (next(keys), key, n, n, tag, frames, t - t0,
+                                              base + delta)
+                        trace.append(entry)
+                        kind = "alloc"
+                    else:  # a free: the buffer's _Held, its weak reference now dead
+                        entry = item.entry
+                        key, n, tag = entry[_ADDRESS], entry[_SIZE], entry[_TAG]
+                        if live.get(key) is item:  # (not a later buffer at its address)
+                            del live[key]
+                        delta -= n
+                        frees += 1
+                        by_tag[tag] -= n
+                        trace.append(freed_event(item, t - t0, base + delta, tag))
+                        kind = "free"
+                    if counts.eager:
+                        emitted.append((kind, n, tag))
+                counts.delta, counts.high = delta, high
+                counts.allocs += allocs
+                counts.frees += frees
+            for event in emitted:  # (outside the lock: a subscriber may read the counters)
+                alloc.emit_adopted(*event)
 
         def held_of(a, adopt: bool = True):
             if a.__class__ is not _ndarray:
@@ -269,29 +306,17 @@ class _CpuTracker:
             n = a.nbytes
             if not n:
                 return None
-            if gone:
-                drain()
-            # (memory.current_tag, inlined: the calling thread's own tag)
-            tag = _tag_state.__dict__.get("tag", DEFAULT_TAG)
-            # (two threads making tensors at once may append their events in the other
-            # order than their totals: each total is still one the allocator reached)
-            with lock:
-                delta = counts.delta = counts.delta + n
-                if delta > counts.high:
-                    counts.high = delta
-                counts.allocs += 1
-                by_tag[tag] += n
-                allocated = counts.base + delta
-            if counts.eager:
-                alloc.emit_adopted("alloc", n, tag)
-            held = _Held(a, went)
-            # (the walk for its line starts above this function and its caller, both
-            # Haelixe's: Tensor._wrap, or the walk of a node's fields)
-            held.entry = entry = (next(keys), key, n, n, tag, _user_frames(3),
-                                  _clock() - t0, allocated)
-            held.saved = None
+            held = _Held(a, came)
+            held.entry = held.saved = None  # (its entry: made when it is counted)
             live[key] = held
-            trace.append(entry)
+            # (the walk for its line starts above this function, its caller and that
+            # one's, all Haelixe's: Tensor._wrap and what called it, or the walk of a
+            # node's fields; the tag is memory.current_tag's, inlined: the calling
+            # thread's own)
+            came((held, key, n, _tag_state.__dict__.get("tag", DEFAULT_TAG),
+                  _user_frames(4), _clock()))
+            if counts.eager or len(events) > _BATCH:
+                drain()
             return held
 
         return held_of, drain
@@ -304,7 +329,8 @@ class _CpuTracker:
         self.counts.drain = None
         counts, live = self.counts, self.history.live
         for key, held in list(live.items()):
-            if held.__callback__ is not None:  # (a counted numpy buffer)
+            # (a counted numpy buffer; one another thread made since the drain was not)
+            if held.__callback__ is not None and held.entry is not None:
                 del live[key]
                 n, tag = held.entry[_SIZE], held.entry[_TAG]
                 with counts.lock:
@@ -369,10 +395,12 @@ class _Recording:
 
 
 _NONE, _TENSOR, _ARRAY, _GPU_ARRAY, _SEQUENCE = range(5)
-# a node's fields that record sets and that hold no memory of their own: its edges (other
-# nodes), its output's shape, its saved tensors' versions (their tuples' numbers are not
-# walked one by one for every node)
-_NOT_SAVED = frozenset(("next", "out_shape", "_versions"))
+# a node's fields that hold no memory of their own: its edges (other nodes), its output's
+# shape, its saved tensors' versions, and a view's layouts (its input's shape and layout,
+# its dims or part, its storage's history: numbers and a weak reference), so their tuples
+# are not walked number by number for every node
+_NOT_SAVED = frozenset(("next", "out_shape", "_versions", "in_shape", "in_layout", "dims",
+                        "part", "history", "bias_shape"))
 _KINDS: dict = {}  # class -> what memory a value of it may hold (decided once per class)
 _PLAIN: set = set()  # the classes of those that hold none (_NONE), found by one lookup
 
@@ -460,7 +488,8 @@ def _roles() -> tuple[set, set]:
                 _holders(o, _RECORDING, False, params)
                 if o.grad is not None:
                     _holders(o.grad, _RECORDING, False, grads)
-    return {h.entry[_KEY] for h in params}, {h.entry[_KEY] for h in grads}
+    return ({h.entry[_KEY] for h in params if h.entry is not None},
+            {h.entry[_KEY] for h in grads if h.entry is not None})
 
 
 def memory_snapshot(device="gpu") -> dict:
@@ -490,7 +519,8 @@ def memory_snapshot(device="gpu") -> dict:
     saved = {}  # key of a live block -> its _Held's saved (weak refs to nodes, names)
     for held in list(history.live.values()):  # (copied by one C call)
         owner = held()
-        if owner is not None:
+        # (a buffer another thread made since the drain is not counted yet: not listed)
+        if owner is not None and held.entry is not None:
             entry = held.entry
             live_blocks.append((entry, owner.tag if entry[_TAG] is None else entry[_TAG]))
             if held.saved is not None:

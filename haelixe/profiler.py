@@ -4,7 +4,8 @@ While a profile is active, every public method of each loaded backend (and the C
 ``direct`` ufuncs) is wrapped through the same mechanism capture uses
 (:func:`haelixe.backends.cpu_graph.wrap_methods`), and on the GPU the dispatcher's
 ``dispatch`` too; nothing is wrapped otherwise, so a program that does not profile pays
-nothing. A backend call inside another backend call belongs to the outer one.
+nothing. The methods that only make a view (the backend's ``layout_only``) run no
+kernel and stay as they are. A backend call inside another backend call belongs to the outer one.
 
 A kernel's phase and node come from where the calls that make them say: the engine
 names the node whose backward runs (``backward_node`` of the grad-mode state), and while
@@ -219,8 +220,10 @@ def _bytes(arrays) -> int:
     return moved
 
 
-def _wrap_for(device: str):
+def _wrap_for(device: str, layout_only=frozenset()):
     def wrap(name, fn):
+        if name in layout_only:  # (a view: nothing runs)
+            return fn
         key = (device, name, fn)
         wrapper = _WRAPPERS.get(key)
         if wrapper is None:
@@ -232,6 +235,7 @@ def _wrap_for(device: str):
 def _profiled(device, name, fn):
     state, mode = _STATE, _MODE
     site = (name, device, "op", "host")
+    last = [None]  # the signature this method recorded last (a step repeats them)
 
     def profiled(*args, **kwargs):
         prof = state.profile
@@ -264,11 +268,21 @@ def _profiled(device, name, fn):
                 _arrays(v, raw_types, arrays)
         if kwargs:
             _arrays(kwargs.values(), raw_types, arrays)
-        # (with the outputs' shapes and dtypes, for the bytes moved; counted when read)
-        sig = (tuple(arrays), (out.shape, out.dtype) if out.__class__ in raw_types else
-               tuple(_arrays((out,), raw_types, [])))
-        prof._raw.extend((site, prof._interned.setdefault(sig, sig), t0 - prof._t0, t1 - t0,
-                          None, call[1], call[2], call[3], _get_ident(), None))
+        # then the outputs' shapes and dtypes, for the bytes moved (counted when read),
+        # and where the inputs' end: one flat tuple, compared with the last one before
+        # it is looked up (a comparison of numbers, where a lookup hashes every shape)
+        inputs = len(arrays)
+        if out.__class__ in raw_types:
+            arrays += (out.shape, out.dtype, inputs)
+        else:
+            _arrays((out,), raw_types, arrays).append(inputs)
+        sig = tuple(arrays)
+        if sig != last[0]:
+            last[0] = sig = prof._interned.setdefault(sig, sig)
+        else:
+            sig = last[0]
+        prof._raw.extend((site, sig, t0 - prof._t0, t1 - t0, None, call[1], call[2],
+                          call[3], _get_ident(), None))
         return out
 
     profiled.__name__ = name
@@ -387,9 +401,11 @@ class Profile:
             arrays, moved, extra = (), 0, sig
             if kind == "dispatch":
                 extra = _dispatch_extra(sig, slot)
-            elif kind == "op":  # (its outputs' shapes and dtypes: the bytes are counted now)
-                arrays, outs = sig
-                moved, extra = _bytes(arrays) + _bytes(outs), None
+            elif kind == "op":  # (inputs', then outputs' shapes and dtypes, then where
+                # the inputs end: the bytes are counted now)
+                inputs = sig[-1]
+                arrays = sig[:inputs]
+                moved, extra = _bytes(arrays) + _bytes(sig[inputs:-1]), None
             events.append(KernelEvent(name, device, kind, [tuple(s) for s in arrays[::2]],
                                       [str(d) for d in arrays[1::2]], start, dur, moved, tid,
                                       clock, parent, extra or {},
@@ -436,7 +452,7 @@ class Profile:
         self._saved.append((backend, saved, None))
         direct = backend.__dict__.get("direct", getattr(backend, "direct", None))
         lookup = direct.get if isinstance(direct, dict) else None
-        wrap_methods(backend, _wrap_for(device), saved, lookup)
+        wrap_methods(backend, _wrap_for(device, backend.layout_only), saved, lookup)
         dispatcher = getattr(backend, "dispatcher", None)
         if dispatcher is not None:
             before = {k: dispatcher.__dict__.get(k) for k in ("dispatch", "replay")}

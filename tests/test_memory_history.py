@@ -224,3 +224,76 @@ def test_snapshot_drops_freed_blocks_and_needs_history(be):
     finally:
         hx.record_memory_history(False, device="gpu")
     assert hx.memory.get_allocator("gpu").on_allocate is None
+
+
+def test_cpu_events_past_a_batch_are_counted_in_their_order():
+    # more allocations and frees than wait for one drain: each total, the peak and the
+    # counters as if every event had been counted as it came
+    from haelixe import memory_history
+
+    start = hx.memory_stats("cpu")["allocated_bytes"]
+    n = memory_history._BATCH + 500  # (each pass below makes two events)
+    hx.record_memory_history(device="cpu")
+    try:
+        hx.reset_peak_stats("cpu")
+        x = hx.ones(250)  # 1000 bytes, held throughout
+        for _ in range(n):
+            y = x * 2.0  # 1000 bytes made, and the last y freed as it is replaced
+        del y
+        stats = hx.memory_stats("cpu")
+        snap = hx.memory_snapshot("cpu")
+    finally:
+        hx.record_memory_history(False, device="cpu")
+    trace = snap["trace"]
+    assert len(trace) == 1 + 2 * n
+    # x, the first y, then each new y before the one it replaces goes, and the last y
+    assert [e["action"] for e in trace] == \
+        ["alloc", "alloc"] + ["alloc", "free"] * (n - 1) + ["free"]
+    running = start
+    for ev in trace:
+        running += (1 if ev["action"] == "alloc" else -1) * 1000
+        assert ev["allocated_bytes"] == running
+    assert stats["allocated_bytes"] == start + 1000 == running
+    assert stats["peak_allocated_bytes"] == snap["peak"]["allocated_bytes"] == start + 3000
+    # a free is timed when the next thing ran: the next allocation
+    for before, ev, after in zip(trace, trace[1:], trace[2:]):
+        assert before["time_ns"] <= ev["time_ns"]
+        if ev["action"] == "free" and after["action"] == "alloc":
+            assert ev["time_ns"] == after["time_ns"]
+
+
+def test_snapshots_while_another_thread_makes_tensors():
+    # a buffer another thread makes between a drain and the snapshot's read is left for
+    # the next one; when the thread is done every total is whole again
+    import threading
+
+    start = hx.memory_stats("cpu")["allocated_bytes"]
+    hx.record_memory_history(device="cpu")
+    done, errors = threading.Event(), []
+
+    def churn():
+        try:
+            x = hx.ones(256)
+            while not done.is_set():
+                y = x * 2.0  # noqa: F841 (made and freed, over and over)
+        except Exception as e:  # noqa: BLE001 (reported below)
+            errors.append(e)
+
+    worker = threading.Thread(target=churn)
+    worker.start()
+    try:
+        for _ in range(8):
+            snap = hx.memory_snapshot("cpu")
+            assert all(b["size"] > 0 for b in snap["blocks"])
+            hx.memory_stats("cpu")
+    finally:
+        done.set()
+        worker.join()
+        try:
+            snap = hx.memory_snapshot("cpu")
+            stats = hx.memory_stats("cpu")
+        finally:
+            hx.record_memory_history(False, device="cpu")
+    assert not errors
+    assert stats["allocated_bytes"] == start == snap["trace"][-1]["allocated_bytes"]
+    assert hx.memory_stats("cpu")["allocated_bytes"] == start

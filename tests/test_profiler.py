@@ -51,6 +51,24 @@ def test_profile_event_holds_shapes_dtypes_time_and_bytes():
     assert mse.bytes_moved >= 2 * 5 * 3 * 4  # both inputs, at least
 
 
+def test_a_kernel_s_bytes_are_its_inputs_and_outputs_and_views_run_none(device):
+    # a view lays a new shape over the same memory: no kernel, so no event; a copy of
+    # a strided view is one, moving its input's and its output's bytes
+    x = hx.randn(6, 8).to(device)
+    with hx.profile() as prof:
+        t = x.t()  # a permuted view
+        row = x[2:]  # an indexed view
+        v = x.view(8, 6)  # a view of another shape
+        c = t.contiguous()  # a kernel: the copy
+        s = row.sum()  # and another
+    ops = [e for e in prof.events if e.kind == "op"]
+    assert not {e.name for e in ops} & backend_for(x.device).layout_only
+    (copy,) = [e for e in ops if e.name == "copy"]
+    assert copy.shapes == [(8, 6)] and copy.bytes_moved == 2 * 6 * 8 * 4
+    assert any((4, 8) in e.shapes for e in ops)  # the sum over the indexed view
+    assert v.shape == (8, 6) and c.shape == (8, 6) and s.shape == ()
+
+
 def test_backward_kernels_name_the_autograd_node_that_ran_them():
     step, x, y = _linear_step()
     with hx.profile() as prof:

@@ -135,3 +135,14 @@ def test_each_real_programs_figure_is_read_from_its_own_models_lines():
     assert got["real-rnn-first"] == (3.3,) * 3
     assert got["real-lstm-ratio-1"] is None  # (a model the report lacks: not measured)
     assert set(results.REAL_PROGRAMS) == set(__import__("real_programs").SIZES)
+
+
+def test_tracking_figures_are_read_from_a_real_short_run():
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), str(ROOT / "benchmarks")]))
+    out = subprocess.run([sys.executable, "benchmarks/viz_overhead.py", "--part", "tracking",
+                          "--tracking-rounds", "5", "--tracking-steps", "1"], cwd=ROOT,
+                         env=env, capture_output=True, text=True, timeout=300,
+                         check=True).stdout
+    for f in _bench("viz-tracking").figures:
+        med, lo, hi = results.read_figure(f, out)
+        assert 0 < lo <= med <= hi, (f.key, out)

@@ -107,6 +107,9 @@ class Backend:
     from them, which a backend may override with a fused kernel."""
 
     name = "abstract"
+    # the methods that only lay another shape over the same memory: no kernel runs and
+    # no byte moves (the profiler leaves them out of a step's kernels)
+    layout_only = frozenset(("make_view", "index_view", "permute_view"))
 
     def __reduce__(self):
         # one backend per device: a copied or unpickled tensor (which holds its
