@@ -227,13 +227,13 @@ def _compile(kernel: Kernel):
     fn = kernel.fn
 
     def numpy_path(*xs):
-        return fn(_MATH, *xs)
+        return _by_pieces(fn, xs)
 
     def numpy_widened(*xs):
         # 16-bit operands beside wider ones (a float32 op reading them as they are): in
         # float32, or numpy would run a ufunc of the formula (log, exp) in their width
-        return fn(_MATH, *(x.astype(np.float32) if getattr(x, "dtype", None) in _LOW_SET
-                           else x for x in xs))
+        return _by_pieces(fn, [x.astype(np.float32) if getattr(x, "dtype", None) in _LOW_SET
+                               else x for x in xs])
 
     f = numpy_widened
     try:
@@ -263,6 +263,58 @@ def _compile(kernel: Kernel):
     kernel.compiled["cpu"] = f
     kernel.compiled["cpu_inplace"] = None
     return f
+
+
+#: elements a kernel's numpy form evaluates at a time where its arrays are one shape,
+#: contiguous and a few times larger: its temporaries stay in cache, in memory malloc
+#: has mapped already, where the whole at once faults in fresh pages for every
+#: temporary (docs/cpu_tuning.md gives AdamW's figures)
+PIECE = 1 << 16
+
+
+def _pieces(xs):
+    """(the flat form of each of ``xs``, their shape) where the arrays among them
+    are of one shape, C-contiguous, with at least 4 * PIECE elements (numbers and 0-d
+    arrays as they are), or None. A small first array answers at once: this runs for
+    every call of a kernel's numpy form."""
+    shape = None
+    for x in xs:
+        if x.__class__ is np.ndarray and x.ndim:
+            if shape is None:
+                if x.size < 4 * PIECE:
+                    return None
+                shape = x.shape
+            elif x.shape != shape:
+                return None
+            if not x.flags.c_contiguous:
+                return None
+    if shape is None:
+        return None
+    return [x.reshape(-1) if x.__class__ is np.ndarray and x.ndim else x for x in xs], shape
+
+
+def _piece(flat, s: int) -> list:
+    """Elements s to s + PIECE of each flat array of ``flat`` (numbers as they are)."""
+    return [x[s:s + PIECE] if x.__class__ is np.ndarray and x.ndim else x for x in flat]
+
+
+def _by_pieces(fn, xs):
+    """``fn(_MATH, *xs)``, an elementwise formula, evaluated PIECE elements at a time
+    where ``_pieces`` allows, else at once."""
+    split = _pieces(xs)
+    if split is None:
+        return fn(_MATH, *xs)
+    flat, shape = split
+    n = math.prod(shape)
+    out = None
+    for s in range(0, n, PIECE):
+        part = fn(_MATH, *_piece(flat, s))
+        if out is None:
+            if part.__class__ is not np.ndarray or part.shape != (PIECE,):
+                return fn(_MATH, *xs)  # (a formula that is not elementwise in form)
+            out = np.empty(n, part.dtype)
+        out[s:s + PIECE] = part
+    return out.reshape(shape)
 
 
 def _jit_ufunc(kernel, dtype):
@@ -361,8 +413,17 @@ class CPUBackend(Backend):
                 inplace(dst, inputs[0], dst)  # (no casting to allow: no keywords to parse)
             else:
                 inplace(dst, *inputs, out=dst, casting="unsafe")
-        else:
+            return
+        split = _pieces([dst, *inputs])
+        if split is None:
             np.copyto(dst, self.map(kernel, [dst, *inputs], dst.dtype), casting="unsafe")
+            return
+        # a large update (an optimizer's over its flat buffers) piece by piece: no
+        # result of dst's size to make and copy
+        flat, _ = split
+        for s in range(0, dst.size, PIECE):
+            part = _piece(flat, s)
+            np.copyto(part[0], self.map(kernel, part, dst.dtype), casting="unsafe")
 
     # -- creation and transfer -----------------------------------------------------------
     def empty(self, shape, dtype, tag=None):

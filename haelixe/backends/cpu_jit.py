@@ -56,7 +56,8 @@ _NUMBA = None
 # numba costs about 1.5 s to import and set up before its first kernel runs (and each
 # kernel 0.5-2 s more to compile where its disk cache is empty). So that a program's first
 # steps do not wait for it, kernels load on a background thread at a low priority
-# (idle cores, or what the training thread leaves of its own), and until one is ready for
+# (idle cores, or what the training thread leaves of its own), starting once the program
+# has stopped asking for new ones for a moment (_QUIET_S), and until one is ready for
 # a call's dtype the call runs the kernel's composed form (base.py's default, or the
 # elementwise Kernel's numpy expression): the same math to rounding, not bit for bit, so
 # a process's first steps may round differently from its later ones (and two calls made
@@ -67,6 +68,12 @@ _BACKGROUND = os.environ.get("HAELIXE_JIT_BACKGROUND", "1") != "0"
 _JOBS: queue.SimpleQueue | None = None
 _PENDING: set = set()
 _LOCK = threading.Lock()
+# The worker starts a kernel once none was asked for this long: the step asking for them
+# (a model's first step asks for each of its kernels) runs without the compiler taking
+# a share of the GIL (minGPT's first step: 410-415 ms this way, 460-820 with the
+# compiler running beside it; its later steps 250-330 either way)
+_QUIET_S = 0.1
+_ASKED = 0.0  # when a kernel was last asked for (time.monotonic)
 
 
 def set_background(on: bool) -> None:
@@ -84,7 +91,7 @@ def soon(ready: dict, key, make):
         if got is None:
             got = ready[key] = make()
         return got
-    global _JOBS
+    global _JOBS, _ASKED
     with _LOCK:
         if (id(ready), key) in _PENDING:
             return None
@@ -93,6 +100,7 @@ def soon(ready: dict, key, make):
             _JOBS = queue.SimpleQueue()
             threading.Thread(target=_work, args=(_JOBS,), name="haelixe-jit",
                              daemon=True).start()
+    _ASKED = time.monotonic()
     _JOBS.put((ready, key, make))
     return None
 
@@ -123,6 +131,8 @@ def _work(jobs):
                 sys.setswitchinterval(before)
             before = None
         ready, key, make = jobs.get()
+        while time.monotonic() - _ASKED < _QUIET_S:  # (the step asking is still running)
+            time.sleep(_QUIET_S)
         if before is None:
             before = sys.getswitchinterval()
             sys.setswitchinterval(min(before, _SWITCH_WHILE_LOADING))

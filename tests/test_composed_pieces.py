@@ -1,0 +1,56 @@
+"""A kernel's numpy form over large arrays of one shape runs a piece at a time
+(backends/cpu.py's PIECE): the same values, bit for bit, as the whole at once; and
+map_into writes such an update into its destination piece by piece."""
+
+import numpy as np
+import pytest
+
+from haelixe.backends import backend_for, cpu
+from haelixe.backends.base import K_ADAMW_M, K_ADAMW_P, Backend
+from haelixe.device import CPU
+
+RNG = np.random.default_rng(0)
+
+
+def _arrays(n, k, shape=None):
+    shape = shape or (n,)
+    return [RNG.standard_normal(shape).astype(np.float32) ** 2 + 0.1 for _ in range(k)]
+
+
+@pytest.mark.parametrize("n", [4 * cpu.PIECE, 5 * cpu.PIECE + 17])
+def test_pieces_give_the_whole_formula_s_values(n):
+    p, m, v = _arrays(n, 3)
+    scalars = [np.float32(0.999), np.float32(3e-4), np.float32(1.2), np.float32(1e-8)]
+    whole = K_ADAMW_P.fn(cpu._MATH, p, m, v, *scalars)
+    got = cpu._by_pieces(K_ADAMW_P.fn, [p, m, v, *scalars])
+    assert got.dtype == whole.dtype and got.shape == whole.shape
+    np.testing.assert_array_equal(got, whole)
+
+
+def test_pieces_keep_the_shape_and_leave_other_layouts_whole():
+    (a, b) = _arrays(0, 2, (8, cpu.PIECE))
+    got = cpu._by_pieces(K_ADAMW_M.fn, [a, b, np.float32(0.9), np.float32(0.1)])
+    assert got.shape == (8, cpu.PIECE)
+    np.testing.assert_array_equal(got, K_ADAMW_M.fn(cpu._MATH, a, b, np.float32(0.9),
+                                                    np.float32(0.1)))
+    # broadcast operands, a strided view, or too few elements: no pieces
+    assert cpu._pieces([a, b[:1]]) is None
+    assert cpu._pieces([a[:, ::2], b[:, ::2]]) is None
+    assert cpu._pieces([a[:1], b[:1]]) is None
+    assert cpu._pieces([a, 2.0])[1] == a.shape
+
+
+def test_an_optimizer_update_written_in_pieces_equals_the_whole():
+    be = backend_for(CPU)
+    n = 4 * cpu.PIECE + 3
+    p, g, m, v = _arrays(n, 4)
+    ref = [x.astype(np.float64) for x in (p, g, m, v)]
+    Backend.adamw_step(be, p, g, m, v, 1e-3, 0.9, 0.999, 1e-8, 0.01, 3)
+    rp, rg, rm, rv = ref
+    rm = 0.9 * rm + 0.1 * rg
+    rv = 0.999 * rv + 0.001 * rg * rg
+    bc1, bc2 = 1 - 0.9 ** 3, 1 - 0.999 ** 3
+    rp = rp * (1 - 1e-3 * 0.01) - 1e-3 / bc1 * rm / (np.sqrt(rv) / np.sqrt(bc2) + 1e-8)
+    np.testing.assert_allclose(m, rm, rtol=1e-6)
+    np.testing.assert_allclose(v, rv, rtol=1e-6)
+    np.testing.assert_allclose(p, rp, rtol=1e-5, atol=1e-7)
