@@ -248,9 +248,10 @@ fn matmul(@builtin(workgroup_id) wid: vec3<u32>,
     // metadata (read-only storage) here, not read back from the private k_end
     let k_stop = min(metadata[2], k_begin + ks);
     k_end = k_stop;
-    let tx = i32(lid.x);
-    let ty = i32(lid.y);
-    tid = ty * WX + tx;
+    tid = i32(lid.y) * WX + i32(lid.x);
+    // this invocation's column and row of register blocks (see matmul.py's LANES)
+    let tx = ${TX};
+    let ty = ${TY};
     ${WIN_SETUP}
     ${EPILOGUE_SETUP}
 

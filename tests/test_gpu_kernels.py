@@ -131,6 +131,19 @@ def _check_matmul_variant(be, rng, variant, name, cases):
                                    err_msg=msg)
 
 
+@pytest.mark.parametrize("lanes", [(8, 4), (4, 8), None])
+def test_matmul_warp_lanes(be, lanes):
+    """Warps of LX x LY register blocks (a tile's lanes; matmul.LANES by default, which
+    test_matmul_every_tile_load_and_split runs) or rows compute the same products."""
+    from haelixe.backends.wgpu import matmul as mm
+
+    rng = np.random.default_rng(7)
+    for tile in ("128x128", "64x64n8"):
+        t = mm.TILES[tile]._replace(unrolled=not be.context.software, lanes=lanes)
+        _check_matmul_variant(be, rng, mm.Variant(t), f"{tile} lanes {lanes}",
+                              MATMUL_CASES[:2])
+
+
 def test_matmul_activation_as_a_wgsl_expression_and_batches(be):
     from haelixe.backends.wgpu import matmul as mm
 
@@ -157,6 +170,9 @@ def test_matmul_choice_by_shape():
     # a long K, but narrow tiles enough for a wave (attention's dq over 4096 keys)
     assert mm.choose(4096, 64, 4096, 16, "a_k4", "b_n4") == mm.Variant(mm.TILES["128x64"])
     assert mm.choose(2048, 512, 8192, 1).splits > 1  # a weight gradient still splits
+    # a Transformer's over 8192 tokens: 128 x 256 tiles split into a wave of them
+    assert mm.choose(512, 512, 8192, 1, "a_m4", "b_n4") == mm.Variant(mm.TILES["128x256"], 16)
+    assert mm.choose(1536, 512, 8192, 1, "a_m4", "b_n4") == mm.Variant(mm.TILES["128x256"], 5)
     assert all(t.valid() for t in mm.TILES.values())
     # 16-bit operands (or float32 ones rounded as read) take half the accumulators
     assert mm.choose(8192, 1536, 512, 1) == mm.Variant(mm.TILES["128x256"])

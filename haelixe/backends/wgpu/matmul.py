@@ -10,7 +10,8 @@ Variant choice (:func:`choose`):
   kernels compile without wgpu's runtime checks (:data:`RUNTIME_CHECKS`).
 - split-K: when even 64x64 tiles leave most of the device idle and K is long (a weight
   gradient dW = dY^T X of a small Linear over a large batch), K is cut into slices that
-  run side by side and one more dispatch sums them.
+  run side by side (the largest tiles, split into about one wave of workgroups, where
+  the slices stay long) and one more dispatch sums them.
 - loads: vec4 where an operand is contiguous along m/n or along k and 4-aligned, scalar
   bounds-checked loads otherwise (any strides, no copies).
 - f16: float16 operands are widened to f32 on load; with the adapter's ``shader-f16``
@@ -36,11 +37,20 @@ from .geometry import broadcast_shapes, broadcast_strides_of, grid, meta_block
 from .pairs import PACKED_KINDS
 from .shaders import kernel, only_sections, read_shader
 
+# (columns, rows) of register blocks that the 32 invocations of a warp take, where the
+# tile's grid of WX x WY invocations divides into them: a warp then reads 8 of B's vec4s
+# and 4 of A's per step instead of 16 and 2. On an H100, over the Transformer's Linear
+# shapes, it timed within 1% of rows on most tiles, 5% faster on 128 x 64 (8 x 4 per
+# invocation) in dX = dY W, but 10-20% slower on the tiles of 4 x 8 per invocation,
+# which keep rows (lanes None).
+LANES = (8, 4)
+
 
 class Tile(NamedTuple):
     """A BM x BN tile of C computed by (BN / TN) x (BM / TM) invocations, K in steps of
     BK through ``stages`` copies of the tiles in workgroup memory (2: one barrier per
-    step instead of two), the BK steps ``unrolled`` or looped over."""
+    step instead of two), the BK steps ``unrolled`` or looped over, the invocations of a
+    warp taking ``lanes`` (LX, LY) register blocks (None: rows of WX invocations)."""
 
     bm: int
     bn: int
@@ -49,6 +59,7 @@ class Tile(NamedTuple):
     bk: int
     stages: int = 1
     unrolled: bool = True
+    lanes: tuple | None = LANES
 
     @property
     def threads(self) -> int:
@@ -74,9 +85,9 @@ TILES = {
     "128x128": Tile(128, 128, 8, 8, 16),
     "128x128k8": Tile(128, 128, 8, 8, 8),
     "128x64": Tile(128, 64, 8, 4, 16),
-    "64x128": Tile(64, 128, 4, 8, 16),
+    "64x128": Tile(64, 128, 4, 8, 16, lanes=None),
     "64x64": Tile(64, 64, 4, 4, 16),
-    "64x64n8": Tile(64, 64, 4, 8, 16),
+    "64x64n8": Tile(64, 64, 4, 8, 16, lanes=None),
 }
 # Workgroups that fill a large GPU (an H200 has 132 multiprocessors, each holding two
 # 128 x 128 workgroups or one 128 x 256): with fewer tiles than this, a smaller tile or
@@ -85,8 +96,15 @@ FULL_WAVE = 240
 WIDE_WAVE = 128
 # a tile whose edges leave more than this share of its area past M x N wastes its work
 MAX_WASTE = 0.25
-# split-K only from this long a K, with 128 x 128 tiles while there are this many
+# split-K only from this long a K: first in 128 x 256 tiles, split into up to a wave of
+# them (WIDE_WAVE: one a multiprocessor) in slices of at least MIN_SPLIT_SLICE where that
+# fills most of the wave; on an H100 the Transformer's weight gradients (K = 8192) ran
+# 512 x 512 0.139 ms split 16 ways against 0.188 in 64 x 64 tiles split 16 ways (0.148
+# in 128 x 128 split 16), 1536 x 512 0.348 split 5 against 0.374 in 128 x 128 split 5,
+# 2048 x 512 0.422 split 4 against 0.450 in 128 x 128 split 4; else in 128 x 128 tiles
+# while there are this many
 MIN_SPLIT_K = 2048
+MIN_SPLIT_SLICE = 512
 MIN_TILES_FOR_BIG_SPLITS = 32
 MAX_SPLITS = 16
 # a K this long (a convolution's weight gradient sums over N * H * W pixels) splits up to
@@ -137,8 +155,9 @@ def choose(M: int, N: int, K: int, nbatch: int, a_mode: str = "a_gen",
       with BK 8 where fp32 takes 128 x 256: widening their words costs registers, and
       with half the accumulators the Transformer's Linear forwards ran 8-20% faster
       (bias, GELU and its pre-activation fused; gpu_matmul_sweep.py's section 6, H200);
-    - fewer tiles and a long K: split-K, 128 x 128 while there are a few dozen tiles,
-      else 64 x 64 split up to 16 ways (a small layer's weight gradient); but no split
+    - fewer tiles and a long K: split-K, 128 x 256 split into about a wave of workgroups
+      (a Linear's weight gradient over many tokens), else 128 x 128 while there are a
+      few dozen tiles, else 64 x 64 split up to 16 ways (a small layer's); but no split
       where 128 x 64 tiles make a wave and fit (attention's dq = dS k over 4096 keys,
       head dim 64, whose 128 x 128 tiles would be half empty);
     - fewer tiles and a short K: 128 x 64, or 64 x 64, whichever makes more workgroups
@@ -164,6 +183,10 @@ def choose(M: int, N: int, K: int, nbatch: int, a_mode: str = "a_gen",
         return Variant(big)
     medium = TILES["128x64"]
     if K >= MIN_SPLIT_K and not (count(medium) >= FULL_WAVE and fits(medium)):
+        n_wide = count(wide)
+        splits = min(MAX_SPLITS, WIDE_WAVE // n_wide, K // MIN_SPLIT_SLICE)
+        if fits(wide) and n_wide * splits >= WIDE_WAVE * 3 // 4:
+            return Variant(wide, splits)
         if n_big >= MIN_TILES_FOR_BIG_SPLITS:
             return Variant(TILES["128x128"], max(2, min(8, round(256 / n_big))))
         small = TILES["64x64"]
@@ -600,11 +623,24 @@ def _matmul_spec(kinds, flush, a_mode, b_mode, vec_out, bias_kind, pre, sums, sp
                   EPILOGUE_SETUP=" ".join(setup),
                   RAW_T=raw_a[0], LD4W=raw_a[1], WIDEN_A=_widen("a", raw_a[0], raw_a[2], rounds[0]),
                   MAC=_MAC_UNROLLED if tile.unrolled else _MAC_LOOP,
+                  **_lane_map(tile),
                   BM=tile.bm, BN=tile.bn, BK=tile.bk, WX=tile.bn // tile.tn,
                   WY=tile.bm // tile.tm, AG=tile.tm // 4, BG=tile.tn // 4,
                   LA=tile.bk * tile.bm // 4 // tile.threads,
                   LB=tile.bk * tile.bn // 4 // tile.threads,
                   EMIT4=emit4, SECTIONS=" ".join(sections), **rowsum, **f16)
+
+
+def _lane_map(tile: Tile) -> dict:
+    """WGSL of an invocation's block column tx and row ty from its index tid: warps of
+    the tile's lanes (LX, LY blocks) where the grid divides into them, else rows of WX."""
+    wx, wy = tile.bn // tile.tn, tile.bm // tile.tm
+    if tile.lanes is not None:
+        lx, ly = tile.lanes
+        if lx * ly == 32 and wx % lx == 0 and wy % ly == 0:
+            return {"TX": f"tid / 32 % {wx // lx} * {lx} + tid % {lx}",
+                    "TY": f"tid / 32 / {wx // lx} * {ly} + tid % 32 / {lx}"}
+    return {"TX": "tid % WX", "TY": "tid / WX"}
 
 
 _MAC_UNROLLED = "@unroll(BK) mac(at_a + #i * AM4, at_b + #i * BN4);"
