@@ -17,7 +17,9 @@ exists, the GPU dispatches and submits of one denoiser step (counts: determinist
 round) and the host's time recording an eager denoiser step (GPU_HOST: the queue's
 calls left out), per step and per dispatch. Ranges are min-max over the rounds; on a
 shared machine they are wide, and only a median ratio outside both sides' ranges says
-much.
+much. Each round times both trees one after the other, so the median of the rounds' own
+ratios (after over before in the same round) is printed too: a slow spell of the machine
+slows both sides of its round alike.
 """
 
 from __future__ import annotations
@@ -251,7 +253,8 @@ def compare(trees: dict, envs: dict, args) -> None:
         cells = [f"{med[k]:8.1f} ({min(v):.1f}-{max(v):.1f})" for k, v in times.items()]
         ratios = sorted(a / b for a, b in zip(times["after"], times["before"]))
         print(f"{name:<36}{cells[0]:>22}{cells[1]:>22}"
-              f"{med['after'] / med['before']:>10.2f}x ({ratios[0]:.2f}-{ratios[-1]:.2f})")
+              f"{med['after'] / med['before']:>10.2f}x ({ratios[0]:.2f}-{ratios[-1]:.2f}; "
+              f"the rounds' own ratios: median {statistics.median(ratios):.2f})")
     try:
         counts = {k: run(t, GPU_COUNTS, envs[k]) for k, t in trees.items()}
         print(f"{'GPU denoiser step (dispatches, submits)':<36}{str(counts['before']):>22}"
