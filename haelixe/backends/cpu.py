@@ -227,6 +227,9 @@ def _compile(kernel: Kernel):
     fn = kernel.fn
 
     def numpy_path(*xs):
+        x = xs[0]
+        if x.__class__ is np.ndarray and x.size < _PIECEWISE_FROM:
+            return fn(_MATH, *xs)  # (most calls, a small first array: no call to ask)
         return _by_pieces(fn, xs)
 
     def numpy_widened(*xs):
@@ -270,6 +273,7 @@ def _compile(kernel: Kernel):
 #: has mapped already, where the whole at once faults in fresh pages for every
 #: temporary (docs/cpu_tuning.md gives AdamW's figures)
 PIECE = 1 << 16
+_PIECEWISE_FROM = 4 * PIECE  # (the fewest elements that go in pieces)
 
 
 def _pieces(xs):
@@ -281,7 +285,7 @@ def _pieces(xs):
     for x in xs:
         if x.__class__ is np.ndarray and x.ndim:
             if shape is None:
-                if x.size < 4 * PIECE:
+                if x.size < _PIECEWISE_FROM:
                     return None
                 shape = x.shape
             elif x.shape != shape:
