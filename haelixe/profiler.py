@@ -16,9 +16,10 @@ closure aside). No kernel walks up the stack.
 Each :class:`KernelEvent` is one backend call (``kind="op"``) or, on the GPU, one compute
 dispatch (``kind="dispatch"``, named ``file:entry`` of its WGSL, with the op that issued
 it as ``parent``). On the CPU times are host wall time (``time.perf_counter_ns``), the
-kernel's time. On the GPU, where the adapter grants 'timestamp-query', each dispatch runs
-in a compute pass of its own that writes the device's clock at its start and end (the
-backend's ``device_timer``), read back when the profile ends: a dispatch's
+kernel's time. On the GPU, where the adapter grants 'timestamp-query', the device's clock
+is written around each dispatch (the backend's ``device_timer``: inside the shared
+compute pass where the adapter allows it, else in a pass of its own for each dispatch),
+read back when the profile ends: a dispatch's
 ``duration_ns`` is then the device's (``clock="device"``) and its ``start_ns`` the
 device's start, aligned to the host clock at the first dispatch (``extra`` keeps the
 host's encode time). Elsewhere a dispatch's time is its host encode time
