@@ -16,9 +16,10 @@ closure aside). No kernel walks up the stack.
 Each :class:`KernelEvent` is one backend call (``kind="op"``) or, on the GPU, one compute
 dispatch (``kind="dispatch"``, named ``file:entry`` of its WGSL, with the op that issued
 it as ``parent``). On the CPU times are host wall time (``time.perf_counter_ns``), the
-kernel's time. On the GPU, where the adapter grants 'timestamp-query', each dispatch runs
-in a compute pass of its own that writes the device's clock at its start and end (the
-backend's ``device_timer``), read back when the profile ends: a dispatch's
+kernel's time. On the GPU, where the adapter grants 'timestamp-query', the device's clock
+is written around each dispatch (the backend's ``device_timer``: inside the shared
+compute pass where the adapter allows it, else in a pass of its own for each dispatch),
+read back when the profile ends: a dispatch's
 ``duration_ns`` is then the device's (``clock="device"``) and its ``start_ns`` the
 device's start, aligned to the host clock at the first dispatch (``extra`` keeps the
 host's encode time). Elsewhere a dispatch's time is its host encode time
@@ -180,7 +181,8 @@ _STATE = _State()
 # eager CPU step); its numbers and strings are not counted. What repeats is shared: the
 # site (name, device, kind, clock: one tuple per wrapped method or WGSL entry) and the
 # signature (a kernel's input and output shapes and dtypes, a dispatch's grid), interned
-# in ``Profile._interned`` (a step repeats them). A phase of None is the forward's.
+# in ``Profile._interned`` (a step repeats them). A phase of None is the forward's. The
+# start is the host clock's own (the profile's start is taken off when events are read).
 (_R_SITE, _R_SIG, _R_START, _R_DURATION, _R_PARENT, _R_PHASE, _R_NODE_NAME, _R_NODE_ID,
  _R_THREAD, _R_SLOT) = range(10)
 _FIELDS = 10
@@ -246,12 +248,12 @@ def _profiled(device, name, fn):
         # its Function.apply fills in when it returns, read when events are made)
         node = mode.backward_node
         if node is not None:
-            call = (name, "backward", node.name, id(node))
+            phase, node_name, node_id = "backward", node.name, id(node)
         elif local.get("steps"):
-            call = (name, "optimizer", None, None)
+            phase, node_name, node_id = "optimizer", None, None
         else:
-            call = (name, None, None, local.get("made"))
-        local["call"] = call  # (read by a GPU dispatch)
+            phase, node_name, node_id = None, None, local.get("made")
+        local["call"] = (name, phase, node_name, node_id)  # (read by a GPU dispatch)
         t0 = _clock()
         try:
             out = fn(*args, **kwargs)
@@ -281,8 +283,8 @@ def _profiled(device, name, fn):
             last[0] = sig = prof._interned.setdefault(sig, sig)
         else:
             sig = last[0]
-        prof._raw.extend((site, sig, t0 - prof._t0, t1 - t0, None, call[1], call[2],
-                          call[3], _get_ident(), None))
+        prof._raw.extend((site, sig, t0, t1 - t0, None, phase, node_name, node_id,
+                          _get_ident(), None))
         return out
 
     profiled.__name__ = name
@@ -325,8 +327,8 @@ def _profiled_dispatch(fn):
         # (its extra as its grid and device slot: made a dict when read, see
         # _dispatch_extra)
         grid = grid if grid.__class__ is not list else tuple(grid)
-        prof._raw.extend((site, prof._interned.setdefault(grid, grid), t0 - prof._t0,
-                          t1 - t0, op, phase, node, node_id, _get_ident(), slot))
+        prof._raw.extend((site, prof._interned.setdefault(grid, grid), t0, t1 - t0, op,
+                          phase, node, node_id, _get_ident(), slot))
         return slot
 
     return dispatch
@@ -345,7 +347,7 @@ def _profiled_replay(dispatcher, fn):
             return
         # a captured step's dispatches, encoded and submitted at once (one event)
         prof._raw.extend((_REPLAY_SITE, {"dispatches": dispatcher.counters["dispatches"]
-                                         - before}, t0 - prof._t0, t1 - t0,
+                                         - before}, t0, t1 - t0,
                           (state.local.__dict__.get("call") or _NO_CALL)[0], "replay",
                           None, None, _get_ident(), None))
 
@@ -388,7 +390,7 @@ class Profile:
     @property
     def events(self) -> list[KernelEvent]:
         """The kernels recorded so far, in the order they ended."""
-        raw, events = self._raw, self._events
+        raw, events, t0 = self._raw, self._events, self._t0
         end = len(raw) // _FIELDS * _FIELDS  # (another thread may be adding one)
         for i in range(len(events) * _FIELDS, end, _FIELDS):
             (site, sig, start, dur, parent, phase, node_name, node_id, tid,
@@ -407,7 +409,8 @@ class Profile:
                 arrays = sig[:inputs]
                 moved, extra = _bytes(arrays) + _bytes(sig[inputs:-1]), None
             events.append(KernelEvent(name, device, kind, [tuple(s) for s in arrays[::2]],
-                                      [str(d) for d in arrays[1::2]], start, dur, moved, tid,
+                                      [str(d) for d in arrays[1::2]], start - t0, dur,
+                                      moved, tid,
                                       clock, parent, extra or {},
                                       node_name if backward else None, phase, node_id,
                                       None if backward else node_name))
@@ -499,7 +502,8 @@ class Profile:
             if align is None:
                 align = host_start - begin
             extra = _dispatch_extra(raw[i + _R_SIG], None)
-            extra["host_start_ns"], extra["host_encode_ns"] = host_start, raw[i + _R_DURATION]
+            extra["host_start_ns"] = host_start - self._t0
+            extra["host_encode_ns"] = raw[i + _R_DURATION]
             raw[i + _R_START], raw[i + _R_DURATION] = begin + align, duration
             raw[i + _R_SITE] = (*site[:3], "device")
             raw[i + _R_SIG], raw[i + _R_SLOT] = extra, None

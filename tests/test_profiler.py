@@ -175,20 +175,31 @@ def _timed_flushes(be, flushes: int, dispatches: int):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize(("pairs", "resolve_bytes", "per_flush", "sets"), [
-    (8, 1 << 16, 3, 3),  # 7 flushes of 3: a set holds 8 pairs (21 = 8 + 8 + 5)
-    (64, 512, 1, 4),  # 7 flushes of 1: each takes a 256-byte region, two to a set
-], ids=["pairs-run-out", "regions-run-out"])
-def test_one_query_set_times_many_flushes_until_it_is_full(be, monkeypatch, pairs,
-                                                           resolve_bytes, per_flush, sets):
-    """The device timer resolves each flush's pairs into a region of its own (aligned
+@pytest.mark.parametrize("in_passes", [True, False], ids=["inside-passes", "own-passes"])
+@pytest.mark.parametrize(("queries", "resolve_bytes", "per_flush", "sets"), [
+    # 7 flushes of 3: inside passes a flush takes 4 stamps (one for each dispatch and
+    # one at the pass's start), so sets of 10 take 4 + 4 + 2 | 3 + 4 + 3 | 2 + 4 + 4
+    # (a set that runs out mid-flush: the rest in a new pass, with a start of its own);
+    # in passes of their own a dispatch takes 2 stamps (21 = 5 + 5 + 5 + 5 + 1)
+    (10, 1 << 16, 3, {True: 3, False: 5}),
+    # 7 flushes of 1: each takes a 256-byte region, two to a set
+    (128, 512, 1, {True: 4, False: 4}),
+], ids=["queries-run-out", "regions-run-out"])
+def test_one_query_set_times_many_flushes_until_it_is_full(be, monkeypatch, queries,
+                                                           resolve_bytes, per_flush, sets,
+                                                           in_passes):
+    """The device timer resolves each flush's stamps into a region of its own (aligned
     to 256 bytes) of one query set's buffers, so a flush makes no new GPU objects, and
-    takes another set only when its pairs or its regions run out: every dispatch gets
+    takes another set only when its queries or its regions run out: every dispatch gets
     its own reading, in order."""
     from haelixe.backends.wgpu.dispatch import DispatchTimer
     if be.device_timer() is None:
         pytest.skip("this adapter grants no 'timestamp-query'")
-    monkeypatch.setattr(DispatchTimer, "PAIRS", pairs)
+    if in_passes and not be.dispatcher.context.timestamps_in_passes:
+        pytest.skip("this adapter grants no 'timestamp-query-inside-passes'")
+    monkeypatch.setattr(be.dispatcher.context, "timestamps_in_passes", in_passes)
+    sets = sets[in_passes]
+    monkeypatch.setattr(DispatchTimer, "QUERIES", queries)
     monkeypatch.setattr(DispatchTimer, "RESOLVE_BYTES", resolve_bytes)
     made = []
     new_batch = DispatchTimer._new_batch
@@ -200,6 +211,29 @@ def test_one_query_set_times_many_flushes_until_it_is_full(be, monkeypatch, pair
     starts = [k.start_ns for k in kernels]
     assert starts == sorted(starts)
     assert made == [0] * sets  # (a new set each time: none read yet to reuse)
+
+
+@pytest.mark.gpu
+def test_inside_passes_a_dispatch_takes_one_timestamp_and_starts_where_the_last_ended(
+        be, monkeypatch):
+    """Inside a shared compute pass each timed dispatch writes one timestamp after it,
+    and the pass one before its first (a stamp makes the device wait for the work before
+    it: a pair for each dispatch would wait twice as often); a dispatch then starts on
+    the device's clock where the one before it in the pass ended."""
+    from haelixe.backends.wgpu import dispatch
+    if be.device_timer() is None or not be.dispatcher.context.timestamps_in_passes:
+        pytest.skip("this adapter grants no 'timestamp-query-inside-passes'")
+    stamps = []
+    stamp = dispatch._ENCODE.timestamp
+    monkeypatch.setattr(dispatch._ENCODE, "timestamp",
+                        lambda cpass, qs, i: stamps.append(i) or stamp(cpass, qs, i))
+    kernels, counted = _timed_flushes(be, 2, 5)
+    assert counted == 10 and len(kernels) == 10
+    assert stamps == [0, 1, 2, 3, 4, 5] + [6, 7, 8, 9, 10, 11]  # (a pass for each flush)
+    assert all(k.clock == "device" and k.duration_ns > 0 for k in kernels)
+    for flush in (kernels[:5], kernels[5:]):
+        for before, k in zip(flush, flush[1:]):  # (rounding ticks to ns: 1 ns apart)
+            assert abs(before.start_ns + before.duration_ns - k.start_ns) <= 1
 
 
 @pytest.mark.gpu

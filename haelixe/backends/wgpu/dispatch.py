@@ -147,7 +147,7 @@ class Dispatcher:
             timer = self.timer
             if (self._pending >= self.max_pending
                     or self._meta_used + META_WINDOW_INTS > self._meta_host.size
-                    or (timer is not None and timer.full())):
+                    or (timer is not None and timer.full(self._pass))):
                 self.flush()
             start = self._meta_used
             self._meta_host[start:start + size] = meta
@@ -160,13 +160,15 @@ class Dispatcher:
                 cpass = self._pass or self._begin_pass()
                 _ENCODE.set_pipeline(cpass, pipe)
                 _ENCODE.dispatch(cpass, group, start * 4, grid)
-            elif timer.in_passes:  # the device's clock read before and after it
+            elif timer.in_passes:  # the device's clock read after it (and before the
+                # pass's first: a later one starts where the one before it ended)
                 cpass = self._pass or self._begin_pass()
-                query_set, first, slot = timer.next_pair()
-                _ENCODE.timestamp(cpass, query_set, first)
+                query_set, begin, end, slot = timer.next_in(cpass)
+                if begin is not None:
+                    _ENCODE.timestamp(cpass, query_set, begin)
                 _ENCODE.set_pipeline(cpass, pipe)
                 _ENCODE.dispatch(cpass, group, start * 4, grid)
-                _ENCODE.timestamp(cpass, query_set, first + 1)
+                _ENCODE.timestamp(cpass, query_set, end)
             else:  # its own pass, with the device's clock read at its start and end
                 cpass, slot = self._timed_pass(timer)
                 _ENCODE.set_pipeline(cpass, pipe)
@@ -191,7 +193,7 @@ class Dispatcher:
             self._pass = None
         if self._encoder is None:
             self._encoder = self.device.create_command_encoder()
-        query_set, first, slot = timer.next_pair()
+        query_set, first, slot = timer.next_own()
         cpass = self._encoder.begin_compute_pass(timestamp_writes={
             "query_set": query_set, "beginning_of_pass_write_index": first,
             "end_of_pass_write_index": first + 1})
@@ -423,21 +425,24 @@ class Dispatcher:
 class DispatchTimer:
     """The device's clock around each dispatch, while :attr:`Dispatcher.timer` is this.
 
-    Two timestamps go into a query set around each dispatch: inside the open compute
-    pass, where the device has 'timestamp-query-inside-passes' (each then reads how long
-    the device took from the end of what came before to the end of this dispatch), else
-    at the start and end of a compute pass of its own (``timestamp_writes``), which costs
-    the host a pass for each dispatch. One query set serves many flushes: each flush
-    resolves the pairs written since the last one into the next free 256-byte-aligned
-    region of the set's resolve buffer (WebGPU's alignment for a resolve) and copies them
-    into a mappable one, so a step makes no new GPU objects; :meth:`read` maps those once
-    the work is done. A set is retired when its pairs or its buffer's regions run out.
+    Timestamps go into a query set as the dispatches are recorded. Inside the open compute
+    pass, where the device has 'timestamp-query-inside-passes', one follows each
+    dispatch, and one more comes before the pass's first: a dispatch's time runs from
+    the stamp before it (the end of the dispatch before it, or the pass's start) to its
+    own. (A stamp makes the device finish the work before it: one per dispatch costs
+    it half the waits of a pair.) Elsewhere each dispatch gets a compute pass of its own
+    that writes a stamp at its start and end (``timestamp_writes``), which costs the
+    host a pass for each dispatch. One query set serves many flushes: each flush resolves
+    the stamps written since the last one into the next free 256-byte-aligned region of
+    the set's resolve buffer (WebGPU's alignment for a resolve) and copies them into a
+    mappable one, so a step makes no new GPU objects; :meth:`read` maps those once the
+    work is done. A set is retired when its queries or its buffer's regions run out.
     Slots count the dispatches timed, from 0; each slot's reading is (its start stamp,
     its end stamp minus its start), in nanoseconds of the device's clock (the queue's
     timestamp period converts ticks)."""
 
-    PAIRS = 2048  # dispatches per query set (4096 queries: WebGPU's largest set)
-    RESOLVE_BYTES = 1 << 16  # each set's resolve buffer: its pairs' 32 KiB, and room
+    QUERIES = 4096  # timestamps per query set (WebGPU's largest set)
+    RESOLVE_BYTES = 1 << 16  # each set's resolve buffer: its queries' 32 KiB, and room
     # for a flush's region to start on a 256-byte boundary
     ALIGN = 256  # a resolve's destination offset is a multiple of this
 
@@ -474,21 +479,47 @@ class DispatchTimer:
             self._batch = None
         return self.read()
 
-    def full(self) -> bool:
-        """Whether the set in use has no room for another pair (a flush retires it)."""
+    def full(self, cpass=None) -> bool:
+        """Whether the set in use has no room for the next dispatch's stamps, recorded
+        into ``cpass`` (the open pass, or None) (a flush retires it)."""
         batch = self._batch
-        return batch is not None and (
-            batch.used == self.PAIRS
-            or batch.offset + _aligned(16 * (batch.used - batch.resolved + 1), self.ALIGN)
-            > self.RESOLVE_BYTES)
+        if batch is None:
+            return False
+        # (one stamp where the dispatch follows a stamped one in the same pass, else two)
+        need = 1 if cpass is not None and batch.stamped is cpass else 2
+        return (batch.used + need > self.QUERIES
+                or batch.offset + _aligned(8 * (batch.used - batch.resolved + need),
+                                           self.ALIGN) > self.RESOLVE_BYTES)
 
-    def next_pair(self):
-        """(query set, first of the two query indices, slot) for the next dispatch."""
+    def next_in(self, cpass):
+        """(query set, index of the stamp before it or None where the last one written
+        into ``cpass`` is that, index of its own, slot) for the next dispatch inside the
+        pass ``cpass``."""
         batch = self._batch
         if batch is None:
             batch = self._batch = self._new_batch()
-        first = 2 * batch.used
-        batch.used += 1
+        used = batch.used
+        if batch.stamped is cpass:
+            begin = None
+        else:  # (the pass's first: a stamp at its start; the pass is kept, so no other
+            # takes its id while it is compared)
+            begin, batch.stamped = used, cpass
+            used += 1
+        batch.ends.append(used)
+        batch.used = used + 1
+        self.slots += 1
+        return batch.query_set, begin, used, self.slots - 1
+
+    def next_own(self):
+        """(query set, index of the first of its two stamps, slot) for the next dispatch,
+        in a pass of its own."""
+        batch = self._batch
+        if batch is None:
+            batch = self._batch = self._new_batch()
+        first = batch.used
+        batch.ends.append(first + 1)
+        batch.used = first + 2
+        batch.stamped = None
         self.slots += 1
         return batch.query_set, first, self.slots - 1
 
@@ -498,7 +529,7 @@ class DispatchTimer:
             batch.reset(self.slots)
             return batch
         usage, device = self._wgpu.BufferUsage, self.dispatcher.device
-        return _Batch(device.create_query_set(type="timestamp", count=2 * self.PAIRS),
+        return _Batch(device.create_query_set(type="timestamp", count=self.QUERIES),
                       device.create_buffer(size=self.RESOLVE_BYTES,
                                            usage=usage.QUERY_RESOLVE | usage.COPY_SRC),
                       device.create_buffer(size=self.RESOLVE_BYTES,
@@ -506,57 +537,63 @@ class DispatchTimer:
                       self.slots)
 
     def resolve(self, encoder) -> bool:
-        """At a flush: resolve the pairs written since the last flush and copy them
+        """At a flush: resolve the stamps written since the last flush and copy them
         where they can be read (True where there were any); a full set is retired (the
         next dispatch takes another)."""
         batch = self._batch
         if batch is None:
             return False
-        pairs = batch.used - batch.resolved
-        if pairs:
-            encoder.resolve_query_set(batch.query_set, 2 * batch.resolved, 2 * pairs,
+        count = batch.used - batch.resolved
+        if count:
+            encoder.resolve_query_set(batch.query_set, batch.resolved, count,
                                       batch.resolve_buffer, batch.offset)
             encoder.copy_buffer_to_buffer(batch.resolve_buffer, batch.offset,
-                                          batch.read_buffer, batch.offset, 16 * pairs)
-            batch.regions.append((batch.offset, batch.resolved, pairs))
-            batch.offset += _aligned(16 * pairs, self.ALIGN)
+                                          batch.read_buffer, batch.offset, 8 * count)
+            batch.regions.append((batch.offset, batch.resolved, count))
+            batch.offset += _aligned(8 * count, self.ALIGN)
             batch.resolved = batch.used
+        batch.stamped = None  # (the pass has ended)
         self._resolved_last = batch
         if self.full():
             self._done.append(batch)
             self._batch = None
-        return bool(pairs)
+        return bool(count)
 
     def abandon(self, resolved: bool) -> None:
         """wgpu refused the flushed commands: their dispatches ran not, nor have times:
-        the pairs its resolve took (``resolved``), or those it was yet to take."""
+        the stamps its resolve took (``resolved``), or those it was yet to take."""
         if resolved:  # (the region it resolved is never written)
             batch = self._resolved_last
-            _, first, pairs = batch.regions.pop()
-            self._lost.update(range(batch.first_slot + first,
-                                    batch.first_slot + first + pairs))
-            return
-        batch = self._batch
-        if batch is not None and batch.resolved < batch.used:
-            self._lost.update(range(batch.first_slot + batch.resolved,
-                                    batch.first_slot + batch.used))
-            batch.resolved = batch.used
+            _, first, count = batch.regions.pop()
+        else:
+            batch = self._batch
+            if batch is None or batch.resolved == batch.used:
+                return
+            first, count = batch.resolved, batch.used - batch.resolved
+            batch.resolved, batch.stamped = batch.used, None
+        # (a dispatch's two stamps are in one flush: its end stamp tells which)
+        self._lost.update(batch.first_slot + i for i, end in enumerate(batch.ends)
+                          if first <= end < first + count)
 
     def read(self) -> list:
         """Each slot's (start, duration) so far, in nanoseconds (waits for the GPU to
         finish the work)."""
         times: list = [None] * self.slots
         done, self._done = self._done, []
+        period = self.period
         for batch in done:
             if batch.regions:
                 data, _ = _read_mapped(batch.read_buffer, 0, batch.offset)
                 words = np.frombuffer(data, np.uint64)
-                for offset, first, pairs in batch.regions:
-                    stamps = words[offset // 8:offset // 8 + 2 * pairs].reshape(-1, 2)
-                    slot = batch.first_slot + first
-                    for i, (begin, end) in enumerate(stamps.astype(np.int64).tolist()):
-                        times[slot + i] = (round(begin * self.period),
-                                           round(max(end - begin, 0) * self.period))
+                stamps = np.zeros(batch.used, np.uint64)
+                for offset, first, count in batch.regions:
+                    stamps[first:first + count] = words[offset // 8:offset // 8 + count]
+                stamps = stamps.astype(np.int64).tolist()
+                slot = batch.first_slot
+                for i, end in enumerate(batch.ends):
+                    begin = stamps[end - 1]
+                    times[slot + i] = (round(begin * period),
+                                       round(max(stamps[end] - begin, 0) * period))
             self._spare.append(batch)
         for slot in self._lost:
             times[slot] = None
@@ -565,11 +602,12 @@ class DispatchTimer:
 
 class _Batch:
     """A query set in use by a :class:`DispatchTimer`: its buffers, the slot of its first
-    pair, the pairs written and resolved so far, and each flush's region of its buffers
-    (byte offset, first pair, pairs)."""
+    dispatch, the stamps written and resolved so far, each of its dispatches' own stamp
+    (the one before it is its start), the pass its last stamp went into (while that is
+    open), and each flush's region of its buffers (byte offset, first stamp, stamps)."""
 
     __slots__ = ("query_set", "resolve_buffer", "read_buffer", "first_slot", "used",
-                 "resolved", "offset", "regions")
+                 "resolved", "offset", "regions", "ends", "stamped")
 
     def __init__(self, query_set, resolve_buffer, read_buffer, first_slot: int):
         self.query_set, self.resolve_buffer, self.read_buffer = \
@@ -579,6 +617,8 @@ class _Batch:
     def reset(self, first_slot: int) -> None:
         self.first_slot, self.used, self.resolved, self.offset = first_slot, 0, 0, 0
         self.regions: list = []
+        self.ends: list = []
+        self.stamped = None
 
 
 def _aligned(n: int, align: int) -> int:
