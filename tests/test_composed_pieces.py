@@ -54,3 +54,50 @@ def test_an_optimizer_update_written_in_pieces_equals_the_whole():
     np.testing.assert_allclose(m, rm, rtol=1e-6)
     np.testing.assert_allclose(v, rv, rtol=1e-6)
     np.testing.assert_allclose(p, rp, rtol=1e-5, atol=1e-7)
+
+
+# The special functions whose numpy forms iterate until every element of the array has
+# converged: in pieces each piece stops when its own elements have, so float64 results
+# may differ in the last bits (the same accuracy either way)
+ITERATIVE = {"igamma", "igammac", "airy_ai", "modified_bessel_k0", "modified_bessel_k1",
+             "scaled_modified_bessel_k0", "scaled_modified_bessel_k1"}
+
+
+def _engine_kernels():
+    import gc
+
+    import haelixe.nn  # noqa: F401 (the modules that declare kernels, all imported)
+    import haelixe.optim  # noqa: F401
+    import haelixe.special  # noqa: F401
+    from haelixe.backends.base import Kernel
+
+    return sorted((o for o in gc.get_objects() if type(o) is Kernel and o.cpu is None),
+                  key=lambda k: k.name)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_every_kernel_s_numpy_form_is_elementwise_in_pieces(dtype):
+    """Each kernel the engine declares (ops, gradients, fused defaults, optimizers), in
+    pieces, equals its whole-array value: a formula that read across elements (a
+    reduction, a shift) would not, and pieces would make it silently wrong."""
+    kernels = _engine_kernels()
+    assert len(kernels) > 200
+    n = 4 * cpu.PIECE + 7
+    rng = np.random.default_rng(1)
+    checked = 0
+    for k in kernels:
+        xs = [(rng.random(n) * 2.5 + 0.5).astype(dtype) for _ in range(k.arity)]
+        with np.errstate(all="ignore"):
+            try:
+                whole = k.fn(cpu._MATH, *xs)
+            except (TypeError, ValueError):  # (an integer-only kernel)
+                continue
+            if not isinstance(whole, np.ndarray) or whole.shape != (n,):
+                continue
+            got = cpu._by_pieces(k.fn, xs)
+        if k.name in ITERATIVE:
+            np.testing.assert_allclose(got, whole, rtol=1e-13, err_msg=k.name)
+        else:
+            np.testing.assert_array_equal(got, whole, err_msg=k.name)
+        checked += 1
+    assert checked > 200
