@@ -56,9 +56,11 @@ def test_an_optimizer_update_written_in_pieces_equals_the_whole():
     np.testing.assert_allclose(p, rp, rtol=1e-5, atol=1e-7)
 
 
-# The special functions whose numpy forms iterate until every element of the array has
-# converged: in pieces each piece stops when its own elements have, so float64 results
-# may differ in the last bits (the same accuracy either way)
+# The special functions whose float64 values depend in their last bits on the other
+# elements evaluated with them (the same accuracy either way): the incomplete gammas
+# iterate until every element of the array has converged, and Airy's Ai and the
+# modified Bessel K sum their quadratures with a BLAS matrix-vector product, whose
+# order of additions for a row depends on the block's size
 ITERATIVE = {"igamma", "igammac", "airy_ai", "modified_bessel_k0", "modified_bessel_k1",
              "scaled_modified_bessel_k0", "scaled_modified_bessel_k1"}
 
