@@ -5,7 +5,8 @@ While a profile is active, every public method of each loaded backend (and the C
 (:func:`haelixe.backends.cpu_graph.wrap_methods`), and on the GPU the dispatcher's
 ``dispatch`` too; nothing is wrapped otherwise, so a program that does not profile pays
 nothing. The methods that only make a view (the backend's ``layout_only``) run no
-kernel and stay as they are. A backend call inside another backend call belongs to the outer one.
+kernel and stay as they are. A backend call inside another backend call belongs to the
+outer one.
 
 A kernel's phase and node come from where the calls that make them say: the engine
 names the node whose backward runs (``backward_node`` of the grad-mode state), and while
